@@ -1,0 +1,237 @@
+//! The keyed-state conformance suite: the semantics every [`KeyedStateBackend`] must have.
+//! Each backend's tests call [`run_all`] with a factory for that backend (TiKV's
+//! `engine_traits_tests` habit: one suite, every engine).
+
+use crate::descriptor::*;
+use crate::keyed::*;
+use eddy_types::{key_group_range_for_subtask, stable_hash, Key, KeyGroupRange, MaxParallelism};
+
+/// Builds a fresh backend for a key-group range.
+pub type BackendFactory<'a> = &'a dyn Fn(KeyGroupRange, MaxParallelism) -> Box<dyn KeyedStateBackend>;
+
+/// Makes `key` the current key of this thread's backend.
+pub fn set_key<K: Key>(key: &K) {
+    let mut bytes = Vec::new();
+    key.encode_key(&mut bytes);
+    with_backend("test", |b| b.set_current_key(&bytes, stable_hash(&bytes)).map(|_| ())).expect("key in range");
+}
+
+fn with_installed(factory: BackendFactory<'_>, test: impl FnOnce()) {
+    let max = MaxParallelism::default();
+    install_backend(factory(KeyGroupRange::all(max), max)).expect("no backend installed yet");
+    test();
+    take_backend();
+}
+
+/// Runs every conformance check; panics on the first violation.
+pub fn run_all(factory: BackendFactory<'_>) {
+    with_installed(factory, value_state);
+    with_installed(factory, list_state);
+    with_installed(factory, map_state);
+    with_installed(factory, reducing_state);
+    with_installed(factory, aggregating_state);
+    with_installed(factory, redeclaration);
+    with_installed(factory, no_current_key);
+    with_installed(factory, snapshot_by_key_group);
+    out_of_range_key(factory);
+    no_backend_installed();
+}
+
+fn value_state() {
+    let count = ValueState::declare(&ValueStateDescriptor::<u64>::new("count")).unwrap();
+    let with_default = ValueState::declare(&ValueStateDescriptor::<u64>::new("d").with_default(7)).unwrap();
+    set_key(&"a".to_string());
+    assert_eq!(count.value().unwrap(), None);
+    assert_eq!(with_default.value().unwrap(), Some(7));
+    count.update(1).unwrap();
+    set_key(&"b".to_string());
+    assert_eq!(count.value().unwrap(), None, "keys are isolated");
+    count.update(10).unwrap();
+    set_key(&"a".to_string());
+    assert_eq!(count.value().unwrap(), Some(1));
+    assert_eq!(count.update_with(|| 0, |c| { *c += 5; *c }).unwrap(), 6);
+    count.clear().unwrap();
+    assert_eq!(count.value().unwrap(), None);
+    set_key(&"b".to_string());
+    assert_eq!(count.value().unwrap(), Some(10), "clear touches only the current key");
+}
+
+fn list_state() {
+    let list = ListState::declare(&ListStateDescriptor::<String>::new("l")).unwrap();
+    set_key(&1u32);
+    assert!(list.get().unwrap().is_empty());
+    list.add("x".into()).unwrap();
+    list.add_all(vec!["y".into(), "z".into()]).unwrap();
+    assert_eq!(list.get().unwrap(), vec!["x", "y", "z"]);
+    set_key(&2u32);
+    assert!(list.get().unwrap().is_empty());
+    list.update(vec!["q".into()]).unwrap();
+    set_key(&1u32);
+    list.update(vec![]).unwrap();
+    assert!(list.get().unwrap().is_empty());
+    set_key(&2u32);
+    assert_eq!(list.get().unwrap(), vec!["q"]);
+    list.clear().unwrap();
+    assert!(list.get().unwrap().is_empty());
+}
+
+fn map_state() {
+    let map = MapState::declare(&MapStateDescriptor::<String, i64>::new("m")).unwrap();
+    set_key(&(1u8, 2u8));
+    assert!(map.is_empty().unwrap());
+    map.put("a".into(), 1).unwrap();
+    map.put_all(vec![("b".to_string(), 2), ("c".to_string(), 3)]).unwrap();
+    assert_eq!(map.get(&"b".into()).unwrap(), Some(2));
+    assert!(map.contains(&"c".into()).unwrap());
+    assert!(!map.contains(&"z".into()).unwrap());
+    let mut keys = map.keys().unwrap();
+    keys.sort();
+    assert_eq!(keys, vec!["a", "b", "c"]);
+    let mut values = map.values().unwrap();
+    values.sort();
+    assert_eq!(values, vec![1, 2, 3]);
+    let mut entries: Vec<_> = map.iter().unwrap().collect();
+    entries.sort();
+    assert_eq!(entries, vec![("a".to_string(), 1), ("b".to_string(), 2), ("c".to_string(), 3)]);
+    set_key(&(1u8, 3u8));
+    assert!(map.is_empty().unwrap(), "keys are isolated");
+    set_key(&(1u8, 2u8));
+    assert_eq!(map.remove(&"a".into()).unwrap(), Some(1));
+    assert_eq!(map.remove(&"a".into()).unwrap(), None);
+    map.clear().unwrap();
+    assert!(map.is_empty().unwrap());
+    assert_eq!(map.get(&"b".into()).unwrap(), None);
+}
+
+fn reducing_state() {
+    let max = ReducingState::declare(&ReducingStateDescriptor::new("max", |a: i32, b: i32| a.max(b))).unwrap();
+    set_key(&"k".to_string());
+    assert_eq!(max.get().unwrap(), None);
+    for v in [3, 9, 4] {
+        max.add(v).unwrap();
+    }
+    assert_eq!(max.get().unwrap(), Some(9));
+    set_key(&"j".to_string());
+    max.add(-1).unwrap();
+    assert_eq!(max.get().unwrap(), Some(-1));
+    max.clear().unwrap();
+    assert_eq!(max.get().unwrap(), None);
+    set_key(&"k".to_string());
+    assert_eq!(max.get().unwrap(), Some(9));
+}
+
+struct Average;
+impl AggregateFunction for Average {
+    type In = u32;
+    type Acc = (u64, u64);
+    type Out = f64;
+    fn create_accumulator(&self) -> (u64, u64) {
+        (0, 0)
+    }
+    fn add(&self, value: u32, acc: (u64, u64)) -> (u64, u64) {
+        (acc.0 + u64::from(value), acc.1 + 1)
+    }
+    fn get_result(&self, acc: &(u64, u64)) -> f64 {
+        acc.0 as f64 / acc.1 as f64
+    }
+    fn merge(&self, a: (u64, u64), b: (u64, u64)) -> (u64, u64) {
+        (a.0 + b.0, a.1 + b.1)
+    }
+}
+
+fn aggregating_state() {
+    let avg = AggregatingState::declare(&AggregatingStateDescriptor::new("avg", Average)).unwrap();
+    set_key(&5i64);
+    assert_eq!(avg.get().unwrap(), None);
+    avg.add(1).unwrap();
+    avg.add(2).unwrap();
+    assert_eq!(avg.get().unwrap(), Some(1.5));
+    set_key(&6i64);
+    assert_eq!(avg.get().unwrap(), None);
+    avg.add(10).unwrap();
+    avg.clear().unwrap();
+    assert_eq!(avg.get().unwrap(), None);
+    set_key(&5i64);
+    assert_eq!(avg.get().unwrap(), Some(1.5));
+}
+
+fn redeclaration() {
+    let a = ValueState::declare(&ValueStateDescriptor::<u64>::new("s")).unwrap();
+    let b = ValueState::declare(&ValueStateDescriptor::<u64>::new("s")).unwrap();
+    set_key(&0u8);
+    a.update(3).unwrap();
+    assert_eq!(b.value().unwrap(), Some(3), "same name, same state");
+    let err = ValueState::declare(&ValueStateDescriptor::<String>::new("s")).err().expect("type clash");
+    let message = err.to_string();
+    assert!(message.contains("'s'") && message.contains("declared twice"), "{message}");
+    let err = ListState::declare(&ListStateDescriptor::<u64>::new("s")).err().expect("kind clash");
+    assert!(err.to_string().contains("declared twice"), "{err}");
+}
+
+fn no_current_key() {
+    let v = ValueState::declare(&ValueStateDescriptor::<u64>::new("v")).unwrap();
+    let err = v.value().unwrap_err();
+    assert!(err.to_string().contains("without a current key"), "{err}");
+    set_key(&1u8);
+    v.update(1).unwrap();
+    with_backend("test", |b| {
+        b.clear_current_key();
+        Ok(())
+    })
+    .unwrap();
+    assert!(v.update(2).is_err());
+}
+
+fn snapshot_by_key_group() {
+    let v = ValueState::declare(&ValueStateDescriptor::<u64>::new("v")).unwrap();
+    for k in 0..200u64 {
+        set_key(&k);
+        v.update(k * 3).unwrap();
+    }
+    // Copy each key group into a fresh backend of the same range; every value survives.
+    let mut old = take_backend().unwrap();
+    let range = old.key_group_range();
+    let groups: Vec<Vec<u8>> = (0..range.len() as usize)
+        .map(|g| old.table_by_name("v").unwrap().snapshot_key_group(g).unwrap())
+        .collect();
+    let mut fresh = HeapKeyedStateBackend::new(range, old.max_parallelism());
+    fresh
+        .register(crate::descriptor::StateMeta::of::<u64>("v", StateKind::Value), &mut || {
+            Box::new(HeapTable::<u64>::new("v", range.len() as usize))
+        })
+        .unwrap();
+    for (g, bytes) in groups.iter().enumerate() {
+        fresh.table_by_name_mut("v").unwrap().restore_key_group(g, bytes).unwrap();
+    }
+    old.table_by_name_mut("v").unwrap().clear_all();
+    install_backend(Box::new(fresh)).unwrap();
+    let v = ValueState::declare(&ValueStateDescriptor::<u64>::new("v")).unwrap();
+    for k in 0..200u64 {
+        set_key(&k);
+        assert_eq!(v.value().unwrap(), Some(k * 3));
+    }
+}
+
+fn out_of_range_key(factory: BackendFactory<'_>) {
+    let max = MaxParallelism::default();
+    let range = key_group_range_for_subtask(max, 4, 1);
+    install_backend(factory(range, max)).unwrap();
+    let mut rejected = 0;
+    for k in 0..100u64 {
+        let mut bytes = Vec::new();
+        k.encode_key(&mut bytes);
+        let hash = stable_hash(&bytes);
+        let owned = range.contains(eddy_types::assign_to_key_group(hash, max));
+        let result = with_backend("test", |b| b.set_current_key(&bytes, hash));
+        assert_eq!(result.is_ok(), owned, "key {k}");
+        rejected += usize::from(!owned);
+    }
+    assert!(rejected > 0);
+    take_backend();
+}
+
+fn no_backend_installed() {
+    assert!(take_backend().is_none());
+    let err = ValueState::declare(&ValueStateDescriptor::<u64>::new("x")).err().expect("no keyed context");
+    assert!(err.to_string().contains("outside a keyed context"), "{err}");
+}

@@ -1,0 +1,109 @@
+//! The keyed state backend trait, the current key, and the thread-local through which
+//! state handles reach the backend of the subtask that runs them.
+
+use crate::descriptor::StateMeta;
+use crate::error::StateError;
+use eddy_types::{KeyGroup, KeyGroupRange, KeyHash, MaxParallelism};
+use std::any::Any;
+use std::cell::RefCell;
+
+/// The id of a declared state inside one backend, plus the backend's own id so that a
+/// handle from another backend is recognised.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StateId {
+    pub(crate) backend_id: u64,
+    pub(crate) index: u32,
+}
+
+/// The key whose state is being read and written, as the backend sees it.
+#[derive(Debug, Default)]
+pub struct CurrentKey {
+    /// The key's stable encoding ([`eddy_types::Key::encode_key`]).
+    pub bytes: Vec<u8>,
+    pub hash: u64,
+    pub key_group: u32,
+    /// `key_group - range.start`: the index of the key group's table.
+    pub local_group: usize,
+    pub is_set: bool,
+}
+
+/// One declared state's data in a backend, with the types erased so that the backend can
+/// hold states of any type and snapshot them by key group.
+pub trait KeyedTable: Send {
+    fn as_any_mut(&mut self) -> &mut dyn Any;
+    fn as_any(&self) -> &dyn Any;
+    /// Number of keys with a value.
+    fn key_count(&self) -> usize;
+    /// The entries of one key group (`local_group` = key group − range start), serialized.
+    fn snapshot_key_group(&self, local_group: usize) -> Result<Vec<u8>, StateError>;
+    /// Adds the entries of one key group written by [`KeyedTable::snapshot_key_group`].
+    fn restore_key_group(&mut self, local_group: usize, bytes: &[u8]) -> Result<(), StateError>;
+    /// Drops every value.
+    fn clear_all(&mut self);
+}
+
+/// Where the keyed state of one subtask lives. Object-safe: the runtime holds a
+/// `Box<dyn KeyedStateBackend>` and never sees which backend it is.
+pub trait KeyedStateBackend: Send {
+    fn key_group_range(&self) -> KeyGroupRange;
+    fn max_parallelism(&self) -> MaxParallelism;
+    /// Makes the key with these encoded bytes and hash the current key; returns its key
+    /// group. Fails if the key group is not this backend's (a routing bug).
+    fn set_current_key(&mut self, encoded_key: &[u8], hash: KeyHash) -> Result<KeyGroup, StateError>;
+    /// After this, state access fails until a key is set again.
+    fn clear_current_key(&mut self);
+    /// Declares a state, or returns the id of the one declared under the same name.
+    fn register(
+        &mut self,
+        meta: StateMeta,
+        create: &mut dyn FnMut() -> Box<dyn KeyedTable>,
+    ) -> Result<StateId, StateError>;
+    /// The current key and the table of state `id`; fails if no key is set.
+    fn current_key_and_table(
+        &mut self,
+        id: StateId,
+        name: &str,
+    ) -> Result<(&CurrentKey, &mut dyn KeyedTable), StateError>;
+    /// Names of the declared states, in declaration order.
+    fn state_names(&self) -> Vec<String>;
+    /// The table of a declared state, by name.
+    fn table_by_name(&self, name: &str) -> Option<&dyn KeyedTable>;
+    fn table_by_name_mut(&mut self, name: &str) -> Option<&mut dyn KeyedTable>;
+}
+
+thread_local! {
+    static INSTALLED: RefCell<Option<Box<dyn KeyedStateBackend>>> = const { RefCell::new(None) };
+}
+
+/// Installs the keyed backend of the subtask running on this thread.
+pub fn install_backend(backend: Box<dyn KeyedStateBackend>) -> Result<(), StateError> {
+    INSTALLED.with(|slot| {
+        let mut slot = slot.try_borrow_mut().map_err(|_| StateError::BackendAlreadyInstalled)?;
+        if slot.is_some() {
+            return Err(StateError::BackendAlreadyInstalled);
+        }
+        *slot = Some(backend);
+        Ok(())
+    })
+}
+
+/// Removes and returns this thread's backend (at the end of a subtask, or to snapshot it).
+pub fn take_backend() -> Option<Box<dyn KeyedStateBackend>> {
+    INSTALLED.with(|slot| slot.try_borrow_mut().ok().and_then(|mut slot| slot.take()))
+}
+
+/// Runs `f` on this thread's backend. `state` names the state for the error when there is
+/// no backend (not a keyed context) or the backend is already in use (re-entrance).
+pub fn with_backend<R>(
+    state: &str,
+    f: impl FnOnce(&mut dyn KeyedStateBackend) -> Result<R, StateError>,
+) -> Result<R, StateError> {
+    INSTALLED.with(|slot| {
+        let mut slot =
+            slot.try_borrow_mut().map_err(|_| StateError::Reentrant { state: state.to_string() })?;
+        match slot.as_deref_mut() {
+            Some(backend) => f(backend),
+            None => Err(StateError::NotKeyed { state: state.to_string() }),
+        }
+    })
+}

@@ -1,0 +1,60 @@
+//! Keyed state: the five state kinds, the backend trait they are stored behind, and the
+//! heap backend.
+//!
+//! A subtask of a keyed operator owns one backend for the key groups it is assigned. The
+//! runtime *installs* it on the subtask's thread ([`install_backend`]) and sets the current
+//! key before each record; the state handles ([`ValueState`] and friends) are small,
+//! `Send + Sync` ids that find the installed backend through a thread-local. That keeps
+//! Flink's `count.value()` style without `Rc` in user structs, and makes a handle used
+//! outside a keyed context an error rather than undefined behaviour.
+
+mod aggregating;
+mod backend;
+mod heap;
+mod list;
+mod map;
+mod reducing;
+mod value;
+
+pub use aggregating::AggregatingState;
+pub use backend::{
+    install_backend, take_backend, with_backend, CurrentKey, KeyedStateBackend, KeyedTable,
+    StateId,
+};
+pub use heap::{HeapKeyedStateBackend, HeapTable};
+pub use list::ListState;
+pub use map::MapState;
+pub use reducing::ReducingState;
+pub use value::ValueState;
+
+use crate::descriptor::{StateKind, StateMeta};
+use crate::error::StateError;
+use crate::StateValue;
+use std::sync::Arc;
+
+/// Registers a state whose per-key value is an `S` on the installed backend, or finds the
+/// one registered before under the same name. Shared by all five handle kinds.
+fn declare<S: StateValue>(name: &str, kind: StateKind) -> Result<(StateId, Arc<str>), StateError> {
+    let meta = StateMeta::of::<S>(name, kind);
+    with_backend(name, |backend| {
+        let groups = backend.key_group_range().len() as usize;
+        let id = backend.register(meta, &mut || Box::new(HeapTable::<S>::new(name, groups)))?;
+        Ok((id, Arc::from(name)))
+    })
+}
+
+/// Runs `f` on the current key and the typed table of state `id`. Shared by all handles.
+fn with_table<S: StateValue, R>(
+    id: StateId,
+    name: &str,
+    f: impl FnOnce(&CurrentKey, &mut HeapTable<S>) -> R,
+) -> Result<R, StateError> {
+    with_backend(name, |backend| {
+        let (key, table) = backend.current_key_and_table(id, name)?;
+        let table = table
+            .as_any_mut()
+            .downcast_mut::<HeapTable<S>>()
+            .ok_or_else(|| StateError::ForeignHandle { state: name.to_string() })?;
+        Ok(f(key, table))
+    })
+}

@@ -1,0 +1,41 @@
+//! eddy's managed state: what a job remembers between records.
+//!
+//! - **Keyed state** ([`keyed`]): `ValueState`, `ListState`, `MapState`, `ReducingState`
+//!   and `AggregatingState`, declared by descriptors ([`descriptor`]) and scoped to the
+//!   current key. They live in a [`keyed::KeyedStateBackend`], organised by key group so
+//!   that a snapshot or a rescale can take a range of key groups. This crate holds the heap
+//!   backend; RocksDB comes in its own crate behind the same trait.
+//! - **Operator state** ([`operator`]): even-split and union list state and broadcast
+//!   state, held per operator instance, and the functions that redistribute them when the
+//!   parallelism changes.
+//!
+//! Depends only on `eddy-types`. Values are kept as Rust values on the heap and serialized
+//! (serde + postcard) only when a snapshot is taken.
+
+pub mod descriptor;
+pub mod error;
+pub mod keyed;
+pub mod operator;
+pub mod conformance;
+
+pub use descriptor::{
+    AggregateFunction, AggregatingStateDescriptor, ListStateDescriptor, MapStateDescriptor,
+    ReducingStateDescriptor, StateKind, ValueStateDescriptor,
+};
+pub use error::StateError;
+pub use keyed::{
+    AggregatingState, HeapKeyedStateBackend, KeyedStateBackend, ListState, MapState,
+    ReducingState, ValueState,
+};
+pub use operator::{
+    BroadcastState, OperatorListState, OperatorStateSnapshot, OperatorStateStore,
+    ReadOnlyBroadcastState,
+};
+
+/// What a state value must be: cloneable, sendable to the snapshot thread, serializable.
+pub trait StateValue: Clone + Send + serde::Serialize + serde::de::DeserializeOwned + 'static {}
+impl<T: Clone + Send + serde::Serialize + serde::de::DeserializeOwned + 'static> StateValue for T {}
+
+/// What a MapState key must be, in addition to a value.
+pub trait MapKey: StateValue + Eq + std::hash::Hash {}
+impl<T: StateValue + Eq + std::hash::Hash> MapKey for T {}

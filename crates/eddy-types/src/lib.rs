@@ -1,0 +1,23 @@
+//! eddy's vocabulary, with no I/O: ids as newtypes, key groups and their math (exactly
+//! Flink's `KeyGroupRangeAssignment`), the stable key encoding and hash, and the clock
+//! trait through which every other crate reads time.
+//!
+//! Everything here is plain data and pure functions so that the checkpoint coordinator,
+//! the runtime and the state backends agree on the same facts without depending on each
+//! other.
+
+pub mod clock;
+pub mod error;
+pub mod ids;
+pub mod key;
+pub mod key_group;
+
+pub use clock::{Clock, ManualClock, SystemClock};
+pub use error::TypesError;
+pub use ids::{NodeId, SubtaskIndex};
+pub use key::{stable_hash, Key, KeyHash};
+pub use key_group::{
+    assign_to_key_group, compute_key_group_for_hash, key_group_range_for_subtask,
+    operator_index_for_key_group, KeyGroup, KeyGroupRange, MaxParallelism,
+    DEFAULT_MAX_PARALLELISM, UPPER_BOUND_MAX_PARALLELISM,
+};
