@@ -1,0 +1,35 @@
+//! What travels between subtasks of one process: batches of records through bounded
+//! crossbeam channels, never single records and never serialized.
+
+use crossbeam_channel::{bounded, Receiver, Sender};
+
+/// Records per batch before a writer sends it.
+pub const BATCH_RECORDS_MAX: usize = 1024;
+/// Batches a channel holds before its producers wait (backpressure).
+pub const CHANNEL_BATCHES_MAX: usize = 16;
+/// A partial batch is sent at the latest this long after its first record.
+pub const FLUSH_INTERVAL_MS: u64 = 10;
+
+/// One element of a stream between subtasks.
+#[derive(Debug)]
+pub enum StreamMessage<T> {
+    Records(Vec<T>),
+    /// The producer has no more records.
+    EndOfInput,
+}
+
+/// A message with the index of the producer channel it came from, so that an input gate
+/// can tell its producers apart (end of input now, barrier alignment later).
+#[derive(Debug)]
+pub struct Envelope<T> {
+    pub channel: u32,
+    pub message: StreamMessage<T>,
+}
+
+pub type BatchSender<T> = Sender<Envelope<T>>;
+pub type BatchReceiver<T> = Receiver<Envelope<T>>;
+
+/// The bounded queue into one input gate of one subtask.
+pub fn batch_channel<T>(capacity_batches: usize) -> (BatchSender<T>, BatchReceiver<T>) {
+    bounded(capacity_batches)
+}

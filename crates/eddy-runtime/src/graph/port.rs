@@ -1,0 +1,138 @@
+//! [`PortType`]: everything the runtime must do with one record type, made by the API
+//! where the type is known, called by the runtime where it is not.
+
+use super::Partitioning;
+use crate::channel::{batch_channel, BatchReceiver, BatchSender, CHANNEL_BATCHES_MAX};
+use crate::output::{Discard, FanOut, Output};
+use crate::task::{MailboxReceiver, OneInputDriver, TaskDriver, TaskShared};
+use crate::writer::{KeySelectorFactory, Partitioner, RecordWriter};
+use eddy_types::MaxParallelism;
+use std::any::Any;
+use std::marker::PhantomData;
+use std::rc::Rc;
+
+/// A value whose type only the port that made it knows, on the subtask's thread.
+pub type Erased = Box<dyn Any>;
+/// The same, for values handed from the executor to a subtask's thread.
+pub type ErasedSend = Box<dyn Any + Send>;
+
+/// The type-specific work of one stream type.
+pub trait PortType: Send + Sync {
+    fn type_name(&self) -> &'static str;
+    /// A bounded channel: (`BatchSender<T>`, `BatchReceiver<T>`).
+    fn channel(&self) -> (ErasedSend, ErasedSend);
+    fn clone_sender(&self, sender: &ErasedSend) -> ErasedSend;
+    /// A `Box<dyn Output<T>>` that writes into `targets`.
+    fn writer(
+        &self,
+        targets: Vec<ErasedSend>,
+        channel_ids: Vec<u32>,
+        partitioning: &Partitioning,
+        producer_subtask: u32,
+        max_parallelism: MaxParallelism,
+        shared: Rc<TaskShared>,
+    ) -> Erased;
+    /// One `Box<dyn Output<T>>` feeding several.
+    fn fan_out(&self, outputs: Vec<Erased>) -> Erased;
+    /// A `Box<dyn Output<T>>` that drops everything.
+    fn discard(&self) -> Erased;
+    /// The driver of a chain whose head (a `Box<dyn Output<T>>`) reads this type.
+    fn one_input_driver(
+        &self,
+        receiver: ErasedSend,
+        ends_expected: usize,
+        head: Erased,
+        mailbox: MailboxReceiver,
+        shared: Rc<TaskShared>,
+    ) -> Box<dyn TaskDriver>;
+}
+
+/// The [`PortType`] of records of type `T`.
+pub struct TypedPort<T>(PhantomData<fn() -> T>);
+
+impl<T> TypedPort<T> {
+    pub fn new() -> Self {
+        Self(PhantomData)
+    }
+}
+
+impl<T> Default for TypedPort<T> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+const WRONG_TYPE: &str = "a port was given a value of another type (bug in graph building)";
+
+/// Downcasts an erased `Box<dyn Output<T>>`.
+pub fn output_of<T: 'static>(erased: Erased) -> Box<dyn Output<T>> {
+    *erased.downcast::<Box<dyn Output<T>>>().expect(WRONG_TYPE)
+}
+
+/// Erases a `Box<dyn Output<T>>`.
+pub fn erase_output<T: 'static>(output: Box<dyn Output<T>>) -> Erased {
+    Box::new(output)
+}
+
+/// Downcasts an erased receiver.
+pub fn receiver_of<T: 'static + Send>(erased: ErasedSend) -> BatchReceiver<T> {
+    *erased.downcast::<BatchReceiver<T>>().expect(WRONG_TYPE)
+}
+
+impl<T: Clone + Send + 'static> PortType for TypedPort<T> {
+    fn type_name(&self) -> &'static str {
+        std::any::type_name::<T>()
+    }
+
+    fn channel(&self) -> (ErasedSend, ErasedSend) {
+        let (tx, rx) = batch_channel::<T>(CHANNEL_BATCHES_MAX);
+        (Box::new(tx), Box::new(rx))
+    }
+
+    fn clone_sender(&self, sender: &ErasedSend) -> ErasedSend {
+        Box::new(sender.downcast_ref::<BatchSender<T>>().expect(WRONG_TYPE).clone())
+    }
+
+    fn writer(
+        &self,
+        targets: Vec<ErasedSend>,
+        channel_ids: Vec<u32>,
+        partitioning: &Partitioning,
+        producer_subtask: u32,
+        max_parallelism: MaxParallelism,
+        shared: Rc<TaskShared>,
+    ) -> Erased {
+        let targets: Vec<BatchSender<T>> =
+            targets.into_iter().map(|t| *t.downcast::<BatchSender<T>>().expect(WRONG_TYPE)).collect();
+        let partitioner = match partitioning {
+            Partitioning::Forward => Partitioner::Forward,
+            Partitioning::Rebalance => Partitioner::Rebalance { next: producer_subtask as usize % targets.len() },
+            Partitioning::Shuffle => Partitioner::Shuffle { state: 0x9E37_79B9_7F4A_7C15 ^ u64::from(producer_subtask + 1) },
+            Partitioning::Broadcast => Partitioner::Broadcast,
+            Partitioning::KeyGroups(factory) => {
+                let factory = factory.downcast_ref::<KeySelectorFactory<T>>().expect(WRONG_TYPE);
+                Partitioner::KeyGroups { selector: factory(), max_parallelism }
+            }
+        };
+        erase_output::<T>(Box::new(RecordWriter::new(targets, channel_ids, partitioner, shared)))
+    }
+
+    fn fan_out(&self, outputs: Vec<Erased>) -> Erased {
+        erase_output::<T>(Box::new(FanOut::new(outputs.into_iter().map(output_of::<T>).collect())))
+    }
+
+    fn discard(&self) -> Erased {
+        erase_output::<T>(Box::new(Discard))
+    }
+
+    fn one_input_driver(
+        &self,
+        receiver: ErasedSend,
+        ends_expected: usize,
+        head: Erased,
+        mailbox: MailboxReceiver,
+        shared: Rc<TaskShared>,
+    ) -> Box<dyn TaskDriver> {
+        Box::new(OneInputDriver::new(receiver_of::<T>(receiver), ends_expected, output_of::<T>(head), mailbox, shared))
+    }
+}

@@ -1,0 +1,106 @@
+//! [`Output`]: where an operator puts its records. A chained operator is the `Output` of
+//! the one before it; a record writer is the `Output` at the end of a chain.
+
+/// Receives records of type `T` and the lifecycle of the chain behind it.
+///
+/// `collect` is infallible on purpose: it runs once per record, and an error there (a user
+/// function's) is put into the task's failure slot, which the task loop checks after each
+/// batch. The lifecycle calls return errors directly.
+pub trait Output<T> {
+    fn collect(&mut self, record: T);
+    /// Opens everything downstream, then this operator (Flink opens tail first, so that a
+    /// function may emit in `open`).
+    fn open(&mut self) -> Result<(), crate::TaskError>;
+    /// Pushes partial batches downstream (input idle or flush interval passed).
+    fn flush(&mut self) -> Result<(), crate::TaskError>;
+    /// All input has ended: finish this operator, then tell downstream.
+    fn end_input(&mut self) -> Result<(), crate::TaskError>;
+    /// Releases resources; called on success and on failure.
+    fn close(&mut self);
+}
+
+impl<T> Output<T> for Box<dyn Output<T>> {
+    fn collect(&mut self, record: T) {
+        (**self).collect(record)
+    }
+    fn open(&mut self) -> Result<(), crate::TaskError> {
+        (**self).open()
+    }
+    fn flush(&mut self) -> Result<(), crate::TaskError> {
+        (**self).flush()
+    }
+    fn end_input(&mut self) -> Result<(), crate::TaskError> {
+        (**self).end_input()
+    }
+    fn close(&mut self) {
+        (**self).close()
+    }
+}
+
+/// Sends each record to several outputs (a stream consumed by more than one operator).
+pub struct FanOut<T> {
+    outputs: Vec<Box<dyn Output<T>>>,
+}
+
+impl<T> FanOut<T> {
+    pub fn new(outputs: Vec<Box<dyn Output<T>>>) -> Self {
+        Self { outputs }
+    }
+}
+
+impl<T: Clone> Output<T> for FanOut<T> {
+    fn collect(&mut self, record: T) {
+        if let Some((last, rest)) = self.outputs.split_last_mut() {
+            for output in rest {
+                output.collect(record.clone());
+            }
+            last.collect(record);
+        }
+    }
+    fn open(&mut self) -> Result<(), crate::TaskError> {
+        self.outputs.iter_mut().try_for_each(|o| o.open())
+    }
+    fn flush(&mut self) -> Result<(), crate::TaskError> {
+        self.outputs.iter_mut().try_for_each(|o| o.flush())
+    }
+    fn end_input(&mut self) -> Result<(), crate::TaskError> {
+        self.outputs.iter_mut().try_for_each(|o| o.end_input())
+    }
+    fn close(&mut self) {
+        self.outputs.iter_mut().for_each(|o| o.close())
+    }
+}
+
+/// The output of a port nobody consumes (an unused side output).
+pub struct Discard;
+
+impl<T> Output<T> for Discard {
+    fn collect(&mut self, _record: T) {}
+    fn open(&mut self) -> Result<(), crate::TaskError> {
+        Ok(())
+    }
+    fn flush(&mut self) -> Result<(), crate::TaskError> {
+        Ok(())
+    }
+    fn end_input(&mut self) -> Result<(), crate::TaskError> {
+        Ok(())
+    }
+    fn close(&mut self) {}
+}
+
+/// What a user function emits records into (Flink's `Collector`).
+pub struct Collector<'a, T> {
+    output: &'a mut dyn Output<T>,
+}
+
+impl<'a, T> Collector<'a, T> {
+    pub fn new(output: &'a mut dyn Output<T>) -> Self {
+        Self { output }
+    }
+
+    /// Emits one record downstream.
+    #[inline]
+    pub fn collect(&mut self, record: T) {
+        self.output.collect(record)
+    }
+}

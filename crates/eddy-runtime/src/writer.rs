@@ -1,0 +1,154 @@
+//! Record writers: the `Output` at the end of a chain that batches records per target
+//! subtask and sends full batches into the targets' bounded channels.
+
+use crate::channel::{BatchSender, Envelope, StreamMessage, BATCH_RECORDS_MAX};
+use crate::error::TaskError;
+use crate::output::Output;
+use crate::task::TaskShared;
+use crossbeam_channel::SendTimeoutError;
+use eddy_types::{assign_to_key_group, operator_index_for_key_group, KeyHash, MaxParallelism};
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// How long a writer blocked on a full channel waits before it looks at the cancel flag.
+const SEND_WAIT_MS: u64 = 100;
+
+/// Extracts a record's key and returns its stable hash (built by `key_by`).
+pub trait KeySelector<T> {
+    fn key_hash(&mut self, record: &T) -> KeyHash;
+}
+
+/// Makes a fresh [`KeySelector`] per writer (selectors keep a scratch buffer).
+pub type KeySelectorFactory<T> = Arc<dyn Fn() -> Box<dyn KeySelector<T>> + Send + Sync>;
+
+/// How records are spread over the target subtasks of an edge.
+pub enum Partitioner<T> {
+    /// Subtask i sends to subtask i (equal parallelism).
+    Forward,
+    /// Round robin.
+    Rebalance { next: usize },
+    /// Uniformly random (xorshift, seeded by the subtask index).
+    Shuffle { state: u64 },
+    /// Every record to every subtask.
+    Broadcast,
+    /// To the subtask that owns the record's key group.
+    KeyGroups { selector: Box<dyn KeySelector<T>>, max_parallelism: MaxParallelism },
+}
+
+impl<T> Partitioner<T> {
+    /// Index into the writer's targets, for every partitioner but broadcast.
+    #[inline]
+    fn target(&mut self, record: &T, targets: usize) -> usize {
+        match self {
+            Partitioner::Forward | Partitioner::Broadcast => 0,
+            Partitioner::Rebalance { next } => {
+                let target = *next;
+                *next = if target + 1 == targets { 0 } else { target + 1 };
+                target
+            }
+            Partitioner::Shuffle { state } => {
+                *state ^= *state << 13;
+                *state ^= *state >> 7;
+                *state ^= *state << 17;
+                (*state % targets as u64) as usize
+            }
+            Partitioner::KeyGroups { selector, max_parallelism } => {
+                let key_group = assign_to_key_group(selector.key_hash(record), *max_parallelism);
+                operator_index_for_key_group(*max_parallelism, targets as u32, key_group) as usize
+            }
+        }
+    }
+}
+
+/// Batches records per target and sends them on.
+pub struct RecordWriter<T> {
+    targets: Vec<BatchSender<T>>,
+    /// This producer's channel index at each target's input gate.
+    channel_ids: Vec<u32>,
+    buffers: Vec<Vec<T>>,
+    partitioner: Partitioner<T>,
+    shared: Rc<TaskShared>,
+}
+
+impl<T: Clone> RecordWriter<T> {
+    pub fn new(
+        targets: Vec<BatchSender<T>>,
+        channel_ids: Vec<u32>,
+        partitioner: Partitioner<T>,
+        shared: Rc<TaskShared>,
+    ) -> Self {
+        assert_eq!(targets.len(), channel_ids.len());
+        assert!(!targets.is_empty(), "a writer needs at least one target");
+        let buffers = targets.iter().map(|_| Vec::with_capacity(BATCH_RECORDS_MAX)).collect();
+        Self { targets, channel_ids, buffers, partitioner, shared }
+    }
+
+    #[inline]
+    fn push(&mut self, target: usize, record: T) {
+        let buffer = &mut self.buffers[target];
+        buffer.push(record);
+        if buffer.len() >= BATCH_RECORDS_MAX {
+            self.send_batch(target);
+        }
+    }
+
+    fn send_batch(&mut self, target: usize) {
+        let batch = std::mem::replace(&mut self.buffers[target], Vec::with_capacity(BATCH_RECORDS_MAX));
+        self.send(target, StreamMessage::Records(batch));
+    }
+
+    /// Blocks while the target's queue is full (backpressure), looking at the cancel flag.
+    fn send(&mut self, target: usize, message: StreamMessage<T>) {
+        let mut envelope = Envelope { channel: self.channel_ids[target], message };
+        loop {
+            match self.targets[target].send_timeout(envelope, Duration::from_millis(SEND_WAIT_MS)) {
+                Ok(()) => return,
+                Err(SendTimeoutError::Timeout(back)) if !self.shared.is_cancelled() => envelope = back,
+                Err(_) => {
+                    self.shared.fail_with(TaskError::Cancelled);
+                    return;
+                }
+            }
+        }
+    }
+}
+
+impl<T: Clone> Output<T> for RecordWriter<T> {
+    #[inline]
+    fn collect(&mut self, record: T) {
+        if let Partitioner::Broadcast = self.partitioner {
+            let last = self.targets.len() - 1;
+            for target in 0..last {
+                self.push(target, record.clone());
+            }
+            self.push(last, record);
+        } else {
+            let target = self.partitioner.target(&record, self.targets.len());
+            self.push(target, record);
+        }
+    }
+
+    fn open(&mut self) -> Result<(), TaskError> {
+        Ok(())
+    }
+
+    fn flush(&mut self) -> Result<(), TaskError> {
+        for target in 0..self.targets.len() {
+            if !self.buffers[target].is_empty() {
+                self.send_batch(target);
+            }
+        }
+        self.shared.check()
+    }
+
+    fn end_input(&mut self) -> Result<(), TaskError> {
+        self.flush()?;
+        for target in 0..self.targets.len() {
+            self.send(target, StreamMessage::EndOfInput);
+        }
+        self.shared.check()
+    }
+
+    fn close(&mut self) {}
+}
