@@ -1,1 +1,30 @@
-//! eddy-api
+//! eddy's DataStream API: Flink's concepts with Rust idioms.
+//!
+//! Build a job from an [`Env`] (Flink's `StreamExecutionEnvironment`): sources give
+//! [`DataStream`]s; `map`, `filter`, `flat_map`, `process`, `key_by`, `connect`, `union`
+//! and the partitionings add operators; sinks end streams; [`Env::execute`] runs the job.
+//! User functions implement the traits of [`function`] (or are closures for the simple
+//! operators); keyed functions declare state through their [`RuntimeContext`].
+//!
+//! Depends on `eddy-runtime` (which runs the graph this crate builds), `eddy-state` and
+//! `eddy-types`.
+
+pub mod env;
+pub mod function;
+mod key;
+mod operator;
+pub mod sink;
+pub mod source;
+pub mod stream;
+
+pub use env::Env;
+pub use function::*;
+pub use stream::{
+    BroadcastConnectedStream, ConnectedStreams, DataStream, DataStreamSink, KeyedConnectedStreams,
+    KeyedStream,
+};
+
+/// What a stream's records must be: cloneable (fan-out and broadcast copy them) and
+/// sendable to the next subtask's thread.
+pub trait Data: Clone + Send + 'static {}
+impl<T: Clone + Send + 'static> Data for T {}

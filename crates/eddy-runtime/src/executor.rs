@@ -7,7 +7,7 @@
 
 use crate::error::{JobError, TaskError};
 use crate::graph::{
-    plan_chains, validate, ChainPlan, Erased, ErasedSend, OperatorFactory, Partitioning, PortType,
+    plan_chains, validate, ChainPlan, ErasedOutput, ErasedSend, OperatorFactory, Partitioning, PortType,
     StreamGraph, StreamNode,
 };
 use crate::task::{
@@ -235,17 +235,18 @@ impl ChainBuilder<'_> {
             max_parallelism: self.graph.max_parallelism,
             key_group_range: key_group_range_for_subtask(self.graph.max_parallelism, node.parallelism, self.subtask),
             index: self.shared.register_operator(&node.name),
+            output_tags: node.outputs.iter().map(|o| o.tag.clone()).collect(),
             shared: self.shared.clone(),
         }
     }
 
     /// The outputs of every port of `node`: chained operators, writers, or both.
-    fn outputs(&mut self, node: &StreamNode) -> Vec<Erased> {
+    fn outputs(&mut self, node: &StreamNode) -> Vec<ErasedOutput> {
         let graph = self.graph;
         (0..node.outputs.len())
             .map(|port| {
                 let port_type = &node.outputs[port].port_type;
-                let mut outs: Vec<Erased> = Vec::new();
+                let mut outs: Vec<ErasedOutput> = Vec::new();
                 for (index, edge) in graph.edges_from(node.id, port) {
                     if self.plan.chained_edges[index] {
                         outs.push(self.chained_operator(graph.node(edge.to)));
@@ -269,7 +270,7 @@ impl ChainBuilder<'_> {
             .collect()
     }
 
-    fn chained_operator(&mut self, node: &StreamNode) -> Erased {
+    fn chained_operator(&mut self, node: &StreamNode) -> ErasedOutput {
         let info = self.info(node);
         let outputs = self.outputs(node);
         match &node.factory {

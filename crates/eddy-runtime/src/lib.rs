@@ -25,4 +25,4 @@ pub mod writer;
 
 pub use error::{JobError, TaskError};
 pub use executor::{JobResult, LocalExecutor};
-pub use output::{Collector, FanOut, Output};
+pub use output::{Collector, FanOut, Output, PortOutput, TypedOutput};

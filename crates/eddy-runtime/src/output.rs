@@ -104,3 +104,53 @@ impl<'a, T> Collector<'a, T> {
         self.output.collect(record)
     }
 }
+
+/// An output port with its record type erased: the lifecycle can be driven without the
+/// type, records need a downcast to [`TypedOutput`] (done once, when a chain is built).
+pub trait PortOutput {
+    fn as_any_mut(&mut self) -> &mut dyn std::any::Any;
+    fn into_any(self: Box<Self>) -> Box<dyn std::any::Any>;
+    fn open(&mut self) -> Result<(), crate::TaskError>;
+    fn flush(&mut self) -> Result<(), crate::TaskError>;
+    fn end_input(&mut self) -> Result<(), crate::TaskError>;
+    fn close(&mut self);
+}
+
+/// The typed output behind a [`PortOutput`].
+pub struct TypedOutput<T>(pub Box<dyn Output<T>>);
+
+impl<T: 'static> TypedOutput<T> {
+    /// Erases a typed output.
+    pub fn erase(output: Box<dyn Output<T>>) -> Box<dyn PortOutput> {
+        Box::new(TypedOutput(output))
+    }
+
+    /// Takes the typed output back out of an erased one.
+    pub fn unerase(erased: Box<dyn PortOutput>) -> Box<dyn Output<T>> {
+        match erased.into_any().downcast::<TypedOutput<T>>() {
+            Ok(typed) => typed.0,
+            Err(_) => panic!("output port is not of type {} (bug in graph building)", std::any::type_name::<T>()),
+        }
+    }
+}
+
+impl<T: 'static> PortOutput for TypedOutput<T> {
+    fn as_any_mut(&mut self) -> &mut dyn std::any::Any {
+        self
+    }
+    fn into_any(self: Box<Self>) -> Box<dyn std::any::Any> {
+        self
+    }
+    fn open(&mut self) -> Result<(), crate::TaskError> {
+        self.0.open()
+    }
+    fn flush(&mut self) -> Result<(), crate::TaskError> {
+        self.0.flush()
+    }
+    fn end_input(&mut self) -> Result<(), crate::TaskError> {
+        self.0.end_input()
+    }
+    fn close(&mut self) {
+        self.0.close()
+    }
+}

@@ -1,1 +1,48 @@
-//! eddy
+//! eddy: a stateful stream processor in the model of Apache Flink.
+//!
+//! This crate is what a job depends on: it re-exports the DataStream API ([`Env`],
+//! [`DataStream`], [`KeyedStream`], the function traits), the state types ([`state`]) and
+//! the runtime's results and errors. The `eddy` binary is the command line.
+//!
+//! ```
+//! use eddy::prelude::*;
+//!
+//! let env = Env::new();
+//! env.set_parallelism(2);
+//! let out = CollectSink::new();
+//! env.from_collection(vec!["a b", "b c", "b"])
+//!     .flat_map(|line: &str, out: &mut Collector<'_, (String, u64)>| {
+//!         for word in line.split(' ') {
+//!             out.collect((word.to_string(), 1));
+//!         }
+//!     })
+//!     .key_by(|(word, _)| word.clone())
+//!     .reduce(|(w, a), (_, b)| (w, a + b))
+//!     .add_sink(out.clone());
+//! env.execute("word count").unwrap();
+//! let mut counts = out.take();
+//! counts.sort();
+//! assert_eq!(counts.last(), Some(&("c".to_string(), 1)));
+//! ```
+
+pub use eddy_api::*;
+pub use eddy_runtime::{Collector, JobError, JobResult};
+pub use eddy_types as types;
+
+/// Keyed and operator state: descriptors and handles.
+pub mod state {
+    pub use eddy_state::{
+        AggregateFunction, AggregatingState, AggregatingStateDescriptor, BroadcastState, ListState,
+        ListStateDescriptor, MapState, MapStateDescriptor, OperatorListState, OperatorStateStore,
+        ReadOnlyBroadcastState, ReducingState, ReducingStateDescriptor, StateError, ValueState,
+        ValueStateDescriptor,
+    };
+}
+
+/// Everything a job usually needs, in one `use`.
+pub mod prelude {
+    pub use crate::state::*;
+    pub use eddy_api::sink::CollectSink;
+    pub use eddy_api::*;
+    pub use eddy_runtime::{Collector, JobError, JobResult};
+}

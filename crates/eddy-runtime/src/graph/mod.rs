@@ -10,7 +10,7 @@ mod port;
 mod validate;
 
 pub use chaining::{plan_chains, ChainPlan};
-pub use port::{Erased, ErasedSend, PortType, TypedPort};
+pub use port::{receiver_of, Erased, ErasedOutput, ErasedSend, PortType, TypedPort};
 pub use validate::validate;
 
 use crate::task::{MailboxReceiver, OperatorInfo, SourceOperator, TaskDriver, TaskShared};
@@ -43,11 +43,11 @@ impl Partitioning {
 }
 
 /// Builds a source operator for one subtask from its info and its output ports.
-pub type SourceFactory = Arc<dyn Fn(OperatorInfo, Vec<Erased>) -> Box<dyn SourceOperator> + Send + Sync>;
-/// Builds a one-input operator (a `Box<dyn Output<In>>`, erased) for one subtask.
-pub type OneInputFactory = Arc<dyn Fn(OperatorInfo, Vec<Erased>) -> Erased + Send + Sync>;
+pub type SourceFactory = Arc<dyn Fn(OperatorInfo, Vec<ErasedOutput>) -> Box<dyn SourceOperator> + Send + Sync>;
+/// Builds a one-input operator (the erased output of its predecessor) for one subtask.
+pub type OneInputFactory = Arc<dyn Fn(OperatorInfo, Vec<ErasedOutput>) -> ErasedOutput + Send + Sync>;
 /// Builds a two-input operator (a `Box<dyn TwoInputOperator<A, B>>`, erased).
-pub type TwoInputFactory = Arc<dyn Fn(OperatorInfo, Vec<Erased>) -> Erased + Send + Sync>;
+pub type TwoInputFactory = Arc<dyn Fn(OperatorInfo, Vec<ErasedOutput>) -> Erased + Send + Sync>;
 /// Builds the driver of a two-input chain head from the operator and both gates.
 pub type TwoInputDriverFactory = Arc<
     dyn Fn(Erased, (ErasedSend, usize), (ErasedSend, usize), MailboxReceiver, Rc<TaskShared>) -> Box<dyn TaskDriver>

@@ -3,7 +3,7 @@
 
 use super::Partitioning;
 use crate::channel::{batch_channel, BatchReceiver, BatchSender, CHANNEL_BATCHES_MAX};
-use crate::output::{Discard, FanOut, Output};
+use crate::output::{Discard, FanOut, PortOutput, TypedOutput};
 use crate::task::{MailboxReceiver, OneInputDriver, TaskDriver, TaskShared};
 use crate::writer::{KeySelectorFactory, Partitioner, RecordWriter};
 use eddy_types::MaxParallelism;
@@ -11,8 +11,10 @@ use std::any::Any;
 use std::marker::PhantomData;
 use std::rc::Rc;
 
-/// A value whose type only the port that made it knows, on the subtask's thread.
+/// A value whose type only the code that made it knows, on the subtask's thread.
 pub type Erased = Box<dyn Any>;
+/// An output (or a chained operator, which is its predecessor's output), type erased.
+pub type ErasedOutput = Box<dyn PortOutput>;
 /// The same, for values handed from the executor to a subtask's thread.
 pub type ErasedSend = Box<dyn Any + Send>;
 
@@ -31,17 +33,17 @@ pub trait PortType: Send + Sync {
         producer_subtask: u32,
         max_parallelism: MaxParallelism,
         shared: Rc<TaskShared>,
-    ) -> Erased;
-    /// One `Box<dyn Output<T>>` feeding several.
-    fn fan_out(&self, outputs: Vec<Erased>) -> Erased;
-    /// A `Box<dyn Output<T>>` that drops everything.
-    fn discard(&self) -> Erased;
+    ) -> ErasedOutput;
+    /// One output feeding several.
+    fn fan_out(&self, outputs: Vec<ErasedOutput>) -> ErasedOutput;
+    /// An output that drops everything.
+    fn discard(&self) -> ErasedOutput;
     /// The driver of a chain whose head (a `Box<dyn Output<T>>`) reads this type.
     fn one_input_driver(
         &self,
         receiver: ErasedSend,
         ends_expected: usize,
-        head: Erased,
+        head: ErasedOutput,
         mailbox: MailboxReceiver,
         shared: Rc<TaskShared>,
     ) -> Box<dyn TaskDriver>;
@@ -63,16 +65,6 @@ impl<T> Default for TypedPort<T> {
 }
 
 const WRONG_TYPE: &str = "a port was given a value of another type (bug in graph building)";
-
-/// Downcasts an erased `Box<dyn Output<T>>`.
-pub fn output_of<T: 'static>(erased: Erased) -> Box<dyn Output<T>> {
-    *erased.downcast::<Box<dyn Output<T>>>().expect(WRONG_TYPE)
-}
-
-/// Erases a `Box<dyn Output<T>>`.
-pub fn erase_output<T: 'static>(output: Box<dyn Output<T>>) -> Erased {
-    Box::new(output)
-}
 
 /// Downcasts an erased receiver.
 pub fn receiver_of<T: 'static + Send>(erased: ErasedSend) -> BatchReceiver<T> {
@@ -101,7 +93,7 @@ impl<T: Clone + Send + 'static> PortType for TypedPort<T> {
         producer_subtask: u32,
         max_parallelism: MaxParallelism,
         shared: Rc<TaskShared>,
-    ) -> Erased {
+    ) -> ErasedOutput {
         let targets: Vec<BatchSender<T>> =
             targets.into_iter().map(|t| *t.downcast::<BatchSender<T>>().expect(WRONG_TYPE)).collect();
         let partitioner = match partitioning {
@@ -114,25 +106,25 @@ impl<T: Clone + Send + 'static> PortType for TypedPort<T> {
                 Partitioner::KeyGroups { selector: factory(), max_parallelism }
             }
         };
-        erase_output::<T>(Box::new(RecordWriter::new(targets, channel_ids, partitioner, shared)))
+        TypedOutput::<T>::erase(Box::new(RecordWriter::new(targets, channel_ids, partitioner, shared)))
     }
 
-    fn fan_out(&self, outputs: Vec<Erased>) -> Erased {
-        erase_output::<T>(Box::new(FanOut::new(outputs.into_iter().map(output_of::<T>).collect())))
+    fn fan_out(&self, outputs: Vec<ErasedOutput>) -> ErasedOutput {
+        TypedOutput::<T>::erase(Box::new(FanOut::new(outputs.into_iter().map(TypedOutput::<T>::unerase).collect())))
     }
 
-    fn discard(&self) -> Erased {
-        erase_output::<T>(Box::new(Discard))
+    fn discard(&self) -> ErasedOutput {
+        TypedOutput::<T>::erase(Box::new(Discard))
     }
 
     fn one_input_driver(
         &self,
         receiver: ErasedSend,
         ends_expected: usize,
-        head: Erased,
+        head: ErasedOutput,
         mailbox: MailboxReceiver,
         shared: Rc<TaskShared>,
     ) -> Box<dyn TaskDriver> {
-        Box::new(OneInputDriver::new(receiver_of::<T>(receiver), ends_expected, output_of::<T>(head), mailbox, shared))
+        Box::new(OneInputDriver::new(receiver_of::<T>(receiver), ends_expected, TypedOutput::<T>::unerase(head), mailbox, shared))
     }
 }

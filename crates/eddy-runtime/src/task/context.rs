@@ -102,5 +102,7 @@ pub struct OperatorInfo {
     pub key_group_range: KeyGroupRange,
     /// This operator's index in [`TaskShared`].
     pub index: usize,
+    /// The side-output tag of each output port (`None` for the main output).
+    pub output_tags: Vec<Option<String>>,
     pub shared: Rc<TaskShared>,
 }

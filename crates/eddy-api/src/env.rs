@@ -1,0 +1,226 @@
+//! [`Env`]: Flink's `StreamExecutionEnvironment`. Holds the job being built and runs it.
+
+use crate::function::SourceFunction;
+use crate::operator::source::SourceOp;
+use crate::source::{CollectionSource, SequenceSource, SocketTextSource, TextFileSource};
+use crate::stream::DataStream;
+use crate::Data;
+use eddy_runtime::graph::{OperatorFactory, OutputPort, Partitioning, StreamEdge, StreamGraph, StreamNode, TypedPort};
+use eddy_runtime::{JobError, JobResult, LocalExecutor};
+use eddy_types::{MaxParallelism, NodeId, DEFAULT_MAX_PARALLELISM};
+use std::cell::RefCell;
+use std::path::PathBuf;
+use std::rc::Rc;
+use std::sync::Arc;
+
+/// A node while the job is being built; parallelism and partitioning are settled at
+/// [`Env::stream_graph`], when every setter has been called.
+pub(crate) struct NodeDraft {
+    pub(crate) name: String,
+    pub(crate) uid: Option<String>,
+    pub(crate) parallelism: Option<u32>,
+    /// Sources that cannot run in parallel.
+    pub(crate) non_parallel: bool,
+    pub(crate) keyed: bool,
+    pub(crate) factory: OperatorFactory,
+    pub(crate) outputs: Vec<OutputPort>,
+    pub(crate) chainable: bool,
+}
+
+pub(crate) struct EdgeDraft {
+    pub(crate) from: NodeId,
+    pub(crate) from_port: usize,
+    pub(crate) to: NodeId,
+    pub(crate) to_input: usize,
+    /// `None`: forward when the parallelism matches, rebalance otherwise (Flink's default).
+    pub(crate) partitioning: Option<Partitioning>,
+}
+
+pub(crate) struct EnvInner {
+    pub(crate) parallelism: u32,
+    pub(crate) max_parallelism: u32,
+    pub(crate) nodes: Vec<NodeDraft>,
+    pub(crate) edges: Vec<EdgeDraft>,
+}
+
+/// The entry point of a job (Flink's `StreamExecutionEnvironment`): create sources, build
+/// the graph with [`DataStream`] operations, then [`Env::execute`].
+///
+/// ```
+/// use eddy_api::Env;
+/// let env = Env::new();
+/// env.set_parallelism(2);
+/// let evens = eddy_api::sink::CollectSink::new();
+/// env.from_sequence(1, 10).filter(|n| n % 2 == 0).add_sink(evens.clone());
+/// env.execute("evens").unwrap();
+/// let mut got = evens.take();
+/// got.sort();
+/// assert_eq!(got, vec![2, 4, 6, 8, 10]);
+/// ```
+#[derive(Clone)]
+pub struct Env {
+    pub(crate) inner: Rc<RefCell<EnvInner>>,
+}
+
+impl Default for Env {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Env {
+    /// An environment for the embedded local runtime; default parallelism = CPU cores.
+    pub fn new() -> Self {
+        let cores = std::thread::available_parallelism().map(|n| n.get() as u32).unwrap_or(1);
+        Self {
+            inner: Rc::new(RefCell::new(EnvInner {
+                parallelism: cores,
+                max_parallelism: DEFAULT_MAX_PARALLELISM,
+                nodes: Vec::new(),
+                edges: Vec::new(),
+            })),
+        }
+    }
+
+    /// Default parallelism of operators that do not set their own.
+    pub fn set_parallelism(&self, parallelism: u32) -> &Self {
+        self.inner.borrow_mut().parallelism = parallelism;
+        self
+    }
+
+    pub fn parallelism(&self) -> u32 {
+        self.inner.borrow().parallelism
+    }
+
+    /// The number of key groups (1..=32768, default 128): the highest parallelism keyed
+    /// state can ever be rescaled to. Fixed for the life of the job's state.
+    pub fn set_max_parallelism(&self, max_parallelism: u32) -> &Self {
+        self.inner.borrow_mut().max_parallelism = max_parallelism;
+        self
+    }
+
+    pub(crate) fn add_node(&self, node: NodeDraft, inputs: Vec<EdgeDraft>) -> NodeId {
+        let mut inner = self.inner.borrow_mut();
+        let id = NodeId(inner.nodes.len() as u32);
+        inner.nodes.push(node);
+        for mut edge in inputs {
+            edge.to = id;
+            inner.edges.push(edge);
+        }
+        id
+    }
+
+    pub(crate) fn add_source_node<T: Data, S: SourceFunction<T>>(&self, name: &str, function: S, non_parallel: bool) -> DataStream<T> {
+        let node = NodeDraft {
+            name: name.to_string(),
+            uid: None,
+            parallelism: non_parallel.then_some(1),
+            non_parallel,
+            keyed: false,
+            factory: OperatorFactory::Source(SourceOp::<T, S>::factory(function)),
+            outputs: vec![OutputPort { tag: None, port_type: Arc::new(TypedPort::<T>::new()) }],
+            chainable: true,
+        };
+        let id = self.add_node(node, Vec::new());
+        DataStream::from_port(self.clone(), id, 0)
+    }
+
+    /// A parallel source of the numbers `from..=to`, split into contiguous ranges across
+    /// its subtasks (Flink's `fromSequence`); replayable: each subtask keeps its remaining
+    /// range in operator state.
+    pub fn from_sequence(&self, from: u64, to: u64) -> DataStream<u64> {
+        self.add_source_node("Sequence Source", SequenceSource::new(from, to), false)
+    }
+
+    /// A non-parallel source of the given elements, in order.
+    pub fn from_collection<T: Data + Sync>(&self, elements: Vec<T>) -> DataStream<T> {
+        self.add_source_node("Collection Source", CollectionSource::new(elements), false).set_non_parallel()
+    }
+
+    /// The lines of a text file, or of every file in a directory (files are spread over
+    /// the source's subtasks). A missing path fails the job when it starts, naming it.
+    pub fn read_text_file(&self, path: impl Into<PathBuf>) -> DataStream<String> {
+        let path = path.into();
+        let name = format!("Text File Source {}", path.display());
+        self.add_source_node(&name, TextFileSource::new(path), false)
+    }
+
+    /// Lines read from a TCP socket until it closes (non-parallel).
+    pub fn socket_text_stream(&self, host: &str, port: u16) -> DataStream<String> {
+        let name = format!("Socket Stream {host}:{port}");
+        self.add_source_node(&name, SocketTextSource::new(host, port), true)
+    }
+
+    /// A user source running with parallelism 1 (Flink's `addSource`).
+    pub fn add_source<T: Data, S: SourceFunction<T>>(&self, source: S) -> DataStream<T> {
+        self.add_source_node("Custom Source", source, true)
+    }
+
+    /// A user source running in parallel; each subtask must read its own share.
+    pub fn add_parallel_source<T: Data, S: SourceFunction<T>>(&self, source: S) -> DataStream<T> {
+        self.add_source_node("Custom Parallel Source", source, false)
+    }
+
+    /// The job graph as it would run, with defaults settled and the graph checked.
+    pub fn stream_graph(&self, job_name: &str) -> Result<StreamGraph, JobError> {
+        let inner = self.inner.borrow();
+        let invalid = |message: String| JobError::InvalidJob { job: job_name.to_string(), message };
+        let max_parallelism = MaxParallelism::new(inner.max_parallelism).map_err(|e| invalid(e.to_string()))?;
+        if inner.parallelism == 0 {
+            return Err(invalid("the default parallelism must be at least 1".into()));
+        }
+        let mut nodes = Vec::with_capacity(inner.nodes.len());
+        for (index, draft) in inner.nodes.iter().enumerate() {
+            let parallelism = draft.parallelism.unwrap_or(inner.parallelism);
+            if draft.non_parallel && parallelism != 1 {
+                return Err(invalid(format!(
+                    "source '{}' is not parallel; its parallelism must be 1, not {parallelism}",
+                    draft.name
+                )));
+            }
+            nodes.push(StreamNode {
+                id: NodeId(index as u32),
+                name: draft.name.clone(),
+                uid: draft.uid.clone(),
+                parallelism,
+                keyed: draft.keyed,
+                factory: draft.factory.clone(),
+                outputs: draft.outputs.clone(),
+                chainable: draft.chainable,
+            });
+        }
+        let edges = inner
+            .edges
+            .iter()
+            .map(|e| {
+                let same = nodes[e.from.0 as usize].parallelism == nodes[e.to.0 as usize].parallelism;
+                StreamEdge {
+                    from: e.from,
+                    from_port: e.from_port,
+                    to: e.to,
+                    to_input: e.to_input,
+                    partitioning: e.partitioning.clone().unwrap_or(if same {
+                        Partitioning::Forward
+                    } else {
+                        Partitioning::Rebalance
+                    }),
+                }
+            })
+            .collect();
+        let graph = StreamGraph { job_name: job_name.to_string(), max_parallelism, nodes, edges };
+        eddy_runtime::graph::validate(&graph).map_err(invalid)?;
+        Ok(graph)
+    }
+
+    /// The plan: chains, their parallelism and how they connect.
+    pub fn explain(&self, job_name: &str) -> Result<String, JobError> {
+        Ok(self.stream_graph(job_name)?.describe())
+    }
+
+    /// Runs the job on the embedded local runtime until every source is exhausted, or
+    /// until the first failure, which the error names (operator and subtask).
+    pub fn execute(&self, job_name: &str) -> Result<JobResult, JobError> {
+        let graph = self.stream_graph(job_name)?;
+        LocalExecutor::new().execute(graph)
+    }
+}

@@ -1,0 +1,313 @@
+//! The functions users write, and what they are given: Flink's function interfaces with
+//! Rust idioms. Every function may fail by returning an error (any error type converts
+//! into [`FunctionError`]); a failure fails the job with the operator and subtask named.
+
+use eddy_runtime::task::OperatorInfo;
+use eddy_runtime::{Collector, PortOutput, TypedOutput};
+use eddy_state::{
+    AggregateFunction, AggregatingState, AggregatingStateDescriptor, ListState, ListStateDescriptor,
+    MapKey, MapState, MapStateDescriptor, OperatorStateStore, ReducingState, ReducingStateDescriptor,
+    StateError, StateValue, ValueState, ValueStateDescriptor,
+};
+use std::marker::PhantomData;
+
+/// Any error a user function returns.
+pub type FunctionError = Box<dyn std::error::Error + Send + Sync>;
+/// What user functions return.
+pub type FunctionResult<T = ()> = Result<T, FunctionError>;
+
+/// What a function learns about where it runs, and where it declares its state (Flink's
+/// `RuntimeContext`). Keyed state can only be declared by functions on a keyed stream.
+pub struct RuntimeContext<'a> {
+    info: &'a OperatorInfo,
+    keyed: bool,
+    operator_state: &'a mut OperatorStateStore,
+}
+
+impl<'a> RuntimeContext<'a> {
+    pub(crate) fn new(info: &'a OperatorInfo, keyed: bool, operator_state: &'a mut OperatorStateStore) -> Self {
+        Self { info, keyed, operator_state }
+    }
+
+    /// This instance's index, `0..parallelism`.
+    pub fn index_of_this_subtask(&self) -> u32 {
+        self.info.subtask
+    }
+
+    pub fn number_of_parallel_subtasks(&self) -> u32 {
+        self.info.parallelism
+    }
+
+    pub fn max_number_of_parallel_subtasks(&self) -> u32 {
+        self.info.max_parallelism.get()
+    }
+
+    /// The operator's name.
+    pub fn task_name(&self) -> &str {
+        &self.info.name
+    }
+
+    fn keyed(&self, state: &str) -> Result<(), StateError> {
+        if self.keyed {
+            Ok(())
+        } else {
+            Err(StateError::NotKeyed { state: state.to_string() })
+        }
+    }
+
+    /// Declares a keyed `ValueState` (Flink's `getState`).
+    pub fn get_state<T: StateValue>(&self, descriptor: &ValueStateDescriptor<T>) -> Result<ValueState<T>, StateError> {
+        self.keyed(descriptor.name())?;
+        ValueState::declare(descriptor)
+    }
+
+    pub fn get_list_state<T: StateValue>(&self, descriptor: &ListStateDescriptor<T>) -> Result<ListState<T>, StateError> {
+        self.keyed(descriptor.name())?;
+        ListState::declare(descriptor)
+    }
+
+    pub fn get_map_state<K: MapKey, V: StateValue>(&self, descriptor: &MapStateDescriptor<K, V>) -> Result<MapState<K, V>, StateError> {
+        self.keyed(descriptor.name())?;
+        MapState::declare(descriptor)
+    }
+
+    pub fn get_reducing_state<T: StateValue>(&self, descriptor: &ReducingStateDescriptor<T>) -> Result<ReducingState<T>, StateError> {
+        self.keyed(descriptor.name())?;
+        ReducingState::declare(descriptor)
+    }
+
+    pub fn get_aggregating_state<F>(&self, descriptor: &AggregatingStateDescriptor<F>) -> Result<AggregatingState<F::In, F::Out>, StateError>
+    where
+        F: AggregateFunction,
+        F::In: 'static,
+        F::Out: 'static,
+        F::Acc: StateValue,
+    {
+        self.keyed(descriptor.name())?;
+        AggregatingState::declare(descriptor)
+    }
+
+    /// This instance's operator state (list, union list and broadcast state).
+    pub fn operator_state(&mut self) -> &mut OperatorStateStore {
+        self.operator_state
+    }
+}
+
+/// Lifecycle and checkpoint hooks every user function may implement; all default to doing
+/// nothing. `initialize_state` / `snapshot_state` are Flink's `CheckpointedFunction`:
+/// `initialize_state` runs before `open`, on a fresh start and on restore
+/// (`ctx.operator_state().is_restored()`), `snapshot_state` at each checkpoint.
+pub trait RichFunction {
+    fn initialize_state(&mut self, _ctx: &mut RuntimeContext<'_>) -> FunctionResult {
+        Ok(())
+    }
+    fn open(&mut self, _ctx: &mut RuntimeContext<'_>) -> FunctionResult {
+        Ok(())
+    }
+    fn snapshot_state(&mut self, _ctx: &mut SnapshotContext<'_>) -> FunctionResult {
+        Ok(())
+    }
+    fn close(&mut self) -> FunctionResult {
+        Ok(())
+    }
+}
+
+/// Given to [`RichFunction::snapshot_state`].
+pub struct SnapshotContext<'a> {
+    pub checkpoint_id: u64,
+    operator_state: &'a mut OperatorStateStore,
+}
+
+impl<'a> SnapshotContext<'a> {
+    pub fn new(checkpoint_id: u64, operator_state: &'a mut OperatorStateStore) -> Self {
+        Self { checkpoint_id, operator_state }
+    }
+
+    pub fn operator_state(&mut self) -> &mut OperatorStateStore {
+        self.operator_state
+    }
+}
+
+/// Names a side output of type `X` (Flink's `OutputTag`).
+pub struct OutputTag<X> {
+    id: String,
+    _type: PhantomData<fn() -> X>,
+}
+
+impl<X> Clone for OutputTag<X> {
+    fn clone(&self) -> Self {
+        Self::new(self.id.clone())
+    }
+}
+
+impl<X> OutputTag<X> {
+    pub fn new(id: impl Into<String>) -> Self {
+        Self { id: id.into(), _type: PhantomData }
+    }
+
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+}
+
+/// The side outputs of an operator, by tag.
+pub struct SideOutputs {
+    ports: Vec<(String, Box<dyn PortOutput>)>,
+}
+
+impl SideOutputs {
+    pub(crate) fn new(ports: Vec<(String, Box<dyn PortOutput>)>) -> Self {
+        Self { ports }
+    }
+
+    /// Emits `value` to the side output `tag`; dropped if nobody consumes that tag.
+    pub fn emit<X: 'static>(&mut self, tag: &OutputTag<X>, value: X) {
+        if let Some((_, port)) = self.ports.iter_mut().find(|(id, _)| *id == tag.id) {
+            if let Some(typed) = port.as_any_mut().downcast_mut::<TypedOutput<X>>() {
+                typed.0.collect(value);
+            }
+        }
+    }
+
+    pub(crate) fn ports(&mut self) -> impl Iterator<Item = &mut Box<dyn PortOutput>> {
+        self.ports.iter_mut().map(|(_, p)| p)
+    }
+}
+
+/// The context of a [`ProcessFunction`] call.
+pub struct Context<'a> {
+    pub(crate) side: &'a mut SideOutputs,
+}
+
+impl Context<'_> {
+    /// Emits to a side output.
+    pub fn output<X: 'static>(&mut self, tag: &OutputTag<X>, value: X) {
+        self.side.emit(tag, value)
+    }
+}
+
+/// The context of a keyed function call: the current key and side outputs.
+pub struct KeyedContext<'a, K> {
+    pub(crate) key: &'a K,
+    pub(crate) side: &'a mut SideOutputs,
+}
+
+impl<K> KeyedContext<'_, K> {
+    /// The key of the record being processed.
+    pub fn current_key(&self) -> &K {
+        self.key
+    }
+
+    /// Emits to a side output.
+    pub fn output<X: 'static>(&mut self, tag: &OutputTag<X>, value: X) {
+        self.side.emit(tag, value)
+    }
+}
+
+/// Flink's `RichMapFunction`: one record in, one out, with lifecycle and state.
+pub trait RichMapFunction<I, O>: RichFunction + Clone + Send + Sync + 'static {
+    fn map(&mut self, value: I) -> FunctionResult<O>;
+}
+
+/// Flink's `RichFlatMapFunction`: one record in, any number out.
+pub trait RichFlatMapFunction<I, O>: RichFunction + Clone + Send + Sync + 'static {
+    fn flat_map(&mut self, value: I, out: &mut Collector<'_, O>) -> FunctionResult;
+}
+
+/// Flink's `ProcessFunction` (non-keyed): records in, records and side outputs out.
+pub trait ProcessFunction<I, O>: RichFunction + Clone + Send + Sync + 'static {
+    fn process_element(&mut self, value: I, ctx: &mut Context<'_>, out: &mut Collector<'_, O>) -> FunctionResult;
+}
+
+/// Flink's `KeyedProcessFunction`: like [`ProcessFunction`], on a keyed stream, with the
+/// current key and keyed state.
+pub trait KeyedProcessFunction<K, I, O>: RichFunction + Clone + Send + Sync + 'static {
+    fn process_element(&mut self, value: I, ctx: &mut KeyedContext<'_, K>, out: &mut Collector<'_, O>) -> FunctionResult;
+}
+
+/// Flink's `CoFlatMapFunction` (rich): two inputs, one output. On keyed connected streams
+/// it may use keyed state, shared by both sides for the same key.
+pub trait CoFlatMapFunction<A, B, O>: RichFunction + Clone + Send + Sync + 'static {
+    fn flat_map1(&mut self, value: A, out: &mut Collector<'_, O>) -> FunctionResult;
+    fn flat_map2(&mut self, value: B, out: &mut Collector<'_, O>) -> FunctionResult;
+}
+
+/// Flink's `KeyedCoProcessFunction`: two keyed inputs with the current key and side outputs.
+pub trait KeyedCoProcessFunction<K, A, B, O>: RichFunction + Clone + Send + Sync + 'static {
+    fn process_element1(&mut self, value: A, ctx: &mut KeyedContext<'_, K>, out: &mut Collector<'_, O>) -> FunctionResult;
+    fn process_element2(&mut self, value: B, ctx: &mut KeyedContext<'_, K>, out: &mut Collector<'_, O>) -> FunctionResult;
+}
+
+/// The context of [`BroadcastProcessFunction::process_element`]: broadcast state is
+/// read-only here, so that the instances never diverge.
+pub struct ReadOnlyContext<'a> {
+    pub(crate) operator_state: &'a mut OperatorStateStore,
+    pub(crate) side: &'a mut SideOutputs,
+}
+
+impl ReadOnlyContext<'_> {
+    pub fn broadcast_state<K: MapKey, V: StateValue>(
+        &mut self,
+        descriptor: &MapStateDescriptor<K, V>,
+    ) -> Result<eddy_state::ReadOnlyBroadcastState<'_, K, V>, StateError> {
+        self.operator_state.read_only_broadcast_state(descriptor)
+    }
+
+    pub fn output<X: 'static>(&mut self, tag: &OutputTag<X>, value: X) {
+        self.side.emit(tag, value)
+    }
+}
+
+/// The context of [`BroadcastProcessFunction::process_broadcast_element`]: broadcast state
+/// is writable.
+pub struct BroadcastContext<'a> {
+    pub(crate) operator_state: &'a mut OperatorStateStore,
+    pub(crate) side: &'a mut SideOutputs,
+}
+
+impl BroadcastContext<'_> {
+    pub fn broadcast_state<K: MapKey, V: StateValue>(
+        &mut self,
+        descriptor: &MapStateDescriptor<K, V>,
+    ) -> Result<eddy_state::BroadcastState<'_, K, V>, StateError> {
+        self.operator_state.broadcast_state(descriptor)
+    }
+
+    pub fn output<X: 'static>(&mut self, tag: &OutputTag<X>, value: X) {
+        self.side.emit(tag, value)
+    }
+}
+
+/// Flink's `BroadcastProcessFunction`: a stream connected with a broadcast stream whose
+/// elements update broadcast state that every instance holds alike.
+pub trait BroadcastProcessFunction<I, B, O>: RichFunction + Clone + Send + Sync + 'static {
+    fn process_element(&mut self, value: I, ctx: &mut ReadOnlyContext<'_>, out: &mut Collector<'_, O>) -> FunctionResult;
+    fn process_broadcast_element(&mut self, value: B, ctx: &mut BroadcastContext<'_>, out: &mut Collector<'_, O>) -> FunctionResult;
+}
+
+/// A user sink (Flink's `SinkFunction`): receives every record of a stream.
+pub trait Sink<T>: RichFunction + Clone + Send + Sync + 'static {
+    fn invoke(&mut self, value: T) -> FunctionResult;
+    /// All input has ended; flush what is buffered.
+    fn finish(&mut self) -> FunctionResult {
+        Ok(())
+    }
+}
+
+/// What a [`SourceFunction::emit_batch`] call did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SourceStep {
+    /// Emitted records; call again.
+    More,
+    /// Nothing available right now (waited a little); call again.
+    Idle,
+    /// Exhausted.
+    Finished,
+}
+
+/// A user source: emits up to `max_records` per call, so that the task loop can take
+/// control messages between batches. Keep positions in operator state (in
+/// `initialize_state` / `snapshot_state`) to make the source replayable.
+pub trait SourceFunction<T>: RichFunction + Clone + Send + Sync + 'static {
+    fn emit_batch(&mut self, max_records: usize, out: &mut Collector<'_, T>) -> FunctionResult<SourceStep>;
+}

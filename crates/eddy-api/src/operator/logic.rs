@@ -1,0 +1,265 @@
+//! The logics of the built-in operators: how each kind of user function handles a record.
+//! Keyed logics set the current key of the state backend before calling the function.
+
+use super::one_input::OneInputLogic;
+use super::two_input::TwoInputLogic;
+use crate::function::*;
+use crate::key::{KeyFn, KeyScope};
+use eddy_runtime::{Collector, Output};
+use eddy_state::OperatorStateStore;
+use eddy_types::Key;
+use std::marker::PhantomData;
+
+/// The lifecycle of a plain closure: nothing to do.
+#[derive(Clone, Copy, Default)]
+pub(crate) struct NoLifecycle;
+impl RichFunction for NoLifecycle {}
+
+impl<T, K: Key> Clone for KeyScope<T, K> {
+    fn clone(&self) -> Self {
+        KeyScope::new(self.key_fn())
+    }
+}
+
+impl<T, K> KeyScope<T, K> {
+    pub(crate) fn key_fn(&self) -> KeyFn<T, K> {
+        self.key_fn_ref().clone()
+    }
+}
+
+#[derive(Clone)]
+pub(crate) struct MapLogic<F>(pub(crate) F, pub(crate) NoLifecycle);
+
+impl<I, O, F: FnMut(I) -> O + 'static> OneInputLogic<I, O> for MapLogic<F> {
+    fn function(&mut self) -> &mut dyn RichFunction {
+        &mut self.1
+    }
+    #[inline]
+    fn process(&mut self, record: I, main: &mut dyn Output<O>, _side: &mut SideOutputs) -> FunctionResult {
+        main.collect((self.0)(record));
+        Ok(())
+    }
+}
+
+#[derive(Clone)]
+pub(crate) struct FilterLogic<F>(pub(crate) F, pub(crate) NoLifecycle);
+
+impl<I, F: FnMut(&I) -> bool + 'static> OneInputLogic<I, I> for FilterLogic<F> {
+    fn function(&mut self) -> &mut dyn RichFunction {
+        &mut self.1
+    }
+    #[inline]
+    fn process(&mut self, record: I, main: &mut dyn Output<I>, _side: &mut SideOutputs) -> FunctionResult {
+        if (self.0)(&record) {
+            main.collect(record);
+        }
+        Ok(())
+    }
+}
+
+#[derive(Clone)]
+pub(crate) struct FlatMapLogic<F>(pub(crate) F, pub(crate) NoLifecycle);
+
+impl<I, O, F: FnMut(I, &mut Collector<'_, O>) + 'static> OneInputLogic<I, O> for FlatMapLogic<F> {
+    fn function(&mut self) -> &mut dyn RichFunction {
+        &mut self.1
+    }
+    #[inline]
+    fn process(&mut self, record: I, main: &mut dyn Output<O>, _side: &mut SideOutputs) -> FunctionResult {
+        (self.0)(record, &mut Collector::new(main));
+        Ok(())
+    }
+}
+
+/// A rich map; `key` is set on a keyed stream so that the function can use keyed state.
+#[derive(Clone)]
+pub(crate) struct RichMapLogic<I, K: Key, F> {
+    pub(crate) function: F,
+    pub(crate) key: Option<KeyScope<I, K>>,
+}
+
+impl<I: 'static, O, K: Key, F: RichMapFunction<I, O>> OneInputLogic<I, O> for RichMapLogic<I, K, F> {
+    fn function(&mut self) -> &mut dyn RichFunction {
+        &mut self.function
+    }
+    #[inline]
+    fn process(&mut self, record: I, main: &mut dyn Output<O>, _side: &mut SideOutputs) -> FunctionResult {
+        if let Some(key) = &mut self.key {
+            key.enter(&record)?;
+        }
+        main.collect(self.function.map(record)?);
+        Ok(())
+    }
+}
+
+#[derive(Clone)]
+pub(crate) struct RichFlatMapLogic<I, K: Key, F> {
+    pub(crate) function: F,
+    pub(crate) key: Option<KeyScope<I, K>>,
+}
+
+impl<I: 'static, O, K: Key, F: RichFlatMapFunction<I, O>> OneInputLogic<I, O> for RichFlatMapLogic<I, K, F> {
+    fn function(&mut self) -> &mut dyn RichFunction {
+        &mut self.function
+    }
+    #[inline]
+    fn process(&mut self, record: I, main: &mut dyn Output<O>, _side: &mut SideOutputs) -> FunctionResult {
+        if let Some(key) = &mut self.key {
+            key.enter(&record)?;
+        }
+        self.function.flat_map(record, &mut Collector::new(main))
+    }
+}
+
+#[derive(Clone)]
+pub(crate) struct ProcessLogic<F>(pub(crate) F);
+
+impl<I, O, F: ProcessFunction<I, O>> OneInputLogic<I, O> for ProcessLogic<F> {
+    fn function(&mut self) -> &mut dyn RichFunction {
+        &mut self.0
+    }
+    #[inline]
+    fn process(&mut self, record: I, main: &mut dyn Output<O>, side: &mut SideOutputs) -> FunctionResult {
+        self.0.process_element(record, &mut Context { side }, &mut Collector::new(main))
+    }
+}
+
+#[derive(Clone)]
+pub(crate) struct KeyedProcessLogic<I, K: Key, F> {
+    pub(crate) function: F,
+    pub(crate) key: KeyScope<I, K>,
+}
+
+impl<I: 'static, O, K: Key, F: KeyedProcessFunction<K, I, O>> OneInputLogic<I, O> for KeyedProcessLogic<I, K, F> {
+    fn function(&mut self) -> &mut dyn RichFunction {
+        &mut self.function
+    }
+    #[inline]
+    fn process(&mut self, record: I, main: &mut dyn Output<O>, side: &mut SideOutputs) -> FunctionResult {
+        let key = self.key.enter(&record)?;
+        self.function.process_element(record, &mut KeyedContext { key: &key, side }, &mut Collector::new(main))
+    }
+}
+
+#[derive(Clone)]
+pub(crate) struct SinkLogic<S>(pub(crate) S);
+
+impl<T, S: Sink<T>> OneInputLogic<T, ()> for SinkLogic<S> {
+    fn function(&mut self) -> &mut dyn RichFunction {
+        &mut self.0
+    }
+    #[inline]
+    fn process(&mut self, record: T, _main: &mut dyn Output<()>, _side: &mut SideOutputs) -> FunctionResult {
+        self.0.invoke(record)
+    }
+    fn end_input(&mut self) -> FunctionResult {
+        self.0.finish()
+    }
+}
+
+/// Co-flat-map; on keyed connected streams both sides set the current key.
+#[derive(Clone)]
+pub(crate) struct CoFlatMapLogic<A, B, K: Key, F> {
+    pub(crate) function: F,
+    pub(crate) keys: Option<(KeyScope<A, K>, KeyScope<B, K>)>,
+}
+
+impl<A: 'static, B: 'static, O, K: Key, F: CoFlatMapFunction<A, B, O>> TwoInputLogic<A, B, O> for CoFlatMapLogic<A, B, K, F> {
+    fn function(&mut self) -> &mut dyn RichFunction {
+        &mut self.function
+    }
+    #[inline]
+    fn process1(&mut self, record: A, main: &mut dyn Output<O>, _side: &mut SideOutputs, _state: &mut OperatorStateStore) -> FunctionResult {
+        if let Some((key, _)) = &mut self.keys {
+            key.enter(&record)?;
+        }
+        self.function.flat_map1(record, &mut Collector::new(main))
+    }
+    #[inline]
+    fn process2(&mut self, record: B, main: &mut dyn Output<O>, _side: &mut SideOutputs, _state: &mut OperatorStateStore) -> FunctionResult {
+        if let Some((_, key)) = &mut self.keys {
+            key.enter(&record)?;
+        }
+        self.function.flat_map2(record, &mut Collector::new(main))
+    }
+}
+
+#[derive(Clone)]
+pub(crate) struct KeyedCoProcessLogic<A, B, K: Key, F> {
+    pub(crate) function: F,
+    pub(crate) keys: (KeyScope<A, K>, KeyScope<B, K>),
+}
+
+impl<A: 'static, B: 'static, O, K: Key, F: KeyedCoProcessFunction<K, A, B, O>> TwoInputLogic<A, B, O>
+    for KeyedCoProcessLogic<A, B, K, F>
+{
+    fn function(&mut self) -> &mut dyn RichFunction {
+        &mut self.function
+    }
+    #[inline]
+    fn process1(&mut self, record: A, main: &mut dyn Output<O>, side: &mut SideOutputs, _state: &mut OperatorStateStore) -> FunctionResult {
+        let key = self.keys.0.enter(&record)?;
+        self.function.process_element1(record, &mut KeyedContext { key: &key, side }, &mut Collector::new(main))
+    }
+    #[inline]
+    fn process2(&mut self, record: B, main: &mut dyn Output<O>, side: &mut SideOutputs, _state: &mut OperatorStateStore) -> FunctionResult {
+        let key = self.keys.1.enter(&record)?;
+        self.function.process_element2(record, &mut KeyedContext { key: &key, side }, &mut Collector::new(main))
+    }
+}
+
+/// Input 1 is the data stream, input 2 the broadcast stream.
+#[derive(Clone)]
+pub(crate) struct BroadcastLogic<F>(pub(crate) F);
+
+impl<I, B, O, F: BroadcastProcessFunction<I, B, O>> TwoInputLogic<I, B, O> for BroadcastLogic<F> {
+    fn function(&mut self) -> &mut dyn RichFunction {
+        &mut self.0
+    }
+    #[inline]
+    fn process1(&mut self, record: I, main: &mut dyn Output<O>, side: &mut SideOutputs, state: &mut OperatorStateStore) -> FunctionResult {
+        self.0.process_element(record, &mut ReadOnlyContext { operator_state: state, side }, &mut Collector::new(main))
+    }
+    #[inline]
+    fn process2(&mut self, record: B, main: &mut dyn Output<O>, side: &mut SideOutputs, state: &mut OperatorStateStore) -> FunctionResult {
+        self.0.process_broadcast_element(record, &mut BroadcastContext { operator_state: state, side }, &mut Collector::new(main))
+    }
+}
+
+/// Keyed reduce as a keyed process function: keeps the running reduction per key in a
+/// `ValueState` and emits it after every record (Flink's `KeyedStream.reduce`).
+pub(crate) struct Reducer<T, F> {
+    pub(crate) reduce: F,
+    pub(crate) state: Option<eddy_state::ValueState<T>>,
+    pub(crate) _type: PhantomData<fn() -> T>,
+}
+
+impl<T: Clone, F: Clone> Clone for Reducer<T, F> {
+    fn clone(&self) -> Self {
+        Self { reduce: self.reduce.clone(), state: self.state.clone(), _type: PhantomData }
+    }
+}
+
+impl<T: eddy_state::StateValue, F> RichFunction for Reducer<T, F> {
+    fn open(&mut self, ctx: &mut RuntimeContext<'_>) -> FunctionResult {
+        self.state = Some(ctx.get_state(&eddy_state::ValueStateDescriptor::new("reduce"))?);
+        Ok(())
+    }
+}
+
+impl<K, T, F> KeyedProcessFunction<K, T, T> for Reducer<T, F>
+where
+    T: eddy_state::StateValue + Sync,
+    F: Fn(T, T) -> T + Clone + Send + Sync + 'static,
+{
+    fn process_element(&mut self, value: T, _ctx: &mut KeyedContext<'_, K>, out: &mut Collector<'_, T>) -> FunctionResult {
+        let state = self.state.as_ref().ok_or("reduce state not declared")?;
+        let reduced = match state.value()? {
+            Some(previous) => (self.reduce)(previous, value),
+            None => value,
+        };
+        state.update(reduced.clone())?;
+        out.collect(reduced);
+        Ok(())
+    }
+}

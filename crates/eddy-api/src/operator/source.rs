@@ -1,0 +1,66 @@
+//! The source operator: runs a [`SourceFunction`] at the head of a chain.
+
+use super::core::OperatorCore;
+use crate::function::{SourceFunction, SourceStep};
+use eddy_runtime::channel::BATCH_RECORDS_MAX;
+use eddy_runtime::graph::{ErasedOutput, SourceFactory};
+use eddy_runtime::output::Discard;
+use eddy_runtime::task::{OperatorInfo, SourceOperator, SourceStatus};
+use eddy_runtime::{Collector, Output, TaskError, TypedOutput};
+use std::sync::Arc;
+
+pub(crate) struct SourceOp<T, S> {
+    function: S,
+    main: Box<dyn Output<T>>,
+    core: OperatorCore,
+}
+
+impl<T: 'static, S: SourceFunction<T>> SourceOp<T, S> {
+    pub(crate) fn factory(prototype: S) -> SourceFactory {
+        Arc::new(move |info: OperatorInfo, ports: Vec<ErasedOutput>| -> Box<dyn SourceOperator> {
+            let (core, main) = OperatorCore::new(info, false, ports);
+            let main = match main {
+                Some(port) => TypedOutput::<T>::unerase(port),
+                None => Box::new(Discard),
+            };
+            Box::new(Self { function: prototype.clone(), main, core })
+        })
+    }
+}
+
+impl<T, S: SourceFunction<T>> SourceOperator for SourceOp<T, S> {
+    fn open(&mut self) -> Result<(), TaskError> {
+        self.main.open()?;
+        self.core.open(&mut self.function)
+    }
+
+    fn emit(&mut self) -> SourceStatus {
+        let previous = self.core.info.shared.enter(self.core.info.index);
+        let result = self.function.emit_batch(BATCH_RECORDS_MAX, &mut Collector::new(&mut *self.main));
+        self.core.info.shared.leave(previous);
+        match result {
+            Ok(SourceStep::More) => SourceStatus::More,
+            Ok(SourceStep::Idle) => SourceStatus::Idle,
+            Ok(SourceStep::Finished) => SourceStatus::Finished,
+            Err(error) => {
+                self.core.fail(error);
+                SourceStatus::Idle
+            }
+        }
+    }
+
+    fn flush(&mut self) -> Result<(), TaskError> {
+        self.main.flush()?;
+        self.core.flush()
+    }
+
+    fn end_input(&mut self) -> Result<(), TaskError> {
+        self.core.end_input(&mut self.function)?;
+        self.main.end_input()
+    }
+
+    fn close(&mut self) {
+        self.main.close();
+        self.core.close();
+    }
+}

@@ -1,0 +1,102 @@
+//! The two-input operator: connect with co-flat-map, keyed co-process, broadcast process.
+
+use super::core::OperatorCore;
+use crate::function::{FunctionResult, RichFunction, SideOutputs};
+use eddy_runtime::graph::{receiver_of, Erased, ErasedOutput, TwoInputDriverFactory, TwoInputFactory};
+use eddy_runtime::output::Discard;
+use eddy_runtime::task::{OperatorInfo, TwoInputDriver, TwoInputOperator};
+use eddy_runtime::{Output, TaskError, TypedOutput};
+use eddy_state::OperatorStateStore;
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+/// What a record of either input does.
+pub(crate) trait TwoInputLogic<A, B, O>: 'static {
+    fn function(&mut self) -> &mut dyn RichFunction;
+    fn process1(&mut self, record: A, main: &mut dyn Output<O>, side: &mut SideOutputs, state: &mut OperatorStateStore) -> FunctionResult;
+    fn process2(&mut self, record: B, main: &mut dyn Output<O>, side: &mut SideOutputs, state: &mut OperatorStateStore) -> FunctionResult;
+}
+
+pub(crate) struct TwoInputOp<A, B, O, L> {
+    logic: L,
+    main: Box<dyn Output<O>>,
+    core: OperatorCore,
+    _inputs: PhantomData<fn(A, B)>,
+}
+
+impl<A: Send + 'static, B: Send + 'static, O: 'static, L: TwoInputLogic<A, B, O>> TwoInputOp<A, B, O, L> {
+    pub(crate) fn factory(prototype: L, keyed: bool) -> TwoInputFactory
+    where
+        L: Clone + Send + Sync,
+    {
+        Arc::new(move |info: OperatorInfo, ports: Vec<ErasedOutput>| -> Erased {
+            let (core, main) = OperatorCore::new(info, keyed, ports);
+            let main = match main {
+                Some(port) => TypedOutput::<O>::unerase(port),
+                None => Box::new(Discard),
+            };
+            let operator: Box<dyn TwoInputOperator<A, B>> =
+                Box::new(Self { logic: prototype.clone(), main, core, _inputs: PhantomData });
+            Box::new(operator)
+        })
+    }
+
+    pub(crate) fn driver_factory() -> TwoInputDriverFactory {
+        Arc::new(|operator, (first, first_ends), (second, second_ends), mailbox, shared| {
+            let operator = *operator
+                .downcast::<Box<dyn TwoInputOperator<A, B>>>()
+                .expect("two-input operator of the declared types");
+            Box::new(TwoInputDriver::new(
+                receiver_of::<A>(first),
+                first_ends,
+                receiver_of::<B>(second),
+                second_ends,
+                operator,
+                mailbox,
+                shared,
+            ))
+        })
+    }
+}
+
+impl<A, B, O, L: TwoInputLogic<A, B, O>> TwoInputOperator<A, B> for TwoInputOp<A, B, O, L> {
+    #[inline]
+    fn process1(&mut self, record: A) {
+        let previous = self.core.info.shared.enter(self.core.info.index);
+        let core = &mut self.core;
+        if let Err(error) = self.logic.process1(record, &mut *self.main, &mut core.side, &mut core.operator_state) {
+            core.fail(error);
+        }
+        self.core.info.shared.leave(previous);
+    }
+
+    #[inline]
+    fn process2(&mut self, record: B) {
+        let previous = self.core.info.shared.enter(self.core.info.index);
+        let core = &mut self.core;
+        if let Err(error) = self.logic.process2(record, &mut *self.main, &mut core.side, &mut core.operator_state) {
+            core.fail(error);
+        }
+        self.core.info.shared.leave(previous);
+    }
+
+    fn open(&mut self) -> Result<(), TaskError> {
+        self.main.open()?;
+        self.core.open(self.logic.function())
+    }
+
+    fn flush(&mut self) -> Result<(), TaskError> {
+        self.main.flush()?;
+        self.core.flush()
+    }
+
+    fn end_input(&mut self) -> Result<(), TaskError> {
+        self.core.end_input(self.logic.function())?;
+        self.main.end_input()
+    }
+
+    fn close(&mut self) {
+        self.main.close();
+        self.core.close();
+    }
+}

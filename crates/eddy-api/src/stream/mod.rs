@@ -1,0 +1,295 @@
+//! The streams a job is built from: [`DataStream`], [`KeyedStream`] (after `key_by`),
+//! [`ConnectedStreams`] / [`KeyedConnectedStreams`] (after `connect`) and
+//! [`BroadcastConnectedStream`].
+
+mod connected;
+mod keyed;
+
+pub use connected::{BroadcastConnectedStream, ConnectedStreams, KeyedConnectedStreams};
+pub use keyed::KeyedStream;
+
+use crate::env::{EdgeDraft, Env, NodeDraft};
+use crate::function::*;
+use crate::key::KeyFn;
+use crate::operator::logic::*;
+use crate::operator::one_input::{OneInputLogic, OneInputOperator};
+use crate::sink::{PrintSink, TextFileSink};
+use crate::Data;
+use eddy_runtime::graph::{OperatorFactory, OutputPort, Partitioning, TypedPort};
+use eddy_runtime::Collector;
+use eddy_types::{Key, NodeId};
+use std::fmt::{Debug, Display};
+use std::marker::PhantomData;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// A stream of records of type `T` (Flink's `DataStream`). Operations add operators to the
+/// job; nothing runs until [`Env::execute`]. Setters (`name`, `uid`, `set_parallelism`)
+/// apply to the operator that produced this stream.
+pub struct DataStream<T> {
+    pub(crate) env: Env,
+    /// The output ports this stream reads from: one, or several after `union`.
+    pub(crate) inputs: Vec<(NodeId, usize)>,
+    pub(crate) partitioning: Option<Partitioning>,
+    pub(crate) _type: PhantomData<fn() -> T>,
+}
+
+impl<T> Clone for DataStream<T> {
+    fn clone(&self) -> Self {
+        Self { env: self.env.clone(), inputs: self.inputs.clone(), partitioning: self.partitioning.clone(), _type: PhantomData }
+    }
+}
+
+impl<T: Data> DataStream<T> {
+    pub(crate) fn from_port(env: Env, node: NodeId, port: usize) -> Self {
+        Self { env, inputs: vec![(node, port)], partitioning: None, _type: PhantomData }
+    }
+
+    /// The edges from this stream into input `to_input` of a new node.
+    pub(crate) fn edges(&self, to_input: usize) -> Vec<EdgeDraft> {
+        self.inputs
+            .iter()
+            .map(|&(from, from_port)| EdgeDraft { from, from_port, to: NodeId(0), to_input, partitioning: self.partitioning.clone() })
+            .collect()
+    }
+
+    /// Adds a one-input operator reading this stream.
+    pub(crate) fn one_input<O: Data, L>(&self, name: &str, logic: L, keyed: bool) -> DataStream<O>
+    where
+        L: OneInputLogic<T, O> + Clone + Send + Sync,
+    {
+        let node = NodeDraft {
+            name: name.to_string(),
+            uid: None,
+            parallelism: None,
+            non_parallel: false,
+            keyed,
+            factory: OperatorFactory::OneInput {
+                operator: OneInputOperator::<T, O, L>::factory(logic, keyed),
+                input: Arc::new(TypedPort::<T>::new()),
+            },
+            outputs: vec![OutputPort { tag: None, port_type: Arc::new(TypedPort::<O>::new()) }],
+            chainable: true,
+        };
+        let id = self.env.add_node(node, self.edges(0));
+        DataStream::from_port(self.env.clone(), id, 0)
+    }
+
+    /// Adds a sink reading this stream.
+    pub(crate) fn sink_node<L>(&self, name: &str, logic: L) -> DataStreamSink
+    where
+        L: OneInputLogic<T, ()> + Clone + Send + Sync,
+    {
+        let node = NodeDraft {
+            name: name.to_string(),
+            uid: None,
+            parallelism: None,
+            non_parallel: false,
+            keyed: false,
+            factory: OperatorFactory::OneInput {
+                operator: OneInputOperator::<T, (), L>::factory(logic, false),
+                input: Arc::new(TypedPort::<T>::new()),
+            },
+            outputs: Vec::new(),
+            chainable: true,
+        };
+        let node = self.env.add_node(node, self.edges(0));
+        DataStreamSink { env: self.env.clone(), node }
+    }
+
+    fn with_partitioning(&self, partitioning: Partitioning) -> Self {
+        Self { partitioning: Some(partitioning), ..self.clone() }
+    }
+
+    fn with_node(&self, f: impl FnOnce(&mut NodeDraft)) {
+        if let [(node, _)] = self.inputs[..] {
+            f(&mut self.env.inner.borrow_mut().nodes[node.0 as usize]);
+        }
+    }
+
+    /// One record in, one out.
+    pub fn map<O: Data, F>(&self, f: F) -> DataStream<O>
+    where
+        F: FnMut(T) -> O + Clone + Send + Sync + 'static,
+    {
+        self.one_input("Map", MapLogic(f, NoLifecycle), false)
+    }
+
+    /// Keeps the records for which `f` is true.
+    pub fn filter<F>(&self, f: F) -> DataStream<T>
+    where
+        F: FnMut(&T) -> bool + Clone + Send + Sync + 'static,
+    {
+        self.one_input("Filter", FilterLogic(f, NoLifecycle), false)
+    }
+
+    /// One record in, any number out through the collector.
+    pub fn flat_map<O: Data, F>(&self, f: F) -> DataStream<O>
+    where
+        F: FnMut(T, &mut Collector<'_, O>) + Clone + Send + Sync + 'static,
+    {
+        self.one_input("Flat Map", FlatMapLogic(f, NoLifecycle), false)
+    }
+
+    /// A map with lifecycle and operator state.
+    pub fn rich_map<O: Data, F: RichMapFunction<T, O>>(&self, function: F) -> DataStream<O> {
+        self.one_input("Map", RichMapLogic::<T, (), F> { function, key: None }, false)
+    }
+
+    /// A flat-map with lifecycle and operator state.
+    pub fn rich_flat_map<O: Data, F: RichFlatMapFunction<T, O>>(&self, function: F) -> DataStream<O> {
+        self.one_input("Flat Map", RichFlatMapLogic::<T, (), F> { function, key: None }, false)
+    }
+
+    /// A [`ProcessFunction`]: records and side outputs.
+    pub fn process<O: Data, F: ProcessFunction<T, O>>(&self, function: F) -> DataStream<O> {
+        self.one_input("Process", ProcessLogic(function), false)
+    }
+
+    /// Partitions the stream by key: every record of a key goes to the same subtask, whose
+    /// keyed state holds that key's state.
+    pub fn key_by<K: Key, F>(&self, key_fn: F) -> KeyedStream<T, K>
+    where
+        F: Fn(&T) -> K + Send + Sync + 'static,
+    {
+        KeyedStream::new(self, Arc::new(key_fn) as KeyFn<T, K>)
+    }
+
+    /// This stream and others as one stream.
+    pub fn union(&self, others: &[DataStream<T>]) -> DataStream<T> {
+        let mut union = self.clone();
+        for other in others {
+            union.inputs.extend(other.inputs.iter().copied());
+        }
+        union
+    }
+
+    /// Round-robin over the next operator's subtasks.
+    pub fn rebalance(&self) -> DataStream<T> {
+        self.with_partitioning(Partitioning::Rebalance)
+    }
+
+    /// Uniformly random over the next operator's subtasks.
+    pub fn shuffle(&self) -> DataStream<T> {
+        self.with_partitioning(Partitioning::Shuffle)
+    }
+
+    /// Every record to every subtask of the next operator.
+    pub fn broadcast(&self) -> DataStream<T> {
+        self.with_partitioning(Partitioning::Broadcast)
+    }
+
+    /// Subtask i to subtask i; the next operator must have the same parallelism.
+    pub fn forward(&self) -> DataStream<T> {
+        self.with_partitioning(Partitioning::Forward)
+    }
+
+    /// Connects with another stream for a two-input operator.
+    pub fn connect<B: Data>(&self, other: &DataStream<B>) -> ConnectedStreams<T, B> {
+        ConnectedStreams { first: self.clone(), second: other.clone() }
+    }
+
+    /// Connects with a stream whose records are broadcast to every subtask and update
+    /// broadcast state (Flink's `connect(broadcastStream)`).
+    pub fn connect_broadcast<B: Data>(&self, broadcast: &DataStream<B>) -> BroadcastConnectedStream<T, B> {
+        BroadcastConnectedStream { stream: self.clone(), broadcast: broadcast.broadcast() }
+    }
+
+    /// The side output `tag` of the operator that produced this stream.
+    pub fn side_output<X: Data>(&self, tag: &OutputTag<X>) -> DataStream<X> {
+        let (node, _) = self.inputs[0];
+        let mut inner = self.env.inner.borrow_mut();
+        let outputs = &mut inner.nodes[node.0 as usize].outputs;
+        let port = match outputs.iter().position(|p| p.tag.as_deref() == Some(tag.id())) {
+            Some(port) => port,
+            None => {
+                outputs.push(OutputPort { tag: Some(tag.id().to_string()), port_type: Arc::new(TypedPort::<X>::new()) });
+                outputs.len() - 1
+            }
+        };
+        drop(inner);
+        DataStream::from_port(self.env.clone(), node, port)
+    }
+
+    /// Writes every record to stdout (Flink's `print`): `N> record` at parallelism > 1.
+    pub fn print(&self) -> DataStreamSink
+    where
+        T: Debug + Sync,
+    {
+        self.sink_node("Print to Std. Out", SinkLogic(PrintSink::new()))
+    }
+
+    /// Writes every record as a line of text: one file at parallelism 1, else a directory
+    /// with one file per subtask (`1`, `2`, …).
+    pub fn write_as_text(&self, path: impl Into<PathBuf>) -> DataStreamSink
+    where
+        T: Display + Sync,
+    {
+        self.sink_node("Text File Sink", SinkLogic(TextFileSink::new(path.into())))
+    }
+
+    /// A user sink.
+    pub fn add_sink<S: Sink<T>>(&self, sink: S) -> DataStreamSink {
+        self.sink_node("Sink", SinkLogic(sink))
+    }
+
+    /// Names the operator that produced this stream.
+    pub fn name(self, name: &str) -> Self {
+        self.with_node(|n| n.name = name.to_string());
+        self
+    }
+
+    /// Sets a stable id for the operator, used to match its state on restore.
+    pub fn uid(self, uid: &str) -> Self {
+        self.with_node(|n| n.uid = Some(uid.to_string()));
+        self
+    }
+
+    pub fn set_parallelism(self, parallelism: u32) -> Self {
+        self.with_node(|n| n.parallelism = Some(parallelism));
+        self
+    }
+
+    /// Runs the producing operator in its own subtask, never fused with its neighbours.
+    pub fn disable_chaining(self) -> Self {
+        self.with_node(|n| n.chainable = false);
+        self
+    }
+
+    pub(crate) fn set_non_parallel(self) -> Self {
+        self.with_node(|n| {
+            n.non_parallel = true;
+            n.parallelism = Some(1);
+        });
+        self
+    }
+}
+
+/// The end of a stream (Flink's `DataStreamSink`), to name it or set its parallelism.
+pub struct DataStreamSink {
+    env: Env,
+    node: NodeId,
+}
+
+impl DataStreamSink {
+    fn with_node(self, f: impl FnOnce(&mut NodeDraft)) -> Self {
+        f(&mut self.env.inner.borrow_mut().nodes[self.node.0 as usize]);
+        self
+    }
+
+    pub fn name(self, name: &str) -> Self {
+        self.with_node(|n| n.name = name.to_string())
+    }
+
+    pub fn uid(self, uid: &str) -> Self {
+        self.with_node(|n| n.uid = Some(uid.to_string()))
+    }
+
+    pub fn set_parallelism(self, parallelism: u32) -> Self {
+        self.with_node(|n| n.parallelism = Some(parallelism))
+    }
+
+    pub fn disable_chaining(self) -> Self {
+        self.with_node(|n| n.chainable = false)
+    }
+}
