@@ -1,0 +1,108 @@
+//! W2 `join`: two streams connected by key into one co-flat-map with two ValueStates.
+
+use crate::generator::{splitmix64, Event};
+use crate::rate::RateLimiter;
+use crate::{Args, Report};
+use eddy::prelude::*;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// Keeps the last `i` of each side per key; emits `(key, a, b)` when the other side is set.
+#[derive(Clone)]
+struct Join {
+    a: Option<ValueState<u64>>,
+    b: Option<ValueState<u64>>,
+    checksum: u64,
+    total: Arc<AtomicU64>,
+}
+
+impl RichFunction for Join {
+    fn open(&mut self, ctx: &mut RuntimeContext<'_>) -> FunctionResult {
+        self.a = Some(ctx.get_state(&ValueStateDescriptor::new("a"))?);
+        self.b = Some(ctx.get_state(&ValueStateDescriptor::new("b"))?);
+        Ok(())
+    }
+
+    fn close(&mut self) -> FunctionResult {
+        self.total.fetch_add(self.checksum, Ordering::SeqCst);
+        Ok(())
+    }
+}
+
+impl Join {
+    fn side(&mut self, first: bool, event: &Event, out: &mut Collector<'_, (u64, u64, u64)>) -> FunctionResult {
+        self.checksum = self.checksum.wrapping_add(splitmix64(event.key));
+        let (mine, other) = match (&self.a, &self.b) {
+            (Some(a), Some(b)) if first => (a, b),
+            (Some(a), Some(b)) => (b, a),
+            _ => return Err("join state not declared".into()),
+        };
+        mine.update(event.i)?;
+        if let Some(last) = other.value()? {
+            out.collect(if first { (event.key, event.i, last) } else { (event.key, last, event.i) });
+        }
+        Ok(())
+    }
+}
+
+impl CoFlatMapFunction<Event, Event, (u64, u64, u64)> for Join {
+    fn flat_map1(&mut self, event: Event, out: &mut Collector<'_, (u64, u64, u64)>) -> FunctionResult {
+        self.side(true, &event, out)
+    }
+    fn flat_map2(&mut self, event: Event, out: &mut Collector<'_, (u64, u64, u64)>) -> FunctionResult {
+        self.side(false, &event, out)
+    }
+}
+
+/// Counts emitted joins.
+#[derive(Clone)]
+struct CountSink {
+    local: u64,
+    total: Arc<AtomicU64>,
+}
+
+impl RichFunction for CountSink {}
+
+impl Sink<(u64, u64, u64)> for CountSink {
+    #[inline]
+    fn invoke(&mut self, _joined: (u64, u64, u64)) -> FunctionResult {
+        self.local += 1;
+        Ok(())
+    }
+    fn finish(&mut self) -> FunctionResult {
+        self.total.fetch_add(self.local, Ordering::SeqCst);
+        Ok(())
+    }
+}
+
+pub fn run(args: &Args) -> anyhow::Result<Report> {
+    let env = Env::new();
+    env.set_parallelism(args.parallelism);
+    let keys = args.keys;
+    let stream = |s: u64| {
+        let mut limiter = RateLimiter::new(args.rate / 2 / u64::from(args.parallelism));
+        env.from_sequence(0, args.events - 1)
+            .name(&format!("events-{s}"))
+            .map(move |i| {
+                limiter.admit();
+                Event::generate(s, i, keys)
+            })
+            .name(&format!("generate-{s}"))
+            .key_by(|e: &Event| e.key)
+    };
+    let checksum = Arc::new(AtomicU64::new(0));
+    let emitted = Arc::new(AtomicU64::new(0));
+    stream(1)
+        .connect(&stream(2))
+        .co_flat_map(Join { a: None, b: None, checksum: 0, total: checksum.clone() })
+        .name("join")
+        .add_sink(CountSink { local: 0, total: emitted.clone() })
+        .name("count");
+    let result = env.execute("W2 join")?;
+    Ok(Report {
+        events: 2 * args.events,
+        seconds: result.duration.as_secs_f64(),
+        checksum: checksum.load(Ordering::SeqCst),
+        extra: vec![("emitted".into(), emitted.load(Ordering::SeqCst).to_string())],
+    })
+}

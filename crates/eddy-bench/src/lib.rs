@@ -1,1 +1,0 @@
-//! eddy-bench

@@ -1,0 +1,81 @@
+//! `eddy-bench`: runs the workloads of `shared/bench/WORKLOADS.md` on eddy and prints
+//! their result line last: `events=<N> seconds=<s> eps=<events/s> checksum=<u64>`.
+//!
+//! ```text
+//! cargo run --release -p eddy-bench -- api-count --events 1000000 --keys 10000 --parallelism 2
+//! ```
+
+mod api_count;
+mod generator;
+mod join;
+mod rate;
+
+use clap::{Parser, ValueEnum};
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum Workload {
+    /// W1: requests per API path (keyed ValueState).
+    ApiCount,
+    /// W2: two-input keyed join (connect + co-flat-map).
+    Join,
+}
+
+/// Runs one benchmark workload of shared/bench/WORKLOADS.md.
+#[derive(Debug, Parser)]
+#[command(name = "eddy-bench", version)]
+struct Cli {
+    workload: Workload,
+    #[command(flatten)]
+    args: Args,
+}
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct Args {
+    /// Events per stream.
+    #[arg(long, default_value_t = 1_000_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub events: u64,
+    /// Distinct keys.
+    #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub keys: u64,
+    /// Parallelism of every operator.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    pub parallelism: u32,
+    /// Cap on source events per second in total (0 = unlimited).
+    #[arg(long, default_value_t = 0)]
+    pub rate: u64,
+}
+
+/// What a run reports.
+pub struct Report {
+    pub events: u64,
+    pub seconds: f64,
+    pub checksum: u64,
+    /// `name=value` lines printed before the result line.
+    pub extra: Vec<(String, String)>,
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let report = match cli.workload {
+        Workload::ApiCount => api_count::run(&cli.args),
+        Workload::Join => join::run(&cli.args),
+    };
+    match report {
+        Ok(report) => {
+            for (name, value) in &report.extra {
+                println!("{name}={value}");
+            }
+            println!(
+                "events={} seconds={:.3} eps={:.0} checksum={}",
+                report.events,
+                report.seconds,
+                report.events as f64 / report.seconds,
+                report.checksum
+            );
+        }
+        Err(error) => {
+            eprintln!("eddy-bench: {error}");
+            std::process::exit(1);
+        }
+    }
+}
