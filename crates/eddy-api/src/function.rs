@@ -283,6 +283,12 @@ impl BroadcastContext<'_> {
 pub trait BroadcastProcessFunction<I, B, O>: RichFunction + Clone + Send + Sync + 'static {
     fn process_element(&mut self, value: I, ctx: &mut ReadOnlyContext<'_>, out: &mut Collector<'_, O>) -> FunctionResult;
     fn process_broadcast_element(&mut self, value: B, ctx: &mut BroadcastContext<'_>, out: &mut Collector<'_, O>) -> FunctionResult;
+    /// `true`: read the broadcast stream to its end before any stream element (Flink's
+    /// `InputSelectable`), so that every element sees all rules; only for a bounded
+    /// broadcast stream, since the other input waits until it ends.
+    fn broadcast_first(&self) -> bool {
+        false
+    }
 }
 
 /// A user sink (Flink's `SinkFunction`): receives every record of a stream.

@@ -41,8 +41,9 @@ impl<A: Send + 'static, B: Send + 'static, O: 'static, L: TwoInputLogic<A, B, O>
         })
     }
 
-    pub(crate) fn driver_factory() -> TwoInputDriverFactory {
-        Arc::new(|operator, (first, first_ends), (second, second_ends), mailbox, shared| {
+    /// `second_first`: read input 2 to its end before input 1.
+    pub(crate) fn driver_factory(second_first: bool) -> TwoInputDriverFactory {
+        Arc::new(move |operator, (first, first_ends), (second, second_ends), mailbox, shared| {
             let operator = *operator
                 .downcast::<Box<dyn TwoInputOperator<A, B>>>()
                 .expect("two-input operator of the declared types");
@@ -54,6 +55,7 @@ impl<A: Send + 'static, B: Send + 'static, O: 'static, L: TwoInputLogic<A, B, O>
                 operator,
                 mailbox,
                 shared,
+                second_first,
             ))
         })
     }

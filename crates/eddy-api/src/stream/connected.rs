@@ -10,7 +10,15 @@ use eddy_runtime::graph::{OperatorFactory, OutputPort, TypedPort};
 use eddy_types::Key;
 use std::sync::Arc;
 
-fn two_input<A: Data, B: Data, O: Data, L>(name: &str, first: &DataStream<A>, second: &DataStream<B>, logic: L, keyed: bool) -> DataStream<O>
+#[allow(clippy::too_many_arguments)]
+fn two_input<A: Data, B: Data, O: Data, L>(
+    name: &str,
+    first: &DataStream<A>,
+    second: &DataStream<B>,
+    logic: L,
+    keyed: bool,
+    second_first: bool,
+) -> DataStream<O>
 where
     L: TwoInputLogic<A, B, O> + Clone + Send + Sync,
 {
@@ -22,7 +30,7 @@ where
         keyed,
         factory: OperatorFactory::TwoInput {
             operator: TwoInputOp::<A, B, O, L>::factory(logic, keyed),
-            driver: TwoInputOp::<A, B, O, L>::driver_factory(),
+            driver: TwoInputOp::<A, B, O, L>::driver_factory(second_first),
         },
         outputs: vec![OutputPort { tag: None, port_type: Arc::new(TypedPort::<O>::new()) }],
         chainable: true,
@@ -42,7 +50,7 @@ pub struct ConnectedStreams<A, B> {
 impl<A: Data, B: Data> ConnectedStreams<A, B> {
     /// A [`CoFlatMapFunction`] over both inputs.
     pub fn co_flat_map<O: Data, F: CoFlatMapFunction<A, B, O>>(&self, function: F) -> DataStream<O> {
-        two_input("Co-Flat Map", &self.first, &self.second, CoFlatMapLogic::<A, B, (), F> { function, keys: None }, false)
+        two_input("Co-Flat Map", &self.first, &self.second, CoFlatMapLogic::<A, B, (), F> { function, keys: None }, false, false)
     }
 }
 
@@ -56,13 +64,13 @@ impl<A: Data, B: Data, K: Key> KeyedConnectedStreams<A, B, K> {
     /// A [`CoFlatMapFunction`] with keyed state shared by both sides of a key.
     pub fn co_flat_map<O: Data, F: CoFlatMapFunction<A, B, O>>(&self, function: F) -> DataStream<O> {
         let keys = Some((self.first.scope(), self.second.scope()));
-        two_input("Co-Flat Map", &self.first.stream, &self.second.stream, CoFlatMapLogic { function, keys }, true)
+        two_input("Co-Flat Map", &self.first.stream, &self.second.stream, CoFlatMapLogic { function, keys }, true, false)
     }
 
     /// A [`KeyedCoProcessFunction`]: the current key, keyed state, side outputs.
     pub fn co_process<O: Data, F: KeyedCoProcessFunction<K, A, B, O>>(&self, function: F) -> DataStream<O> {
         let keys = (self.first.scope(), self.second.scope());
-        two_input("Co-Process", &self.first.stream, &self.second.stream, KeyedCoProcessLogic { function, keys }, true)
+        two_input("Co-Process", &self.first.stream, &self.second.stream, KeyedCoProcessLogic { function, keys }, true, false)
     }
 }
 
@@ -76,6 +84,7 @@ impl<I: Data, B: Data> BroadcastConnectedStream<I, B> {
     /// A [`BroadcastProcessFunction`]: broadcast elements update broadcast state, stream
     /// elements read it.
     pub fn process<O: Data, F: BroadcastProcessFunction<I, B, O>>(&self, function: F) -> DataStream<O> {
-        two_input("Broadcast Process", &self.stream, &self.broadcast, BroadcastLogic(function), false)
+        let broadcast_first = function.broadcast_first();
+        two_input("Broadcast Process", &self.stream, &self.broadcast, BroadcastLogic(function), false, broadcast_first)
     }
 }

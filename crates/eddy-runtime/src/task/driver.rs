@@ -184,6 +184,8 @@ pub struct TwoInputDriver<A, B> {
     flush: FlushTimer,
     never_first: Receiver<Envelope<A>>,
     never_second: Receiver<Envelope<B>>,
+    /// Read input 2 to its end before any of input 1 (Flink's `InputSelectable`).
+    second_first: bool,
 }
 
 enum Either<A, B> {
@@ -201,8 +203,10 @@ impl<A, B> TwoInputDriver<A, B> {
         head: Box<dyn TwoInputOperator<A, B>>,
         mailbox: MailboxReceiver,
         shared: Rc<TaskShared>,
+        second_first: bool,
     ) -> Self {
         Self {
+            second_first,
             first: Gate { receiver: first, ends_expected: first_ends, ends_seen: 0 },
             second: Gate { receiver: second, ends_expected: second_ends, ends_seen: 0 },
             head,
@@ -261,7 +265,8 @@ impl<A, B> TaskDriver for TwoInputDriver<A, B> {
             return Ok(StepResult::Finished);
         }
         take_control(&self.mailbox, &self.shared)?;
-        let first = if self.first.ended() { &self.never_first } else { &self.first.receiver };
+        let hold_first = self.first.ended() || (self.second_first && !self.second.ended());
+        let first = if hold_first { &self.never_first } else { &self.first.receiver };
         let second = if self.second.ended() { &self.never_second } else { &self.second.receiver };
         let ready = select! {
             recv(first) -> m => Some(m.map(Either::First)),

@@ -1,0 +1,48 @@
+//! Word count: lines of a text file (or built-in lines), split into words, keyed by word,
+//! counted with a keyed reduce.
+//!
+//! ```text
+//! cargo run --release --example word_count [FILE]
+//! ```
+
+use eddy::prelude::*;
+
+pub fn words(stream: &DataStream<String>) -> DataStream<(String, u64)> {
+    stream
+        .flat_map(|line: String, out: &mut Collector<'_, (String, u64)>| {
+            for word in line.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()) {
+                out.collect((word.to_lowercase(), 1));
+            }
+        })
+        .name("split")
+        .key_by(|(word, _): &(String, u64)| word.clone())
+        .reduce(|(word, a), (_, b)| (word, a + b))
+        .name("count")
+        .uid("count")
+}
+
+pub fn job(env: &Env, lines: Vec<String>, sink: CollectSink<(String, u64)>) {
+    words(&env.from_collection(lines)).add_sink(sink);
+}
+
+#[allow(dead_code)]
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let env = Env::new();
+    let sink = CollectSink::new();
+    match std::env::args().nth(1) {
+        Some(path) => {
+            words(&env.read_text_file(path)).add_sink(sink.clone());
+        }
+        None => job(&env, vec!["to be or not to be".into(), "that is the question".into()], sink.clone()),
+    }
+    env.execute("word count")?;
+    let mut totals = std::collections::BTreeMap::new();
+    for (word, count) in sink.take() {
+        let total = totals.entry(word).or_insert(0);
+        *total = count.max(*total);
+    }
+    for (word, count) in totals {
+        println!("{word} {count}");
+    }
+    Ok(())
+}
