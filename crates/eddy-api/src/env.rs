@@ -110,7 +110,12 @@ impl Env {
         id
     }
 
-    pub(crate) fn add_source_node<T: Data, S: SourceFunction<T>>(&self, name: &str, function: S, non_parallel: bool) -> DataStream<T> {
+    pub(crate) fn add_source_node<T: Data, S: SourceFunction<T>>(
+        &self,
+        name: &str,
+        function: S,
+        non_parallel: bool,
+    ) -> DataStream<T> {
         let node = NodeDraft {
             name: name.to_string(),
             uid: None,

@@ -5,9 +5,9 @@
 use eddy_runtime::task::OperatorInfo;
 use eddy_runtime::{Collector, PortOutput, TypedOutput};
 use eddy_state::{
-    AggregateFunction, AggregatingState, AggregatingStateDescriptor, ListState, ListStateDescriptor,
-    MapKey, MapState, MapStateDescriptor, OperatorStateStore, ReducingState, ReducingStateDescriptor,
-    StateError, StateValue, ValueState, ValueStateDescriptor,
+    AggregateFunction, AggregatingState, AggregatingStateDescriptor, ListState, ListStateDescriptor, MapKey, MapState,
+    MapStateDescriptor, OperatorStateStore, ReducingState, ReducingStateDescriptor, StateError, StateValue, ValueState,
+    ValueStateDescriptor,
 };
 use std::marker::PhantomData;
 
@@ -61,22 +61,34 @@ impl<'a> RuntimeContext<'a> {
         ValueState::declare(descriptor)
     }
 
-    pub fn get_list_state<T: StateValue>(&self, descriptor: &ListStateDescriptor<T>) -> Result<ListState<T>, StateError> {
+    pub fn get_list_state<T: StateValue>(
+        &self,
+        descriptor: &ListStateDescriptor<T>,
+    ) -> Result<ListState<T>, StateError> {
         self.keyed(descriptor.name())?;
         ListState::declare(descriptor)
     }
 
-    pub fn get_map_state<K: MapKey, V: StateValue>(&self, descriptor: &MapStateDescriptor<K, V>) -> Result<MapState<K, V>, StateError> {
+    pub fn get_map_state<K: MapKey, V: StateValue>(
+        &self,
+        descriptor: &MapStateDescriptor<K, V>,
+    ) -> Result<MapState<K, V>, StateError> {
         self.keyed(descriptor.name())?;
         MapState::declare(descriptor)
     }
 
-    pub fn get_reducing_state<T: StateValue>(&self, descriptor: &ReducingStateDescriptor<T>) -> Result<ReducingState<T>, StateError> {
+    pub fn get_reducing_state<T: StateValue>(
+        &self,
+        descriptor: &ReducingStateDescriptor<T>,
+    ) -> Result<ReducingState<T>, StateError> {
         self.keyed(descriptor.name())?;
         ReducingState::declare(descriptor)
     }
 
-    pub fn get_aggregating_state<F>(&self, descriptor: &AggregatingStateDescriptor<F>) -> Result<AggregatingState<F::In, F::Out>, StateError>
+    pub fn get_aggregating_state<F>(
+        &self,
+        descriptor: &AggregatingStateDescriptor<F>,
+    ) -> Result<AggregatingState<F::In, F::Out>, StateError>
     where
         F: AggregateFunction,
         F::In: 'static,
@@ -222,7 +234,12 @@ pub trait ProcessFunction<I, O>: RichFunction + Clone + Send + Sync + 'static {
 /// Flink's `KeyedProcessFunction`: like [`ProcessFunction`], on a keyed stream, with the
 /// current key and keyed state.
 pub trait KeyedProcessFunction<K, I, O>: RichFunction + Clone + Send + Sync + 'static {
-    fn process_element(&mut self, value: I, ctx: &mut KeyedContext<'_, K>, out: &mut Collector<'_, O>) -> FunctionResult;
+    fn process_element(
+        &mut self,
+        value: I,
+        ctx: &mut KeyedContext<'_, K>,
+        out: &mut Collector<'_, O>,
+    ) -> FunctionResult;
 }
 
 /// Flink's `CoFlatMapFunction` (rich): two inputs, one output. On keyed connected streams
@@ -234,8 +251,18 @@ pub trait CoFlatMapFunction<A, B, O>: RichFunction + Clone + Send + Sync + 'stat
 
 /// Flink's `KeyedCoProcessFunction`: two keyed inputs with the current key and side outputs.
 pub trait KeyedCoProcessFunction<K, A, B, O>: RichFunction + Clone + Send + Sync + 'static {
-    fn process_element1(&mut self, value: A, ctx: &mut KeyedContext<'_, K>, out: &mut Collector<'_, O>) -> FunctionResult;
-    fn process_element2(&mut self, value: B, ctx: &mut KeyedContext<'_, K>, out: &mut Collector<'_, O>) -> FunctionResult;
+    fn process_element1(
+        &mut self,
+        value: A,
+        ctx: &mut KeyedContext<'_, K>,
+        out: &mut Collector<'_, O>,
+    ) -> FunctionResult;
+    fn process_element2(
+        &mut self,
+        value: B,
+        ctx: &mut KeyedContext<'_, K>,
+        out: &mut Collector<'_, O>,
+    ) -> FunctionResult;
 }
 
 /// The context of [`BroadcastProcessFunction::process_element`]: broadcast state is
@@ -281,8 +308,18 @@ impl BroadcastContext<'_> {
 /// Flink's `BroadcastProcessFunction`: a stream connected with a broadcast stream whose
 /// elements update broadcast state that every instance holds alike.
 pub trait BroadcastProcessFunction<I, B, O>: RichFunction + Clone + Send + Sync + 'static {
-    fn process_element(&mut self, value: I, ctx: &mut ReadOnlyContext<'_>, out: &mut Collector<'_, O>) -> FunctionResult;
-    fn process_broadcast_element(&mut self, value: B, ctx: &mut BroadcastContext<'_>, out: &mut Collector<'_, O>) -> FunctionResult;
+    fn process_element(
+        &mut self,
+        value: I,
+        ctx: &mut ReadOnlyContext<'_>,
+        out: &mut Collector<'_, O>,
+    ) -> FunctionResult;
+    fn process_broadcast_element(
+        &mut self,
+        value: B,
+        ctx: &mut BroadcastContext<'_>,
+        out: &mut Collector<'_, O>,
+    ) -> FunctionResult;
     /// `true`: read the broadcast stream to its end before any stream element (Flink's
     /// `InputSelectable`), so that every element sees all rules; only for a bounded
     /// broadcast stream, since the other input waits until it ends.

@@ -20,8 +20,7 @@ pub mod stream;
 pub use env::Env;
 pub use function::*;
 pub use stream::{
-    BroadcastConnectedStream, ConnectedStreams, DataStream, DataStreamSink, KeyedConnectedStreams,
-    KeyedStream,
+    BroadcastConnectedStream, ConnectedStreams, DataStream, DataStreamSink, KeyedConnectedStreams, KeyedStream,
 };
 
 /// What a stream's records must be: cloneable (fan-out and broadcast copy them) and

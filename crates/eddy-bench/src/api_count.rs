@@ -21,7 +21,12 @@ impl RichFunction for CountPerPath {
 }
 
 impl KeyedProcessFunction<String, Event, (String, u64)> for CountPerPath {
-    fn process_element(&mut self, event: Event, _ctx: &mut KeyedContext<'_, String>, out: &mut Collector<'_, (String, u64)>) -> FunctionResult {
+    fn process_element(
+        &mut self,
+        event: Event,
+        _ctx: &mut KeyedContext<'_, String>,
+        out: &mut Collector<'_, (String, u64)>,
+    ) -> FunctionResult {
         let state = self.count.as_ref().ok_or("count state not declared")?;
         let count = state.value()?.unwrap_or(0) + 1;
         state.update(count)?;
@@ -72,5 +77,10 @@ pub fn run(args: &Args) -> anyhow::Result<Report> {
         .add_sink(ChecksumSink { local: 0, total: total.clone() })
         .name("checksum");
     let result = env.execute("W1 api-count")?;
-    Ok(Report { events: args.events, seconds: result.duration.as_secs_f64(), checksum: total.load(Ordering::SeqCst), extra: vec![] })
+    Ok(Report {
+        events: args.events,
+        seconds: result.duration.as_secs_f64(),
+        checksum: total.load(Ordering::SeqCst),
+        extra: vec![],
+    })
 }

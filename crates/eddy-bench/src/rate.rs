@@ -23,7 +23,7 @@ impl RateLimiter {
             return;
         }
         self.seen += 1;
-        if self.seen % BLOCK_RECORDS != 0 {
+        if !self.seen.is_multiple_of(BLOCK_RECORDS) {
             return;
         }
         let started = *self.started.get_or_insert_with(Instant::now);

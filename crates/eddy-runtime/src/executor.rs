@@ -7,12 +7,12 @@
 
 use crate::error::{JobError, TaskError};
 use crate::graph::{
-    plan_chains, validate, ChainPlan, ErasedOutput, ErasedSend, OperatorFactory, Partitioning, PortType,
-    StreamGraph, StreamNode,
+    plan_chains, validate, ChainPlan, ErasedOutput, ErasedSend, OperatorFactory, Partitioning, PortType, StreamGraph,
+    StreamNode,
 };
 use crate::task::{
-    catch_task_panic, install_panic_capture, mailbox, Control, MailboxReceiver, MailboxSender,
-    OperatorInfo, SourceDriver, StepResult, TaskDriver, TaskShared,
+    catch_task_panic, install_panic_capture, mailbox, Control, MailboxReceiver, MailboxSender, OperatorInfo,
+    SourceDriver, StepResult, TaskDriver, TaskShared,
 };
 use eddy_types::{key_group_range_for_subtask, NodeId};
 use std::collections::HashMap;
@@ -200,8 +200,9 @@ fn wire(graph: &StreamGraph, plan: &ChainPlan) -> Vec<(TaskSetup, MailboxSender)
 fn run_task(graph: &StreamGraph, plan: &ChainPlan, setup: TaskSetup, cancel: Arc<AtomicBool>) -> Result<(), TaskError> {
     let shared = TaskShared::new(cancel);
     let outcome = catch_task_panic(|| -> Result<(), TaskError> {
-        let mut driver = ChainBuilder { graph, plan, subtask: setup.subtask, shared: shared.clone(), writers: setup.writers }
-            .driver(setup.head, setup.inputs, setup.mailbox);
+        let mut driver =
+            ChainBuilder { graph, plan, subtask: setup.subtask, shared: shared.clone(), writers: setup.writers }
+                .driver(setup.head, setup.inputs, setup.mailbox);
         let result = (|| {
             driver.open()?;
             while driver.step()? == StepResult::Continue {}
@@ -212,7 +213,9 @@ fn run_task(graph: &StreamGraph, plan: &ChainPlan, setup: TaskSetup, cancel: Arc
     });
     match outcome {
         Ok(result) => result,
-        Err(panic_message) => Err(TaskError::Operator { operator: shared.current_operator_name(), message: panic_message }),
+        Err(panic_message) => {
+            Err(TaskError::Operator { operator: shared.current_operator_name(), message: panic_message })
+        }
     }
 }
 
@@ -279,7 +282,12 @@ impl ChainBuilder<'_> {
         }
     }
 
-    fn driver(mut self, head: NodeId, mut inputs: Vec<(ErasedSend, usize)>, mailbox: MailboxReceiver) -> Box<dyn TaskDriver> {
+    fn driver(
+        mut self,
+        head: NodeId,
+        mut inputs: Vec<(ErasedSend, usize)>,
+        mailbox: MailboxReceiver,
+    ) -> Box<dyn TaskDriver> {
         let node = self.graph.node(head);
         let info = self.info(node);
         let outputs = self.outputs(node);

@@ -49,7 +49,18 @@ fn value_state() {
     count.update(10).unwrap();
     set_key(&"a".to_string());
     assert_eq!(count.value().unwrap(), Some(1));
-    assert_eq!(count.update_with(|| 0, |c| { *c += 5; *c }).unwrap(), 6);
+    assert_eq!(
+        count
+            .update_with(
+                || 0,
+                |c| {
+                    *c += 5;
+                    *c
+                }
+            )
+            .unwrap(),
+        6
+    );
     count.clear().unwrap();
     assert_eq!(count.value().unwrap(), None);
     set_key(&"b".to_string());
@@ -191,9 +202,8 @@ fn snapshot_by_key_group() {
     // Copy each key group into a fresh backend of the same range; every value survives.
     let mut old = take_backend().unwrap();
     let range = old.key_group_range();
-    let groups: Vec<Vec<u8>> = (0..range.len() as usize)
-        .map(|g| old.table_by_name("v").unwrap().snapshot_key_group(g).unwrap())
-        .collect();
+    let groups: Vec<Vec<u8>> =
+        (0..range.len() as usize).map(|g| old.table_by_name("v").unwrap().snapshot_key_group(g).unwrap()).collect();
     let mut fresh = HeapKeyedStateBackend::new(range, old.max_parallelism());
     fresh
         .register(crate::descriptor::StateMeta::of::<u64>("v", StateKind::Value), &mut || {

@@ -28,12 +28,7 @@ pub struct StateMeta {
 
 impl StateMeta {
     pub(crate) fn of<S: 'static>(name: &str, kind: StateKind) -> Self {
-        Self {
-            name: name.to_string(),
-            kind,
-            stored_type: type_name::<S>(),
-            stored_type_id: TypeId::of::<S>(),
-        }
+        Self { name: name.to_string(), kind, stored_type: type_name::<S>(), stored_type_id: TypeId::of::<S>() }
     }
 
     pub(crate) fn describe(&self) -> String {

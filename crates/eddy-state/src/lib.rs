@@ -12,24 +12,22 @@
 //! Depends only on `eddy-types`. Values are kept as Rust values on the heap and serialized
 //! (serde + postcard) only when a snapshot is taken.
 
+pub mod conformance;
 pub mod descriptor;
 pub mod error;
 pub mod keyed;
 pub mod operator;
-pub mod conformance;
 
 pub use descriptor::{
-    AggregateFunction, AggregatingStateDescriptor, ListStateDescriptor, MapStateDescriptor,
-    ReducingStateDescriptor, StateKind, ValueStateDescriptor,
+    AggregateFunction, AggregatingStateDescriptor, ListStateDescriptor, MapStateDescriptor, ReducingStateDescriptor,
+    StateKind, ValueStateDescriptor,
 };
 pub use error::StateError;
 pub use keyed::{
-    AggregatingState, HeapKeyedStateBackend, KeyedStateBackend, ListState, MapState,
-    ReducingState, ValueState,
+    AggregatingState, HeapKeyedStateBackend, KeyedStateBackend, ListState, MapState, ReducingState, ValueState,
 };
 pub use operator::{
-    BroadcastState, OperatorListState, OperatorStateSnapshot, OperatorStateStore,
-    ReadOnlyBroadcastState,
+    BroadcastState, OperatorListState, OperatorStateSnapshot, OperatorStateStore, ReadOnlyBroadcastState,
 };
 
 /// What a state value must be: cloneable, sendable to the snapshot thread, serializable.

@@ -138,7 +138,10 @@ mod tests {
     fn hash_is_pinned_so_that_checkpoints_stay_valid_across_versions() {
         // If this changes, every stored key group is wrong: never update these numbers.
         assert_eq!(stable_hash(b"").0, 0x2d06800538d394c2);
-        assert_eq!(stable_hash(&encoded(&"/api/42".to_string())).0, stable_hash(&[0, 0, 0, 7, b'/', b'a', b'p', b'i', b'/', b'4', b'2']).0);
+        assert_eq!(
+            stable_hash(&encoded(&"/api/42".to_string())).0,
+            stable_hash(&[0, 0, 0, 7, b'/', b'a', b'p', b'i', b'/', b'4', b'2']).0
+        );
         assert_eq!(encoded(&42u64), vec![0, 0, 0, 0, 0, 0, 0, 42]);
     }
 

@@ -81,6 +81,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     for (path, count) in &finals {
         println!("{path} requested {count} times");
     }
-    println!("processed 100000 log lines in {:.3} s at parallelism {}", result.duration.as_secs_f64(), env.parallelism());
+    println!(
+        "processed 100000 log lines in {:.3} s at parallelism {}",
+        result.duration.as_secs_f64(),
+        env.parallelism()
+    );
     Ok(())
 }

@@ -28,7 +28,12 @@ pub struct RuleFilter;
 impl RichFunction for RuleFilter {}
 
 impl BroadcastProcessFunction<Payment, Rule, (u64, String)> for RuleFilter {
-    fn process_element(&mut self, payment: Payment, ctx: &mut ReadOnlyContext<'_>, out: &mut Collector<'_, (u64, String)>) -> FunctionResult {
+    fn process_element(
+        &mut self,
+        payment: Payment,
+        ctx: &mut ReadOnlyContext<'_>,
+        out: &mut Collector<'_, (u64, String)>,
+    ) -> FunctionResult {
         let rules = ctx.broadcast_state(&rules_descriptor())?;
         for (name, limit) in rules.entries() {
             if payment.amount > *limit {
@@ -38,7 +43,12 @@ impl BroadcastProcessFunction<Payment, Rule, (u64, String)> for RuleFilter {
         Ok(())
     }
 
-    fn process_broadcast_element(&mut self, (name, limit): Rule, ctx: &mut BroadcastContext<'_>, _out: &mut Collector<'_, (u64, String)>) -> FunctionResult {
+    fn process_broadcast_element(
+        &mut self,
+        (name, limit): Rule,
+        ctx: &mut BroadcastContext<'_>,
+        _out: &mut Collector<'_, (u64, String)>,
+    ) -> FunctionResult {
         ctx.broadcast_state(&rules_descriptor())?.put(name, limit);
         Ok(())
     }

@@ -38,17 +38,25 @@ pub enum Outcome {
     Cancelled(u64),
 }
 
-/// The next state (`Ok(None)`: the order is finished), or `Err` for an invalid transition.
-pub fn transition(state: Option<OrderState>, action: Action) -> Result<Option<OrderState>, ()> {
+/// Where an action takes an order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transition {
+    To(OrderState),
+    /// Received or cancelled: the order is done and its state cleared.
+    Finished,
+    /// Not allowed in the current state.
+    Invalid,
+}
+
+pub fn transition(state: Option<OrderState>, action: Action) -> Transition {
     use Action::*;
     use OrderState::*;
     match (state, action) {
-        (None, Create) => Ok(Some(AwaitingPayment)),
-        (Some(AwaitingPayment), Pay) => Ok(Some(Paid)),
-        (Some(Paid), Ship) => Ok(Some(Shipping)),
-        (Some(Shipping), Receive) => Ok(None),
-        (Some(_), Cancel) => Ok(None),
-        _ => Err(()),
+        (None, Create) => Transition::To(AwaitingPayment),
+        (Some(AwaitingPayment), Pay) => Transition::To(Paid),
+        (Some(Paid), Ship) => Transition::To(Shipping),
+        (Some(Shipping), Receive) | (Some(_), Cancel) => Transition::Finished,
+        _ => Transition::Invalid,
     }
 }
 
@@ -69,12 +77,17 @@ impl RichFunction for StateMachine {
 }
 
 impl KeyedProcessFunction<u64, OrderEvent, Outcome> for StateMachine {
-    fn process_element(&mut self, event: OrderEvent, ctx: &mut KeyedContext<'_, u64>, out: &mut Collector<'_, Outcome>) -> FunctionResult {
+    fn process_element(
+        &mut self,
+        event: OrderEvent,
+        ctx: &mut KeyedContext<'_, u64>,
+        out: &mut Collector<'_, Outcome>,
+    ) -> FunctionResult {
         let state = self.state.as_ref().ok_or("state not declared")?;
         let current = state.value()?;
         match transition(current, event.action) {
-            Ok(Some(next)) => state.update(next)?,
-            Ok(None) => {
+            Transition::To(next) => state.update(next)?,
+            Transition::Finished => {
                 state.clear()?;
                 out.collect(if event.action == Action::Cancel {
                     Outcome::Cancelled(*ctx.current_key())
@@ -82,7 +95,7 @@ impl KeyedProcessFunction<u64, OrderEvent, Outcome> for StateMachine {
                     Outcome::Completed(*ctx.current_key())
                 });
             }
-            Err(()) => ctx.output(&invalid_tag(), event),
+            Transition::Invalid => ctx.output(&invalid_tag(), event),
         }
         Ok(())
     }

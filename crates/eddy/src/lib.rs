@@ -34,8 +34,7 @@ pub mod state {
     pub use eddy_state::{
         AggregateFunction, AggregatingState, AggregatingStateDescriptor, BroadcastState, ListState,
         ListStateDescriptor, MapState, MapStateDescriptor, OperatorListState, OperatorStateStore,
-        ReadOnlyBroadcastState, ReducingState, ReducingStateDescriptor, StateError, ValueState,
-        ValueStateDescriptor,
+        ReadOnlyBroadcastState, ReducingState, ReducingStateDescriptor, StateError, ValueState, ValueStateDescriptor,
     };
 }
 

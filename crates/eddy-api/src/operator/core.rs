@@ -17,7 +17,11 @@ pub(crate) struct OperatorCore {
 impl OperatorCore {
     /// Splits the ports handed over by the runtime into the main output (port 0) and the
     /// side outputs (by tag).
-    pub(crate) fn new(info: OperatorInfo, keyed: bool, ports: Vec<Box<dyn PortOutput>>) -> (Self, Option<Box<dyn PortOutput>>) {
+    pub(crate) fn new(
+        info: OperatorInfo,
+        keyed: bool,
+        ports: Vec<Box<dyn PortOutput>>,
+    ) -> (Self, Option<Box<dyn PortOutput>>) {
         let mut main = None;
         let mut side = Vec::new();
         for (port, tag) in ports.into_iter().zip(info.output_tags.iter()) {

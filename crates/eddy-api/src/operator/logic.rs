@@ -164,19 +164,33 @@ pub(crate) struct CoFlatMapLogic<A, B, K: Key, F> {
     pub(crate) keys: Option<(KeyScope<A, K>, KeyScope<B, K>)>,
 }
 
-impl<A: 'static, B: 'static, O, K: Key, F: CoFlatMapFunction<A, B, O>> TwoInputLogic<A, B, O> for CoFlatMapLogic<A, B, K, F> {
+impl<A: 'static, B: 'static, O, K: Key, F: CoFlatMapFunction<A, B, O>> TwoInputLogic<A, B, O>
+    for CoFlatMapLogic<A, B, K, F>
+{
     fn function(&mut self) -> &mut dyn RichFunction {
         &mut self.function
     }
     #[inline]
-    fn process1(&mut self, record: A, main: &mut dyn Output<O>, _side: &mut SideOutputs, _state: &mut OperatorStateStore) -> FunctionResult {
+    fn process1(
+        &mut self,
+        record: A,
+        main: &mut dyn Output<O>,
+        _side: &mut SideOutputs,
+        _state: &mut OperatorStateStore,
+    ) -> FunctionResult {
         if let Some((key, _)) = &mut self.keys {
             key.enter(&record)?;
         }
         self.function.flat_map1(record, &mut Collector::new(main))
     }
     #[inline]
-    fn process2(&mut self, record: B, main: &mut dyn Output<O>, _side: &mut SideOutputs, _state: &mut OperatorStateStore) -> FunctionResult {
+    fn process2(
+        &mut self,
+        record: B,
+        main: &mut dyn Output<O>,
+        _side: &mut SideOutputs,
+        _state: &mut OperatorStateStore,
+    ) -> FunctionResult {
         if let Some((_, key)) = &mut self.keys {
             key.enter(&record)?;
         }
@@ -197,12 +211,24 @@ impl<A: 'static, B: 'static, O, K: Key, F: KeyedCoProcessFunction<K, A, B, O>> T
         &mut self.function
     }
     #[inline]
-    fn process1(&mut self, record: A, main: &mut dyn Output<O>, side: &mut SideOutputs, _state: &mut OperatorStateStore) -> FunctionResult {
+    fn process1(
+        &mut self,
+        record: A,
+        main: &mut dyn Output<O>,
+        side: &mut SideOutputs,
+        _state: &mut OperatorStateStore,
+    ) -> FunctionResult {
         let key = self.keys.0.enter(&record)?;
         self.function.process_element1(record, &mut KeyedContext { key: &key, side }, &mut Collector::new(main))
     }
     #[inline]
-    fn process2(&mut self, record: B, main: &mut dyn Output<O>, side: &mut SideOutputs, _state: &mut OperatorStateStore) -> FunctionResult {
+    fn process2(
+        &mut self,
+        record: B,
+        main: &mut dyn Output<O>,
+        side: &mut SideOutputs,
+        _state: &mut OperatorStateStore,
+    ) -> FunctionResult {
         let key = self.keys.1.enter(&record)?;
         self.function.process_element2(record, &mut KeyedContext { key: &key, side }, &mut Collector::new(main))
     }
@@ -217,12 +243,28 @@ impl<I, B, O, F: BroadcastProcessFunction<I, B, O>> TwoInputLogic<I, B, O> for B
         &mut self.0
     }
     #[inline]
-    fn process1(&mut self, record: I, main: &mut dyn Output<O>, side: &mut SideOutputs, state: &mut OperatorStateStore) -> FunctionResult {
+    fn process1(
+        &mut self,
+        record: I,
+        main: &mut dyn Output<O>,
+        side: &mut SideOutputs,
+        state: &mut OperatorStateStore,
+    ) -> FunctionResult {
         self.0.process_element(record, &mut ReadOnlyContext { operator_state: state, side }, &mut Collector::new(main))
     }
     #[inline]
-    fn process2(&mut self, record: B, main: &mut dyn Output<O>, side: &mut SideOutputs, state: &mut OperatorStateStore) -> FunctionResult {
-        self.0.process_broadcast_element(record, &mut BroadcastContext { operator_state: state, side }, &mut Collector::new(main))
+    fn process2(
+        &mut self,
+        record: B,
+        main: &mut dyn Output<O>,
+        side: &mut SideOutputs,
+        state: &mut OperatorStateStore,
+    ) -> FunctionResult {
+        self.0.process_broadcast_element(
+            record,
+            &mut BroadcastContext { operator_state: state, side },
+            &mut Collector::new(main),
+        )
     }
 }
 
@@ -252,7 +294,12 @@ where
     T: eddy_state::StateValue + Sync,
     F: Fn(T, T) -> T + Clone + Send + Sync + 'static,
 {
-    fn process_element(&mut self, value: T, _ctx: &mut KeyedContext<'_, K>, out: &mut Collector<'_, T>) -> FunctionResult {
+    fn process_element(
+        &mut self,
+        value: T,
+        _ctx: &mut KeyedContext<'_, K>,
+        out: &mut Collector<'_, T>,
+    ) -> FunctionResult {
         let state = self.state.as_ref().ok_or("reduce state not declared")?;
         let reduced = match state.value()? {
             Some(previous) => (self.reduce)(previous, value),

@@ -13,8 +13,20 @@ use std::sync::Arc;
 /// What a record of either input does.
 pub(crate) trait TwoInputLogic<A, B, O>: 'static {
     fn function(&mut self) -> &mut dyn RichFunction;
-    fn process1(&mut self, record: A, main: &mut dyn Output<O>, side: &mut SideOutputs, state: &mut OperatorStateStore) -> FunctionResult;
-    fn process2(&mut self, record: B, main: &mut dyn Output<O>, side: &mut SideOutputs, state: &mut OperatorStateStore) -> FunctionResult;
+    fn process1(
+        &mut self,
+        record: A,
+        main: &mut dyn Output<O>,
+        side: &mut SideOutputs,
+        state: &mut OperatorStateStore,
+    ) -> FunctionResult;
+    fn process2(
+        &mut self,
+        record: B,
+        main: &mut dyn Output<O>,
+        side: &mut SideOutputs,
+        state: &mut OperatorStateStore,
+    ) -> FunctionResult;
 }
 
 pub(crate) struct TwoInputOp<A, B, O, L> {

@@ -38,9 +38,11 @@ impl<T> RichFunction for TextFileSink<T> {
             self.path.join((ctx.index_of_this_subtask() + 1).to_string())
         };
         if let Some(parent) = self.target.parent().filter(|p| !p.as_os_str().is_empty()) {
-            std::fs::create_dir_all(parent).map_err(|e| format!("cannot create directory '{}': {e}", parent.display()))?;
+            std::fs::create_dir_all(parent)
+                .map_err(|e| format!("cannot create directory '{}': {e}", parent.display()))?;
         }
-        let file = File::create(&self.target).map_err(|e| format!("cannot create output file '{}': {e}", self.target.display()))?;
+        let file = File::create(&self.target)
+            .map_err(|e| format!("cannot create output file '{}': {e}", self.target.display()))?;
         self.writer = Some(BufWriter::new(file));
         Ok(())
     }

@@ -28,7 +28,9 @@ impl<T> RichFunction for CollectionSource<T> {
     }
 
     fn snapshot_state(&mut self, ctx: &mut SnapshotContext<'_>) -> FunctionResult {
-        ctx.operator_state().list_state(&ListStateDescriptor::<u64>::new(OFFSET_STATE))?.update(vec![self.offset as u64]);
+        ctx.operator_state()
+            .list_state(&ListStateDescriptor::<u64>::new(OFFSET_STATE))?
+            .update(vec![self.offset as u64]);
         Ok(())
     }
 }

@@ -47,7 +47,8 @@ impl RichFunction for SocketTextSource {
     fn open(&mut self, _ctx: &mut RuntimeContext<'_>) -> FunctionResult {
         let address = format!("{}:{}", self.host, self.port);
         let what = |e: std::io::Error| format!("cannot connect to socket {address}: {e}");
-        let resolved = address.to_socket_addrs().map_err(what)?.next().ok_or_else(|| format!("cannot resolve {address}"))?;
+        let resolved =
+            address.to_socket_addrs().map_err(what)?.next().ok_or_else(|| format!("cannot resolve {address}"))?;
         let stream = TcpStream::connect_timeout(&resolved, Duration::from_millis(CONNECT_TIMEOUT_MS)).map_err(what)?;
         stream.set_read_timeout(Some(Duration::from_millis(READ_WAIT_MS))).map_err(what)?;
         self.reader = Some(BufReader::new(stream));

@@ -50,7 +50,14 @@ pub struct ConnectedStreams<A, B> {
 impl<A: Data, B: Data> ConnectedStreams<A, B> {
     /// A [`CoFlatMapFunction`] over both inputs.
     pub fn co_flat_map<O: Data, F: CoFlatMapFunction<A, B, O>>(&self, function: F) -> DataStream<O> {
-        two_input("Co-Flat Map", &self.first, &self.second, CoFlatMapLogic::<A, B, (), F> { function, keys: None }, false, false)
+        two_input(
+            "Co-Flat Map",
+            &self.first,
+            &self.second,
+            CoFlatMapLogic::<A, B, (), F> { function, keys: None },
+            false,
+            false,
+        )
     }
 }
 
@@ -64,13 +71,27 @@ impl<A: Data, B: Data, K: Key> KeyedConnectedStreams<A, B, K> {
     /// A [`CoFlatMapFunction`] with keyed state shared by both sides of a key.
     pub fn co_flat_map<O: Data, F: CoFlatMapFunction<A, B, O>>(&self, function: F) -> DataStream<O> {
         let keys = Some((self.first.scope(), self.second.scope()));
-        two_input("Co-Flat Map", &self.first.stream, &self.second.stream, CoFlatMapLogic { function, keys }, true, false)
+        two_input(
+            "Co-Flat Map",
+            &self.first.stream,
+            &self.second.stream,
+            CoFlatMapLogic { function, keys },
+            true,
+            false,
+        )
     }
 
     /// A [`KeyedCoProcessFunction`]: the current key, keyed state, side outputs.
     pub fn co_process<O: Data, F: KeyedCoProcessFunction<K, A, B, O>>(&self, function: F) -> DataStream<O> {
         let keys = (self.first.scope(), self.second.scope());
-        two_input("Co-Process", &self.first.stream, &self.second.stream, KeyedCoProcessLogic { function, keys }, true, false)
+        two_input(
+            "Co-Process",
+            &self.first.stream,
+            &self.second.stream,
+            KeyedCoProcessLogic { function, keys },
+            true,
+            false,
+        )
     }
 }
 

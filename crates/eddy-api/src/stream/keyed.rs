@@ -72,8 +72,11 @@ impl<T: Data, K: Key> KeyedStream<T, K> {
         T: StateValue + Sync,
         F: Fn(T, T) -> T + Clone + Send + Sync + 'static,
     {
-        self.stream
-            .one_input("Keyed Reduce", KeyedProcessLogic { function: Reducer { reduce, state: None, _type: PhantomData }, key: self.scope() }, true)
+        self.stream.one_input(
+            "Keyed Reduce",
+            KeyedProcessLogic { function: Reducer { reduce, state: None, _type: PhantomData }, key: self.scope() },
+            true,
+        )
     }
 
     /// Connects with another stream keyed by the same key type: both sides share the keyed

@@ -36,7 +36,12 @@ pub struct DataStream<T> {
 
 impl<T> Clone for DataStream<T> {
     fn clone(&self) -> Self {
-        Self { env: self.env.clone(), inputs: self.inputs.clone(), partitioning: self.partitioning.clone(), _type: PhantomData }
+        Self {
+            env: self.env.clone(),
+            inputs: self.inputs.clone(),
+            partitioning: self.partitioning.clone(),
+            _type: PhantomData,
+        }
     }
 }
 
@@ -49,7 +54,13 @@ impl<T: Data> DataStream<T> {
     pub(crate) fn edges(&self, to_input: usize) -> Vec<EdgeDraft> {
         self.inputs
             .iter()
-            .map(|&(from, from_port)| EdgeDraft { from, from_port, to: NodeId(0), to_input, partitioning: self.partitioning.clone() })
+            .map(|&(from, from_port)| EdgeDraft {
+                from,
+                from_port,
+                to: NodeId(0),
+                to_input,
+                partitioning: self.partitioning.clone(),
+            })
             .collect()
     }
 
@@ -203,7 +214,8 @@ impl<T: Data> DataStream<T> {
         let port = match outputs.iter().position(|p| p.tag.as_deref() == Some(tag.id())) {
             Some(port) => port,
             None => {
-                outputs.push(OutputPort { tag: Some(tag.id().to_string()), port_type: Arc::new(TypedPort::<X>::new()) });
+                outputs
+                    .push(OutputPort { tag: Some(tag.id().to_string()), port_type: Arc::new(TypedPort::<X>::new()) });
                 outputs.len() - 1
             }
         };

@@ -99,7 +99,9 @@ impl<T: Clone + Send + 'static> PortType for TypedPort<T> {
         let partitioner = match partitioning {
             Partitioning::Forward => Partitioner::Forward,
             Partitioning::Rebalance => Partitioner::Rebalance { next: producer_subtask as usize % targets.len() },
-            Partitioning::Shuffle => Partitioner::Shuffle { state: 0x9E37_79B9_7F4A_7C15 ^ u64::from(producer_subtask + 1) },
+            Partitioning::Shuffle => {
+                Partitioner::Shuffle { state: 0x9E37_79B9_7F4A_7C15 ^ u64::from(producer_subtask + 1) }
+            }
             Partitioning::Broadcast => Partitioner::Broadcast,
             Partitioning::KeyGroups(factory) => {
                 let factory = factory.downcast_ref::<KeySelectorFactory<T>>().expect(WRONG_TYPE);
@@ -125,6 +127,12 @@ impl<T: Clone + Send + 'static> PortType for TypedPort<T> {
         mailbox: MailboxReceiver,
         shared: Rc<TaskShared>,
     ) -> Box<dyn TaskDriver> {
-        Box::new(OneInputDriver::new(receiver_of::<T>(receiver), ends_expected, TypedOutput::<T>::unerase(head), mailbox, shared))
+        Box::new(OneInputDriver::new(
+            receiver_of::<T>(receiver),
+            ends_expected,
+            TypedOutput::<T>::unerase(head),
+            mailbox,
+            shared,
+        ))
     }
 }

@@ -46,7 +46,10 @@ pub fn validate(graph: &StreamGraph) -> Result<(), String> {
             ));
         }
         if edge.from_port >= from.outputs.len() {
-            return Err(format!("operator '{}' has no output port {} (bug in graph building)", from.name, edge.from_port));
+            return Err(format!(
+                "operator '{}' has no output port {} (bug in graph building)",
+                from.name, edge.from_port
+            ));
         }
     }
     Ok(())

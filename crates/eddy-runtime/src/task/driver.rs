@@ -89,13 +89,7 @@ impl<T> OneInputDriver<T> {
         mailbox: MailboxReceiver,
         shared: Rc<TaskShared>,
     ) -> Self {
-        Self {
-            gate: Gate { receiver, ends_expected, ends_seen: 0 },
-            head,
-            mailbox,
-            shared,
-            flush: FlushTimer::new(),
-        }
+        Self { gate: Gate { receiver, ends_expected, ends_seen: 0 }, head, mailbox, shared, flush: FlushTimer::new() }
     }
 
     fn handle(&mut self, envelope: Envelope<T>) -> Result<StepResult, TaskError> {

@@ -8,8 +8,8 @@ mod panic;
 
 pub use context::{OperatorInfo, TaskShared};
 pub use driver::{
-    OneInputDriver, SourceDriver, SourceOperator, SourceStatus, StepResult, TaskDriver,
-    TwoInputDriver, TwoInputOperator,
+    OneInputDriver, SourceDriver, SourceOperator, SourceStatus, StepResult, TaskDriver, TwoInputDriver,
+    TwoInputOperator,
 };
 pub use mailbox::{mailbox, Control, MailboxReceiver, MailboxSender};
 pub use panic::{catch_task_panic, install_panic_capture};

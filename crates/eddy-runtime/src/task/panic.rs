@@ -44,7 +44,5 @@ pub fn catch_task_panic<R>(f: impl FnOnce() -> R) -> Result<R, String> {
     IN_TASK.with(|t| t.set(true));
     let result = catch_unwind(AssertUnwindSafe(f));
     IN_TASK.with(|t| t.set(false));
-    result.map_err(|_| {
-        LAST_PANIC.with(|p| p.borrow_mut().take()).unwrap_or_else(|| "panicked".to_string())
-    })
+    result.map_err(|_| LAST_PANIC.with(|p| p.borrow_mut().take()).unwrap_or_else(|| "panicked".to_string()))
 }

@@ -99,8 +99,7 @@ pub fn with_backend<R>(
     f: impl FnOnce(&mut dyn KeyedStateBackend) -> Result<R, StateError>,
 ) -> Result<R, StateError> {
     INSTALLED.with(|slot| {
-        let mut slot =
-            slot.try_borrow_mut().map_err(|_| StateError::Reentrant { state: state.to_string() })?;
+        let mut slot = slot.try_borrow_mut().map_err(|_| StateError::Reentrant { state: state.to_string() })?;
         match slot.as_deref_mut() {
             Some(backend) => f(backend),
             None => Err(StateError::NotKeyed { state: state.to_string() }),

@@ -33,29 +33,18 @@ impl<S: StateValue> HeapTable<S> {
     }
 
     pub fn get(&self, key: &CurrentKey) -> Option<&S> {
-        self.groups[key.local_group]
-            .find(key.hash, |e| *e.key == *key.bytes)
-            .map(|e| &e.value)
+        self.groups[key.local_group].find(key.hash, |e| *e.key == *key.bytes).map(|e| &e.value)
     }
 
     pub fn get_mut(&mut self, key: &CurrentKey) -> Option<&mut S> {
-        self.groups[key.local_group]
-            .find_mut(key.hash, |e| *e.key == *key.bytes)
-            .map(|e| &mut e.value)
+        self.groups[key.local_group].find_mut(key.hash, |e| *e.key == *key.bytes).map(|e| &mut e.value)
     }
 
     /// The value of the current key, inserted with `init` when absent.
     pub fn get_or_insert_with(&mut self, key: &CurrentKey, init: impl FnOnce() -> S) -> &mut S {
-        let entry = self.groups[key.local_group].entry(
-            key.hash,
-            |e| *e.key == *key.bytes,
-            |e| e.hash,
-        );
-        let occupied = entry.or_insert_with(|| Entry {
-            key: key.bytes.as_slice().into(),
-            hash: key.hash,
-            value: init(),
-        });
+        let entry = self.groups[key.local_group].entry(key.hash, |e| *e.key == *key.bytes, |e| e.hash);
+        let occupied =
+            entry.or_insert_with(|| Entry { key: key.bytes.as_slice().into(), hash: key.hash, value: init() });
         &mut occupied.into_mut().value
     }
 
@@ -158,10 +147,7 @@ impl KeyedStateBackend for HeapKeyedStateBackend {
     fn set_current_key(&mut self, encoded_key: &[u8], hash: KeyHash) -> Result<KeyGroup, StateError> {
         let key_group = assign_to_key_group(hash, self.max_parallelism);
         if !self.range.contains(key_group) {
-            return Err(StateError::KeyGroupOutOfRange {
-                key_group: key_group.0,
-                range: self.range.to_string(),
-            });
+            return Err(StateError::KeyGroupOutOfRange { key_group: key_group.0, range: self.range.to_string() });
         }
         let current = &mut self.current;
         current.bytes.clear();

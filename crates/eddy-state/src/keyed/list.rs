@@ -28,15 +28,11 @@ impl<T: StateValue> ListState<T> {
 
     /// The current key's list; empty when it has none.
     pub fn get(&self) -> Result<Vec<T>, StateError> {
-        with_table::<Vec<T>, _>(self.id, &self.name, |key, table| {
-            table.get(key).cloned().unwrap_or_default()
-        })
+        with_table::<Vec<T>, _>(self.id, &self.name, |key, table| table.get(key).cloned().unwrap_or_default())
     }
 
     pub fn add(&self, value: T) -> Result<(), StateError> {
-        with_table::<Vec<T>, _>(self.id, &self.name, |key, table| {
-            table.get_or_insert_with(key, Vec::new).push(value)
-        })
+        with_table::<Vec<T>, _>(self.id, &self.name, |key, table| table.get_or_insert_with(key, Vec::new).push(value))
     }
 
     pub fn add_all(&self, values: impl IntoIterator<Item = T>) -> Result<(), StateError> {

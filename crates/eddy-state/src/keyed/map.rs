@@ -65,9 +65,7 @@ impl<K: MapKey, V: StateValue> MapState<K, V> {
 
     /// All entries of the current key's map, copied out.
     pub fn entries(&self) -> Result<Vec<(K, V)>, StateError> {
-        self.read(|map| {
-            map.map(|m| m.iter().map(|(k, v)| (k.clone(), v.clone())).collect()).unwrap_or_default()
-        })
+        self.read(|map| map.map(|m| m.iter().map(|(k, v)| (k.clone(), v.clone())).collect()).unwrap_or_default())
     }
 
     /// Same as [`MapState::entries`], under Flink's name.

@@ -30,9 +30,7 @@ impl<T: StateValue> ValueState<T> {
 
     /// The current key's value, or the descriptor's default, or `None`.
     pub fn value(&self) -> Result<Option<T>, StateError> {
-        with_table::<T, _>(self.id, &self.name, |key, table| {
-            table.get(key).cloned().or_else(|| self.default.clone())
-        })
+        with_table::<T, _>(self.id, &self.name, |key, table| table.get(key).cloned().or_else(|| self.default.clone()))
     }
 
     /// Sets the current key's value.

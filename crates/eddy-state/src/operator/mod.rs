@@ -18,6 +18,4 @@ mod store;
 pub use broadcast::{BroadcastState, ReadOnlyBroadcastState};
 pub use list::OperatorListState;
 pub use redistribute::{redistribute, split_evenly};
-pub use store::{
-    BroadcastSnapshot, ListDistribution, ListSnapshot, OperatorStateSnapshot, OperatorStateStore,
-};
+pub use store::{BroadcastSnapshot, ListDistribution, ListSnapshot, OperatorStateSnapshot, OperatorStateStore};

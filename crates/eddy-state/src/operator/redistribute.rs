@@ -10,16 +10,17 @@ pub fn split_evenly<E>(items: Vec<E>, parts: usize) -> Vec<Vec<E>> {
     let base = items.len() / parts;
     let longer = items.len() % parts;
     let mut iter = items.into_iter();
-    (0..parts)
-        .map(|i| iter.by_ref().take(base + usize::from(i < longer)).collect())
-        .collect()
+    (0..parts).map(|i| iter.by_ref().take(base + usize::from(i < longer)).collect()).collect()
 }
 
 /// Redistributes the operator state of the `old.len()` instances of an operator over
 /// `new_parallelism` instances: even-split lists are concatenated in instance order and cut
 /// evenly, union lists go whole to every instance, broadcast state is copied (new instance
 /// `i` takes old instance `i mod p`, all of which are equal).
-pub fn redistribute(old: &[OperatorStateSnapshot], new_parallelism: usize) -> Result<Vec<OperatorStateSnapshot>, StateError> {
+pub fn redistribute(
+    old: &[OperatorStateSnapshot],
+    new_parallelism: usize,
+) -> Result<Vec<OperatorStateSnapshot>, StateError> {
     if new_parallelism == 0 {
         return Err(StateError::Redistribution("new parallelism must be at least 1".into()));
     }
@@ -56,10 +57,12 @@ pub fn redistribute(old: &[OperatorStateSnapshot], new_parallelism: usize) -> Re
     if !old.is_empty() {
         for (i, instance) in new.iter_mut().enumerate() {
             let source = &old[i % old.len()];
-            instance.broadcasts.extend(source.broadcasts.iter().map(|b| BroadcastSnapshot {
-                name: b.name.clone(),
-                entries: b.entries.clone(),
-            }));
+            instance.broadcasts.extend(
+                source
+                    .broadcasts
+                    .iter()
+                    .map(|b| BroadcastSnapshot { name: b.name.clone(), entries: b.entries.clone() }),
+            );
         }
     }
     Ok(new)

@@ -40,8 +40,10 @@ pub struct OperatorStateSnapshot {
     pub broadcasts: Vec<BroadcastSnapshot>,
 }
 
+/// Serialized map entries: (key bytes, value bytes).
+type EncodedEntries = Vec<(Vec<u8>, Vec<u8>)>;
 type EncodeList = fn(&dyn Any, &str) -> Result<Vec<Vec<u8>>, StateError>;
-type EncodeMap = fn(&dyn Any, &str) -> Result<Vec<(Vec<u8>, Vec<u8>)>, StateError>;
+type EncodeMap = fn(&dyn Any, &str) -> Result<EncodedEntries, StateError>;
 
 struct DeclaredList {
     name: String,
@@ -74,7 +76,8 @@ pub(crate) fn encode_value<T: Serialize>(value: &T, state: &str) -> Result<Vec<u
 }
 
 pub(crate) fn decode_value<T: serde::de::DeserializeOwned>(bytes: &[u8], state: &str) -> Result<T, StateError> {
-    postcard::from_bytes(bytes).map_err(|e| StateError::Deserialize { state: state.to_string(), message: e.to_string() })
+    postcard::from_bytes(bytes)
+        .map_err(|e| StateError::Deserialize { state: state.to_string(), message: e.to_string() })
 }
 
 fn encode_list<T: StateValue>(values: &dyn Any, state: &str) -> Result<Vec<Vec<u8>>, StateError> {
@@ -82,7 +85,7 @@ fn encode_list<T: StateValue>(values: &dyn Any, state: &str) -> Result<Vec<Vec<u
     values.iter().map(|v| encode_value(v, state)).collect()
 }
 
-fn encode_map<K: MapKey, V: StateValue>(map: &dyn Any, state: &str) -> Result<Vec<(Vec<u8>, Vec<u8>)>, StateError> {
+fn encode_map<K: MapKey, V: StateValue>(map: &dyn Any, state: &str) -> Result<EncodedEntries, StateError> {
     let map = map.downcast_ref::<HashMap<K, V>>().expect("broadcast state holds the type it was declared with");
     map.iter().map(|(k, v)| Ok((encode_value(k, state)?, encode_value(v, state)?))).collect()
 }
@@ -103,12 +106,18 @@ impl OperatorStateStore {
     }
 
     /// Even-split list state (Flink's `getListState`).
-    pub fn list_state<T: StateValue>(&mut self, descriptor: &ListStateDescriptor<T>) -> Result<OperatorListState<'_, T>, StateError> {
+    pub fn list_state<T: StateValue>(
+        &mut self,
+        descriptor: &ListStateDescriptor<T>,
+    ) -> Result<OperatorListState<'_, T>, StateError> {
         self.declare_list(descriptor, ListDistribution::EvenSplit)
     }
 
     /// Union list state (Flink's `getUnionListState`).
-    pub fn union_list_state<T: StateValue>(&mut self, descriptor: &ListStateDescriptor<T>) -> Result<OperatorListState<'_, T>, StateError> {
+    pub fn union_list_state<T: StateValue>(
+        &mut self,
+        descriptor: &ListStateDescriptor<T>,
+    ) -> Result<OperatorListState<'_, T>, StateError> {
         self.declare_list(descriptor, ListDistribution::Union)
     }
 
@@ -172,7 +181,10 @@ impl OperatorStateStore {
         Ok(ReadOnlyBroadcastState::new(map))
     }
 
-    fn declare_broadcast<K: MapKey, V: StateValue>(&mut self, descriptor: &MapStateDescriptor<K, V>) -> Result<usize, StateError> {
+    fn declare_broadcast<K: MapKey, V: StateValue>(
+        &mut self,
+        descriptor: &MapStateDescriptor<K, V>,
+    ) -> Result<usize, StateError> {
         let name = descriptor.name.as_str();
         if let Some(index) = self.broadcasts.iter().position(|b| b.name == name) {
             let declared = &self.broadcasts[index];

@@ -1,0 +1,109 @@
+//! The `eddy` command line.
+//!
+//! ```text
+//! eddy key-group KEY [--max-parallelism N] [--parallelism P]   where a string key's state lives
+//! eddy example word-count --input PATH [--parallelism P]       run the word-count job on a file
+//! ```
+
+use clap::{Parser, Subcommand};
+use eddy::prelude::*;
+use eddy::types::{
+    assign_to_key_group, key_group_range_for_subtask, operator_index_for_key_group, stable_hash, Key, MaxParallelism,
+};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(Debug, Parser)]
+#[command(name = "eddy", version, about = "eddy: a stateful stream processor in the model of Apache Flink")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Shows the key group and subtask of a string key (as `key_by` on a String routes it).
+    KeyGroup {
+        key: String,
+        #[arg(long, default_value_t = 128)]
+        max_parallelism: u32,
+        #[arg(long, default_value_t = 1)]
+        parallelism: u32,
+    },
+    /// Runs a bundled example job.
+    Example {
+        #[command(subcommand)]
+        example: Example,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum Example {
+    /// Counts the words of a text file (or of every file in a directory).
+    WordCount {
+        #[arg(long)]
+        input: PathBuf,
+        #[arg(long)]
+        parallelism: Option<u32>,
+    },
+}
+
+fn key_group(key: &str, max_parallelism: u32, parallelism: u32) -> Result<String, String> {
+    let max = MaxParallelism::new(max_parallelism).map_err(|e| e.to_string())?;
+    max.check_parallelism("--parallelism", parallelism).map_err(|e| e.to_string())?;
+    let mut bytes = Vec::new();
+    key.to_string().encode_key(&mut bytes);
+    let group = assign_to_key_group(stable_hash(&bytes), max);
+    let subtask = operator_index_for_key_group(max, parallelism, group);
+    let range = key_group_range_for_subtask(max, parallelism, subtask);
+    Ok(format!("key={key:?} key_group={} subtask={} subtask_key_groups={range}", group.0, subtask + 1))
+}
+
+fn word_count(input: PathBuf, parallelism: Option<u32>) -> Result<String, JobError> {
+    let env = Env::new();
+    if let Some(p) = parallelism {
+        env.set_parallelism(p);
+    }
+    let sink = CollectSink::new();
+    env.read_text_file(input)
+        .flat_map(|line: String, out: &mut Collector<'_, (String, u64)>| {
+            for word in line.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()) {
+                out.collect((word.to_lowercase(), 1));
+            }
+        })
+        .name("split")
+        .key_by(|(word, _): &(String, u64)| word.clone())
+        .reduce(|(word, a), (_, b)| (word, a + b))
+        .name("count")
+        .add_sink(sink.clone());
+    env.execute("word count")?;
+    let mut totals = std::collections::BTreeMap::new();
+    for (word, count) in sink.take() {
+        let total = totals.entry(word).or_insert(0);
+        *total = count.max(*total);
+    }
+    Ok(totals.into_iter().map(|(w, c)| format!("{w} {c}\n")).collect())
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::KeyGroup { key, max_parallelism, parallelism } => key_group(&key, max_parallelism, parallelism),
+        Command::Example { example: Example::WordCount { input, parallelism } } => {
+            word_count(input, parallelism).map_err(|e| e.to_string())
+        }
+    };
+    match result {
+        Ok(output) => {
+            print!("{output}");
+            if !output.ends_with('\n') {
+                println!();
+            }
+            ExitCode::SUCCESS
+        }
+        Err(message) => {
+            eprintln!("eddy: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}

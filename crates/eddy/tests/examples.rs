@@ -1,0 +1,211 @@
+//! Every example against a sequential reference, at several parallelisms.
+
+#![allow(dead_code)]
+
+#[path = "../examples/api_count.rs"]
+mod api_count;
+#[path = "../examples/broadcast_rules.rs"]
+mod broadcast_rules;
+#[path = "../examples/consumer_lag.rs"]
+mod consumer_lag;
+#[path = "../examples/dedup.rs"]
+mod dedup;
+#[path = "../examples/order_state_machine.rs"]
+mod order_state_machine;
+#[path = "../examples/two_topic_join.rs"]
+mod two_topic_join;
+#[path = "../examples/word_count.rs"]
+mod word_count;
+
+use eddy::prelude::*;
+use std::collections::{BTreeMap, HashMap};
+
+fn env(parallelism: u32) -> Env {
+    let env = Env::new();
+    env.set_parallelism(parallelism);
+    env
+}
+
+fn sorted<T: Ord>(mut v: Vec<T>) -> Vec<T> {
+    v.sort();
+    v
+}
+
+#[test]
+fn api_count_emits_every_running_count_per_path() {
+    let log = api_count::access_log(20_000);
+    // Reference: for each line in order, the path's count so far.
+    let mut counts: HashMap<String, u64> = HashMap::new();
+    let mut expected = Vec::new();
+    for line in &log {
+        let (_, path) = api_count::parse(line).unwrap();
+        let c = counts.entry(path.clone()).or_default();
+        *c += 1;
+        expected.push((path, *c));
+    }
+    let expected = sorted(expected);
+    for p in 1..=4 {
+        let env = env(p);
+        let sink = CollectSink::new();
+        api_count::job(&env, log.clone(), sink.clone());
+        env.execute("api count").unwrap();
+        assert_eq!(sorted(sink.take()), expected, "parallelism {p}");
+    }
+}
+
+#[test]
+fn consumer_lag_is_producer_minus_consumer() {
+    let input: Vec<consumer_lag::Progress> = (0..500u64)
+        .map(|t| consumer_lag::Progress {
+            timestamp: t,
+            producer_offset: t * 3,
+            consumer_offsets: vec![t, t * 2, t * 3],
+        })
+        .collect();
+    let expected = sorted(
+        input
+            .iter()
+            .flat_map(|p| (0..3).map(move |c| (p.timestamp, c, p.producer_offset - p.consumer_offsets[c])))
+            .collect(),
+    );
+    for p in [1, 3] {
+        let env = env(p);
+        let sink = CollectSink::new();
+        consumer_lag::job(&env, input.clone(), sink.clone());
+        env.execute("consumer lag").unwrap();
+        assert_eq!(sorted(sink.take()), expected);
+    }
+}
+
+#[test]
+fn order_state_machine_matches_a_sequential_run_and_reports_invalid_transitions() {
+    use order_state_machine::*;
+    let events = sample_events(40);
+    let mut states: HashMap<u64, Option<OrderState>> = HashMap::new();
+    let (mut outcomes, mut invalid) = (Vec::new(), Vec::new());
+    for e in &events {
+        let state = states.entry(e.order).or_default();
+        match transition(*state, e.action) {
+            Transition::To(next) => *state = Some(next),
+            Transition::Finished => {
+                *state = None;
+                outcomes.push(if e.action == Action::Cancel {
+                    Outcome::Cancelled(e.order)
+                } else {
+                    Outcome::Completed(e.order)
+                });
+            }
+            Transition::Invalid => invalid.push((e.order, format!("{:?}", e.action))),
+        }
+    }
+    assert!(!invalid.is_empty() && !outcomes.is_empty(), "the sample exercises both paths");
+    for p in 1..=4 {
+        let env = env(p);
+        let (out, bad) = (CollectSink::new(), CollectSink::new());
+        job(&env, events.clone(), out.clone(), bad.clone());
+        env.execute("orders").unwrap();
+        assert_eq!(sorted(out.take()), sorted(outcomes.clone()), "parallelism {p}");
+        let bad: Vec<_> = bad.take().into_iter().map(|e| (e.order, format!("{:?}", e.action))).collect();
+        assert_eq!(sorted(bad), sorted(invalid.clone()), "parallelism {p}");
+    }
+}
+
+#[test]
+fn two_topic_join_pairs_every_key_that_has_both_sides() {
+    use two_topic_join::*;
+    // One value per key and side: the join result does not depend on arrival order.
+    let a: Vec<Record> = (0..300).map(|k| Record { key: format!("k{k}"), value: k }).collect();
+    let b: Vec<Record> = (150..450).map(|k| Record { key: format!("k{k}"), value: -k }).collect();
+    let expected = sorted((150..300).map(|k| (format!("k{k}"), k, -k)).collect::<Vec<_>>());
+    for p in 1..=4 {
+        let env = env(p);
+        let sink = CollectSink::new();
+        job(&env, a.clone(), b.clone(), sink.clone());
+        env.execute("join").unwrap();
+        assert_eq!(sorted(sink.take()), expected, "parallelism {p}");
+    }
+}
+
+#[test]
+fn dedup_keeps_the_first_record_of_every_key() {
+    let records: Vec<(u64, String)> = (0..5_000u64).map(|i| (i % 97, format!("r{i}"))).collect();
+    let mut first = BTreeMap::new();
+    for (id, payload) in &records {
+        first.entry(*id).or_insert_with(|| payload.clone());
+    }
+    let expected: Vec<_> = first.into_iter().collect();
+    for p in 1..=4 {
+        let env = env(p);
+        let sink = CollectSink::new();
+        dedup::job(&env, records.clone(), sink.clone());
+        env.execute("dedup").unwrap();
+        assert_eq!(sorted(sink.take()), expected, "parallelism {p}");
+    }
+}
+
+#[test]
+fn word_count_reaches_the_sequential_totals() {
+    let lines: Vec<String> = (0..2_000).map(|i| format!("w{} w{} common, W{}!", i % 13, i % 7, i % 13)).collect();
+    let mut totals: BTreeMap<String, u64> = BTreeMap::new();
+    for line in &lines {
+        for w in line.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()) {
+            *totals.entry(w.to_lowercase()).or_default() += 1;
+        }
+    }
+    for p in [1, 2, 4] {
+        let env = env(p);
+        let sink = CollectSink::new();
+        word_count::job(&env, lines.clone(), sink.clone());
+        env.execute("word count").unwrap();
+        let emitted = sink.take();
+        // One emission per word occurrence, the last (largest) being the total.
+        assert_eq!(emitted.len() as u64, totals.values().sum::<u64>());
+        let mut last: BTreeMap<String, u64> = BTreeMap::new();
+        for (w, c) in emitted {
+            let e = last.entry(w).or_default();
+            *e = (*e).max(c);
+        }
+        assert_eq!(last, totals, "parallelism {p}");
+    }
+}
+
+#[test]
+fn word_count_reads_a_text_file() {
+    let dir = std::env::temp_dir().join(format!("eddy-wc-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("a.txt"), "x y\nx\n").unwrap();
+    std::fs::write(dir.join("b.txt"), "y z x").unwrap();
+    let env = env(2);
+    let sink = CollectSink::new();
+    word_count::words(&env.read_text_file(&dir)).add_sink(sink.clone());
+    env.execute("wc file").unwrap();
+    let mut last: BTreeMap<String, u64> = BTreeMap::new();
+    for (w, c) in sink.take() {
+        let e = last.entry(w).or_default();
+        *e = (*e).max(c);
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert_eq!(last, BTreeMap::from([("x".into(), 3), ("y".into(), 2), ("z".into(), 1)]));
+}
+
+#[test]
+fn broadcast_rules_flag_every_payment_above_each_rule() {
+    use broadcast_rules::*;
+    let rules: Vec<Rule> = vec![("large".into(), 500), ("huge".into(), 800), ("tiny".into(), 5)];
+    let payments: Vec<Payment> = (0..3_000).map(|id| Payment { id, amount: (id * 37) % 1000 }).collect();
+    let expected = sorted(
+        payments
+            .iter()
+            .flat_map(|p| {
+                rules.iter().filter(move |(_, limit)| p.amount > *limit).map(move |(name, _)| (p.id, name.clone()))
+            })
+            .collect(),
+    );
+    for p in 1..=4 {
+        let env = env(p);
+        let sink = CollectSink::new();
+        job(&env, rules.clone(), payments.clone(), sink.clone());
+        env.execute("rules").unwrap();
+        assert_eq!(sorted(sink.take()), expected, "parallelism {p}");
+    }
+}
