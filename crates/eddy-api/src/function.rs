@@ -200,16 +200,18 @@ impl Context<'_> {
 
 /// The context of a keyed function call: the current key and side outputs.
 pub struct KeyedContext<'a, K> {
-    pub(crate) key: &'a K,
+    pub(crate) key: crate::key::CurrentKey<'a, K>,
     pub(crate) side: &'a mut SideOutputs,
 }
 
-impl<K> KeyedContext<'_, K> {
+impl<K: eddy_types::Key> KeyedContext<'_, K> {
     /// The key of the record being processed.
     pub fn current_key(&self) -> &K {
-        self.key
+        self.key.get()
     }
+}
 
+impl<K> KeyedContext<'_, K> {
     /// Emits to a side output.
     pub fn output<X: 'static>(&mut self, tag: &OutputTag<X>, value: X) {
         self.side.emit(tag, value)

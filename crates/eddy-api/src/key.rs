@@ -1,14 +1,45 @@
-//! Key selectors: from a record to its key's stable hash (for routing) or to the current
-//! key of the keyed state backend (for state access).
+//! Key selectors: from a record to its key's stable encoding, for routing (the hash of the
+//! bytes picks the key group) and for state access (the bytes are the current key).
+//!
+//! A selector either returns the key by value (`key_by`) or a reference into the record
+//! (`key_by_ref`); the second never clones the key, which for string keys saves an
+//! allocation per record in the writer and another in the keyed operator.
 
 use eddy_runtime::writer::KeySelector;
 use eddy_state::keyed::with_backend;
 use eddy_state::StateError;
-use eddy_types::{stable_hash, Key};
+use eddy_types::{decode_whole_key, stable_hash, Key};
+use std::cell::OnceCell;
+use std::marker::PhantomData;
 use std::sync::Arc;
 
-/// The user's `key_by` function.
-pub(crate) type KeyFn<T, K> = Arc<dyn Fn(&T) -> K + Send + Sync>;
+/// Writes the key of a record as bytes.
+pub(crate) trait KeyAccess<T, K>: Send + Sync {
+    fn encode(&self, record: &T, out: &mut Vec<u8>);
+}
+
+/// `key_by`: the selector returns the key.
+pub(crate) struct OwnedKey<F, K>(pub(crate) F, pub(crate) PhantomData<fn() -> K>);
+
+impl<T, K: Key, F: Fn(&T) -> K + Send + Sync> KeyAccess<T, K> for OwnedKey<F, K> {
+    #[inline]
+    fn encode(&self, record: &T, out: &mut Vec<u8>) {
+        (self.0)(record).encode_key(out)
+    }
+}
+
+/// `key_by_ref`: the selector returns a reference to the key inside the record.
+pub(crate) struct BorrowedKey<F, K>(pub(crate) F, pub(crate) PhantomData<fn() -> K>);
+
+impl<T, K: Key, F: for<'a> Fn(&'a T) -> &'a K + Send + Sync> KeyAccess<T, K> for BorrowedKey<F, K> {
+    #[inline]
+    fn encode(&self, record: &T, out: &mut Vec<u8>) {
+        (self.0)(record).encode_key(out)
+    }
+}
+
+/// The user's key selector, shared by the writers and operators of a keyed stream.
+pub(crate) type KeyFn<T, K> = Arc<dyn KeyAccess<T, K>>;
 
 /// Hashes a record's key with a reused buffer: used by the writer of a `key_by` edge.
 pub(crate) struct HashingSelector<T, K> {
@@ -25,9 +56,8 @@ impl<T, K> HashingSelector<T, K> {
 impl<T, K: Key> KeySelector<T> for HashingSelector<T, K> {
     #[inline]
     fn key_hash(&mut self, record: &T) -> eddy_types::KeyHash {
-        let key = (self.key_fn)(record);
         self.scratch.clear();
-        key.encode_key(&mut self.scratch);
+        self.key_fn.encode(record, &mut self.scratch);
         stable_hash(&self.scratch)
     }
 }
@@ -38,9 +68,9 @@ pub(crate) struct KeyScope<T, K> {
     scratch: Vec<u8>,
 }
 
-impl<T, K> KeyScope<T, K> {
-    pub(crate) fn key_fn_ref(&self) -> &KeyFn<T, K> {
-        &self.key_fn
+impl<T, K> Clone for KeyScope<T, K> {
+    fn clone(&self) -> Self {
+        Self { key_fn: self.key_fn.clone(), scratch: Vec::with_capacity(64) }
     }
 }
 
@@ -49,15 +79,30 @@ impl<T, K: Key> KeyScope<T, K> {
         Self { key_fn, scratch: Vec::with_capacity(64) }
     }
 
-    /// Sets the current key from `record` and returns the key.
+    /// Sets the current key from `record`.
     #[inline]
-    pub(crate) fn enter(&mut self, record: &T) -> Result<K, StateError> {
-        let key = (self.key_fn)(record);
+    pub(crate) fn enter(&mut self, record: &T) -> Result<(), StateError> {
         self.scratch.clear();
-        key.encode_key(&mut self.scratch);
+        self.key_fn.encode(record, &mut self.scratch);
         let hash = stable_hash(&self.scratch);
         let bytes = &self.scratch;
-        with_backend("<current key>", |backend| backend.set_current_key(bytes, hash).map(|_| ()))?;
-        Ok(key)
+        with_backend("<current key>", |backend| backend.set_current_key(bytes, hash).map(|_| ()))
+    }
+
+    /// The encoded current key, after [`KeyScope::enter`].
+    pub(crate) fn current(&self) -> CurrentKey<'_, K> {
+        CurrentKey { bytes: &self.scratch, key: OnceCell::new() }
+    }
+}
+
+/// The current key as a function sees it: decoded from its bytes only when asked for.
+pub(crate) struct CurrentKey<'a, K> {
+    bytes: &'a [u8],
+    key: OnceCell<K>,
+}
+
+impl<K: Key> CurrentKey<'_, K> {
+    pub(crate) fn get(&self) -> &K {
+        self.key.get_or_init(|| decode_whole_key(self.bytes).expect("the current key decodes: it was just encoded"))
     }
 }

@@ -71,7 +71,7 @@ pub fn run(args: &Args) -> anyhow::Result<Report> {
             Event::generate(1, i, keys)
         })
         .name("generate")
-        .key_by(|e: &Event| e.path.clone())
+        .key_by_ref(|e: &Event| &e.path)
         .process(CountPerPath::default())
         .name("count per path")
         .add_sink(ChecksumSink { local: 0, total: total.clone() })

@@ -12,6 +12,12 @@ mod rate;
 
 use clap::{Parser, ValueEnum};
 
+/// Records cross threads inside eddy: one subtask allocates a record, the next frees it.
+/// glibc's allocator serialises such cross-thread frees on the allocating thread's arena;
+/// mimalloc hands them back without contention. A job binary picks its allocator, as here.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Debug, Clone, Copy, ValueEnum)]
 enum Workload {
     /// W1: requests per API path (keyed ValueState).

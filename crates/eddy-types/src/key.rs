@@ -31,6 +31,24 @@ pub fn stable_hash(encoded_key: &[u8]) -> KeyHash {
 pub trait Key: Clone + Send + 'static {
     /// Appends this key's bytes to `out`.
     fn encode_key(&self, out: &mut Vec<u8>);
+    /// Reads a key written by [`Key::encode_key`] from the front of `bytes`, advancing it;
+    /// `None` if the bytes are not such a key.
+    fn decode_key(bytes: &mut &[u8]) -> Option<Self>;
+}
+
+/// Decodes a whole byte string as one key.
+pub fn decode_whole_key<K: Key>(mut bytes: &[u8]) -> Option<K> {
+    let key = K::decode_key(&mut bytes)?;
+    bytes.is_empty().then_some(key)
+}
+
+fn take<'a>(bytes: &mut &'a [u8], n: usize) -> Option<&'a [u8]> {
+    if bytes.len() < n {
+        return None;
+    }
+    let (head, tail) = bytes.split_at(n);
+    *bytes = tail;
+    Some(head)
 }
 
 macro_rules! unsigned_key {
@@ -38,6 +56,9 @@ macro_rules! unsigned_key {
         impl Key for $t {
             fn encode_key(&self, out: &mut Vec<u8>) {
                 out.extend_from_slice(&self.to_be_bytes());
+            }
+            fn decode_key(bytes: &mut &[u8]) -> Option<Self> {
+                Some(<$t>::from_be_bytes(take(bytes, std::mem::size_of::<$t>())?.try_into().ok()?))
             }
         }
     )*};
@@ -51,6 +72,9 @@ macro_rules! signed_key {
                 let flipped = (*self as $u) ^ (1 << (<$u>::BITS - 1));
                 out.extend_from_slice(&flipped.to_be_bytes());
             }
+            fn decode_key(bytes: &mut &[u8]) -> Option<Self> {
+                Some((<$u>::decode_key(bytes)? ^ (1 << (<$u>::BITS - 1))) as $t)
+            }
         }
     )*};
 }
@@ -61,17 +85,30 @@ impl Key for usize {
         // Always 8 bytes, so that 32- and 64-bit machines agree.
         (*self as u64).encode_key(out);
     }
+    fn decode_key(bytes: &mut &[u8]) -> Option<Self> {
+        usize::try_from(u64::decode_key(bytes)?).ok()
+    }
 }
 
 impl Key for bool {
     fn encode_key(&self, out: &mut Vec<u8>) {
         out.push(u8::from(*self));
     }
+    fn decode_key(bytes: &mut &[u8]) -> Option<Self> {
+        match take(bytes, 1)? {
+            [0] => Some(false),
+            [1] => Some(true),
+            _ => None,
+        }
+    }
 }
 
 impl Key for char {
     fn encode_key(&self, out: &mut Vec<u8>) {
         (*self as u32).encode_key(out);
+    }
+    fn decode_key(bytes: &mut &[u8]) -> Option<Self> {
+        char::from_u32(u32::decode_key(bytes)?)
     }
 }
 
@@ -80,9 +117,17 @@ fn encode_bytes(bytes: &[u8], out: &mut Vec<u8>) {
     out.extend_from_slice(bytes);
 }
 
+fn decode_bytes<'a>(bytes: &mut &'a [u8]) -> Option<&'a [u8]> {
+    let len = u32::decode_key(bytes)? as usize;
+    take(bytes, len)
+}
+
 impl Key for String {
     fn encode_key(&self, out: &mut Vec<u8>) {
         encode_bytes(self.as_bytes(), out);
+    }
+    fn decode_key(bytes: &mut &[u8]) -> Option<Self> {
+        String::from_utf8(decode_bytes(bytes)?.to_vec()).ok()
     }
 }
 
@@ -90,10 +135,16 @@ impl Key for Vec<u8> {
     fn encode_key(&self, out: &mut Vec<u8>) {
         encode_bytes(self, out);
     }
+    fn decode_key(bytes: &mut &[u8]) -> Option<Self> {
+        Some(decode_bytes(bytes)?.to_vec())
+    }
 }
 
 impl Key for () {
     fn encode_key(&self, _out: &mut Vec<u8>) {}
+    fn decode_key(_bytes: &mut &[u8]) -> Option<Self> {
+        Some(())
+    }
 }
 
 impl<T: Key> Key for Option<T> {
@@ -106,6 +157,13 @@ impl<T: Key> Key for Option<T> {
             }
         }
     }
+    fn decode_key(bytes: &mut &[u8]) -> Option<Self> {
+        match take(bytes, 1)? {
+            [0] => Some(None),
+            [1] => Some(Some(T::decode_key(bytes)?)),
+            _ => None,
+        }
+    }
 }
 
 macro_rules! tuple_key {
@@ -115,6 +173,9 @@ macro_rules! tuple_key {
             fn encode_key(&self, out: &mut Vec<u8>) {
                 let ($($name,)+) = self;
                 $($name.encode_key(out);)+
+            }
+            fn decode_key(bytes: &mut &[u8]) -> Option<Self> {
+                Some(($($name::decode_key(bytes)?,)+))
             }
         }
     };
@@ -151,6 +212,28 @@ mod tests {
         for pair in values.windows(2) {
             assert!(encoded(&pair[0]) < encoded(&pair[1]), "{} vs {}", pair[0], pair[1]);
         }
+    }
+
+    #[test]
+    fn every_key_type_decodes_what_it_encodes() {
+        fn round_trip<K: Key + PartialEq + std::fmt::Debug>(key: K) {
+            assert_eq!(decode_whole_key::<K>(&encoded(&key)), Some(key));
+        }
+        round_trip(0u8);
+        round_trip(u64::MAX);
+        round_trip(-5i32);
+        round_trip(i64::MIN);
+        round_trip(123usize);
+        round_trip(true);
+        round_trip('é');
+        round_trip("/api/42".to_string());
+        round_trip(vec![1u8, 2, 3]);
+        round_trip(Some(("a".to_string(), 7u16)));
+        round_trip(None::<u8>);
+        round_trip((1u8, "x".to_string(), -1i8, ()));
+        assert_eq!(decode_whole_key::<u32>(&[0, 0, 1]), None, "truncated");
+        assert_eq!(decode_whole_key::<u8>(&[1, 2]), None, "trailing bytes");
+        assert_eq!(decode_whole_key::<String>(&[0, 0, 0, 1, 0xff]), None, "not UTF-8");
     }
 
     #[test]

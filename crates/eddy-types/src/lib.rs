@@ -15,7 +15,7 @@ pub mod key_group;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use error::TypesError;
 pub use ids::{NodeId, SubtaskIndex};
-pub use key::{stable_hash, Key, KeyHash};
+pub use key::{decode_whole_key, stable_hash, Key, KeyHash};
 pub use key_group::{
     assign_to_key_group, compute_key_group_for_hash, key_group_range_for_subtask, operator_index_for_key_group,
     KeyGroup, KeyGroupRange, MaxParallelism, DEFAULT_MAX_PARALLELISM, UPPER_BOUND_MAX_PARALLELISM,

@@ -4,7 +4,7 @@
 use super::one_input::OneInputLogic;
 use super::two_input::TwoInputLogic;
 use crate::function::*;
-use crate::key::{KeyFn, KeyScope};
+use crate::key::KeyScope;
 use eddy_runtime::{Collector, Output};
 use eddy_state::OperatorStateStore;
 use eddy_types::Key;
@@ -14,18 +14,6 @@ use std::marker::PhantomData;
 #[derive(Clone, Copy, Default)]
 pub(crate) struct NoLifecycle;
 impl RichFunction for NoLifecycle {}
-
-impl<T, K: Key> Clone for KeyScope<T, K> {
-    fn clone(&self) -> Self {
-        KeyScope::new(self.key_fn())
-    }
-}
-
-impl<T, K> KeyScope<T, K> {
-    pub(crate) fn key_fn(&self) -> KeyFn<T, K> {
-        self.key_fn_ref().clone()
-    }
-}
 
 #[derive(Clone)]
 pub(crate) struct MapLogic<F>(pub(crate) F, pub(crate) NoLifecycle);
@@ -136,8 +124,12 @@ impl<I: 'static, O, K: Key, F: KeyedProcessFunction<K, I, O>> OneInputLogic<I, O
     }
     #[inline]
     fn process(&mut self, record: I, main: &mut dyn Output<O>, side: &mut SideOutputs) -> FunctionResult {
-        let key = self.key.enter(&record)?;
-        self.function.process_element(record, &mut KeyedContext { key: &key, side }, &mut Collector::new(main))
+        self.key.enter(&record)?;
+        self.function.process_element(
+            record,
+            &mut KeyedContext { key: self.key.current(), side },
+            &mut Collector::new(main),
+        )
     }
 }
 
@@ -218,8 +210,12 @@ impl<A: 'static, B: 'static, O, K: Key, F: KeyedCoProcessFunction<K, A, B, O>> T
         side: &mut SideOutputs,
         _state: &mut OperatorStateStore,
     ) -> FunctionResult {
-        let key = self.keys.0.enter(&record)?;
-        self.function.process_element1(record, &mut KeyedContext { key: &key, side }, &mut Collector::new(main))
+        self.keys.0.enter(&record)?;
+        self.function.process_element1(
+            record,
+            &mut KeyedContext { key: self.keys.0.current(), side },
+            &mut Collector::new(main),
+        )
     }
     #[inline]
     fn process2(
@@ -229,8 +225,12 @@ impl<A: 'static, B: 'static, O, K: Key, F: KeyedCoProcessFunction<K, A, B, O>> T
         side: &mut SideOutputs,
         _state: &mut OperatorStateStore,
     ) -> FunctionResult {
-        let key = self.keys.1.enter(&record)?;
-        self.function.process_element2(record, &mut KeyedContext { key: &key, side }, &mut Collector::new(main))
+        self.keys.1.enter(&record)?;
+        self.function.process_element2(
+            record,
+            &mut KeyedContext { key: self.keys.1.current(), side },
+            &mut Collector::new(main),
+        )
     }
 }
 

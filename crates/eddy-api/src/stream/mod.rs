@@ -10,7 +10,7 @@ pub use keyed::KeyedStream;
 
 use crate::env::{EdgeDraft, Env, NodeDraft};
 use crate::function::*;
-use crate::key::KeyFn;
+use crate::key::{BorrowedKey, KeyFn, OwnedKey};
 use crate::operator::logic::*;
 use crate::operator::one_input::{OneInputLogic, OneInputOperator};
 use crate::sink::{PrintSink, TextFileSink};
@@ -163,7 +163,17 @@ impl<T: Data> DataStream<T> {
     where
         F: Fn(&T) -> K + Send + Sync + 'static,
     {
-        KeyedStream::new(self, Arc::new(key_fn) as KeyFn<T, K>)
+        KeyedStream::new(self, Arc::new(OwnedKey(key_fn, PhantomData)) as KeyFn<T, K>)
+    }
+
+    /// Like [`DataStream::key_by`], with a selector that returns a reference to the key
+    /// inside the record (`|e: &Event| &e.path`): the key is never cloned, neither for
+    /// routing nor for state access.
+    pub fn key_by_ref<K: Key, F>(&self, key_fn: F) -> KeyedStream<T, K>
+    where
+        F: for<'a> Fn(&'a T) -> &'a K + Send + Sync + 'static,
+    {
+        KeyedStream::new(self, Arc::new(BorrowedKey(key_fn, PhantomData)) as KeyFn<T, K>)
     }
 
     /// This stream and others as one stream.
