@@ -14,7 +14,7 @@ use crate::task::{
     catch_task_panic, install_panic_capture, mailbox, Control, MailboxReceiver, MailboxSender, OperatorInfo,
     SourceDriver, StepResult, TaskDriver, TaskShared,
 };
-use eddy_types::{key_group_range_for_subtask, NodeId};
+use eddy_types::{key_group_range_for_subtask, Clock, NodeId, SystemClock};
 use std::collections::HashMap;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -30,8 +30,15 @@ pub struct JobResult {
 }
 
 /// Runs jobs in this process.
-#[derive(Debug, Default)]
-pub struct LocalExecutor;
+pub struct LocalExecutor {
+    clock: Arc<dyn Clock>,
+}
+
+impl Default for LocalExecutor {
+    fn default() -> Self {
+        Self::new()
+    }
+}
 
 /// The senders and channel ids a subtask's writer for one edge gets.
 type WriterTargets = (Vec<ErasedSend>, Vec<u32>);
@@ -56,8 +63,14 @@ struct Gate {
 }
 
 impl LocalExecutor {
+    /// An executor whose subtasks read the machine's clock.
     pub fn new() -> Self {
-        Self
+        Self::with_clock(Arc::new(SystemClock::new()))
+    }
+
+    /// An executor whose subtasks read time from `clock`.
+    pub fn with_clock(clock: Arc<dyn Clock>) -> Self {
+        Self { clock }
     }
 
     /// Runs the job to completion (all sources exhausted) or to its first failure.
@@ -81,9 +94,10 @@ impl LocalExecutor {
             let name = format!("{} ({}/{})", plan.chain_name(&graph, setup.head), setup.subtask + 1, head.parallelism);
             names.push((setup.head, setup.subtask));
             mailboxes.push(mailbox_tx);
-            let (graph, plan, task_cancel, done_tx) = (graph.clone(), plan.clone(), cancel.clone(), done_tx.clone());
+            let (graph, plan, done_tx) = (graph.clone(), plan.clone(), done_tx.clone());
+            let shared_parts = (cancel.clone(), self.clock.clone());
             let handle = std::thread::Builder::new().name(name).spawn(move || {
-                let result = run_task(&graph, &plan, setup, task_cancel);
+                let result = run_task(&graph, &plan, setup, shared_parts);
                 let _ = done_tx.send((index, result));
             });
             match handle {
@@ -197,8 +211,13 @@ fn wire(graph: &StreamGraph, plan: &ChainPlan) -> Vec<(TaskSetup, MailboxSender)
 }
 
 /// The body of a subtask's thread.
-fn run_task(graph: &StreamGraph, plan: &ChainPlan, setup: TaskSetup, cancel: Arc<AtomicBool>) -> Result<(), TaskError> {
-    let shared = TaskShared::new(cancel);
+fn run_task(
+    graph: &StreamGraph,
+    plan: &ChainPlan,
+    setup: TaskSetup,
+    (cancel, clock): (Arc<AtomicBool>, Arc<dyn Clock>),
+) -> Result<(), TaskError> {
+    let shared = TaskShared::with_clock(cancel, clock);
     let outcome = catch_task_panic(|| -> Result<(), TaskError> {
         let mut driver =
             ChainBuilder { graph, plan, subtask: setup.subtask, shared: shared.clone(), writers: setup.writers }

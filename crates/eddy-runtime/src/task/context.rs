@@ -2,7 +2,7 @@
 //! something fails), the failure slot, and the job's cancel flag.
 
 use crate::error::TaskError;
-use eddy_types::{KeyGroupRange, MaxParallelism};
+use eddy_types::{Clock, KeyGroupRange, MaxParallelism, SystemClock};
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -14,16 +14,29 @@ pub struct TaskShared {
     current_operator: Cell<usize>,
     failure: RefCell<Option<TaskError>>,
     cancel: Arc<AtomicBool>,
+    clock: Arc<dyn Clock>,
 }
 
 impl TaskShared {
+    /// Shared state of a subtask reading the machine's clock.
     pub fn new(cancel: Arc<AtomicBool>) -> Rc<Self> {
+        Self::with_clock(cancel, Arc::new(SystemClock::new()))
+    }
+
+    /// Shared state of a subtask reading time from `clock` (tests drive it by hand).
+    pub fn with_clock(cancel: Arc<AtomicBool>, clock: Arc<dyn Clock>) -> Rc<Self> {
         Rc::new(Self {
             operator_names: RefCell::new(vec!["<task>".to_string()]),
             current_operator: Cell::new(0),
             failure: RefCell::new(None),
             cancel,
+            clock,
         })
+    }
+
+    /// The task's clock.
+    pub fn clock(&self) -> &dyn Clock {
+        self.clock.as_ref()
     }
 
     /// Registers an operator of the chain; the index names it in failures.

@@ -9,7 +9,7 @@ use crate::error::TaskError;
 use crate::output::Output;
 use crossbeam_channel::{never, select, Receiver, TryRecvError};
 use std::rc::Rc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// How long a subtask with nothing to do blocks before it looks at the cancel flag again.
 const IDLE_WAIT_MS: u64 = 50;
@@ -31,18 +31,18 @@ pub trait TaskDriver {
 
 /// Flushes partial batches at least every [`FLUSH_INTERVAL_MS`] while input keeps coming.
 struct FlushTimer {
-    last: Instant,
+    last_ms: u64,
 }
 
 impl FlushTimer {
-    fn new() -> Self {
-        Self { last: Instant::now() }
+    fn new(shared: &TaskShared) -> Self {
+        Self { last_ms: shared.clock().now_ms() }
     }
 
-    fn due(&mut self) -> bool {
-        let now = Instant::now();
-        if now.duration_since(self.last) >= Duration::from_millis(FLUSH_INTERVAL_MS) {
-            self.last = now;
+    fn due(&mut self, shared: &TaskShared) -> bool {
+        let now_ms = shared.clock().now_ms();
+        if now_ms.saturating_sub(self.last_ms) >= FLUSH_INTERVAL_MS {
+            self.last_ms = now_ms;
             true
         } else {
             false
@@ -89,7 +89,13 @@ impl<T> OneInputDriver<T> {
         mailbox: MailboxReceiver,
         shared: Rc<TaskShared>,
     ) -> Self {
-        Self { gate: Gate { receiver, ends_expected, ends_seen: 0 }, head, mailbox, shared, flush: FlushTimer::new() }
+        Self {
+            gate: Gate { receiver, ends_expected, ends_seen: 0 },
+            head,
+            mailbox,
+            flush: FlushTimer::new(&shared),
+            shared,
+        }
     }
 
     fn handle(&mut self, envelope: Envelope<T>) -> Result<StepResult, TaskError> {
@@ -99,7 +105,7 @@ impl<T> OneInputDriver<T> {
                     self.head.collect(record);
                 }
                 self.shared.check()?;
-                if self.flush.due() {
+                if self.flush.due(&self.shared) {
                     self.head.flush()?;
                 }
                 Ok(StepResult::Continue)
@@ -205,8 +211,8 @@ impl<A, B> TwoInputDriver<A, B> {
             second: Gate { receiver: second, ends_expected: second_ends, ends_seen: 0 },
             head,
             mailbox,
+            flush: FlushTimer::new(&shared),
             shared,
-            flush: FlushTimer::new(),
             never_first: never(),
             never_second: never(),
         }
@@ -241,7 +247,7 @@ impl<A, B> TwoInputDriver<A, B> {
             self.shared.check()?;
             return Ok(StepResult::Finished);
         }
-        if self.flush.due() {
+        if self.flush.due(&self.shared) {
             self.head.flush()?;
         }
         Ok(StepResult::Continue)
@@ -322,7 +328,7 @@ pub struct SourceDriver {
 
 impl SourceDriver {
     pub fn new(source: Box<dyn SourceOperator>, mailbox: MailboxReceiver, shared: Rc<TaskShared>) -> Self {
-        Self { source, mailbox, shared, flush: FlushTimer::new() }
+        Self { source, mailbox, flush: FlushTimer::new(&shared), shared }
     }
 }
 
@@ -338,7 +344,7 @@ impl TaskDriver for SourceDriver {
         self.shared.check()?;
         match status {
             SourceStatus::More => {
-                if self.flush.due() {
+                if self.flush.due(&self.shared) {
                     self.source.flush()?;
                 }
                 Ok(StepResult::Continue)

@@ -1,0 +1,123 @@
+//! The mailbox loop driven one step at a time, without threads.
+
+use eddy_runtime::channel::{batch_channel, Envelope, StreamMessage};
+use eddy_runtime::output::Output;
+use eddy_runtime::task::{mailbox, Control, OneInputDriver, StepResult, TaskDriver, TaskShared};
+use eddy_runtime::TaskError;
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+/// Records what reaches the end of the chain.
+#[derive(Clone, Default)]
+struct Probe(Rc<RefCell<Vec<String>>>);
+
+impl Output<u32> for Probe {
+    fn collect(&mut self, record: u32) {
+        self.0.borrow_mut().push(format!("record {record}"));
+    }
+    fn open(&mut self) -> Result<(), TaskError> {
+        self.0.borrow_mut().push("open".into());
+        Ok(())
+    }
+    fn flush(&mut self) -> Result<(), TaskError> {
+        self.0.borrow_mut().push("flush".into());
+        Ok(())
+    }
+    fn end_input(&mut self) -> Result<(), TaskError> {
+        self.0.borrow_mut().push("end".into());
+        Ok(())
+    }
+    fn close(&mut self) {
+        self.0.borrow_mut().push("close".into());
+    }
+}
+
+fn records(channel: u32, values: &[u32]) -> Envelope<u32> {
+    Envelope { channel, message: StreamMessage::Records(values.to_vec()) }
+}
+
+fn end(channel: u32) -> Envelope<u32> {
+    Envelope { channel, message: StreamMessage::EndOfInput }
+}
+
+#[test]
+fn a_task_finishes_only_after_every_producer_ended() {
+    let (tx, rx) = batch_channel::<u32>(8);
+    let (_mailbox_tx, mailbox_rx) = mailbox();
+    let probe = Probe::default();
+    let shared = TaskShared::new(Arc::new(AtomicBool::new(false)));
+    let mut driver = OneInputDriver::new(rx, 2, Box::new(probe.clone()), mailbox_rx, shared);
+    driver.open().unwrap();
+    tx.send(records(0, &[1, 2])).unwrap();
+    tx.send(end(0)).unwrap();
+    tx.send(records(1, &[3])).unwrap();
+    assert_eq!(driver.step().unwrap(), StepResult::Continue);
+    assert_eq!(driver.step().unwrap(), StepResult::Continue, "one of two producers ended");
+    assert_eq!(driver.step().unwrap(), StepResult::Continue);
+    tx.send(end(1)).unwrap();
+    assert_eq!(driver.step().unwrap(), StepResult::Finished);
+    driver.close();
+    assert_eq!(*probe.0.borrow(), vec!["open", "record 1", "record 2", "record 3", "end", "close"]);
+}
+
+#[test]
+fn control_messages_are_taken_between_batches() {
+    let (tx, rx) = batch_channel::<u32>(8);
+    let (mailbox_tx, mailbox_rx) = mailbox();
+    let probe = Probe::default();
+    let shared = TaskShared::new(Arc::new(AtomicBool::new(false)));
+    let mut driver = OneInputDriver::new(rx, 1, Box::new(probe.clone()), mailbox_rx, shared);
+    driver.open().unwrap();
+    tx.send(records(0, &[1])).unwrap();
+    tx.send(records(0, &[2])).unwrap();
+    assert_eq!(driver.step().unwrap(), StepResult::Continue);
+    mailbox_tx.send(Control::Cancel).unwrap();
+    assert_eq!(driver.step().unwrap_err(), TaskError::Cancelled);
+    assert_eq!(*probe.0.borrow(), vec!["open", "record 1"], "the second batch waits behind the control message");
+}
+
+#[test]
+fn a_failure_recorded_during_a_batch_ends_the_step_with_it() {
+    let (tx, rx) = batch_channel::<u32>(8);
+    let (_mailbox_tx, mailbox_rx) = mailbox();
+    let shared = TaskShared::new(Arc::new(AtomicBool::new(false)));
+    let index = shared.register_operator("validator");
+    let mut driver = OneInputDriver::new(rx, 1, Box::new(Probe::default()), mailbox_rx, shared.clone());
+    tx.send(records(0, &[1])).unwrap();
+    shared.fail(index, "bad record".into());
+    let error = driver.step().unwrap_err();
+    assert_eq!(error, TaskError::Operator { operator: "validator".into(), message: "bad record".into() });
+}
+
+#[test]
+fn producers_gone_without_end_of_input_mean_cancellation() {
+    let (tx, rx) = batch_channel::<u32>(8);
+    let (_mailbox_tx, mailbox_rx) = mailbox();
+    let shared = TaskShared::new(Arc::new(AtomicBool::new(false)));
+    let mut driver = OneInputDriver::new(rx, 1, Box::new(Probe::default()), mailbox_rx, shared);
+    drop(tx);
+    assert_eq!(driver.step().unwrap_err(), TaskError::Cancelled);
+}
+
+#[test]
+fn partial_batches_are_flushed_once_the_flush_interval_passed() {
+    use eddy_runtime::channel::FLUSH_INTERVAL_MS;
+    use eddy_types::ManualClock;
+    let (tx, rx) = batch_channel::<u32>(8);
+    let (_mailbox_tx, mailbox_rx) = mailbox();
+    let clock = ManualClock::new(0);
+    let probe = Probe::default();
+    let shared = TaskShared::with_clock(Arc::new(AtomicBool::new(false)), Arc::new(clock.clone()));
+    let mut driver = OneInputDriver::new(rx, 1, Box::new(probe.clone()), mailbox_rx, shared);
+    for batch in 0..3 {
+        tx.send(records(0, &[batch])).unwrap();
+    }
+    driver.step().unwrap();
+    clock.advance_ms(FLUSH_INTERVAL_MS - 1);
+    driver.step().unwrap();
+    clock.advance_ms(1);
+    driver.step().unwrap();
+    assert_eq!(*probe.0.borrow(), vec!["record 0", "record 1", "record 2", "flush"]);
+}
