@@ -185,7 +185,7 @@ struct SplitEvenOdd;
 impl RichFunction for SplitEvenOdd {}
 impl ProcessFunction<u64, u64> for SplitEvenOdd {
     fn process_element(&mut self, v: u64, ctx: &mut Context<'_>, out: &mut Collector<'_, u64>) -> FunctionResult {
-        if v % 2 == 0 {
+        if v.is_multiple_of(2) {
             out.collect(v)
         } else {
             ctx.output(&OutputTag::<String>::new("odd"), format!("odd {v}"))
