@@ -15,7 +15,10 @@ pub enum TaskError {
 }
 
 /// Why a job could not be built or did not finish.
-#[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
+///
+/// `Debug` prints the message too, so that `fn main() -> Result<(), Box<dyn Error>>`
+/// ends a failed job with a readable line instead of a struct dump.
+#[derive(Clone, thiserror::Error, PartialEq, Eq)]
 pub enum JobError {
     /// The job graph is invalid; the message names the operator and what to change.
     #[error("invalid job '{job}': {message}")]
@@ -27,4 +30,10 @@ pub enum JobError {
     Cancelled { job: String },
     #[error("job '{job}': internal error (please report): {message}")]
     Internal { job: String, message: String },
+}
+
+impl std::fmt::Debug for JobError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Display::fmt(self, f)
+    }
 }
