@@ -3,7 +3,7 @@
 
 use crate::function::{FunctionError, RichFunction, RuntimeContext, SideOutputs};
 use eddy_runtime::task::OperatorInfo;
-use eddy_runtime::{PortOutput, TaskError};
+use eddy_runtime::{Output, PortOutput, TaskError};
 use eddy_state::keyed::{install_backend, take_backend};
 use eddy_state::{HeapKeyedStateBackend, OperatorStateStore};
 
@@ -79,5 +79,36 @@ impl OperatorCore {
         if self.keyed {
             take_backend();
         }
+    }
+
+    /// The whole lifecycle with the operator's main output, shared by every operator shape:
+    /// open downstream first, then this operator.
+    pub(crate) fn open_with<O>(
+        &mut self,
+        main: &mut dyn Output<O>,
+        function: &mut dyn RichFunction,
+    ) -> Result<(), TaskError> {
+        main.open()?;
+        self.open(function)
+    }
+
+    pub(crate) fn flush_with<O>(&mut self, main: &mut dyn Output<O>) -> Result<(), TaskError> {
+        main.flush()?;
+        self.flush()
+    }
+
+    /// Closes the function, then ends the side outputs and the main output.
+    pub(crate) fn end_input_with<O>(
+        &mut self,
+        main: &mut dyn Output<O>,
+        function: &mut dyn RichFunction,
+    ) -> Result<(), TaskError> {
+        self.end_input(function)?;
+        main.end_input()
+    }
+
+    pub(crate) fn close_with<O>(&mut self, main: &mut dyn Output<O>) {
+        main.close();
+        self.close();
     }
 }

@@ -56,13 +56,11 @@ impl<I, O, L: OneInputLogic<I, O>> Output<I> for OneInputOperator<I, O, L> {
     }
 
     fn open(&mut self) -> Result<(), TaskError> {
-        self.main.open()?;
-        self.core.open(self.logic.function())
+        self.core.open_with(&mut *self.main, self.logic.function())
     }
 
     fn flush(&mut self) -> Result<(), TaskError> {
-        self.main.flush()?;
-        self.core.flush()
+        self.core.flush_with(&mut *self.main)
     }
 
     fn end_input(&mut self) -> Result<(), TaskError> {
@@ -70,12 +68,10 @@ impl<I, O, L: OneInputLogic<I, O>> Output<I> for OneInputOperator<I, O, L> {
         let finished = self.logic.end_input();
         self.core.info.shared.leave(previous);
         finished.map_err(|e| self.core.error(e))?;
-        self.core.end_input(self.logic.function())?;
-        self.main.end_input()
+        self.core.end_input_with(&mut *self.main, self.logic.function())
     }
 
     fn close(&mut self) {
-        self.main.close();
-        self.core.close();
+        self.core.close_with(&mut *self.main);
     }
 }

@@ -30,8 +30,7 @@ impl<T: 'static, S: SourceFunction<T>> SourceOp<T, S> {
 
 impl<T, S: SourceFunction<T>> SourceOperator for SourceOp<T, S> {
     fn open(&mut self) -> Result<(), TaskError> {
-        self.main.open()?;
-        self.core.open(&mut self.function)
+        self.core.open_with(&mut *self.main, &mut self.function)
     }
 
     fn emit(&mut self) -> SourceStatus {
@@ -50,17 +49,14 @@ impl<T, S: SourceFunction<T>> SourceOperator for SourceOp<T, S> {
     }
 
     fn flush(&mut self) -> Result<(), TaskError> {
-        self.main.flush()?;
-        self.core.flush()
+        self.core.flush_with(&mut *self.main)
     }
 
     fn end_input(&mut self) -> Result<(), TaskError> {
-        self.core.end_input(&mut self.function)?;
-        self.main.end_input()
+        self.core.end_input_with(&mut *self.main, &mut self.function)
     }
 
     fn close(&mut self) {
-        self.main.close();
-        self.core.close();
+        self.core.close_with(&mut *self.main);
     }
 }

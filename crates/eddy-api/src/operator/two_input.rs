@@ -95,22 +95,18 @@ impl<A, B, O, L: TwoInputLogic<A, B, O>> TwoInputOperator<A, B> for TwoInputOp<A
     }
 
     fn open(&mut self) -> Result<(), TaskError> {
-        self.main.open()?;
-        self.core.open(self.logic.function())
+        self.core.open_with(&mut *self.main, self.logic.function())
     }
 
     fn flush(&mut self) -> Result<(), TaskError> {
-        self.main.flush()?;
-        self.core.flush()
+        self.core.flush_with(&mut *self.main)
     }
 
     fn end_input(&mut self) -> Result<(), TaskError> {
-        self.core.end_input(self.logic.function())?;
-        self.main.end_input()
+        self.core.end_input_with(&mut *self.main, self.logic.function())
     }
 
     fn close(&mut self) {
-        self.main.close();
-        self.core.close();
+        self.core.close_with(&mut *self.main);
     }
 }
