@@ -35,6 +35,45 @@ pub fn run_all(factory: BackendFactory<'_>) {
     with_installed(factory, snapshot_by_key_group);
     out_of_range_key(factory);
     no_backend_installed();
+    restore_by_key_group_range(factory);
+}
+
+/// Restores a snapshot of all key groups into backends of two halves: each half gets
+/// exactly its keys, declared lazily after the restore.
+fn restore_by_key_group_range(factory: BackendFactory<'_>) {
+    let max = MaxParallelism::default();
+    install_backend(factory(KeyGroupRange::all(max), max)).unwrap();
+    let v = ValueState::declare(&ValueStateDescriptor::<u64>::new("v")).unwrap();
+    let l = ListState::declare(&ListStateDescriptor::<String>::new("l")).unwrap();
+    for k in 0..300u64 {
+        set_key(&k);
+        v.update(k + 1).unwrap();
+        l.add(format!("x{k}")).unwrap();
+    }
+    let snapshot = take_backend().unwrap().snapshot().unwrap();
+    for half in 0..2 {
+        let range = key_group_range_for_subtask(max, 2, half);
+        install_backend(Box::new(HeapKeyedStateBackend::restored(range, max, snapshot.clone()))).unwrap();
+        // A backend restored but not yet declared keeps the state in its own snapshot.
+        let untouched = with_backend("t", |b| b.snapshot()).unwrap();
+        assert_eq!(untouched.states.len(), 2);
+        let v = ValueState::declare(&ValueStateDescriptor::<u64>::new("v")).unwrap();
+        let l = ListState::declare(&ListStateDescriptor::<String>::new("l")).unwrap();
+        let mut owned = 0;
+        for k in 0..300u64 {
+            let mut bytes = Vec::new();
+            k.encode_key(&mut bytes);
+            if !range.contains(eddy_types::assign_to_key_group(stable_hash(&bytes), max)) {
+                continue;
+            }
+            owned += 1;
+            set_key(&k);
+            assert_eq!(v.value().unwrap(), Some(k + 1));
+            assert_eq!(l.get().unwrap(), vec![format!("x{k}")]);
+        }
+        assert!(owned > 100, "each half owns some keys");
+        take_backend();
+    }
 }
 
 fn value_state() {

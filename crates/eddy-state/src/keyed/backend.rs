@@ -34,6 +34,8 @@ pub trait KeyedTable: Send {
     fn as_any(&self) -> &dyn Any;
     /// Number of keys with a value.
     fn key_count(&self) -> usize;
+    /// Number of keys with a value in one key group.
+    fn key_count_in_group(&self, local_group: usize) -> usize;
     /// The entries of one key group (`local_group` = key group − range start), serialized.
     fn snapshot_key_group(&self, local_group: usize) -> Result<Vec<u8>, StateError>;
     /// Adds the entries of one key group written by [`KeyedTable::snapshot_key_group`].
@@ -69,6 +71,24 @@ pub trait KeyedStateBackend: Send {
     /// The table of a declared state, by name.
     fn table_by_name(&self, name: &str) -> Option<&dyn KeyedTable>;
     fn table_by_name_mut(&mut self, name: &str) -> Option<&mut dyn KeyedTable>;
+    /// Every state of every key group, serialized (the synchronous part of a snapshot).
+    fn snapshot(&self) -> Result<KeyedStateSnapshot, StateError>;
+}
+
+/// The keyed state of one subtask at a checkpoint: per state, the serialized entries of
+/// each non-empty key group. Backend-independent, so a restore can take any key groups.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct KeyedStateSnapshot {
+    pub key_group_range: Option<KeyGroupRange>,
+    pub states: Vec<KeyedStateEntries>,
+}
+
+/// One declared state's key groups.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct KeyedStateEntries {
+    pub name: String,
+    /// (key group, serialized entries of that key group).
+    pub key_groups: Vec<(u32, Vec<u8>)>,
 }
 
 thread_local! {

@@ -4,7 +4,7 @@
 //! Lookups reuse the key's stable hash, computed once per record for routing, so a state
 //! access hashes nothing.
 
-use super::backend::{CurrentKey, KeyedStateBackend, KeyedTable, StateId};
+use super::backend::{CurrentKey, KeyedStateBackend, KeyedStateEntries, KeyedStateSnapshot, KeyedTable, StateId};
 use crate::descriptor::StateMeta;
 use crate::error::StateError;
 use crate::StateValue;
@@ -87,6 +87,10 @@ impl<S: StateValue> KeyedTable for HeapTable<S> {
         self.groups.iter().map(HashTable::len).sum()
     }
 
+    fn key_count_in_group(&self, local_group: usize) -> usize {
+        self.groups[local_group].len()
+    }
+
     fn snapshot_key_group(&self, local_group: usize) -> Result<Vec<u8>, StateError> {
         let entries: Vec<(&[u8], &S)> = self.entries_of_group(local_group).collect();
         postcard::to_allocvec(&entries)
@@ -121,6 +125,9 @@ pub struct HeapKeyedStateBackend {
     max_parallelism: MaxParallelism,
     current: CurrentKey,
     states: Vec<Declared>,
+    /// Restored key groups of states not declared yet; applied when they are declared
+    /// (the value types are only known then), carried into snapshots until then.
+    restored: Vec<KeyedStateEntries>,
 }
 
 impl HeapKeyedStateBackend {
@@ -131,7 +138,23 @@ impl HeapKeyedStateBackend {
             max_parallelism,
             current: CurrentKey::default(),
             states: Vec::new(),
+            restored: Vec::new(),
         }
+    }
+
+    /// A backend for `range` that starts from `snapshot`: key groups outside `range` are
+    /// skipped, so a snapshot of a larger or overlapping range can be given.
+    pub fn restored(range: KeyGroupRange, max_parallelism: MaxParallelism, snapshot: KeyedStateSnapshot) -> Self {
+        let mut backend = Self::new(range, max_parallelism);
+        backend.restored = snapshot
+            .states
+            .into_iter()
+            .map(|mut s| {
+                s.key_groups.retain(|(kg, _)| range.contains(KeyGroup(*kg)));
+                s
+            })
+            .collect();
+        backend
     }
 }
 
@@ -179,7 +202,13 @@ impl KeyedStateBackend for HeapKeyedStateBackend {
             }
             return Ok(StateId { backend_id: self.id, index: index as u32 });
         }
-        self.states.push(Declared { meta, table: create() });
+        let mut table = create();
+        if let Some(pos) = self.restored.iter().position(|r| r.name == meta.name) {
+            for (key_group, bytes) in self.restored.swap_remove(pos).key_groups {
+                table.restore_key_group((key_group - self.range.start) as usize, &bytes)?;
+            }
+        }
+        self.states.push(Declared { meta, table });
         Ok(StateId { backend_id: self.id, index: (self.states.len() - 1) as u32 })
     }
 
@@ -207,6 +236,20 @@ impl KeyedStateBackend for HeapKeyedStateBackend {
 
     fn table_by_name(&self, name: &str) -> Option<&dyn KeyedTable> {
         self.states.iter().find(|d| d.meta.name == name).map(|d| d.table.as_ref())
+    }
+
+    fn snapshot(&self) -> Result<KeyedStateSnapshot, StateError> {
+        let mut states = self.restored.clone();
+        for declared in &self.states {
+            let mut key_groups = Vec::new();
+            for local in 0..self.range.len() as usize {
+                if declared.table.key_count_in_group(local) > 0 {
+                    key_groups.push((self.range.start + local as u32, declared.table.snapshot_key_group(local)?));
+                }
+            }
+            states.push(KeyedStateEntries { name: declared.meta.name.clone(), key_groups });
+        }
+        Ok(KeyedStateSnapshot { key_group_range: Some(self.range), states })
     }
 
     fn table_by_name_mut(&mut self, name: &str) -> Option<&mut dyn KeyedTable> {
