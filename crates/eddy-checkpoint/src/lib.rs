@@ -1,1 +1,26 @@
-//! eddy-checkpoint
+//! eddy's checkpoints, apart from the runtime that takes them.
+//!
+//! - [`config`]: Flink's checkpoint settings (interval, mode, min pause, timeout, max
+//!   concurrent, tolerable failures, retained count, cleanup on cancel).
+//! - [`snapshot`]: what one operator instance contributes to a checkpoint.
+//! - [`metadata`]: the versioned `_metadata` of a checkpoint and the checksummed encoding
+//!   of every file.
+//! - [`storage`]: where checkpoints go: the JobManager's memory (capped per task) or a
+//!   filesystem / object store through `object_store`.
+//! - [`coordinator`]: the checkpoint protocol as pure decisions (trigger, acknowledge,
+//!   complete, subsume, expire, retain), no threads and no I/O.
+//! - [`restart`]: restart strategies with Flink's defaults, as pure back-off state.
+//!
+//! Depends on `eddy-types` and `eddy-state` (whose snapshot forms it stores).
+
+pub mod config;
+pub mod coordinator;
+pub mod error;
+pub mod metadata;
+pub mod restart;
+pub mod snapshot;
+pub mod storage;
+
+pub use config::{CheckpointConfig, CheckpointingMode};
+pub use error::CheckpointError;
+pub use snapshot::{CheckpointId, OperatorSnapshot, SnapshotKind};

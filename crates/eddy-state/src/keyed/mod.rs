@@ -17,7 +17,10 @@ mod reducing;
 mod value;
 
 pub use aggregating::AggregatingState;
-pub use backend::{install_backend, take_backend, with_backend, CurrentKey, KeyedStateBackend, KeyedTable, StateId};
+pub use backend::{
+    install_backend, take_backend, with_backend, CurrentKey, KeyedStateBackend, KeyedStateEntries, KeyedStateSnapshot,
+    KeyedTable, StateId,
+};
 pub use heap::{HeapKeyedStateBackend, HeapTable};
 pub use list::ListState;
 pub use map::MapState;

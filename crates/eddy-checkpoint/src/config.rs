@@ -1,0 +1,55 @@
+//! Checkpoint settings, with Flink's meanings and defaults.
+
+/// Flink's `CheckpointingMode`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+pub enum CheckpointingMode {
+    /// Tasks with several inputs align barriers: no record counts twice after recovery.
+    #[default]
+    ExactlyOnce,
+    /// No alignment: lower latency, records after a barrier may be replayed on recovery.
+    AtLeastOnce,
+}
+
+/// How checkpoints are taken and kept.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CheckpointConfig {
+    /// 0 = periodic checkpoints off.
+    pub interval_ms: u64,
+    pub mode: CheckpointingMode,
+    /// The least time between the end of one checkpoint and the start of the next.
+    pub min_pause_ms: u64,
+    /// A checkpoint not complete after this long is aborted.
+    pub timeout_ms: u64,
+    pub max_concurrent: usize,
+    /// Failed checkpoints tolerated in a row before the job fails.
+    pub tolerable_failures: u32,
+    /// Completed checkpoints kept (Flink's `state.checkpoints.num-retained`, default 1).
+    pub retained: usize,
+    /// Keep the retained checkpoints when the job is cancelled or ends.
+    pub retain_on_cancel: bool,
+    /// Cap per task of the JobManager memory storage (Flink's 5 MiB default).
+    pub memory_state_bytes_max: usize,
+}
+
+impl Default for CheckpointConfig {
+    fn default() -> Self {
+        Self {
+            interval_ms: 0,
+            mode: CheckpointingMode::ExactlyOnce,
+            min_pause_ms: 0,
+            timeout_ms: 10 * 60 * 1000,
+            max_concurrent: 1,
+            tolerable_failures: 0,
+            retained: 1,
+            retain_on_cancel: false,
+            memory_state_bytes_max: 5 * 1024 * 1024,
+        }
+    }
+}
+
+impl CheckpointConfig {
+    /// Periodic checkpoints every `interval_ms`, other settings default.
+    pub fn every(interval_ms: u64) -> Self {
+        Self { interval_ms, ..Self::default() }
+    }
+}

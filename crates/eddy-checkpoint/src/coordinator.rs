@@ -1,0 +1,267 @@
+//! The checkpoint protocol as pure decisions (Arroyo's habit): the coordinator is told
+//! what happened (time passed, a task acknowledged, a task finished) and answers what to
+//! do (trigger, complete, subsume, abort, delete). It does no I/O and starts no thread,
+//! so it moves into a JobManager unchanged and is tested without a runtime.
+//!
+//! `P` is what a task acknowledges with (its state handle, or state bytes).
+
+use crate::config::CheckpointConfig;
+use crate::snapshot::{CheckpointId, SnapshotKind};
+use std::collections::{BTreeMap, VecDeque};
+
+struct Pending<P> {
+    kind: SnapshotKind,
+    triggered_ms: u64,
+    acks: Vec<Option<P>>,
+}
+
+/// A checkpoint every task acknowledged.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Completed<P> {
+    pub id: CheckpointId,
+    pub kind: SnapshotKind,
+    /// One state per task, in task order.
+    pub task_states: Vec<P>,
+    /// Older pending checkpoints dropped because this one completed.
+    pub subsumed: Vec<CheckpointId>,
+}
+
+/// More checkpoints failed in a row than the configuration tolerates.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TooManyFailures {
+    pub consecutive: u32,
+    pub tolerable: u32,
+}
+
+pub struct CheckpointCoordinator<P> {
+    config: CheckpointConfig,
+    next_id: u64,
+    pending: BTreeMap<u64, Pending<P>>,
+    /// Final states of tasks that finished; they stand in for their acknowledgements.
+    finished: Vec<Option<P>>,
+    last_trigger_ms: Option<u64>,
+    last_completion_ms: Option<u64>,
+    consecutive_failures: u32,
+    retained: VecDeque<CheckpointId>,
+}
+
+impl<P: Clone> CheckpointCoordinator<P> {
+    /// A coordinator for `task_count` tasks whose next checkpoint gets `next_id` (after
+    /// a restore, one past the restored checkpoint, so ids never repeat).
+    pub fn new(config: CheckpointConfig, task_count: usize, next_id: u64) -> Self {
+        Self {
+            config,
+            next_id: next_id.max(1),
+            pending: BTreeMap::new(),
+            finished: vec![None; task_count],
+            last_trigger_ms: None,
+            last_completion_ms: None,
+            consecutive_failures: 0,
+            retained: VecDeque::new(),
+        }
+    }
+
+    pub fn config(&self) -> &CheckpointConfig {
+        &self.config
+    }
+
+    /// Whether a periodic checkpoint is due: interval passed since the last trigger, min
+    /// pause passed since the last completion, fewer than max concurrent pending, and
+    /// some task still running.
+    pub fn should_trigger(&self, now_ms: u64) -> bool {
+        if self.config.interval_ms == 0 || self.all_finished() || self.pending.len() >= self.config.max_concurrent {
+            return false;
+        }
+        let interval_passed = self.last_trigger_ms.is_none_or(|t| now_ms >= t + self.config.interval_ms);
+        let pause_passed = self.last_completion_ms.is_none_or(|t| now_ms >= t + self.config.min_pause_ms);
+        interval_passed && pause_passed
+    }
+
+    /// Starts a checkpoint (or savepoint). Finished tasks acknowledge at once.
+    pub fn trigger(&mut self, kind: SnapshotKind, now_ms: u64) -> CheckpointId {
+        let id = CheckpointId(self.next_id);
+        self.next_id += 1;
+        self.last_trigger_ms = Some(now_ms);
+        self.pending.insert(id.0, Pending { kind, triggered_ms: now_ms, acks: self.finished.clone() });
+        id
+    }
+
+    /// A task's acknowledgement; completes the checkpoint when it is the last one missing.
+    pub fn acknowledge(&mut self, id: CheckpointId, task: usize, state: P, now_ms: u64) -> Option<Completed<P>> {
+        let pending = self.pending.get_mut(&id.0)?;
+        pending.acks[task] = Some(state);
+        self.try_complete(id, now_ms)
+    }
+
+    /// A task finished its input: its final state acknowledges every pending and future
+    /// checkpoint. Returns the checkpoints this completes.
+    pub fn task_finished(&mut self, task: usize, final_state: P, now_ms: u64) -> Vec<Completed<P>> {
+        self.finished[task] = Some(final_state.clone());
+        let ids: Vec<u64> = self.pending.keys().copied().collect();
+        let mut completed = Vec::new();
+        for id in ids {
+            if let Some(pending) = self.pending.get_mut(&id) {
+                if pending.acks[task].is_none() {
+                    pending.acks[task] = Some(final_state.clone());
+                }
+            }
+            completed.extend(self.try_complete(CheckpointId(id), now_ms));
+        }
+        completed
+    }
+
+    fn try_complete(&mut self, id: CheckpointId, now_ms: u64) -> Option<Completed<P>> {
+        if self.pending.get(&id.0)?.acks.iter().any(Option::is_none) {
+            return None;
+        }
+        let pending = self.pending.remove(&id.0)?;
+        let subsumed: Vec<CheckpointId> = self.pending.range(..id.0).map(|(k, _)| CheckpointId(*k)).collect();
+        for old in &subsumed {
+            self.pending.remove(&old.0);
+        }
+        self.last_completion_ms = Some(now_ms);
+        self.consecutive_failures = 0;
+        let task_states = pending.acks.into_iter().map(|a| a.expect("all acknowledged")).collect();
+        Some(Completed { id, kind: pending.kind, task_states, subsumed })
+    }
+
+    /// Whether every task finished.
+    pub fn all_finished(&self) -> bool {
+        self.finished.iter().all(Option::is_some)
+    }
+
+    /// The final states of all tasks, once all finished: the job's last checkpoint.
+    pub fn final_checkpoint(&mut self, now_ms: u64) -> Option<Completed<P>> {
+        if !self.all_finished() {
+            return None;
+        }
+        let id = self.trigger(SnapshotKind::Checkpoint, now_ms);
+        self.try_complete(id, now_ms)
+    }
+
+    /// Aborts checkpoints pending longer than the timeout. Each counts as a failure.
+    pub fn expire(&mut self, now_ms: u64) -> Result<Vec<CheckpointId>, TooManyFailures> {
+        let timeout = self.config.timeout_ms;
+        let expired: Vec<u64> =
+            self.pending.iter().filter(|(_, p)| now_ms >= p.triggered_ms + timeout).map(|(k, _)| *k).collect();
+        for id in &expired {
+            self.pending.remove(id);
+            self.count_failure()?;
+        }
+        Ok(expired.into_iter().map(CheckpointId).collect())
+    }
+
+    /// A checkpoint that could not be completed (a task declined, storage failed).
+    pub fn abort(&mut self, id: CheckpointId) -> Result<(), TooManyFailures> {
+        if self.pending.remove(&id.0).is_some() {
+            self.count_failure()?;
+        }
+        Ok(())
+    }
+
+    fn count_failure(&mut self) -> Result<(), TooManyFailures> {
+        self.consecutive_failures += 1;
+        if self.consecutive_failures > self.config.tolerable_failures {
+            return Err(TooManyFailures {
+                consecutive: self.consecutive_failures,
+                tolerable: self.config.tolerable_failures,
+            });
+        }
+        Ok(())
+    }
+
+    /// Records a stored checkpoint; returns the older ones beyond the retained count,
+    /// which the caller deletes.
+    pub fn retain(&mut self, id: CheckpointId) -> Vec<CheckpointId> {
+        self.retained.push_back(id);
+        let mut discard = Vec::new();
+        while self.retained.len() > self.config.retained.max(1) {
+            discard.extend(self.retained.pop_front());
+        }
+        discard
+    }
+
+    pub fn pending_count(&self) -> usize {
+        self.pending.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn coordinator(tasks: usize) -> CheckpointCoordinator<&'static str> {
+        CheckpointCoordinator::new(
+            CheckpointConfig { interval_ms: 100, min_pause_ms: 30, max_concurrent: 2, ..CheckpointConfig::default() },
+            tasks,
+            1,
+        )
+    }
+
+    #[test]
+    fn triggers_follow_interval_pause_and_concurrency() {
+        let mut c = coordinator(2);
+        assert!(c.should_trigger(0));
+        let first = c.trigger(SnapshotKind::Checkpoint, 0);
+        assert!(!c.should_trigger(99), "interval not passed");
+        assert!(c.should_trigger(100));
+        c.trigger(SnapshotKind::Checkpoint, 100);
+        assert!(!c.should_trigger(200), "two pending = max concurrent");
+        c.acknowledge(first, 0, "a", 210);
+        assert!(c.acknowledge(first, 1, "b", 210).is_some());
+        assert!(!c.should_trigger(220), "min pause after completion");
+        assert!(c.should_trigger(240));
+    }
+
+    #[test]
+    fn completes_when_all_acknowledged_and_subsumes_older() {
+        let mut c = coordinator(2);
+        let one = c.trigger(SnapshotKind::Checkpoint, 0);
+        let two = c.trigger(SnapshotKind::Checkpoint, 100);
+        assert_eq!(c.acknowledge(two, 0, "x", 150), None);
+        let done = c.acknowledge(two, 1, "y", 160).unwrap();
+        assert_eq!(
+            done,
+            Completed { id: two, kind: SnapshotKind::Checkpoint, task_states: vec!["x", "y"], subsumed: vec![one] }
+        );
+        assert_eq!(c.acknowledge(one, 0, "late", 170), None, "subsumed checkpoints are gone");
+        assert_eq!(c.pending_count(), 0);
+    }
+
+    #[test]
+    fn finished_tasks_acknowledge_with_their_final_state() {
+        let mut c = coordinator(2);
+        let one = c.trigger(SnapshotKind::Checkpoint, 0);
+        assert!(c.task_finished(0, "final-0", 10).is_empty());
+        let done = c.acknowledge(one, 1, "s1", 20).unwrap();
+        assert_eq!(done.task_states, vec!["final-0", "s1"]);
+        let two = c.trigger(SnapshotKind::Checkpoint, 200);
+        let completed = c.task_finished(1, "final-1", 210);
+        assert_eq!(completed[0].id, two);
+        assert_eq!(completed[0].task_states, vec!["final-0", "final-1"]);
+        assert!(!c.should_trigger(1_000), "nothing runs any more");
+        let last = c.final_checkpoint(1_000).unwrap();
+        assert_eq!(last.id, CheckpointId(3));
+    }
+
+    #[test]
+    fn timeouts_count_as_failures_up_to_the_tolerance() {
+        let config =
+            CheckpointConfig { interval_ms: 10, timeout_ms: 50, tolerable_failures: 1, ..CheckpointConfig::default() };
+        let mut c: CheckpointCoordinator<()> = CheckpointCoordinator::new(config, 1, 1);
+        c.trigger(SnapshotKind::Checkpoint, 0);
+        assert_eq!(c.expire(49).unwrap(), vec![]);
+        assert_eq!(c.expire(50).unwrap(), vec![CheckpointId(1)]);
+        c.trigger(SnapshotKind::Checkpoint, 60);
+        assert_eq!(c.expire(200), Err(TooManyFailures { consecutive: 2, tolerable: 1 }));
+    }
+
+    #[test]
+    fn retention_keeps_the_newest() {
+        let mut c: CheckpointCoordinator<()> =
+            CheckpointCoordinator::new(CheckpointConfig { retained: 2, ..CheckpointConfig::default() }, 1, 1);
+        assert!(c.retain(CheckpointId(1)).is_empty());
+        assert!(c.retain(CheckpointId(2)).is_empty());
+        assert_eq!(c.retain(CheckpointId(3)), vec![CheckpointId(1)]);
+    }
+}

@@ -1,0 +1,20 @@
+//! The one error type of `eddy-checkpoint`.
+
+/// What went wrong with a checkpoint or savepoint; messages name the file or checkpoint.
+#[derive(Debug, thiserror::Error)]
+pub enum CheckpointError {
+    #[error("checkpoint storage I/O at '{path}': {message}")]
+    Io { path: String, message: String },
+    #[error("'{path}' is corrupt: {message}")]
+    Corrupt { path: String, message: String },
+    #[error("'{path}' was written by format version {found}; this eddy reads versions up to {supported}")]
+    UnsupportedVersion { path: String, found: u32, supported: u32 },
+    #[error("no completed checkpoint in '{0}'")]
+    NoCheckpoint(String),
+    #[error("state of task '{task}' is {bytes} bytes, above the JobManager memory storage cap of {cap} bytes; use a checkpoint directory (filesystem storage) or raise the cap")]
+    StateTooLarge { task: String, bytes: usize, cap: usize },
+    #[error("cannot encode checkpoint data: {0}")]
+    Encode(String),
+    #[error("invalid checkpoint location '{location}': {message}")]
+    InvalidLocation { location: String, message: String },
+}

@@ -1,0 +1,129 @@
+//! The `_metadata` of a checkpoint, and the framing every checkpoint file carries:
+//!
+//! ```text
+//! magic "EDDYCKPT" | format version: u32 LE | payload length: u64 LE | payload | CRC-32 of payload: u32 LE
+//! ```
+//!
+//! so that a truncated file (length), a corrupt file (checksum) and a file from a newer
+//! eddy (version) are each told apart and named.
+
+use crate::error::CheckpointError;
+use crate::snapshot::{CheckpointId, OperatorSnapshot, SnapshotKind};
+use serde::{Deserialize, Serialize};
+
+pub const METADATA_FILE: &str = "_metadata";
+/// The newest format this eddy writes and reads.
+pub const FORMAT_VERSION: u32 = 1;
+const MAGIC: &[u8; 8] = b"EDDYCKPT";
+const HEADER_BYTES: usize = 8 + 4 + 8;
+
+/// Where one task's state is.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum StateHandle {
+    /// A file beside `_metadata` (relative name, so the directory can move).
+    File { name: String, bytes: u64, crc32: u32 },
+    /// Kept in the metadata itself (JobManager memory storage).
+    Inline { payload: Vec<u8> },
+}
+
+/// One operator of a task, as listed in the metadata.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OperatorEntry {
+    pub uid: String,
+    pub name: String,
+    pub parallelism: u32,
+}
+
+/// The state of one subtask of one chain.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TaskStateEntry {
+    pub task: String,
+    pub subtask: u32,
+    pub operators: Vec<OperatorEntry>,
+    pub handle: StateHandle,
+}
+
+/// A completed checkpoint or savepoint.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CheckpointMetadata {
+    pub checkpoint_id: CheckpointId,
+    pub kind: SnapshotKind,
+    pub job_name: String,
+    pub max_parallelism: u32,
+    /// Wall-clock time the checkpoint was triggered, ms since the Unix epoch.
+    pub timestamp_ms: u64,
+    pub tasks: Vec<TaskStateEntry>,
+}
+
+/// Frames a payload with magic, version, length and checksum.
+pub fn frame(payload: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(HEADER_BYTES + payload.len() + 4);
+    out.extend_from_slice(MAGIC);
+    out.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
+    out.extend_from_slice(&(payload.len() as u64).to_le_bytes());
+    out.extend_from_slice(payload);
+    out.extend_from_slice(&crc32fast::hash(payload).to_le_bytes());
+    out
+}
+
+/// Checks a framed file and returns its payload; `path` names it in errors.
+pub fn unframe<'a>(path: &str, bytes: &'a [u8]) -> Result<&'a [u8], CheckpointError> {
+    let corrupt = |message: String| CheckpointError::Corrupt { path: path.to_string(), message };
+    if bytes.len() < HEADER_BYTES || &bytes[..8] != MAGIC {
+        return Err(corrupt("not an eddy checkpoint file (bad magic or too short)".into()));
+    }
+    let version = u32::from_le_bytes(bytes[8..12].try_into().expect("4 bytes"));
+    if version > FORMAT_VERSION || version == 0 {
+        return Err(CheckpointError::UnsupportedVersion {
+            path: path.to_string(),
+            found: version,
+            supported: FORMAT_VERSION,
+        });
+    }
+    let length = u64::from_le_bytes(bytes[12..20].try_into().expect("8 bytes")) as usize;
+    let expected = HEADER_BYTES + length + 4;
+    if bytes.len() != expected {
+        return Err(corrupt(format!("truncated or padded: {} bytes, expected {expected}", bytes.len())));
+    }
+    let payload = &bytes[HEADER_BYTES..HEADER_BYTES + length];
+    let stored = u32::from_le_bytes(bytes[expected - 4..].try_into().expect("4 bytes"));
+    let actual = crc32fast::hash(payload);
+    if stored != actual {
+        return Err(corrupt(format!("checksum mismatch: stored {stored:08x}, computed {actual:08x}")));
+    }
+    Ok(payload)
+}
+
+pub fn encode<T: Serialize>(value: &T) -> Result<Vec<u8>, CheckpointError> {
+    postcard::to_allocvec(value).map_err(|e| CheckpointError::Encode(e.to_string()))
+}
+
+pub fn decode<T: serde::de::DeserializeOwned>(path: &str, payload: &[u8]) -> Result<T, CheckpointError> {
+    postcard::from_bytes(payload)
+        .map_err(|e| CheckpointError::Corrupt { path: path.to_string(), message: e.to_string() })
+}
+
+/// The framed bytes of one task's state.
+pub fn encode_task_state(operators: &[OperatorSnapshot]) -> Result<Vec<u8>, CheckpointError> {
+    Ok(frame(&encode(&operators)?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn framing_detects_truncation_corruption_and_newer_versions() {
+        let framed = frame(b"hello state");
+        assert_eq!(unframe("f", &framed).unwrap(), b"hello state");
+        let err = unframe("dir/f", &framed[..framed.len() - 3]).unwrap_err().to_string();
+        assert!(err.contains("'dir/f' is corrupt: truncated"), "{err}");
+        let mut flipped = framed.clone();
+        flipped[HEADER_BYTES + 2] ^= 1;
+        assert!(unframe("f", &flipped).unwrap_err().to_string().contains("checksum mismatch"));
+        let mut newer = framed.clone();
+        newer[8..12].copy_from_slice(&2u32.to_le_bytes());
+        assert!(unframe("f", &newer).unwrap_err().to_string().contains("format version 2"));
+        assert!(unframe("f", b"garbage").unwrap_err().to_string().contains("bad magic"));
+    }
+}

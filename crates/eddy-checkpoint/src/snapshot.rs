@@ -1,0 +1,35 @@
+//! What one operator instance contributes to a checkpoint.
+
+use eddy_state::{KeyedStateSnapshot, OperatorStateSnapshot};
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// Checkpoints of a job are numbered from 1; savepoints share the numbering.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct CheckpointId(pub u64);
+
+impl fmt::Display for CheckpointId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+/// A checkpoint the system takes, or a savepoint the user asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum SnapshotKind {
+    Checkpoint,
+    Savepoint,
+}
+
+/// The state of one operator instance (one subtask of one operator) at a checkpoint.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OperatorSnapshot {
+    /// The operator's uid: how a restore finds its state.
+    pub uid: String,
+    pub name: String,
+    pub subtask: u32,
+    pub parallelism: u32,
+    /// Keyed state, for operators after a `key_by`.
+    pub keyed: Option<KeyedStateSnapshot>,
+    pub operator: OperatorStateSnapshot,
+}

@@ -1,0 +1,66 @@
+//! Checkpoint storage: where completed checkpoints and savepoints live (Flink's
+//! `CheckpointStorage`), apart from the state backend that holds working state.
+
+mod memory;
+mod object;
+
+pub use memory::MemoryCheckpointStorage;
+pub use object::{load_checkpoint_dir, ObjectCheckpointStorage};
+
+use crate::error::CheckpointError;
+use crate::metadata::{CheckpointMetadata, StateHandle};
+use crate::snapshot::{CheckpointId, OperatorSnapshot, SnapshotKind};
+
+/// A completed checkpoint read back, every state file verified.
+#[derive(Debug, Clone)]
+pub struct CompletedCheckpoint {
+    /// Where it is (a directory, or `memory:<id>`).
+    pub location: String,
+    pub metadata: CheckpointMetadata,
+    pub operators: Vec<OperatorSnapshot>,
+}
+
+impl CompletedCheckpoint {
+    /// The state of subtask `subtask` of the operator with `uid`.
+    pub fn state_for(&self, uid: &str, subtask: u32) -> Option<&OperatorSnapshot> {
+        self.operators.iter().find(|o| o.uid == uid && o.subtask == subtask)
+    }
+
+    /// Uids with state in this checkpoint.
+    pub fn uids(&self) -> Vec<&str> {
+        let mut uids: Vec<&str> = self.operators.iter().map(|o| o.uid.as_str()).collect();
+        uids.sort();
+        uids.dedup();
+        uids
+    }
+}
+
+/// The coordinator's view of checkpoint storage.
+pub trait CheckpointStorage: Send + Sync {
+    /// For messages: where checkpoints go.
+    fn describe(&self) -> String;
+    /// Writes one task's framed state for checkpoint `id` (the asynchronous part).
+    fn write_task_state(
+        &self,
+        id: CheckpointId,
+        kind: SnapshotKind,
+        file_stem: &str,
+        framed: Vec<u8>,
+    ) -> Result<StateHandle, CheckpointError>;
+    /// Completes a checkpoint by writing its metadata atomically; returns its location.
+    fn commit(&self, metadata: &CheckpointMetadata) -> Result<String, CheckpointError>;
+    /// Deletes a checkpoint (completed or not) and its files.
+    fn discard(&self, id: CheckpointId, kind: SnapshotKind) -> Result<(), CheckpointError>;
+    /// Locations of completed checkpoints (not savepoints), newest first.
+    fn completed(&self) -> Result<Vec<String>, CheckpointError>;
+    /// Reads a completed checkpoint and verifies every file.
+    fn load(&self, location: &str) -> Result<CompletedCheckpoint, CheckpointError>;
+}
+
+/// The directory name of a checkpoint or savepoint.
+pub fn directory_name(id: CheckpointId, kind: SnapshotKind) -> String {
+    match kind {
+        SnapshotKind::Checkpoint => format!("chk-{}", id.0),
+        SnapshotKind::Savepoint => format!("savepoint-{}", id.0),
+    }
+}

@@ -1,0 +1,180 @@
+//! Checkpoints in a filesystem or object store, through the `object_store` crate: one
+//! directory per checkpoint (`chk-<n>/`, `savepoint-<n>/`) with `_metadata` and one state
+//! file per task. `_metadata` is written last and atomically (the store's put writes a
+//! temporary object and renames it), so a directory without it is an unfinished checkpoint
+//! that a crash left behind, never mistaken for a complete one.
+
+use super::{directory_name, CheckpointStorage, CompletedCheckpoint};
+use crate::error::CheckpointError;
+use crate::metadata::{self, CheckpointMetadata, StateHandle, METADATA_FILE};
+use crate::snapshot::{CheckpointId, OperatorSnapshot, SnapshotKind};
+use futures::executor::block_on;
+use futures::StreamExt;
+use object_store::local::LocalFileSystem;
+use object_store::path::Path as ObjectPath;
+use object_store::{ObjectStore, PutPayload};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// Checkpoint storage on an object store; [`ObjectCheckpointStorage::local`] for a
+/// directory (Flink's `FileSystemCheckpointStorage`).
+pub struct ObjectCheckpointStorage {
+    store: Arc<dyn ObjectStore>,
+    /// Human-readable root, also the prefix of returned locations.
+    root: String,
+    /// For local directories: the real path, to remove emptied directories.
+    local_root: Option<PathBuf>,
+}
+
+fn io(path: &str, e: impl std::fmt::Display) -> CheckpointError {
+    CheckpointError::Io { path: path.to_string(), message: e.to_string() }
+}
+
+impl ObjectCheckpointStorage {
+    /// Checkpoints under a local directory, created if missing.
+    pub fn local(dir: impl AsRef<Path>) -> Result<Self, CheckpointError> {
+        let dir = dir.as_ref();
+        std::fs::create_dir_all(dir).map_err(|e| io(&dir.display().to_string(), e))?;
+        let dir = dir.canonicalize().map_err(|e| io(&dir.display().to_string(), e))?;
+        let store = LocalFileSystem::new_with_prefix(&dir).map_err(|e| io(&dir.display().to_string(), e))?;
+        Ok(Self { store: Arc::new(store), root: dir.display().to_string(), local_root: Some(dir) })
+    }
+
+    /// Checkpoints in any object store (an S3 client, say), under `root` for messages.
+    pub fn new(store: Arc<dyn ObjectStore>, root: impl Into<String>) -> Self {
+        Self { store, root: root.into(), local_root: None }
+    }
+
+    fn full(&self, relative: &str) -> String {
+        format!("{}/{relative}", self.root)
+    }
+
+    fn put(&self, relative: &str, bytes: Vec<u8>) -> Result<(), CheckpointError> {
+        block_on(self.store.put(&ObjectPath::from(relative), PutPayload::from(bytes)))
+            .map_err(|e| io(&self.full(relative), e))?;
+        Ok(())
+    }
+
+    fn get(&self, relative: &str) -> Result<Vec<u8>, CheckpointError> {
+        let path = ObjectPath::from(relative);
+        block_on(async { self.store.get(&path).await?.bytes().await })
+            .map(|b| b.to_vec())
+            .map_err(|e| io(&self.full(relative), e))
+    }
+
+    fn load_dir(&self, dir: &str) -> Result<CompletedCheckpoint, CheckpointError> {
+        let metadata_path = format!("{dir}/{METADATA_FILE}");
+        let bytes = self.get(&metadata_path)?;
+        let metadata: CheckpointMetadata =
+            metadata::decode(&self.full(&metadata_path), metadata::unframe(&self.full(&metadata_path), &bytes)?)?;
+        let mut operators = Vec::new();
+        for task in &metadata.tasks {
+            let (name, payload) = match &task.handle {
+                StateHandle::File { name, .. } => {
+                    let relative = format!("{dir}/{name}");
+                    (self.full(&relative), self.get(&relative)?)
+                }
+                StateHandle::Inline { payload } => (format!("{}/{METADATA_FILE}", self.full(dir)), payload.clone()),
+            };
+            if let StateHandle::File { crc32, .. } = &task.handle {
+                let body = metadata::unframe(&name, &payload)?;
+                if crc32fast::hash(body) != *crc32 {
+                    return Err(CheckpointError::Corrupt {
+                        path: name,
+                        message: "file does not match the checksum in _metadata".into(),
+                    });
+                }
+            }
+            let decoded: Vec<OperatorSnapshot> = metadata::decode(&name, metadata::unframe(&name, &payload)?)?;
+            operators.extend(decoded);
+        }
+        Ok(CompletedCheckpoint { location: self.full(dir), metadata, operators })
+    }
+}
+
+impl CheckpointStorage for ObjectCheckpointStorage {
+    fn describe(&self) -> String {
+        self.root.clone()
+    }
+
+    fn write_task_state(
+        &self,
+        id: CheckpointId,
+        kind: SnapshotKind,
+        file_stem: &str,
+        framed: Vec<u8>,
+    ) -> Result<StateHandle, CheckpointError> {
+        let name = format!("{file_stem}.state");
+        let crc32 = crc32fast::hash(metadata::unframe(&name, &framed)?);
+        let bytes = framed.len() as u64;
+        self.put(&format!("{}/{name}", directory_name(id, kind)), framed)?;
+        Ok(StateHandle::File { name, bytes, crc32 })
+    }
+
+    fn commit(&self, metadata_value: &CheckpointMetadata) -> Result<String, CheckpointError> {
+        let dir = directory_name(metadata_value.checkpoint_id, metadata_value.kind);
+        self.put(&format!("{dir}/{METADATA_FILE}"), metadata::frame(&metadata::encode(metadata_value)?))?;
+        Ok(self.full(&dir))
+    }
+
+    fn discard(&self, id: CheckpointId, kind: SnapshotKind) -> Result<(), CheckpointError> {
+        let dir = directory_name(id, kind);
+        let prefix = ObjectPath::from(dir.as_str());
+        // `_metadata` first: a half-deleted checkpoint must never look complete.
+        let metadata_path = ObjectPath::from(format!("{dir}/{METADATA_FILE}"));
+        let _ = block_on(self.store.delete(&metadata_path));
+        let objects: Vec<_> = block_on(self.store.list(Some(&prefix)).collect::<Vec<_>>());
+        for object in objects {
+            let object = object.map_err(|e| io(&self.full(&dir), e))?;
+            block_on(self.store.delete(&object.location)).map_err(|e| io(&self.full(object.location.as_ref()), e))?;
+        }
+        if let Some(root) = &self.local_root {
+            let _ = std::fs::remove_dir_all(root.join(&dir));
+        }
+        Ok(())
+    }
+
+    fn completed(&self) -> Result<Vec<String>, CheckpointError> {
+        let listing = block_on(self.store.list_with_delimiter(None)).map_err(|e| io(&self.root, e))?;
+        let mut ids: Vec<u64> = listing
+            .common_prefixes
+            .iter()
+            .filter_map(|p| p.as_ref().strip_prefix("chk-").and_then(|n| n.parse().ok()))
+            .collect();
+        ids.sort_unstable_by(|a, b| b.cmp(a));
+        let mut complete = Vec::new();
+        for id in ids {
+            let dir = directory_name(CheckpointId(id), SnapshotKind::Checkpoint);
+            let path = ObjectPath::from(format!("{dir}/{METADATA_FILE}"));
+            if block_on(self.store.head(&path)).is_ok() {
+                complete.push(self.full(&dir));
+            }
+        }
+        Ok(complete)
+    }
+
+    fn load(&self, location: &str) -> Result<CompletedCheckpoint, CheckpointError> {
+        let relative = location.strip_prefix(&format!("{}/", self.root)).unwrap_or(location);
+        self.load_dir(relative)
+    }
+}
+
+/// Reads the checkpoint or savepoint in a local directory (it may have been moved: the
+/// metadata names its files relative to it).
+pub fn load_checkpoint_dir(dir: impl AsRef<Path>) -> Result<CompletedCheckpoint, CheckpointError> {
+    let dir = dir.as_ref();
+    let shown = dir.display().to_string();
+    if !dir.join(METADATA_FILE).is_file() {
+        return Err(CheckpointError::InvalidLocation {
+            location: shown,
+            message: format!("no {METADATA_FILE} file: not a completed checkpoint or savepoint directory"),
+        });
+    }
+    let parent = dir.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let name = dir.file_name().ok_or_else(|| CheckpointError::InvalidLocation {
+        location: shown.clone(),
+        message: "not a directory name".into(),
+    })?;
+    let storage = ObjectCheckpointStorage::local(parent)?;
+    storage.load_dir(&name.to_string_lossy())
+}

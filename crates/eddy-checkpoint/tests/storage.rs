@@ -1,0 +1,112 @@
+//! Checkpoint storage on a real directory and in memory.
+
+use eddy_checkpoint::metadata::{encode_task_state, CheckpointMetadata, OperatorEntry, TaskStateEntry};
+use eddy_checkpoint::storage::{
+    load_checkpoint_dir, CheckpointStorage, MemoryCheckpointStorage, ObjectCheckpointStorage,
+};
+use eddy_checkpoint::{CheckpointId, OperatorSnapshot, SnapshotKind};
+
+fn temp_dir(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("eddy-storage-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
+fn snapshot(uid: &str, subtask: u32, marker: u8) -> OperatorSnapshot {
+    let mut s = OperatorSnapshot { uid: uid.into(), name: uid.into(), subtask, parallelism: 2, ..Default::default() };
+    s.operator.lists.push(eddy_state::operator::ListSnapshot {
+        name: "offsets".into(),
+        distribution: eddy_state::operator::ListDistribution::EvenSplit,
+        elements: vec![vec![marker]],
+    });
+    s
+}
+
+fn write_checkpoint(storage: &dyn CheckpointStorage, id: u64, marker: u8) -> String {
+    let id = CheckpointId(id);
+    let mut tasks = Vec::new();
+    for subtask in 0..2 {
+        let state = vec![snapshot("source", subtask, marker)];
+        let handle = storage
+            .write_task_state(
+                id,
+                SnapshotKind::Checkpoint,
+                &format!("source-{subtask}"),
+                encode_task_state(&state).unwrap(),
+            )
+            .unwrap();
+        tasks.push(TaskStateEntry {
+            task: "source".into(),
+            subtask,
+            operators: vec![OperatorEntry { uid: "source".into(), name: "source".into(), parallelism: 2 }],
+            handle,
+        });
+    }
+    let metadata = CheckpointMetadata {
+        checkpoint_id: id,
+        kind: SnapshotKind::Checkpoint,
+        job_name: "job".into(),
+        max_parallelism: 128,
+        timestamp_ms: 1,
+        tasks,
+    };
+    storage.commit(&metadata).unwrap()
+}
+
+#[test]
+fn a_directory_holds_complete_checkpoints_newest_first_and_ignores_unfinished_ones() {
+    let dir = temp_dir("dir");
+    let storage = ObjectCheckpointStorage::local(&dir).unwrap();
+    write_checkpoint(&storage, 1, 10);
+    let second = write_checkpoint(&storage, 2, 20);
+    // A crash while writing checkpoint 3: state files, no _metadata.
+    storage
+        .write_task_state(CheckpointId(3), SnapshotKind::Checkpoint, "source-0", encode_task_state(&[]).unwrap())
+        .unwrap();
+    let completed = storage.completed().unwrap();
+    assert_eq!(completed.len(), 2);
+    assert!(completed[0].ends_with("chk-2") && completed[1].ends_with("chk-1"), "{completed:?}");
+    let loaded = storage.load(&second).unwrap();
+    assert_eq!(loaded.metadata.checkpoint_id, CheckpointId(2));
+    assert_eq!(loaded.state_for("source", 1), Some(&snapshot("source", 1, 20)));
+    // Relocatable: move the directory and read it from there.
+    let moved = dir.join("moved-chk-2");
+    std::fs::rename(dir.join("chk-2"), &moved).unwrap();
+    assert_eq!(load_checkpoint_dir(&moved).unwrap().state_for("source", 0), Some(&snapshot("source", 0, 20)));
+    storage.discard(CheckpointId(1), SnapshotKind::Checkpoint).unwrap();
+    assert!(!dir.join("chk-1").exists());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_corrupt_or_truncated_state_file_is_named() {
+    let dir = temp_dir("corrupt");
+    let storage = ObjectCheckpointStorage::local(&dir).unwrap();
+    let location = write_checkpoint(&storage, 7, 1);
+    let file = dir.join("chk-7").join("source-1.state");
+    let mut bytes = std::fs::read(&file).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0xff;
+    std::fs::write(&file, &bytes).unwrap();
+    let err = storage.load(&location).unwrap_err().to_string();
+    assert!(err.contains("source-1.state") && err.contains("checksum mismatch"), "{err}");
+    std::fs::write(&file, &bytes[..bytes.len() - 5]).unwrap();
+    let err = storage.load(&location).unwrap_err().to_string();
+    assert!(err.contains("source-1.state") && err.contains("truncated"), "{err}");
+    let err = load_checkpoint_dir(dir.join("nope")).unwrap_err().to_string();
+    assert!(err.contains("no _metadata file"), "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn memory_storage_keeps_checkpoints_and_caps_task_state() {
+    let storage = MemoryCheckpointStorage::new(1024);
+    let location = write_checkpoint(&storage, 3, 5);
+    assert_eq!(storage.completed().unwrap(), vec![location.clone()]);
+    assert_eq!(storage.load(&location).unwrap().state_for("source", 0), Some(&snapshot("source", 0, 5)));
+    let big = vec![OperatorSnapshot { uid: "x".repeat(2000), ..Default::default() }];
+    let err = storage
+        .write_task_state(CheckpointId(4), SnapshotKind::Checkpoint, "big-0", encode_task_state(&big).unwrap())
+        .unwrap_err();
+    assert!(err.to_string().contains("above the JobManager memory storage cap of 1024 bytes"), "{err}");
+}
