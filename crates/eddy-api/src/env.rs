@@ -5,7 +5,12 @@ use crate::operator::source::SourceOp;
 use crate::source::{CollectionSource, SequenceSource, SocketTextSource, TextFileSource};
 use crate::stream::DataStream;
 use crate::Data;
-use eddy_runtime::graph::{OperatorFactory, OutputPort, Partitioning, StreamEdge, StreamGraph, StreamNode, TypedPort};
+use eddy_checkpoint::restart::RestartStrategy;
+use eddy_checkpoint::{CheckpointConfig, CheckpointingMode};
+use eddy_runtime::graph::{
+    JobConfig, OperatorFactory, OutputPort, Partitioning, RestoreFrom, SavepointRequest, StorageChoice, StreamEdge,
+    StreamGraph, StreamNode, TypedPort,
+};
 use eddy_runtime::{JobError, JobResult, LocalExecutor};
 use eddy_types::{MaxParallelism, NodeId, DEFAULT_MAX_PARALLELISM};
 use std::cell::RefCell;
@@ -39,6 +44,7 @@ pub(crate) struct EdgeDraft {
 pub(crate) struct EnvInner {
     pub(crate) parallelism: u32,
     pub(crate) max_parallelism: u32,
+    pub(crate) config: JobConfig,
     pub(crate) nodes: Vec<NodeDraft>,
     pub(crate) edges: Vec<EdgeDraft>,
 }
@@ -76,6 +82,7 @@ impl Env {
             inner: Rc::new(RefCell::new(EnvInner {
                 parallelism: cores,
                 max_parallelism: DEFAULT_MAX_PARALLELISM,
+                config: JobConfig::default(),
                 nodes: Vec::new(),
                 edges: Vec::new(),
             })),
@@ -96,6 +103,65 @@ impl Env {
     /// state can ever be rescaled to. Fixed for the life of the job's state.
     pub fn set_max_parallelism(&self, max_parallelism: u32) -> &Self {
         self.inner.borrow_mut().max_parallelism = max_parallelism;
+        self
+    }
+
+    /// Takes a checkpoint every `interval_ms` (Flink's `enableCheckpointing`).
+    pub fn enable_checkpointing(&self, interval_ms: u64) -> &Self {
+        self.inner.borrow_mut().config.checkpoint.interval_ms = interval_ms;
+        self
+    }
+
+    /// EXACTLY_ONCE (default: barriers are aligned) or AT_LEAST_ONCE.
+    pub fn set_checkpointing_mode(&self, mode: CheckpointingMode) -> &Self {
+        self.inner.borrow_mut().config.checkpoint.mode = mode;
+        self
+    }
+
+    /// All checkpoint settings at once (timeouts, pauses, retention…).
+    pub fn set_checkpoint_config(&self, config: CheckpointConfig) -> &Self {
+        self.inner.borrow_mut().config.checkpoint = config;
+        self
+    }
+
+    pub fn checkpoint_config(&self) -> CheckpointConfig {
+        self.inner.borrow().config.checkpoint.clone()
+    }
+
+    /// Keeps checkpoints in a directory (filesystem checkpoint storage) instead of the
+    /// JobManager's memory.
+    pub fn set_checkpoint_dir(&self, dir: impl Into<PathBuf>) -> &Self {
+        self.inner.borrow_mut().config.storage = StorageChoice::Directory(dir.into());
+        self
+    }
+
+    pub fn set_restart_strategy(&self, strategy: RestartStrategy) -> &Self {
+        self.inner.borrow_mut().config.restart = Some(strategy);
+        self
+    }
+
+    /// Starts from a checkpoint or savepoint directory.
+    pub fn restore_from(&self, path: impl Into<PathBuf>) -> &Self {
+        self.inner.borrow_mut().config.restore = Some(RestoreFrom::Path(path.into()));
+        self
+    }
+
+    /// Starts from the newest complete checkpoint in a checkpoint directory.
+    pub fn restore_latest_from(&self, dir: impl Into<PathBuf>) -> &Self {
+        self.inner.borrow_mut().config.restore = Some(RestoreFrom::LatestIn(dir.into()));
+        self
+    }
+
+    /// Start even when the restored state has operators this job lacks (their state is dropped).
+    pub fn set_allow_non_restored_state(&self, allow: bool) -> &Self {
+        self.inner.borrow_mut().config.allow_non_restored_state = allow;
+        self
+    }
+
+    /// Takes a savepoint into `dir` after `after_ms` of running, then stops the job
+    /// (Flink's stop-with-savepoint); [`JobResult::savepoint`] says where it went.
+    pub fn stop_with_savepoint_after(&self, dir: impl Into<PathBuf>, after_ms: u64) -> &Self {
+        self.inner.borrow_mut().config.savepoint = Some(SavepointRequest { dir: dir.into(), after_ms, stop: true });
         self
     }
 
@@ -212,7 +278,8 @@ impl Env {
                 }
             })
             .collect();
-        let graph = StreamGraph { job_name: job_name.to_string(), max_parallelism, nodes, edges };
+        let graph =
+            StreamGraph { job_name: job_name.to_string(), max_parallelism, config: inner.config.clone(), nodes, edges };
         eddy_runtime::graph::validate(&graph).map_err(invalid)?;
         Ok(graph)
     }

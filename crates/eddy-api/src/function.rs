@@ -119,6 +119,12 @@ pub trait RichFunction {
     fn snapshot_state(&mut self, _ctx: &mut SnapshotContext<'_>) -> FunctionResult {
         Ok(())
     }
+    /// Checkpoint `checkpoint_id` completed everywhere (Flink's `CheckpointListener`);
+    /// two-phase-commit sinks commit here. The final checkpoint of a finished job has id
+    /// `u64::MAX`.
+    fn notify_checkpoint_complete(&mut self, _checkpoint_id: u64) -> FunctionResult {
+        Ok(())
+    }
     fn close(&mut self) -> FunctionResult {
         Ok(())
     }

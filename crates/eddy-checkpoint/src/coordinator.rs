@@ -159,6 +159,11 @@ impl<P: Clone> CheckpointCoordinator<P> {
         Ok(())
     }
 
+    /// A checkpoint that completed but could not be stored counts as failed too.
+    pub fn record_failure(&mut self) -> Result<(), TooManyFailures> {
+        self.count_failure()
+    }
+
     fn count_failure(&mut self) -> Result<(), TooManyFailures> {
         self.consecutive_failures += 1;
         if self.consecutive_failures > self.config.tolerable_failures {

@@ -14,8 +14,17 @@ pub const FLUSH_INTERVAL_MS: u64 = 10;
 #[derive(Debug)]
 pub enum StreamMessage<T> {
     Records(Vec<T>),
+    /// Checkpoint barrier n: every record before it belongs to checkpoint n.
+    Barrier(CheckpointBarrier),
     /// The producer has no more records.
     EndOfInput,
+}
+
+/// The marker sources emit in band when checkpoint `id` is triggered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CheckpointBarrier {
+    pub id: eddy_checkpoint::CheckpointId,
+    pub kind: eddy_checkpoint::SnapshotKind,
 }
 
 /// A message with the index of the producer channel it came from, so that an input gate

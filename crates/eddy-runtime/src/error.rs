@@ -28,6 +28,9 @@ pub enum JobError {
     TaskFailed { job: String, operator: String, subtask: u32, parallelism: u32, message: String },
     #[error("job '{job}' was cancelled")]
     Cancelled { job: String },
+    /// Checkpoints could not be taken, stored or restored.
+    #[error("job '{job}': {message}")]
+    Checkpoint { job: String, message: String },
     #[error("job '{job}': internal error (please report): {message}")]
     Internal { job: String, message: String },
 }

@@ -1,32 +1,64 @@
-//! The embedded local executor: runs a job graph in this process, one thread per subtask.
+//! The embedded local executor: runs a job graph in this process, one thread per subtask,
+//! and plays the JobManager's part for it: the checkpoint coordinator, checkpoint
+//! storage, restarts from the latest completed checkpoint, savepoints.
 //!
 //! It wires one bounded channel per input gate and subtask, hands every subtask its
 //! receivers and its writers' senders, builds each chain on its own thread (operators
-//! never cross threads), and waits. The first failure cancels the job: the cancel flag is
-//! raised and every mailbox gets `Cancel`; the error names the operator and subtask.
+//! never cross threads), and then loops: task reports (acknowledgements, finished tasks),
+//! task exits, and a tick that triggers checkpoints. The first failure cancels the
+//! attempt; the restart strategy decides whether another attempt follows.
 
+use crate::channel::CheckpointBarrier;
 use crate::error::{JobError, TaskError};
 use crate::graph::{
-    plan_chains, validate, ChainPlan, ErasedOutput, ErasedSend, OperatorFactory, Partitioning, PortType, StreamGraph,
-    StreamNode,
+    plan_chains, validate, ChainPlan, ErasedOutput, ErasedSend, OperatorFactory, Partitioning, PortType, RestoreFrom,
+    StorageChoice, StreamGraph, StreamNode,
 };
 use crate::task::{
     catch_task_panic, install_panic_capture, mailbox, Control, MailboxReceiver, MailboxSender, OperatorInfo,
-    SourceDriver, StepResult, TaskDriver, TaskShared,
+    SourceDriver, StepResult, TaskDriver, TaskReport, TaskShared,
 };
+use crossbeam_channel::{select, Receiver};
+use eddy_checkpoint::coordinator::{CheckpointCoordinator, Completed};
+use eddy_checkpoint::metadata::{encode_task_state, CheckpointMetadata, OperatorEntry, StateHandle, TaskStateEntry};
+use eddy_checkpoint::restart::RestartBackoff;
+use eddy_checkpoint::storage::{
+    load_checkpoint_dir, CheckpointStorage, CompletedCheckpoint, MemoryCheckpointStorage, ObjectCheckpointStorage,
+};
+use eddy_checkpoint::{CheckpointError, CheckpointId, OperatorSnapshot, SnapshotKind};
 use eddy_types::{key_group_range_for_subtask, Clock, NodeId, SystemClock};
 use std::collections::HashMap;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// How often the coordinator looks at the time (checkpoint triggers, timeouts).
+const COORDINATOR_TICK_MS: u64 = 5;
+
+/// Size and duration of a completed checkpoint.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CheckpointStats {
+    pub id: CheckpointId,
+    pub bytes: u64,
+    /// From trigger to stored metadata.
+    pub duration_ms: u64,
+    pub location: String,
+}
 
 /// What a finished job reports.
 #[derive(Debug, Clone)]
 pub struct JobResult {
     pub job_name: String,
-    /// From the first subtask's start to the last subtask's end.
+    /// From the first subtask's start to the last subtask's end, over all attempts.
     pub duration: Duration,
+    pub checkpoints_completed: u64,
+    pub last_checkpoint: Option<CheckpointStats>,
+    pub restarts: u32,
+    /// Where the savepoint of a stop-with-savepoint went.
+    pub savepoint: Option<String>,
+    /// Things that went wrong without failing the job (a corrupt checkpoint skipped…).
+    pub warnings: Vec<String>,
 }
 
 /// Runs jobs in this process.
@@ -47,7 +79,7 @@ type WriterTargets = (Vec<ErasedSend>, Vec<u32>);
 struct TaskSetup {
     head: NodeId,
     subtask: u32,
-    /// Per input gate: the receiver and how many end-of-input markers to expect.
+    /// Per input gate: the receiver and how many producer channels feed it.
     inputs: Vec<(ErasedSend, usize)>,
     writers: HashMap<usize, WriterTargets>,
     mailbox: MailboxReceiver,
@@ -58,9 +90,20 @@ struct Gate {
     port_type: Arc<dyn PortType>,
     senders: Vec<ErasedSend>,
     receivers: Vec<Option<ErasedSend>>,
-    ends_expected: Vec<usize>,
-    next_channel: u32,
+    /// Per consumer subtask: producer channels so far (also the next channel id).
+    channels: Vec<usize>,
 }
+
+/// How one attempt ended.
+enum AttemptEnd {
+    Finished,
+    /// Stopped after a stop-with-savepoint.
+    Stopped,
+    Failed(JobError),
+}
+
+/// What a subtask thread hands back: its task index and how it ended.
+type TaskExit = (usize, Result<(), TaskError>);
 
 impl LocalExecutor {
     /// An executor whose subtasks read the machine's clock.
@@ -73,76 +116,505 @@ impl LocalExecutor {
         Self { clock }
     }
 
-    /// Runs the job to completion (all sources exhausted) or to its first failure.
+    /// Runs the job to completion (all sources exhausted), restarting from the latest
+    /// completed checkpoint on failures as the restart strategy allows.
     pub fn execute(&self, graph: StreamGraph) -> Result<JobResult, JobError> {
         let job = graph.job_name.clone();
+        let fail = |message: String| JobError::Checkpoint { job: job.clone(), message };
         validate(&graph).map_err(|message| JobError::InvalidJob { job: job.clone(), message })?;
         install_panic_capture();
+        let config = graph.config.clone();
+        let storage: Arc<dyn CheckpointStorage> = match &config.storage {
+            StorageChoice::Memory => Arc::new(MemoryCheckpointStorage::new(config.checkpoint.memory_state_bytes_max)),
+            StorageChoice::Directory(dir) => {
+                Arc::new(ObjectCheckpointStorage::local(dir).map_err(|e| fail(e.to_string()))?)
+            }
+        };
+        let mut result = JobResult {
+            job_name: job.clone(),
+            duration: Duration::ZERO,
+            checkpoints_completed: 0,
+            last_checkpoint: None,
+            restarts: 0,
+            savepoint: None,
+            warnings: Vec::new(),
+        };
+        let mut restore = match &config.restore {
+            None => None,
+            Some(RestoreFrom::Path(path)) => {
+                Some(load_checkpoint_dir(path).map_err(|e| fail(format!("cannot restore: {e}")))?)
+            }
+            Some(RestoreFrom::LatestIn(dir)) => {
+                let dir_storage = ObjectCheckpointStorage::local(dir).map_err(|e| fail(e.to_string()))?;
+                let latest = load_latest(&dir_storage, &mut result.warnings)
+                    .map_err(|e| fail(format!("cannot restore: {e}")))?;
+                Some(latest.ok_or_else(|| {
+                    fail(format!("cannot restore: {}", CheckpointError::NoCheckpoint(dir.display().to_string())))
+                })?)
+            }
+        };
+        if let Some(checkpoint) = &restore {
+            check_restore(&graph, checkpoint, config.allow_non_restored_state).map_err(fail)?;
+        }
         let plan = plan_chains(&graph);
-        let mut setups = wire(&graph, &plan);
         let graph = Arc::new(graph);
         let plan = Arc::new(plan);
-        let cancel = Arc::new(AtomicBool::new(false));
-        let (done_tx, done_rx) = crossbeam_channel::unbounded::<(usize, Result<(), TaskError>)>();
-
+        let mut backoff = RestartBackoff::new(config.restart_strategy());
         let started = Instant::now();
-        let mut mailboxes: Vec<MailboxSender> = Vec::new();
-        let mut handles = Vec::new();
-        let mut names = Vec::new();
-        for (index, (setup, mailbox_tx)) in setups.drain(..).enumerate() {
-            let head = graph.node(setup.head);
-            let name = format!("{} ({}/{})", plan.chain_name(&graph, setup.head), setup.subtask + 1, head.parallelism);
-            names.push((setup.head, setup.subtask));
-            mailboxes.push(mailbox_tx);
-            let (graph, plan, done_tx) = (graph.clone(), plan.clone(), done_tx.clone());
-            let shared_parts = (cancel.clone(), self.clock.clone());
-            let handle = std::thread::Builder::new().name(name).spawn(move || {
-                let result = run_task(&graph, &plan, setup, shared_parts);
-                let _ = done_tx.send((index, result));
-            });
-            match handle {
-                Ok(h) => handles.push(h),
-                Err(e) => {
-                    cancel.store(true, Ordering::SeqCst);
-                    return Err(JobError::Internal { job, message: format!("cannot start a subtask thread: {e}") });
+        loop {
+            let end = self.attempt(&graph, &plan, restore.map(Arc::new), &storage, &mut result);
+            result.duration = started.elapsed();
+            match end {
+                AttemptEnd::Finished | AttemptEnd::Stopped => {
+                    if !config.checkpoint.retain_on_cancel {
+                        for location in storage.completed().unwrap_or_default() {
+                            if let Ok(c) = storage.load(&location) {
+                                let _ = storage.discard(c.metadata.checkpoint_id, SnapshotKind::Checkpoint);
+                            }
+                        }
+                    }
+                    return Ok(result);
                 }
-            }
-        }
-        drop(done_tx);
-
-        let mut first_failure: Option<(usize, TaskError)> = None;
-        for _ in 0..handles.len() {
-            let Ok((index, result)) = done_rx.recv() else { break };
-            if let Err(error) = result {
-                let is_root_cause = error != TaskError::Cancelled;
-                if first_failure.as_ref().is_none_or(|(_, e)| *e == TaskError::Cancelled && is_root_cause) {
-                    first_failure = Some((index, error));
-                }
-                if !cancel.swap(true, Ordering::SeqCst) {
-                    for mailbox in &mailboxes {
-                        let _ = mailbox.try_send(Control::Cancel);
+                AttemptEnd::Failed(error) => {
+                    let delay_ms = match error {
+                        JobError::TaskFailed { .. } => backoff.on_failure(started.elapsed().as_millis() as u64),
+                        _ => None,
+                    };
+                    let Some(delay_ms) = delay_ms else { return Err(error) };
+                    result.restarts = backoff.restarts();
+                    result.warnings.push(format!("restart {} after: {error}", result.restarts));
+                    std::thread::sleep(Duration::from_millis(delay_ms));
+                    restore = load_latest(storage.as_ref(), &mut result.warnings)
+                        .map_err(|e| fail(format!("cannot restore after a failure: {e}")))?;
+                    if restore.is_none() {
+                        restore = match &config.restore {
+                            // Nothing completed since: start again from what the job started from.
+                            Some(RestoreFrom::Path(path)) => {
+                                Some(load_checkpoint_dir(path).map_err(|e| fail(e.to_string()))?)
+                            }
+                            Some(RestoreFrom::LatestIn(dir)) => {
+                                let dir_storage =
+                                    ObjectCheckpointStorage::local(dir).map_err(|e| fail(e.to_string()))?;
+                                load_latest(&dir_storage, &mut result.warnings).map_err(|e| fail(e.to_string()))?
+                            }
+                            None => None,
+                        };
                     }
                 }
             }
         }
+    }
+
+    /// One run of the job from `restore`, until it finished, stopped or failed.
+    fn attempt(
+        &self,
+        graph: &Arc<StreamGraph>,
+        plan: &Arc<ChainPlan>,
+        restore: Option<Arc<CompletedCheckpoint>>,
+        storage: &Arc<dyn CheckpointStorage>,
+        result: &mut JobResult,
+    ) -> AttemptEnd {
+        let job = graph.job_name.clone();
+        let config = &graph.config;
+        let setups = wire(graph, plan);
+        let cancel = Arc::new(AtomicBool::new(false));
+        let (done_tx, done_rx) = crossbeam_channel::unbounded::<TaskExit>();
+        let (reports_tx, reports_rx) = crossbeam_channel::unbounded::<TaskReport>();
+        let mut mailboxes: Vec<MailboxSender> = Vec::new();
+        let mut tasks: Vec<(NodeId, u32)> = Vec::new();
+        let mut handles = Vec::new();
+        for (index, (setup, mailbox_tx)) in setups.into_iter().enumerate() {
+            let head = graph.node(setup.head);
+            let name = format!("{} ({}/{})", plan.chain_name(graph, setup.head), setup.subtask + 1, head.parallelism);
+            tasks.push((setup.head, setup.subtask));
+            mailboxes.push(mailbox_tx);
+            let context = TaskContext {
+                index,
+                cancel: cancel.clone(),
+                clock: self.clock.clone(),
+                reports: reports_tx.clone(),
+                restore: restore.clone(),
+            };
+            let (graph, plan, done_tx) = (graph.clone(), plan.clone(), done_tx.clone());
+            let spawned = std::thread::Builder::new().name(name).spawn(move || {
+                let outcome = run_task(&graph, &plan, setup, context);
+                let _ = done_tx.send((index, outcome));
+            });
+            match spawned {
+                Ok(handle) => handles.push(handle),
+                Err(e) => {
+                    cancel.store(true, Ordering::SeqCst);
+                    return AttemptEnd::Failed(JobError::Internal {
+                        job,
+                        message: format!("cannot start a subtask thread: {e}"),
+                    });
+                }
+            }
+        }
+        drop(done_tx);
+        drop(reports_tx);
+
+        let mut run = AttemptRun {
+            graph,
+            plan,
+            storage,
+            mailboxes,
+            tasks,
+            cancel: cancel.clone(),
+            started: Instant::now(),
+            coordinator: CheckpointCoordinator::new(
+                config.checkpoint.clone(),
+                handles.len(),
+                restore.as_ref().map_or(1, |r| r.metadata.checkpoint_id.0 + 1),
+            ),
+            triggered_at: HashMap::new(),
+            failure: None,
+            stopping: false,
+            savepoint_triggered: false,
+            job_finished_sent: false,
+            savepoint_storage: None,
+        };
+        run.loop_until_exit(&done_rx, &reports_rx, handles.len(), result);
         for handle in handles {
             let _ = handle.join();
         }
-        let duration = started.elapsed();
-        match first_failure {
-            None => Ok(JobResult { job_name: job, duration }),
-            Some((_, TaskError::Cancelled)) => Err(JobError::Cancelled { job }),
-            Some((index, error)) => {
-                let (head, subtask) = names[index];
-                let parallelism = graph.node(head).parallelism;
-                let (operator, message) = match error {
-                    TaskError::Operator { operator, message } => (operator, message),
-                    other => (plan.chain_name(&graph, head), other.to_string()),
-                };
-                Err(JobError::TaskFailed { job, operator, subtask: subtask + 1, parallelism, message })
+        match run.failure.take() {
+            Some(error) => AttemptEnd::Failed(error),
+            None if run.stopping => AttemptEnd::Stopped,
+            None => AttemptEnd::Finished,
+        }
+    }
+}
+
+/// The newest completed checkpoint that loads; corrupt ones are skipped with a warning.
+fn load_latest(
+    storage: &dyn CheckpointStorage,
+    warnings: &mut Vec<String>,
+) -> Result<Option<CompletedCheckpoint>, CheckpointError> {
+    let mut first_error = None;
+    for location in storage.completed()? {
+        match storage.load(&location) {
+            Ok(checkpoint) => return Ok(Some(checkpoint)),
+            Err(e) => {
+                warnings.push(format!("skipping checkpoint {location}: {e}"));
+                first_error.get_or_insert(e);
             }
         }
     }
+    match first_error {
+        Some(e) => Err(e),
+        None => Ok(None),
+    }
+}
+
+/// Checks that a checkpoint fits the job: same max parallelism, every state has an
+/// operator (unless allowed), same parallelism per operator.
+fn check_restore(
+    graph: &StreamGraph,
+    checkpoint: &CompletedCheckpoint,
+    allow_non_restored: bool,
+) -> Result<(), String> {
+    let where_ = &checkpoint.location;
+    if checkpoint.metadata.max_parallelism != graph.max_parallelism.get() {
+        return Err(format!(
+            "cannot restore {where_}: it was written with max parallelism {}, the job has {}; max parallelism cannot change",
+            checkpoint.metadata.max_parallelism,
+            graph.max_parallelism.get()
+        ));
+    }
+    for uid in checkpoint.uids() {
+        match graph.nodes.iter().find(|n| n.effective_uid() == uid) {
+            None if allow_non_restored => {}
+            None => {
+                return Err(format!(
+                    "cannot restore {where_}: it has state for operator uid '{uid}', which this job does not have; set allow-non-restored-state to drop it"
+                ))
+            }
+            Some(node) => {
+                let old = checkpoint.operators.iter().find(|o| o.uid == uid).map_or(0, |o| o.parallelism);
+                if old != node.parallelism {
+                    return Err(format!(
+                        "cannot restore {where_}: operator '{}' (uid '{uid}') ran with parallelism {old} and now has {}; changing parallelism on restore is not supported yet",
+                        node.name, node.parallelism
+                    ));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The coordinator side of one attempt.
+struct AttemptRun<'a> {
+    graph: &'a StreamGraph,
+    plan: &'a ChainPlan,
+    storage: &'a Arc<dyn CheckpointStorage>,
+    mailboxes: Vec<MailboxSender>,
+    tasks: Vec<(NodeId, u32)>,
+    cancel: Arc<AtomicBool>,
+    started: Instant,
+    coordinator: CheckpointCoordinator<Vec<OperatorSnapshot>>,
+    triggered_at: HashMap<u64, (Instant, u64)>,
+    failure: Option<JobError>,
+    stopping: bool,
+    savepoint_triggered: bool,
+    job_finished_sent: bool,
+    savepoint_storage: Option<Arc<dyn CheckpointStorage>>,
+}
+
+impl AttemptRun<'_> {
+    fn now_ms(&self) -> u64 {
+        self.started.elapsed().as_millis() as u64
+    }
+
+    fn broadcast(&self, control: Control) {
+        for mailbox in &self.mailboxes {
+            let _ = mailbox.send(control.clone());
+        }
+    }
+
+    fn cancel_all(&self) {
+        if !self.cancel.swap(true, Ordering::SeqCst) {
+            for mailbox in &self.mailboxes {
+                let _ = mailbox.try_send(Control::Cancel);
+            }
+        }
+    }
+
+    fn fail(&mut self, error: JobError) {
+        if self.failure.is_none() && !self.stopping {
+            self.failure = Some(error);
+        }
+        self.cancel_all();
+    }
+
+    fn loop_until_exit(
+        &mut self,
+        done: &Receiver<TaskExit>,
+        reports: &Receiver<TaskReport>,
+        task_count: usize,
+        result: &mut JobResult,
+    ) {
+        let mut exited = 0;
+        while exited < task_count {
+            select! {
+                recv(done) -> exit => {
+                    let Ok((index, outcome)) = exit else { break };
+                    exited += 1;
+                    if let Err(error) = outcome {
+                        self.task_failed(index, error);
+                    }
+                }
+                recv(reports) -> report => {
+                    if let Ok(report) = report {
+                        self.report(report, result);
+                    }
+                }
+                default(Duration::from_millis(COORDINATOR_TICK_MS)) => self.tick(),
+            }
+        }
+        // Reports that raced with the exits (a last acknowledgement) change nothing now.
+    }
+
+    fn task_failed(&mut self, index: usize, error: TaskError) {
+        let job = self.graph.job_name.clone();
+        if error == TaskError::Cancelled {
+            if !self.cancel.load(Ordering::SeqCst) {
+                self.fail(JobError::Cancelled { job });
+            }
+            return;
+        }
+        let (head, subtask) = self.tasks[index];
+        let parallelism = self.graph.node(head).parallelism;
+        let (operator, message) = match error {
+            TaskError::Operator { operator, message } => (operator, message),
+            other => (self.plan.chain_name(self.graph, head), other.to_string()),
+        };
+        // A root cause replaces a cancellation recorded first.
+        if matches!(self.failure, Some(JobError::Cancelled { .. })) {
+            self.failure = None;
+        }
+        self.fail(JobError::TaskFailed { job, operator, subtask: subtask + 1, parallelism, message });
+    }
+
+    fn tick(&mut self) {
+        if self.cancel.load(Ordering::SeqCst) {
+            return;
+        }
+        let now = self.now_ms();
+        if let Some(request) = &self.graph.config.savepoint {
+            if !self.savepoint_triggered && now >= request.after_ms && !self.coordinator.all_finished() {
+                self.savepoint_triggered = true;
+                self.trigger(SnapshotKind::Savepoint, now);
+                return;
+            }
+        }
+        if self.coordinator.should_trigger(now) {
+            self.trigger(SnapshotKind::Checkpoint, now);
+        }
+        match self.coordinator.expire(now) {
+            Ok(_) => {}
+            Err(e) => self.fail(JobError::Checkpoint {
+                job: self.graph.job_name.clone(),
+                message: format!(
+                    "{} checkpoints in a row timed out or failed (tolerable: {})",
+                    e.consecutive, e.tolerable
+                ),
+            }),
+        }
+    }
+
+    fn trigger(&mut self, kind: SnapshotKind, now: u64) {
+        let id = self.coordinator.trigger(kind, now);
+        let wall_ms = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64);
+        self.triggered_at.insert(id.0, (Instant::now(), wall_ms));
+        let barrier = CheckpointBarrier { id, kind };
+        for (index, (head, _)) in self.tasks.iter().enumerate() {
+            if matches!(self.graph.node(*head).factory, OperatorFactory::Source(_)) {
+                let _ = self.mailboxes[index].send(Control::TriggerCheckpoint(barrier));
+            }
+        }
+    }
+
+    fn report(&mut self, report: TaskReport, result: &mut JobResult) {
+        let now = self.now_ms();
+        let completed = match report {
+            TaskReport::Acknowledge { task, checkpoint, snapshots } => {
+                self.coordinator.acknowledge(checkpoint, task, snapshots, now).into_iter().collect()
+            }
+            TaskReport::Finished { task, snapshots } => self.coordinator.task_finished(task, snapshots, now),
+        };
+        for checkpoint in completed {
+            self.complete(checkpoint, result);
+        }
+        if self.coordinator.all_finished() && !self.job_finished_sent && !self.cancel.load(Ordering::SeqCst) {
+            self.job_finished_sent = true;
+            if self.graph.config.checkpointing_enabled() {
+                if let Some(last) = self.coordinator.final_checkpoint(now) {
+                    self.triggered_at.insert(last.id.0, (Instant::now(), 0));
+                    self.store(&last, result);
+                }
+            }
+            self.broadcast(Control::JobFinished);
+        }
+    }
+
+    /// A checkpoint every task acknowledged: store it, tell the tasks, drop old ones.
+    fn complete(&mut self, checkpoint: Completed<Vec<OperatorSnapshot>>, result: &mut JobResult) {
+        if checkpoint.kind == SnapshotKind::Savepoint {
+            let Some(request) = self.graph.config.savepoint.clone() else { return };
+            let storage = match &self.savepoint_storage {
+                Some(s) => s.clone(),
+                None => match ObjectCheckpointStorage::local(&request.dir) {
+                    Ok(s) => {
+                        let s: Arc<dyn CheckpointStorage> = Arc::new(s);
+                        self.savepoint_storage = Some(s.clone());
+                        s
+                    }
+                    Err(e) => {
+                        return self.fail(JobError::Checkpoint {
+                            job: self.graph.job_name.clone(),
+                            message: format!("savepoint: {e}"),
+                        })
+                    }
+                },
+            };
+            match self.write(&checkpoint, storage.as_ref()) {
+                Ok(stats) => {
+                    result.savepoint = Some(stats.location);
+                    self.broadcast(Control::CheckpointComplete(checkpoint.id));
+                    if request.stop {
+                        self.stopping = true;
+                        self.cancel_all();
+                    }
+                }
+                Err(e) => self.fail(JobError::Checkpoint {
+                    job: self.graph.job_name.clone(),
+                    message: format!("savepoint failed: {e}"),
+                }),
+            }
+            return;
+        }
+        if !self.graph.config.checkpointing_enabled() {
+            return;
+        }
+        if self.store(&checkpoint, result) {
+            self.broadcast(Control::CheckpointComplete(checkpoint.id));
+        }
+    }
+
+    /// Writes a checkpoint to the checkpoint storage and applies retention.
+    fn store(&mut self, checkpoint: &Completed<Vec<OperatorSnapshot>>, result: &mut JobResult) -> bool {
+        match self.write(checkpoint, self.storage.as_ref()) {
+            Ok(stats) => {
+                result.checkpoints_completed += 1;
+                result.last_checkpoint = Some(stats);
+                for old in self.coordinator.retain(checkpoint.id) {
+                    let _ = self.storage.discard(old, SnapshotKind::Checkpoint);
+                }
+                true
+            }
+            Err(e) => {
+                let _ = self.storage.discard(checkpoint.id, SnapshotKind::Checkpoint);
+                result.warnings.push(format!("checkpoint {} failed: {e}", checkpoint.id));
+                if let Err(too_many) = self.coordinator.record_failure() {
+                    self.fail(JobError::Checkpoint {
+                        job: self.graph.job_name.clone(),
+                        message: format!(
+                            "checkpoint {} could not be stored: {e}; {} failures in a row (tolerable: {})",
+                            checkpoint.id, too_many.consecutive, too_many.tolerable
+                        ),
+                    });
+                }
+                false
+            }
+        }
+    }
+
+    /// The asynchronous part: serialize and write every task's state, then the metadata.
+    fn write(
+        &self,
+        checkpoint: &Completed<Vec<OperatorSnapshot>>,
+        storage: &dyn CheckpointStorage,
+    ) -> Result<CheckpointStats, CheckpointError> {
+        let (triggered, timestamp_ms) = self.triggered_at.get(&checkpoint.id.0).copied().unwrap_or((Instant::now(), 0));
+        let mut tasks = Vec::with_capacity(checkpoint.task_states.len());
+        let mut bytes = 0u64;
+        for (index, snapshots) in checkpoint.task_states.iter().enumerate() {
+            let (head, subtask) = self.tasks[index];
+            let framed = encode_task_state(snapshots)?;
+            let stem = format!("{}-{}", sanitize(&self.graph.node(head).effective_uid()), subtask);
+            let handle = storage.write_task_state(checkpoint.id, checkpoint.kind, &stem, framed)?;
+            bytes += match &handle {
+                StateHandle::File { bytes, .. } => *bytes,
+                StateHandle::Inline { payload } => payload.len() as u64,
+            };
+            tasks.push(TaskStateEntry {
+                task: self.plan.chain_name(self.graph, head),
+                subtask,
+                operators: snapshots
+                    .iter()
+                    .map(|s| OperatorEntry { uid: s.uid.clone(), name: s.name.clone(), parallelism: s.parallelism })
+                    .collect(),
+                handle,
+            });
+        }
+        let metadata = CheckpointMetadata {
+            checkpoint_id: checkpoint.id,
+            kind: checkpoint.kind,
+            job_name: self.graph.job_name.clone(),
+            max_parallelism: self.graph.max_parallelism.get(),
+            timestamp_ms,
+            tasks,
+        };
+        let location = storage.commit(&metadata)?;
+        Ok(CheckpointStats { id: checkpoint.id, bytes, duration_ms: triggered.elapsed().as_millis() as u64, location })
+    }
+}
+
+/// A uid as a file name.
+fn sanitize(uid: &str) -> String {
+    uid.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' }).collect()
 }
 
 /// Creates every channel and says which subtask gets which end.
@@ -162,8 +634,7 @@ fn wire(graph: &StreamGraph, plan: &ChainPlan) -> Vec<(TaskSetup, MailboxSender)
                 port_type,
                 senders,
                 receivers: receivers.into_iter().map(Some).collect(),
-                ends_expected: vec![0; to.parallelism as usize],
-                next_channel: 0,
+                channels: vec![0; to.parallelism as usize],
             }
         });
         for producer in 0..from.parallelism {
@@ -171,14 +642,15 @@ fn wire(graph: &StreamGraph, plan: &ChainPlan) -> Vec<(TaskSetup, MailboxSender)
                 Partitioning::Forward => vec![producer as usize],
                 _ => (0..to.parallelism as usize).collect(),
             };
-            let channel = gate.next_channel;
-            gate.next_channel += 1;
             let mut senders = Vec::with_capacity(targets.len());
+            let mut channel_ids = Vec::with_capacity(targets.len());
             for &target in &targets {
-                gate.ends_expected[target] += 1;
+                // Channel ids count per consumer subtask, so an aligner indexes them directly.
+                channel_ids.push(gate.channels[target] as u32);
+                gate.channels[target] += 1;
                 senders.push(gate.port_type.clone_sender(&gate.senders[target]));
             }
-            writers.insert((index, producer), (senders, vec![channel; targets.len()]));
+            writers.insert((index, producer), (senders, channel_ids));
         }
     }
 
@@ -191,7 +663,7 @@ fn wire(graph: &StreamGraph, plan: &ChainPlan) -> Vec<(TaskSetup, MailboxSender)
                 .map(|input| {
                     let gate = gates.get_mut(&(head, input)).expect("validated: every input is connected");
                     let receiver = gate.receivers[subtask as usize].take().expect("one receiver per subtask");
-                    (receiver, gate.ends_expected[subtask as usize])
+                    (receiver, gate.channels[subtask as usize])
                 })
                 .collect();
             let mut own_writers = HashMap::new();
@@ -210,25 +682,37 @@ fn wire(graph: &StreamGraph, plan: &ChainPlan) -> Vec<(TaskSetup, MailboxSender)
     setups
 }
 
+/// What a subtask's thread gets besides its setup.
+struct TaskContext {
+    index: usize,
+    cancel: Arc<AtomicBool>,
+    clock: Arc<dyn Clock>,
+    reports: crossbeam_channel::Sender<TaskReport>,
+    restore: Option<Arc<CompletedCheckpoint>>,
+}
+
 /// The body of a subtask's thread.
-fn run_task(
-    graph: &StreamGraph,
-    plan: &ChainPlan,
-    setup: TaskSetup,
-    (cancel, clock): (Arc<AtomicBool>, Arc<dyn Clock>),
-) -> Result<(), TaskError> {
-    let shared = TaskShared::with_clock(cancel, clock);
+fn run_task(graph: &StreamGraph, plan: &ChainPlan, setup: TaskSetup, context: TaskContext) -> Result<(), TaskError> {
+    let shared = TaskShared::with_clock(context.cancel, context.clock);
+    shared.set_checkpointing_mode(graph.config.checkpoint.mode);
+    shared.set_reporter(context.index, context.reports);
     let outcome = catch_task_panic(|| -> Result<(), TaskError> {
-        let mut driver =
-            ChainBuilder { graph, plan, subtask: setup.subtask, shared: shared.clone(), writers: setup.writers }
-                .driver(setup.head, setup.inputs, setup.mailbox);
+        let builder = ChainBuilder {
+            graph,
+            plan,
+            subtask: setup.subtask,
+            shared: shared.clone(),
+            writers: setup.writers,
+            restore: context.restore,
+        };
+        let mut driver = builder.driver(setup.head, setup.inputs, setup.mailbox);
         let result = (|| {
             driver.open()?;
             while driver.step()? == StepResult::Continue {}
-            Ok(())
+            driver.finish()
         })();
         driver.close();
-        result
+        result.and_then(|()| shared.check())
     });
     match outcome {
         Ok(result) => result,
@@ -245,19 +729,23 @@ struct ChainBuilder<'a> {
     subtask: u32,
     shared: Rc<TaskShared>,
     writers: HashMap<usize, WriterTargets>,
+    restore: Option<Arc<CompletedCheckpoint>>,
 }
 
 impl ChainBuilder<'_> {
     fn info(&self, node: &StreamNode) -> OperatorInfo {
+        let uid = node.effective_uid();
+        let restored = self.restore.as_ref().and_then(|r| r.state_for(&uid, self.subtask).cloned());
         OperatorInfo {
             name: node.name.clone(),
-            uid: node.effective_uid(),
+            uid,
             subtask: self.subtask,
             parallelism: node.parallelism,
             max_parallelism: self.graph.max_parallelism,
             key_group_range: key_group_range_for_subtask(self.graph.max_parallelism, node.parallelism, self.subtask),
             index: self.shared.register_operator(&node.name),
             output_tags: node.outputs.iter().map(|o| o.tag.clone()).collect(),
+            restored,
             shared: self.shared.clone(),
         }
     }

@@ -24,5 +24,5 @@ pub mod task;
 pub mod writer;
 
 pub use error::{JobError, TaskError};
-pub use executor::{JobResult, LocalExecutor};
+pub use executor::{CheckpointStats, JobResult, LocalExecutor};
 pub use output::{Collector, FanOut, Output, PortOutput, TypedOutput};

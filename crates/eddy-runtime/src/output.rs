@@ -1,6 +1,9 @@
 //! [`Output`]: where an operator puts its records. A chained operator is the `Output` of
 //! the one before it; a record writer is the `Output` at the end of a chain.
 
+use crate::channel::CheckpointBarrier;
+use eddy_checkpoint::{CheckpointId, OperatorSnapshot};
+
 /// Receives records of type `T` and the lifecycle of the chain behind it.
 ///
 /// `collect` is infallible on purpose: it runs once per record, and an error there (a user
@@ -17,6 +20,15 @@ pub trait Output<T> {
     fn end_input(&mut self) -> Result<(), crate::TaskError>;
     /// Releases resources; called on success and on failure.
     fn close(&mut self);
+    /// Adds this operator's snapshot for `barrier` to `snapshots` (the synchronous part),
+    /// then passes the barrier on: writers send it downstream behind their records.
+    fn snapshot(
+        &mut self,
+        barrier: &CheckpointBarrier,
+        snapshots: &mut Vec<OperatorSnapshot>,
+    ) -> Result<(), crate::TaskError>;
+    /// Checkpoint `id` completed everywhere (two-phase-commit sinks commit here).
+    fn notify_checkpoint_complete(&mut self, id: CheckpointId) -> Result<(), crate::TaskError>;
 }
 
 impl<T> Output<T> for Box<dyn Output<T>> {
@@ -34,6 +46,16 @@ impl<T> Output<T> for Box<dyn Output<T>> {
     }
     fn close(&mut self) {
         (**self).close()
+    }
+    fn snapshot(
+        &mut self,
+        barrier: &CheckpointBarrier,
+        snapshots: &mut Vec<OperatorSnapshot>,
+    ) -> Result<(), crate::TaskError> {
+        (**self).snapshot(barrier, snapshots)
+    }
+    fn notify_checkpoint_complete(&mut self, id: CheckpointId) -> Result<(), crate::TaskError> {
+        (**self).notify_checkpoint_complete(id)
     }
 }
 
@@ -69,6 +91,16 @@ impl<T: Clone> Output<T> for FanOut<T> {
     fn close(&mut self) {
         self.outputs.iter_mut().for_each(|o| o.close())
     }
+    fn snapshot(
+        &mut self,
+        barrier: &CheckpointBarrier,
+        snapshots: &mut Vec<OperatorSnapshot>,
+    ) -> Result<(), crate::TaskError> {
+        self.outputs.iter_mut().try_for_each(|o| o.snapshot(barrier, snapshots))
+    }
+    fn notify_checkpoint_complete(&mut self, id: CheckpointId) -> Result<(), crate::TaskError> {
+        self.outputs.iter_mut().try_for_each(|o| o.notify_checkpoint_complete(id))
+    }
 }
 
 /// The output of a port nobody consumes (an unused side output).
@@ -86,6 +118,16 @@ impl<T> Output<T> for Discard {
         Ok(())
     }
     fn close(&mut self) {}
+    fn snapshot(
+        &mut self,
+        _barrier: &CheckpointBarrier,
+        _snapshots: &mut Vec<OperatorSnapshot>,
+    ) -> Result<(), crate::TaskError> {
+        Ok(())
+    }
+    fn notify_checkpoint_complete(&mut self, _id: CheckpointId) -> Result<(), crate::TaskError> {
+        Ok(())
+    }
 }
 
 /// What a user function emits records into (Flink's `Collector`).
@@ -114,6 +156,12 @@ pub trait PortOutput {
     fn flush(&mut self) -> Result<(), crate::TaskError>;
     fn end_input(&mut self) -> Result<(), crate::TaskError>;
     fn close(&mut self);
+    fn snapshot(
+        &mut self,
+        barrier: &CheckpointBarrier,
+        snapshots: &mut Vec<OperatorSnapshot>,
+    ) -> Result<(), crate::TaskError>;
+    fn notify_checkpoint_complete(&mut self, id: CheckpointId) -> Result<(), crate::TaskError>;
 }
 
 /// The typed output behind a [`PortOutput`].
@@ -152,5 +200,15 @@ impl<T: 'static> PortOutput for TypedOutput<T> {
     }
     fn close(&mut self) {
         self.0.close()
+    }
+    fn snapshot(
+        &mut self,
+        barrier: &CheckpointBarrier,
+        snapshots: &mut Vec<OperatorSnapshot>,
+    ) -> Result<(), crate::TaskError> {
+        self.0.snapshot(barrier, snapshots)
+    }
+    fn notify_checkpoint_complete(&mut self, id: CheckpointId) -> Result<(), crate::TaskError> {
+        self.0.notify_checkpoint_complete(id)
     }
 }

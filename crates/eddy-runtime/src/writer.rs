@@ -1,11 +1,12 @@
 //! Record writers: the `Output` at the end of a chain that batches records per target
 //! subtask and sends full batches into the targets' bounded channels.
 
-use crate::channel::{BatchSender, Envelope, StreamMessage, BATCH_RECORDS_MAX};
+use crate::channel::{BatchSender, CheckpointBarrier, Envelope, StreamMessage, BATCH_RECORDS_MAX};
 use crate::error::TaskError;
 use crate::output::Output;
 use crate::task::TaskShared;
 use crossbeam_channel::SendTimeoutError;
+use eddy_checkpoint::{CheckpointId, OperatorSnapshot};
 use eddy_types::{assign_to_key_group, operator_index_for_key_group, KeyHash, MaxParallelism};
 use std::rc::Rc;
 use std::sync::Arc;
@@ -69,6 +70,8 @@ pub struct RecordWriter<T> {
     buffers: Vec<Vec<T>>,
     partitioner: Partitioner<T>,
     shared: Rc<TaskShared>,
+    /// End of input was sent: nothing more goes downstream, not even barriers.
+    ended: bool,
 }
 
 impl<T: Clone> RecordWriter<T> {
@@ -81,7 +84,7 @@ impl<T: Clone> RecordWriter<T> {
         assert_eq!(targets.len(), channel_ids.len());
         assert!(!targets.is_empty(), "a writer needs at least one target");
         let buffers = targets.iter().map(|_| Vec::with_capacity(BATCH_RECORDS_MAX)).collect();
-        Self { targets, channel_ids, buffers, partitioner, shared }
+        Self { targets, channel_ids, buffers, partitioner, shared, ended: false }
     }
 
     #[inline]
@@ -147,8 +150,28 @@ impl<T: Clone> Output<T> for RecordWriter<T> {
         for target in 0..self.targets.len() {
             self.send(target, StreamMessage::EndOfInput);
         }
+        self.ended = true;
         self.shared.check()
     }
 
     fn close(&mut self) {}
+
+    fn snapshot(
+        &mut self,
+        barrier: &CheckpointBarrier,
+        _snapshots: &mut Vec<OperatorSnapshot>,
+    ) -> Result<(), TaskError> {
+        if self.ended {
+            return Ok(());
+        }
+        self.flush()?;
+        for target in 0..self.targets.len() {
+            self.send(target, StreamMessage::Barrier(*barrier));
+        }
+        self.shared.check()
+    }
+
+    fn notify_checkpoint_complete(&mut self, _id: CheckpointId) -> Result<(), TaskError> {
+        Ok(())
+    }
 }

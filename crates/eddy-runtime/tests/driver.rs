@@ -1,6 +1,7 @@
 //! The mailbox loop driven one step at a time, without threads.
 
-use eddy_runtime::channel::{batch_channel, Envelope, StreamMessage};
+use eddy_checkpoint::{CheckpointId, OperatorSnapshot, SnapshotKind};
+use eddy_runtime::channel::{batch_channel, CheckpointBarrier, Envelope, StreamMessage};
 use eddy_runtime::output::Output;
 use eddy_runtime::task::{mailbox, Control, OneInputDriver, StepResult, TaskDriver, TaskShared};
 use eddy_runtime::TaskError;
@@ -31,6 +32,18 @@ impl Output<u32> for Probe {
     }
     fn close(&mut self) {
         self.0.borrow_mut().push("close".into());
+    }
+    fn snapshot(
+        &mut self,
+        barrier: &CheckpointBarrier,
+        _snapshots: &mut Vec<OperatorSnapshot>,
+    ) -> Result<(), TaskError> {
+        self.0.borrow_mut().push(format!("snapshot {}", barrier.id));
+        Ok(())
+    }
+    fn notify_checkpoint_complete(&mut self, id: CheckpointId) -> Result<(), TaskError> {
+        self.0.borrow_mut().push(format!("complete {id}"));
+        Ok(())
     }
 }
 
@@ -120,4 +133,47 @@ fn partial_batches_are_flushed_once_the_flush_interval_passed() {
     clock.advance_ms(1);
     driver.step().unwrap();
     assert_eq!(*probe.0.borrow(), vec!["record 0", "record 1", "record 2", "flush"]);
+}
+
+fn barrier(channel: u32, id: u64) -> Envelope<u32> {
+    Envelope {
+        channel,
+        message: StreamMessage::Barrier(CheckpointBarrier { id: CheckpointId(id), kind: SnapshotKind::Checkpoint }),
+    }
+}
+
+#[test]
+fn exactly_once_alignment_holds_back_records_behind_a_barrier() {
+    let (tx, rx) = batch_channel::<u32>(16);
+    let (_mailbox_tx, mailbox_rx) = mailbox();
+    let probe = Probe::default();
+    let shared = TaskShared::new(Arc::new(AtomicBool::new(false)));
+    let mut driver = OneInputDriver::new(rx, 2, Box::new(probe.clone()), mailbox_rx, shared);
+    for envelope in
+        [records(0, &[1]), barrier(0, 1), records(0, &[2]), records(1, &[3]), barrier(1, 1), records(1, &[4])]
+    {
+        tx.send(envelope).unwrap();
+    }
+    for _ in 0..6 {
+        driver.step().unwrap();
+    }
+    // Record 2 came after channel 0's barrier: it waits until the snapshot, record 3 does not.
+    assert_eq!(*probe.0.borrow(), vec!["record 1", "record 3", "snapshot 1", "record 2", "record 4"]);
+}
+
+#[test]
+fn at_least_once_lets_records_overtake_the_barrier() {
+    let (tx, rx) = batch_channel::<u32>(16);
+    let (_mailbox_tx, mailbox_rx) = mailbox();
+    let probe = Probe::default();
+    let shared = TaskShared::new(Arc::new(AtomicBool::new(false)));
+    shared.set_checkpointing_mode(eddy_checkpoint::CheckpointingMode::AtLeastOnce);
+    let mut driver = OneInputDriver::new(rx, 2, Box::new(probe.clone()), mailbox_rx, shared);
+    for envelope in [barrier(0, 1), records(0, &[2]), barrier(1, 1)] {
+        tx.send(envelope).unwrap();
+    }
+    for _ in 0..3 {
+        driver.step().unwrap();
+    }
+    assert_eq!(*probe.0.borrow(), vec!["record 2", "snapshot 1"]);
 }

@@ -26,7 +26,8 @@
 //! ```
 
 pub use eddy_api::*;
-pub use eddy_runtime::{Collector, JobError, JobResult};
+pub use eddy_checkpoint as checkpoint;
+pub use eddy_runtime::{CheckpointStats, Collector, JobError, JobResult};
 pub use eddy_types as types;
 
 /// Keyed and operator state: descriptors and handles.
@@ -43,5 +44,6 @@ pub mod prelude {
     pub use crate::state::*;
     pub use eddy_api::sink::CollectSink;
     pub use eddy_api::*;
-    pub use eddy_runtime::{Collector, JobError, JobResult};
+    pub use eddy_checkpoint as checkpoint;
+    pub use eddy_runtime::{CheckpointStats, Collector, JobError, JobResult};
 }

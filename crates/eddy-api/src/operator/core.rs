@@ -1,10 +1,12 @@
 //! What all operators share: their info, operator state, side outputs, the keyed backend
 //! when they are keyed, and turning function errors into task errors that name them.
 
-use crate::function::{FunctionError, RichFunction, RuntimeContext, SideOutputs};
+use crate::function::{FunctionError, RichFunction, RuntimeContext, SideOutputs, SnapshotContext};
+use eddy_checkpoint::{CheckpointId, OperatorSnapshot};
+use eddy_runtime::channel::CheckpointBarrier;
 use eddy_runtime::task::OperatorInfo;
 use eddy_runtime::{Output, PortOutput, TaskError};
-use eddy_state::keyed::{install_backend, take_backend};
+use eddy_state::keyed::{install_backend, take_backend, with_backend};
 use eddy_state::{HeapKeyedStateBackend, OperatorStateStore};
 
 pub(crate) struct OperatorCore {
@@ -30,7 +32,11 @@ impl OperatorCore {
                 Some(tag) => side.push((tag.clone(), port)),
             }
         }
-        let core = Self { info, keyed, operator_state: OperatorStateStore::new(), side: SideOutputs::new(side) };
+        let operator_state = match &info.restored {
+            Some(snapshot) => OperatorStateStore::restored_from(snapshot.operator.clone()),
+            None => OperatorStateStore::new(),
+        };
+        let core = Self { info, keyed, operator_state, side: SideOutputs::new(side) };
         (core, main)
     }
 
@@ -51,7 +57,11 @@ impl OperatorCore {
             port.open()?;
         }
         if self.keyed {
-            let backend = HeapKeyedStateBackend::new(self.info.key_group_range, self.info.max_parallelism);
+            let (range, max) = (self.info.key_group_range, self.info.max_parallelism);
+            let backend = match self.info.restored.as_ref().and_then(|s| s.keyed.clone()) {
+                Some(keyed) => HeapKeyedStateBackend::restored(range, max, keyed),
+                None => HeapKeyedStateBackend::new(range, max),
+            };
             install_backend(Box::new(backend)).map_err(|e| TaskError::Internal(e.to_string()))?;
         }
         let previous = self.info.shared.enter(self.info.index);
@@ -65,20 +75,49 @@ impl OperatorCore {
         self.side.ports().try_for_each(|p| p.flush())
     }
 
-    /// Runs the function's `close`, then ends the side outputs.
-    pub(crate) fn end_input(&mut self, function: &mut dyn RichFunction) -> Result<(), TaskError> {
-        let previous = self.info.shared.enter(self.info.index);
-        let result = function.close();
-        self.info.shared.leave(previous);
-        result.map_err(|e| self.error(e))?;
+    /// Ends the side outputs (the function is closed later, after the final snapshot).
+    pub(crate) fn end_input(&mut self) -> Result<(), TaskError> {
         self.side.ports().try_for_each(|p| p.end_input())
     }
 
-    pub(crate) fn close(&mut self) {
+    /// Runs the function's `close`, releases the keyed backend and the side outputs.
+    pub(crate) fn close(&mut self, function: &mut dyn RichFunction) {
+        let previous = self.info.shared.enter(self.info.index);
+        if let Err(error) = function.close() {
+            self.fail(error);
+        }
+        self.info.shared.leave(previous);
         self.side.ports().for_each(|p| p.close());
         if self.keyed {
             take_backend();
         }
+    }
+
+    /// This operator's state for `barrier`: the function's `snapshot_state` first (it
+    /// writes operator state), then keyed and operator state serialized.
+    fn snapshot(
+        &mut self,
+        barrier: &CheckpointBarrier,
+        function: &mut dyn RichFunction,
+    ) -> Result<OperatorSnapshot, TaskError> {
+        let previous = self.info.shared.enter(self.info.index);
+        let result = function.snapshot_state(&mut SnapshotContext::new(barrier.id.0, &mut self.operator_state));
+        self.info.shared.leave(previous);
+        result.map_err(|e| self.error(e))?;
+        let operator = self.operator_state.snapshot().map_err(|e| self.error(e.into()))?;
+        let keyed = if self.keyed {
+            Some(with_backend("<snapshot>", |backend| backend.snapshot()).map_err(|e| self.error(e.into()))?)
+        } else {
+            None
+        };
+        Ok(OperatorSnapshot {
+            uid: self.info.uid.clone(),
+            name: self.info.name.clone(),
+            subtask: self.info.subtask,
+            parallelism: self.info.parallelism,
+            keyed,
+            operator,
+        })
     }
 
     /// The whole lifecycle with the operator's main output, shared by every operator shape:
@@ -97,18 +136,46 @@ impl OperatorCore {
         self.flush()
     }
 
-    /// Closes the function, then ends the side outputs and the main output.
-    pub(crate) fn end_input_with<O>(
-        &mut self,
-        main: &mut dyn Output<O>,
-        function: &mut dyn RichFunction,
-    ) -> Result<(), TaskError> {
-        self.end_input(function)?;
+    /// Ends the side outputs and the main output.
+    pub(crate) fn end_input_with<O>(&mut self, main: &mut dyn Output<O>) -> Result<(), TaskError> {
+        self.end_input()?;
         main.end_input()
     }
 
-    pub(crate) fn close_with<O>(&mut self, main: &mut dyn Output<O>) {
+    pub(crate) fn close_with<O>(&mut self, main: &mut dyn Output<O>, function: &mut dyn RichFunction) {
         main.close();
-        self.close();
+        self.close(function);
+    }
+
+    /// Snapshots this operator, then passes the barrier to its outputs.
+    pub(crate) fn snapshot_with<O>(
+        &mut self,
+        main: &mut dyn Output<O>,
+        barrier: &CheckpointBarrier,
+        snapshots: &mut Vec<OperatorSnapshot>,
+        function: &mut dyn RichFunction,
+    ) -> Result<(), TaskError> {
+        snapshots.push(self.snapshot(barrier, function)?);
+        for port in self.side.ports() {
+            port.snapshot(barrier, snapshots)?;
+        }
+        main.snapshot(barrier, snapshots)
+    }
+
+    /// Tells the function, then everything downstream, that a checkpoint completed.
+    pub(crate) fn notify_with<O>(
+        &mut self,
+        main: &mut dyn Output<O>,
+        id: CheckpointId,
+        function: &mut dyn RichFunction,
+    ) -> Result<(), TaskError> {
+        let previous = self.info.shared.enter(self.info.index);
+        let result = function.notify_checkpoint_complete(id.0);
+        self.info.shared.leave(previous);
+        result.map_err(|e| self.error(e))?;
+        for port in self.side.ports() {
+            port.notify_checkpoint_complete(id)?;
+        }
+        main.notify_checkpoint_complete(id)
     }
 }

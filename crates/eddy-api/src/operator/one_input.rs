@@ -2,6 +2,8 @@
 
 use super::core::OperatorCore;
 use crate::function::{FunctionResult, RichFunction, SideOutputs};
+use eddy_checkpoint::{CheckpointId, OperatorSnapshot};
+use eddy_runtime::channel::CheckpointBarrier;
 use eddy_runtime::graph::{ErasedOutput, OneInputFactory};
 use eddy_runtime::output::Discard;
 use eddy_runtime::task::OperatorInfo;
@@ -68,10 +70,22 @@ impl<I, O, L: OneInputLogic<I, O>> Output<I> for OneInputOperator<I, O, L> {
         let finished = self.logic.end_input();
         self.core.info.shared.leave(previous);
         finished.map_err(|e| self.core.error(e))?;
-        self.core.end_input_with(&mut *self.main, self.logic.function())
+        self.core.end_input_with(&mut *self.main)
     }
 
     fn close(&mut self) {
-        self.core.close_with(&mut *self.main);
+        self.core.close_with(&mut *self.main, self.logic.function());
+    }
+
+    fn snapshot(
+        &mut self,
+        barrier: &CheckpointBarrier,
+        snapshots: &mut Vec<OperatorSnapshot>,
+    ) -> Result<(), TaskError> {
+        self.core.snapshot_with(&mut *self.main, barrier, snapshots, self.logic.function())
+    }
+
+    fn notify_checkpoint_complete(&mut self, id: CheckpointId) -> Result<(), TaskError> {
+        self.core.notify_with(&mut *self.main, id, self.logic.function())
     }
 }

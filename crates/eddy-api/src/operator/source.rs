@@ -2,6 +2,8 @@
 
 use super::core::OperatorCore;
 use crate::function::{SourceFunction, SourceStep};
+use eddy_checkpoint::{CheckpointId, OperatorSnapshot};
+use eddy_runtime::channel::CheckpointBarrier;
 use eddy_runtime::channel::BATCH_RECORDS_MAX;
 use eddy_runtime::graph::{ErasedOutput, SourceFactory};
 use eddy_runtime::output::Discard;
@@ -53,10 +55,22 @@ impl<T, S: SourceFunction<T>> SourceOperator for SourceOp<T, S> {
     }
 
     fn end_input(&mut self) -> Result<(), TaskError> {
-        self.core.end_input_with(&mut *self.main, &mut self.function)
+        self.core.end_input_with(&mut *self.main)
     }
 
     fn close(&mut self) {
-        self.core.close_with(&mut *self.main);
+        self.core.close_with(&mut *self.main, &mut self.function);
+    }
+
+    fn snapshot(
+        &mut self,
+        barrier: &CheckpointBarrier,
+        snapshots: &mut Vec<OperatorSnapshot>,
+    ) -> Result<(), TaskError> {
+        self.core.snapshot_with(&mut *self.main, barrier, snapshots, &mut self.function)
+    }
+
+    fn notify_checkpoint_complete(&mut self, id: CheckpointId) -> Result<(), TaskError> {
+        self.core.notify_with(&mut *self.main, id, &mut self.function)
     }
 }

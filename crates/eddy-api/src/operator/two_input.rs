@@ -2,6 +2,8 @@
 
 use super::core::OperatorCore;
 use crate::function::{FunctionResult, RichFunction, SideOutputs};
+use eddy_checkpoint::{CheckpointId, OperatorSnapshot};
+use eddy_runtime::channel::CheckpointBarrier;
 use eddy_runtime::graph::{receiver_of, Erased, ErasedOutput, TwoInputDriverFactory, TwoInputFactory};
 use eddy_runtime::output::Discard;
 use eddy_runtime::task::{OperatorInfo, TwoInputDriver, TwoInputOperator};
@@ -103,10 +105,22 @@ impl<A, B, O, L: TwoInputLogic<A, B, O>> TwoInputOperator<A, B> for TwoInputOp<A
     }
 
     fn end_input(&mut self) -> Result<(), TaskError> {
-        self.core.end_input_with(&mut *self.main, self.logic.function())
+        self.core.end_input_with(&mut *self.main)
     }
 
     fn close(&mut self) {
-        self.core.close_with(&mut *self.main);
+        self.core.close_with(&mut *self.main, self.logic.function());
+    }
+
+    fn snapshot(
+        &mut self,
+        barrier: &CheckpointBarrier,
+        snapshots: &mut Vec<OperatorSnapshot>,
+    ) -> Result<(), TaskError> {
+        self.core.snapshot_with(&mut *self.main, barrier, snapshots, self.logic.function())
+    }
+
+    fn notify_checkpoint_complete(&mut self, id: CheckpointId) -> Result<(), TaskError> {
+        self.core.notify_with(&mut *self.main, id, self.logic.function())
     }
 }

@@ -6,10 +6,12 @@
 //! values (`Box<dyn Any>`) are only downcast while a chain is built, never per record.
 
 mod chaining;
+mod config;
 mod port;
 mod validate;
 
 pub use chaining::{plan_chains, ChainPlan};
+pub use config::{JobConfig, RestoreFrom, SavepointRequest, StorageChoice};
 pub use port::{receiver_of, Erased, ErasedOutput, ErasedSend, PortType, TypedPort};
 pub use validate::validate;
 
@@ -117,6 +119,7 @@ pub struct StreamEdge {
 pub struct StreamGraph {
     pub job_name: String,
     pub max_parallelism: MaxParallelism,
+    pub config: JobConfig,
     pub nodes: Vec<StreamNode>,
     pub edges: Vec<StreamEdge>,
 }

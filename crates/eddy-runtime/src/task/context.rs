@@ -2,6 +2,7 @@
 //! something fails), the failure slot, and the job's cancel flag.
 
 use crate::error::TaskError;
+use eddy_checkpoint::{CheckpointId, CheckpointingMode, OperatorSnapshot};
 use eddy_types::{Clock, KeyGroupRange, MaxParallelism, SystemClock};
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
@@ -15,6 +16,17 @@ pub struct TaskShared {
     failure: RefCell<Option<TaskError>>,
     cancel: Arc<AtomicBool>,
     clock: Arc<dyn Clock>,
+    reporter: RefCell<Option<(usize, crossbeam_channel::Sender<TaskReport>)>>,
+    mode: Cell<CheckpointingMode>,
+}
+
+/// What a task tells the checkpoint coordinator.
+#[derive(Debug)]
+pub enum TaskReport {
+    /// Checkpoint `checkpoint` is snapshotted here; the snapshots are its state.
+    Acknowledge { task: usize, checkpoint: CheckpointId, snapshots: Vec<OperatorSnapshot> },
+    /// The task finished its input; its final state stands for every later checkpoint.
+    Finished { task: usize, snapshots: Vec<OperatorSnapshot> },
 }
 
 impl TaskShared {
@@ -31,7 +43,41 @@ impl TaskShared {
             failure: RefCell::new(None),
             cancel,
             clock,
+            reporter: RefCell::new(None),
+            mode: Cell::new(CheckpointingMode::ExactlyOnce),
         })
+    }
+
+    pub fn set_checkpointing_mode(&self, mode: CheckpointingMode) {
+        self.mode.set(mode);
+    }
+
+    pub fn checkpointing_mode(&self) -> CheckpointingMode {
+        self.mode.get()
+    }
+
+    /// Whether a coordinator listens (false in single-task tests).
+    pub fn has_coordinator(&self) -> bool {
+        self.reporter.borrow().is_some()
+    }
+
+    /// Where this task's acknowledgements go, and its index among the job's tasks.
+    pub fn set_reporter(&self, task: usize, reports: crossbeam_channel::Sender<TaskReport>) {
+        *self.reporter.borrow_mut() = Some((task, reports));
+    }
+
+    /// Acknowledges a checkpoint to the coordinator (dropped when there is none).
+    pub fn acknowledge(&self, checkpoint: CheckpointId, snapshots: Vec<OperatorSnapshot>) {
+        if let Some((task, reports)) = self.reporter.borrow().as_ref() {
+            let _ = reports.send(TaskReport::Acknowledge { task: *task, checkpoint, snapshots });
+        }
+    }
+
+    /// Reports this task finished with its final state.
+    pub fn finished(&self, snapshots: Vec<OperatorSnapshot>) {
+        if let Some((task, reports)) = self.reporter.borrow().as_ref() {
+            let _ = reports.send(TaskReport::Finished { task: *task, snapshots });
+        }
     }
 
     /// The task's clock.
@@ -117,5 +163,7 @@ pub struct OperatorInfo {
     pub index: usize,
     /// The side-output tag of each output port (`None` for the main output).
     pub output_tags: Vec<Option<String>>,
+    /// This instance's state in the checkpoint the job restores from.
+    pub restored: Option<OperatorSnapshot>,
     pub shared: Rc<TaskShared>,
 }

@@ -1,13 +1,21 @@
-//! The mailbox loop of a subtask, one [`TaskDriver::step`] at a time: take a control
-//! message if there is one, else one batch of input (or, for a source, produce one batch),
-//! then check the failure slot. A test can drive a task by calling `step` itself.
+//! The mailbox loop of a subtask, one [`TaskDriver::step`] at a time: take control
+//! messages if there are any, else one batch of input (or, for a source, produce one
+//! batch), then check the failure slot. A test can drive a task by calling `step` itself.
+//!
+//! Barriers travel in band. A task with inputs aligns them ([`BarrierAligner`]), holding
+//! back envelopes of blocked channels in a queue until the snapshot is taken, then replays
+//! them. After its input ended a task takes a final snapshot, reports it, and waits for
+//! the job to finish so that two-phase-commit sinks commit only then.
 
+use super::alignment::{Alignment, BarrierAligner};
 use super::context::TaskShared;
-use super::mailbox::{Control, MailboxReceiver};
-use crate::channel::{BatchReceiver, Envelope, StreamMessage, FLUSH_INTERVAL_MS};
+use super::mailbox::{Control, MailboxReceiver, FINAL_CHECKPOINT};
+use crate::channel::{BatchReceiver, CheckpointBarrier, Envelope, StreamMessage, FLUSH_INTERVAL_MS};
 use crate::error::TaskError;
 use crate::output::Output;
-use crossbeam_channel::{never, select, Receiver, TryRecvError};
+use crossbeam_channel::{never, select, Receiver, RecvTimeoutError, TryRecvError};
+use eddy_checkpoint::{CheckpointId, OperatorSnapshot, SnapshotKind};
+use std::collections::VecDeque;
 use std::rc::Rc;
 use std::time::Duration;
 
@@ -28,7 +36,92 @@ pub enum StepResult {
 pub trait TaskDriver {
     fn open(&mut self) -> Result<(), TaskError>;
     fn step(&mut self) -> Result<StepResult, TaskError>;
+    /// After the last step: the final snapshot, then wait until the job finished.
+    fn finish(&mut self) -> Result<(), TaskError>;
     fn close(&mut self);
+}
+
+/// What the control messages need of a chain's head, whatever its shape.
+pub trait ChainHead {
+    fn snapshot(&mut self, barrier: &CheckpointBarrier, snapshots: &mut Vec<OperatorSnapshot>)
+        -> Result<(), TaskError>;
+    fn notify_checkpoint_complete(&mut self, id: CheckpointId) -> Result<(), TaskError>;
+}
+
+impl<T> ChainHead for Box<dyn Output<T>> {
+    fn snapshot(
+        &mut self,
+        barrier: &CheckpointBarrier,
+        snapshots: &mut Vec<OperatorSnapshot>,
+    ) -> Result<(), TaskError> {
+        Output::snapshot(&mut **self, barrier, snapshots)
+    }
+    fn notify_checkpoint_complete(&mut self, id: CheckpointId) -> Result<(), TaskError> {
+        Output::notify_checkpoint_complete(&mut **self, id)
+    }
+}
+
+/// Snapshots the chain for `barrier` and acknowledges it to the coordinator.
+fn snapshot_and_acknowledge(
+    head: &mut dyn ChainHead,
+    shared: &TaskShared,
+    barrier: &CheckpointBarrier,
+) -> Result<(), TaskError> {
+    let mut snapshots = Vec::new();
+    head.snapshot(barrier, &mut snapshots)?;
+    shared.check()?;
+    shared.acknowledge(barrier.id, snapshots);
+    Ok(())
+}
+
+/// Takes every waiting control message. Triggers only reach sources (`is_source`).
+fn take_controls(
+    mailbox: &MailboxReceiver,
+    shared: &TaskShared,
+    head: &mut dyn ChainHead,
+    is_source: bool,
+) -> Result<(), TaskError> {
+    loop {
+        match mailbox.try_recv() {
+            Ok(Control::Cancel) | Err(TryRecvError::Disconnected) => return Err(TaskError::Cancelled),
+            Ok(Control::TriggerCheckpoint(barrier)) if is_source => snapshot_and_acknowledge(head, shared, &barrier)?,
+            Ok(Control::TriggerCheckpoint(_)) | Ok(Control::JobFinished) => {}
+            Ok(Control::CheckpointComplete(id)) => {
+                head.notify_checkpoint_complete(id)?;
+                shared.check()?;
+            }
+            Err(TryRecvError::Empty) if shared.is_cancelled() => return Err(TaskError::Cancelled),
+            Err(TryRecvError::Empty) => return Ok(()),
+        }
+    }
+}
+
+/// The end of a task: final snapshot, report, and wait for the job's end.
+fn finish_task(head: &mut dyn ChainHead, mailbox: &MailboxReceiver, shared: &TaskShared) -> Result<(), TaskError> {
+    let mut snapshots = Vec::new();
+    head.snapshot(&CheckpointBarrier { id: FINAL_CHECKPOINT, kind: SnapshotKind::Checkpoint }, &mut snapshots)?;
+    shared.check()?;
+    if !shared.has_coordinator() {
+        head.notify_checkpoint_complete(FINAL_CHECKPOINT)?;
+        return shared.check();
+    }
+    shared.finished(snapshots);
+    loop {
+        match mailbox.recv_timeout(Duration::from_millis(IDLE_WAIT_MS)) {
+            Ok(Control::JobFinished) => {
+                head.notify_checkpoint_complete(FINAL_CHECKPOINT)?;
+                return shared.check();
+            }
+            Ok(Control::CheckpointComplete(id)) => {
+                head.notify_checkpoint_complete(id)?;
+                shared.check()?;
+            }
+            Ok(Control::TriggerCheckpoint(_)) => {} // the final state stands in for it
+            Ok(Control::Cancel) | Err(RecvTimeoutError::Disconnected) => return Err(TaskError::Cancelled),
+            Err(RecvTimeoutError::Timeout) if shared.is_cancelled() => return Err(TaskError::Cancelled),
+            Err(RecvTimeoutError::Timeout) => {}
+        }
+    }
 }
 
 /// Flushes partial batches at least every [`FLUSH_INTERVAL_MS`] while input keeps coming.
@@ -52,23 +145,20 @@ impl FlushTimer {
     }
 }
 
-fn take_control(mailbox: &MailboxReceiver, shared: &TaskShared) -> Result<(), TaskError> {
-    match mailbox.try_recv() {
-        Ok(Control::Cancel) => Err(TaskError::Cancelled),
-        Err(TryRecvError::Empty) if !shared.is_cancelled() => Ok(()),
-        // The executor is gone or cancelled the job.
-        _ => Err(TaskError::Cancelled),
-    }
-}
-
 /// Counts end-of-input markers of one input gate.
 struct Gate<T> {
     receiver: Receiver<Envelope<T>>,
     ends_expected: usize,
     ends_seen: usize,
+    /// Envelopes of channels blocked by alignment, in arrival order.
+    held: VecDeque<Envelope<T>>,
 }
 
 impl<T> Gate<T> {
+    fn new(receiver: Receiver<Envelope<T>>, ends_expected: usize) -> Self {
+        Self { receiver, ends_expected, ends_seen: 0, held: VecDeque::new() }
+    }
+
     fn ended(&self) -> bool {
         self.ends_seen >= self.ends_expected
     }
@@ -77,6 +167,7 @@ impl<T> Gate<T> {
 /// Drives a chain whose head has one input (one gate, possibly fed by several edges).
 pub struct OneInputDriver<T> {
     gate: Gate<T>,
+    aligner: BarrierAligner,
     head: Box<dyn Output<T>>,
     mailbox: MailboxReceiver,
     shared: Rc<TaskShared>,
@@ -92,7 +183,8 @@ impl<T> OneInputDriver<T> {
         shared: Rc<TaskShared>,
     ) -> Self {
         Self {
-            gate: Gate { receiver, ends_expected, ends_seen: 0 },
+            gate: Gate::new(receiver, ends_expected),
+            aligner: BarrierAligner::new(shared.checkpointing_mode(), ends_expected),
             head,
             mailbox,
             flush: FlushTimer::new(&shared),
@@ -101,6 +193,11 @@ impl<T> OneInputDriver<T> {
     }
 
     fn handle(&mut self, envelope: Envelope<T>) -> Result<StepResult, TaskError> {
+        let channel = envelope.channel as usize;
+        if self.aligner.is_blocked(channel) {
+            self.gate.held.push_back(envelope);
+            return Ok(StepResult::Continue);
+        }
         match envelope.message {
             StreamMessage::Records(batch) => {
                 for record in batch {
@@ -112,17 +209,37 @@ impl<T> OneInputDriver<T> {
                 }
                 Ok(StepResult::Continue)
             }
+            StreamMessage::Barrier(barrier) => {
+                let alignment = self.aligner.on_barrier(channel, barrier);
+                self.aligned(alignment)
+            }
             StreamMessage::EndOfInput => {
                 self.gate.ends_seen += 1;
+                let alignment = self.aligner.on_end_of_input(channel);
+                if self.aligned(alignment)? == StepResult::Finished {
+                    return Ok(StepResult::Finished);
+                }
                 if self.gate.ended() {
                     self.head.end_input()?;
                     self.shared.check()?;
-                    Ok(StepResult::Finished)
-                } else {
-                    Ok(StepResult::Continue)
+                    return Ok(StepResult::Finished);
                 }
+                Ok(StepResult::Continue)
             }
         }
+    }
+
+    /// On a completed alignment: snapshot, acknowledge, then replay what was held back.
+    fn aligned(&mut self, alignment: Alignment) -> Result<StepResult, TaskError> {
+        let Alignment::Complete(barrier) = alignment else { return Ok(StepResult::Continue) };
+        snapshot_and_acknowledge(&mut self.head, &self.shared, &barrier)?;
+        let held = std::mem::take(&mut self.gate.held);
+        for envelope in held {
+            if self.handle(envelope)? == StepResult::Finished {
+                return Ok(StepResult::Finished);
+            }
+        }
+        Ok(StepResult::Continue)
     }
 }
 
@@ -140,7 +257,7 @@ impl<T> TaskDriver for OneInputDriver<T> {
         if self.gate.ended() {
             return Ok(StepResult::Finished);
         }
-        take_control(&self.mailbox, &self.shared)?;
+        take_controls(&self.mailbox, &self.shared, &mut self.head, false)?;
         match self.gate.receiver.try_recv() {
             Ok(envelope) => self.handle(envelope),
             Err(TryRecvError::Disconnected) => Err(TaskError::Cancelled),
@@ -161,11 +278,22 @@ impl<T> TaskDriver for OneInputDriver<T> {
                         Ok(envelope) => self.handle(envelope),
                         Err(_) => Err(TaskError::Cancelled),
                     },
-                    recv(self.mailbox) -> _ => Err(TaskError::Cancelled),
+                    recv(self.mailbox) -> control => match control {
+                        Ok(Control::Cancel) | Err(_) => Err(TaskError::Cancelled),
+                        Ok(Control::CheckpointComplete(id)) => {
+                            ChainHead::notify_checkpoint_complete(&mut self.head, id)?;
+                            Ok(StepResult::Continue)
+                        }
+                        Ok(_) => Ok(StepResult::Continue),
+                    },
                     default(Duration::from_millis(IDLE_WAIT_MS)) => Ok(StepResult::Continue),
                 }
             }
         }
+    }
+
+    fn finish(&mut self) -> Result<(), TaskError> {
+        finish_task(&mut self.head, &self.mailbox, &self.shared)
     }
 
     fn close(&mut self) {
@@ -182,12 +310,30 @@ pub trait TwoInputOperator<A, B> {
     /// Both inputs have ended.
     fn end_input(&mut self) -> Result<(), TaskError>;
     fn close(&mut self);
+    fn snapshot(&mut self, barrier: &CheckpointBarrier, snapshots: &mut Vec<OperatorSnapshot>)
+        -> Result<(), TaskError>;
+    fn notify_checkpoint_complete(&mut self, id: CheckpointId) -> Result<(), TaskError>;
+}
+
+impl<A, B> ChainHead for Box<dyn TwoInputOperator<A, B>> {
+    fn snapshot(
+        &mut self,
+        barrier: &CheckpointBarrier,
+        snapshots: &mut Vec<OperatorSnapshot>,
+    ) -> Result<(), TaskError> {
+        TwoInputOperator::snapshot(&mut **self, barrier, snapshots)
+    }
+    fn notify_checkpoint_complete(&mut self, id: CheckpointId) -> Result<(), TaskError> {
+        TwoInputOperator::notify_checkpoint_complete(&mut **self, id)
+    }
 }
 
 /// Drives a two-input chain head, taking batches from whichever input has one.
 pub struct TwoInputDriver<A, B> {
     first: Gate<A>,
     second: Gate<B>,
+    /// Channels of input 1 first, then those of input 2.
+    aligner: BarrierAligner,
     head: Box<dyn TwoInputOperator<A, B>>,
     mailbox: MailboxReceiver,
     shared: Rc<TaskShared>,
@@ -216,42 +362,72 @@ impl<A, B> TwoInputDriver<A, B> {
         second_first: bool,
     ) -> Self {
         Self {
-            second_first,
-            first: Gate { receiver: first, ends_expected: first_ends, ends_seen: 0 },
-            second: Gate { receiver: second, ends_expected: second_ends, ends_seen: 0 },
+            first: Gate::new(first, first_ends),
+            second: Gate::new(second, second_ends),
+            aligner: BarrierAligner::new(shared.checkpointing_mode(), first_ends + second_ends),
             head,
             mailbox,
             flush: FlushTimer::new(&shared),
             shared,
             never_first: never(),
             never_second: never(),
+            second_first,
         }
     }
 
     fn handle(&mut self, next: Either<A, B>) -> Result<StepResult, TaskError> {
-        let message_was_end = match next {
-            Either::First(envelope) => match envelope.message {
-                StreamMessage::Records(batch) => {
-                    batch.into_iter().for_each(|r| self.head.process1(r));
-                    false
+        let offset = self.first.ends_expected;
+        let (channel, message_was_end, alignment) = match next {
+            Either::First(envelope) => {
+                let channel = envelope.channel as usize;
+                if self.aligner.is_blocked(channel) {
+                    self.first.held.push_back(envelope);
+                    return Ok(StepResult::Continue);
                 }
-                StreamMessage::EndOfInput => {
-                    self.first.ends_seen += 1;
-                    true
+                match envelope.message {
+                    StreamMessage::Records(batch) => {
+                        batch.into_iter().for_each(|r| self.head.process1(r));
+                        (channel, false, Alignment::Pending)
+                    }
+                    StreamMessage::Barrier(b) => (channel, false, self.aligner.on_barrier(channel, b)),
+                    StreamMessage::EndOfInput => {
+                        self.first.ends_seen += 1;
+                        (channel, true, self.aligner.on_end_of_input(channel))
+                    }
                 }
-            },
-            Either::Second(envelope) => match envelope.message {
-                StreamMessage::Records(batch) => {
-                    batch.into_iter().for_each(|r| self.head.process2(r));
-                    false
+            }
+            Either::Second(envelope) => {
+                let channel = offset + envelope.channel as usize;
+                if self.aligner.is_blocked(channel) {
+                    self.second.held.push_back(envelope);
+                    return Ok(StepResult::Continue);
                 }
-                StreamMessage::EndOfInput => {
-                    self.second.ends_seen += 1;
-                    true
+                match envelope.message {
+                    StreamMessage::Records(batch) => {
+                        batch.into_iter().for_each(|r| self.head.process2(r));
+                        (channel, false, Alignment::Pending)
+                    }
+                    StreamMessage::Barrier(b) => (channel, false, self.aligner.on_barrier(channel, b)),
+                    StreamMessage::EndOfInput => {
+                        self.second.ends_seen += 1;
+                        (channel, true, self.aligner.on_end_of_input(channel))
+                    }
                 }
-            },
+            }
         };
+        let _ = channel;
         self.shared.check()?;
+        if let Alignment::Complete(barrier) = alignment {
+            snapshot_and_acknowledge(&mut self.head, &self.shared, &barrier)?;
+            let held_first = std::mem::take(&mut self.first.held);
+            let held_second = std::mem::take(&mut self.second.held);
+            let replay = held_first.into_iter().map(Either::First).chain(held_second.into_iter().map(Either::Second));
+            for next in replay.collect::<Vec<_>>() {
+                if self.handle(next)? == StepResult::Finished {
+                    return Ok(StepResult::Finished);
+                }
+            }
+        }
         if message_was_end && self.first.ended() && self.second.ended() {
             self.head.end_input()?;
             self.shared.check()?;
@@ -274,7 +450,7 @@ impl<A, B> TaskDriver for TwoInputDriver<A, B> {
         if self.first.ended() && self.second.ended() {
             return Ok(StepResult::Finished);
         }
-        take_control(&self.mailbox, &self.shared)?;
+        take_controls(&self.mailbox, &self.shared, &mut self.head, false)?;
         let hold_first = self.first.ended() || (self.second_first && !self.second.ended());
         let first = if hold_first { &self.never_first } else { &self.first.receiver };
         let second = if self.second.ended() { &self.never_second } else { &self.second.receiver };
@@ -303,7 +479,14 @@ impl<A, B> TaskDriver for TwoInputDriver<A, B> {
                 select! {
                     recv(first) -> m => m.map(Either::First),
                     recv(second) -> m => m.map(Either::Second),
-                    recv(self.mailbox) -> _ => return Err(TaskError::Cancelled),
+                    recv(self.mailbox) -> control => return match control {
+                        Ok(Control::Cancel) | Err(_) => Err(TaskError::Cancelled),
+                        Ok(Control::CheckpointComplete(id)) => {
+                            ChainHead::notify_checkpoint_complete(&mut self.head, id)?;
+                            Ok(StepResult::Continue)
+                        }
+                        Ok(_) => Ok(StepResult::Continue),
+                    },
                     default(Duration::from_millis(IDLE_WAIT_MS)) => return Ok(StepResult::Continue),
                 }
             }
@@ -312,6 +495,10 @@ impl<A, B> TaskDriver for TwoInputDriver<A, B> {
             Ok(next) => self.handle(next),
             Err(_) => Err(TaskError::Cancelled),
         }
+    }
+
+    fn finish(&mut self) -> Result<(), TaskError> {
+        finish_task(&mut self.head, &self.mailbox, &self.shared)
     }
 
     fn close(&mut self) {
@@ -338,9 +525,25 @@ pub trait SourceOperator {
     fn flush(&mut self) -> Result<(), TaskError>;
     fn end_input(&mut self) -> Result<(), TaskError>;
     fn close(&mut self);
+    fn snapshot(&mut self, barrier: &CheckpointBarrier, snapshots: &mut Vec<OperatorSnapshot>)
+        -> Result<(), TaskError>;
+    fn notify_checkpoint_complete(&mut self, id: CheckpointId) -> Result<(), TaskError>;
 }
 
-/// Drives a source chain.
+impl ChainHead for Box<dyn SourceOperator> {
+    fn snapshot(
+        &mut self,
+        barrier: &CheckpointBarrier,
+        snapshots: &mut Vec<OperatorSnapshot>,
+    ) -> Result<(), TaskError> {
+        SourceOperator::snapshot(&mut **self, barrier, snapshots)
+    }
+    fn notify_checkpoint_complete(&mut self, id: CheckpointId) -> Result<(), TaskError> {
+        SourceOperator::notify_checkpoint_complete(&mut **self, id)
+    }
+}
+
+/// Drives a source chain; checkpoints start here, between two batches.
 pub struct SourceDriver {
     source: Box<dyn SourceOperator>,
     mailbox: MailboxReceiver,
@@ -361,7 +564,7 @@ impl TaskDriver for SourceDriver {
     }
 
     fn step(&mut self) -> Result<StepResult, TaskError> {
-        take_control(&self.mailbox, &self.shared)?;
+        take_controls(&self.mailbox, &self.shared, &mut self.source, true)?;
         let status = self.source.emit();
         self.shared.check()?;
         match status {
@@ -381,6 +584,10 @@ impl TaskDriver for SourceDriver {
                 Ok(StepResult::Finished)
             }
         }
+    }
+
+    fn finish(&mut self) -> Result<(), TaskError> {
+        finish_task(&mut self.source, &self.mailbox, &self.shared)
     }
 
     fn close(&mut self) {

@@ -1,15 +1,17 @@
 //! A subtask: the chain it runs, the state it shares between its operators, and the
 //! mailbox loop that drives it.
 
+mod alignment;
 mod context;
 mod driver;
 mod mailbox;
 mod panic;
 
-pub use context::{OperatorInfo, TaskShared};
+pub use alignment::{Alignment, BarrierAligner};
+pub use context::{OperatorInfo, TaskReport, TaskShared};
 pub use driver::{
-    OneInputDriver, SourceDriver, SourceOperator, SourceStatus, StepResult, TaskDriver, TwoInputDriver,
+    ChainHead, OneInputDriver, SourceDriver, SourceOperator, SourceStatus, StepResult, TaskDriver, TwoInputDriver,
     TwoInputOperator,
 };
-pub use mailbox::{mailbox, Control, MailboxReceiver, MailboxSender};
+pub use mailbox::{mailbox, Control, MailboxReceiver, MailboxSender, FINAL_CHECKPOINT};
 pub use panic::{catch_task_panic, install_panic_capture};

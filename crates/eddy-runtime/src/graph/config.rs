@@ -1,0 +1,63 @@
+//! Job-level settings that travel with the graph: checkpoints, where they go, how the job
+//! restarts, and what it restores from.
+
+use eddy_checkpoint::restart::RestartStrategy;
+use eddy_checkpoint::CheckpointConfig;
+use std::path::PathBuf;
+
+/// Where completed checkpoints go.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum StorageChoice {
+    /// The JobManager's memory, capped per task (lost with the process).
+    #[default]
+    Memory,
+    /// A directory (filesystem checkpoint storage).
+    Directory(PathBuf),
+}
+
+/// What a job starts from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RestoreFrom {
+    /// A checkpoint or savepoint directory.
+    Path(PathBuf),
+    /// The newest complete checkpoint in a checkpoint directory.
+    LatestIn(PathBuf),
+}
+
+/// A savepoint taken while the job runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SavepointRequest {
+    pub dir: PathBuf,
+    /// Job time after which it is triggered.
+    pub after_ms: u64,
+    /// Stop the job once the savepoint completed (Flink's stop-with-savepoint).
+    pub stop: bool,
+}
+
+/// Everything about running a job that is not its operators.
+#[derive(Debug, Clone, Default)]
+pub struct JobConfig {
+    pub checkpoint: CheckpointConfig,
+    pub storage: StorageChoice,
+    /// `None`: Flink's default (exponential delay with checkpointing on, else no restart).
+    pub restart: Option<RestartStrategy>,
+    pub restore: Option<RestoreFrom>,
+    /// Start even if the restored state has operators this job does not have.
+    pub allow_non_restored_state: bool,
+    pub savepoint: Option<SavepointRequest>,
+}
+
+impl JobConfig {
+    pub fn checkpointing_enabled(&self) -> bool {
+        self.checkpoint.interval_ms > 0
+    }
+
+    /// The restart strategy in force.
+    pub fn restart_strategy(&self) -> RestartStrategy {
+        match &self.restart {
+            Some(strategy) => strategy.clone(),
+            None if self.checkpointing_enabled() => RestartStrategy::default(),
+            None => RestartStrategy::None,
+        }
+    }
+}
