@@ -1,0 +1,131 @@
+//! Two-phase commit (Flink's `TwoPhaseCommitSinkFunction`): records go into a
+//! transaction; at a checkpoint barrier the transaction is pre-committed and kept in the
+//! sink's operator state; when the checkpoint completes it is committed. After a failure
+//! the restored state names the pre-committed transactions, which are committed again
+//! (commits must be idempotent), and everything else a failed run left is aborted.
+
+use crate::function::{FunctionResult, RichFunction, RuntimeContext, Sink, SnapshotContext};
+use eddy_state::{ListStateDescriptor, StateValue};
+
+const PENDING_STATE: &str = "two-phase-commit-pending";
+const SEQUENCE_STATE: &str = "two-phase-commit-next-sequence";
+
+/// What a transactional system must offer a [`TwoPhaseCommitSink`].
+pub trait TransactionalSink<T>: Clone + Send + Sync + 'static {
+    /// A serializable handle of a transaction (kept in checkpoints).
+    type Transaction: StateValue + Sync;
+    /// Opens transaction number `sequence` (unique per subtask across restarts).
+    fn begin(&mut self, subtask: u32, sequence: u64) -> FunctionResult<Self::Transaction>;
+    fn write(&mut self, transaction: &mut Self::Transaction, value: T) -> FunctionResult;
+    /// Makes the transaction durable and ready to commit (at a checkpoint barrier).
+    fn pre_commit(&mut self, transaction: &mut Self::Transaction) -> FunctionResult;
+    /// Makes it visible. Called again after recovery: must be idempotent.
+    fn commit(&mut self, transaction: Self::Transaction) -> FunctionResult;
+    fn abort(&mut self, transaction: Self::Transaction) -> FunctionResult;
+    /// On start, after restored transactions were committed: remove whatever an earlier
+    /// run of `subtask` left unfinished.
+    fn abort_leftovers(&mut self, subtask: u32) -> FunctionResult;
+}
+
+/// A sink that writes exactly once through a [`TransactionalSink`].
+pub struct TwoPhaseCommitSink<S: TransactionalSink<T>, T> {
+    system: S,
+    subtask: u32,
+    current: Option<S::Transaction>,
+    /// Pre-committed transactions with the checkpoint that pre-committed them.
+    pending: Vec<(u64, S::Transaction)>,
+    next_sequence: u64,
+    _type: std::marker::PhantomData<fn(T)>,
+}
+
+impl<S: TransactionalSink<T>, T> Clone for TwoPhaseCommitSink<S, T> {
+    fn clone(&self) -> Self {
+        Self {
+            system: self.system.clone(),
+            subtask: self.subtask,
+            current: self.current.clone(),
+            pending: self.pending.clone(),
+            next_sequence: self.next_sequence,
+            _type: std::marker::PhantomData,
+        }
+    }
+}
+
+impl<S: TransactionalSink<T>, T> TwoPhaseCommitSink<S, T> {
+    pub fn new(system: S) -> Self {
+        Self {
+            system,
+            subtask: 0,
+            current: None,
+            pending: Vec::new(),
+            next_sequence: 0,
+            _type: std::marker::PhantomData,
+        }
+    }
+
+    fn begin_next(&mut self) -> FunctionResult {
+        let transaction = self.system.begin(self.subtask, self.next_sequence)?;
+        self.next_sequence += 1;
+        self.current = Some(transaction);
+        Ok(())
+    }
+
+    fn pending_descriptor() -> ListStateDescriptor<(u64, S::Transaction)> {
+        ListStateDescriptor::new(PENDING_STATE)
+    }
+}
+
+impl<S: TransactionalSink<T>, T> RichFunction for TwoPhaseCommitSink<S, T> {
+    fn initialize_state(&mut self, ctx: &mut RuntimeContext<'_>) -> FunctionResult {
+        self.subtask = ctx.index_of_this_subtask();
+        let store = ctx.operator_state();
+        let restored: Vec<(u64, S::Transaction)> = store.list_state(&Self::pending_descriptor())?.get();
+        self.next_sequence =
+            store.list_state(&ListStateDescriptor::<u64>::new(SEQUENCE_STATE))?.get().first().copied().unwrap_or(0);
+        // Restored transactions were pre-committed before the checkpoint completed: commit.
+        for (_, transaction) in restored {
+            self.system.commit(transaction)?;
+        }
+        self.system.abort_leftovers(self.subtask)?;
+        self.begin_next()
+    }
+
+    fn snapshot_state(&mut self, ctx: &mut SnapshotContext<'_>) -> FunctionResult {
+        if let Some(mut transaction) = self.current.take() {
+            self.system.pre_commit(&mut transaction)?;
+            self.pending.push((ctx.checkpoint_id, transaction));
+        }
+        // The final snapshot of a finished job opens nothing new.
+        if ctx.checkpoint_id != u64::MAX {
+            self.begin_next()?;
+        }
+        let store = ctx.operator_state();
+        store.list_state(&Self::pending_descriptor())?.update(self.pending.clone());
+        store.list_state(&ListStateDescriptor::<u64>::new(SEQUENCE_STATE))?.update(vec![self.next_sequence]);
+        Ok(())
+    }
+
+    fn notify_checkpoint_complete(&mut self, checkpoint_id: u64) -> FunctionResult {
+        let (done, waiting): (Vec<_>, Vec<_>) =
+            std::mem::take(&mut self.pending).into_iter().partition(|(id, _)| *id <= checkpoint_id);
+        self.pending = waiting;
+        for (_, transaction) in done {
+            self.system.commit(transaction)?;
+        }
+        Ok(())
+    }
+
+    fn close(&mut self) -> FunctionResult {
+        match self.current.take() {
+            Some(transaction) => self.system.abort(transaction),
+            None => Ok(()),
+        }
+    }
+}
+
+impl<S: TransactionalSink<T>, T: 'static> Sink<T> for TwoPhaseCommitSink<S, T> {
+    fn invoke(&mut self, value: T) -> FunctionResult {
+        let transaction = self.current.as_mut().ok_or("two-phase-commit sink has no open transaction")?;
+        self.system.write(transaction, value)
+    }
+}

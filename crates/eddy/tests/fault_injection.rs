@@ -1,0 +1,246 @@
+//! Fault injection: W1 (requests per path) with an operator that panics at seeded points
+//! while processing, while snapshotting and while restoring; checkpoints every 50–200 ms;
+//! output through the exactly-once file sink. The committed output must equal the
+//! failure-free run record for record, and the final state must too. In AT_LEAST_ONCE
+//! mode nothing may be lost.
+
+use eddy::checkpoint::restart::RestartStrategy;
+use eddy::checkpoint::storage::{CheckpointStorage, ObjectCheckpointStorage};
+use eddy::checkpoint::{CheckpointConfig, CheckpointingMode};
+use eddy::prelude::*;
+use eddy::sink::ExactlyOnceFileSink;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+const EVENTS: u64 = 60_000;
+const KEYS: u64 = 97;
+
+/// Where failures happen, shared by every attempt (counters only grow).
+struct ChaosPlan {
+    processed: AtomicU64,
+    snapshots: AtomicU64,
+    restores: AtomicU64,
+    process_failures_at: BTreeSet<u64>,
+    snapshot_failures_at: BTreeSet<u64>,
+    restore_failures_at: BTreeSet<u64>,
+    injected: AtomicU64,
+}
+
+impl ChaosPlan {
+    fn seeded(seed: u64, process_failures: usize) -> Arc<Self> {
+        let mut x = seed;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        // Spaced so that each failure gets its own restart (a point reached while the
+        // previous failure is still cancelling the job would fold into that restart), and
+        // below EVENTS so that every run reaches all of them.
+        let process_failures_at: BTreeSet<u64> =
+            (0..process_failures as u64).map(|k| 1_000 + k * 2_500 + next() % 1_000).collect();
+        assert!(process_failures_at.iter().all(|p| *p < EVENTS));
+        Arc::new(Self {
+            processed: AtomicU64::new(0),
+            snapshots: AtomicU64::new(0),
+            restores: AtomicU64::new(0),
+            process_failures_at,
+            snapshot_failures_at: [3, 8].into_iter().collect(),
+            restore_failures_at: [2, 5].into_iter().collect(),
+            injected: AtomicU64::new(0),
+        })
+    }
+
+    fn hit(&self, counter: &AtomicU64, points: &BTreeSet<u64>, what: &str) {
+        let n = counter.fetch_add(1, Ordering::SeqCst) + 1;
+        if points.contains(&n) {
+            self.injected.fetch_add(1, Ordering::SeqCst);
+            panic!("injected failure in {what} #{n}");
+        }
+    }
+}
+
+/// A pass-through map that fails as the plan says.
+#[derive(Clone)]
+struct Chaos(Arc<ChaosPlan>);
+
+impl RichFunction for Chaos {
+    fn initialize_state(&mut self, ctx: &mut RuntimeContext<'_>) -> FunctionResult {
+        if ctx.operator_state().is_restored() {
+            self.0.hit(&self.0.restores, &self.0.restore_failures_at, "restore");
+        }
+        Ok(())
+    }
+
+    fn snapshot_state(&mut self, ctx: &mut SnapshotContext<'_>) -> FunctionResult {
+        // Something to restore, so that restores of this operator happen.
+        ctx.operator_state().list_state(&ListStateDescriptor::<u64>::new("alive"))?.update(vec![1]);
+        if ctx.checkpoint_id != u64::MAX {
+            self.0.hit(&self.0.snapshots, &self.0.snapshot_failures_at, "snapshot");
+        }
+        Ok(())
+    }
+}
+
+impl RichMapFunction<u64, u64> for Chaos {
+    fn map(&mut self, i: u64) -> FunctionResult<u64> {
+        self.0.hit(&self.0.processed, &self.0.process_failures_at, "processing");
+        // Slow enough that many checkpoints happen during the run.
+        if i % 100 == 0 {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        Ok(i)
+    }
+}
+
+#[derive(Clone, Default)]
+struct CountPerPath {
+    count: Option<ValueState<u64>>,
+}
+
+impl RichFunction for CountPerPath {
+    fn open(&mut self, ctx: &mut RuntimeContext<'_>) -> FunctionResult {
+        self.count = Some(ctx.get_state(&ValueStateDescriptor::new("count"))?);
+        Ok(())
+    }
+}
+
+impl KeyedProcessFunction<String, String, String> for CountPerPath {
+    fn process_element(
+        &mut self,
+        path: String,
+        _: &mut KeyedContext<'_, String>,
+        out: &mut Collector<'_, String>,
+    ) -> FunctionResult {
+        let count = self.count.as_ref().ok_or("no state")?;
+        let next = count.value()?.unwrap_or(0) + 1;
+        count.update(next)?;
+        out.collect(format!("{path} {next}"));
+        Ok(())
+    }
+}
+
+fn path_of(i: u64) -> String {
+    format!("/api/{}", i.wrapping_mul(0x9E37_79B9_7F4A_7C15) % KEYS)
+}
+
+fn reference() -> (Vec<String>, BTreeMap<String, u64>) {
+    let mut counts = BTreeMap::new();
+    let mut lines = Vec::new();
+    for i in 0..EVENTS {
+        let c = counts.entry(path_of(i)).or_insert(0);
+        *c += 1;
+        lines.push(format!("{} {c}", path_of(i)));
+    }
+    lines.sort();
+    (lines, counts)
+}
+
+fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("eddy-fault-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
+fn committed_lines(dir: &Path) -> Vec<String> {
+    let mut lines = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap().flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name.starts_with("part-") {
+            lines.extend(std::fs::read_to_string(entry.path()).unwrap().lines().map(String::from));
+        }
+    }
+    lines.sort();
+    lines
+}
+
+fn run(plan: &Arc<ChaosPlan>, mode: CheckpointingMode, interval_ms: u64, name: &str) -> (JobResult, PathBuf, PathBuf) {
+    let output = temp_dir(&format!("{name}-out"));
+    let checkpoints = temp_dir(&format!("{name}-chk"));
+    let env = Env::new();
+    env.set_parallelism(2);
+    env.set_checkpoint_config(CheckpointConfig {
+        interval_ms,
+        mode,
+        retained: 2,
+        retain_on_cancel: true,
+        ..CheckpointConfig::default()
+    });
+    env.set_checkpoint_dir(&checkpoints);
+    env.set_restart_strategy(RestartStrategy::FixedDelay { attempts: 100, delay_ms: 5 });
+    env.from_sequence(0, EVENTS - 1)
+        .rich_map(Chaos(plan.clone()))
+        .uid("chaos")
+        .map(path_of)
+        .key_by(|p: &String| p.clone())
+        .process(CountPerPath::default())
+        .uid("count")
+        .add_sink(ExactlyOnceFileSink::<String>::new_in(&output))
+        .uid("sink");
+    let result = env.execute("w1 with failures").expect("the job survives its failures");
+    (result, output, checkpoints)
+}
+
+/// The `count` state of the newest checkpoint in `dir`, per path.
+fn final_counts(dir: &Path) -> BTreeMap<String, u64> {
+    let storage = ObjectCheckpointStorage::local(dir).unwrap();
+    let latest = storage.load(&storage.completed().unwrap()[0]).unwrap();
+    let mut counts = BTreeMap::new();
+    for op in latest.operators.iter().filter(|o| o.uid == "count") {
+        let keyed = op.keyed.as_ref().unwrap();
+        for state in keyed.states.iter().filter(|s| s.name == "count") {
+            for (_, bytes) in &state.key_groups {
+                let entries: Vec<(Vec<u8>, u64)> = postcard::from_bytes(bytes).unwrap();
+                for (key, count) in entries {
+                    counts.insert(eddy::types::decode_whole_key::<String>(&key).unwrap(), count);
+                }
+            }
+        }
+    }
+    counts
+}
+
+#[test]
+fn exactly_once_output_and_state_survive_injected_failures() {
+    let (expected_lines, expected_counts) = reference();
+    let plan = ChaosPlan::seeded(0xE0D1, 22);
+    let (result, output, checkpoints) = run(&plan, CheckpointingMode::ExactlyOnce, 50, "eo");
+    let injected = plan.injected.load(Ordering::SeqCst);
+    assert!(injected >= 20, "only {injected} failures were injected");
+    // Two subtasks can fail in the same attempt: one restart covers both.
+    assert!(
+        result.restarts >= 20 && u64::from(result.restarts) <= injected,
+        "{} restarts: {:?}",
+        result.restarts,
+        result.warnings
+    );
+    let got = committed_lines(&output);
+    assert_eq!(got.len(), expected_lines.len(), "no loss, no duplicates");
+    assert_eq!(got, expected_lines);
+    assert_eq!(final_counts(&checkpoints), expected_counts, "final state equals the failure-free run's");
+    let hidden: Vec<_> = std::fs::read_dir(&output)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with('.'))
+        .collect();
+    assert!(hidden.is_empty(), "no in-progress or pending files remain");
+    std::fs::remove_dir_all(output).unwrap();
+    std::fs::remove_dir_all(checkpoints).unwrap();
+}
+
+#[test]
+fn at_least_once_loses_nothing_under_injected_failures() {
+    let (expected_lines, _) = reference();
+    let plan = ChaosPlan::seeded(0xA715, 22);
+    let (_, output, checkpoints) = run(&plan, CheckpointingMode::AtLeastOnce, 120, "alo");
+    assert!(plan.injected.load(Ordering::SeqCst) >= 20);
+    let got: BTreeSet<String> = committed_lines(&output).into_iter().collect();
+    for line in &expected_lines {
+        assert!(got.contains(line), "lost: {line}");
+    }
+    std::fs::remove_dir_all(output).unwrap();
+    std::fs::remove_dir_all(checkpoints).unwrap();
+}
