@@ -89,7 +89,7 @@ impl RichMapFunction<u64, u64> for Chaos {
     fn map(&mut self, i: u64) -> FunctionResult<u64> {
         self.0.hit(&self.0.processed, &self.0.process_failures_at, "processing");
         // Slow enough that many checkpoints happen during the run.
-        if i % 100 == 0 {
+        if i.is_multiple_of(100) {
             std::thread::sleep(std::time::Duration::from_millis(1));
         }
         Ok(i)
