@@ -4,6 +4,7 @@ use crate::generator::{splitmix64, Event};
 use crate::rate::RateLimiter;
 use crate::{Args, Report};
 use eddy::prelude::*;
+use eddy::sink::ExactlyOnceFileSink;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -35,14 +36,36 @@ impl KeyedProcessFunction<String, Event, (String, u64)> for CountPerPath {
     }
 }
 
-/// Folds `splitmix64(key) * count` over what it receives.
+/// Folds `splitmix64(key) * count` over what it receives. The running sum is operator
+/// state, and it is published only when the job finished (the final checkpoint), so the
+/// checksum survives failures and restores like any exactly-once output.
 #[derive(Clone)]
 struct ChecksumSink {
     local: u64,
     total: Arc<AtomicU64>,
 }
 
-impl RichFunction for ChecksumSink {}
+const CHECKSUM_STATE: &str = "checksum";
+
+impl RichFunction for ChecksumSink {
+    fn initialize_state(&mut self, ctx: &mut RuntimeContext<'_>) -> FunctionResult {
+        let state = ctx.operator_state().list_state(&ListStateDescriptor::<u64>::new(CHECKSUM_STATE))?;
+        self.local = state.as_slice().iter().fold(0u64, |a, b| a.wrapping_add(*b));
+        Ok(())
+    }
+
+    fn snapshot_state(&mut self, ctx: &mut SnapshotContext<'_>) -> FunctionResult {
+        ctx.operator_state().list_state(&ListStateDescriptor::<u64>::new(CHECKSUM_STATE))?.update(vec![self.local]);
+        Ok(())
+    }
+
+    fn notify_checkpoint_complete(&mut self, checkpoint_id: u64) -> FunctionResult {
+        if checkpoint_id == u64::MAX {
+            self.total.fetch_add(self.local, Ordering::SeqCst);
+        }
+        Ok(())
+    }
+}
 
 impl Sink<(String, u64)> for ChecksumSink {
     #[inline]
@@ -51,36 +74,45 @@ impl Sink<(String, u64)> for ChecksumSink {
         self.local = self.local.wrapping_add(splitmix64(key).wrapping_mul(count));
         Ok(())
     }
-
-    fn finish(&mut self) -> FunctionResult {
-        self.total.fetch_add(self.local, Ordering::SeqCst);
-        Ok(())
-    }
 }
 
 pub fn run(args: &Args) -> anyhow::Result<Report> {
     let env = Env::new();
     env.set_parallelism(args.parallelism);
+    args.checkpoints.apply(&env)?;
     let keys = args.keys;
     let mut limiter = RateLimiter::new(args.rate / u64::from(args.parallelism));
     let total = Arc::new(AtomicU64::new(0));
-    env.from_sequence(0, args.events - 1)
+    let counts = env
+        .from_sequence(0, args.events - 1)
         .name("events")
+        .uid("events")
         .map(move |i| {
             limiter.admit();
             Event::generate(1, i, keys)
         })
         .name("generate")
+        .uid("generate")
         .key_by_ref(|e: &Event| &e.path)
         .process(CountPerPath::default())
         .name("count per path")
-        .add_sink(ChecksumSink { local: 0, total: total.clone() })
-        .name("checksum");
+        .uid("count-per-path");
+    counts.add_sink(ChecksumSink { local: 0, total: total.clone() }).name("checksum").uid("checksum");
+    if let Some(dir) = &args.checkpoints.output {
+        // W1's output: one line per emitted record, `/api/<key> <count>`.
+        counts
+            .map(|(path, count)| format!("{path} {count}"))
+            .name("format")
+            .uid("format")
+            .add_sink(ExactlyOnceFileSink::<String>::new_in(dir))
+            .name("exactly-once file sink")
+            .uid("file-sink");
+    }
     let result = env.execute("W1 api-count")?;
     Ok(Report {
         events: args.events,
         seconds: result.duration.as_secs_f64(),
         checksum: total.load(Ordering::SeqCst),
-        extra: vec![],
+        extra: args.checkpoints.report(&result),
     })
 }

@@ -23,8 +23,22 @@ impl RichFunction for Join {
         Ok(())
     }
 
-    fn close(&mut self) -> FunctionResult {
-        self.total.fetch_add(self.checksum, Ordering::SeqCst);
+    fn initialize_state(&mut self, ctx: &mut RuntimeContext<'_>) -> FunctionResult {
+        let state = ctx.operator_state().list_state(&ListStateDescriptor::<u64>::new("checksum"))?;
+        self.checksum = state.as_slice().iter().fold(0u64, |a, b| a.wrapping_add(*b));
+        Ok(())
+    }
+
+    fn snapshot_state(&mut self, ctx: &mut SnapshotContext<'_>) -> FunctionResult {
+        ctx.operator_state().list_state(&ListStateDescriptor::<u64>::new("checksum"))?.update(vec![self.checksum]);
+        Ok(())
+    }
+
+    /// Published when the job finished, so restores never count an input twice.
+    fn notify_checkpoint_complete(&mut self, checkpoint_id: u64) -> FunctionResult {
+        if checkpoint_id == u64::MAX {
+            self.total.fetch_add(self.checksum, Ordering::SeqCst);
+        }
         Ok(())
     }
 }
@@ -61,16 +75,30 @@ struct CountSink {
     total: Arc<AtomicU64>,
 }
 
-impl RichFunction for CountSink {}
+impl RichFunction for CountSink {
+    fn initialize_state(&mut self, ctx: &mut RuntimeContext<'_>) -> FunctionResult {
+        let state = ctx.operator_state().list_state(&ListStateDescriptor::<u64>::new("emitted"))?;
+        self.local = state.as_slice().iter().sum();
+        Ok(())
+    }
+
+    fn snapshot_state(&mut self, ctx: &mut SnapshotContext<'_>) -> FunctionResult {
+        ctx.operator_state().list_state(&ListStateDescriptor::<u64>::new("emitted"))?.update(vec![self.local]);
+        Ok(())
+    }
+
+    fn notify_checkpoint_complete(&mut self, checkpoint_id: u64) -> FunctionResult {
+        if checkpoint_id == u64::MAX {
+            self.total.fetch_add(self.local, Ordering::SeqCst);
+        }
+        Ok(())
+    }
+}
 
 impl Sink<(u64, u64, u64)> for CountSink {
     #[inline]
     fn invoke(&mut self, _joined: (u64, u64, u64)) -> FunctionResult {
         self.local += 1;
-        Ok(())
-    }
-    fn finish(&mut self) -> FunctionResult {
-        self.total.fetch_add(self.local, Ordering::SeqCst);
         Ok(())
     }
 }
@@ -88,21 +116,28 @@ pub fn run(args: &Args) -> anyhow::Result<Report> {
                 Event::generate(s, i, keys)
             })
             .name(&format!("generate-{s}"))
+            .uid(&format!("generate-{s}"))
             .key_by(|e: &Event| e.key)
     };
+    args.checkpoints.apply(&env)?;
     let checksum = Arc::new(AtomicU64::new(0));
     let emitted = Arc::new(AtomicU64::new(0));
     stream(1)
         .connect(&stream(2))
         .co_flat_map(Join { a: None, b: None, checksum: 0, total: checksum.clone() })
         .name("join")
+        .uid("join")
         .add_sink(CountSink { local: 0, total: emitted.clone() })
-        .name("count");
+        .name("count")
+        .uid("count");
     let result = env.execute("W2 join")?;
     Ok(Report {
         events: 2 * args.events,
         seconds: result.duration.as_secs_f64(),
         checksum: checksum.load(Ordering::SeqCst),
-        extra: vec![("emitted".into(), emitted.load(Ordering::SeqCst).to_string())],
+        extra: [("emitted".to_string(), emitted.load(Ordering::SeqCst).to_string())]
+            .into_iter()
+            .chain(args.checkpoints.report(&result))
+            .collect(),
     })
 }

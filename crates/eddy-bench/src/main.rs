@@ -8,6 +8,7 @@
 mod api_count;
 mod generator;
 mod join;
+mod options;
 mod rate;
 
 use clap::{Parser, ValueEnum};
@@ -49,6 +50,8 @@ pub struct Args {
     /// Cap on source events per second in total (0 = unlimited).
     #[arg(long, default_value_t = 0)]
     pub rate: u64,
+    #[command(flatten)]
+    pub checkpoints: options::CheckpointArgs,
 }
 
 /// What a run reports.

@@ -53,6 +53,7 @@ pub struct JobResult {
     /// From the first subtask's start to the last subtask's end, over all attempts.
     pub duration: Duration,
     pub checkpoints_completed: u64,
+    /// The last periodic checkpoint (the final one of a finished job if there was none).
     pub last_checkpoint: Option<CheckpointStats>,
     pub restarts: u32,
     /// Where the savepoint of a stop-with-savepoint went.
@@ -492,7 +493,7 @@ impl AttemptRun<'_> {
             if self.graph.config.checkpointing_enabled() {
                 if let Some(last) = self.coordinator.final_checkpoint(now) {
                     self.triggered_at.insert(last.id.0, (Instant::now(), 0));
-                    self.store(&last, result);
+                    self.store(&last, result, false);
                 }
             }
             self.broadcast(Control::JobFinished);
@@ -538,17 +539,20 @@ impl AttemptRun<'_> {
         if !self.graph.config.checkpointing_enabled() {
             return;
         }
-        if self.store(&checkpoint, result) {
+        if self.store(&checkpoint, result, true) {
             self.broadcast(Control::CheckpointComplete(checkpoint.id));
         }
     }
 
-    /// Writes a checkpoint to the checkpoint storage and applies retention.
-    fn store(&mut self, checkpoint: &Completed<Vec<OperatorSnapshot>>, result: &mut JobResult) -> bool {
+    /// Writes a checkpoint to the checkpoint storage and applies retention. `periodic`:
+    /// not the final checkpoint of a finished job (whose stats say little).
+    fn store(&mut self, checkpoint: &Completed<Vec<OperatorSnapshot>>, result: &mut JobResult, periodic: bool) -> bool {
         match self.write(checkpoint, self.storage.as_ref()) {
             Ok(stats) => {
                 result.checkpoints_completed += 1;
-                result.last_checkpoint = Some(stats);
+                if periodic || result.last_checkpoint.is_none() {
+                    result.last_checkpoint = Some(stats);
+                }
                 for old in self.coordinator.retain(checkpoint.id) {
                     let _ = self.storage.discard(old, SnapshotKind::Checkpoint);
                 }

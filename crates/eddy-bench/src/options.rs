@@ -1,0 +1,89 @@
+//! The checkpoint, recovery and output flags every workload shares.
+
+use eddy::checkpoint::{CheckpointConfig, CheckpointingMode};
+use eddy::prelude::*;
+use std::path::PathBuf;
+
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum Mode {
+    ExactlyOnce,
+    AtLeastOnce,
+}
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct CheckpointArgs {
+    /// Checkpoint interval in ms (0 = no checkpoints).
+    #[arg(long, default_value_t = 0)]
+    pub checkpoint_ms: u64,
+    #[arg(long, value_enum, default_value_t = Mode::ExactlyOnce)]
+    pub mode: Mode,
+    /// Filesystem checkpoint storage; checkpoints are kept when the job ends or dies.
+    #[arg(long)]
+    pub checkpoint_dir: Option<PathBuf>,
+    /// Write the output through the exactly-once file sink into this directory.
+    #[arg(long)]
+    pub output: Option<PathBuf>,
+    /// Start from a checkpoint or savepoint directory, or `latest` in --checkpoint-dir.
+    #[arg(long)]
+    pub restore: Option<String>,
+    /// Where --stop-with-savepoint-after-ms puts its savepoint.
+    #[arg(long, requires = "stop_with_savepoint_after_ms")]
+    pub savepoint_dir: Option<PathBuf>,
+    /// Stop with a savepoint after this long and print `savepoint=<path>`.
+    #[arg(long, requires = "savepoint_dir")]
+    pub stop_with_savepoint_after_ms: Option<u64>,
+}
+
+impl CheckpointArgs {
+    /// Applies the flags to a job's environment.
+    pub fn apply(&self, env: &Env) -> anyhow::Result<()> {
+        env.set_checkpoint_config(CheckpointConfig {
+            interval_ms: self.checkpoint_ms,
+            mode: match self.mode {
+                Mode::ExactlyOnce => CheckpointingMode::ExactlyOnce,
+                Mode::AtLeastOnce => CheckpointingMode::AtLeastOnce,
+            },
+            retain_on_cancel: true,
+            ..CheckpointConfig::default()
+        });
+        if let Some(dir) = &self.checkpoint_dir {
+            env.set_checkpoint_dir(dir);
+        }
+        match self.restore.as_deref() {
+            None => {}
+            Some("latest") => {
+                let dir = self
+                    .checkpoint_dir
+                    .as_ref()
+                    .ok_or_else(|| anyhow::anyhow!("--restore latest needs --checkpoint-dir"))?;
+                env.restore_latest_from(dir);
+            }
+            Some(path) => {
+                env.restore_from(path);
+            }
+        }
+        if let (Some(dir), Some(after_ms)) = (&self.savepoint_dir, self.stop_with_savepoint_after_ms) {
+            env.stop_with_savepoint_after(dir, after_ms);
+        }
+        Ok(())
+    }
+
+    /// `name=value` lines about checkpoints and savepoints for the report.
+    pub fn report(&self, result: &JobResult) -> Vec<(String, String)> {
+        let mut lines = Vec::new();
+        if let Some(savepoint) = &result.savepoint {
+            lines.push(("savepoint".into(), savepoint.clone()));
+        }
+        if self.checkpoint_ms > 0 {
+            lines.push(("checkpoints".into(), result.checkpoints_completed.to_string()));
+            if let Some(last) = &result.last_checkpoint {
+                lines.push(("last_checkpoint_bytes".into(), last.bytes.to_string()));
+                lines.push(("last_checkpoint_ms".into(), last.duration_ms.to_string()));
+            }
+        }
+        if result.restarts > 0 {
+            lines.push(("restarts".into(), result.restarts.to_string()));
+        }
+        lines
+    }
+}
