@@ -274,7 +274,9 @@ impl LocalExecutor {
             savepoint_triggered: false,
             job_finished_sent: false,
             savepoint_storage: None,
+            sources_running: 0,
         };
+        run.sources_running = run.tasks.iter().filter(|(head, _)| run.is_source(*head)).count();
         run.loop_until_exit(&done_rx, &reports_rx, handles.len(), result);
         for handle in handles {
             let _ = handle.join();
@@ -361,9 +363,15 @@ struct AttemptRun<'a> {
     savepoint_triggered: bool,
     job_finished_sent: bool,
     savepoint_storage: Option<Arc<dyn CheckpointStorage>>,
+    /// Source tasks still running: checkpoints are triggered at sources only.
+    sources_running: usize,
 }
 
 impl AttemptRun<'_> {
+    fn is_source(&self, head: NodeId) -> bool {
+        matches!(self.graph.node(head).factory, OperatorFactory::Source(_))
+    }
+
     fn now_ms(&self) -> u64 {
         self.started.elapsed().as_millis() as u64
     }
@@ -450,7 +458,8 @@ impl AttemptRun<'_> {
                 return;
             }
         }
-        if self.coordinator.should_trigger(now) {
+        // Once every source finished no barrier can start; the final checkpoint follows.
+        if self.sources_running > 0 && self.coordinator.should_trigger(now) {
             self.trigger(SnapshotKind::Checkpoint, now);
         }
         match self.coordinator.expire(now) {
@@ -467,11 +476,10 @@ impl AttemptRun<'_> {
 
     fn trigger(&mut self, kind: SnapshotKind, now: u64) {
         let id = self.coordinator.trigger(kind, now);
-        let wall_ms = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64);
-        self.triggered_at.insert(id.0, (Instant::now(), wall_ms));
+        self.triggered_at.insert(id.0, (Instant::now(), wall_ms()));
         let barrier = CheckpointBarrier { id, kind };
         for (index, (head, _)) in self.tasks.iter().enumerate() {
-            if matches!(self.graph.node(*head).factory, OperatorFactory::Source(_)) {
+            if self.is_source(*head) {
                 let _ = self.mailboxes[index].send(Control::TriggerCheckpoint(barrier));
             }
         }
@@ -483,7 +491,12 @@ impl AttemptRun<'_> {
             TaskReport::Acknowledge { task, checkpoint, snapshots } => {
                 self.coordinator.acknowledge(checkpoint, task, snapshots, now).into_iter().collect()
             }
-            TaskReport::Finished { task, snapshots } => self.coordinator.task_finished(task, snapshots, now),
+            TaskReport::Finished { task, snapshots } => {
+                if self.is_source(self.tasks[task].0) {
+                    self.sources_running = self.sources_running.saturating_sub(1);
+                }
+                self.coordinator.task_finished(task, snapshots, now)
+            }
         };
         for checkpoint in completed {
             self.complete(checkpoint, result);
@@ -492,7 +505,7 @@ impl AttemptRun<'_> {
             self.job_finished_sent = true;
             if self.graph.config.checkpointing_enabled() {
                 if let Some(last) = self.coordinator.final_checkpoint(now) {
-                    self.triggered_at.insert(last.id.0, (Instant::now(), 0));
+                    self.triggered_at.insert(last.id.0, (Instant::now(), wall_ms()));
                     self.store(&last, result, false);
                 }
             }
@@ -614,6 +627,11 @@ impl AttemptRun<'_> {
         let location = storage.commit(&metadata)?;
         Ok(CheckpointStats { id: checkpoint.id, bytes, duration_ms: triggered.elapsed().as_millis() as u64, location })
     }
+}
+
+/// Wall-clock milliseconds since the Unix epoch, for checkpoint metadata.
+fn wall_ms() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
 }
 
 /// A uid as a file name.

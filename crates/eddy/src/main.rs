@@ -3,6 +3,7 @@
 //! ```text
 //! eddy key-group KEY [--max-parallelism N] [--parallelism P]   where a string key's state lives
 //! eddy example word-count --input PATH [--parallelism P]       run the word-count job on a file
+//! eddy checkpoint inspect PATH                                 what a checkpoint or savepoint holds
 //! ```
 
 use clap::{Parser, Subcommand};
@@ -40,6 +41,23 @@ enum Command {
         #[command(subcommand)]
         example: Example,
     },
+    /// Looks into checkpoints and savepoints.
+    Checkpoint {
+        #[command(subcommand)]
+        command: CheckpointCommand,
+    },
+    /// Looks into savepoints (same as `checkpoint`).
+    Savepoint {
+        #[command(subcommand)]
+        command: CheckpointCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum CheckpointCommand {
+    /// Prints the operators, states, key-group ranges, sizes and checksum status of a
+    /// checkpoint or savepoint directory; exits 1 if a file is corrupt.
+    Inspect { path: PathBuf },
 }
 
 #[derive(Debug, Subcommand)]
@@ -80,6 +98,88 @@ fn word_count(input: PathBuf, parallelism: Option<u32>) -> Result<String, JobErr
     Ok(totals.into_iter().map(|(w, c)| format!("{w} {c}\n")).collect())
 }
 
+fn inspect(path: &std::path::Path) -> Result<String, String> {
+    use eddy::checkpoint::metadata::StateHandle;
+    use std::fmt::Write;
+    let (metadata, tasks) = eddy::checkpoint::storage::inspect_checkpoint_dir(path).map_err(|e| e.to_string())?;
+    let mut out = String::new();
+    let w = &mut out;
+    let _ = writeln!(
+        w,
+        "{:?} {} of job '{}' in {}, max parallelism {}, triggered at {} ms since the epoch",
+        metadata.kind,
+        metadata.checkpoint_id,
+        metadata.job_name,
+        path.display(),
+        metadata.max_parallelism,
+        metadata.timestamp_ms
+    );
+    let (mut total_bytes, mut corrupt) = (0u64, 0usize);
+    for task in &tasks {
+        let (file, bytes) = match &task.entry.handle {
+            StateHandle::File { name, bytes, .. } => (name.clone(), *bytes),
+            StateHandle::Inline { payload } => ("inline".to_string(), payload.len() as u64),
+        };
+        total_bytes += bytes;
+        let status = match &task.state {
+            Ok(_) => "checksum ok".to_string(),
+            Err(e) => {
+                corrupt += 1;
+                format!("CORRUPT: {e}")
+            }
+        };
+        let _ = writeln!(
+            w,
+            "task '{}' subtask {}: {file}, {bytes} bytes, {status}",
+            task.entry.task,
+            task.entry.subtask + 1
+        );
+        for operator in task.state.as_ref().map(|s| s.as_slice()).unwrap_or(&[]) {
+            let _ = writeln!(
+                w,
+                "  operator '{}' (uid '{}') subtask {}/{}",
+                operator.name,
+                operator.uid,
+                operator.subtask + 1,
+                operator.parallelism
+            );
+            if let Some(keyed) = &operator.keyed {
+                let range = keyed.key_group_range.map(|r| r.to_string()).unwrap_or_else(|| "?".into());
+                for state in &keyed.states {
+                    let size: usize = state.key_groups.iter().map(|(_, b)| b.len()).sum();
+                    let _ = writeln!(
+                        w,
+                        "    keyed state '{}': key groups {range}, {} non-empty, {size} bytes",
+                        state.name,
+                        state.key_groups.len()
+                    );
+                }
+            }
+            for list in &operator.operator.lists {
+                let size: usize = list.elements.iter().map(Vec::len).sum();
+                let _ = writeln!(
+                    w,
+                    "    operator list state '{}' ({:?}): {} elements, {size} bytes",
+                    list.name,
+                    list.distribution,
+                    list.elements.len()
+                );
+            }
+            for broadcast in &operator.operator.broadcasts {
+                let _ = writeln!(w, "    broadcast state '{}': {} entries", broadcast.name, broadcast.entries.len());
+            }
+        }
+    }
+    let _ = write!(w, "{} tasks, {total_bytes} bytes of state, ", tasks.len());
+    if corrupt == 0 {
+        let _ = write!(w, "all checksums ok");
+        Ok(out)
+    } else {
+        print!("{out}");
+        Err(format!("{corrupt} corrupt state file(s) in {}", path.display()))
+    }
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
@@ -87,6 +187,8 @@ fn main() -> ExitCode {
         Command::Example { example: Example::WordCount { input, parallelism } } => {
             word_count(input, parallelism).map_err(|e| e.to_string())
         }
+        Command::Checkpoint { command: CheckpointCommand::Inspect { path } }
+        | Command::Savepoint { command: CheckpointCommand::Inspect { path } } => inspect(&path),
     };
     match result {
         Ok(output) => {

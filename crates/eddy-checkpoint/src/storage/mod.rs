@@ -5,7 +5,7 @@ mod memory;
 mod object;
 
 pub use memory::MemoryCheckpointStorage;
-pub use object::{load_checkpoint_dir, ObjectCheckpointStorage};
+pub use object::{inspect_checkpoint_dir, load_checkpoint_dir, ObjectCheckpointStorage, TaskInspection};
 
 use crate::error::CheckpointError;
 use crate::metadata::{CheckpointMetadata, StateHandle};

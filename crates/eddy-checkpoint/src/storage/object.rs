@@ -6,7 +6,7 @@
 
 use super::{directory_name, CheckpointStorage, CompletedCheckpoint};
 use crate::error::CheckpointError;
-use crate::metadata::{self, CheckpointMetadata, StateHandle, METADATA_FILE};
+use crate::metadata::{self, CheckpointMetadata, StateHandle, TaskStateEntry, METADATA_FILE};
 use crate::snapshot::{CheckpointId, OperatorSnapshot, SnapshotKind};
 use futures::executor::block_on;
 use futures::StreamExt;
@@ -62,34 +62,83 @@ impl ObjectCheckpointStorage {
             .map_err(|e| io(&self.full(relative), e))
     }
 
-    fn load_dir(&self, dir: &str) -> Result<CompletedCheckpoint, CheckpointError> {
+    fn read_metadata(&self, dir: &str) -> Result<CheckpointMetadata, CheckpointError> {
         let metadata_path = format!("{dir}/{METADATA_FILE}");
+        let shown = self.full(&metadata_path);
         let bytes = self.get(&metadata_path)?;
-        let metadata: CheckpointMetadata =
-            metadata::decode(&self.full(&metadata_path), metadata::unframe(&self.full(&metadata_path), &bytes)?)?;
+        metadata::decode(&shown, metadata::unframe(&shown, &bytes)?)
+    }
+
+    /// Reads and verifies one task's state: framing, checksum in the file and in `_metadata`.
+    fn read_task(&self, dir: &str, task: &TaskStateEntry) -> Result<Vec<OperatorSnapshot>, CheckpointError> {
+        let (name, payload) = match &task.handle {
+            StateHandle::File { name, .. } => {
+                let relative = format!("{dir}/{name}");
+                (self.full(&relative), self.get(&relative)?)
+            }
+            StateHandle::Inline { payload } => (format!("{}/{METADATA_FILE}", self.full(dir)), payload.clone()),
+        };
+        let body = metadata::unframe(&name, &payload)?;
+        if let StateHandle::File { crc32, .. } = &task.handle {
+            if crc32fast::hash(body) != *crc32 {
+                return Err(CheckpointError::Corrupt {
+                    path: name,
+                    message: "file does not match the checksum in _metadata".into(),
+                });
+            }
+        }
+        metadata::decode(&name, body)
+    }
+
+    fn load_dir(&self, dir: &str) -> Result<CompletedCheckpoint, CheckpointError> {
+        let metadata = self.read_metadata(dir)?;
         let mut operators = Vec::new();
         for task in &metadata.tasks {
-            let (name, payload) = match &task.handle {
-                StateHandle::File { name, .. } => {
-                    let relative = format!("{dir}/{name}");
-                    (self.full(&relative), self.get(&relative)?)
-                }
-                StateHandle::Inline { payload } => (format!("{}/{METADATA_FILE}", self.full(dir)), payload.clone()),
-            };
-            if let StateHandle::File { crc32, .. } = &task.handle {
-                let body = metadata::unframe(&name, &payload)?;
-                if crc32fast::hash(body) != *crc32 {
-                    return Err(CheckpointError::Corrupt {
-                        path: name,
-                        message: "file does not match the checksum in _metadata".into(),
-                    });
-                }
-            }
-            let decoded: Vec<OperatorSnapshot> = metadata::decode(&name, metadata::unframe(&name, &payload)?)?;
-            operators.extend(decoded);
+            operators.extend(self.read_task(dir, task)?);
         }
         Ok(CompletedCheckpoint { location: self.full(dir), metadata, operators })
     }
+}
+
+/// One task of an inspected checkpoint: its entry in `_metadata` and whether its state
+/// file reads back intact.
+#[derive(Debug)]
+pub struct TaskInspection {
+    pub entry: TaskStateEntry,
+    pub state: Result<Vec<OperatorSnapshot>, CheckpointError>,
+}
+
+/// Reads a checkpoint or savepoint directory for `eddy checkpoint inspect`: the metadata,
+/// and every task's state with its own verdict, so one corrupt file does not hide the rest.
+pub fn inspect_checkpoint_dir(
+    dir: impl AsRef<Path>,
+) -> Result<(CheckpointMetadata, Vec<TaskInspection>), CheckpointError> {
+    let (storage, name) = open_parent(dir.as_ref())?;
+    let metadata = storage.read_metadata(&name)?;
+    let tasks = metadata
+        .tasks
+        .iter()
+        .map(|entry| TaskInspection { entry: entry.clone(), state: storage.read_task(&name, entry) })
+        .collect();
+    Ok((metadata, tasks))
+}
+
+/// Storage rooted at a checkpoint directory's parent, and the directory's name in it.
+fn open_parent(dir: &Path) -> Result<(ObjectCheckpointStorage, String), CheckpointError> {
+    let shown = dir.display().to_string();
+    if !dir.join(METADATA_FILE).is_file() {
+        return Err(CheckpointError::InvalidLocation {
+            location: shown,
+            message: format!("no {METADATA_FILE} file: not a completed checkpoint or savepoint directory"),
+        });
+    }
+    let dir = dir.canonicalize().map_err(|e| io(&shown, e))?;
+    let parent = dir.parent().unwrap_or(Path::new("/"));
+    let name = dir.file_name().ok_or_else(|| CheckpointError::InvalidLocation {
+        location: shown.clone(),
+        message: "not a directory name".into(),
+    })?;
+    Ok((ObjectCheckpointStorage::local(parent)?, name.to_string_lossy().into_owned()))
 }
 
 impl CheckpointStorage for ObjectCheckpointStorage {
@@ -162,19 +211,6 @@ impl CheckpointStorage for ObjectCheckpointStorage {
 /// Reads the checkpoint or savepoint in a local directory (it may have been moved: the
 /// metadata names its files relative to it).
 pub fn load_checkpoint_dir(dir: impl AsRef<Path>) -> Result<CompletedCheckpoint, CheckpointError> {
-    let dir = dir.as_ref();
-    let shown = dir.display().to_string();
-    if !dir.join(METADATA_FILE).is_file() {
-        return Err(CheckpointError::InvalidLocation {
-            location: shown,
-            message: format!("no {METADATA_FILE} file: not a completed checkpoint or savepoint directory"),
-        });
-    }
-    let parent = dir.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    let name = dir.file_name().ok_or_else(|| CheckpointError::InvalidLocation {
-        location: shown.clone(),
-        message: "not a directory name".into(),
-    })?;
-    let storage = ObjectCheckpointStorage::local(parent)?;
-    storage.load_dir(&name.to_string_lossy())
+    let (storage, name) = open_parent(dir.as_ref())?;
+    storage.load_dir(&name)
 }

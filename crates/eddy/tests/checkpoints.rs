@@ -1,0 +1,262 @@
+//! Checkpoint storage from a job's point of view: corrupt files, fallback to an older
+//! checkpoint, memory storage limits, restart strategies, inspection.
+
+use eddy::checkpoint::restart::RestartStrategy;
+use eddy::checkpoint::CheckpointConfig;
+use eddy::prelude::*;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("eddy-checkpoints-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
+#[derive(Clone, Default)]
+struct Count {
+    count: Option<ValueState<u64>>,
+}
+
+impl RichFunction for Count {
+    fn open(&mut self, ctx: &mut RuntimeContext<'_>) -> FunctionResult {
+        self.count = Some(ctx.get_state(&ValueStateDescriptor::new("count"))?);
+        Ok(())
+    }
+}
+
+impl KeyedProcessFunction<u64, u64, (u64, u64)> for Count {
+    fn process_element(
+        &mut self,
+        v: u64,
+        ctx: &mut KeyedContext<'_, u64>,
+        out: &mut Collector<'_, (u64, u64)>,
+    ) -> FunctionResult {
+        let state = self.count.as_ref().ok_or("no state")?;
+        let next = state.value()?.unwrap_or(0) + 1;
+        state.update(next)?;
+        out.collect((*ctx.current_key(), next));
+        let _ = v;
+        Ok(())
+    }
+}
+
+/// A slow counting job: 10 keys, `events` records, about 2 ms per 100 records.
+fn counting_job(env: &Env, events: u64, sink: CollectSink<(u64, u64)>) {
+    env.from_sequence(0, events - 1)
+        .uid("numbers")
+        .map(|i| {
+            if i % 100 == 0 {
+                std::thread::sleep(std::time::Duration::from_millis(2));
+            }
+            i
+        })
+        .uid("slow")
+        .key_by(|i: &u64| i % 10)
+        .process(Count::default())
+        .uid("count")
+        .add_sink(sink)
+        .uid("sink");
+}
+
+fn checkpoint_dirs(dir: &Path) -> Vec<PathBuf> {
+    let mut dirs: Vec<PathBuf> =
+        std::fs::read_dir(dir).unwrap().flatten().map(|e| e.path()).filter(|p| p.join("_metadata").exists()).collect();
+    dirs.sort_by_key(|p| p.file_name().unwrap().to_string_lossy()[4..].parse::<u64>().unwrap());
+    dirs
+}
+
+fn corrupt_one_state_file(checkpoint: &Path) -> PathBuf {
+    let file = std::fs::read_dir(checkpoint)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.to_string_lossy().contains("count"))
+        .unwrap();
+    let mut bytes = std::fs::read(&file).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0x55;
+    std::fs::write(&file, bytes).unwrap();
+    file
+}
+
+#[test]
+fn a_corrupt_newest_checkpoint_falls_back_to_the_older_one_and_is_named() {
+    let dir = temp_dir("fallback");
+    let env = Env::new();
+    env.set_parallelism(2);
+    env.set_checkpoint_config(CheckpointConfig {
+        interval_ms: 30,
+        retained: 2,
+        retain_on_cancel: true,
+        ..CheckpointConfig::default()
+    });
+    env.set_checkpoint_dir(&dir);
+    counting_job(&env, 20_000, CollectSink::new());
+    let first = env.execute("count").unwrap();
+    assert!(first.checkpoints_completed >= 3, "{first:?}");
+    let retained = checkpoint_dirs(&dir);
+    assert_eq!(retained.len(), 2, "two retained checkpoints: {retained:?}");
+    let newest = retained.last().unwrap().clone();
+    let broken = corrupt_one_state_file(&newest);
+
+    // Restoring that exact checkpoint fails and names the file.
+    let env = Env::new();
+    env.set_parallelism(2);
+    env.restore_from(&newest);
+    counting_job(&env, 20_000, CollectSink::new());
+    let message = env.execute("count").unwrap_err().to_string();
+    assert!(
+        message.contains(&broken.file_name().unwrap().to_string_lossy().to_string()) && message.contains("checksum"),
+        "{message}"
+    );
+
+    // Restoring the latest falls back to the older one, which resumes mid-stream.
+    let env = Env::new();
+    env.set_parallelism(2);
+    env.restore_latest_from(&dir);
+    let sink = CollectSink::new();
+    counting_job(&env, 20_000, sink.clone());
+    let resumed = env.execute("count").unwrap();
+    assert!(
+        resumed.warnings.iter().any(|w| w.contains("skipping checkpoint") && w.contains("checksum")),
+        "{:?}",
+        resumed.warnings
+    );
+    let emitted = sink.take();
+    assert!(emitted.len() < 20_000, "resumed from the older checkpoint, not from scratch: {}", emitted.len());
+    // Counts continue from the restored state: every key that emits ends at 2000 exactly.
+    for key in 0..10 {
+        if let Some(last) = emitted.iter().filter(|(k, _)| *k == key).map(|(_, c)| *c).max() {
+            assert_eq!(last, 2_000, "key {key}");
+        }
+    }
+
+    // Inspection shows the corrupt file and exits 1.
+    let out = Command::new(env!("CARGO_BIN_EXE_eddy"))
+        .args(["checkpoint", "inspect", newest.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("CORRUPT: ") && stdout.contains("checksum mismatch"), "{stdout}");
+    let older = Command::new(env!("CARGO_BIN_EXE_eddy"))
+        .args(["checkpoint", "inspect", retained[0].to_str().unwrap()])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&older.stdout);
+    assert_eq!(older.status.code(), Some(0), "{stdout}");
+    assert!(
+        stdout.contains("keyed state 'count': key groups [0, 63]") && stdout.ends_with("all checksums ok\n"),
+        "{stdout}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn memory_storage_refuses_state_above_its_cap_clearly() {
+    let env = Env::new();
+    env.set_parallelism(1);
+    env.set_checkpoint_config(CheckpointConfig {
+        interval_ms: 20,
+        memory_state_bytes_max: 200,
+        ..CheckpointConfig::default()
+    });
+    env.set_restart_strategy(RestartStrategy::None);
+    env.from_sequence(0, 50_000)
+        .map(|i| {
+            if i % 100 == 0 {
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+            i
+        })
+        .key_by(|i: &u64| *i)
+        .process(Count::default())
+        .add_sink(CollectSink::new());
+    let message = env.execute("big state").unwrap_err().to_string();
+    assert!(message.contains("above the JobManager memory storage cap of 200 bytes"), "{message}");
+}
+
+#[test]
+fn without_a_restart_strategy_the_first_failure_fails_the_job() {
+    let env = Env::new();
+    env.set_parallelism(1);
+    env.enable_checkpointing(10);
+    env.set_restart_strategy(RestartStrategy::None);
+    env.from_sequence(0, 1_000).map(|i| if i == 500 { panic!("boom") } else { i }).add_sink(CollectSink::new());
+    let message = env.execute("no restarts").unwrap_err().to_string();
+    assert!(message.contains("boom"), "{message}");
+}
+
+#[test]
+fn fixed_delay_gives_up_after_its_attempts() {
+    let env = Env::new();
+    env.set_parallelism(1);
+    env.set_restart_strategy(RestartStrategy::FixedDelay { attempts: 2, delay_ms: 1 });
+    env.from_sequence(0, 10).map(|i| if i == 5 { panic!("always") } else { i }).add_sink(CollectSink::new());
+    let message = env.execute("flaky").unwrap_err().to_string();
+    assert!(message.contains("always"), "{message}");
+}
+
+#[test]
+fn a_restart_without_any_checkpoint_starts_over_exactly_once() {
+    let dir = temp_dir("no-checkpoint");
+    let failed = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let env = Env::new();
+    env.set_parallelism(2);
+    env.set_restart_strategy(RestartStrategy::FixedDelay { attempts: 1, delay_ms: 1 });
+    let flag = failed.clone();
+    env.from_sequence(0, 9_999)
+        .map(move |i| {
+            if i == 7_000 && !flag.swap(true, std::sync::atomic::Ordering::SeqCst) {
+                panic!("once");
+            }
+            i.to_string()
+        })
+        .add_sink(eddy::sink::ExactlyOnceFileSink::<String>::new_in(&dir));
+    let result = env.execute("restart").unwrap();
+    assert_eq!(result.restarts, 1);
+    let mut lines: Vec<u64> = Vec::new();
+    for entry in std::fs::read_dir(&dir).unwrap().flatten() {
+        assert!(!entry.file_name().to_string_lossy().starts_with('.'));
+        lines.extend(std::fs::read_to_string(entry.path()).unwrap().lines().map(|l| l.parse::<u64>().unwrap()));
+    }
+    lines.sort();
+    assert_eq!(lines, (0..10_000).collect::<Vec<_>>());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn state_of_operators_the_job_lacks_fails_the_restore_unless_allowed() {
+    let savepoints = temp_dir("allow");
+    let env = Env::new();
+    env.set_parallelism(1);
+    env.stop_with_savepoint_after(&savepoints, 50);
+    counting_job(&env, 1_000_000, CollectSink::new());
+    let savepoint = env.execute("count").unwrap().savepoint.expect("a savepoint");
+
+    // The same pipeline without the `count` operator.
+    let without_count = |allow: bool| {
+        let env = Env::new();
+        env.set_parallelism(1);
+        env.restore_from(&savepoint).set_allow_non_restored_state(allow);
+        let sink = CollectSink::new();
+        env.from_sequence(0, 999_999).uid("numbers").map(|i| i).uid("slow").add_sink(sink.clone()).uid("sink");
+        (env.execute("trimmed"), sink)
+    };
+    let (refused, _) = without_count(false);
+    let message = refused.unwrap_err().to_string();
+    assert!(
+        message.contains("state for operator uid 'count'") && message.contains("allow-non-restored-state"),
+        "{message}"
+    );
+    let (allowed, sink) = without_count(true);
+    allowed.unwrap();
+    let resumed = sink.take();
+    assert!(
+        !resumed.is_empty() && resumed.len() < 1_000_000,
+        "the source resumed from the savepoint: {}",
+        resumed.len()
+    );
+    std::fs::remove_dir_all(&savepoints).unwrap();
+}
