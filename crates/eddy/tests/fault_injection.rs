@@ -14,6 +14,10 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
+#[allow(dead_code)]
+#[path = "../examples/order_state_machine.rs"]
+mod order_state_machine;
+
 const EVENTS: u64 = 60_000;
 const KEYS: u64 = 97;
 
@@ -157,6 +161,17 @@ fn committed_lines(dir: &Path) -> Vec<String> {
     lines
 }
 
+/// Compares sorted line lists, printing only what differs.
+fn assert_same_lines(got: Vec<String>, expected: Vec<String>, what: &str) {
+    if got == expected {
+        return;
+    }
+    let (got_set, expected_set): (BTreeSet<_>, BTreeSet<_>) = (got.iter().collect(), expected.iter().collect());
+    let missing: Vec<_> = expected_set.difference(&got_set).take(10).collect();
+    let extra: Vec<_> = got_set.difference(&expected_set).take(10).collect();
+    panic!("{what}: {} lines, expected {}; missing {missing:?}; unexpected {extra:?}", got.len(), expected.len());
+}
+
 fn run(plan: &Arc<ChaosPlan>, mode: CheckpointingMode, interval_ms: u64, name: &str) -> (JobResult, PathBuf, PathBuf) {
     let output = temp_dir(&format!("{name}-out"));
     let checkpoints = temp_dir(&format!("{name}-chk"));
@@ -217,9 +232,7 @@ fn exactly_once_output_and_state_survive_injected_failures() {
         result.restarts,
         result.warnings
     );
-    let got = committed_lines(&output);
-    assert_eq!(got.len(), expected_lines.len(), "no loss, no duplicates");
-    assert_eq!(got, expected_lines);
+    assert_same_lines(committed_lines(&output), expected_lines, "W1 output");
     assert_eq!(final_counts(&checkpoints), expected_counts, "final state equals the failure-free run's");
     let hidden: Vec<_> = std::fs::read_dir(&output)
         .unwrap()
@@ -243,4 +256,68 @@ fn at_least_once_loses_nothing_under_injected_failures() {
     }
     std::fs::remove_dir_all(output).unwrap();
     std::fs::remove_dir_all(checkpoints).unwrap();
+}
+
+/// The order state machine of seed 004 under the same failures: outcomes and invalid
+/// transitions (a side output), both through exactly-once file sinks.
+#[test]
+fn order_state_machine_outcomes_survive_injected_failures_exactly_once() {
+    use order_state_machine::{
+        invalid_tag, sample_events, transition, Action, OrderEvent, Outcome, StateMachine, Transition,
+    };
+    let events: Vec<OrderEvent> = sample_events(12_000);
+    let total = events.len() as u64;
+    // Reference, sequentially.
+    let mut states = std::collections::HashMap::new();
+    let (mut outcomes, mut invalid) = (Vec::new(), Vec::new());
+    for e in &events {
+        let state = states.entry(e.order).or_insert(None);
+        match transition(*state, e.action) {
+            Transition::To(next) => *state = Some(next),
+            Transition::Finished => {
+                *state = None;
+                outcomes.push(format!(
+                    "{:?}",
+                    if e.action == Action::Cancel { Outcome::Cancelled(e.order) } else { Outcome::Completed(e.order) }
+                ));
+            }
+            Transition::Invalid => invalid.push(format!("{} {:?}", e.order, e.action)),
+        }
+    }
+    outcomes.sort();
+    invalid.sort();
+
+    let plan = ChaosPlan::seeded(0x0DE2, 22);
+    let (out, bad, checkpoints) = (temp_dir("orders-out"), temp_dir("orders-bad"), temp_dir("orders-chk"));
+    let env = Env::new();
+    env.set_parallelism(2);
+    env.set_checkpoint_config(CheckpointConfig { interval_ms: 80, retained: 2, ..CheckpointConfig::default() });
+    env.set_checkpoint_dir(&checkpoints);
+    env.set_restart_strategy(RestartStrategy::FixedDelay { attempts: 100, delay_ms: 5 });
+    let events = Arc::new(events);
+    // One source subtask: an order's events must reach the state machine in their order.
+    let processed = env
+        .from_sequence(0, total - 1)
+        .set_parallelism(1)
+        .rich_map(Chaos(plan.clone()))
+        .uid("chaos")
+        .set_parallelism(1)
+        .map(move |i| events[i as usize].clone())
+        .set_parallelism(1)
+        .key_by(|e: &OrderEvent| e.order)
+        .process(StateMachine::default())
+        .uid("orders");
+    processed
+        .side_output(&invalid_tag())
+        .map(|e| format!("{} {:?}", e.order, e.action))
+        .add_sink(ExactlyOnceFileSink::<String>::new_in(&bad))
+        .uid("invalid-sink");
+    processed.map(|o| format!("{o:?}")).add_sink(ExactlyOnceFileSink::<String>::new_in(&out)).uid("outcome-sink");
+    let result = env.execute("orders with failures").expect("the job survives its failures");
+    assert!(plan.injected.load(Ordering::SeqCst) >= 20, "{:?}", result.warnings);
+    assert_same_lines(committed_lines(&out), outcomes, "outcomes");
+    assert_same_lines(committed_lines(&bad), invalid, "invalid transitions");
+    for dir in [out, bad, checkpoints] {
+        let _ = std::fs::remove_dir_all(dir);
+    }
 }
