@@ -165,6 +165,13 @@ impl Env {
         self
     }
 
+    /// Takes a savepoint into `dir` after `after_ms` of running and keeps going (a
+    /// savepoint on demand); [`JobResult::savepoint`] says where it went.
+    pub fn trigger_savepoint_after(&self, dir: impl Into<PathBuf>, after_ms: u64) -> &Self {
+        self.inner.borrow_mut().config.savepoint = Some(SavepointRequest { dir: dir.into(), after_ms, stop: false });
+        self
+    }
+
     pub(crate) fn add_node(&self, node: NodeDraft, inputs: Vec<EdgeDraft>) -> NodeId {
         let mut inner = self.inner.borrow_mut();
         let id = NodeId(inner.nodes.len() as u32);

@@ -125,6 +125,11 @@ pub trait RichFunction {
     fn notify_checkpoint_complete(&mut self, _checkpoint_id: u64) -> FunctionResult {
         Ok(())
     }
+    /// Checkpoint `checkpoint_id` was aborted (timed out, failed, subsumed) and will never
+    /// complete; what it pre-committed stays pending until a later checkpoint completes.
+    fn notify_checkpoint_aborted(&mut self, _checkpoint_id: u64) -> FunctionResult {
+        Ok(())
+    }
     fn close(&mut self) -> FunctionResult {
         Ok(())
     }

@@ -42,3 +42,12 @@ pub type BatchReceiver<T> = Receiver<Envelope<T>>;
 pub fn batch_channel<T>(capacity_batches: usize) -> (BatchSender<T>, BatchReceiver<T>) {
     bounded(capacity_batches)
 }
+
+/// What became of a checkpoint, as the tasks are told.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CheckpointEvent {
+    /// Stored: two-phase-commit sinks commit what they pre-committed up to it.
+    Completed(eddy_checkpoint::CheckpointId),
+    /// Timed out, failed or subsumed: it will never complete.
+    Aborted(eddy_checkpoint::CheckpointId),
+}

@@ -8,7 +8,7 @@
 //! task exits, and a tick that triggers checkpoints. The first failure cancels the
 //! attempt; the restart strategy decides whether another attempt follows.
 
-use crate::channel::CheckpointBarrier;
+use crate::channel::{CheckpointBarrier, CheckpointEvent};
 use crate::error::{JobError, TaskError};
 use crate::graph::{
     plan_chains, validate, ChainPlan, ErasedOutput, ErasedSend, OperatorFactory, Partitioning, PortType, RestoreFrom,
@@ -463,7 +463,11 @@ impl AttemptRun<'_> {
             self.trigger(SnapshotKind::Checkpoint, now);
         }
         match self.coordinator.expire(now) {
-            Ok(_) => {}
+            Ok(expired) => {
+                for id in expired {
+                    self.broadcast(Control::Checkpoint(CheckpointEvent::Aborted(id)));
+                }
+            }
             Err(e) => self.fail(JobError::Checkpoint {
                 job: self.graph.job_name.clone(),
                 message: format!(
@@ -499,6 +503,9 @@ impl AttemptRun<'_> {
             }
         };
         for checkpoint in completed {
+            for old in &checkpoint.subsumed {
+                self.broadcast(Control::Checkpoint(CheckpointEvent::Aborted(*old)));
+            }
             self.complete(checkpoint, result);
         }
         if self.coordinator.all_finished() && !self.job_finished_sent && !self.cancel.load(Ordering::SeqCst) {
@@ -536,7 +543,7 @@ impl AttemptRun<'_> {
             match self.write(&checkpoint, storage.as_ref()) {
                 Ok(stats) => {
                     result.savepoint = Some(stats.location);
-                    self.broadcast(Control::CheckpointComplete(checkpoint.id));
+                    self.broadcast(Control::Checkpoint(CheckpointEvent::Completed(checkpoint.id)));
                     if request.stop {
                         self.stopping = true;
                         self.cancel_all();
@@ -553,7 +560,7 @@ impl AttemptRun<'_> {
             return;
         }
         if self.store(&checkpoint, result, true) {
-            self.broadcast(Control::CheckpointComplete(checkpoint.id));
+            self.broadcast(Control::Checkpoint(CheckpointEvent::Completed(checkpoint.id)));
         }
     }
 

@@ -1,8 +1,8 @@
 //! [`Output`]: where an operator puts its records. A chained operator is the `Output` of
 //! the one before it; a record writer is the `Output` at the end of a chain.
 
-use crate::channel::CheckpointBarrier;
-use eddy_checkpoint::{CheckpointId, OperatorSnapshot};
+use crate::channel::{CheckpointBarrier, CheckpointEvent};
+use eddy_checkpoint::OperatorSnapshot;
 
 /// Receives records of type `T` and the lifecycle of the chain behind it.
 ///
@@ -28,7 +28,7 @@ pub trait Output<T> {
         snapshots: &mut Vec<OperatorSnapshot>,
     ) -> Result<(), crate::TaskError>;
     /// Checkpoint `id` completed everywhere (two-phase-commit sinks commit here).
-    fn notify_checkpoint_complete(&mut self, id: CheckpointId) -> Result<(), crate::TaskError>;
+    fn notify_checkpoint(&mut self, event: CheckpointEvent) -> Result<(), crate::TaskError>;
 }
 
 impl<T> Output<T> for Box<dyn Output<T>> {
@@ -54,8 +54,8 @@ impl<T> Output<T> for Box<dyn Output<T>> {
     ) -> Result<(), crate::TaskError> {
         (**self).snapshot(barrier, snapshots)
     }
-    fn notify_checkpoint_complete(&mut self, id: CheckpointId) -> Result<(), crate::TaskError> {
-        (**self).notify_checkpoint_complete(id)
+    fn notify_checkpoint(&mut self, event: CheckpointEvent) -> Result<(), crate::TaskError> {
+        (**self).notify_checkpoint(event)
     }
 }
 
@@ -98,8 +98,8 @@ impl<T: Clone> Output<T> for FanOut<T> {
     ) -> Result<(), crate::TaskError> {
         self.outputs.iter_mut().try_for_each(|o| o.snapshot(barrier, snapshots))
     }
-    fn notify_checkpoint_complete(&mut self, id: CheckpointId) -> Result<(), crate::TaskError> {
-        self.outputs.iter_mut().try_for_each(|o| o.notify_checkpoint_complete(id))
+    fn notify_checkpoint(&mut self, event: CheckpointEvent) -> Result<(), crate::TaskError> {
+        self.outputs.iter_mut().try_for_each(|o| o.notify_checkpoint(event))
     }
 }
 
@@ -125,7 +125,7 @@ impl<T> Output<T> for Discard {
     ) -> Result<(), crate::TaskError> {
         Ok(())
     }
-    fn notify_checkpoint_complete(&mut self, _id: CheckpointId) -> Result<(), crate::TaskError> {
+    fn notify_checkpoint(&mut self, _event: CheckpointEvent) -> Result<(), crate::TaskError> {
         Ok(())
     }
 }
@@ -161,7 +161,7 @@ pub trait PortOutput {
         barrier: &CheckpointBarrier,
         snapshots: &mut Vec<OperatorSnapshot>,
     ) -> Result<(), crate::TaskError>;
-    fn notify_checkpoint_complete(&mut self, id: CheckpointId) -> Result<(), crate::TaskError>;
+    fn notify_checkpoint(&mut self, event: CheckpointEvent) -> Result<(), crate::TaskError>;
 }
 
 /// The typed output behind a [`PortOutput`].
@@ -208,7 +208,7 @@ impl<T: 'static> PortOutput for TypedOutput<T> {
     ) -> Result<(), crate::TaskError> {
         self.0.snapshot(barrier, snapshots)
     }
-    fn notify_checkpoint_complete(&mut self, id: CheckpointId) -> Result<(), crate::TaskError> {
-        self.0.notify_checkpoint_complete(id)
+    fn notify_checkpoint(&mut self, event: CheckpointEvent) -> Result<(), crate::TaskError> {
+        self.0.notify_checkpoint(event)
     }
 }

@@ -1,12 +1,12 @@
 //! Record writers: the `Output` at the end of a chain that batches records per target
 //! subtask and sends full batches into the targets' bounded channels.
 
-use crate::channel::{BatchSender, CheckpointBarrier, Envelope, StreamMessage, BATCH_RECORDS_MAX};
+use crate::channel::{BatchSender, CheckpointBarrier, CheckpointEvent, Envelope, StreamMessage, BATCH_RECORDS_MAX};
 use crate::error::TaskError;
 use crate::output::Output;
 use crate::task::TaskShared;
 use crossbeam_channel::SendTimeoutError;
-use eddy_checkpoint::{CheckpointId, OperatorSnapshot};
+use eddy_checkpoint::OperatorSnapshot;
 use eddy_types::{assign_to_key_group, operator_index_for_key_group, KeyHash, MaxParallelism};
 use std::rc::Rc;
 use std::sync::Arc;
@@ -171,7 +171,7 @@ impl<T: Clone> Output<T> for RecordWriter<T> {
         self.shared.check()
     }
 
-    fn notify_checkpoint_complete(&mut self, _id: CheckpointId) -> Result<(), TaskError> {
+    fn notify_checkpoint(&mut self, _event: CheckpointEvent) -> Result<(), TaskError> {
         Ok(())
     }
 }

@@ -1,7 +1,7 @@
 //! The mailbox loop driven one step at a time, without threads.
 
 use eddy_checkpoint::{CheckpointId, OperatorSnapshot, SnapshotKind};
-use eddy_runtime::channel::{batch_channel, CheckpointBarrier, Envelope, StreamMessage};
+use eddy_runtime::channel::{batch_channel, CheckpointBarrier, CheckpointEvent, Envelope, StreamMessage};
 use eddy_runtime::output::Output;
 use eddy_runtime::task::{mailbox, Control, OneInputDriver, StepResult, TaskDriver, TaskShared};
 use eddy_runtime::TaskError;
@@ -41,8 +41,8 @@ impl Output<u32> for Probe {
         self.0.borrow_mut().push(format!("snapshot {}", barrier.id));
         Ok(())
     }
-    fn notify_checkpoint_complete(&mut self, id: CheckpointId) -> Result<(), TaskError> {
-        self.0.borrow_mut().push(format!("complete {id}"));
+    fn notify_checkpoint(&mut self, event: CheckpointEvent) -> Result<(), TaskError> {
+        self.0.borrow_mut().push(format!("{event:?}"));
         Ok(())
     }
 }

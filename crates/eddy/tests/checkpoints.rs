@@ -260,3 +260,86 @@ fn state_of_operators_the_job_lacks_fails_the_restore_unless_allowed() {
     );
     std::fs::remove_dir_all(&savepoints).unwrap();
 }
+
+/// Sleeps in its first snapshot, longer than the checkpoint timeout, and records which
+/// checkpoints it hears were aborted or completed.
+#[derive(Clone)]
+struct SlowFirstSnapshot(std::sync::Arc<std::sync::Mutex<(u32, Vec<String>)>>);
+
+impl RichFunction for SlowFirstSnapshot {
+    fn snapshot_state(&mut self, ctx: &mut SnapshotContext<'_>) -> FunctionResult {
+        let first = {
+            let mut log = self.0.lock().unwrap();
+            log.0 += 1;
+            log.0 == 1
+        };
+        if first && ctx.checkpoint_id != u64::MAX {
+            std::thread::sleep(std::time::Duration::from_millis(150));
+        }
+        Ok(())
+    }
+    fn notify_checkpoint_aborted(&mut self, id: u64) -> FunctionResult {
+        self.0.lock().unwrap().1.push(format!("aborted {id}"));
+        Ok(())
+    }
+    fn notify_checkpoint_complete(&mut self, id: u64) -> FunctionResult {
+        self.0.lock().unwrap().1.push(format!("completed {id}"));
+        Ok(())
+    }
+}
+
+impl RichMapFunction<u64, u64> for SlowFirstSnapshot {
+    fn map(&mut self, v: u64) -> FunctionResult<u64> {
+        if v % 50 == 0 {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        Ok(v)
+    }
+}
+
+#[test]
+fn a_checkpoint_that_times_out_is_aborted_and_tasks_are_told() {
+    let log = std::sync::Arc::new(std::sync::Mutex::new((0, Vec::new())));
+    let env = Env::new();
+    env.set_parallelism(1);
+    env.set_checkpoint_config(CheckpointConfig {
+        interval_ms: 20,
+        timeout_ms: 60,
+        tolerable_failures: 5,
+        ..CheckpointConfig::default()
+    });
+    let sink = CollectSink::new();
+    env.from_sequence(0, 19_999).rich_map(SlowFirstSnapshot(log.clone())).add_sink(sink.clone());
+    let result = env.execute("timeouts").unwrap();
+    let events = log.lock().unwrap().1.clone();
+    assert_eq!(events.first().map(String::as_str), Some("aborted 1"), "{events:?}");
+    assert!(events.iter().any(|e| e.starts_with("completed")), "{events:?}");
+    assert!(result.checkpoints_completed >= 1);
+    assert_eq!(sink.take().len(), 20_000);
+}
+
+#[test]
+fn a_savepoint_on_demand_leaves_the_job_running_and_restores_mid_stream() {
+    let savepoints = temp_dir("on-demand");
+    let env = Env::new();
+    env.set_parallelism(2);
+    env.trigger_savepoint_after(&savepoints, 30);
+    let sink = CollectSink::new();
+    counting_job(&env, 20_000, sink.clone());
+    let result = env.execute("count").unwrap();
+    assert_eq!(sink.take().len(), 20_000, "the job ran to its end");
+    let savepoint = result.savepoint.expect("a savepoint was taken");
+    let env = Env::new();
+    env.set_parallelism(2);
+    env.restore_from(&savepoint);
+    let resumed = CollectSink::new();
+    counting_job(&env, 20_000, resumed.clone());
+    env.execute("count").unwrap();
+    let resumed = resumed.take();
+    assert!(!resumed.is_empty() && resumed.len() < 20_000, "{}", resumed.len());
+    for key in 0..10 {
+        let last = resumed.iter().filter(|(k, _)| *k == key).map(|(_, c)| *c).max().unwrap();
+        assert_eq!(last, 2_000, "key {key} continues from the savepoint's count");
+    }
+    std::fs::remove_dir_all(&savepoints).unwrap();
+}

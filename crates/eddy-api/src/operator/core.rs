@@ -2,8 +2,8 @@
 //! when they are keyed, and turning function errors into task errors that name them.
 
 use crate::function::{FunctionError, RichFunction, RuntimeContext, SideOutputs, SnapshotContext};
-use eddy_checkpoint::{CheckpointId, OperatorSnapshot};
-use eddy_runtime::channel::CheckpointBarrier;
+use eddy_checkpoint::OperatorSnapshot;
+use eddy_runtime::channel::{CheckpointBarrier, CheckpointEvent};
 use eddy_runtime::task::OperatorInfo;
 use eddy_runtime::{Output, PortOutput, TaskError};
 use eddy_state::keyed::{install_backend, take_backend, with_backend};
@@ -162,20 +162,23 @@ impl OperatorCore {
         main.snapshot(barrier, snapshots)
     }
 
-    /// Tells the function, then everything downstream, that a checkpoint completed.
+    /// Tells the function, then everything downstream, what became of a checkpoint.
     pub(crate) fn notify_with<O>(
         &mut self,
         main: &mut dyn Output<O>,
-        id: CheckpointId,
+        event: CheckpointEvent,
         function: &mut dyn RichFunction,
     ) -> Result<(), TaskError> {
         let previous = self.info.shared.enter(self.info.index);
-        let result = function.notify_checkpoint_complete(id.0);
+        let result = match event {
+            CheckpointEvent::Completed(id) => function.notify_checkpoint_complete(id.0),
+            CheckpointEvent::Aborted(id) => function.notify_checkpoint_aborted(id.0),
+        };
         self.info.shared.leave(previous);
         result.map_err(|e| self.error(e))?;
         for port in self.side.ports() {
-            port.notify_checkpoint_complete(id)?;
+            port.notify_checkpoint(event)?;
         }
-        main.notify_checkpoint_complete(id)
+        main.notify_checkpoint(event)
     }
 }

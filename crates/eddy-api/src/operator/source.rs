@@ -2,9 +2,9 @@
 
 use super::core::OperatorCore;
 use crate::function::{SourceFunction, SourceStep};
-use eddy_checkpoint::{CheckpointId, OperatorSnapshot};
-use eddy_runtime::channel::CheckpointBarrier;
+use eddy_checkpoint::OperatorSnapshot;
 use eddy_runtime::channel::BATCH_RECORDS_MAX;
+use eddy_runtime::channel::{CheckpointBarrier, CheckpointEvent};
 use eddy_runtime::graph::{ErasedOutput, SourceFactory};
 use eddy_runtime::output::Discard;
 use eddy_runtime::task::{OperatorInfo, SourceOperator, SourceStatus};
@@ -70,7 +70,7 @@ impl<T, S: SourceFunction<T>> SourceOperator for SourceOp<T, S> {
         self.core.snapshot_with(&mut *self.main, barrier, snapshots, &mut self.function)
     }
 
-    fn notify_checkpoint_complete(&mut self, id: CheckpointId) -> Result<(), TaskError> {
-        self.core.notify_with(&mut *self.main, id, &mut self.function)
+    fn notify_checkpoint(&mut self, event: CheckpointEvent) -> Result<(), TaskError> {
+        self.core.notify_with(&mut *self.main, event, &mut self.function)
     }
 }

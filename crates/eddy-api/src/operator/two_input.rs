@@ -2,8 +2,8 @@
 
 use super::core::OperatorCore;
 use crate::function::{FunctionResult, RichFunction, SideOutputs};
-use eddy_checkpoint::{CheckpointId, OperatorSnapshot};
-use eddy_runtime::channel::CheckpointBarrier;
+use eddy_checkpoint::OperatorSnapshot;
+use eddy_runtime::channel::{CheckpointBarrier, CheckpointEvent};
 use eddy_runtime::graph::{receiver_of, Erased, ErasedOutput, TwoInputDriverFactory, TwoInputFactory};
 use eddy_runtime::output::Discard;
 use eddy_runtime::task::{OperatorInfo, TwoInputDriver, TwoInputOperator};
@@ -120,7 +120,7 @@ impl<A, B, O, L: TwoInputLogic<A, B, O>> TwoInputOperator<A, B> for TwoInputOp<A
         self.core.snapshot_with(&mut *self.main, barrier, snapshots, self.logic.function())
     }
 
-    fn notify_checkpoint_complete(&mut self, id: CheckpointId) -> Result<(), TaskError> {
-        self.core.notify_with(&mut *self.main, id, self.logic.function())
+    fn notify_checkpoint(&mut self, event: CheckpointEvent) -> Result<(), TaskError> {
+        self.core.notify_with(&mut *self.main, event, self.logic.function())
     }
 }

@@ -10,11 +10,11 @@
 use super::alignment::{Alignment, BarrierAligner};
 use super::context::TaskShared;
 use super::mailbox::{Control, MailboxReceiver, FINAL_CHECKPOINT};
-use crate::channel::{BatchReceiver, CheckpointBarrier, Envelope, StreamMessage, FLUSH_INTERVAL_MS};
+use crate::channel::{BatchReceiver, CheckpointBarrier, CheckpointEvent, Envelope, StreamMessage, FLUSH_INTERVAL_MS};
 use crate::error::TaskError;
 use crate::output::Output;
 use crossbeam_channel::{never, select, Receiver, RecvTimeoutError, TryRecvError};
-use eddy_checkpoint::{CheckpointId, OperatorSnapshot, SnapshotKind};
+use eddy_checkpoint::{OperatorSnapshot, SnapshotKind};
 use std::collections::VecDeque;
 use std::rc::Rc;
 use std::time::Duration;
@@ -45,7 +45,7 @@ pub trait TaskDriver {
 pub trait ChainHead {
     fn snapshot(&mut self, barrier: &CheckpointBarrier, snapshots: &mut Vec<OperatorSnapshot>)
         -> Result<(), TaskError>;
-    fn notify_checkpoint_complete(&mut self, id: CheckpointId) -> Result<(), TaskError>;
+    fn notify_checkpoint(&mut self, event: CheckpointEvent) -> Result<(), TaskError>;
 }
 
 impl<T> ChainHead for Box<dyn Output<T>> {
@@ -56,8 +56,8 @@ impl<T> ChainHead for Box<dyn Output<T>> {
     ) -> Result<(), TaskError> {
         Output::snapshot(&mut **self, barrier, snapshots)
     }
-    fn notify_checkpoint_complete(&mut self, id: CheckpointId) -> Result<(), TaskError> {
-        Output::notify_checkpoint_complete(&mut **self, id)
+    fn notify_checkpoint(&mut self, event: CheckpointEvent) -> Result<(), TaskError> {
+        Output::notify_checkpoint(&mut **self, event)
     }
 }
 
@@ -86,8 +86,8 @@ fn take_controls(
             Ok(Control::Cancel) | Err(TryRecvError::Disconnected) => return Err(TaskError::Cancelled),
             Ok(Control::TriggerCheckpoint(barrier)) if is_source => snapshot_and_acknowledge(head, shared, &barrier)?,
             Ok(Control::TriggerCheckpoint(_)) | Ok(Control::JobFinished) => {}
-            Ok(Control::CheckpointComplete(id)) => {
-                head.notify_checkpoint_complete(id)?;
+            Ok(Control::Checkpoint(event)) => {
+                head.notify_checkpoint(event)?;
                 shared.check()?;
             }
             Err(TryRecvError::Empty) if shared.is_cancelled() => return Err(TaskError::Cancelled),
@@ -102,18 +102,18 @@ fn finish_task(head: &mut dyn ChainHead, mailbox: &MailboxReceiver, shared: &Tas
     head.snapshot(&CheckpointBarrier { id: FINAL_CHECKPOINT, kind: SnapshotKind::Checkpoint }, &mut snapshots)?;
     shared.check()?;
     if !shared.has_coordinator() {
-        head.notify_checkpoint_complete(FINAL_CHECKPOINT)?;
+        head.notify_checkpoint(CheckpointEvent::Completed(FINAL_CHECKPOINT))?;
         return shared.check();
     }
     shared.finished(snapshots);
     loop {
         match mailbox.recv_timeout(Duration::from_millis(IDLE_WAIT_MS)) {
             Ok(Control::JobFinished) => {
-                head.notify_checkpoint_complete(FINAL_CHECKPOINT)?;
+                head.notify_checkpoint(CheckpointEvent::Completed(FINAL_CHECKPOINT))?;
                 return shared.check();
             }
-            Ok(Control::CheckpointComplete(id)) => {
-                head.notify_checkpoint_complete(id)?;
+            Ok(Control::Checkpoint(event)) => {
+                head.notify_checkpoint(event)?;
                 shared.check()?;
             }
             Ok(Control::TriggerCheckpoint(_)) => {} // the final state stands in for it
@@ -280,8 +280,8 @@ impl<T> TaskDriver for OneInputDriver<T> {
                     },
                     recv(self.mailbox) -> control => match control {
                         Ok(Control::Cancel) | Err(_) => Err(TaskError::Cancelled),
-                        Ok(Control::CheckpointComplete(id)) => {
-                            ChainHead::notify_checkpoint_complete(&mut self.head, id)?;
+                        Ok(Control::Checkpoint(event)) => {
+                            ChainHead::notify_checkpoint(&mut self.head, event)?;
                             Ok(StepResult::Continue)
                         }
                         Ok(_) => Ok(StepResult::Continue),
@@ -312,7 +312,7 @@ pub trait TwoInputOperator<A, B> {
     fn close(&mut self);
     fn snapshot(&mut self, barrier: &CheckpointBarrier, snapshots: &mut Vec<OperatorSnapshot>)
         -> Result<(), TaskError>;
-    fn notify_checkpoint_complete(&mut self, id: CheckpointId) -> Result<(), TaskError>;
+    fn notify_checkpoint(&mut self, event: CheckpointEvent) -> Result<(), TaskError>;
 }
 
 impl<A, B> ChainHead for Box<dyn TwoInputOperator<A, B>> {
@@ -323,8 +323,8 @@ impl<A, B> ChainHead for Box<dyn TwoInputOperator<A, B>> {
     ) -> Result<(), TaskError> {
         TwoInputOperator::snapshot(&mut **self, barrier, snapshots)
     }
-    fn notify_checkpoint_complete(&mut self, id: CheckpointId) -> Result<(), TaskError> {
-        TwoInputOperator::notify_checkpoint_complete(&mut **self, id)
+    fn notify_checkpoint(&mut self, event: CheckpointEvent) -> Result<(), TaskError> {
+        TwoInputOperator::notify_checkpoint(&mut **self, event)
     }
 }
 
@@ -481,8 +481,8 @@ impl<A, B> TaskDriver for TwoInputDriver<A, B> {
                     recv(second) -> m => m.map(Either::Second),
                     recv(self.mailbox) -> control => return match control {
                         Ok(Control::Cancel) | Err(_) => Err(TaskError::Cancelled),
-                        Ok(Control::CheckpointComplete(id)) => {
-                            ChainHead::notify_checkpoint_complete(&mut self.head, id)?;
+                        Ok(Control::Checkpoint(event)) => {
+                            ChainHead::notify_checkpoint(&mut self.head, event)?;
                             Ok(StepResult::Continue)
                         }
                         Ok(_) => Ok(StepResult::Continue),
@@ -527,7 +527,7 @@ pub trait SourceOperator {
     fn close(&mut self);
     fn snapshot(&mut self, barrier: &CheckpointBarrier, snapshots: &mut Vec<OperatorSnapshot>)
         -> Result<(), TaskError>;
-    fn notify_checkpoint_complete(&mut self, id: CheckpointId) -> Result<(), TaskError>;
+    fn notify_checkpoint(&mut self, event: CheckpointEvent) -> Result<(), TaskError>;
 }
 
 impl ChainHead for Box<dyn SourceOperator> {
@@ -538,8 +538,8 @@ impl ChainHead for Box<dyn SourceOperator> {
     ) -> Result<(), TaskError> {
         SourceOperator::snapshot(&mut **self, barrier, snapshots)
     }
-    fn notify_checkpoint_complete(&mut self, id: CheckpointId) -> Result<(), TaskError> {
-        SourceOperator::notify_checkpoint_complete(&mut **self, id)
+    fn notify_checkpoint(&mut self, event: CheckpointEvent) -> Result<(), TaskError> {
+        SourceOperator::notify_checkpoint(&mut **self, event)
     }
 }
 

@@ -1,6 +1,6 @@
 //! The mailbox: control messages for a subtask, taken between batches.
 
-use crate::channel::CheckpointBarrier;
+use crate::channel::{CheckpointBarrier, CheckpointEvent};
 use crossbeam_channel::{bounded, Receiver, Sender};
 use eddy_checkpoint::CheckpointId;
 
@@ -11,8 +11,8 @@ pub enum Control {
     Cancel,
     /// Sources only: snapshot and emit this barrier.
     TriggerCheckpoint(CheckpointBarrier),
-    /// A checkpoint completed everywhere.
-    CheckpointComplete(CheckpointId),
+    /// A checkpoint completed everywhere, or was aborted.
+    Checkpoint(CheckpointEvent),
     /// Every task finished and the job's final checkpoint completed: commit and exit.
     JobFinished,
 }
