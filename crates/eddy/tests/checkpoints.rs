@@ -290,7 +290,7 @@ impl RichFunction for SlowFirstSnapshot {
 
 impl RichMapFunction<u64, u64> for SlowFirstSnapshot {
     fn map(&mut self, v: u64) -> FunctionResult<u64> {
-        if v % 50 == 0 {
+        if v.is_multiple_of(50) {
             std::thread::sleep(std::time::Duration::from_millis(1));
         }
         Ok(v)
