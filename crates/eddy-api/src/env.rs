@@ -129,7 +129,7 @@ impl Env {
     }
 
     /// Keeps checkpoints in a directory (filesystem checkpoint storage) instead of the
-    /// JobManager's memory.
+    /// JobManager's memory; `s3://bucket/prefix` for an S3-compatible object store.
     pub fn set_checkpoint_dir(&self, dir: impl Into<PathBuf>) -> &Self {
         self.inner.borrow_mut().config.storage = StorageChoice::Directory(dir.into());
         self

@@ -128,7 +128,7 @@ impl LocalExecutor {
         let storage: Arc<dyn CheckpointStorage> = match &config.storage {
             StorageChoice::Memory => Arc::new(MemoryCheckpointStorage::new(config.checkpoint.memory_state_bytes_max)),
             StorageChoice::Directory(dir) => {
-                Arc::new(ObjectCheckpointStorage::local(dir).map_err(|e| fail(e.to_string()))?)
+                Arc::new(ObjectCheckpointStorage::open(&dir.to_string_lossy()).map_err(|e| fail(e.to_string()))?)
             }
         };
         let mut result = JobResult {
@@ -146,7 +146,8 @@ impl LocalExecutor {
                 Some(load_checkpoint_dir(path).map_err(|e| fail(format!("cannot restore: {e}")))?)
             }
             Some(RestoreFrom::LatestIn(dir)) => {
-                let dir_storage = ObjectCheckpointStorage::local(dir).map_err(|e| fail(e.to_string()))?;
+                let dir_storage =
+                    ObjectCheckpointStorage::open(&dir.to_string_lossy()).map_err(|e| fail(e.to_string()))?;
                 let latest = load_latest(&dir_storage, &mut result.warnings)
                     .map_err(|e| fail(format!("cannot restore: {e}")))?;
                 Some(latest.ok_or_else(|| {
@@ -194,8 +195,8 @@ impl LocalExecutor {
                                 Some(load_checkpoint_dir(path).map_err(|e| fail(e.to_string()))?)
                             }
                             Some(RestoreFrom::LatestIn(dir)) => {
-                                let dir_storage =
-                                    ObjectCheckpointStorage::local(dir).map_err(|e| fail(e.to_string()))?;
+                                let dir_storage = ObjectCheckpointStorage::open(&dir.to_string_lossy())
+                                    .map_err(|e| fail(e.to_string()))?;
                                 load_latest(&dir_storage, &mut result.warnings).map_err(|e| fail(e.to_string()))?
                             }
                             None => None,
@@ -526,7 +527,7 @@ impl AttemptRun<'_> {
             let Some(request) = self.graph.config.savepoint.clone() else { return };
             let storage = match &self.savepoint_storage {
                 Some(s) => s.clone(),
-                None => match ObjectCheckpointStorage::local(&request.dir) {
+                None => match ObjectCheckpointStorage::open(&request.dir.to_string_lossy()) {
                     Ok(s) => {
                         let s: Arc<dyn CheckpointStorage> = Arc::new(s);
                         self.savepoint_storage = Some(s.clone());

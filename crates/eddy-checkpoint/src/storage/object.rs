@@ -8,7 +8,6 @@ use super::{directory_name, CheckpointStorage, CompletedCheckpoint};
 use crate::error::CheckpointError;
 use crate::metadata::{self, CheckpointMetadata, StateHandle, TaskStateEntry, METADATA_FILE};
 use crate::snapshot::{CheckpointId, OperatorSnapshot, SnapshotKind};
-use futures::executor::block_on;
 use futures::StreamExt;
 use object_store::local::LocalFileSystem;
 use object_store::path::Path as ObjectPath;
@@ -20,10 +19,17 @@ use std::sync::Arc;
 /// directory (Flink's `FileSystemCheckpointStorage`).
 pub struct ObjectCheckpointStorage {
     store: Arc<dyn ObjectStore>,
+    /// Drives the store's async calls; the coordinator itself is synchronous.
+    runtime: tokio::runtime::Runtime,
     /// Human-readable root, also the prefix of returned locations.
     root: String,
     /// For local directories: the real path, to remove emptied directories.
     local_root: Option<PathBuf>,
+}
+
+/// A small runtime for the object store's I/O.
+fn io_runtime(root: &str) -> Result<tokio::runtime::Runtime, CheckpointError> {
+    tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| io(root, e))
 }
 
 fn io(path: &str, e: impl std::fmt::Display) -> CheckpointError {
@@ -37,12 +43,38 @@ impl ObjectCheckpointStorage {
         std::fs::create_dir_all(dir).map_err(|e| io(&dir.display().to_string(), e))?;
         let dir = dir.canonicalize().map_err(|e| io(&dir.display().to_string(), e))?;
         let store = LocalFileSystem::new_with_prefix(&dir).map_err(|e| io(&dir.display().to_string(), e))?;
-        Ok(Self { store: Arc::new(store), root: dir.display().to_string(), local_root: Some(dir) })
+        let runtime = io_runtime(&dir.display().to_string())?;
+        Ok(Self { store: Arc::new(store), runtime, root: dir.display().to_string(), local_root: Some(dir) })
     }
 
     /// Checkpoints in any object store (an S3 client, say), under `root` for messages.
-    pub fn new(store: Arc<dyn ObjectStore>, root: impl Into<String>) -> Self {
-        Self { store, root: root.into(), local_root: None }
+    pub fn new(store: Arc<dyn ObjectStore>, root: impl Into<String>) -> Result<Self, CheckpointError> {
+        let root = root.into();
+        let runtime = io_runtime(&root)?;
+        Ok(Self { store, runtime, root, local_root: None })
+    }
+
+    /// Checkpoints at a location: `s3://bucket/prefix` for an S3-compatible store (endpoint,
+    /// region and credentials from the usual `AWS_*` environment variables, e.g.
+    /// `AWS_ENDPOINT`, `AWS_ALLOW_HTTP`, `AWS_ACCESS_KEY_ID`), anything else a local directory.
+    pub fn open(location: &str) -> Result<Self, CheckpointError> {
+        let Some(rest) = location.strip_prefix("s3://") else {
+            return Self::local(location.strip_prefix("file://").unwrap_or(location));
+        };
+        let invalid = |message: String| CheckpointError::InvalidLocation { location: location.to_string(), message };
+        let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
+        if bucket.is_empty() {
+            return Err(invalid("no bucket name".into()));
+        }
+        let s3 = object_store::aws::AmazonS3Builder::from_env()
+            .with_bucket_name(bucket)
+            .build()
+            .map_err(|e| invalid(e.to_string()))?;
+        let store: Arc<dyn ObjectStore> = match prefix.trim_matches('/') {
+            "" => Arc::new(s3),
+            prefix => Arc::new(object_store::prefix::PrefixStore::new(s3, prefix)),
+        };
+        Self::new(store, location.trim_end_matches('/'))
     }
 
     fn full(&self, relative: &str) -> String {
@@ -50,14 +82,16 @@ impl ObjectCheckpointStorage {
     }
 
     fn put(&self, relative: &str, bytes: Vec<u8>) -> Result<(), CheckpointError> {
-        block_on(self.store.put(&ObjectPath::from(relative), PutPayload::from(bytes)))
+        self.runtime
+            .block_on(self.store.put(&ObjectPath::from(relative), PutPayload::from(bytes)))
             .map_err(|e| io(&self.full(relative), e))?;
         Ok(())
     }
 
     fn get(&self, relative: &str) -> Result<Vec<u8>, CheckpointError> {
         let path = ObjectPath::from(relative);
-        block_on(async { self.store.get(&path).await?.bytes().await })
+        self.runtime
+            .block_on(async { self.store.get(&path).await?.bytes().await })
             .map(|b| b.to_vec())
             .map_err(|e| io(&self.full(relative), e))
     }
@@ -171,11 +205,13 @@ impl CheckpointStorage for ObjectCheckpointStorage {
         let prefix = ObjectPath::from(dir.as_str());
         // `_metadata` first: a half-deleted checkpoint must never look complete.
         let metadata_path = ObjectPath::from(format!("{dir}/{METADATA_FILE}"));
-        let _ = block_on(self.store.delete(&metadata_path));
-        let objects: Vec<_> = block_on(self.store.list(Some(&prefix)).collect::<Vec<_>>());
+        let _ = self.runtime.block_on(self.store.delete(&metadata_path));
+        let objects: Vec<_> = self.runtime.block_on(self.store.list(Some(&prefix)).collect::<Vec<_>>());
         for object in objects {
             let object = object.map_err(|e| io(&self.full(&dir), e))?;
-            block_on(self.store.delete(&object.location)).map_err(|e| io(&self.full(object.location.as_ref()), e))?;
+            self.runtime
+                .block_on(self.store.delete(&object.location))
+                .map_err(|e| io(&self.full(object.location.as_ref()), e))?;
         }
         if let Some(root) = &self.local_root {
             let _ = std::fs::remove_dir_all(root.join(&dir));
@@ -184,7 +220,7 @@ impl CheckpointStorage for ObjectCheckpointStorage {
     }
 
     fn completed(&self) -> Result<Vec<String>, CheckpointError> {
-        let listing = block_on(self.store.list_with_delimiter(None)).map_err(|e| io(&self.root, e))?;
+        let listing = self.runtime.block_on(self.store.list_with_delimiter(None)).map_err(|e| io(&self.root, e))?;
         let mut ids: Vec<u64> = listing
             .common_prefixes
             .iter()
@@ -195,7 +231,7 @@ impl CheckpointStorage for ObjectCheckpointStorage {
         for id in ids {
             let dir = directory_name(CheckpointId(id), SnapshotKind::Checkpoint);
             let path = ObjectPath::from(format!("{dir}/{METADATA_FILE}"));
-            if block_on(self.store.head(&path)).is_ok() {
+            if self.runtime.block_on(self.store.head(&path)).is_ok() {
                 complete.push(self.full(&dir));
             }
         }
@@ -208,9 +244,18 @@ impl CheckpointStorage for ObjectCheckpointStorage {
     }
 }
 
-/// Reads the checkpoint or savepoint in a local directory (it may have been moved: the
-/// metadata names its files relative to it).
+/// Reads the checkpoint or savepoint in a directory (it may have been moved: the metadata
+/// names its files relative to it), local or `s3://bucket/…/chk-7`.
 pub fn load_checkpoint_dir(dir: impl AsRef<Path>) -> Result<CompletedCheckpoint, CheckpointError> {
+    let shown = dir.as_ref().to_string_lossy().into_owned();
+    if shown.starts_with("s3://") {
+        let trimmed = shown.trim_end_matches('/');
+        let (parent, name) = trimmed.rsplit_once('/').ok_or_else(|| CheckpointError::InvalidLocation {
+            location: shown.clone(),
+            message: "expected s3://bucket/path/chk-N".into(),
+        })?;
+        return ObjectCheckpointStorage::open(parent)?.load_dir(name);
+    }
     let (storage, name) = open_parent(dir.as_ref())?;
     storage.load_dir(&name)
 }

@@ -1,0 +1,154 @@
+//! Checkpoints and savepoints in an S3-compatible object store: a real moto server that
+//! this test starts on loopback. It installs moto from PyPI when `moto_server` is missing,
+//! so that `cargo test --workspace` needs nothing done by hand.
+
+use eddy::checkpoint::storage::{CheckpointStorage, ObjectCheckpointStorage};
+use eddy::checkpoint::CheckpointConfig;
+use eddy::prelude::*;
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+struct MotoServer {
+    child: Child,
+    port: u16,
+}
+
+impl Drop for MotoServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn start_moto() -> MotoServer {
+    let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let spawn = || {
+        Command::new("moto_server")
+            .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+    };
+    let child = match spawn() {
+        Ok(child) => child,
+        Err(_) => {
+            let installed = Command::new("python3").args(["-m", "pip", "install", "--quiet", "moto[server]"]).status();
+            assert!(
+                installed.is_ok_and(|s| s.success()),
+                "moto_server is missing and pip could not install moto[server]"
+            );
+            spawn().expect("moto_server after installing moto[server]")
+        }
+    };
+    let server = MotoServer { child, port };
+    let started = Instant::now();
+    while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(started.elapsed() < Duration::from_secs(30), "moto_server did not start");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    server
+}
+
+/// Creates a bucket with a plain HTTP PUT (object_store does not create buckets).
+fn create_bucket(port: u16, bucket: &str) {
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    write!(
+        stream,
+        "PUT /{bucket} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    assert!(response.starts_with("HTTP/1.1 200"), "{response}");
+}
+
+#[derive(Clone, Default)]
+struct Count {
+    count: Option<ValueState<u64>>,
+}
+
+impl RichFunction for Count {
+    fn open(&mut self, ctx: &mut RuntimeContext<'_>) -> FunctionResult {
+        self.count = Some(ctx.get_state(&ValueStateDescriptor::new("count"))?);
+        Ok(())
+    }
+}
+
+impl KeyedProcessFunction<u64, u64, (u64, u64)> for Count {
+    fn process_element(
+        &mut self,
+        _v: u64,
+        ctx: &mut KeyedContext<'_, u64>,
+        out: &mut Collector<'_, (u64, u64)>,
+    ) -> FunctionResult {
+        let state = self.count.as_ref().ok_or("no state")?;
+        let next = state.value()?.unwrap_or(0) + 1;
+        state.update(next)?;
+        out.collect((*ctx.current_key(), next));
+        Ok(())
+    }
+}
+
+fn counting_job(env: &Env, sink: CollectSink<(u64, u64)>) {
+    env.from_sequence(0, 19_999)
+        .uid("numbers")
+        .map(|i| {
+            if i.is_multiple_of(100) {
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            i
+        })
+        .uid("slow")
+        .key_by(|i: &u64| i % 10)
+        .process(Count::default())
+        .uid("count")
+        .add_sink(sink)
+        .uid("sink");
+}
+
+#[test]
+fn checkpoints_and_savepoints_live_in_an_s3_compatible_store() {
+    let moto = start_moto();
+    create_bucket(moto.port, "eddy-test");
+    std::env::set_var("AWS_ENDPOINT", format!("http://127.0.0.1:{}", moto.port));
+    std::env::set_var("AWS_ALLOW_HTTP", "true");
+    std::env::set_var("AWS_ACCESS_KEY_ID", "test");
+    std::env::set_var("AWS_SECRET_ACCESS_KEY", "test");
+    std::env::set_var("AWS_REGION", "us-east-1");
+
+    let env = Env::new();
+    env.set_parallelism(2);
+    env.set_checkpoint_config(CheckpointConfig {
+        interval_ms: 40,
+        retained: 2,
+        retain_on_cancel: true,
+        ..CheckpointConfig::default()
+    });
+    env.set_checkpoint_dir("s3://eddy-test/checkpoints");
+    env.stop_with_savepoint_after("s3://eddy-test/savepoints", 150);
+    counting_job(&env, CollectSink::new());
+    let result = env.execute("count").unwrap();
+    assert!(result.checkpoints_completed >= 1, "{result:?}");
+    let savepoint = result.savepoint.expect("a savepoint");
+    assert!(savepoint.starts_with("s3://eddy-test/savepoints/savepoint-"), "{savepoint}");
+
+    let storage = ObjectCheckpointStorage::open("s3://eddy-test/checkpoints").unwrap();
+    let completed = storage.completed().unwrap();
+    assert!(!completed.is_empty() && completed[0].starts_with("s3://eddy-test/checkpoints/chk-"), "{completed:?}");
+    assert!(storage.load(&completed[0]).unwrap().state_for("count", 0).is_some());
+
+    let env = Env::new();
+    env.set_parallelism(2);
+    env.restore_from(&savepoint);
+    let resumed = CollectSink::new();
+    counting_job(&env, resumed.clone());
+    env.execute("count").unwrap();
+    let resumed = resumed.take();
+    assert!(!resumed.is_empty() && resumed.len() < 20_000, "{}", resumed.len());
+    for key in 0..10 {
+        let last = resumed.iter().filter(|(k, _)| *k == key).map(|(_, c)| *c).max().unwrap();
+        assert_eq!(last, 2_000, "key {key} continues from the savepoint in S3");
+    }
+}
