@@ -168,6 +168,11 @@ impl LocalExecutor {
             result.duration = started.elapsed();
             match end {
                 AttemptEnd::Finished | AttemptEnd::Stopped => {
+                    if config.savepoint.is_some() && result.savepoint.is_none() {
+                        result
+                            .warnings
+                            .push("the job finished before its savepoint was due; no savepoint was taken".into());
+                    }
                     if !config.checkpoint.retain_on_cancel {
                         for location in storage.completed().unwrap_or_default() {
                             if let Ok(c) = storage.load(&location) {

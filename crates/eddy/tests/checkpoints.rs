@@ -1,63 +1,14 @@
 //! Checkpoint storage from a job's point of view: corrupt files, fallback to an older
 //! checkpoint, memory storage limits, restart strategies, inspection.
 
+use common::{assert_counts_continue, counting_job, temp_dir, Count};
 use eddy::checkpoint::restart::RestartStrategy;
 use eddy::checkpoint::CheckpointConfig;
 use eddy::prelude::*;
 use std::path::{Path, PathBuf};
+
+mod common;
 use std::process::Command;
-
-fn temp_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("eddy-checkpoints-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    dir
-}
-
-#[derive(Clone, Default)]
-struct Count {
-    count: Option<ValueState<u64>>,
-}
-
-impl RichFunction for Count {
-    fn open(&mut self, ctx: &mut RuntimeContext<'_>) -> FunctionResult {
-        self.count = Some(ctx.get_state(&ValueStateDescriptor::new("count"))?);
-        Ok(())
-    }
-}
-
-impl KeyedProcessFunction<u64, u64, (u64, u64)> for Count {
-    fn process_element(
-        &mut self,
-        v: u64,
-        ctx: &mut KeyedContext<'_, u64>,
-        out: &mut Collector<'_, (u64, u64)>,
-    ) -> FunctionResult {
-        let state = self.count.as_ref().ok_or("no state")?;
-        let next = state.value()?.unwrap_or(0) + 1;
-        state.update(next)?;
-        out.collect((*ctx.current_key(), next));
-        let _ = v;
-        Ok(())
-    }
-}
-
-/// A slow counting job: 10 keys, `events` records, about 2 ms per 100 records.
-fn counting_job(env: &Env, events: u64, sink: CollectSink<(u64, u64)>) {
-    env.from_sequence(0, events - 1)
-        .uid("numbers")
-        .map(|i| {
-            if i % 100 == 0 {
-                std::thread::sleep(std::time::Duration::from_millis(2));
-            }
-            i
-        })
-        .uid("slow")
-        .key_by(|i: &u64| i % 10)
-        .process(Count::default())
-        .uid("count")
-        .add_sink(sink)
-        .uid("sink");
-}
 
 fn checkpoint_dirs(dir: &Path) -> Vec<PathBuf> {
     let mut dirs: Vec<PathBuf> =
@@ -125,12 +76,7 @@ fn a_corrupt_newest_checkpoint_falls_back_to_the_older_one_and_is_named() {
     );
     let emitted = sink.take();
     assert!(emitted.len() < 20_000, "resumed from the older checkpoint, not from scratch: {}", emitted.len());
-    // Counts continue from the restored state: every key that emits ends at 2000 exactly.
-    for key in 0..10 {
-        if let Some(last) = emitted.iter().filter(|(k, _)| *k == key).map(|(_, c)| *c).max() {
-            assert_eq!(last, 2_000, "key {key}");
-        }
-    }
+    assert_counts_continue(&emitted, 2_000);
 
     // Inspection shows the corrupt file and exits 1.
     let out = Command::new(env!("CARGO_BIN_EXE_eddy"))
@@ -337,9 +283,6 @@ fn a_savepoint_on_demand_leaves_the_job_running_and_restores_mid_stream() {
     env.execute("count").unwrap();
     let resumed = resumed.take();
     assert!(!resumed.is_empty() && resumed.len() < 20_000, "{}", resumed.len());
-    for key in 0..10 {
-        let last = resumed.iter().filter(|(k, _)| *k == key).map(|(_, c)| *c).max().unwrap();
-        assert_eq!(last, 2_000, "key {key} continues from the savepoint's count");
-    }
+    assert_counts_continue(&resumed, 2_000);
     std::fs::remove_dir_all(&savepoints).unwrap();
 }

@@ -349,6 +349,34 @@ enum Either<A, B> {
     Second(Envelope<B>),
 }
 
+/// Takes one envelope of one input of a two-input task (`offset`: where its channels start
+/// in the aligner). `None` when alignment holds it back; else whether it ended a channel,
+/// and what it did to the alignment.
+fn take_side<X>(
+    gate: &mut Gate<X>,
+    aligner: &mut BarrierAligner,
+    offset: usize,
+    envelope: Envelope<X>,
+    process: impl FnMut(X),
+) -> Option<(bool, Alignment)> {
+    let channel = offset + envelope.channel as usize;
+    if aligner.is_blocked(channel) {
+        gate.held.push_back(envelope);
+        return None;
+    }
+    Some(match envelope.message {
+        StreamMessage::Records(batch) => {
+            batch.into_iter().for_each(process);
+            (false, Alignment::Pending)
+        }
+        StreamMessage::Barrier(barrier) => (false, aligner.on_barrier(channel, barrier)),
+        StreamMessage::EndOfInput => {
+            gate.ends_seen += 1;
+            (true, aligner.on_end_of_input(channel))
+        }
+    })
+}
+
 impl<A, B> TwoInputDriver<A, B> {
     #[allow(clippy::too_many_arguments)]
     pub fn new(
@@ -377,45 +405,14 @@ impl<A, B> TwoInputDriver<A, B> {
 
     fn handle(&mut self, next: Either<A, B>) -> Result<StepResult, TaskError> {
         let offset = self.first.ends_expected;
-        let (channel, message_was_end, alignment) = match next {
-            Either::First(envelope) => {
-                let channel = envelope.channel as usize;
-                if self.aligner.is_blocked(channel) {
-                    self.first.held.push_back(envelope);
-                    return Ok(StepResult::Continue);
-                }
-                match envelope.message {
-                    StreamMessage::Records(batch) => {
-                        batch.into_iter().for_each(|r| self.head.process1(r));
-                        (channel, false, Alignment::Pending)
-                    }
-                    StreamMessage::Barrier(b) => (channel, false, self.aligner.on_barrier(channel, b)),
-                    StreamMessage::EndOfInput => {
-                        self.first.ends_seen += 1;
-                        (channel, true, self.aligner.on_end_of_input(channel))
-                    }
-                }
-            }
+        let head = &mut self.head;
+        let taken = match next {
+            Either::First(envelope) => take_side(&mut self.first, &mut self.aligner, 0, envelope, |r| head.process1(r)),
             Either::Second(envelope) => {
-                let channel = offset + envelope.channel as usize;
-                if self.aligner.is_blocked(channel) {
-                    self.second.held.push_back(envelope);
-                    return Ok(StepResult::Continue);
-                }
-                match envelope.message {
-                    StreamMessage::Records(batch) => {
-                        batch.into_iter().for_each(|r| self.head.process2(r));
-                        (channel, false, Alignment::Pending)
-                    }
-                    StreamMessage::Barrier(b) => (channel, false, self.aligner.on_barrier(channel, b)),
-                    StreamMessage::EndOfInput => {
-                        self.second.ends_seen += 1;
-                        (channel, true, self.aligner.on_end_of_input(channel))
-                    }
-                }
+                take_side(&mut self.second, &mut self.aligner, offset, envelope, |r| head.process2(r))
             }
         };
-        let _ = channel;
+        let Some((message_was_end, alignment)) = taken else { return Ok(StepResult::Continue) };
         self.shared.check()?;
         if let Alignment::Complete(barrier) = alignment {
             snapshot_and_acknowledge(&mut self.head, &self.shared, &barrier)?;

@@ -1,0 +1,68 @@
+//! Helpers shared by the checkpoint tests: a slow counting job and temporary directories.
+
+#![allow(dead_code)]
+
+use eddy::prelude::*;
+use std::path::PathBuf;
+
+/// A fresh temporary directory for one test.
+pub fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("eddy-test-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
+/// Counts records per key in a `ValueState` and emits `(key, count)`.
+#[derive(Clone, Default)]
+pub struct Count {
+    count: Option<ValueState<u64>>,
+}
+
+impl RichFunction for Count {
+    fn open(&mut self, ctx: &mut RuntimeContext<'_>) -> FunctionResult {
+        self.count = Some(ctx.get_state(&ValueStateDescriptor::new("count"))?);
+        Ok(())
+    }
+}
+
+impl KeyedProcessFunction<u64, u64, (u64, u64)> for Count {
+    fn process_element(
+        &mut self,
+        _v: u64,
+        ctx: &mut KeyedContext<'_, u64>,
+        out: &mut Collector<'_, (u64, u64)>,
+    ) -> FunctionResult {
+        let state = self.count.as_ref().ok_or("no state")?;
+        let next = state.value()?.unwrap_or(0) + 1;
+        state.update(next)?;
+        out.collect((*ctx.current_key(), next));
+        Ok(())
+    }
+}
+
+/// A slow counting job: 10 keys, `events` records, about 2 ms per 100 records.
+pub fn counting_job(env: &Env, events: u64, sink: CollectSink<(u64, u64)>) {
+    env.from_sequence(0, events - 1)
+        .uid("numbers")
+        .map(|i| {
+            if i.is_multiple_of(100) {
+                std::thread::sleep(std::time::Duration::from_millis(2));
+            }
+            i
+        })
+        .uid("slow")
+        .key_by(|i: &u64| i % 10)
+        .process(Count::default())
+        .uid("count")
+        .add_sink(sink)
+        .uid("sink");
+}
+
+/// Every key of a resumed counting job ends at the full count: the state continued.
+pub fn assert_counts_continue(resumed: &[(u64, u64)], per_key: u64) {
+    for key in 0..10 {
+        if let Some(last) = resumed.iter().filter(|(k, _)| *k == key).map(|(_, c)| *c).max() {
+            assert_eq!(last, per_key, "key {key}");
+        }
+    }
+}
