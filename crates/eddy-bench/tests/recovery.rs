@@ -133,3 +133,59 @@ fn stop_with_savepoint_then_restore_finishes_like_an_uninterrupted_run() {
     assert!(stderr.contains("has state for operator uid") && stderr.contains("allow-non-restored-state"), "{stderr}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Stops W1 with a savepoint at each parallelism of `chain` but the last, restoring the
+/// next step from it; the output must be the uninterrupted run's.
+fn rescale_chain(name: &str, chain: &[u32]) {
+    let dir = temp_dir(name);
+    let (expected_checksum, expected) = reference(&dir);
+    let out = dir.join("out");
+    let mut savepoint: Option<String> = None;
+    for (step, parallelism) in chain.iter().enumerate() {
+        let p = parallelism.to_string();
+        let mut args: Vec<String> =
+            ["api-count", "--events", EVENTS, "--keys", "1000", "--parallelism", &p, "--output", out.to_str().unwrap()]
+                .iter()
+                .map(|s| s.to_string())
+                .collect();
+        if let Some(path) = &savepoint {
+            args.extend(["--restore".to_string(), path.clone()]);
+        }
+        let last = step + 1 == chain.len();
+        if !last {
+            let savepoints = dir.join(format!("sp-{step}"));
+            args.extend(
+                [
+                    "--rate",
+                    "100000",
+                    "--savepoint-dir",
+                    savepoints.to_str().unwrap(),
+                    "--stop-with-savepoint-after-ms",
+                    "300",
+                ]
+                .map(String::from),
+            );
+        }
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let (code, stdout, stderr) = bench(&args);
+        assert_eq!(code, 0, "step {step} at parallelism {parallelism}: {stderr}");
+        if last {
+            assert_eq!(checksum(&stdout), expected_checksum, "{name}: checksum");
+        } else {
+            savepoint =
+                Some(stdout.lines().find_map(|l| l.strip_prefix("savepoint=")).expect("a savepoint").to_string());
+        }
+    }
+    assert_eq!(output(&out), expected, "{name}: exactly the uninterrupted output");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn w1_rescales_along_1_2_3_1() {
+    rescale_chain("chain-1231", &[1, 2, 3, 1]);
+}
+
+#[test]
+fn w1_rescales_along_4_2_4() {
+    rescale_chain("chain-424", &[4, 2, 4]);
+}

@@ -17,6 +17,7 @@ pub mod config;
 pub mod coordinator;
 pub mod error;
 pub mod metadata;
+pub mod rescale;
 pub mod restart;
 pub mod snapshot;
 pub mod storage;

@@ -21,6 +21,7 @@ use crate::task::{
 use crossbeam_channel::{select, Receiver};
 use eddy_checkpoint::coordinator::{CheckpointCoordinator, Completed};
 use eddy_checkpoint::metadata::{encode_task_state, CheckpointMetadata, OperatorEntry, StateHandle, TaskStateEntry};
+use eddy_checkpoint::rescale::rescale;
 use eddy_checkpoint::restart::RestartBackoff;
 use eddy_checkpoint::storage::{
     load_checkpoint_dir, CheckpointStorage, CompletedCheckpoint, MemoryCheckpointStorage, ObjectCheckpointStorage,
@@ -164,7 +165,14 @@ impl LocalExecutor {
         let mut backoff = RestartBackoff::new(config.restart_strategy());
         let started = Instant::now();
         loop {
-            let end = self.attempt(&graph, &plan, restore.map(Arc::new), &storage, &mut result);
+            let restored = match &restore {
+                Some(checkpoint) => Some((
+                    checkpoint.metadata.checkpoint_id,
+                    Arc::new(restore_plan(&graph, checkpoint).map_err(|message| fail(message))?),
+                )),
+                None => None,
+            };
+            let end = self.attempt(&graph, &plan, restored, &storage, &mut result);
             result.duration = started.elapsed();
             match end {
                 AttemptEnd::Finished | AttemptEnd::Stopped => {
@@ -217,7 +225,7 @@ impl LocalExecutor {
         &self,
         graph: &Arc<StreamGraph>,
         plan: &Arc<ChainPlan>,
-        restore: Option<Arc<CompletedCheckpoint>>,
+        restore: Option<(CheckpointId, Arc<RestorePlan>)>,
         storage: &Arc<dyn CheckpointStorage>,
         result: &mut JobResult,
     ) -> AttemptEnd {
@@ -240,7 +248,7 @@ impl LocalExecutor {
                 cancel: cancel.clone(),
                 clock: self.clock.clone(),
                 reports: reports_tx.clone(),
-                restore: restore.clone(),
+                restore: restore.as_ref().map(|(_, plan)| plan.clone()),
             };
             let (graph, plan, done_tx) = (graph.clone(), plan.clone(), done_tx.clone());
             let spawned = std::thread::Builder::new().name(name).spawn(move || {
@@ -272,7 +280,7 @@ impl LocalExecutor {
             coordinator: CheckpointCoordinator::new(
                 config.checkpoint.clone(),
                 handles.len(),
-                restore.as_ref().map_or(1, |r| r.metadata.checkpoint_id.0 + 1),
+                restore.as_ref().map_or(1, |(id, _)| id.0 + 1),
             ),
             triggered_at: HashMap::new(),
             failure: None,
@@ -339,18 +347,30 @@ fn check_restore(
                     "cannot restore {where_}: it has state for operator uid '{uid}', which this job does not have; set allow-non-restored-state to drop it"
                 ))
             }
-            Some(node) => {
-                let old = checkpoint.operators.iter().find(|o| o.uid == uid).map_or(0, |o| o.parallelism);
-                if old != node.parallelism {
-                    return Err(format!(
-                        "cannot restore {where_}: operator '{}' (uid '{uid}') ran with parallelism {old} and now has {}; changing parallelism on restore is not supported yet",
-                        node.name, node.parallelism
-                    ));
-                }
-            }
+            Some(_) => {}
         }
     }
     Ok(())
+}
+
+/// The state every operator instance of the job restores: taken as it is at the same
+/// parallelism, redistributed by key groups and operator-state kind at another.
+type RestorePlan = HashMap<(String, u32), OperatorSnapshot>;
+
+fn restore_plan(graph: &StreamGraph, checkpoint: &CompletedCheckpoint) -> Result<RestorePlan, String> {
+    let mut plan = HashMap::new();
+    for node in &graph.nodes {
+        let uid = node.effective_uid();
+        let old: Vec<OperatorSnapshot> = checkpoint.operators.iter().filter(|o| o.uid == uid).cloned().collect();
+        for subtask in 0..node.parallelism {
+            let state = rescale(&old, node.parallelism, subtask, graph.max_parallelism)
+                .map_err(|e| format!("cannot restore operator '{}' from {}: {e}", node.name, checkpoint.location))?;
+            if let Some(state) = state {
+                plan.insert((uid.clone(), subtask), state);
+            }
+        }
+    }
+    Ok(plan)
 }
 
 /// The coordinator side of one attempt.
@@ -723,7 +743,7 @@ struct TaskContext {
     cancel: Arc<AtomicBool>,
     clock: Arc<dyn Clock>,
     reports: crossbeam_channel::Sender<TaskReport>,
-    restore: Option<Arc<CompletedCheckpoint>>,
+    restore: Option<Arc<RestorePlan>>,
 }
 
 /// The body of a subtask's thread.
@@ -764,13 +784,13 @@ struct ChainBuilder<'a> {
     subtask: u32,
     shared: Rc<TaskShared>,
     writers: HashMap<usize, WriterTargets>,
-    restore: Option<Arc<CompletedCheckpoint>>,
+    restore: Option<Arc<RestorePlan>>,
 }
 
 impl ChainBuilder<'_> {
     fn info(&self, node: &StreamNode) -> OperatorInfo {
         let uid = node.effective_uid();
-        let restored = self.restore.as_ref().and_then(|r| r.state_for(&uid, self.subtask).cloned());
+        let restored = self.restore.as_ref().and_then(|r| r.get(&(uid.clone(), self.subtask)).cloned());
         OperatorInfo {
             name: node.name.clone(),
             uid,

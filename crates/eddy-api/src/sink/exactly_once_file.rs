@@ -110,11 +110,14 @@ impl<T: Display + 'static> TransactionalSink<T> for FileTransactions<T> {
         Ok(())
     }
 
-    fn abort_leftovers(&mut self, subtask: u32) -> FunctionResult {
+    fn abort_leftovers(&mut self, subtask: u32, parallelism: u32) -> FunctionResult {
         let Ok(entries) = std::fs::read_dir(&*self.dir) else { return Ok(()) };
-        let prefix = format!(".part-{subtask}-");
         for entry in entries.flatten() {
-            if entry.file_name().to_string_lossy().starts_with(&prefix) {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            // `.part-<s>-<n>.<state>`: the subtask that wrote it.
+            let writer =
+                name.strip_prefix(".part-").and_then(|rest| rest.split('-').next()).and_then(|s| s.parse::<u32>().ok());
+            if writer.is_some_and(|s| s % parallelism == subtask) {
                 let path = entry.path();
                 std::fs::remove_file(&path).map_err(|e| io_error("remove leftover", &path, e))?;
             }

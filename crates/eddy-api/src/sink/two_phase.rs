@@ -23,8 +23,9 @@ pub trait TransactionalSink<T>: Clone + Send + Sync + 'static {
     fn commit(&mut self, transaction: Self::Transaction) -> FunctionResult;
     fn abort(&mut self, transaction: Self::Transaction) -> FunctionResult;
     /// On start, after restored transactions were committed: remove whatever an earlier
-    /// run of `subtask` left unfinished.
-    fn abort_leftovers(&mut self, subtask: u32) -> FunctionResult;
+    /// run left unfinished of its subtasks `s` with `s % parallelism == subtask` (after a
+    /// rescale, old subtasks beyond the new parallelism are cleaned up too).
+    fn abort_leftovers(&mut self, subtask: u32, parallelism: u32) -> FunctionResult;
 }
 
 /// A sink that writes exactly once through a [`TransactionalSink`].
@@ -78,15 +79,19 @@ impl<S: TransactionalSink<T>, T> TwoPhaseCommitSink<S, T> {
 impl<S: TransactionalSink<T>, T> RichFunction for TwoPhaseCommitSink<S, T> {
     fn initialize_state(&mut self, ctx: &mut RuntimeContext<'_>) -> FunctionResult {
         self.subtask = ctx.index_of_this_subtask();
+        let parallelism = ctx.number_of_parallel_subtasks();
         let store = ctx.operator_state();
+        // Pending transactions are even-split: after a rescale some subtask commits each.
         let restored: Vec<(u64, S::Transaction)> = store.list_state(&Self::pending_descriptor())?.get();
-        self.next_sequence =
-            store.list_state(&ListStateDescriptor::<u64>::new(SEQUENCE_STATE))?.get().first().copied().unwrap_or(0);
+        // Sequence counters are union state: every subtask continues past all of them, so
+        // no new transaction reuses an old one's number.
+        let sequences = store.union_list_state(&ListStateDescriptor::<u64>::new(SEQUENCE_STATE))?.get();
+        self.next_sequence = sequences.into_iter().max().unwrap_or(0);
         // Restored transactions were pre-committed before the checkpoint completed: commit.
         for (_, transaction) in restored {
             self.system.commit(transaction)?;
         }
-        self.system.abort_leftovers(self.subtask)?;
+        self.system.abort_leftovers(self.subtask, parallelism)?;
         self.begin_next()
     }
 
@@ -101,7 +106,7 @@ impl<S: TransactionalSink<T>, T> RichFunction for TwoPhaseCommitSink<S, T> {
         }
         let store = ctx.operator_state();
         store.list_state(&Self::pending_descriptor())?.update(self.pending.clone());
-        store.list_state(&ListStateDescriptor::<u64>::new(SEQUENCE_STATE))?.update(vec![self.next_sequence]);
+        store.union_list_state(&ListStateDescriptor::<u64>::new(SEQUENCE_STATE))?.update(vec![self.next_sequence]);
         Ok(())
     }
 

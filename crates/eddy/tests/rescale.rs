@@ -1,0 +1,109 @@
+//! Rescaling through savepoints, as a property: along random parallelism chains, a
+//! counting job stopped with a savepoint at each step and restored at the next
+//! parallelism commits exactly the output of an uninterrupted run.
+
+use eddy::prelude::*;
+use eddy::sink::ExactlyOnceFileSink;
+use std::collections::BTreeMap;
+use std::path::Path;
+
+mod common;
+
+const EVENTS: u64 = 40_000;
+const KEYS: u64 = 13;
+
+fn job(env: &Env, out: &Path) {
+    env.from_sequence(0, EVENTS - 1)
+        .uid("numbers")
+        .map(|i| {
+            if i.is_multiple_of(200) {
+                std::thread::sleep(std::time::Duration::from_millis(2));
+            }
+            i
+        })
+        .uid("slow")
+        .key_by(|i: &u64| i % KEYS)
+        .process(common::Count::default())
+        .uid("count")
+        .map(|(key, count)| format!("{key} {count}"))
+        .uid("format")
+        .add_sink(ExactlyOnceFileSink::<String>::new_in(out))
+        .uid("sink");
+}
+
+fn committed(out: &Path) -> Vec<String> {
+    let mut lines = Vec::new();
+    for entry in std::fs::read_dir(out).unwrap().flatten() {
+        assert!(!entry.file_name().to_string_lossy().starts_with('.'), "uncommitted file left");
+        lines.extend(std::fs::read_to_string(entry.path()).unwrap().lines().map(String::from));
+    }
+    lines.sort();
+    lines
+}
+
+fn run_chain(chain: &[u32], name: &str) {
+    let dir = common::temp_dir(name);
+    let out = dir.join("out");
+    let mut savepoint: Option<String> = None;
+    for (step, &parallelism) in chain.iter().enumerate() {
+        let env = Env::new();
+        env.set_parallelism(parallelism).set_max_parallelism(32);
+        if let Some(path) = &savepoint {
+            env.restore_from(path);
+        }
+        let last = step + 1 == chain.len();
+        if !last {
+            env.stop_with_savepoint_after(dir.join(format!("sp-{step}")), 40);
+        }
+        job(&env, &out);
+        let result = env.execute("rescale").unwrap_or_else(|e| panic!("{name} step {step} (p={parallelism}): {e}"));
+        if !last {
+            savepoint = Some(
+                result.savepoint.unwrap_or_else(|| panic!("{name} step {step}: no savepoint: {:?}", result.warnings)),
+            );
+        }
+    }
+    let mut expected = Vec::new();
+    let mut counts: BTreeMap<u64, u64> = BTreeMap::new();
+    for i in 0..EVENTS {
+        let c = counts.entry(i % KEYS).or_default();
+        *c += 1;
+        expected.push(format!("{} {c}", i % KEYS));
+    }
+    expected.sort();
+    assert_eq!(committed(&out), expected, "{name}: chain {chain:?}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn random_parallelism_chains_keep_output_exactly_once() {
+    let mut x = 0x5EED_u64;
+    for round in 0..4 {
+        let chain: Vec<u32> = (0..3)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                (x % 4) as u32 + 1
+            })
+            .collect();
+        run_chain(&chain, &format!("random-{round}"));
+    }
+}
+
+#[test]
+fn max_parallelism_cannot_change_on_restore() {
+    let dir = common::temp_dir("max-p");
+    let env = Env::new();
+    env.set_parallelism(2).set_max_parallelism(32);
+    env.stop_with_savepoint_after(dir.join("sp"), 40);
+    job(&env, &dir.join("out"));
+    let savepoint = env.execute("max").unwrap().savepoint.expect("a savepoint");
+    let env = Env::new();
+    env.set_parallelism(2).set_max_parallelism(64);
+    env.restore_from(&savepoint);
+    job(&env, &dir.join("out"));
+    let message = env.execute("max").unwrap_err().to_string();
+    assert!(message.contains("max parallelism 32, the job has 64; max parallelism cannot change"), "{message}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
