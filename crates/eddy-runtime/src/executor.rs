@@ -168,7 +168,7 @@ impl LocalExecutor {
             let restored = match &restore {
                 Some(checkpoint) => Some((
                     checkpoint.metadata.checkpoint_id,
-                    Arc::new(restore_plan(&graph, checkpoint).map_err(|message| fail(message))?),
+                    Arc::new(restore_plan(&graph, checkpoint).map_err(&fail)?),
                 )),
                 None => None,
             };
