@@ -32,10 +32,11 @@ pub fn run_all(factory: BackendFactory<'_>) {
     with_installed(factory, aggregating_state);
     with_installed(factory, redeclaration);
     with_installed(factory, no_current_key);
-    with_installed(factory, snapshot_by_key_group);
     out_of_range_key(factory);
     no_backend_installed();
+    snapshot_by_key_group(factory);
     restore_by_key_group_range(factory);
+    cache_smaller_than_state(factory);
 }
 
 /// Restores a snapshot of all key groups into backends of two halves: each half gets
@@ -53,7 +54,9 @@ fn restore_by_key_group_range(factory: BackendFactory<'_>) {
     let snapshot = take_backend().unwrap().snapshot().unwrap();
     for half in 0..2 {
         let range = key_group_range_for_subtask(max, 2, half);
-        install_backend(Box::new(HeapKeyedStateBackend::restored(range, max, snapshot.clone()))).unwrap();
+        let mut backend = factory(range, max);
+        backend.set_restored(snapshot.clone());
+        install_backend(backend).unwrap();
         // A backend restored but not yet declared keeps the state in its own snapshot.
         let untouched = with_backend("t", |b| b.snapshot()).unwrap();
         assert_eq!(untouched.states.len(), 2);
@@ -232,33 +235,34 @@ fn no_current_key() {
     assert!(v.update(2).is_err());
 }
 
-fn snapshot_by_key_group() {
+fn snapshot_by_key_group(factory: BackendFactory<'_>) {
+    let max = MaxParallelism::default();
+    install_backend(factory(KeyGroupRange::all(max), max)).unwrap();
     let v = ValueState::declare(&ValueStateDescriptor::<u64>::new("v")).unwrap();
+    let m = MapState::declare(&MapStateDescriptor::<String, u32>::new("m")).unwrap();
     for k in 0..200u64 {
         set_key(&k);
         v.update(k * 3).unwrap();
+        m.put(format!("u{k}"), k as u32).unwrap();
     }
-    // Copy each key group into a fresh backend of the same range; every value survives.
     let mut old = take_backend().unwrap();
-    let range = old.key_group_range();
-    let groups: Vec<Vec<u8>> =
-        (0..range.len() as usize).map(|g| old.table_by_name("v").unwrap().snapshot_key_group(g).unwrap()).collect();
-    let mut fresh = HeapKeyedStateBackend::new(range, old.max_parallelism());
-    fresh
-        .register(crate::descriptor::StateMeta::of::<u64>("v", StateKind::Value), &mut || {
-            Box::new(HeapTable::<u64>::new("v", range.len() as usize))
-        })
-        .unwrap();
-    for (g, bytes) in groups.iter().enumerate() {
-        fresh.table_by_name_mut("v").unwrap().restore_key_group(g, bytes).unwrap();
-    }
-    old.table_by_name_mut("v").unwrap().clear_all();
-    install_backend(Box::new(fresh)).unwrap();
+    let snapshot = old.snapshot().unwrap();
+    old.table_by_name_mut("v").unwrap().clear_all().unwrap();
+    drop(old);
+    // A fresh backend restored from the snapshot has every value back.
+    let mut fresh = factory(KeyGroupRange::all(max), max);
+    fresh.set_restored(snapshot.clone());
+    install_backend(fresh).unwrap();
     let v = ValueState::declare(&ValueStateDescriptor::<u64>::new("v")).unwrap();
+    let m = MapState::declare(&MapStateDescriptor::<String, u32>::new("m")).unwrap();
     for k in 0..200u64 {
         set_key(&k);
         assert_eq!(v.value().unwrap(), Some(k * 3));
+        assert_eq!(m.get(&format!("u{k}")).unwrap(), Some(k as u32));
     }
+    // Snapshots are canonical: the restored backend writes the same bytes.
+    assert!(with_backend("t", |b| b.snapshot()).unwrap() == snapshot, "a restored backend snapshots the same bytes");
+    take_backend();
 }
 
 fn out_of_range_key(factory: BackendFactory<'_>) {
@@ -283,4 +287,34 @@ fn no_backend_installed() {
     assert!(take_backend().is_none());
     let err = ValueState::declare(&ValueStateDescriptor::<u64>::new("x")).err().expect("no keyed context");
     assert!(err.to_string().contains("outside a keyed context"), "{err}");
+}
+
+/// Many more keys than a cache of hot keys would hold: every value stays readable and a
+/// snapshot holds them all.
+fn cache_smaller_than_state(factory: BackendFactory<'_>) {
+    let max = MaxParallelism::default();
+    install_backend(factory(KeyGroupRange::all(max), max)).unwrap();
+    let v = ValueState::declare(&ValueStateDescriptor::<u64>::new("big")).unwrap();
+    let l = ListState::declare(&ListStateDescriptor::<u64>::new("lists")).unwrap();
+    for round in 0..2u64 {
+        for k in 0..20_000u64 {
+            set_key(&k);
+            v.update_with(|| 0, |c| *c += k).unwrap();
+            l.add(round).unwrap();
+        }
+    }
+    for k in (0..20_000u64).step_by(97) {
+        set_key(&k);
+        assert_eq!(v.value().unwrap(), Some(2 * k));
+        assert_eq!(l.get().unwrap(), vec![0, 1]);
+    }
+    let snapshot = take_backend().unwrap().snapshot().unwrap();
+    let entries: usize = snapshot
+        .states
+        .iter()
+        .filter(|s| s.name == "big")
+        .flat_map(|s| &s.key_groups)
+        .map(|(_, bytes)| postcard::from_bytes::<Vec<(Vec<u8>, u64)>>(bytes).unwrap().len())
+        .sum();
+    assert_eq!(entries, 20_000);
 }

@@ -23,4 +23,7 @@ pub enum StateError {
     Deserialize { state: String, message: String },
     #[error("operator state redistribution: {0}")]
     Redistribution(String),
+    /// The backend's storage failed (RocksDB I/O…).
+    #[error("state backend: {0}")]
+    Backend(String),
 }

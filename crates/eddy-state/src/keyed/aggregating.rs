@@ -21,20 +21,18 @@ where
     F::Acc: StateValue,
 {
     fn get(&self, id: StateId, name: &str) -> Result<Option<F::Out>, StateError> {
-        with_table::<F::Acc, _>(id, name, |key, table| table.get(key).map(|acc| self.0.get_result(acc)))
+        with_table::<F::Acc, _>(id, name, |key, table| Ok(table.get(key)?.map(|acc| self.0.get_result(acc))))
     }
 
     fn add(&self, id: StateId, name: &str, value: F::In) -> Result<(), StateError> {
         with_table::<F::Acc, _>(id, name, |key, table| {
-            let acc = table.remove(key).unwrap_or_else(|| self.0.create_accumulator());
-            table.put(key, self.0.add(value, acc));
+            let acc = table.remove(key)?.unwrap_or_else(|| self.0.create_accumulator());
+            table.put(key, self.0.add(value, acc))
         })
     }
 
     fn clear(&self, id: StateId, name: &str) -> Result<(), StateError> {
-        with_table::<F::Acc, _>(id, name, |key, table| {
-            table.remove(key);
-        })
+        with_table::<F::Acc, _>(id, name, |key, table| table.remove(key).map(|_| ()))
     }
 }
 

@@ -32,16 +32,24 @@ pub struct CurrentKey {
 pub trait KeyedTable: Send {
     fn as_any_mut(&mut self) -> &mut dyn Any;
     fn as_any(&self) -> &dyn Any;
-    /// Number of keys with a value.
+    /// Number of keys with a value on the heap.
     fn key_count(&self) -> usize;
-    /// Number of keys with a value in one key group.
-    fn key_count_in_group(&self, local_group: usize) -> usize;
-    /// The entries of one key group (`local_group` = key group − range start), serialized.
-    fn snapshot_key_group(&self, local_group: usize) -> Result<Vec<u8>, StateError>;
+    /// The entries of one key group (`local_group` = key group − range start), serialized
+    /// in the canonical, backend-independent form; `None` when the key group is empty.
+    fn snapshot_key_group(&self, local_group: usize) -> Result<Option<Vec<u8>>, StateError>;
     /// Adds the entries of one key group written by [`KeyedTable::snapshot_key_group`].
     fn restore_key_group(&mut self, local_group: usize, bytes: &[u8]) -> Result<(), StateError>;
     /// Drops every value.
-    fn clear_all(&mut self);
+    fn clear_all(&mut self) -> Result<(), StateError>;
+}
+
+/// What a backend gives the typed code that creates a declared state's table.
+pub struct TableSpec {
+    pub first_key_group: u32,
+    pub group_count: usize,
+    /// The byte store below the table, if the backend has one.
+    pub raw: Option<Box<dyn super::raw::RawTable>>,
+    pub cache_entries_max: usize,
 }
 
 /// Where the keyed state of one subtask lives. Object-safe: the runtime holds a
@@ -58,7 +66,7 @@ pub trait KeyedStateBackend: Send {
     fn register(
         &mut self,
         meta: StateMeta,
-        create: &mut dyn FnMut() -> Box<dyn KeyedTable>,
+        create: &mut dyn FnMut(TableSpec) -> Box<dyn KeyedTable>,
     ) -> Result<StateId, StateError>;
     /// The current key and the table of state `id`; fails if no key is set.
     fn current_key_and_table(
@@ -73,6 +81,9 @@ pub trait KeyedStateBackend: Send {
     fn table_by_name_mut(&mut self, name: &str) -> Option<&mut dyn KeyedTable>;
     /// Every state of every key group, serialized (the synchronous part of a snapshot).
     fn snapshot(&self) -> Result<KeyedStateSnapshot, StateError>;
+    /// Starts from `snapshot` (before any state is declared): each state's key groups in
+    /// this backend's range are loaded when the state is declared.
+    fn set_restored(&mut self, snapshot: KeyedStateSnapshot);
 }
 
 /// The keyed state of one subtask at a checkpoint: per state, the serialized entries of

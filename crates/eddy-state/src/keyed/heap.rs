@@ -4,7 +4,9 @@
 //! Lookups reuse the key's stable hash, computed once per record for routing, so a state
 //! access hashes nothing.
 
+use super::backend::TableSpec;
 use super::backend::{CurrentKey, KeyedStateBackend, KeyedStateEntries, KeyedStateSnapshot, KeyedTable, StateId};
+use super::raw::{RawStore, RawTable};
 use crate::descriptor::StateMeta;
 use crate::error::StateError;
 use crate::StateValue;
@@ -21,54 +23,161 @@ struct Entry<S> {
     value: S,
 }
 
-/// The values of one state, per key group and key.
+/// The values of one state, per key group and key: all of them (heap backend), or a
+/// bounded write-through cache of the hot ones in front of a [`RawTable`] (RocksDB).
 pub struct HeapTable<S> {
     name: String,
     groups: Vec<HashTable<Entry<S>>>,
+    /// First key group of the range (turns a local group index into a key group).
+    first_key_group: u32,
+    raw: Option<Box<dyn RawTable>>,
+    cached: usize,
+    cache_entries_max: usize,
+    scratch: Vec<u8>,
+}
+
+fn encode<S: StateValue>(name: &str, value: &S, out: &mut Vec<u8>) -> Result<(), StateError> {
+    out.clear();
+    let bytes = postcard::to_extend(value, std::mem::take(out))
+        .map_err(|e| StateError::Serialize { state: name.to_string(), message: e.to_string() })?;
+    *out = bytes;
+    Ok(())
+}
+
+fn decode<S: StateValue>(name: &str, bytes: &[u8]) -> Result<S, StateError> {
+    postcard::from_bytes(bytes).map_err(|e| StateError::Deserialize { state: name.to_string(), message: e.to_string() })
+}
+
+/// postcard's length prefix (unsigned LEB128), to write the canonical form from bytes.
+fn write_varint(mut n: u64, out: &mut Vec<u8>) {
+    while n >= 0x80 {
+        out.push((n as u8) | 0x80);
+        n >>= 7;
+    }
+    out.push(n as u8);
 }
 
 impl<S: StateValue> HeapTable<S> {
+    /// A table holding everything on the heap.
     pub fn new(name: &str, group_count: usize) -> Self {
-        Self { name: name.to_string(), groups: (0..group_count).map(|_| HashTable::new()).collect() }
+        Self::with_raw(name, 0, group_count, None, 0)
     }
 
-    pub fn get(&self, key: &CurrentKey) -> Option<&S> {
-        self.groups[key.local_group].find(key.hash, |e| *e.key == *key.bytes).map(|e| &e.value)
+    /// A table over `raw`, caching at most `cache_entries_max` values on the heap.
+    pub fn with_raw(
+        name: &str,
+        first_key_group: u32,
+        group_count: usize,
+        raw: Option<Box<dyn RawTable>>,
+        cache_entries_max: usize,
+    ) -> Self {
+        Self {
+            name: name.to_string(),
+            groups: (0..group_count).map(|_| HashTable::new()).collect(),
+            first_key_group,
+            raw,
+            cached: 0,
+            cache_entries_max: cache_entries_max.max(1),
+            scratch: Vec::new(),
+        }
     }
 
-    pub fn get_mut(&mut self, key: &CurrentKey) -> Option<&mut S> {
-        self.groups[key.local_group].find_mut(key.hash, |e| *e.key == *key.bytes).map(|e| &mut e.value)
+    fn find(&self, key: &CurrentKey) -> Option<&Entry<S>> {
+        self.groups[key.local_group].find(key.hash, |e| *e.key == *key.bytes)
     }
 
-    /// The value of the current key, inserted with `init` when absent.
-    pub fn get_or_insert_with(&mut self, key: &CurrentKey, init: impl FnOnce() -> S) -> &mut S {
-        let entry = self.groups[key.local_group].entry(key.hash, |e| *e.key == *key.bytes, |e| e.hash);
-        let occupied =
-            entry.or_insert_with(|| Entry { key: key.bytes.as_slice().into(), hash: key.hash, value: init() });
-        &mut occupied.into_mut().value
+    /// Makes room in the cache. Write-through means every cached value is also in the raw
+    /// store, so dropping the cache loses nothing; dropping all of it is crude but cheap.
+    fn make_room(&mut self) {
+        if self.raw.is_some() && self.cached >= self.cache_entries_max {
+            self.groups.iter_mut().for_each(HashTable::clear);
+            self.cached = 0;
+        }
     }
 
-    pub fn put(&mut self, key: &CurrentKey, value: S) {
-        match self.get_mut(key) {
-            Some(slot) => *slot = value,
+    fn insert_cached(&mut self, key: &CurrentKey, value: S) -> &mut S {
+        self.make_room();
+        self.cached += 1;
+        let entry = Entry { key: key.bytes.as_slice().into(), hash: key.hash, value };
+        &mut self.groups[key.local_group].insert_unique(key.hash, entry, |e| e.hash).into_mut().value
+    }
+
+    /// Brings the current key's value into the cache from the raw store, if it is there.
+    fn load(&mut self, key: &CurrentKey) -> Result<(), StateError> {
+        if self.find(key).is_some() {
+            return Ok(());
+        }
+        let Some(raw) = &self.raw else { return Ok(()) };
+        if let Some(bytes) = raw.get(key.key_group, &key.bytes)? {
+            let value = decode(&self.name, &bytes)?;
+            self.insert_cached(key, value);
+        }
+        Ok(())
+    }
+
+    fn write_through(&mut self, key: &CurrentKey) -> Result<(), StateError> {
+        let Some(raw) = self.raw.as_mut() else { return Ok(()) };
+        let value = &self.groups[key.local_group].find(key.hash, |e| *e.key == *key.bytes).expect("just written").value;
+        encode(&self.name, value, &mut self.scratch)?;
+        raw.put(key.key_group, &key.bytes, &self.scratch)
+    }
+
+    /// The current key's value.
+    pub fn get(&mut self, key: &CurrentKey) -> Result<Option<&S>, StateError> {
+        if self.raw.is_some() {
+            self.load(key)?;
+        }
+        Ok(self.find(key).map(|e| &e.value))
+    }
+
+    /// Sets the current key's value.
+    pub fn put(&mut self, key: &CurrentKey, value: S) -> Result<(), StateError> {
+        match self.groups[key.local_group].find_mut(key.hash, |e| *e.key == *key.bytes) {
+            Some(entry) => entry.value = value,
             None => {
-                self.groups[key.local_group].insert_unique(
-                    key.hash,
-                    Entry { key: key.bytes.as_slice().into(), hash: key.hash, value },
-                    |e| e.hash,
-                );
+                self.insert_cached(key, value);
             }
         }
+        self.write_through(key)
     }
 
-    pub fn remove(&mut self, key: &CurrentKey) -> Option<S> {
-        match self.groups[key.local_group].find_entry(key.hash, |e| *e.key == *key.bytes) {
-            Ok(entry) => Some(entry.remove().0.value),
-            Err(_) => None,
+    /// Changes the current key's value in place (inserting `init()` first when absent).
+    pub fn modify<R>(
+        &mut self,
+        key: &CurrentKey,
+        init: impl FnOnce() -> S,
+        change: impl FnOnce(&mut S) -> R,
+    ) -> Result<R, StateError> {
+        if self.raw.is_some() {
+            self.load(key)?;
         }
+        let result = match self.groups[key.local_group].find_mut(key.hash, |e| *e.key == *key.bytes) {
+            Some(entry) => change(&mut entry.value),
+            None => change(self.insert_cached(key, init())),
+        };
+        self.write_through(key)?;
+        Ok(result)
     }
 
-    /// Every (encoded key, value) of one key group, for tests and tools.
+    /// Removes the current key's value and returns it.
+    pub fn remove(&mut self, key: &CurrentKey) -> Result<Option<S>, StateError> {
+        let cached = match self.groups[key.local_group].find_entry(key.hash, |e| *e.key == *key.bytes) {
+            Ok(entry) => {
+                self.cached = self.cached.saturating_sub(1);
+                Some(entry.remove().0.value)
+            }
+            Err(_) => None,
+        };
+        let Some(raw) = self.raw.as_mut() else { return Ok(cached) };
+        let stored = match cached {
+            Some(value) => Some(value),
+            None => raw.get(key.key_group, &key.bytes)?.map(|bytes| decode(&self.name, &bytes)).transpose()?,
+        };
+        raw.delete(key.key_group, &key.bytes)?;
+        Ok(stored)
+    }
+
+    /// Every cached (encoded key, value) of one key group, for tests and tools.
     pub fn entries_of_group(&self, local_group: usize) -> impl Iterator<Item = (&[u8], &S)> {
         self.groups[local_group].iter().map(|e| (&*e.key, &e.value))
     }
@@ -87,29 +196,74 @@ impl<S: StateValue> KeyedTable for HeapTable<S> {
         self.groups.iter().map(HashTable::len).sum()
     }
 
-    fn key_count_in_group(&self, local_group: usize) -> usize {
-        self.groups[local_group].len()
-    }
-
-    fn snapshot_key_group(&self, local_group: usize) -> Result<Vec<u8>, StateError> {
-        let entries: Vec<(&[u8], &S)> = self.entries_of_group(local_group).collect();
-        postcard::to_allocvec(&entries)
-            .map_err(|e| StateError::Serialize { state: self.name.clone(), message: e.to_string() })
+    fn snapshot_key_group(&self, local_group: usize) -> Result<Option<Vec<u8>>, StateError> {
+        match &self.raw {
+            None => {
+                if self.groups[local_group].is_empty() {
+                    return Ok(None);
+                }
+                // Sorted by key, like a RocksDB scan: snapshots are canonical byte for byte.
+                let mut entries: Vec<(&[u8], &S)> = self.entries_of_group(local_group).collect();
+                entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
+                postcard::to_allocvec(&entries)
+                    .map(Some)
+                    .map_err(|e| StateError::Serialize { state: self.name.clone(), message: e.to_string() })
+            }
+            Some(raw) => {
+                // The same canonical bytes as the heap's: postcard of Vec<(key, value)>,
+                // written from the stored bytes (a value's postcard form is self-delimiting).
+                let mut count = 0u64;
+                let mut body = Vec::new();
+                raw.scan(self.first_key_group + local_group as u32, &mut |key, value| {
+                    count += 1;
+                    write_varint(key.len() as u64, &mut body);
+                    body.extend_from_slice(key);
+                    body.extend_from_slice(value);
+                })?;
+                if count == 0 {
+                    return Ok(None);
+                }
+                let mut out = Vec::with_capacity(body.len() + 10);
+                write_varint(count, &mut out);
+                out.extend_from_slice(&body);
+                Ok(Some(out))
+            }
+        }
     }
 
     fn restore_key_group(&mut self, local_group: usize, bytes: &[u8]) -> Result<(), StateError> {
         let entries: Vec<(Vec<u8>, S)> = postcard::from_bytes(bytes)
             .map_err(|e| StateError::Deserialize { state: self.name.clone(), message: e.to_string() })?;
-        let table = &mut self.groups[local_group];
+        let key_group = self.first_key_group + local_group as u32;
         for (key, value) in entries {
-            let hash = eddy_types::stable_hash(&key).0;
-            table.insert_unique(hash, Entry { key: key.into(), hash, value }, |e| e.hash);
+            match self.raw.as_mut() {
+                Some(raw) => {
+                    encode(&self.name, &value, &mut self.scratch)?;
+                    raw.put(key_group, &key, &self.scratch)?;
+                }
+                None => {
+                    let hash = eddy_types::stable_hash(&key).0;
+                    self.groups[local_group].insert_unique(hash, Entry { key: key.into(), hash, value }, |e| e.hash);
+                }
+            }
         }
         Ok(())
     }
 
-    fn clear_all(&mut self) {
+    fn clear_all(&mut self) -> Result<(), StateError> {
         self.groups.iter_mut().for_each(HashTable::clear);
+        self.cached = 0;
+        if let Some(raw) = self.raw.as_mut() {
+            for local in 0..self.groups.len() {
+                let key_group = self.first_key_group + local as u32;
+                let mut keys = Vec::new();
+                raw.scan(key_group, &mut |key, _| keys.push(key.to_vec()))?;
+                for key in keys {
+                    raw.delete(key_group, &key)?;
+                }
+            }
+        }
+        Ok(())
     }
 }
 
@@ -128,6 +282,9 @@ pub struct HeapKeyedStateBackend {
     /// Restored key groups of states not declared yet; applied when they are declared
     /// (the value types are only known then), carried into snapshots until then.
     restored: Vec<KeyedStateEntries>,
+    /// Where values live when they do not all fit on the heap (RocksDB).
+    raw_store: Option<Box<dyn RawStore>>,
+    cache_entries_max: usize,
 }
 
 impl HeapKeyedStateBackend {
@@ -139,22 +296,29 @@ impl HeapKeyedStateBackend {
             current: CurrentKey::default(),
             states: Vec::new(),
             restored: Vec::new(),
+            raw_store: None,
+            cache_entries_max: 0,
         }
     }
 
-    /// A backend for `range` that starts from `snapshot`: key groups outside `range` are
-    /// skipped, so a snapshot of a larger or overlapping range can be given.
+    /// Keeps every value in `store` and at most `cache_entries_max` per state on the heap
+    /// (a write-through cache of the hot keys).
+    pub fn with_raw_store(mut self, store: Box<dyn RawStore>, cache_entries_max: usize) -> Self {
+        self.raw_store = Some(store);
+        self.cache_entries_max = cache_entries_max;
+        self
+    }
+
+    /// Starts from `snapshot`: key groups outside this backend's range are skipped, so a
+    /// snapshot of a larger or overlapping range can be given.
+    pub fn with_restored(mut self, snapshot: KeyedStateSnapshot) -> Self {
+        self.set_restored(snapshot);
+        self
+    }
+
+    /// A heap backend for `range` that starts from `snapshot`.
     pub fn restored(range: KeyGroupRange, max_parallelism: MaxParallelism, snapshot: KeyedStateSnapshot) -> Self {
-        let mut backend = Self::new(range, max_parallelism);
-        backend.restored = snapshot
-            .states
-            .into_iter()
-            .map(|mut s| {
-                s.key_groups.retain(|(kg, _)| range.contains(KeyGroup(*kg)));
-                s
-            })
-            .collect();
-        backend
+        Self::new(range, max_parallelism).with_restored(snapshot)
     }
 }
 
@@ -189,7 +353,7 @@ impl KeyedStateBackend for HeapKeyedStateBackend {
     fn register(
         &mut self,
         meta: StateMeta,
-        create: &mut dyn FnMut() -> Box<dyn KeyedTable>,
+        create: &mut dyn FnMut(TableSpec) -> Box<dyn KeyedTable>,
     ) -> Result<StateId, StateError> {
         if let Some(index) = self.states.iter().position(|d| d.meta.name == meta.name) {
             let first = &self.states[index].meta;
@@ -202,7 +366,17 @@ impl KeyedStateBackend for HeapKeyedStateBackend {
             }
             return Ok(StateId { backend_id: self.id, index: index as u32 });
         }
-        let mut table = create();
+        let raw = match self.raw_store.as_mut() {
+            Some(store) => Some(store.table(&meta.name)?),
+            None => None,
+        };
+        let spec = TableSpec {
+            first_key_group: self.range.start,
+            group_count: self.range.len() as usize,
+            raw,
+            cache_entries_max: self.cache_entries_max,
+        };
+        let mut table = create(spec);
         if let Some(pos) = self.restored.iter().position(|r| r.name == meta.name) {
             for (key_group, bytes) in self.restored.swap_remove(pos).key_groups {
                 table.restore_key_group((key_group - self.range.start) as usize, &bytes)?;
@@ -238,13 +412,25 @@ impl KeyedStateBackend for HeapKeyedStateBackend {
         self.states.iter().find(|d| d.meta.name == name).map(|d| d.table.as_ref())
     }
 
+    fn set_restored(&mut self, snapshot: KeyedStateSnapshot) {
+        let range = self.range;
+        self.restored = snapshot
+            .states
+            .into_iter()
+            .map(|mut s| {
+                s.key_groups.retain(|(kg, _)| range.contains(KeyGroup(*kg)));
+                s
+            })
+            .collect();
+    }
+
     fn snapshot(&self) -> Result<KeyedStateSnapshot, StateError> {
         let mut states = self.restored.clone();
         for declared in &self.states {
             let mut key_groups = Vec::new();
             for local in 0..self.range.len() as usize {
-                if declared.table.key_count_in_group(local) > 0 {
-                    key_groups.push((self.range.start + local as u32, declared.table.snapshot_key_group(local)?));
+                if let Some(bytes) = declared.table.snapshot_key_group(local)? {
+                    key_groups.push((self.range.start + local as u32, bytes));
                 }
             }
             states.push(KeyedStateEntries { name: declared.meta.name.clone(), key_groups });

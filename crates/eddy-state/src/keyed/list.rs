@@ -28,16 +28,16 @@ impl<T: StateValue> ListState<T> {
 
     /// The current key's list; empty when it has none.
     pub fn get(&self) -> Result<Vec<T>, StateError> {
-        with_table::<Vec<T>, _>(self.id, &self.name, |key, table| table.get(key).cloned().unwrap_or_default())
+        with_table::<Vec<T>, _>(self.id, &self.name, |key, table| Ok(table.get(key)?.cloned().unwrap_or_default()))
     }
 
     pub fn add(&self, value: T) -> Result<(), StateError> {
-        with_table::<Vec<T>, _>(self.id, &self.name, |key, table| table.get_or_insert_with(key, Vec::new).push(value))
+        with_table::<Vec<T>, _>(self.id, &self.name, |key, table| table.modify(key, Vec::new, |list| list.push(value)))
     }
 
     pub fn add_all(&self, values: impl IntoIterator<Item = T>) -> Result<(), StateError> {
         with_table::<Vec<T>, _>(self.id, &self.name, |key, table| {
-            table.get_or_insert_with(key, Vec::new).extend(values)
+            table.modify(key, Vec::new, |list| list.extend(values))
         })
     }
 
@@ -45,17 +45,15 @@ impl<T: StateValue> ListState<T> {
     pub fn update(&self, values: Vec<T>) -> Result<(), StateError> {
         with_table::<Vec<T>, _>(self.id, &self.name, |key, table| {
             if values.is_empty() {
-                table.remove(key);
+                table.remove(key).map(|_| ())
             } else {
-                table.put(key, values);
+                table.put(key, values)
             }
         })
     }
 
     pub fn clear(&self) -> Result<(), StateError> {
-        with_table::<Vec<T>, _>(self.id, &self.name, |key, table| {
-            table.remove(key);
-        })
+        with_table::<Vec<T>, _>(self.id, &self.name, |key, table| table.remove(key).map(|_| ()))
     }
 
     pub fn name(&self) -> &str {

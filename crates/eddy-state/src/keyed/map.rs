@@ -28,7 +28,7 @@ impl<K: MapKey, V: StateValue> MapState<K, V> {
     }
 
     fn read<R>(&self, f: impl FnOnce(Option<&HashMap<K, V>>) -> R) -> Result<R, StateError> {
-        with_table::<HashMap<K, V>, _>(self.id, &self.name, |key, table| f(table.get(key)))
+        with_table::<HashMap<K, V>, _>(self.id, &self.name, |key, table| Ok(f(table.get(key)?)))
     }
 
     pub fn get(&self, user_key: &K) -> Result<Option<V>, StateError> {
@@ -41,25 +41,32 @@ impl<K: MapKey, V: StateValue> MapState<K, V> {
 
     pub fn put(&self, user_key: K, value: V) -> Result<(), StateError> {
         with_table::<HashMap<K, V>, _>(self.id, &self.name, |key, table| {
-            table.get_or_insert_with(key, HashMap::new).insert(user_key, value);
+            table.modify(key, HashMap::new, |map| {
+                map.insert(user_key, value);
+            })
         })
     }
 
     pub fn put_all(&self, entries: impl IntoIterator<Item = (K, V)>) -> Result<(), StateError> {
         with_table::<HashMap<K, V>, _>(self.id, &self.name, |key, table| {
-            table.get_or_insert_with(key, HashMap::new).extend(entries);
+            table.modify(key, HashMap::new, |map| map.extend(entries))
         })
     }
 
     /// Removes one user key; the key's map goes away with its last entry.
     pub fn remove(&self, user_key: &K) -> Result<Option<V>, StateError> {
         with_table::<HashMap<K, V>, _>(self.id, &self.name, |key, table| {
-            let map = table.get_mut(key)?;
-            let removed = map.remove(user_key);
-            if map.is_empty() {
-                table.remove(key);
+            if table.get(key)?.is_none() {
+                return Ok(None);
             }
-            removed
+            let (removed, now_empty) = table.modify(key, HashMap::new, |map| {
+                let removed = map.remove(user_key);
+                (removed, map.is_empty())
+            })?;
+            if now_empty {
+                table.remove(key)?;
+            }
+            Ok(removed)
         })
     }
 
@@ -86,9 +93,7 @@ impl<K: MapKey, V: StateValue> MapState<K, V> {
     }
 
     pub fn clear(&self) -> Result<(), StateError> {
-        with_table::<HashMap<K, V>, _>(self.id, &self.name, |key, table| {
-            table.remove(key);
-        })
+        with_table::<HashMap<K, V>, _>(self.id, &self.name, |key, table| table.remove(key).map(|_| ()))
     }
 
     pub fn name(&self) -> &str {

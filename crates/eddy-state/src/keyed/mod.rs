@@ -13,17 +13,19 @@ mod backend;
 mod heap;
 mod list;
 mod map;
+mod raw;
 mod reducing;
 mod value;
 
 pub use aggregating::AggregatingState;
 pub use backend::{
     install_backend, take_backend, with_backend, CurrentKey, KeyedStateBackend, KeyedStateEntries, KeyedStateSnapshot,
-    KeyedTable, StateId,
+    KeyedTable, StateId, TableSpec,
 };
 pub use heap::{HeapKeyedStateBackend, HeapTable};
 pub use list::ListState;
 pub use map::MapState;
+pub use raw::{RawStore, RawTable};
 pub use reducing::ReducingState;
 pub use value::ValueState;
 
@@ -37,8 +39,15 @@ use std::sync::Arc;
 fn declare<S: StateValue>(name: &str, kind: StateKind) -> Result<(StateId, Arc<str>), StateError> {
     let meta = StateMeta::of::<S>(name, kind);
     with_backend(name, |backend| {
-        let groups = backend.key_group_range().len() as usize;
-        let id = backend.register(meta, &mut || Box::new(HeapTable::<S>::new(name, groups)))?;
+        let id = backend.register(meta, &mut |spec: TableSpec| {
+            Box::new(HeapTable::<S>::with_raw(
+                name,
+                spec.first_key_group,
+                spec.group_count,
+                spec.raw,
+                spec.cache_entries_max,
+            ))
+        })?;
         Ok((id, Arc::from(name)))
     })
 }
@@ -47,7 +56,7 @@ fn declare<S: StateValue>(name: &str, kind: StateKind) -> Result<(StateId, Arc<s
 fn with_table<S: StateValue, R>(
     id: StateId,
     name: &str,
-    f: impl FnOnce(&CurrentKey, &mut HeapTable<S>) -> R,
+    f: impl FnOnce(&CurrentKey, &mut HeapTable<S>) -> Result<R, StateError>,
 ) -> Result<R, StateError> {
     with_backend(name, |backend| {
         let (key, table) = backend.current_key_and_table(id, name)?;
@@ -55,6 +64,6 @@ fn with_table<S: StateValue, R>(
             .as_any_mut()
             .downcast_mut::<HeapTable<S>>()
             .ok_or_else(|| StateError::ForeignHandle { state: name.to_string() })?;
-        Ok(f(key, table))
+        f(key, table)
     })
 }

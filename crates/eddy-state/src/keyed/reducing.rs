@@ -27,23 +27,21 @@ impl<T: StateValue> ReducingState<T> {
 
     /// The reduced value of the current key, `None` before the first `add`.
     pub fn get(&self) -> Result<Option<T>, StateError> {
-        with_table::<T, _>(self.id, &self.name, |key, table| table.get(key).cloned())
+        with_table::<T, _>(self.id, &self.name, |key, table| Ok(table.get(key)?.cloned()))
     }
 
     pub fn add(&self, value: T) -> Result<(), StateError> {
         with_table::<T, _>(self.id, &self.name, |key, table| {
-            let reduced = match table.remove(key) {
+            let reduced = match table.remove(key)? {
                 Some(stored) => (self.reduce)(stored, value),
                 None => value,
             };
-            table.put(key, reduced);
+            table.put(key, reduced)
         })
     }
 
     pub fn clear(&self) -> Result<(), StateError> {
-        with_table::<T, _>(self.id, &self.name, |key, table| {
-            table.remove(key);
-        })
+        with_table::<T, _>(self.id, &self.name, |key, table| table.remove(key).map(|_| ()))
     }
 
     pub fn name(&self) -> &str {

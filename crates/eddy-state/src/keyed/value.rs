@@ -30,7 +30,9 @@ impl<T: StateValue> ValueState<T> {
 
     /// The current key's value, or the descriptor's default, or `None`.
     pub fn value(&self) -> Result<Option<T>, StateError> {
-        with_table::<T, _>(self.id, &self.name, |key, table| table.get(key).cloned().or_else(|| self.default.clone()))
+        with_table::<T, _>(self.id, &self.name, |key, table| {
+            Ok(table.get(key)?.cloned().or_else(|| self.default.clone()))
+        })
     }
 
     /// Sets the current key's value.
@@ -41,14 +43,12 @@ impl<T: StateValue> ValueState<T> {
     /// Changes the current key's value in place, inserting `init()` first when absent, and
     /// returns the new value. Saves the second lookup of a `value()` + `update()` pair.
     pub fn update_with<R>(&self, init: impl FnOnce() -> T, f: impl FnOnce(&mut T) -> R) -> Result<R, StateError> {
-        with_table::<T, _>(self.id, &self.name, |key, table| f(table.get_or_insert_with(key, init)))
+        with_table::<T, _>(self.id, &self.name, |key, table| table.modify(key, init, f))
     }
 
     /// Removes the current key's value.
     pub fn clear(&self) -> Result<(), StateError> {
-        with_table::<T, _>(self.id, &self.name, |key, table| {
-            table.remove(key);
-        })
+        with_table::<T, _>(self.id, &self.name, |key, table| table.remove(key).map(|_| ()))
     }
 
     pub fn name(&self) -> &str {

@@ -1,0 +1,22 @@
+//! The byte-level store a keyed backend may keep its state in, below the typed tables:
+//! embedded RocksDB implements it (in its own crate), the pure heap backend has none.
+//!
+//! Keys are the encoded key bytes of one key group; the store lays them out so that a key
+//! group is a contiguous range (RocksDB: key-group prefix + key), so that a snapshot or a
+//! rescale reads a range of key groups with a scan.
+
+use crate::error::StateError;
+
+/// Creates the table of each declared state (RocksDB: a column family per state).
+pub trait RawStore: Send {
+    fn table(&mut self, name: &str) -> Result<Box<dyn RawTable>, StateError>;
+}
+
+/// One state's serialized values, by key group and key.
+pub trait RawTable: Send {
+    fn get(&self, key_group: u32, key: &[u8]) -> Result<Option<Vec<u8>>, StateError>;
+    fn put(&mut self, key_group: u32, key: &[u8], value: &[u8]) -> Result<(), StateError>;
+    fn delete(&mut self, key_group: u32, key: &[u8]) -> Result<(), StateError>;
+    /// Calls `visit` with every (key, value) of one key group, in key order.
+    fn scan(&self, key_group: u32, visit: &mut dyn FnMut(&[u8], &[u8])) -> Result<(), StateError>;
+}
