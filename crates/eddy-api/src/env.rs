@@ -106,6 +106,13 @@ impl Env {
         self
     }
 
+    /// Where keyed state lives while the job runs: [`eddy_state::HeapStateBackend`] (the
+    /// default) or RocksDB (`eddy_state_rocksdb::RocksDbStateBackend`, feature `rocksdb`).
+    pub fn set_state_backend(&self, backend: impl eddy_state::KeyedBackendFactory + 'static) -> &Self {
+        self.inner.borrow_mut().config.state_backend = std::sync::Arc::new(backend);
+        self
+    }
+
     /// Takes a checkpoint every `interval_ms` (Flink's `enableCheckpointing`).
     pub fn enable_checkpointing(&self, interval_ms: u64) -> &Self {
         self.inner.borrow_mut().config.checkpoint.interval_ms = interval_ms;

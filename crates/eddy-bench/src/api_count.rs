@@ -78,9 +78,8 @@ impl Sink<(String, u64)> for ChecksumSink {
 
 pub fn run(args: &Args) -> anyhow::Result<Report> {
     let env = Env::new();
-    env.set_parallelism(args.parallelism);
-    args.checkpoints.apply(&env)?;
-    let keys = args.keys;
+    args.configure(&env)?;
+    let keys = args.keys();
     let mut limiter = RateLimiter::new(args.rate / u64::from(args.parallelism));
     let total = Arc::new(AtomicU64::new(0));
     let counts = env

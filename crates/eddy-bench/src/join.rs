@@ -105,8 +105,8 @@ impl Sink<(u64, u64, u64)> for CountSink {
 
 pub fn run(args: &Args) -> anyhow::Result<Report> {
     let env = Env::new();
-    env.set_parallelism(args.parallelism);
-    let keys = args.keys;
+    args.configure(&env)?;
+    let keys = args.keys();
     let stream = |s: u64| {
         let mut limiter = RateLimiter::new(args.rate / 2 / u64::from(args.parallelism));
         env.from_sequence(0, args.events - 1)
@@ -119,7 +119,6 @@ pub fn run(args: &Args) -> anyhow::Result<Report> {
             .uid(&format!("generate-{s}"))
             .key_by(|e: &Event| e.key)
     };
-    args.checkpoints.apply(&env)?;
     let checksum = Arc::new(AtomicU64::new(0));
     let emitted = Arc::new(AtomicU64::new(0));
     stream(1)

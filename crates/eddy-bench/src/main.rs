@@ -25,6 +25,14 @@ enum Workload {
     ApiCount,
     /// W2: two-input keyed join (connect + co-flat-map).
     Join,
+    /// W4: W1 with 2,000,000 keys on the RocksDB backend.
+    LargeState,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Backend {
+    Heap,
+    Rocksdb,
 }
 
 /// Runs one benchmark workload of shared/bench/WORKLOADS.md.
@@ -41,9 +49,12 @@ pub struct Args {
     /// Events per stream.
     #[arg(long, default_value_t = 1_000_000, value_parser = clap::value_parser!(u64).range(1..))]
     pub events: u64,
-    /// Distinct keys.
-    #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..))]
-    pub keys: u64,
+    /// Distinct keys (default 10,000; 2,000,000 for large-state).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub keys: Option<u64>,
+    /// Keyed state backend (default heap; rocksdb for large-state).
+    #[arg(long, value_enum)]
+    pub backend: Option<Backend>,
     /// Parallelism of every operator.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
     pub parallelism: u32,
@@ -52,6 +63,22 @@ pub struct Args {
     pub rate: u64,
     #[command(flatten)]
     pub checkpoints: options::CheckpointArgs,
+}
+
+impl Args {
+    pub fn keys(&self) -> u64 {
+        self.keys.unwrap_or(10_000)
+    }
+
+    /// Applies the parallelism, backend and checkpoint flags to a job's environment.
+    pub fn configure(&self, env: &eddy::Env) -> anyhow::Result<()> {
+        env.set_parallelism(self.parallelism);
+        if self.backend == Some(Backend::Rocksdb) {
+            let dir = std::env::temp_dir().join(format!("eddy-bench-rocksdb-{}", std::process::id()));
+            env.set_state_backend(eddy::state::RocksDbStateBackend::new(dir));
+        }
+        self.checkpoints.apply(env)
+    }
 }
 
 /// What a run reports.
@@ -64,9 +91,12 @@ pub struct Report {
 }
 
 fn main() {
-    let cli = Cli::parse();
+    let mut cli = Cli::parse();
+    let large = matches!(cli.workload, Workload::LargeState);
+    cli.args.keys.get_or_insert(if large { 2_000_000 } else { 10_000 });
+    cli.args.backend.get_or_insert(if large { Backend::Rocksdb } else { Backend::Heap });
     let report = match cli.workload {
-        Workload::ApiCount => api_count::run(&cli.args),
+        Workload::ApiCount | Workload::LargeState => api_count::run(&cli.args),
         Workload::Join => join::run(&cli.args),
     };
     match report {

@@ -801,6 +801,7 @@ impl ChainBuilder<'_> {
             index: self.shared.register_operator(&node.name),
             output_tags: node.outputs.iter().map(|o| o.tag.clone()).collect(),
             restored,
+            state_backend: self.graph.config.state_backend.clone(),
             shared: self.shared.clone(),
         }
     }

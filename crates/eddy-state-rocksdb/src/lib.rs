@@ -10,7 +10,7 @@
 //! Depends on `eddy-state` (the backend traits) and the `rocksdb` crate; nothing else in
 //! eddy sees RocksDB.
 
-use eddy_state::keyed::{KeyedStateBackend, RawStore, RawTable};
+use eddy_state::keyed::{KeyedBackendFactory, KeyedStateBackend, RawStore, RawTable};
 use eddy_state::{HeapKeyedStateBackend, StateError};
 use eddy_types::{KeyGroupRange, MaxParallelism};
 use rocksdb::{
@@ -119,6 +119,15 @@ impl RawTable for RocksDbTable {
         self.db.delete_opt(&self.key, &self.write).map_err(|e| error("delete", e))
     }
 
+    fn put_batch(&mut self, entries: &mut dyn Iterator<Item = (u32, &[u8], &[u8])>) -> Result<(), StateError> {
+        let mut batch = rocksdb::WriteBatchWithTransaction::<false>::default();
+        for (key_group, key, value) in entries {
+            self.fill_key(key_group, key);
+            batch.put(&self.key, value);
+        }
+        self.db.write_opt(batch, &self.write).map_err(|e| error("batch write", e))
+    }
+
     fn scan(&self, key_group: u32, visit: &mut dyn FnMut(&[u8], &[u8])) -> Result<(), StateError> {
         let start = prefix(self.id, key_group);
         for item in self.db.iterator(IteratorMode::From(&start, Direction::Forward)) {
@@ -165,5 +174,20 @@ impl RocksDbStateBackend {
         let dir = self.working_dir.join(format!("{safe}-{}-{instance}", std::process::id()));
         let store = RocksDbRawStore::open(&dir, self.memory_bytes)?;
         Ok(Box::new(HeapKeyedStateBackend::new(range, max).with_raw_store(Box::new(store), self.cache_entries)))
+    }
+}
+
+impl KeyedBackendFactory for RocksDbStateBackend {
+    fn name(&self) -> &'static str {
+        "rocksdb"
+    }
+
+    fn create(
+        &self,
+        instance: &str,
+        range: KeyGroupRange,
+        max: MaxParallelism,
+    ) -> Result<Box<dyn KeyedStateBackend>, StateError> {
+        self.create_backend(instance, range, max)
     }
 }

@@ -24,8 +24,8 @@ pub use descriptor::{
 };
 pub use error::StateError;
 pub use keyed::{
-    AggregatingState, HeapKeyedStateBackend, KeyedStateBackend, KeyedStateSnapshot, ListState, MapState, ReducingState,
-    ValueState,
+    AggregatingState, HeapKeyedStateBackend, HeapStateBackend, KeyedBackendFactory, KeyedStateBackend,
+    KeyedStateSnapshot, ListState, MapState, ReducingState, ValueState,
 };
 pub use operator::{
     BroadcastState, OperatorListState, OperatorStateSnapshot, OperatorStateStore, ReadOnlyBroadcastState,

@@ -30,13 +30,16 @@ pub use eddy_checkpoint as checkpoint;
 pub use eddy_runtime::{CheckpointStats, Collector, JobError, JobResult};
 pub use eddy_types as types;
 
-/// Keyed and operator state: descriptors and handles.
+/// Keyed and operator state: descriptors, handles and the state backends.
 pub mod state {
     pub use eddy_state::{
         AggregateFunction, AggregatingState, AggregatingStateDescriptor, BroadcastState, ListState,
         ListStateDescriptor, MapState, MapStateDescriptor, OperatorListState, OperatorStateStore,
         ReadOnlyBroadcastState, ReducingState, ReducingStateDescriptor, StateError, ValueState, ValueStateDescriptor,
     };
+    pub use eddy_state::{HeapStateBackend, KeyedBackendFactory};
+    #[cfg(feature = "rocksdb")]
+    pub use eddy_state_rocksdb::RocksDbStateBackend;
 }
 
 /// Everything a job usually needs, in one `use`.

@@ -7,7 +7,7 @@ use eddy_runtime::channel::{CheckpointBarrier, CheckpointEvent};
 use eddy_runtime::task::OperatorInfo;
 use eddy_runtime::{Output, PortOutput, TaskError};
 use eddy_state::keyed::{install_backend, take_backend, with_backend};
-use eddy_state::{HeapKeyedStateBackend, OperatorStateStore};
+use eddy_state::OperatorStateStore;
 
 pub(crate) struct OperatorCore {
     pub(crate) info: OperatorInfo,
@@ -58,11 +58,13 @@ impl OperatorCore {
         }
         if self.keyed {
             let (range, max) = (self.info.key_group_range, self.info.max_parallelism);
-            let backend = match self.info.restored.as_ref().and_then(|s| s.keyed.clone()) {
-                Some(keyed) => HeapKeyedStateBackend::restored(range, max, keyed),
-                None => HeapKeyedStateBackend::new(range, max),
-            };
-            install_backend(Box::new(backend)).map_err(|e| TaskError::Internal(e.to_string()))?;
+            let instance = format!("{}-{}", self.info.uid, self.info.subtask);
+            let mut backend =
+                self.info.state_backend.create(&instance, range, max).map_err(|e| self.error(e.into()))?;
+            if let Some(keyed) = self.info.restored.as_ref().and_then(|s| s.keyed.clone()) {
+                backend.set_restored(keyed);
+            }
+            install_backend(backend).map_err(|e| TaskError::Internal(e.to_string()))?;
         }
         let previous = self.info.shared.enter(self.info.index);
         let mut ctx = RuntimeContext::new(&self.info, self.keyed, &mut self.operator_state);

@@ -3,7 +3,9 @@
 
 use eddy_checkpoint::restart::RestartStrategy;
 use eddy_checkpoint::CheckpointConfig;
+use eddy_state::{HeapStateBackend, KeyedBackendFactory};
 use std::path::PathBuf;
+use std::sync::Arc;
 
 /// Where completed checkpoints go.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -35,8 +37,10 @@ pub struct SavepointRequest {
 }
 
 /// Everything about running a job that is not its operators.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct JobConfig {
+    /// Where keyed state lives while the job runs (heap by default).
+    pub state_backend: Arc<dyn KeyedBackendFactory>,
     pub checkpoint: CheckpointConfig,
     pub storage: StorageChoice,
     /// `None`: Flink's default (exponential delay with checkpointing on, else no restart).
@@ -45,6 +49,20 @@ pub struct JobConfig {
     /// Start even if the restored state has operators this job does not have.
     pub allow_non_restored_state: bool,
     pub savepoint: Option<SavepointRequest>,
+}
+
+impl Default for JobConfig {
+    fn default() -> Self {
+        Self {
+            state_backend: Arc::new(HeapStateBackend),
+            checkpoint: CheckpointConfig::default(),
+            storage: StorageChoice::default(),
+            restart: None,
+            restore: None,
+            allow_non_restored_state: false,
+            savepoint: None,
+        }
+    }
 }
 
 impl JobConfig {

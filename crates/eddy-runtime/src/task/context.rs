@@ -165,5 +165,7 @@ pub struct OperatorInfo {
     pub output_tags: Vec<Option<String>>,
     /// This instance's state in the checkpoint the job restores from.
     pub restored: Option<OperatorSnapshot>,
+    /// Makes the keyed backend when the operator is keyed.
+    pub state_backend: Arc<dyn eddy_state::KeyedBackendFactory>,
     pub shared: Rc<TaskShared>,
 }

@@ -34,6 +34,8 @@ pub trait KeyedTable: Send {
     fn as_any(&self) -> &dyn Any;
     /// Number of keys with a value on the heap.
     fn key_count(&self) -> usize;
+    /// Writes what only the heap holds to the store below (before a snapshot).
+    fn flush(&mut self) -> Result<(), StateError>;
     /// The entries of one key group (`local_group` = key group − range start), serialized
     /// in the canonical, backend-independent form; `None` when the key group is empty.
     fn snapshot_key_group(&self, local_group: usize) -> Result<Option<Vec<u8>>, StateError>;
@@ -80,7 +82,7 @@ pub trait KeyedStateBackend: Send {
     fn table_by_name(&self, name: &str) -> Option<&dyn KeyedTable>;
     fn table_by_name_mut(&mut self, name: &str) -> Option<&mut dyn KeyedTable>;
     /// Every state of every key group, serialized (the synchronous part of a snapshot).
-    fn snapshot(&self) -> Result<KeyedStateSnapshot, StateError>;
+    fn snapshot(&mut self) -> Result<KeyedStateSnapshot, StateError>;
     /// Starts from `snapshot` (before any state is declared): each state's key groups in
     /// this backend's range are loaded when the state is declared.
     fn set_restored(&mut self, snapshot: KeyedStateSnapshot);

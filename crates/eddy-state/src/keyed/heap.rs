@@ -21,10 +21,14 @@ struct Entry<S> {
     key: Box<[u8]>,
     hash: u64,
     value: S,
+    /// Changed since it was last written to the raw store.
+    dirty: bool,
 }
 
 /// The values of one state, per key group and key: all of them (heap backend), or a
-/// bounded write-through cache of the hot ones in front of a [`RawTable`] (RocksDB).
+/// bounded write-back cache of the hot ones in front of a [`RawTable`] (RocksDB). Changed
+/// values are written to the raw store in one batch when the cache is full and before a
+/// snapshot; checkpoints, not the raw store, make state durable, so nothing is lost.
 pub struct HeapTable<S> {
     name: String,
     groups: Vec<HashTable<Entry<S>>>,
@@ -86,20 +90,39 @@ impl<S: StateValue> HeapTable<S> {
         self.groups[key.local_group].find(key.hash, |e| *e.key == *key.bytes)
     }
 
-    /// Makes room in the cache. Write-through means every cached value is also in the raw
-    /// store, so dropping the cache loses nothing; dropping all of it is crude but cheap.
-    fn make_room(&mut self) {
+    /// Writes every changed value to the raw store in one batch.
+    fn write_back(&mut self) -> Result<(), StateError> {
+        let Some(raw) = self.raw.as_mut() else { return Ok(()) };
+        let mut encoded: Vec<(u32, &[u8], Vec<u8>)> = Vec::new();
+        for (local, group) in self.groups.iter().enumerate() {
+            for entry in group.iter().filter(|e| e.dirty) {
+                encode(&self.name, &entry.value, &mut self.scratch)?;
+                encoded.push((self.first_key_group + local as u32, &entry.key, self.scratch.clone()));
+            }
+        }
+        raw.put_batch(&mut encoded.iter().map(|(kg, key, value)| (*kg, *key, value.as_slice())))?;
+        for group in &mut self.groups {
+            group.iter_mut().for_each(|e| e.dirty = false);
+        }
+        Ok(())
+    }
+
+    /// Makes room in the cache: writes back what changed, then drops it all (crude but
+    /// cheap; the hot keys come back on their next access).
+    fn make_room(&mut self) -> Result<(), StateError> {
         if self.raw.is_some() && self.cached >= self.cache_entries_max {
+            self.write_back()?;
             self.groups.iter_mut().for_each(HashTable::clear);
             self.cached = 0;
         }
+        Ok(())
     }
 
-    fn insert_cached(&mut self, key: &CurrentKey, value: S) -> &mut S {
-        self.make_room();
+    fn insert_cached(&mut self, key: &CurrentKey, value: S, dirty: bool) -> Result<&mut S, StateError> {
+        self.make_room()?;
         self.cached += 1;
-        let entry = Entry { key: key.bytes.as_slice().into(), hash: key.hash, value };
-        &mut self.groups[key.local_group].insert_unique(key.hash, entry, |e| e.hash).into_mut().value
+        let entry = Entry { key: key.bytes.as_slice().into(), hash: key.hash, value, dirty };
+        Ok(&mut self.groups[key.local_group].insert_unique(key.hash, entry, |e| e.hash).into_mut().value)
     }
 
     /// Brings the current key's value into the cache from the raw store, if it is there.
@@ -110,16 +133,9 @@ impl<S: StateValue> HeapTable<S> {
         let Some(raw) = &self.raw else { return Ok(()) };
         if let Some(bytes) = raw.get(key.key_group, &key.bytes)? {
             let value = decode(&self.name, &bytes)?;
-            self.insert_cached(key, value);
+            self.insert_cached(key, value, false)?;
         }
         Ok(())
-    }
-
-    fn write_through(&mut self, key: &CurrentKey) -> Result<(), StateError> {
-        let Some(raw) = self.raw.as_mut() else { return Ok(()) };
-        let value = &self.groups[key.local_group].find(key.hash, |e| *e.key == *key.bytes).expect("just written").value;
-        encode(&self.name, value, &mut self.scratch)?;
-        raw.put(key.key_group, &key.bytes, &self.scratch)
     }
 
     /// The current key's value.
@@ -133,12 +149,15 @@ impl<S: StateValue> HeapTable<S> {
     /// Sets the current key's value.
     pub fn put(&mut self, key: &CurrentKey, value: S) -> Result<(), StateError> {
         match self.groups[key.local_group].find_mut(key.hash, |e| *e.key == *key.bytes) {
-            Some(entry) => entry.value = value,
+            Some(entry) => {
+                entry.value = value;
+                entry.dirty = true;
+            }
             None => {
-                self.insert_cached(key, value);
+                self.insert_cached(key, value, true)?;
             }
         }
-        self.write_through(key)
+        Ok(())
     }
 
     /// Changes the current key's value in place (inserting `init()` first when absent).
@@ -152,10 +171,12 @@ impl<S: StateValue> HeapTable<S> {
             self.load(key)?;
         }
         let result = match self.groups[key.local_group].find_mut(key.hash, |e| *e.key == *key.bytes) {
-            Some(entry) => change(&mut entry.value),
-            None => change(self.insert_cached(key, init())),
+            Some(entry) => {
+                entry.dirty = true;
+                change(&mut entry.value)
+            }
+            None => change(self.insert_cached(key, init(), true)?),
         };
-        self.write_through(key)?;
         Ok(result)
     }
 
@@ -194,6 +215,10 @@ impl<S: StateValue> KeyedTable for HeapTable<S> {
 
     fn key_count(&self) -> usize {
         self.groups.iter().map(HashTable::len).sum()
+    }
+
+    fn flush(&mut self) -> Result<(), StateError> {
+        self.write_back()
     }
 
     fn snapshot_key_group(&self, local_group: usize) -> Result<Option<Vec<u8>>, StateError> {
@@ -243,7 +268,11 @@ impl<S: StateValue> KeyedTable for HeapTable<S> {
                 }
                 None => {
                     let hash = eddy_types::stable_hash(&key).0;
-                    self.groups[local_group].insert_unique(hash, Entry { key: key.into(), hash, value }, |e| e.hash);
+                    self.groups[local_group].insert_unique(
+                        hash,
+                        Entry { key: key.into(), hash, value, dirty: false },
+                        |e| e.hash,
+                    );
                 }
             }
         }
@@ -424,7 +453,10 @@ impl KeyedStateBackend for HeapKeyedStateBackend {
             .collect();
     }
 
-    fn snapshot(&self) -> Result<KeyedStateSnapshot, StateError> {
+    fn snapshot(&mut self) -> Result<KeyedStateSnapshot, StateError> {
+        for declared in &mut self.states {
+            declared.table.flush()?;
+        }
         let mut states = self.restored.clone();
         for declared in &self.states {
             let mut key_groups = Vec::new();

@@ -10,6 +10,7 @@
 
 mod aggregating;
 mod backend;
+mod factory;
 mod heap;
 mod list;
 mod map;
@@ -22,6 +23,7 @@ pub use backend::{
     install_backend, take_backend, with_backend, CurrentKey, KeyedStateBackend, KeyedStateEntries, KeyedStateSnapshot,
     KeyedTable, StateId, TableSpec,
 };
+pub use factory::{HeapStateBackend, KeyedBackendFactory};
 pub use heap::{HeapKeyedStateBackend, HeapTable};
 pub use list::ListState;
 pub use map::MapState;

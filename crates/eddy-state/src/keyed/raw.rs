@@ -17,6 +17,8 @@ pub trait RawTable: Send {
     fn get(&self, key_group: u32, key: &[u8]) -> Result<Option<Vec<u8>>, StateError>;
     fn put(&mut self, key_group: u32, key: &[u8], value: &[u8]) -> Result<(), StateError>;
     fn delete(&mut self, key_group: u32, key: &[u8]) -> Result<(), StateError>;
+    /// Writes many values at once (one RocksDB write batch): (key group, key, value).
+    fn put_batch(&mut self, entries: &mut dyn Iterator<Item = (u32, &[u8], &[u8])>) -> Result<(), StateError>;
     /// Calls `visit` with every (key, value) of one key group, in key order.
     fn scan(&self, key_group: u32, visit: &mut dyn FnMut(&[u8], &[u8])) -> Result<(), StateError>;
 }
