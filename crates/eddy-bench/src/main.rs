@@ -65,6 +65,11 @@ pub struct Args {
     pub checkpoints: options::CheckpointArgs,
 }
 
+/// Where this run's RocksDB instances keep their working directories.
+fn rocksdb_dir() -> std::path::PathBuf {
+    std::env::temp_dir().join(format!("eddy-bench-rocksdb-{}", std::process::id()))
+}
+
 impl Args {
     pub fn keys(&self) -> u64 {
         self.keys.unwrap_or(10_000)
@@ -74,8 +79,7 @@ impl Args {
     pub fn configure(&self, env: &eddy::Env) -> anyhow::Result<()> {
         env.set_parallelism(self.parallelism);
         if self.backend == Some(Backend::Rocksdb) {
-            let dir = std::env::temp_dir().join(format!("eddy-bench-rocksdb-{}", std::process::id()));
-            env.set_state_backend(eddy::state::RocksDbStateBackend::new(dir));
+            env.set_state_backend(eddy::state::RocksDbStateBackend::new(rocksdb_dir()));
         }
         self.checkpoints.apply(env)
     }
@@ -99,6 +103,7 @@ fn main() {
         Workload::ApiCount | Workload::LargeState => api_count::run(&cli.args),
         Workload::Join => join::run(&cli.args),
     };
+    let _ = std::fs::remove_dir_all(rocksdb_dir());
     match report {
         Ok(report) => {
             for (name, value) in &report.extra {

@@ -134,20 +134,31 @@ fn stop_with_savepoint_then_restore_finishes_like_an_uninterrupted_run() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
-/// Stops W1 with a savepoint at each parallelism of `chain` but the last, restoring the
-/// next step from it; the output must be the uninterrupted run's.
-fn rescale_chain(name: &str, chain: &[u32]) {
+/// Stops W1 with a savepoint at each (parallelism, backend) of `chain` but the last,
+/// restoring the next step from it; the output must be the uninterrupted run's.
+fn rescale_chain(name: &str, chain: &[(u32, &str)]) {
     let dir = temp_dir(name);
     let (expected_checksum, expected) = reference(&dir);
     let out = dir.join("out");
     let mut savepoint: Option<String> = None;
-    for (step, parallelism) in chain.iter().enumerate() {
+    for (step, &(parallelism, backend)) in chain.iter().enumerate() {
         let p = parallelism.to_string();
-        let mut args: Vec<String> =
-            ["api-count", "--events", EVENTS, "--keys", "1000", "--parallelism", &p, "--output", out.to_str().unwrap()]
-                .iter()
-                .map(|s| s.to_string())
-                .collect();
+        let mut args: Vec<String> = [
+            "api-count",
+            "--events",
+            EVENTS,
+            "--keys",
+            "1000",
+            "--parallelism",
+            &p,
+            "--backend",
+            backend,
+            "--output",
+            out.to_str().unwrap(),
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
         if let Some(path) = &savepoint {
             args.extend(["--restore".to_string(), path.clone()]);
         }
@@ -168,7 +179,7 @@ fn rescale_chain(name: &str, chain: &[u32]) {
         }
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         let (code, stdout, stderr) = bench(&args);
-        assert_eq!(code, 0, "step {step} at parallelism {parallelism}: {stderr}");
+        assert_eq!(code, 0, "step {step} at parallelism {parallelism} on {backend}: {stderr}");
         if last {
             assert_eq!(checksum(&stdout), expected_checksum, "{name}: checksum");
         } else {
@@ -181,11 +192,57 @@ fn rescale_chain(name: &str, chain: &[u32]) {
 }
 
 #[test]
-fn w1_rescales_along_1_2_3_1() {
-    rescale_chain("chain-1231", &[1, 2, 3, 1]);
+fn w1_rescales_along_1_2_3_1_switching_backends() {
+    rescale_chain("chain-1231", &[(1, "heap"), (2, "rocksdb"), (3, "heap"), (1, "rocksdb")]);
 }
 
 #[test]
-fn w1_rescales_along_4_2_4() {
-    rescale_chain("chain-424", &[4, 2, 4]);
+fn w1_rescales_along_4_2_4_switching_backends() {
+    rescale_chain("chain-424", &[(4, "rocksdb"), (2, "heap"), (4, "rocksdb")]);
+}
+
+#[test]
+fn w1_on_rocksdb_survives_sigkill_like_on_the_heap() {
+    let dir = temp_dir("rocks-kill");
+    let (expected_checksum, expected) = reference(&dir);
+    let (chk, out) = (dir.join("chk"), dir.join("out"));
+    let common = [
+        "api-count",
+        "--events",
+        EVENTS,
+        "--keys",
+        "1000",
+        "--parallelism",
+        "2",
+        "--checkpoint-ms",
+        "100",
+        "--backend",
+        "rocksdb",
+    ];
+    let mut child = Command::new(env!("CARGO_BIN_EXE_eddy-bench"))
+        .args(common)
+        .args(["--checkpoint-dir", chk.to_str().unwrap(), "--output", out.to_str().unwrap(), "--rate", "100000"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    while !has_complete_checkpoint(&chk) {
+        assert!(started.elapsed() < Duration::from_secs(20), "no checkpoint completed");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let (code, stdout, stderr) = bench(
+        &[
+            &common[..],
+            &["--checkpoint-dir", chk.to_str().unwrap(), "--output", out.to_str().unwrap(), "--restore", "latest"],
+        ]
+        .concat(),
+    );
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(checksum(&stdout), expected_checksum);
+    assert_eq!(output(&out), expected);
+    std::fs::remove_dir_all(&dir).unwrap();
 }
