@@ -24,8 +24,8 @@ type Db = DBWithThreadMode<MultiThreaded>;
 
 /// Default memory budget of one subtask's RocksDB (block cache + write buffers).
 pub const DEFAULT_MEMORY_BYTES: usize = 64 * 1024 * 1024;
-/// Default number of values per state cached on the heap.
-pub const DEFAULT_CACHE_ENTRIES: usize = 100_000;
+/// Default number of values per state cached on the heap (about 100 MB for small values).
+pub const DEFAULT_CACHE_ENTRIES: usize = 1_000_000;
 
 static NEXT_INSTANCE: AtomicU64 = AtomicU64::new(0);
 
@@ -53,6 +53,9 @@ impl RocksDbRawStore {
         let mut table = BlockBasedOptions::default();
         let cache = Cache::new_lru_cache(memory_bytes / 2).map_err(|e| error("block cache", e))?;
         table.set_block_cache(&cache);
+        // A key read for the first time is usually absent: bloom filters answer that
+        // without reading data blocks.
+        table.set_bloom_filter(10.0, false);
         options.set_block_based_table_factory(&table);
         let db = Db::open(&options, dir).map_err(|e| error(&format!("cannot open '{}'", dir.display()), e))?;
         Ok(Self { db: Some(Arc::new(db)), dir: dir.to_path_buf(), next_table: 0 })
