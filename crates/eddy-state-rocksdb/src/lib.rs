@@ -50,6 +50,10 @@ impl RocksDbRawStore {
         options.create_if_missing(true);
         options.set_write_buffer_size((memory_bytes / 4).max(1 << 20));
         options.set_max_write_buffer_number(2);
+        // Most reads of a large state miss the memtable: a bloom filter over whole keys
+        // skips the skip-list search for them.
+        options.set_memtable_whole_key_filtering(true);
+        options.set_memtable_prefix_bloom_ratio(0.1);
         let mut table = BlockBasedOptions::default();
         let cache = Cache::new_lru_cache(memory_bytes / 2).map_err(|e| error("block cache", e))?;
         table.set_block_cache(&cache);
