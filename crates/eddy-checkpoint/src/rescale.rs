@@ -34,7 +34,11 @@ pub fn rescale(
                 let taken = state.key_groups.iter().filter(|(kg, _)| range.contains(KeyGroup(*kg))).cloned();
                 match states.iter_mut().find(|s| s.name == state.name) {
                     Some(merged) => merged.key_groups.extend(taken),
-                    None => states.push(KeyedStateEntries { name: state.name.clone(), key_groups: taken.collect() }),
+                    None => states.push(KeyedStateEntries {
+                        name: state.name.clone(),
+                        ttl: state.ttl,
+                        key_groups: taken.collect(),
+                    }),
                 }
             }
         }
@@ -74,7 +78,7 @@ mod tests {
                     parallelism: p,
                     keyed: Some(KeyedStateSnapshot {
                         key_group_range: Some(range),
-                        states: vec![KeyedStateEntries { name: "s".into(), key_groups }],
+                        states: vec![KeyedStateEntries { name: "s".into(), ttl: false, key_groups }],
                     }),
                     operator: Default::default(),
                 }

@@ -50,6 +50,7 @@ impl RocksDbRawStore {
         options.create_if_missing(true);
         options.set_write_buffer_size((memory_bytes / 4).max(1 << 20));
         options.set_max_write_buffer_number(2);
+        options.set_compaction_filter("eddy-ttl", drop_expired);
         // Most reads of a large state miss the memtable: a bloom filter over whole keys
         // skips the skip-list search for them.
         options.set_memtable_whole_key_filtering(true);
@@ -74,10 +75,47 @@ impl Drop for RocksDbRawStore {
     }
 }
 
+/// Table ids with this bit hold values with an expiry prefix.
+const TTL_TABLE: u16 = 0x8000;
+
+impl RocksDbRawStore {
+    /// Flushes memtables and compacts everything (expired values go; for tests and tools).
+    pub fn compact(&self) -> Result<(), StateError> {
+        let db = self.db.as_ref().ok_or_else(|| StateError::Backend("RocksDB is closed".into()))?;
+        db.flush().map_err(|e| error("flush", e))?;
+        db.compact_range::<&[u8], &[u8]>(None, None);
+        Ok(())
+    }
+
+    /// Every stored key-value pair, for tests and tools.
+    pub fn count_values(&self) -> usize {
+        self.db.as_ref().map_or(0, |db| db.iterator(IteratorMode::Start).count())
+    }
+}
+
+/// Drops values of time-to-live tables whose expiry passed (Flink's TTL cleanup in
+/// RocksDB compactions).
+fn drop_expired(_level: u32, key: &[u8], value: &[u8]) -> rocksdb::compaction_filter::Decision {
+    use rocksdb::compaction_filter::Decision;
+    let is_ttl = key.first().is_some_and(|b| u16::from(*b) << 8 & TTL_TABLE != 0);
+    if is_ttl && value.len() >= 8 {
+        let expiry = u64::from_be_bytes(value[..8].try_into().expect("8 bytes"));
+        let now =
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64);
+        if expiry <= now {
+            return Decision::Remove;
+        }
+    }
+    Decision::Keep
+}
+
 impl RawStore for RocksDbRawStore {
-    fn table(&mut self, _name: &str) -> Result<Box<dyn RawTable>, StateError> {
+    fn table(&mut self, _name: &str, ttl: bool) -> Result<Box<dyn RawTable>, StateError> {
         let db = self.db.clone().ok_or_else(|| StateError::Backend("RocksDB is closed".into()))?;
-        let id = self.next_table;
+        if self.next_table >= TTL_TABLE {
+            return Err(StateError::Backend("more than 32768 states in one operator".into()));
+        }
+        let id = if ttl { self.next_table | TTL_TABLE } else { self.next_table };
         self.next_table += 1;
         let mut write = WriteOptions::default();
         write.disable_wal(true);

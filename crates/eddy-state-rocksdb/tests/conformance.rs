@@ -13,3 +13,48 @@ fn rocksdb_backend_passes_the_conformance_suite() {
     assert!(left.is_empty(), "working directories are removed when backends close: {left:?}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn rocksdb_backend_expires_state_with_a_time_to_live() {
+    use eddy_state::HeapKeyedStateBackend;
+    use eddy_state_rocksdb::RocksDbRawStore;
+    use eddy_types::{KeyGroupRange, MaxParallelism};
+    let dir = std::env::temp_dir().join(format!("eddy-rocksdb-ttl-{}", std::process::id()));
+    let counter = std::sync::atomic::AtomicU64::new(0);
+    eddy_state::conformance::run_ttl(&|clock| {
+        let max = MaxParallelism::default();
+        let n = counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let store = RocksDbRawStore::open(&dir.join(n.to_string()), 8 << 20).unwrap();
+        // A cache of 8 values: most reads and expiries go through RocksDB.
+        Box::new(
+            HeapKeyedStateBackend::new(KeyGroupRange::all(max), max)
+                .with_raw_store(Box::new(store), 8)
+                .with_clock(clock),
+        )
+    });
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn compactions_drop_expired_values_of_ttl_states_only() {
+    use eddy_state::keyed::RawStore;
+    use eddy_state_rocksdb::RocksDbRawStore;
+    let dir = std::env::temp_dir().join(format!("eddy-rocksdb-compaction-{}", std::process::id()));
+    let mut store = RocksDbRawStore::open(&dir, 8 << 20).unwrap();
+    let mut with_ttl = store.table("ttl", true).unwrap();
+    let mut without = store.table("plain", false).unwrap();
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as u64;
+    for k in 0..100u32 {
+        let expiry = if k % 2 == 0 { now - 1_000 } else { now + 3_600_000 };
+        let mut value = expiry.to_be_bytes().to_vec();
+        value.push(7);
+        with_ttl.put(k % 128, &k.to_be_bytes(), &value).unwrap();
+        // A plain value whose first bytes look like an old expiry must stay.
+        without.put(k % 128, &k.to_be_bytes(), &(now - 1_000).to_be_bytes()).unwrap();
+    }
+    assert_eq!(store.count_values(), 200);
+    store.compact().unwrap();
+    assert_eq!(store.count_values(), 150, "the 50 expired values of the TTL state are gone");
+    drop((with_ttl, without, store));
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -318,3 +318,60 @@ fn cache_smaller_than_state(factory: BackendFactory<'_>) {
         .sum();
     assert_eq!(entries, 20_000);
 }
+
+/// Builds a fresh backend for all key groups that reads time-to-live time from a clock.
+pub type ClockedBackendFactory<'a> = &'a dyn Fn(std::sync::Arc<dyn eddy_types::Clock>) -> Box<dyn KeyedStateBackend>;
+
+/// Time to live: expired values are never returned and leave snapshots; the update type
+/// decides whether reads renew them; a restore keeps their expiry.
+pub fn run_ttl(factory: ClockedBackendFactory<'_>) {
+    let clock = eddy_types::ManualClock::new(1_000);
+    install_backend(factory(std::sync::Arc::new(clock.clone()))).unwrap();
+    let written =
+        ValueState::declare(&ValueStateDescriptor::<u64>::new("w").with_ttl(StateTtlConfig::new(100))).unwrap();
+    let read = ListState::declare(
+        &ListStateDescriptor::<u64>::new("r")
+            .with_ttl(StateTtlConfig::new(100).with_update_type(TtlUpdateType::OnReadAndWrite)),
+    )
+    .unwrap();
+    for k in 0..50u64 {
+        set_key(&k);
+        written.update(k).unwrap();
+        read.add(k).unwrap();
+    }
+    clock.advance_ms(60);
+    for k in 0..25u64 {
+        set_key(&k);
+        assert_eq!(written.value().unwrap(), Some(k), "alive before its time");
+        assert_eq!(read.get().unwrap(), vec![k], "reading renews it");
+    }
+    clock.advance_ms(60); // 120 ms after writing, 60 ms after the renewing read
+    for k in 0..50u64 {
+        set_key(&k);
+        assert_eq!(written.value().unwrap(), None, "expired {k}");
+        let expected: Vec<u64> = if k < 25 { vec![k] } else { vec![] };
+        assert_eq!(read.get().unwrap(), expected, "key {k}");
+    }
+    let snapshot = with_backend("t", |b| b.snapshot()).unwrap();
+    let live =
+        |name: &str| snapshot.states.iter().filter(|s| s.name == name).map(|s| s.key_groups.len()).sum::<usize>();
+    assert_eq!(live("w"), 0, "expired values leave snapshots");
+    assert!(live("r") > 0);
+    take_backend();
+    // Restored values keep their expiry; declaring the state without its TTL is refused.
+    let mut restored = factory(std::sync::Arc::new(clock.clone()));
+    restored.set_restored(snapshot);
+    install_backend(restored).unwrap();
+    let err = ListState::declare(&ListStateDescriptor::<u64>::new("r")).err().expect("TTL differs");
+    assert!(err.to_string().contains("declared twice"), "{err}");
+    let read = ListState::declare(
+        &ListStateDescriptor::<u64>::new("r")
+            .with_ttl(StateTtlConfig::new(100).with_update_type(TtlUpdateType::OnReadAndWrite)),
+    )
+    .unwrap();
+    set_key(&3u64);
+    assert_eq!(read.get().unwrap(), vec![3]);
+    clock.advance_ms(101);
+    assert_eq!(read.get().unwrap(), Vec::<u64>::new(), "expires after restore too");
+    take_backend();
+}

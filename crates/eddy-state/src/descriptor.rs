@@ -6,6 +6,35 @@ use std::any::{type_name, TypeId};
 use std::marker::PhantomData;
 use std::sync::Arc;
 
+/// When a keyed state value's time to live starts again (Flink's `StateTtlConfig.UpdateType`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TtlUpdateType {
+    /// Creating or writing a value resets its time to live.
+    OnCreateAndWrite,
+    /// Reading it does too.
+    OnReadAndWrite,
+}
+
+/// Time to live of keyed state values (Flink's `StateTtlConfig`): an expired value is never
+/// returned; it is dropped when it is next touched and left out of snapshots.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StateTtlConfig {
+    pub ttl_ms: u64,
+    pub update_type: TtlUpdateType,
+}
+
+impl StateTtlConfig {
+    /// Values live `ttl_ms` after they were created or last written.
+    pub fn new(ttl_ms: u64) -> Self {
+        Self { ttl_ms, update_type: TtlUpdateType::OnCreateAndWrite }
+    }
+
+    pub fn with_update_type(mut self, update_type: TtlUpdateType) -> Self {
+        self.update_type = update_type;
+        self
+    }
+}
+
 /// The five kinds of keyed state (and the list / broadcast kinds of operator state).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StateKind {
@@ -24,15 +53,25 @@ pub struct StateMeta {
     /// The Rust type kept per key, for messages.
     pub stored_type: &'static str,
     pub stored_type_id: TypeId,
+    pub ttl: Option<StateTtlConfig>,
 }
 
 impl StateMeta {
     pub(crate) fn of<S: 'static>(name: &str, kind: StateKind) -> Self {
-        Self { name: name.to_string(), kind, stored_type: type_name::<S>(), stored_type_id: TypeId::of::<S>() }
+        Self {
+            name: name.to_string(),
+            kind,
+            stored_type: type_name::<S>(),
+            stored_type_id: TypeId::of::<S>(),
+            ttl: None,
+        }
     }
 
     pub(crate) fn describe(&self) -> String {
-        format!("{:?}State<{}>", self.kind, self.stored_type)
+        match self.ttl {
+            None => format!("{:?}State<{}>", self.kind, self.stored_type),
+            Some(ttl) => format!("{:?}State<{}> with a time to live of {} ms", self.kind, self.stored_type, ttl.ttl_ms),
+        }
     }
 }
 
@@ -42,11 +81,12 @@ impl StateMeta {
 pub struct ValueStateDescriptor<T> {
     pub(crate) name: String,
     pub(crate) default: Option<T>,
+    pub(crate) ttl: Option<StateTtlConfig>,
 }
 
 impl<T> ValueStateDescriptor<T> {
     pub fn new(name: impl Into<String>) -> Self {
-        Self { name: name.into(), default: None }
+        Self { name: name.into(), default: None, ttl: None }
     }
 
     /// The value `value()` returns for a key that has none.
@@ -58,49 +98,69 @@ impl<T> ValueStateDescriptor<T> {
     pub fn name(&self) -> &str {
         &self.name
     }
+
+    /// Gives the state's values a time to live.
+    pub fn with_ttl(mut self, ttl: StateTtlConfig) -> Self {
+        self.ttl = Some(ttl);
+        self
+    }
 }
 
 /// Declares a `ListState<T>` (keyed) or an operator list state.
 pub struct ListStateDescriptor<T> {
     pub(crate) name: String,
+    pub(crate) ttl: Option<StateTtlConfig>,
     _type: PhantomData<fn() -> T>,
 }
 
 impl<T> Clone for ListStateDescriptor<T> {
     fn clone(&self) -> Self {
-        Self::new(self.name.clone())
+        Self { name: self.name.clone(), ttl: self.ttl, _type: PhantomData }
     }
 }
 
 impl<T> ListStateDescriptor<T> {
     pub fn new(name: impl Into<String>) -> Self {
-        Self { name: name.into(), _type: PhantomData }
+        Self { name: name.into(), ttl: None, _type: PhantomData }
     }
 
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// Gives the state's values a time to live.
+    pub fn with_ttl(mut self, ttl: StateTtlConfig) -> Self {
+        self.ttl = Some(ttl);
+        self
     }
 }
 
 /// Declares a `MapState<K, V>` (keyed) or a broadcast state.
 pub struct MapStateDescriptor<K, V> {
     pub(crate) name: String,
+    pub(crate) ttl: Option<StateTtlConfig>,
     _types: PhantomData<fn() -> (K, V)>,
 }
 
 impl<K, V> Clone for MapStateDescriptor<K, V> {
     fn clone(&self) -> Self {
-        Self::new(self.name.clone())
+        Self { name: self.name.clone(), ttl: self.ttl, _types: PhantomData }
     }
 }
 
 impl<K, V> MapStateDescriptor<K, V> {
     pub fn new(name: impl Into<String>) -> Self {
-        Self { name: name.into(), _types: PhantomData }
+        Self { name: name.into(), ttl: None, _types: PhantomData }
     }
 
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// Gives the state's values a time to live.
+    pub fn with_ttl(mut self, ttl: StateTtlConfig) -> Self {
+        self.ttl = Some(ttl);
+        self
     }
 }
 
@@ -111,21 +171,28 @@ pub type ReduceFn<T> = Arc<dyn Fn(T, T) -> T + Send + Sync>;
 pub struct ReducingStateDescriptor<T> {
     pub(crate) name: String,
     pub(crate) reduce: ReduceFn<T>,
+    pub(crate) ttl: Option<StateTtlConfig>,
 }
 
 impl<T> Clone for ReducingStateDescriptor<T> {
     fn clone(&self) -> Self {
-        Self { name: self.name.clone(), reduce: self.reduce.clone() }
+        Self { name: self.name.clone(), reduce: self.reduce.clone(), ttl: self.ttl }
     }
 }
 
 impl<T> ReducingStateDescriptor<T> {
     pub fn new(name: impl Into<String>, reduce: impl Fn(T, T) -> T + Send + Sync + 'static) -> Self {
-        Self { name: name.into(), reduce: Arc::new(reduce) }
+        Self { name: name.into(), reduce: Arc::new(reduce), ttl: None }
     }
 
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// Gives the state's values a time to live.
+    pub fn with_ttl(mut self, ttl: StateTtlConfig) -> Self {
+        self.ttl = Some(ttl);
+        self
     }
 }
 
@@ -145,20 +212,27 @@ pub trait AggregateFunction: Send + Sync + 'static {
 pub struct AggregatingStateDescriptor<F> {
     pub(crate) name: String,
     pub(crate) function: Arc<F>,
+    pub(crate) ttl: Option<StateTtlConfig>,
 }
 
 impl<F> Clone for AggregatingStateDescriptor<F> {
     fn clone(&self) -> Self {
-        Self { name: self.name.clone(), function: self.function.clone() }
+        Self { name: self.name.clone(), function: self.function.clone(), ttl: self.ttl }
     }
 }
 
 impl<F: AggregateFunction> AggregatingStateDescriptor<F> {
     pub fn new(name: impl Into<String>, function: F) -> Self {
-        Self { name: name.into(), function: Arc::new(function) }
+        Self { name: name.into(), function: Arc::new(function), ttl: None }
     }
 
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// Gives the state's values a time to live.
+    pub fn with_ttl(mut self, ttl: StateTtlConfig) -> Self {
+        self.ttl = Some(ttl);
+        self
     }
 }

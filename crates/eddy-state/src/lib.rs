@@ -20,7 +20,7 @@ pub mod operator;
 
 pub use descriptor::{
     AggregateFunction, AggregatingStateDescriptor, ListStateDescriptor, MapStateDescriptor, ReducingStateDescriptor,
-    StateKind, ValueStateDescriptor,
+    StateKind, StateTtlConfig, TtlUpdateType, ValueStateDescriptor,
 };
 pub use error::StateError;
 pub use keyed::{

@@ -34,6 +34,17 @@ impl Clock for SystemClock {
     }
 }
 
+/// Wall-clock milliseconds since the Unix epoch: for times that outlive the process
+/// (state time-to-live stored in checkpoints). May jump; never used for intervals.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct WallClock;
+
+impl Clock for WallClock {
+    fn now_ms(&self) -> u64 {
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
+    }
+}
+
 /// A clock that only moves when told to; clones share the same time.
 #[derive(Debug, Clone, Default)]
 pub struct ManualClock {

@@ -12,7 +12,7 @@ pub mod ids;
 pub mod key;
 pub mod key_group;
 
-pub use clock::{Clock, ManualClock, SystemClock};
+pub use clock::{Clock, ManualClock, SystemClock, WallClock};
 pub use error::TypesError;
 pub use ids::{NodeId, SubtaskIndex};
 pub use key::{decode_whole_key, stable_hash, Key, KeyHash};

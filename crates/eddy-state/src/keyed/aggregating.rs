@@ -55,7 +55,7 @@ impl<In: 'static, Out: 'static> AggregatingState<In, Out> {
         F: AggregateFunction<In = In, Out = Out>,
         F::Acc: StateValue,
     {
-        let (id, name) = declare::<F::Acc>(&descriptor.name, StateKind::Aggregating)?;
+        let (id, name) = declare::<F::Acc>(&descriptor.name, StateKind::Aggregating, descriptor.ttl)?;
         Ok(Self { id, name, aggregation: Arc::new(WithFunction(descriptor.function.clone())) })
     }
 

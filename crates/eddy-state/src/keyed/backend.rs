@@ -52,6 +52,8 @@ pub struct TableSpec {
     /// The byte store below the table, if the backend has one.
     pub raw: Option<Box<dyn super::raw::RawTable>>,
     pub cache_entries_max: usize,
+    /// Time for time-to-live, in wall-clock ms (a manual clock in tests).
+    pub clock: std::sync::Arc<dyn eddy_types::Clock>,
 }
 
 /// Where the keyed state of one subtask lives. Object-safe: the runtime holds a
@@ -100,6 +102,9 @@ pub struct KeyedStateSnapshot {
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct KeyedStateEntries {
     pub name: String,
+    /// Whether values carry an expiry (the state was declared with a time to live).
+    #[serde(default)]
+    pub ttl: bool,
     /// (key group, serialized entries of that key group).
     pub key_groups: Vec<(u32, Vec<u8>)>,
 }

@@ -8,12 +8,15 @@ use super::backend::TableSpec;
 use super::backend::{CurrentKey, KeyedStateBackend, KeyedStateEntries, KeyedStateSnapshot, KeyedTable, StateId};
 use super::raw::{RawStore, RawTable};
 use crate::descriptor::StateMeta;
+use crate::descriptor::{StateTtlConfig, TtlUpdateType};
 use crate::error::StateError;
 use crate::StateValue;
 use eddy_types::{assign_to_key_group, KeyGroup, KeyGroupRange, KeyHash, MaxParallelism};
+use eddy_types::{Clock, WallClock};
 use hashbrown::HashTable;
 use std::any::Any;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 static NEXT_BACKEND_ID: AtomicU64 = AtomicU64::new(1);
 
@@ -23,6 +26,8 @@ struct Entry<S> {
     value: S,
     /// Changed since it was last written to the raw store.
     dirty: bool,
+    /// Wall-clock ms after which the value is gone (`u64::MAX`: no time to live).
+    expires_ms: u64,
 }
 
 /// The values of one state, per key group and key: all of them (heap backend), or a
@@ -38,6 +43,8 @@ pub struct HeapTable<S> {
     cached: usize,
     cache_entries_max: usize,
     scratch: Vec<u8>,
+    ttl: Option<StateTtlConfig>,
+    clock: Arc<dyn Clock>,
 }
 
 fn encode<S: StateValue>(name: &str, value: &S, out: &mut Vec<u8>) -> Result<(), StateError> {
@@ -52,6 +59,30 @@ fn decode<S: StateValue>(name: &str, bytes: &[u8]) -> Result<S, StateError> {
     postcard::from_bytes(bytes).map_err(|e| StateError::Deserialize { state: name.to_string(), message: e.to_string() })
 }
 
+/// A stored value of a state with a time to live: its expiry (8 bytes, big-endian, so a
+/// compaction filter can read it without the type) before the value.
+fn encode_stored<S: StateValue>(
+    name: &str,
+    value: &S,
+    expires_ms: Option<u64>,
+    out: &mut Vec<u8>,
+) -> Result<(), StateError> {
+    encode(name, value, out)?;
+    if let Some(expires_ms) = expires_ms {
+        out.splice(0..0, expires_ms.to_be_bytes());
+    }
+    Ok(())
+}
+
+/// Splits a stored value into its expiry (if the state has a time to live) and value bytes.
+fn split_stored(bytes: &[u8], ttl: bool) -> (u64, &[u8]) {
+    if ttl && bytes.len() >= 8 {
+        (u64::from_be_bytes(bytes[..8].try_into().expect("8 bytes")), &bytes[8..])
+    } else {
+        (u64::MAX, bytes)
+    }
+}
+
 /// postcard's length prefix (unsigned LEB128), to write the canonical form from bytes.
 fn write_varint(mut n: u64, out: &mut Vec<u8>) {
     while n >= 0x80 {
@@ -62,28 +93,56 @@ fn write_varint(mut n: u64, out: &mut Vec<u8>) {
 }
 
 impl<S: StateValue> HeapTable<S> {
-    /// A table holding everything on the heap.
+    /// A table holding everything on the heap, without time to live.
     pub fn new(name: &str, group_count: usize) -> Self {
-        Self::with_raw(name, 0, group_count, None, 0)
+        let spec =
+            TableSpec { first_key_group: 0, group_count, raw: None, cache_entries_max: 0, clock: Arc::new(WallClock) };
+        Self::from_spec(name, spec, None)
     }
 
-    /// A table over `raw`, caching at most `cache_entries_max` values on the heap.
-    pub fn with_raw(
-        name: &str,
-        first_key_group: u32,
-        group_count: usize,
-        raw: Option<Box<dyn RawTable>>,
-        cache_entries_max: usize,
-    ) -> Self {
+    /// A table as the backend specifies it (over its raw store, if any).
+    pub fn from_spec(name: &str, spec: TableSpec, ttl: Option<StateTtlConfig>) -> Self {
         Self {
             name: name.to_string(),
-            groups: (0..group_count).map(|_| HashTable::new()).collect(),
-            first_key_group,
-            raw,
+            groups: (0..spec.group_count).map(|_| HashTable::new()).collect(),
+            first_key_group: spec.first_key_group,
+            raw: spec.raw,
             cached: 0,
-            cache_entries_max: cache_entries_max.max(1),
+            cache_entries_max: spec.cache_entries_max.max(1),
             scratch: Vec::new(),
+            ttl,
+            clock: spec.clock,
         }
+    }
+
+    /// When a value written now expires.
+    fn expiry(&self) -> u64 {
+        match self.ttl {
+            Some(ttl) => self.clock.now_ms().saturating_add(ttl.ttl_ms),
+            None => u64::MAX,
+        }
+    }
+
+    /// For a state with a time to live: drops the current key's value if it expired, and
+    /// renews it on read when the update type says so.
+    fn expire_or_renew(&mut self, key: &CurrentKey, reading: bool) -> Result<(), StateError> {
+        let Some(ttl) = self.ttl else { return Ok(()) };
+        let now = self.clock.now_ms();
+        let expired = match self.groups[key.local_group].find_mut(key.hash, |e| *e.key == *key.bytes) {
+            None => return Ok(()),
+            Some(entry) if entry.expires_ms <= now => true,
+            Some(entry) => {
+                if reading && ttl.update_type == TtlUpdateType::OnReadAndWrite {
+                    entry.expires_ms = now.saturating_add(ttl.ttl_ms);
+                    entry.dirty = true;
+                }
+                false
+            }
+        };
+        if expired {
+            self.remove(key)?;
+        }
+        Ok(())
     }
 
     fn find(&self, key: &CurrentKey) -> Option<&Entry<S>> {
@@ -94,9 +153,10 @@ impl<S: StateValue> HeapTable<S> {
     fn write_back(&mut self) -> Result<(), StateError> {
         let Some(raw) = self.raw.as_mut() else { return Ok(()) };
         let mut encoded: Vec<(u32, &[u8], Vec<u8>)> = Vec::new();
+        let ttl = self.ttl.is_some();
         for (local, group) in self.groups.iter().enumerate() {
             for entry in group.iter().filter(|e| e.dirty) {
-                encode(&self.name, &entry.value, &mut self.scratch)?;
+                encode_stored(&self.name, &entry.value, ttl.then_some(entry.expires_ms), &mut self.scratch)?;
                 encoded.push((self.first_key_group + local as u32, &entry.key, self.scratch.clone()));
             }
         }
@@ -118,10 +178,16 @@ impl<S: StateValue> HeapTable<S> {
         Ok(())
     }
 
-    fn insert_cached(&mut self, key: &CurrentKey, value: S, dirty: bool) -> Result<&mut S, StateError> {
+    fn insert_cached(
+        &mut self,
+        key: &CurrentKey,
+        value: S,
+        dirty: bool,
+        expires_ms: u64,
+    ) -> Result<&mut S, StateError> {
         self.make_room()?;
         self.cached += 1;
-        let entry = Entry { key: key.bytes.as_slice().into(), hash: key.hash, value, dirty };
+        let entry = Entry { key: key.bytes.as_slice().into(), hash: key.hash, value, dirty, expires_ms };
         Ok(&mut self.groups[key.local_group].insert_unique(key.hash, entry, |e| e.hash).into_mut().value)
     }
 
@@ -132,8 +198,9 @@ impl<S: StateValue> HeapTable<S> {
         }
         let Some(raw) = &self.raw else { return Ok(()) };
         if let Some(bytes) = raw.get(key.key_group, &key.bytes)? {
-            let value = decode(&self.name, &bytes)?;
-            self.insert_cached(key, value, false)?;
+            let (expires_ms, value_bytes) = split_stored(&bytes, self.ttl.is_some());
+            let value = decode(&self.name, value_bytes)?;
+            self.insert_cached(key, value, false, expires_ms)?;
         }
         Ok(())
     }
@@ -143,18 +210,21 @@ impl<S: StateValue> HeapTable<S> {
         if self.raw.is_some() {
             self.load(key)?;
         }
+        self.expire_or_renew(key, true)?;
         Ok(self.find(key).map(|e| &e.value))
     }
 
     /// Sets the current key's value.
     pub fn put(&mut self, key: &CurrentKey, value: S) -> Result<(), StateError> {
+        let expires_ms = self.expiry();
         match self.groups[key.local_group].find_mut(key.hash, |e| *e.key == *key.bytes) {
             Some(entry) => {
                 entry.value = value;
                 entry.dirty = true;
+                entry.expires_ms = expires_ms;
             }
             None => {
-                self.insert_cached(key, value, true)?;
+                self.insert_cached(key, value, true, expires_ms)?;
             }
         }
         Ok(())
@@ -170,12 +240,15 @@ impl<S: StateValue> HeapTable<S> {
         if self.raw.is_some() {
             self.load(key)?;
         }
+        self.expire_or_renew(key, false)?;
+        let expires_ms = self.expiry();
         let result = match self.groups[key.local_group].find_mut(key.hash, |e| *e.key == *key.bytes) {
             Some(entry) => {
                 entry.dirty = true;
+                entry.expires_ms = expires_ms;
                 change(&mut entry.value)
             }
-            None => change(self.insert_cached(key, init(), true)?),
+            None => change(self.insert_cached(key, init(), true, expires_ms)?),
         };
         Ok(result)
     }
@@ -190,9 +263,13 @@ impl<S: StateValue> HeapTable<S> {
             Err(_) => None,
         };
         let Some(raw) = self.raw.as_mut() else { return Ok(cached) };
+        let ttl = self.ttl.is_some();
         let stored = match cached {
             Some(value) => Some(value),
-            None => raw.get(key.key_group, &key.bytes)?.map(|bytes| decode(&self.name, &bytes)).transpose()?,
+            None => raw
+                .get(key.key_group, &key.bytes)?
+                .map(|bytes| decode(&self.name, split_stored(&bytes, ttl).1))
+                .transpose()?,
         };
         raw.delete(key.key_group, &key.bytes)?;
         Ok(stored)
@@ -228,9 +305,21 @@ impl<S: StateValue> KeyedTable for HeapTable<S> {
                     return Ok(None);
                 }
                 // Sorted by key, like a RocksDB scan: snapshots are canonical byte for byte.
-                let mut entries: Vec<(&[u8], &S)> = self.entries_of_group(local_group).collect();
-                entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
-                postcard::to_allocvec(&entries)
+                // Expired values are left out (cleanup in full snapshots).
+                let now = self.clock.now_ms();
+                let mut entries: Vec<&Entry<S>> =
+                    self.groups[local_group].iter().filter(|e| e.expires_ms > now).collect();
+                if entries.is_empty() {
+                    return Ok(None);
+                }
+                entries.sort_unstable_by(|a, b| a.key.cmp(&b.key));
+                let serialized = match self.ttl {
+                    None => postcard::to_allocvec(&entries.iter().map(|e| (&*e.key, &e.value)).collect::<Vec<_>>()),
+                    Some(_) => postcard::to_allocvec(
+                        &entries.iter().map(|e| (&*e.key, (e.expires_ms.to_be_bytes(), &e.value))).collect::<Vec<_>>(),
+                    ),
+                };
+                serialized
                     .map(Some)
                     .map_err(|e| StateError::Serialize { state: self.name.clone(), message: e.to_string() })
             }
@@ -239,7 +328,11 @@ impl<S: StateValue> KeyedTable for HeapTable<S> {
                 // written from the stored bytes (a value's postcard form is self-delimiting).
                 let mut count = 0u64;
                 let mut body = Vec::new();
+                let (ttl, now) = (self.ttl.is_some(), self.clock.now_ms());
                 raw.scan(self.first_key_group + local_group as u32, &mut |key, value| {
+                    if split_stored(value, ttl).0 <= now {
+                        return;
+                    }
                     count += 1;
                     write_varint(key.len() as u64, &mut body);
                     body.extend_from_slice(key);
@@ -257,22 +350,31 @@ impl<S: StateValue> KeyedTable for HeapTable<S> {
     }
 
     fn restore_key_group(&mut self, local_group: usize, bytes: &[u8]) -> Result<(), StateError> {
-        let entries: Vec<(Vec<u8>, S)> = postcard::from_bytes(bytes)
-            .map_err(|e| StateError::Deserialize { state: self.name.clone(), message: e.to_string() })?;
+        let corrupt = |e: postcard::Error| StateError::Deserialize { state: self.name.clone(), message: e.to_string() };
+        let entries: Vec<(Vec<u8>, u64, S)> = match self.ttl {
+            None => postcard::from_bytes::<Vec<(Vec<u8>, S)>>(bytes)
+                .map_err(corrupt)?
+                .into_iter()
+                .map(|(k, v)| (k, u64::MAX, v))
+                .collect(),
+            Some(_) => postcard::from_bytes::<Vec<(Vec<u8>, ([u8; 8], S))>>(bytes)
+                .map_err(corrupt)?
+                .into_iter()
+                .map(|(k, (expiry, v))| (k, u64::from_be_bytes(expiry), v))
+                .collect(),
+        };
         let key_group = self.first_key_group + local_group as u32;
-        for (key, value) in entries {
+        let ttl = self.ttl.is_some();
+        for (key, expires_ms, value) in entries {
             match self.raw.as_mut() {
                 Some(raw) => {
-                    encode(&self.name, &value, &mut self.scratch)?;
+                    encode_stored(&self.name, &value, ttl.then_some(expires_ms), &mut self.scratch)?;
                     raw.put(key_group, &key, &self.scratch)?;
                 }
                 None => {
                     let hash = eddy_types::stable_hash(&key).0;
-                    self.groups[local_group].insert_unique(
-                        hash,
-                        Entry { key: key.into(), hash, value, dirty: false },
-                        |e| e.hash,
-                    );
+                    let entry = Entry { key: key.into(), hash, value, dirty: false, expires_ms };
+                    self.groups[local_group].insert_unique(hash, entry, |e| e.hash);
                 }
             }
         }
@@ -314,6 +416,7 @@ pub struct HeapKeyedStateBackend {
     /// Where values live when they do not all fit on the heap (RocksDB).
     raw_store: Option<Box<dyn RawStore>>,
     cache_entries_max: usize,
+    clock: Arc<dyn Clock>,
 }
 
 impl HeapKeyedStateBackend {
@@ -327,11 +430,18 @@ impl HeapKeyedStateBackend {
             restored: Vec::new(),
             raw_store: None,
             cache_entries_max: 0,
+            clock: Arc::new(WallClock),
         }
     }
 
+    /// Reads time-to-live time from `clock` (tests pass a manual clock).
+    pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
+    }
+
     /// Keeps every value in `store` and at most `cache_entries_max` per state on the heap
-    /// (a write-through cache of the hot keys).
+    /// (a write-back cache of the hot keys).
     pub fn with_raw_store(mut self, store: Box<dyn RawStore>, cache_entries_max: usize) -> Self {
         self.raw_store = Some(store);
         self.cache_entries_max = cache_entries_max;
@@ -386,7 +496,7 @@ impl KeyedStateBackend for HeapKeyedStateBackend {
     ) -> Result<StateId, StateError> {
         if let Some(index) = self.states.iter().position(|d| d.meta.name == meta.name) {
             let first = &self.states[index].meta;
-            if first.kind != meta.kind || first.stored_type_id != meta.stored_type_id {
+            if first.kind != meta.kind || first.stored_type_id != meta.stored_type_id || first.ttl != meta.ttl {
                 return Err(StateError::IncompatibleDeclaration {
                     name: meta.name.clone(),
                     first: first.describe(),
@@ -396,7 +506,7 @@ impl KeyedStateBackend for HeapKeyedStateBackend {
             return Ok(StateId { backend_id: self.id, index: index as u32 });
         }
         let raw = match self.raw_store.as_mut() {
-            Some(store) => Some(store.table(&meta.name)?),
+            Some(store) => Some(store.table(&meta.name, meta.ttl.is_some())?),
             None => None,
         };
         let spec = TableSpec {
@@ -404,9 +514,18 @@ impl KeyedStateBackend for HeapKeyedStateBackend {
             group_count: self.range.len() as usize,
             raw,
             cache_entries_max: self.cache_entries_max,
+            clock: self.clock.clone(),
         };
         let mut table = create(spec);
         if let Some(pos) = self.restored.iter().position(|r| r.name == meta.name) {
+            if self.restored[pos].ttl != meta.ttl.is_some() {
+                let with = |ttl: bool| if ttl { "with a time to live" } else { "without a time to live" };
+                return Err(StateError::IncompatibleDeclaration {
+                    name: meta.name.clone(),
+                    first: format!("restored state {}", with(self.restored[pos].ttl)),
+                    second: meta.describe(),
+                });
+            }
             for (key_group, bytes) in self.restored.swap_remove(pos).key_groups {
                 table.restore_key_group((key_group - self.range.start) as usize, &bytes)?;
             }
@@ -465,7 +584,11 @@ impl KeyedStateBackend for HeapKeyedStateBackend {
                     key_groups.push((self.range.start + local as u32, bytes));
                 }
             }
-            states.push(KeyedStateEntries { name: declared.meta.name.clone(), key_groups });
+            states.push(KeyedStateEntries {
+                name: declared.meta.name.clone(),
+                ttl: declared.meta.ttl.is_some(),
+                key_groups,
+            });
         }
         Ok(KeyedStateSnapshot { key_group_range: Some(self.range), states })
     }

@@ -22,7 +22,7 @@ impl<T> Clone for ListState<T> {
 
 impl<T: StateValue> ListState<T> {
     pub fn declare(descriptor: &ListStateDescriptor<T>) -> Result<Self, StateError> {
-        let (id, name) = declare::<Vec<T>>(&descriptor.name, StateKind::List)?;
+        let (id, name) = declare::<Vec<T>>(&descriptor.name, StateKind::List, descriptor.ttl)?;
         Ok(Self { id, name, _type: PhantomData })
     }
 

@@ -23,7 +23,7 @@ impl<K, V> Clone for MapState<K, V> {
 
 impl<K: MapKey, V: StateValue> MapState<K, V> {
     pub fn declare(descriptor: &MapStateDescriptor<K, V>) -> Result<Self, StateError> {
-        let (id, name) = declare::<HashMap<K, V>>(&descriptor.name, StateKind::Map)?;
+        let (id, name) = declare::<HashMap<K, V>>(&descriptor.name, StateKind::Map, descriptor.ttl)?;
         Ok(Self { id, name, _types: PhantomData })
     }
 

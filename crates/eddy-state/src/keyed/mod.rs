@@ -31,25 +31,22 @@ pub use raw::{RawStore, RawTable};
 pub use reducing::ReducingState;
 pub use value::ValueState;
 
-use crate::descriptor::{StateKind, StateMeta};
+use crate::descriptor::{StateKind, StateMeta, StateTtlConfig};
 use crate::error::StateError;
 use crate::StateValue;
 use std::sync::Arc;
 
 /// Registers a state whose per-key value is an `S` on the installed backend, or finds the
 /// one registered before under the same name. Shared by all five handle kinds.
-fn declare<S: StateValue>(name: &str, kind: StateKind) -> Result<(StateId, Arc<str>), StateError> {
-    let meta = StateMeta::of::<S>(name, kind);
+fn declare<S: StateValue>(
+    name: &str,
+    kind: StateKind,
+    ttl: Option<StateTtlConfig>,
+) -> Result<(StateId, Arc<str>), StateError> {
+    let mut meta = StateMeta::of::<S>(name, kind);
+    meta.ttl = ttl;
     with_backend(name, |backend| {
-        let id = backend.register(meta, &mut |spec: TableSpec| {
-            Box::new(HeapTable::<S>::with_raw(
-                name,
-                spec.first_key_group,
-                spec.group_count,
-                spec.raw,
-                spec.cache_entries_max,
-            ))
-        })?;
+        let id = backend.register(meta, &mut |spec: TableSpec| Box::new(HeapTable::<S>::from_spec(name, spec, ttl)))?;
         Ok((id, Arc::from(name)))
     })
 }

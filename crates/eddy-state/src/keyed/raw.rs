@@ -7,9 +7,11 @@
 
 use crate::error::StateError;
 
-/// Creates the table of each declared state (RocksDB: a column family per state).
+/// Creates the table of each declared state.
 pub trait RawStore: Send {
-    fn table(&mut self, name: &str) -> Result<Box<dyn RawTable>, StateError>;
+    /// `ttl`: the state's values start with their 8-byte big-endian expiry (wall-clock ms),
+    /// so the store may drop expired values on its own (RocksDB: in compactions).
+    fn table(&mut self, name: &str, ttl: bool) -> Result<Box<dyn RawTable>, StateError>;
 }
 
 /// One state's serialized values, by key group and key.

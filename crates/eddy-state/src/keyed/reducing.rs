@@ -21,7 +21,7 @@ impl<T> Clone for ReducingState<T> {
 
 impl<T: StateValue> ReducingState<T> {
     pub fn declare(descriptor: &ReducingStateDescriptor<T>) -> Result<Self, StateError> {
-        let (id, name) = declare::<T>(&descriptor.name, StateKind::Reducing)?;
+        let (id, name) = declare::<T>(&descriptor.name, StateKind::Reducing, descriptor.ttl)?;
         Ok(Self { id, name, reduce: descriptor.reduce.clone() })
     }
 

@@ -24,7 +24,7 @@ impl<T: Clone> Clone for ValueState<T> {
 impl<T: StateValue> ValueState<T> {
     /// Declares the state on the keyed backend of this thread's subtask.
     pub fn declare(descriptor: &ValueStateDescriptor<T>) -> Result<Self, StateError> {
-        let (id, name) = declare::<T>(&descriptor.name, StateKind::Value)?;
+        let (id, name) = declare::<T>(&descriptor.name, StateKind::Value, descriptor.ttl)?;
         Ok(Self { id, name, default: descriptor.default.clone(), _type: PhantomData })
     }
 
