@@ -59,15 +59,18 @@ fn has_complete_checkpoint(dir: &Path) -> bool {
     std::fs::read_dir(dir).map(|d| d.flatten().any(|e| e.path().join("_metadata").exists())).unwrap_or(false)
 }
 
-#[test]
-fn sigkill_then_restore_latest_gives_the_failure_free_output() {
-    let dir = temp_dir("kill");
+/// Runs W1 with checkpoints, SIGKILLs it once a checkpoint completed, restarts it with
+/// `--restore latest`: the output must equal a failure-free run's.
+fn kill_and_restore(name: &str, extra: &[&str]) {
+    let dir = temp_dir(name);
     let (expected_checksum, expected) = reference(&dir);
     assert_eq!(expected.len(), 300_000);
     let (chk, out) = (dir.join("chk"), dir.join("out"));
-    let common = ["api-count", "--events", EVENTS, "--keys", "1000", "--parallelism", "2", "--checkpoint-ms", "100"];
+    let common =
+        [&["api-count", "--events", EVENTS, "--keys", "1000", "--parallelism", "2", "--checkpoint-ms", "100"], extra]
+            .concat();
     let mut child = Command::new(env!("CARGO_BIN_EXE_eddy-bench"))
-        .args(common)
+        .args(&common)
         .args(["--checkpoint-dir", chk.to_str().unwrap(), "--output", out.to_str().unwrap(), "--rate", "100000"])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -78,7 +81,7 @@ fn sigkill_then_restore_latest_gives_the_failure_free_output() {
         assert!(started.elapsed() < Duration::from_secs(20), "no checkpoint completed");
         std::thread::sleep(Duration::from_millis(20));
     }
-    std::thread::sleep(Duration::from_millis(700));
+    std::thread::sleep(Duration::from_millis(600));
     child.kill().unwrap(); // SIGKILL
     let status = child.wait().unwrap();
     assert!(!status.success(), "killed mid-run");
@@ -93,6 +96,16 @@ fn sigkill_then_restore_latest_gives_the_failure_free_output() {
     assert_eq!(checksum(&stdout), expected_checksum);
     assert_eq!(output(&out), expected, "exactly the failure-free output");
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn sigkill_then_restore_latest_gives_the_failure_free_output() {
+    kill_and_restore("kill", &[]);
+}
+
+#[test]
+fn w1_on_rocksdb_survives_sigkill_like_on_the_heap() {
+    kill_and_restore("rocks-kill", &["--backend", "rocksdb"]);
 }
 
 #[test]
@@ -199,50 +212,4 @@ fn w1_rescales_along_1_2_3_1_switching_backends() {
 #[test]
 fn w1_rescales_along_4_2_4_switching_backends() {
     rescale_chain("chain-424", &[(4, "rocksdb"), (2, "heap"), (4, "rocksdb")]);
-}
-
-#[test]
-fn w1_on_rocksdb_survives_sigkill_like_on_the_heap() {
-    let dir = temp_dir("rocks-kill");
-    let (expected_checksum, expected) = reference(&dir);
-    let (chk, out) = (dir.join("chk"), dir.join("out"));
-    let common = [
-        "api-count",
-        "--events",
-        EVENTS,
-        "--keys",
-        "1000",
-        "--parallelism",
-        "2",
-        "--checkpoint-ms",
-        "100",
-        "--backend",
-        "rocksdb",
-    ];
-    let mut child = Command::new(env!("CARGO_BIN_EXE_eddy-bench"))
-        .args(common)
-        .args(["--checkpoint-dir", chk.to_str().unwrap(), "--output", out.to_str().unwrap(), "--rate", "100000"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let started = Instant::now();
-    while !has_complete_checkpoint(&chk) {
-        assert!(started.elapsed() < Duration::from_secs(20), "no checkpoint completed");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    std::thread::sleep(Duration::from_millis(500));
-    child.kill().unwrap();
-    child.wait().unwrap();
-    let (code, stdout, stderr) = bench(
-        &[
-            &common[..],
-            &["--checkpoint-dir", chk.to_str().unwrap(), "--output", out.to_str().unwrap(), "--restore", "latest"],
-        ]
-        .concat(),
-    );
-    assert_eq!(code, 0, "{stderr}");
-    assert_eq!(checksum(&stdout), expected_checksum);
-    assert_eq!(output(&out), expected);
-    std::fs::remove_dir_all(&dir).unwrap();
 }
