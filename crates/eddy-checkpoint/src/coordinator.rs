@@ -54,7 +54,8 @@ impl<P: Clone> CheckpointCoordinator<P> {
             next_id: next_id.max(1),
             pending: BTreeMap::new(),
             finished: vec![None; task_count],
-            last_trigger_ms: None,
+            // As in Flink, the first checkpoint comes one interval after the start.
+            last_trigger_ms: Some(0),
             last_completion_ms: None,
             consecutive_failures: 0,
             retained: VecDeque::new(),
@@ -206,16 +207,17 @@ mod tests {
     #[test]
     fn triggers_follow_interval_pause_and_concurrency() {
         let mut c = coordinator(2);
-        assert!(c.should_trigger(0));
-        let first = c.trigger(SnapshotKind::Checkpoint, 0);
-        assert!(!c.should_trigger(99), "interval not passed");
+        assert!(!c.should_trigger(99), "the first checkpoint waits one interval");
         assert!(c.should_trigger(100));
-        c.trigger(SnapshotKind::Checkpoint, 100);
-        assert!(!c.should_trigger(200), "two pending = max concurrent");
-        c.acknowledge(first, 0, "a", 210);
-        assert!(c.acknowledge(first, 1, "b", 210).is_some());
-        assert!(!c.should_trigger(220), "min pause after completion");
-        assert!(c.should_trigger(240));
+        let first = c.trigger(SnapshotKind::Checkpoint, 100);
+        assert!(!c.should_trigger(199), "interval not passed");
+        assert!(c.should_trigger(200));
+        c.trigger(SnapshotKind::Checkpoint, 200);
+        assert!(!c.should_trigger(300), "two pending = max concurrent");
+        c.acknowledge(first, 0, "a", 310);
+        assert!(c.acknowledge(first, 1, "b", 310).is_some());
+        assert!(!c.should_trigger(320), "min pause after completion");
+        assert!(c.should_trigger(340));
     }
 
     #[test]
