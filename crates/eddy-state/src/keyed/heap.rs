@@ -45,6 +45,8 @@ pub struct HeapTable<S> {
     scratch: Vec<u8>,
     ttl: Option<StateTtlConfig>,
     clock: Arc<dyn Clock>,
+    /// Where the next eviction starts dropping key groups.
+    evict_from: usize,
 }
 
 fn encode<S: StateValue>(name: &str, value: &S, out: &mut Vec<u8>) -> Result<(), StateError> {
@@ -112,6 +114,7 @@ impl<S: StateValue> HeapTable<S> {
             scratch: Vec::new(),
             ttl,
             clock: spec.clock,
+            evict_from: 0,
         }
     }
 
@@ -167,13 +170,22 @@ impl<S: StateValue> HeapTable<S> {
         Ok(())
     }
 
-    /// Makes room in the cache: writes back what changed, then drops it all (crude but
-    /// cheap; the hot keys come back on their next access).
+    /// Makes room in the cache: writes back what changed, then drops whole key groups
+    /// until half the cache is free (cheap, and the other half stays warm).
     fn make_room(&mut self) -> Result<(), StateError> {
         if self.raw.is_some() && self.cached >= self.cache_entries_max {
             self.write_back()?;
-            self.groups.iter_mut().for_each(HashTable::clear);
-            self.cached = 0;
+            let target = self.cache_entries_max / 2;
+            // Start where the last eviction stopped, so no key group is always dropped.
+            let count = self.groups.len();
+            let mut step = 0;
+            while self.cached > target && step < count {
+                let index = (self.evict_from + step) % count;
+                self.cached -= self.groups[index].len();
+                self.groups[index].clear();
+                step += 1;
+            }
+            self.evict_from = (self.evict_from + step) % count;
         }
         Ok(())
     }
