@@ -55,6 +55,10 @@ pub struct Args {
     /// Keyed state backend (default heap; rocksdb for large-state).
     #[arg(long, value_enum)]
     pub backend: Option<Backend>,
+    /// RocksDB: checkpoints upload only new SST files (incremental), instead of full
+    /// canonical snapshots.
+    #[arg(long)]
+    pub incremental: bool,
     /// Parallelism of every operator.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
     pub parallelism: u32,
@@ -79,7 +83,10 @@ impl Args {
     pub fn configure(&self, env: &eddy::Env) -> anyhow::Result<()> {
         env.set_parallelism(self.parallelism);
         if self.backend == Some(Backend::Rocksdb) {
-            env.set_state_backend(eddy::state::RocksDbStateBackend::new(rocksdb_dir()));
+            let backend = eddy::state::RocksDbStateBackend::new(rocksdb_dir());
+            env.set_state_backend(backend.with_incremental_checkpoints(self.incremental));
+        } else if self.incremental {
+            anyhow::bail!("--incremental needs --backend rocksdb (the heap backend takes full checkpoints)");
         }
         self.checkpoints.apply(env)
     }

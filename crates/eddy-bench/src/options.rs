@@ -78,6 +78,7 @@ impl CheckpointArgs {
             lines.push(("checkpoints".into(), result.checkpoints_completed.to_string()));
             if let Some(last) = &result.last_checkpoint {
                 lines.push(("last_checkpoint_bytes".into(), last.bytes.to_string()));
+                lines.push(("last_checkpoint_incremental_bytes".into(), last.incremental_bytes.to_string()));
                 lines.push(("last_checkpoint_ms".into(), last.duration_ms.to_string()));
             }
         }

@@ -7,7 +7,7 @@
 
 use crate::config::CheckpointConfig;
 use crate::snapshot::{CheckpointId, SnapshotKind};
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::BTreeMap;
 
 struct Pending<P> {
     kind: SnapshotKind,
@@ -42,7 +42,6 @@ pub struct CheckpointCoordinator<P> {
     last_trigger_ms: Option<u64>,
     last_completion_ms: Option<u64>,
     consecutive_failures: u32,
-    retained: VecDeque<CheckpointId>,
 }
 
 impl<P: Clone> CheckpointCoordinator<P> {
@@ -58,7 +57,6 @@ impl<P: Clone> CheckpointCoordinator<P> {
             last_trigger_ms: Some(0),
             last_completion_ms: None,
             consecutive_failures: 0,
-            retained: VecDeque::new(),
         }
     }
 
@@ -176,17 +174,6 @@ impl<P: Clone> CheckpointCoordinator<P> {
         Ok(())
     }
 
-    /// Records a stored checkpoint; returns the older ones beyond the retained count,
-    /// which the caller deletes.
-    pub fn retain(&mut self, id: CheckpointId) -> Vec<CheckpointId> {
-        self.retained.push_back(id);
-        let mut discard = Vec::new();
-        while self.retained.len() > self.config.retained.max(1) {
-            discard.extend(self.retained.pop_front());
-        }
-        discard
-    }
-
     pub fn pending_count(&self) -> usize {
         self.pending.len()
     }
@@ -261,14 +248,5 @@ mod tests {
         assert_eq!(c.expire(50).unwrap(), vec![CheckpointId(1)]);
         c.trigger(SnapshotKind::Checkpoint, 60);
         assert_eq!(c.expire(200), Err(TooManyFailures { consecutive: 2, tolerable: 1 }));
-    }
-
-    #[test]
-    fn retention_keeps_the_newest() {
-        let mut c: CheckpointCoordinator<()> =
-            CheckpointCoordinator::new(CheckpointConfig { retained: 2, ..CheckpointConfig::default() }, 1, 1);
-        assert!(c.retain(CheckpointId(1)).is_empty());
-        assert!(c.retain(CheckpointId(2)).is_empty());
-        assert_eq!(c.retain(CheckpointId(3)), vec![CheckpointId(1)]);
     }
 }

@@ -9,6 +9,8 @@
 //!   filesystem / object store through `object_store`.
 //! - [`coordinator`]: the checkpoint protocol as pure decisions (trigger, acknowledge,
 //!   complete, subsume, expire, retain), no threads and no I/O.
+//! - [`retained`]: the completed checkpoints a job keeps and the reference counts of the
+//!   shared files of incremental checkpoints.
 //! - [`restart`]: restart strategies with Flink's defaults, as pure back-off state.
 //!
 //! Depends on `eddy-types` and `eddy-state` (whose snapshot forms it stores).
@@ -19,6 +21,7 @@ pub mod error;
 pub mod metadata;
 pub mod rescale;
 pub mod restart;
+pub mod retained;
 pub mod snapshot;
 pub mod storage;
 

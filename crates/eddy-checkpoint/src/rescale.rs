@@ -7,10 +7,10 @@
 //! mean the same before and after.
 
 use crate::snapshot::OperatorSnapshot;
-use eddy_state::keyed::{KeyedStateEntries, KeyedStateSnapshot};
+use eddy_state::keyed::KeyedStateSnapshot;
 use eddy_state::operator::redistribute;
 use eddy_state::StateError;
-use eddy_types::{key_group_range_for_subtask, KeyGroup, MaxParallelism};
+use eddy_types::{key_group_range_for_subtask, MaxParallelism};
 
 /// The state subtask `subtask` of `parallelism` restores, from the snapshots of every old
 /// subtask of one operator. `None` when the operator has no state.
@@ -28,24 +28,17 @@ pub fn rescale(
     }
     let range = key_group_range_for_subtask(max_parallelism, parallelism, subtask);
     let keyed = if old.iter().any(|o| o.keyed.is_some()) {
-        let mut states: Vec<KeyedStateEntries> = Vec::new();
+        let mut keyed = KeyedStateSnapshot { key_group_range: Some(range), ..KeyedStateSnapshot::default() };
         for snapshot in old.iter().filter_map(|o| o.keyed.as_ref()) {
             for state in &snapshot.states {
-                let taken = state.key_groups.iter().filter(|(kg, _)| range.contains(KeyGroup(*kg))).cloned();
-                match states.iter_mut().find(|s| s.name == state.name) {
-                    Some(merged) => merged.key_groups.extend(taken),
-                    None => states.push(KeyedStateEntries {
-                        name: state.name.clone(),
-                        ttl: state.ttl,
-                        key_groups: taken.collect(),
-                    }),
-                }
+                keyed.add_key_groups(state, range);
             }
+            // Native files are read by the backend, which skips key groups outside its
+            // range: hand over every snapshot that overlaps it.
+            let overlapping = snapshot.native.iter().filter(|n| !n.key_group_range.intersection(&range).is_empty());
+            keyed.native.extend(overlapping.cloned());
         }
-        for state in &mut states {
-            state.key_groups.sort_by_key(|(kg, _)| *kg);
-        }
-        Some(KeyedStateSnapshot { key_group_range: Some(range), states })
+        Some(keyed)
     } else {
         None
     };
@@ -64,6 +57,8 @@ pub fn rescale(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use eddy_state::keyed::KeyedStateEntries;
+    use eddy_types::KeyGroup;
 
     /// Old subtask i of p holds key groups of its range, each with its own number as data.
     fn old_snapshots(p: u32, max: MaxParallelism) -> Vec<OperatorSnapshot> {
@@ -79,6 +74,7 @@ mod tests {
                     keyed: Some(KeyedStateSnapshot {
                         key_group_range: Some(range),
                         states: vec![KeyedStateEntries { name: "s".into(), ttl: false, key_groups }],
+                        native: Vec::new(),
                     }),
                     operator: Default::default(),
                 }

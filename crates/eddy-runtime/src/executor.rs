@@ -23,11 +23,14 @@ use eddy_checkpoint::coordinator::{CheckpointCoordinator, Completed};
 use eddy_checkpoint::metadata::{encode_task_state, CheckpointMetadata, OperatorEntry, StateHandle, TaskStateEntry};
 use eddy_checkpoint::rescale::rescale;
 use eddy_checkpoint::restart::RestartBackoff;
+use eddy_checkpoint::retained::RetainedCheckpoints;
 use eddy_checkpoint::storage::{
-    load_checkpoint_dir, CheckpointStorage, CompletedCheckpoint, MemoryCheckpointStorage, ObjectCheckpointStorage,
+    file_safe, load_checkpoint_dir, upload_native_files, CheckpointStorage, CompletedCheckpoint,
+    MemoryCheckpointStorage, ObjectCheckpointStorage,
 };
 use eddy_checkpoint::{CheckpointError, CheckpointId, OperatorSnapshot, SnapshotKind};
 use eddy_types::{key_group_range_for_subtask, Clock, NodeId, SystemClock};
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -41,7 +44,10 @@ const COORDINATOR_TICK_MS: u64 = 5;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CheckpointStats {
     pub id: CheckpointId,
+    /// Full size: every file the checkpoint needs, shared ones included.
     pub bytes: u64,
+    /// Bytes written for this checkpoint (less than `bytes` when it is incremental).
+    pub incremental_bytes: u64,
     /// From trigger to stored metadata.
     pub duration_ms: u64,
     pub location: String,
@@ -160,6 +166,9 @@ impl LocalExecutor {
             check_restore(&graph, checkpoint, config.allow_non_restored_state).map_err(fail)?;
         }
         let plan = plan_chains(&graph);
+        // The checkpoints this run writes and keeps, over all attempts; the one it started
+        // from is not among them and is never deleted (Flink's NO_CLAIM restore mode).
+        let retained = RefCell::new(RetainedCheckpoints::new(config.checkpoint.retained));
         let graph = Arc::new(graph);
         let plan = Arc::new(plan);
         let mut backoff = RestartBackoff::new(config.restart_strategy());
@@ -172,7 +181,7 @@ impl LocalExecutor {
                 )),
                 None => None,
             };
-            let end = self.attempt(&graph, &plan, restored, &storage, &mut result);
+            let end = self.attempt(&graph, &plan, restored, &storage, &retained, &mut result);
             result.duration = started.elapsed();
             match end {
                 AttemptEnd::Finished | AttemptEnd::Stopped => {
@@ -182,10 +191,9 @@ impl LocalExecutor {
                             .push("the job finished before its savepoint was due; no savepoint was taken".into());
                     }
                     if !config.checkpoint.retain_on_cancel {
-                        for location in storage.completed().unwrap_or_default() {
-                            if let Ok(c) = storage.load(&location) {
-                                let _ = storage.discard(c.metadata.checkpoint_id, SnapshotKind::Checkpoint);
-                            }
+                        let mut retained = retained.borrow_mut();
+                        for id in retained.ids() {
+                            discard_checkpoint(storage.as_ref(), &mut retained, id);
                         }
                     }
                     return Ok(result);
@@ -201,6 +209,13 @@ impl LocalExecutor {
                     std::thread::sleep(Duration::from_millis(delay_ms));
                     restore = load_latest(storage.as_ref(), &mut result.warnings)
                         .map_err(|e| fail(format!("cannot restore after a failure: {e}")))?;
+                    if let Some(checkpoint) = restore.as_mut() {
+                        // The job's own checkpoint: its next checkpoints may reference the
+                        // files instead of uploading them again.
+                        if retained.borrow().owns(checkpoint.metadata.checkpoint_id) {
+                            mark_native_owned(checkpoint);
+                        }
+                    }
                     if restore.is_none() {
                         restore = match &config.restore {
                             // Nothing completed since: start again from what the job started from.
@@ -227,6 +242,7 @@ impl LocalExecutor {
         plan: &Arc<ChainPlan>,
         restore: Option<(CheckpointId, Arc<RestorePlan>)>,
         storage: &Arc<dyn CheckpointStorage>,
+        retained: &RefCell<RetainedCheckpoints>,
         result: &mut JobResult,
     ) -> AttemptEnd {
         let job = graph.job_name.clone();
@@ -273,6 +289,7 @@ impl LocalExecutor {
             graph,
             plan,
             storage,
+            retained,
             mailboxes,
             tasks,
             cancel: cancel.clone(),
@@ -378,6 +395,7 @@ struct AttemptRun<'a> {
     graph: &'a StreamGraph,
     plan: &'a ChainPlan,
     storage: &'a Arc<dyn CheckpointStorage>,
+    retained: &'a RefCell<RetainedCheckpoints>,
     mailboxes: Vec<MailboxSender>,
     tasks: Vec<(NodeId, u32)>,
     cancel: Arc<AtomicBool>,
@@ -539,7 +557,7 @@ impl AttemptRun<'_> {
             if self.graph.config.checkpointing_enabled() {
                 if let Some(last) = self.coordinator.final_checkpoint(now) {
                     self.triggered_at.insert(last.id.0, (Instant::now(), wall_ms()));
-                    self.store(&last, result, false);
+                    self.store(last, result, false);
                 }
             }
             self.broadcast(Control::JobFinished);
@@ -566,7 +584,8 @@ impl AttemptRun<'_> {
                     }
                 },
             };
-            match self.write(&checkpoint, storage.as_ref()) {
+            let mut checkpoint = checkpoint;
+            match self.write(&mut checkpoint, storage.as_ref(), None) {
                 Ok(stats) => {
                     result.savepoint = Some(stats.location);
                     self.broadcast(Control::Checkpoint(CheckpointEvent::Completed(checkpoint.id)));
@@ -585,27 +604,32 @@ impl AttemptRun<'_> {
         if !self.graph.config.checkpointing_enabled() {
             return;
         }
-        if self.store(&checkpoint, result, true) {
-            self.broadcast(Control::Checkpoint(CheckpointEvent::Completed(checkpoint.id)));
+        let id = checkpoint.id;
+        if self.store(checkpoint, result, true) {
+            self.broadcast(Control::Checkpoint(CheckpointEvent::Completed(id)));
         }
     }
 
     /// Writes a checkpoint to the checkpoint storage and applies retention. `periodic`:
     /// not the final checkpoint of a finished job (whose stats say little).
-    fn store(&mut self, checkpoint: &Completed<Vec<OperatorSnapshot>>, result: &mut JobResult, periodic: bool) -> bool {
-        match self.write(checkpoint, self.storage.as_ref()) {
+    fn store(&mut self, mut checkpoint: Completed<Vec<OperatorSnapshot>>, result: &mut JobResult, periodic: bool) -> bool {
+        let storage = self.storage.clone();
+        // (The borrow ends before the arms, which borrow again.)
+        let written = self.write(&mut checkpoint, storage.as_ref(), Some(&mut *self.retained.borrow_mut()));
+        match written {
             Ok(stats) => {
                 result.checkpoints_completed += 1;
                 if periodic || result.last_checkpoint.is_none() {
                     result.last_checkpoint = Some(stats);
                 }
-                for old in self.coordinator.retain(checkpoint.id) {
-                    let _ = self.storage.discard(old, SnapshotKind::Checkpoint);
+                let beyond = self.retained.borrow_mut().add(checkpoint.id);
+                for old in beyond {
+                    discard_checkpoint(storage.as_ref(), &mut self.retained.borrow_mut(), old);
                 }
                 true
             }
             Err(e) => {
-                let _ = self.storage.discard(checkpoint.id, SnapshotKind::Checkpoint);
+                discard_checkpoint(storage.as_ref(), &mut self.retained.borrow_mut(), checkpoint.id);
                 result.warnings.push(format!("checkpoint {} failed: {e}", checkpoint.id));
                 if let Err(too_many) = self.coordinator.record_failure() {
                     self.fail(JobError::Checkpoint {
@@ -621,24 +645,34 @@ impl AttemptRun<'_> {
         }
     }
 
-    /// The asynchronous part: serialize and write every task's state, then the metadata.
+    /// The asynchronous part: upload the files of native snapshots (only those no kept
+    /// checkpoint holds), serialize and write every task's state, then the metadata.
+    /// `retained`: the job's checkpoints, whose shared files may be referenced (savepoints
+    /// are canonical and have none).
     fn write(
         &self,
-        checkpoint: &Completed<Vec<OperatorSnapshot>>,
+        checkpoint: &mut Completed<Vec<OperatorSnapshot>>,
         storage: &dyn CheckpointStorage,
+        mut retained: Option<&mut RetainedCheckpoints>,
     ) -> Result<CheckpointStats, CheckpointError> {
         let (triggered, timestamp_ms) = self.triggered_at.get(&checkpoint.id.0).copied().unwrap_or((Instant::now(), 0));
         let mut tasks = Vec::with_capacity(checkpoint.task_states.len());
-        let mut bytes = 0u64;
-        for (index, snapshots) in checkpoint.task_states.iter().enumerate() {
+        let (mut bytes, mut incremental_bytes) = (0u64, 0u64);
+        for (index, snapshots) in checkpoint.task_states.iter_mut().enumerate() {
             let (head, subtask) = self.tasks[index];
+            if let Some(retained) = retained.as_deref_mut() {
+                incremental_bytes += upload_native_files(storage, retained, checkpoint.id, checkpoint.kind, snapshots)?;
+            }
+            bytes += native_bytes(snapshots);
             let framed = encode_task_state(snapshots)?;
-            let stem = format!("{}-{}", sanitize(&self.graph.node(head).effective_uid()), subtask);
+            let stem = format!("{}-{}", file_safe(&self.graph.node(head).effective_uid()), subtask);
             let handle = storage.write_task_state(checkpoint.id, checkpoint.kind, &stem, framed)?;
-            bytes += match &handle {
+            let task_bytes = match &handle {
                 StateHandle::File { bytes, .. } => *bytes,
                 StateHandle::Inline { payload } => payload.len() as u64,
             };
+            bytes += task_bytes;
+            incremental_bytes += task_bytes;
             tasks.push(TaskStateEntry {
                 task: self.plan.chain_name(self.graph, head),
                 subtask,
@@ -658,18 +692,40 @@ impl AttemptRun<'_> {
             tasks,
         };
         let location = storage.commit(&metadata)?;
-        Ok(CheckpointStats { id: checkpoint.id, bytes, duration_ms: triggered.elapsed().as_millis() as u64, location })
+        Ok(CheckpointStats {
+            id: checkpoint.id,
+            bytes,
+            incremental_bytes,
+            duration_ms: triggered.elapsed().as_millis() as u64,
+            location,
+        })
     }
+}
+
+/// Bytes of the native snapshot files the operators reference.
+fn native_bytes(snapshots: &[OperatorSnapshot]) -> u64 {
+    let natives = snapshots.iter().filter_map(|s| s.keyed.as_ref()).flat_map(|k| &k.native);
+    natives.map(|n| n.total_bytes()).sum()
+}
+
+/// Lets the restored backends reference the checkpoint's native files in later
+/// checkpoints (the job owns them).
+fn mark_native_owned(checkpoint: &mut CompletedCheckpoint) {
+    let keyed = checkpoint.operators.iter_mut().filter_map(|o| o.keyed.as_mut());
+    keyed.flat_map(|k| &mut k.native).for_each(|n| n.owned = true);
+}
+
+/// Deletes one of the job's checkpoints and the shared files only it referenced.
+fn discard_checkpoint(storage: &dyn CheckpointStorage, retained: &mut RetainedCheckpoints, id: CheckpointId) {
+    for unused in retained.release(id) {
+        let _ = storage.delete_file(&unused);
+    }
+    let _ = storage.discard(id, SnapshotKind::Checkpoint);
 }
 
 /// Wall-clock milliseconds since the Unix epoch, for checkpoint metadata.
 fn wall_ms() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
-}
-
-/// A uid as a file name.
-fn sanitize(uid: &str) -> String {
-    uid.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' }).collect()
 }
 
 /// Creates every channel and says which subtask gets which end.
@@ -802,6 +858,7 @@ impl ChainBuilder<'_> {
             output_tags: node.outputs.iter().map(|o| o.tag.clone()).collect(),
             restored,
             state_backend: self.graph.config.state_backend.clone(),
+            native_snapshots: matches!(self.graph.config.storage, StorageChoice::Directory(_)),
             shared: self.shared.clone(),
         }
     }

@@ -2,7 +2,7 @@
 //! when they are keyed, and turning function errors into task errors that name them.
 
 use crate::function::{FunctionError, RichFunction, RuntimeContext, SideOutputs, SnapshotContext};
-use eddy_checkpoint::OperatorSnapshot;
+use eddy_checkpoint::{OperatorSnapshot, SnapshotKind};
 use eddy_runtime::channel::{CheckpointBarrier, CheckpointEvent};
 use eddy_runtime::task::OperatorInfo;
 use eddy_runtime::{Output, PortOutput, TaskError};
@@ -59,11 +59,9 @@ impl OperatorCore {
         if self.keyed {
             let (range, max) = (self.info.key_group_range, self.info.max_parallelism);
             let instance = format!("{}-{}", self.info.uid, self.info.subtask);
-            let mut backend =
-                self.info.state_backend.create(&instance, range, max).map_err(|e| self.error(e.into()))?;
-            if let Some(keyed) = self.info.restored.as_ref().and_then(|s| s.keyed.clone()) {
-                backend.set_restored(keyed);
-            }
+            let restored = self.info.restored.as_ref().and_then(|s| s.keyed.clone());
+            let backend =
+                self.info.state_backend.create(&instance, range, max, restored).map_err(|e| self.error(e.into()))?;
             install_backend(backend).map_err(|e| TaskError::Internal(e.to_string()))?;
         }
         let previous = self.info.shared.enter(self.info.index);
@@ -108,7 +106,18 @@ impl OperatorCore {
         result.map_err(|e| self.error(e))?;
         let operator = self.operator_state.snapshot().map_err(|e| self.error(e.into()))?;
         let keyed = if self.keyed {
-            Some(with_backend("<snapshot>", |backend| backend.snapshot()).map_err(|e| self.error(e.into()))?)
+            // Savepoints are canonical (backend-independent); checkpoints may be native
+            // (RocksDB's files, incremental) when the storage keeps files.
+            let native = barrier.kind == SnapshotKind::Checkpoint && self.info.native_snapshots;
+            let id = barrier.id.0;
+            let keyed = with_backend("<snapshot>", |backend| {
+                if native {
+                    backend.snapshot_native(id)
+                } else {
+                    backend.snapshot()
+                }
+            });
+            Some(keyed.map_err(|e| self.error(e.into()))?)
         } else {
             None
         };

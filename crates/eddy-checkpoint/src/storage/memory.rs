@@ -7,6 +7,7 @@ use crate::error::CheckpointError;
 use crate::metadata::{self, CheckpointMetadata, StateHandle};
 use crate::snapshot::{CheckpointId, OperatorSnapshot, SnapshotKind};
 use std::collections::BTreeMap;
+use std::path::Path;
 use std::sync::Mutex;
 
 pub struct MemoryCheckpointStorage {
@@ -76,5 +77,26 @@ impl CheckpointStorage for MemoryCheckpointStorage {
             }
         }
         Ok(CompletedCheckpoint { location: location.to_string(), metadata, operators })
+    }
+
+    fn upload_file(&self, relative: &str, _source: &Path) -> Result<(u64, u32), CheckpointError> {
+        Err(no_files(relative))
+    }
+
+    fn download_file(&self, relative: &str, _target: &Path, _bytes: u64, _crc32: u32) -> Result<(), CheckpointError> {
+        Err(no_files(relative))
+    }
+
+    fn delete_file(&self, _relative: &str) -> Result<(), CheckpointError> {
+        Ok(())
+    }
+}
+
+/// Native snapshots (RocksDB's files) are only taken when the storage keeps files.
+fn no_files(relative: &str) -> CheckpointError {
+    CheckpointError::InvalidLocation {
+        location: relative.to_string(),
+        message: "the JobManager memory storage keeps no files; incremental checkpoints need a checkpoint directory"
+            .into(),
     }
 }

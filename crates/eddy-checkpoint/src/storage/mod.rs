@@ -2,14 +2,17 @@
 //! `CheckpointStorage`), apart from the state backend that holds working state.
 
 mod memory;
+mod native;
 mod object;
 
 pub use memory::MemoryCheckpointStorage;
+pub use native::{fetch_native_files, file_safe, upload_native_files, SHARED_DIR};
 pub use object::{inspect_checkpoint_dir, load_checkpoint_dir, ObjectCheckpointStorage, TaskInspection};
 
 use crate::error::CheckpointError;
 use crate::metadata::{CheckpointMetadata, StateHandle};
 use crate::snapshot::{CheckpointId, OperatorSnapshot, SnapshotKind};
+use std::path::Path;
 
 /// A completed checkpoint read back, every state file verified.
 #[derive(Debug, Clone)]
@@ -53,8 +56,17 @@ pub trait CheckpointStorage: Send + Sync {
     fn discard(&self, id: CheckpointId, kind: SnapshotKind) -> Result<(), CheckpointError>;
     /// Locations of completed checkpoints (not savepoints), newest first.
     fn completed(&self) -> Result<Vec<String>, CheckpointError>;
-    /// Reads a completed checkpoint and verifies every file.
+    /// Reads a completed checkpoint and verifies every file; the files of native
+    /// snapshots are fetched into local directories.
     fn load(&self, location: &str) -> Result<CompletedCheckpoint, CheckpointError>;
+    /// Writes the local file `source` at `relative` (to the storage's root); returns its
+    /// size and CRC-32.
+    fn upload_file(&self, relative: &str, source: &Path) -> Result<(u64, u32), CheckpointError>;
+    /// Copies the file at `relative` into the local file `target`, verifying its size and
+    /// CRC-32.
+    fn download_file(&self, relative: &str, target: &Path, bytes: u64, crc32: u32) -> Result<(), CheckpointError>;
+    /// Deletes one file (a shared file no retained checkpoint references any more).
+    fn delete_file(&self, relative: &str) -> Result<(), CheckpointError>;
 }
 
 /// The directory name of a checkpoint or savepoint.

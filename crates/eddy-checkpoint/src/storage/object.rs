@@ -4,7 +4,7 @@
 //! temporary object and renames it), so a directory without it is an unfinished checkpoint
 //! that a crash left behind, never mistaken for a complete one.
 
-use super::{directory_name, CheckpointStorage, CompletedCheckpoint};
+use super::{directory_name, fetch_native_files, CheckpointStorage, CompletedCheckpoint};
 use crate::error::CheckpointError;
 use crate::metadata::{self, CheckpointMetadata, StateHandle, TaskStateEntry, METADATA_FILE};
 use crate::snapshot::{CheckpointId, OperatorSnapshot, SnapshotKind};
@@ -130,6 +130,7 @@ impl ObjectCheckpointStorage {
         for task in &metadata.tasks {
             operators.extend(self.read_task(dir, task)?);
         }
+        fetch_native_files(self, &mut operators)?;
         Ok(CompletedCheckpoint { location: self.full(dir), metadata, operators })
     }
 }
@@ -241,6 +242,33 @@ impl CheckpointStorage for ObjectCheckpointStorage {
     fn load(&self, location: &str) -> Result<CompletedCheckpoint, CheckpointError> {
         let relative = location.strip_prefix(&format!("{}/", self.root)).unwrap_or(location);
         self.load_dir(relative)
+    }
+
+    fn upload_file(&self, relative: &str, source: &Path) -> Result<(u64, u32), CheckpointError> {
+        let bytes = std::fs::read(source).map_err(|e| io(&source.display().to_string(), e))?;
+        let written = (bytes.len() as u64, crc32fast::hash(&bytes));
+        self.put(relative, bytes)?;
+        Ok(written)
+    }
+
+    fn download_file(&self, relative: &str, target: &Path, bytes: u64, crc32: u32) -> Result<(), CheckpointError> {
+        let data = self.get(relative)?;
+        let corrupt = |message: String| CheckpointError::Corrupt { path: self.full(relative), message };
+        if data.len() as u64 != bytes {
+            return Err(corrupt(format!("{} bytes, the checkpoint's metadata says {bytes}", data.len())));
+        }
+        let actual = crc32fast::hash(&data);
+        if actual != crc32 {
+            return Err(corrupt(format!("checksum mismatch: recorded {crc32:08x}, computed {actual:08x}")));
+        }
+        std::fs::write(target, data).map_err(|e| io(&target.display().to_string(), e))
+    }
+
+    fn delete_file(&self, relative: &str) -> Result<(), CheckpointError> {
+        match self.runtime.block_on(self.store.delete(&ObjectPath::from(relative))) {
+            Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+            Err(e) => Err(io(&self.full(relative), e)),
+        }
     }
 }
 

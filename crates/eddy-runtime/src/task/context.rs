@@ -167,5 +167,7 @@ pub struct OperatorInfo {
     pub restored: Option<OperatorSnapshot>,
     /// Makes the keyed backend when the operator is keyed.
     pub state_backend: Arc<dyn eddy_state::KeyedBackendFactory>,
+    /// Checkpoints may take the backend's own format (the checkpoint storage keeps files).
+    pub native_snapshots: bool,
     pub shared: Rc<TaskShared>,
 }

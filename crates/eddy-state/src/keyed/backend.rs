@@ -83,19 +83,47 @@ pub trait KeyedStateBackend: Send {
     /// The table of a declared state, by name.
     fn table_by_name(&self, name: &str) -> Option<&dyn KeyedTable>;
     fn table_by_name_mut(&mut self, name: &str) -> Option<&mut dyn KeyedTable>;
-    /// Every state of every key group, serialized (the synchronous part of a snapshot).
+    /// Every state of every key group, serialized in the canonical form (the synchronous
+    /// part of a savepoint or full checkpoint).
     fn snapshot(&mut self) -> Result<KeyedStateSnapshot, StateError>;
+    /// The snapshot for checkpoint `checkpoint_id` in the backend's own format when it has
+    /// one and is configured for it (RocksDB's files for incremental checkpoints), the
+    /// canonical form otherwise.
+    fn snapshot_native(&mut self, checkpoint_id: u64) -> Result<KeyedStateSnapshot, StateError> {
+        let _ = checkpoint_id;
+        self.snapshot()
+    }
     /// Starts from `snapshot` (before any state is declared): each state's key groups in
     /// this backend's range are loaded when the state is declared.
     fn set_restored(&mut self, snapshot: KeyedStateSnapshot);
 }
 
 /// The keyed state of one subtask at a checkpoint: per state, the serialized entries of
-/// each non-empty key group. Backend-independent, so a restore can take any key groups.
+/// each non-empty key group (canonical, backend-independent, so a restore can take any key
+/// groups), and the backend's own files when it took a native snapshot. After a rescale a
+/// subtask may restore from several native snapshots, each with its own key-group range.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct KeyedStateSnapshot {
     pub key_group_range: Option<KeyGroupRange>,
     pub states: Vec<KeyedStateEntries>,
+    pub native: Vec<super::native::NativeSnapshot>,
+}
+
+impl KeyedStateSnapshot {
+    /// Adds the key groups of `state` inside `range` to this snapshot's state of the same
+    /// name (rescaling: a new subtask gathers its key groups from several old ones).
+    pub fn add_key_groups(&mut self, state: &KeyedStateEntries, range: KeyGroupRange) {
+        let taken = state.key_groups.iter().filter(|(kg, _)| range.contains(eddy_types::KeyGroup(*kg))).cloned();
+        match self.states.iter_mut().find(|s| s.name == state.name) {
+            Some(merged) => {
+                merged.key_groups.extend(taken);
+                merged.key_groups.sort_by_key(|(kg, _)| *kg);
+            }
+            None => {
+                self.states.push(KeyedStateEntries { name: state.name.clone(), ttl: state.ttl, key_groups: taken.collect() })
+            }
+        }
+    }
 }
 
 /// One declared state's key groups.

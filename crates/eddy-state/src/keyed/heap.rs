@@ -336,27 +336,8 @@ impl<S: StateValue> KeyedTable for HeapTable<S> {
                     .map_err(|e| StateError::Serialize { state: self.name.clone(), message: e.to_string() })
             }
             Some(raw) => {
-                // The same canonical bytes as the heap's: postcard of Vec<(key, value)>,
-                // written from the stored bytes (a value's postcard form is self-delimiting).
-                let mut count = 0u64;
-                let mut body = Vec::new();
-                let (ttl, now) = (self.ttl.is_some(), self.clock.now_ms());
-                raw.scan(self.first_key_group + local_group as u32, &mut |key, value| {
-                    if split_stored(value, ttl).0 <= now {
-                        return;
-                    }
-                    count += 1;
-                    write_varint(key.len() as u64, &mut body);
-                    body.extend_from_slice(key);
-                    body.extend_from_slice(value);
-                })?;
-                if count == 0 {
-                    return Ok(None);
-                }
-                let mut out = Vec::with_capacity(body.len() + 10);
-                write_varint(count, &mut out);
-                out.extend_from_slice(&body);
-                Ok(Some(out))
+                let key_group = self.first_key_group + local_group as u32;
+                canonical_key_group(raw.as_ref(), key_group, self.ttl.is_some(), self.clock.now_ms())
             }
         }
     }
@@ -408,6 +389,36 @@ impl<S: StateValue> KeyedTable for HeapTable<S> {
         }
         Ok(())
     }
+}
+
+/// One key group of a raw table in the canonical form, the same bytes the heap writes:
+/// postcard of `Vec<(key, value)>`, built from the stored bytes (a value's postcard form is
+/// self-delimiting, so no value is decoded). Values expired at `now_ms` are left out;
+/// `None` when nothing remains.
+pub fn canonical_key_group(
+    raw: &dyn RawTable,
+    key_group: u32,
+    ttl: bool,
+    now_ms: u64,
+) -> Result<Option<Vec<u8>>, StateError> {
+    let mut count = 0u64;
+    let mut body = Vec::new();
+    raw.scan(key_group, &mut |key, value| {
+        if split_stored(value, ttl).0 <= now_ms {
+            return;
+        }
+        count += 1;
+        write_varint(key.len() as u64, &mut body);
+        body.extend_from_slice(key);
+        body.extend_from_slice(value);
+    })?;
+    if count == 0 {
+        return Ok(None);
+    }
+    let mut out = Vec::with_capacity(body.len() + 10);
+    write_varint(count, &mut out);
+    out.extend_from_slice(&body);
+    Ok(Some(out))
 }
 
 struct Declared {
@@ -470,6 +481,19 @@ impl HeapKeyedStateBackend {
     /// A heap backend for `range` that starts from `snapshot`.
     pub fn restored(range: KeyGroupRange, max_parallelism: MaxParallelism, snapshot: KeyedStateSnapshot) -> Self {
         Self::new(range, max_parallelism).with_restored(snapshot)
+    }
+}
+
+impl HeapKeyedStateBackend {
+    /// Writes what only the heap holds to the raw store.
+    fn flush_all(&mut self) -> Result<(), StateError> {
+        self.states.iter_mut().try_for_each(|d| d.table.flush())
+    }
+
+    /// Tables of the raw store that no state declared (restored from native files).
+    fn undeclared_raw_tables(&self) -> Vec<(String, bool)> {
+        let Some(store) = &self.raw_store else { return Vec::new() };
+        store.tables().into_iter().filter(|(name, _)| !self.states.iter().any(|d| d.meta.name == *name)).collect()
     }
 }
 
@@ -585,9 +609,7 @@ impl KeyedStateBackend for HeapKeyedStateBackend {
     }
 
     fn snapshot(&mut self) -> Result<KeyedStateSnapshot, StateError> {
-        for declared in &mut self.states {
-            declared.table.flush()?;
-        }
+        self.flush_all()?;
         let mut states = self.restored.clone();
         for declared in &self.states {
             let mut key_groups = Vec::new();
@@ -602,7 +624,38 @@ impl KeyedStateBackend for HeapKeyedStateBackend {
                 key_groups,
             });
         }
-        Ok(KeyedStateSnapshot { key_group_range: Some(self.range), states })
+        // Tables restored from native files and not declared since: read from the store.
+        let now = self.clock.now_ms();
+        for (name, ttl) in self.undeclared_raw_tables() {
+            let store = self.raw_store.as_mut().expect("undeclared raw tables come from a raw store");
+            let table = store.table(&name, ttl)?;
+            let mut key_groups = Vec::new();
+            for key_group in self.range.iter() {
+                if let Some(bytes) = canonical_key_group(table.as_ref(), key_group.0, ttl, now)? {
+                    key_groups.push((key_group.0, bytes));
+                }
+            }
+            states.push(KeyedStateEntries { name, ttl, key_groups });
+        }
+        Ok(KeyedStateSnapshot { key_group_range: Some(self.range), states, native: Vec::new() })
+    }
+
+    fn snapshot_native(&mut self, checkpoint_id: u64) -> Result<KeyedStateSnapshot, StateError> {
+        self.flush_all()?;
+        let native = match self.raw_store.as_mut() {
+            Some(store) => store.native_snapshot(checkpoint_id)?,
+            None => None,
+        };
+        match native {
+            // Restored canonical states not declared yet cannot go into the store (their
+            // types are unknown), so they travel beside its files.
+            Some(native) => Ok(KeyedStateSnapshot {
+                key_group_range: Some(self.range),
+                states: self.restored.clone(),
+                native: vec![native],
+            }),
+            None => self.snapshot(),
+        }
     }
 
     fn table_by_name_mut(&mut self, name: &str) -> Option<&mut dyn KeyedTable> {

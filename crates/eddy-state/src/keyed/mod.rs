@@ -14,6 +14,7 @@ mod factory;
 mod heap;
 mod list;
 mod map;
+mod native;
 mod raw;
 mod reducing;
 mod value;
@@ -23,10 +24,11 @@ pub use backend::{
     install_backend, take_backend, with_backend, CurrentKey, KeyedStateBackend, KeyedStateEntries, KeyedStateSnapshot,
     KeyedTable, StateId, TableSpec,
 };
-pub use factory::{HeapStateBackend, KeyedBackendFactory};
-pub use heap::{HeapKeyedStateBackend, HeapTable};
+pub use factory::{unreadable_native, HeapStateBackend, KeyedBackendFactory};
+pub use heap::{canonical_key_group, HeapKeyedStateBackend, HeapTable};
 pub use list::ListState;
 pub use map::MapState;
+pub use native::{LocalFiles, NativeFile, NativeSnapshot, NativeTable};
 pub use raw::{RawStore, RawTable};
 pub use reducing::ReducingState;
 pub use value::ValueState;

@@ -1,0 +1,117 @@
+//! RocksDB's own files as checkpoints (Flink's incremental checkpoints), and restores
+//! from them.
+//!
+//! The synchronous part of a snapshot is a RocksDB checkpoint: the memtables flushed, then
+//! every live file hard-linked into a new directory (no data copied). SST files never
+//! change once written, so they are *shared*: each gets a name unique to this instance,
+//! and the checkpoint storage uploads only those no earlier checkpoint holds. MANIFEST,
+//! CURRENT and OPTIONS belong to one checkpoint.
+//!
+//! A restore with the same key groups opens the files as they are (SSTs hard-linked from
+//! the fetched copy); after a rescale the new range may span several old instances, so
+//! their files are opened read-only and the key groups of the new range read out of them.
+
+use crate::store::{error, RocksDbRawStore};
+use eddy_state::keyed::{
+    canonical_key_group, KeyedStateEntries, KeyedStateSnapshot, LocalFiles, NativeFile, NativeSnapshot,
+};
+use eddy_state::StateError;
+use eddy_types::KeyGroupRange;
+use std::path::{Path, PathBuf};
+
+/// What native snapshots of this backend are called.
+pub(crate) const BACKEND: &str = "rocksdb";
+
+/// Takes checkpoint `checkpoint_id` of `store`: its files, hard-linked into a directory
+/// beside the instance's working directory.
+pub(crate) fn take_snapshot(
+    store: &RocksDbRawStore,
+    range: KeyGroupRange,
+    checkpoint_id: u64,
+) -> Result<NativeSnapshot, StateError> {
+    let target = PathBuf::from(format!("{}.chk-{checkpoint_id}", store.dir.display()));
+    let _ = std::fs::remove_dir_all(&target);
+    let checkpoint = rocksdb::checkpoint::Checkpoint::new(store.db()?).map_err(|e| error("checkpoint", e))?;
+    checkpoint
+        .create_checkpoint(&target)
+        .map_err(|e| error(&format!("cannot create checkpoint '{}'", target.display()), e))?;
+    let local = LocalFiles::new(target.clone());
+    let listing = |e: std::io::Error| error(&format!("cannot list checkpoint '{}'", target.display()), e);
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(&target).map_err(listing)? {
+        let entry = entry.map_err(listing)?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let bytes = entry.metadata().map_err(listing)?.len();
+        let shared_name = name.ends_with(".sst").then(|| match store.restored_shared.get(&name) {
+            Some(restored) => restored.clone(),
+            None => format!("{}-{name}", store.uid),
+        });
+        files.push(NativeFile { name, shared_name, location: String::new(), bytes, crc32: 0 });
+    }
+    files.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(NativeSnapshot {
+        backend: BACKEND.into(),
+        key_group_range: range,
+        tables: store.tables.clone(),
+        files,
+        local: Some(local),
+        owned: false,
+    })
+}
+
+/// Puts a snapshot's fetched files into `dir` and opens them: SST files hard-linked (they
+/// never change; a copy where links are impossible), the others copied, since RocksDB
+/// appends to its MANIFEST.
+pub(crate) fn restore_store(
+    dir: &Path,
+    memory_bytes: usize,
+    native: &NativeSnapshot,
+) -> Result<RocksDbRawStore, StateError> {
+    let from = native.local_dir()?;
+    std::fs::create_dir_all(dir)
+        .map_err(|e| error(&format!("cannot create working directory '{}'", dir.display()), e))?;
+    for file in &native.files {
+        let (source, target) = (from.join(&file.name), dir.join(&file.name));
+        let linked = file.shared_name.is_some() && std::fs::hard_link(&source, &target).is_ok();
+        if !linked {
+            std::fs::copy(&source, &target).map_err(|e| {
+                error(&format!("cannot copy '{}' to '{}'", source.display(), target.display()), e)
+            })?;
+        }
+    }
+    let mut store = RocksDbRawStore::open_existing(dir, memory_bytes, native.tables.clone())?;
+    if native.owned {
+        store.restored_shared = native
+            .files
+            .iter()
+            .filter_map(|f| f.shared_name.as_ref().map(|shared| (f.name.clone(), shared.clone())))
+            .collect();
+    }
+    Ok(store)
+}
+
+/// Reads the key groups of `range` out of a snapshot's files into `into`, in the
+/// canonical form (rescaling: the snapshot covers other key groups too).
+pub(crate) fn read_key_groups(
+    native: &NativeSnapshot,
+    range: KeyGroupRange,
+    into: &mut KeyedStateSnapshot,
+) -> Result<(), StateError> {
+    let wanted = native.key_group_range.intersection(&range);
+    if wanted.is_empty() {
+        return Ok(());
+    }
+    let store = RocksDbRawStore::open_read_only(native.local_dir()?, native.tables.clone())?;
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64);
+    for table in &native.tables {
+        let raw = store.table_by_id(table.id)?;
+        let mut key_groups = Vec::new();
+        for key_group in wanted.iter() {
+            if let Some(bytes) = canonical_key_group(&raw, key_group.0, table.ttl, now)? {
+                key_groups.push((key_group.0, bytes));
+            }
+        }
+        into.add_key_groups(&KeyedStateEntries { name: table.name.clone(), ttl: table.ttl, key_groups }, range);
+    }
+    Ok(())
+}

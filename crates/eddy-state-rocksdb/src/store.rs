@@ -1,0 +1,267 @@
+//! One subtask's RocksDB instance and the table of each declared state in it.
+//!
+//! Every key starts with the state's table id and the key group, both big-endian, so one
+//! state's key group is one contiguous range: a snapshot or a rescale reads it with a
+//! prefix scan. The write-ahead log is off: checkpoints, not the WAL, make state durable,
+//! as in Flink.
+
+use eddy_state::keyed::{NativeSnapshot, NativeTable, RawStore, RawTable};
+use eddy_state::StateError;
+use eddy_types::KeyGroupRange;
+use rocksdb::{BlockBasedOptions, Cache, DBWithThreadMode, Direction, IteratorMode, MultiThreaded, Options, WriteOptions};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+pub(crate) type Db = DBWithThreadMode<MultiThreaded>;
+
+pub(crate) fn error(what: &str, e: impl std::fmt::Display) -> StateError {
+    StateError::Backend(format!("RocksDB {what}: {e}"))
+}
+
+/// One subtask's RocksDB instance.
+pub struct RocksDbRawStore {
+    db: Option<Arc<Db>>,
+    pub(crate) dir: PathBuf,
+    /// Every table in the instance: declared, or restored and not declared yet.
+    pub(crate) tables: Vec<NativeTable>,
+    /// Set for incremental checkpoints: the key groups the instance holds.
+    pub(crate) incremental: Option<KeyGroupRange>,
+    /// Names this instance's SST files get in the checkpoints' shared area: unique per
+    /// instance, because every instance numbers its files from 1.
+    pub(crate) uid: String,
+    /// Restored SST files the job owns, by file name: their names in the shared area, so
+    /// that checkpoints reference them instead of uploading copies.
+    pub(crate) restored_shared: HashMap<String, String>,
+}
+
+/// RocksDB's options within a memory budget: half block cache, half write buffers.
+fn options(memory_bytes: usize) -> Result<Options, StateError> {
+    let mut options = Options::default();
+    options.create_if_missing(true);
+    options.set_write_buffer_size((memory_bytes / 4).max(1 << 20));
+    options.set_max_write_buffer_number(2);
+    options.set_compaction_filter("eddy-ttl", drop_expired);
+    // Most reads of a large state miss the memtable: a bloom filter over whole keys skips
+    // the skip-list search for them.
+    options.set_memtable_whole_key_filtering(true);
+    options.set_memtable_prefix_bloom_ratio(0.1);
+    let mut table = BlockBasedOptions::default();
+    let cache = Cache::new_lru_cache(memory_bytes / 2).map_err(|e| error("block cache", e))?;
+    table.set_block_cache(&cache);
+    // A key read for the first time is usually absent: bloom filters answer that without
+    // reading data blocks.
+    table.set_bloom_filter(10.0, false);
+    options.set_block_based_table_factory(&table);
+    Ok(options)
+}
+
+/// A name no other instance (in this or another process, now or later) has.
+fn unique_id() -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
+    format!("{:x}-{:x}-{}", nanos, std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed))
+}
+
+impl RocksDbRawStore {
+    /// Opens a fresh instance in `dir` (created; removed again on drop) within
+    /// `memory_bytes` (half block cache, half write buffers).
+    pub fn open(dir: &Path, memory_bytes: usize) -> Result<Self, StateError> {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| error(&format!("cannot create working directory '{}'", dir.display()), e))?;
+        Self::open_existing(dir, memory_bytes, Vec::new())
+    }
+
+    /// Opens the instance whose files are in `dir`, holding `tables`.
+    pub(crate) fn open_existing(dir: &Path, memory_bytes: usize, tables: Vec<NativeTable>) -> Result<Self, StateError> {
+        let db = Db::open(&options(memory_bytes)?, dir)
+            .map_err(|e| error(&format!("cannot open '{}'", dir.display()), e))?;
+        Ok(Self {
+            db: Some(Arc::new(db)),
+            dir: dir.to_path_buf(),
+            tables,
+            incremental: None,
+            uid: unique_id(),
+            restored_shared: HashMap::new(),
+        })
+    }
+
+    /// Opens the files of a native snapshot in `dir` read-only (to read key groups out of
+    /// them when rescaling).
+    pub(crate) fn open_read_only(dir: &Path, tables: Vec<NativeTable>) -> Result<Self, StateError> {
+        let db = Db::open_for_read_only(&options(8 << 20)?, dir, false)
+            .map_err(|e| error(&format!("cannot open the snapshot files in '{}'", dir.display()), e))?;
+        Ok(Self {
+            db: Some(Arc::new(db)),
+            dir: dir.to_path_buf(),
+            tables,
+            incremental: None,
+            uid: String::new(),
+            restored_shared: HashMap::new(),
+        })
+    }
+
+    /// Checkpoints take RocksDB's own files (incremental) for the key groups of `range`.
+    pub fn with_incremental_checkpoints(mut self, range: KeyGroupRange) -> Self {
+        self.incremental = Some(range);
+        self
+    }
+
+    pub(crate) fn db(&self) -> Result<&Arc<Db>, StateError> {
+        self.db.as_ref().ok_or_else(|| StateError::Backend("RocksDB is closed".into()))
+    }
+
+    /// The table with id `id`, for reading and writing.
+    pub(crate) fn table_by_id(&self, id: u16) -> Result<RocksDbTable, StateError> {
+        let mut write = WriteOptions::default();
+        write.disable_wal(true);
+        Ok(RocksDbTable { db: self.db()?.clone(), id, key: Vec::with_capacity(64), write })
+    }
+}
+
+impl Drop for RocksDbRawStore {
+    fn drop(&mut self) {
+        // Close the database (the last handle), then remove its working directory.
+        self.db.take();
+        // A read-only instance reads a snapshot's files, which are not its own.
+        if !self.uid.is_empty() {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+}
+
+/// Table ids with this bit hold values with an expiry prefix.
+const TTL_TABLE: u16 = 0x8000;
+
+impl RocksDbRawStore {
+    /// Flushes memtables and compacts everything (expired values go; for tests and tools).
+    pub fn compact(&self) -> Result<(), StateError> {
+        let db = self.db()?;
+        db.flush().map_err(|e| error("flush", e))?;
+        db.compact_range::<&[u8], &[u8]>(None, None);
+        Ok(())
+    }
+
+    /// Every stored key-value pair, for tests and tools.
+    pub fn count_values(&self) -> usize {
+        self.db.as_ref().map_or(0, |db| db.iterator(IteratorMode::Start).count())
+    }
+}
+
+/// Drops values of time-to-live tables whose expiry passed (Flink's TTL cleanup in
+/// RocksDB compactions).
+fn drop_expired(_level: u32, key: &[u8], value: &[u8]) -> rocksdb::compaction_filter::Decision {
+    use rocksdb::compaction_filter::Decision;
+    let is_ttl = key.first().is_some_and(|b| u16::from(*b) << 8 & TTL_TABLE != 0);
+    if is_ttl && value.len() >= 8 {
+        let expiry = u64::from_be_bytes(value[..8].try_into().expect("8 bytes"));
+        let now =
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64);
+        if expiry <= now {
+            return Decision::Remove;
+        }
+    }
+    Decision::Keep
+}
+
+impl RawStore for RocksDbRawStore {
+    fn table(&mut self, name: &str, ttl: bool) -> Result<Box<dyn RawTable>, StateError> {
+        let with = |ttl: bool| if ttl { "with a time to live" } else { "without a time to live" };
+        let id = match self.tables.iter().find(|t| t.name == name) {
+            Some(known) if known.ttl != ttl => {
+                return Err(StateError::IncompatibleDeclaration {
+                    name: name.to_string(),
+                    first: format!("restored state {}", with(known.ttl)),
+                    second: format!("a state {}", with(ttl)),
+                })
+            }
+            Some(known) => known.id,
+            None => {
+                let next = self.tables.iter().map(|t| (t.id & !TTL_TABLE) + 1).max().unwrap_or(0);
+                if next >= TTL_TABLE {
+                    return Err(StateError::Backend("more than 32768 states in one operator".into()));
+                }
+                let id = if ttl { next | TTL_TABLE } else { next };
+                self.tables.push(NativeTable { name: name.to_string(), id, ttl });
+                id
+            }
+        };
+        Ok(Box::new(self.table_by_id(id)?))
+    }
+
+    fn tables(&self) -> Vec<(String, bool)> {
+        self.tables.iter().map(|t| (t.name.clone(), t.ttl)).collect()
+    }
+
+    fn native_snapshot(&mut self, checkpoint_id: u64) -> Result<Option<NativeSnapshot>, StateError> {
+        match self.incremental {
+            Some(range) => crate::native::take_snapshot(self, range, checkpoint_id).map(Some),
+            None => Ok(None),
+        }
+    }
+}
+
+/// One declared state inside the instance.
+pub(crate) struct RocksDbTable {
+    db: Arc<Db>,
+    id: u16,
+    key: Vec<u8>,
+    write: WriteOptions,
+}
+
+fn prefix(id: u16, key_group: u32) -> [u8; 4] {
+    let [a, b] = id.to_be_bytes();
+    let [c, d] = (key_group as u16).to_be_bytes();
+    [a, b, c, d]
+}
+
+impl RocksDbTable {
+    /// Writes the full key into the reused buffer.
+    fn fill_key(&mut self, key_group: u32, key: &[u8]) {
+        self.key.clear();
+        self.key.extend_from_slice(&prefix(self.id, key_group));
+        self.key.extend_from_slice(key);
+    }
+}
+
+impl RawTable for RocksDbTable {
+    fn get(&self, key_group: u32, key: &[u8]) -> Result<Option<Vec<u8>>, StateError> {
+        let mut full = Vec::with_capacity(4 + key.len());
+        full.extend_from_slice(&prefix(self.id, key_group));
+        full.extend_from_slice(key);
+        self.db.get(&full).map_err(|e| error("read", e))
+    }
+
+    fn put(&mut self, key_group: u32, key: &[u8], value: &[u8]) -> Result<(), StateError> {
+        self.fill_key(key_group, key);
+        self.db.put_opt(&self.key, value, &self.write).map_err(|e| error("write", e))
+    }
+
+    fn delete(&mut self, key_group: u32, key: &[u8]) -> Result<(), StateError> {
+        self.fill_key(key_group, key);
+        self.db.delete_opt(&self.key, &self.write).map_err(|e| error("delete", e))
+    }
+
+    fn put_batch(&mut self, entries: &mut dyn Iterator<Item = (u32, &[u8], &[u8])>) -> Result<(), StateError> {
+        let mut batch = rocksdb::WriteBatchWithTransaction::<false>::default();
+        for (key_group, key, value) in entries {
+            self.fill_key(key_group, key);
+            batch.put(&self.key, value);
+        }
+        self.db.write_opt(batch, &self.write).map_err(|e| error("batch write", e))
+    }
+
+    fn scan(&self, key_group: u32, visit: &mut dyn FnMut(&[u8], &[u8])) -> Result<(), StateError> {
+        let start = prefix(self.id, key_group);
+        for item in self.db.iterator(IteratorMode::From(&start, Direction::Forward)) {
+            let (key, value) = item.map_err(|e| error("scan", e))?;
+            if !key.starts_with(&start) {
+                break;
+            }
+            visit(&key[4..], &value);
+        }
+        Ok(())
+    }
+}
+

@@ -1,0 +1,113 @@
+//! A backend's own snapshot format, beside the canonical key-group form: RocksDB's files,
+//! for incremental checkpoints (Flink's `IncrementalRemoteKeyedStateHandle`).
+//!
+//! The synchronous part of a native snapshot is a set of files in a local directory (for
+//! RocksDB: a checkpoint of hard links). The checkpoint storage uploads them, the immutable
+//! ones (SST files) into a shared area where later checkpoints reference them instead of
+//! uploading them again, the others into the checkpoint's own directory. A restore fetches
+//! them into a local directory again. The bytes are the backend's business; the runtime
+//! and the storage only move files.
+
+use crate::error::StateError;
+use eddy_types::KeyGroupRange;
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// One subtask's keyed state as the backend's own files.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NativeSnapshot {
+    /// Which backend can read the files (`rocksdb`).
+    pub backend: String,
+    pub key_group_range: KeyGroupRange,
+    /// The declared states and their table ids inside the files.
+    pub tables: Vec<NativeTable>,
+    pub files: Vec<NativeFile>,
+    /// Where the files are on this machine: the snapshot's directory before the upload,
+    /// the fetched copy on restore. Not part of the stored form.
+    #[serde(skip)]
+    pub local: Option<LocalFiles>,
+    /// On restore: whether the job owns the files (its own checkpoint, or told to claim
+    /// it), so that its next checkpoints may reference them instead of uploading copies.
+    #[serde(skip)]
+    pub owned: bool,
+}
+
+/// A declared state inside a native snapshot.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NativeTable {
+    pub name: String,
+    pub id: u16,
+    /// Values carry an expiry (the state has a time to live).
+    pub ttl: bool,
+}
+
+/// One file of a native snapshot.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NativeFile {
+    /// The file's name in the backend's directory (`000012.sst`, `MANIFEST-000005`).
+    pub name: String,
+    /// Immutable files go to the shared area, under this name, and are referenced by every
+    /// checkpoint that still contains them; `None`: the file belongs to one checkpoint.
+    pub shared_name: Option<String>,
+    /// Where the storage put it, relative to the checkpoint storage's root (set on upload).
+    pub location: String,
+    pub bytes: u64,
+    pub crc32: u32,
+}
+
+impl NativeSnapshot {
+    /// The local directory with the files, or an error naming the backend.
+    pub fn local_dir(&self) -> Result<&Path, StateError> {
+        self.local.as_ref().map(|l| l.path()).ok_or_else(|| {
+            StateError::Backend(format!(
+                "the {} snapshot of key groups {} has no local files (internal error, please report)",
+                self.backend, self.key_group_range
+            ))
+        })
+    }
+
+    /// Bytes of all files (the full size of the state).
+    pub fn total_bytes(&self) -> u64 {
+        self.files.iter().map(|f| f.bytes).sum()
+    }
+}
+
+/// A local directory of snapshot files, removed when the last clone is dropped (after the
+/// upload, or when the restored backend has taken its copy).
+#[derive(Clone)]
+pub struct LocalFiles(Arc<RemoveOnDrop>);
+
+struct RemoveOnDrop(PathBuf);
+
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+impl LocalFiles {
+    /// Takes ownership of `dir`: it is removed when the last clone goes.
+    pub fn new(dir: PathBuf) -> Self {
+        Self(Arc::new(RemoveOnDrop(dir)))
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.0 .0
+    }
+}
+
+impl std::fmt::Debug for LocalFiles {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "LocalFiles({})", self.path().display())
+    }
+}
+
+/// Where the files are is not part of what a snapshot is.
+impl PartialEq for LocalFiles {
+    fn eq(&self, _other: &Self) -> bool {
+        true
+    }
+}
+
+impl Eq for LocalFiles {}
