@@ -62,6 +62,8 @@ pub struct JobResult {
     pub checkpoints_completed: u64,
     /// The last periodic checkpoint (the final one of a finished job if there was none).
     pub last_checkpoint: Option<CheckpointStats>,
+    /// Every completed checkpoint, oldest first (Flink's checkpoint history).
+    pub checkpoint_history: Vec<CheckpointStats>,
     pub restarts: u32,
     /// Where the savepoint of a stop-with-savepoint went.
     pub savepoint: Option<String>,
@@ -143,6 +145,7 @@ impl LocalExecutor {
             duration: Duration::ZERO,
             checkpoints_completed: 0,
             last_checkpoint: None,
+            checkpoint_history: Vec::new(),
             restarts: 0,
             savepoint: None,
             warnings: Vec::new(),
@@ -181,7 +184,13 @@ impl LocalExecutor {
                 )),
                 None => None,
             };
-            let end = self.attempt(&graph, &plan, restored, &storage, &retained, &mut result);
+            // Numbers continue after the restored checkpoint and after every checkpoint already
+            // in the storage (another run's too), so no directory is ever written twice.
+            let newest_stored =
+                storage.completed().unwrap_or_default().iter().filter_map(|l| checkpoint_number(l)).max();
+            let restored_id = restored.as_ref().map(|(id, _)| id.0);
+            let next_id = newest_stored.max(restored_id).unwrap_or(0) + 1;
+            let end = self.attempt(&graph, &plan, restored, next_id, &storage, &retained, &mut result);
             result.duration = started.elapsed();
             match end {
                 AttemptEnd::Finished | AttemptEnd::Stopped => {
@@ -241,6 +250,7 @@ impl LocalExecutor {
         graph: &Arc<StreamGraph>,
         plan: &Arc<ChainPlan>,
         restore: Option<(CheckpointId, Arc<RestorePlan>)>,
+        next_checkpoint_id: u64,
         storage: &Arc<dyn CheckpointStorage>,
         retained: &RefCell<RetainedCheckpoints>,
         result: &mut JobResult,
@@ -294,11 +304,7 @@ impl LocalExecutor {
             tasks,
             cancel: cancel.clone(),
             started: Instant::now(),
-            coordinator: CheckpointCoordinator::new(
-                config.checkpoint.clone(),
-                handles.len(),
-                restore.as_ref().map_or(1, |(id, _)| id.0 + 1),
-            ),
+            coordinator: CheckpointCoordinator::new(config.checkpoint.clone(), handles.len(), next_checkpoint_id),
             triggered_at: HashMap::new(),
             failure: None,
             stopping: false,
@@ -612,7 +618,12 @@ impl AttemptRun<'_> {
 
     /// Writes a checkpoint to the checkpoint storage and applies retention. `periodic`:
     /// not the final checkpoint of a finished job (whose stats say little).
-    fn store(&mut self, mut checkpoint: Completed<Vec<OperatorSnapshot>>, result: &mut JobResult, periodic: bool) -> bool {
+    fn store(
+        &mut self,
+        mut checkpoint: Completed<Vec<OperatorSnapshot>>,
+        result: &mut JobResult,
+        periodic: bool,
+    ) -> bool {
         let storage = self.storage.clone();
         // (The borrow ends before the arms, which borrow again.)
         let written = self.write(&mut checkpoint, storage.as_ref(), Some(&mut *self.retained.borrow_mut()));
@@ -620,8 +631,9 @@ impl AttemptRun<'_> {
             Ok(stats) => {
                 result.checkpoints_completed += 1;
                 if periodic || result.last_checkpoint.is_none() {
-                    result.last_checkpoint = Some(stats);
+                    result.last_checkpoint = Some(stats.clone());
                 }
+                result.checkpoint_history.push(stats);
                 let beyond = self.retained.borrow_mut().add(checkpoint.id);
                 for old in beyond {
                     discard_checkpoint(storage.as_ref(), &mut self.retained.borrow_mut(), old);
@@ -706,6 +718,11 @@ impl AttemptRun<'_> {
 fn native_bytes(snapshots: &[OperatorSnapshot]) -> u64 {
     let natives = snapshots.iter().filter_map(|s| s.keyed.as_ref()).flat_map(|k| &k.native);
     natives.map(|n| n.total_bytes()).sum()
+}
+
+/// The number of a completed checkpoint from its location (`…/chk-7`, `memory:7`).
+fn checkpoint_number(location: &str) -> Option<u64> {
+    location.rsplit(['-', ':']).next()?.parse().ok()
 }
 
 /// Lets the restored backends reference the checkpoint's native files in later

@@ -74,9 +74,8 @@ pub(crate) fn restore_store(
         let (source, target) = (from.join(&file.name), dir.join(&file.name));
         let linked = file.shared_name.is_some() && std::fs::hard_link(&source, &target).is_ok();
         if !linked {
-            std::fs::copy(&source, &target).map_err(|e| {
-                error(&format!("cannot copy '{}' to '{}'", source.display(), target.display()), e)
-            })?;
+            std::fs::copy(&source, &target)
+                .map_err(|e| error(&format!("cannot copy '{}' to '{}'", source.display(), target.display()), e))?;
         }
     }
     let mut store = RocksDbRawStore::open_existing(dir, memory_bytes, native.tables.clone())?;

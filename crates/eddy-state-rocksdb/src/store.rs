@@ -8,7 +8,9 @@
 use eddy_state::keyed::{NativeSnapshot, NativeTable, RawStore, RawTable};
 use eddy_state::StateError;
 use eddy_types::KeyGroupRange;
-use rocksdb::{BlockBasedOptions, Cache, DBWithThreadMode, Direction, IteratorMode, MultiThreaded, Options, WriteOptions};
+use rocksdb::{
+    BlockBasedOptions, Cache, DBWithThreadMode, Direction, IteratorMode, MultiThreaded, Options, WriteOptions,
+};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -264,4 +266,3 @@ impl RawTable for RocksDbTable {
         Ok(())
     }
 }
-

@@ -37,7 +37,9 @@ pub mod state {
         ListStateDescriptor, MapState, MapStateDescriptor, OperatorListState, OperatorStateStore,
         ReadOnlyBroadcastState, ReducingState, ReducingStateDescriptor, StateError, ValueState, ValueStateDescriptor,
     };
-    pub use eddy_state::{HeapStateBackend, KeyedBackendFactory, StateTtlConfig, TtlUpdateType};
+    pub use eddy_state::{
+        HeapStateBackend, KeyedBackendFactory, KeyedStateBackend, KeyedStateSnapshot, StateTtlConfig, TtlUpdateType,
+    };
     #[cfg(feature = "rocksdb")]
     pub use eddy_state_rocksdb::RocksDbStateBackend;
 }

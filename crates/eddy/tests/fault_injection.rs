@@ -2,7 +2,8 @@
 //! while processing, while snapshotting and while restoring; checkpoints every 50–200 ms;
 //! output through the exactly-once file sink. The committed output must equal the
 //! failure-free run record for record, and the final state must too. In AT_LEAST_ONCE
-//! mode nothing may be lost.
+//! mode nothing may be lost. With the `rocksdb` feature the same runs go through RocksDB
+//! with full and with incremental checkpoints.
 
 use eddy::checkpoint::restart::RestartStrategy;
 use eddy::checkpoint::storage::{CheckpointStorage, ObjectCheckpointStorage};
@@ -172,11 +173,45 @@ fn assert_same_lines(got: Vec<String>, expected: Vec<String>, what: &str) {
     panic!("{what}: {} lines, expected {}; missing {missing:?}; unexpected {extra:?}", got.len(), expected.len());
 }
 
-fn run(plan: &Arc<ChaosPlan>, mode: CheckpointingMode, interval_ms: u64, name: &str) -> (JobResult, PathBuf, PathBuf) {
+/// The keyed state backend of a run.
+#[derive(Clone, Copy)]
+enum Backend {
+    Heap,
+    #[cfg(feature = "rocksdb")]
+    RocksDb {
+        incremental: bool,
+    },
+}
+
+impl Backend {
+    fn apply(self, env: &Env, name: &str) {
+        match self {
+            Backend::Heap => {}
+            #[cfg(feature = "rocksdb")]
+            Backend::RocksDb { incremental } => {
+                // A cache far smaller than the 97 keys' state: reads go through RocksDB.
+                let backend = RocksDbStateBackend {
+                    cache_entries: 16,
+                    ..RocksDbStateBackend::new(temp_dir(&format!("{name}-rocksdb")))
+                };
+                env.set_state_backend(backend.with_incremental_checkpoints(incremental));
+            }
+        }
+    }
+}
+
+fn run_on(
+    backend: Backend,
+    plan: &Arc<ChaosPlan>,
+    mode: CheckpointingMode,
+    interval_ms: u64,
+    name: &str,
+) -> (JobResult, PathBuf, PathBuf) {
     let output = temp_dir(&format!("{name}-out"));
     let checkpoints = temp_dir(&format!("{name}-chk"));
     let env = Env::new();
     env.set_parallelism(2);
+    backend.apply(&env, name);
     env.set_checkpoint_config(CheckpointConfig {
         interval_ms,
         mode,
@@ -205,7 +240,7 @@ fn final_counts(dir: &Path) -> BTreeMap<String, u64> {
     let latest = storage.load(&storage.completed().unwrap()[0]).unwrap();
     let mut counts = BTreeMap::new();
     for op in latest.operators.iter().filter(|o| o.uid == "count") {
-        let keyed = op.keyed.as_ref().unwrap();
+        let keyed = canonical(op.keyed.clone().unwrap());
         for state in keyed.states.iter().filter(|s| s.name == "count") {
             for (_, bytes) in &state.key_groups {
                 let entries: Vec<(Vec<u8>, u64)> = postcard::from_bytes(bytes).unwrap();
@@ -218,11 +253,51 @@ fn final_counts(dir: &Path) -> BTreeMap<String, u64> {
     counts
 }
 
+/// Keyed state in the canonical form: native (RocksDB) files are read by restoring them
+/// into a RocksDB backend and taking a canonical snapshot of it.
+fn canonical(keyed: eddy::state::KeyedStateSnapshot) -> eddy::state::KeyedStateSnapshot {
+    if keyed.native.is_empty() {
+        return keyed;
+    }
+    #[cfg(feature = "rocksdb")]
+    {
+        let range = keyed.key_group_range.unwrap();
+        let max = eddy::types::MaxParallelism::default();
+        let backend = RocksDbStateBackend::new(temp_dir("canonical"));
+        let mut restored = backend.create("verify", range, max, Some(keyed)).unwrap();
+        restored.snapshot().unwrap()
+    }
+    #[cfg(not(feature = "rocksdb"))]
+    panic!("native snapshot without the rocksdb feature")
+}
+
 #[test]
 fn exactly_once_output_and_state_survive_injected_failures() {
+    exactly_once_survives(Backend::Heap, 0xE0D1, "eo");
+}
+
+#[cfg(feature = "rocksdb")]
+#[test]
+fn exactly_once_on_rocksdb_with_full_checkpoints_survives_injected_failures() {
+    exactly_once_survives(Backend::RocksDb { incremental: false }, 0xF011, "eo-rocks-full");
+}
+
+#[cfg(feature = "rocksdb")]
+#[test]
+fn exactly_once_on_rocksdb_with_incremental_checkpoints_survives_injected_failures() {
+    exactly_once_survives(Backend::RocksDb { incremental: true }, 0x1C4E, "eo-rocks-incremental");
+}
+
+#[cfg(feature = "rocksdb")]
+#[test]
+fn at_least_once_on_rocksdb_with_incremental_checkpoints_loses_nothing() {
+    at_least_once_loses_nothing(Backend::RocksDb { incremental: true }, 0xA1C4, "alo-rocks");
+}
+
+fn exactly_once_survives(backend: Backend, seed: u64, name: &str) {
     let (expected_lines, expected_counts) = reference();
-    let plan = ChaosPlan::seeded(0xE0D1, 22);
-    let (result, output, checkpoints) = run(&plan, CheckpointingMode::ExactlyOnce, 50, "eo");
+    let plan = ChaosPlan::seeded(seed, 22);
+    let (result, output, checkpoints) = run_on(backend, &plan, CheckpointingMode::ExactlyOnce, 50, name);
     let injected = plan.injected.load(Ordering::SeqCst);
     assert!(injected >= 20, "only {injected} failures were injected");
     // Two subtasks can fail in the same attempt: one restart covers both.
@@ -246,9 +321,13 @@ fn exactly_once_output_and_state_survive_injected_failures() {
 
 #[test]
 fn at_least_once_loses_nothing_under_injected_failures() {
+    at_least_once_loses_nothing(Backend::Heap, 0xA715, "alo");
+}
+
+fn at_least_once_loses_nothing(backend: Backend, seed: u64, name: &str) {
     let (expected_lines, _) = reference();
-    let plan = ChaosPlan::seeded(0xA715, 22);
-    let (_, output, checkpoints) = run(&plan, CheckpointingMode::AtLeastOnce, 120, "alo");
+    let plan = ChaosPlan::seeded(seed, 22);
+    let (_, output, checkpoints) = run_on(backend, &plan, CheckpointingMode::AtLeastOnce, 120, name);
     assert!(plan.injected.load(Ordering::SeqCst) >= 20);
     let got: BTreeSet<String> = committed_lines(&output).into_iter().collect();
     for line in &expected_lines {

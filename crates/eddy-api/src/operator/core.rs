@@ -110,13 +110,17 @@ impl OperatorCore {
             // (RocksDB's files, incremental) when the storage keeps files.
             let native = barrier.kind == SnapshotKind::Checkpoint && self.info.native_snapshots;
             let id = barrier.id.0;
-            let keyed = with_backend("<snapshot>", |backend| {
-                if native {
-                    backend.snapshot_native(id)
-                } else {
-                    backend.snapshot()
-                }
-            });
+            let keyed =
+                with_backend(
+                    "<snapshot>",
+                    |backend| {
+                        if native {
+                            backend.snapshot_native(id)
+                        } else {
+                            backend.snapshot()
+                        }
+                    },
+                );
             Some(keyed.map_err(|e| self.error(e.into()))?)
         } else {
             None

@@ -119,9 +119,11 @@ impl KeyedStateSnapshot {
                 merged.key_groups.extend(taken);
                 merged.key_groups.sort_by_key(|(kg, _)| *kg);
             }
-            None => {
-                self.states.push(KeyedStateEntries { name: state.name.clone(), ttl: state.ttl, key_groups: taken.collect() })
-            }
+            None => self.states.push(KeyedStateEntries {
+                name: state.name.clone(),
+                ttl: state.ttl,
+                key_groups: taken.collect(),
+            }),
         }
     }
 }

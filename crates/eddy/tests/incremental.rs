@@ -1,0 +1,202 @@
+//! Incremental RocksDB checkpoints from a job's point of view: a checkpoint after a small
+//! change uploads little; retained checkpoints keep every shared file they need and no
+//! other; each retained checkpoint restores to exactly the state it was taken at; a job
+//! restored from a checkpoint never deletes its files (NO_CLAIM).
+#![cfg(feature = "rocksdb")]
+
+mod common;
+
+use common::{temp_dir, Count};
+use eddy::checkpoint::storage::load_checkpoint_dir;
+use eddy::checkpoint::CheckpointConfig;
+use eddy::prelude::*;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+const KEYS: u64 = 50_000;
+/// Small phases after the big first one.
+const PHASES: u64 = 6;
+const PHASE_KEYS: u64 = 20;
+
+/// Phase 0 emits every key once, phase p ≥ 1 emits keys `(p-1)*20 .. p*20`. A phase
+/// starts only after a checkpoint completed, so checkpoints fall between small changes.
+/// Each snapshot logs (checkpoint id, phase, offset in phase): what the checkpoint holds.
+#[derive(Clone)]
+struct Phases {
+    phase: u64,
+    offset: u64,
+    waiting: bool,
+    log: Arc<Mutex<Vec<(u64, u64, u64)>>>,
+}
+
+fn phase_len(phase: u64) -> u64 {
+    if phase == 0 {
+        KEYS
+    } else {
+        PHASE_KEYS
+    }
+}
+
+fn phase_key(phase: u64, i: u64) -> u64 {
+    if phase == 0 {
+        i
+    } else {
+        (phase - 1) * PHASE_KEYS + i
+    }
+}
+
+impl RichFunction for Phases {
+    fn snapshot_state(&mut self, ctx: &mut SnapshotContext<'_>) -> FunctionResult {
+        self.log.lock().unwrap().push((ctx.checkpoint_id, self.phase, self.offset));
+        Ok(())
+    }
+
+    fn notify_checkpoint_complete(&mut self, _id: u64) -> FunctionResult {
+        self.waiting = false;
+        Ok(())
+    }
+}
+
+impl SourceFunction<u64> for Phases {
+    fn emit_batch(&mut self, max_records: usize, out: &mut Collector<'_, u64>) -> FunctionResult<SourceStep> {
+        if self.phase > PHASES {
+            return Ok(SourceStep::Finished);
+        }
+        if self.waiting {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+            return Ok(SourceStep::Idle);
+        }
+        let end = phase_len(self.phase).min(self.offset + max_records as u64);
+        for i in self.offset..end {
+            out.collect(phase_key(self.phase, i));
+        }
+        self.offset = end;
+        if end == phase_len(self.phase) {
+            self.phase += 1;
+            self.offset = 0;
+            self.waiting = true;
+        }
+        Ok(SourceStep::More)
+    }
+}
+
+/// Count per key after the source emitted up to (phase, offset).
+fn expected_counts(phase: u64, offset: u64) -> BTreeMap<u64, u64> {
+    let mut counts = BTreeMap::new();
+    for p in 0..=phase.min(PHASES) {
+        let emitted = if p < phase { phase_len(p) } else { offset };
+        for i in 0..emitted {
+            *counts.entry(phase_key(p, i)).or_insert(0) += 1;
+        }
+    }
+    counts
+}
+
+fn rocksdb(dir: &Path) -> RocksDbStateBackend {
+    RocksDbStateBackend::new(dir.join("working")).with_incremental_checkpoints(true)
+}
+
+fn checkpoint_dirs(dir: &Path) -> Vec<PathBuf> {
+    let mut dirs: Vec<PathBuf> =
+        std::fs::read_dir(dir).unwrap().flatten().map(|e| e.path()).filter(|p| p.join("_metadata").exists()).collect();
+    dirs.sort();
+    dirs
+}
+
+/// The shared files (relative to the storage root) the checkpoint in `dir` references.
+fn referenced_shared_files(dir: &Path) -> BTreeSet<String> {
+    let checkpoint = load_checkpoint_dir(dir).unwrap();
+    let natives = checkpoint.operators.iter().filter_map(|o| o.keyed.as_ref()).flat_map(|k| &k.native);
+    natives.flat_map(|n| &n.files).filter(|f| f.shared_name.is_some()).map(|f| f.location.clone()).collect()
+}
+
+fn files_in(dir: &Path) -> BTreeSet<String> {
+    let entries = std::fs::read_dir(dir).map(|d| d.flatten().collect::<Vec<_>>()).unwrap_or_default();
+    entries.into_iter().map(|e| format!("shared/{}", e.file_name().to_string_lossy())).collect()
+}
+
+#[test]
+fn incremental_checkpoints_upload_little_keep_what_retained_ones_need_and_restore_exactly() {
+    let dir = temp_dir("incremental");
+    let checkpoints = dir.join("checkpoints");
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let env = Env::new();
+    env.set_parallelism(2);
+    env.set_state_backend(rocksdb(&dir));
+    env.set_checkpoint_config(CheckpointConfig {
+        interval_ms: 40,
+        retained: 3,
+        retain_on_cancel: true,
+        ..CheckpointConfig::default()
+    });
+    env.set_checkpoint_dir(&checkpoints);
+    let source = Phases { phase: 0, offset: 0, waiting: false, log: log.clone() };
+    env.add_source(source)
+        .uid("phases")
+        .set_parallelism(1)
+        .key_by(|k: &u64| *k)
+        .process(Count::default())
+        .uid("count")
+        .add_sink(CollectSink::new());
+    let result = env.execute("incremental").unwrap();
+    let history = &result.checkpoint_history;
+    assert!(history.len() >= PHASES as usize + 1, "{history:?}");
+
+    // The first checkpoint with all keys uploads them; the next one, after 20 changed
+    // keys, uploads a small fraction of that.
+    let log = log.lock().unwrap().clone();
+    let first_full = log.iter().filter(|(_, phase, _)| *phase >= 1).map(|(id, _, _)| *id).min().unwrap();
+    let at = history.iter().position(|c| c.id.0 == first_full).expect("that checkpoint completed");
+    let (first, second) = (&history[at], &history[at + 1]);
+    assert!(first.bytes > 100_000, "50,000 keys take room: {first:?}");
+    assert!(
+        second.incremental_bytes * 10 < first.bytes,
+        "the checkpoint after a small change uploads far less: first {first:?}, second {second:?}"
+    );
+    assert!(second.bytes > first.bytes / 2, "and still references the whole state: {second:?}");
+
+    // Three retained checkpoints; the shared area holds exactly the files they reference.
+    let retained = checkpoint_dirs(&checkpoints);
+    assert_eq!(retained.len(), 3, "{retained:?}");
+    let needed: BTreeSet<String> = retained.iter().flat_map(|d| referenced_shared_files(d)).collect();
+    assert!(!needed.is_empty());
+    assert_eq!(files_in(&checkpoints.join("shared")), needed, "no shared file missing, none left over");
+
+    // Each retained checkpoint restores to exactly its state: a job reading every key once
+    // more (from a new source) sees each count one above the checkpoint's.
+    for checkpoint in &retained {
+        let id: u64 = checkpoint.file_name().unwrap().to_string_lossy()["chk-".len()..].parse().unwrap();
+        let &(_, phase, offset) = log
+            .iter()
+            .find(|(logged, _, _)| *logged == id)
+            .or_else(|| log.iter().find(|(logged, _, _)| *logged == u64::MAX))
+            .unwrap();
+        let expected = expected_counts(phase, offset);
+        let sink = CollectSink::new();
+        let env = Env::new();
+        env.set_parallelism(3);
+        env.set_state_backend(rocksdb(&dir));
+        env.restore_from(checkpoint);
+        env.set_allow_non_restored_state(true);
+        // Checkpoints of the restored job go to the same directory and are removed when
+        // it finishes; the files of the checkpoint it started from must stay.
+        env.enable_checkpointing(20);
+        env.set_checkpoint_dir(&checkpoints);
+        env.from_collection((0..KEYS).collect())
+            .uid("verify")
+            .key_by(|k: &u64| *k)
+            .process(Count::default())
+            .uid("count")
+            .add_sink(sink.clone());
+        env.execute("verify").unwrap();
+        let got: BTreeMap<u64, u64> = sink.take().into_iter().collect();
+        assert_eq!(got.len() as u64, KEYS);
+        for (key, count) in got {
+            assert_eq!(count, expected.get(&key).copied().unwrap_or(0) + 1, "key {key} restored from {checkpoint:?}");
+        }
+    }
+    assert_eq!(checkpoint_dirs(&checkpoints), retained, "restored jobs deleted none of the retained checkpoints");
+    assert_eq!(files_in(&checkpoints.join("shared")), needed, "nor any of their shared files");
+    let _ = std::fs::remove_dir_all(&dir);
+}
