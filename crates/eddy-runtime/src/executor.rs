@@ -190,7 +190,8 @@ impl LocalExecutor {
                 storage.completed().unwrap_or_default().iter().filter_map(|l| checkpoint_number(l)).max();
             let restored_id = restored.as_ref().map(|(id, _)| id.0);
             let next_id = newest_stored.max(restored_id).unwrap_or(0) + 1;
-            let end = self.attempt(&graph, &plan, restored, next_id, &storage, &retained, &mut result);
+            let checkpoints = (&storage, &retained);
+            let end = self.attempt(&graph, &plan, restored, next_id, checkpoints, &mut result);
             result.duration = started.elapsed();
             match end {
                 AttemptEnd::Finished | AttemptEnd::Stopped => {
@@ -251,8 +252,7 @@ impl LocalExecutor {
         plan: &Arc<ChainPlan>,
         restore: Option<(CheckpointId, Arc<RestorePlan>)>,
         next_checkpoint_id: u64,
-        storage: &Arc<dyn CheckpointStorage>,
-        retained: &RefCell<RetainedCheckpoints>,
+        (storage, retained): (&Arc<dyn CheckpointStorage>, &RefCell<RetainedCheckpoints>),
         result: &mut JobResult,
     ) -> AttemptEnd {
         let job = graph.job_name.clone();
