@@ -44,6 +44,8 @@ fn options(memory_bytes: usize) -> Result<Options, StateError> {
     options.set_write_buffer_size((memory_bytes / 4).max(1 << 20));
     options.set_max_write_buffer_number(2);
     options.set_compaction_filter("eddy-ttl", drop_expired);
+    // ListState appends are merge operands, combined when read or compacted.
+    options.set_merge_operator_associative("eddy-list-append", append_lists);
     // Most reads of a large state miss the memtable: a bloom filter over whole keys skips
     // the skip-list search for them.
     options.set_memtable_whole_key_filtering(true);
@@ -151,6 +153,11 @@ impl RocksDbRawStore {
     }
 }
 
+/// Combines a stored list and appended elements (all postcard `Vec`s) into one list.
+fn append_lists(_key: &[u8], existing: Option<&[u8]>, operands: &rocksdb::MergeOperands) -> Option<Vec<u8>> {
+    eddy_state::keyed::concat_encoded_lists(existing.into_iter().chain(operands))
+}
+
 /// Drops values of time-to-live tables whose expiry passed (Flink's TTL cleanup in
 /// RocksDB compactions).
 fn drop_expired(_level: u32, key: &[u8], value: &[u8]) -> rocksdb::compaction_filter::Decision {
@@ -252,6 +259,12 @@ impl RawTable for RocksDbTable {
             batch.put(&self.key, value);
         }
         self.db.write_opt(batch, &self.write).map_err(|e| error("batch write", e))
+    }
+
+    fn append_list(&mut self, key_group: u32, key: &[u8], elements: &[u8]) -> Result<bool, StateError> {
+        self.fill_key(key_group, key);
+        self.db.merge_opt(&self.key, elements, &self.write).map_err(|e| error("append", e))?;
+        Ok(true)
     }
 
     fn scan(&self, key_group: u32, visit: &mut dyn FnMut(&[u8], &[u8])) -> Result<(), StateError> {

@@ -58,3 +58,24 @@ fn compactions_drop_expired_values_of_ttl_states_only() {
     drop((with_ttl, without, store));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn list_appends_are_merged_by_rocksdb_in_order() {
+    use eddy_state::keyed::RawStore;
+    use eddy_state_rocksdb::RocksDbRawStore;
+    let dir = std::env::temp_dir().join(format!("eddy-rocksdb-append-{}", std::process::id()));
+    let mut store = RocksDbRawStore::open(&dir, 8 << 20).unwrap();
+    let mut list = store.table("list", false).unwrap();
+    list.put(5, b"k", &postcard::to_allocvec(&vec![1u64, 2]).unwrap()).unwrap();
+    assert!(list.append_list(5, b"k", &postcard::to_allocvec(&vec![3u64]).unwrap()).unwrap());
+    assert!(list.append_list(5, b"k", &postcard::to_allocvec(&vec![4u64, 500]).unwrap()).unwrap());
+    // A list that did not exist starts with the appended elements.
+    assert!(list.append_list(6, b"new", &postcard::to_allocvec(&vec![9u64]).unwrap()).unwrap());
+    let read = |kg: u32, key: &[u8]| postcard::from_bytes::<Vec<u64>>(&list.get(kg, key).unwrap().unwrap()).unwrap();
+    assert_eq!(read(5, b"k"), vec![1, 2, 3, 4, 500]);
+    assert_eq!(read(6, b"new"), vec![9]);
+    store.compact().unwrap();
+    assert_eq!(read(5, b"k"), vec![1, 2, 3, 4, 500], "the same after compaction merged the operands");
+    drop((list, store));
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -154,6 +154,18 @@ fn inspect(path: &std::path::Path) -> Result<String, String> {
                         state.key_groups.len()
                     );
                 }
+                for native in &keyed.native {
+                    let shared = native.files.iter().filter(|f| f.shared_name.is_some()).count();
+                    let states: Vec<&str> = native.tables.iter().map(|t| t.name.as_str()).collect();
+                    let _ = writeln!(
+                        w,
+                        "    {} files (incremental) for key groups {}: {} files ({shared} shared), {} bytes; states {states:?}",
+                        native.backend,
+                        native.key_group_range,
+                        native.files.len(),
+                        native.total_bytes()
+                    );
+                }
             }
             for list in &operator.operator.lists {
                 let size: usize = list.elements.iter().map(Vec::len).sum();

@@ -6,7 +6,7 @@
 
 use super::backend::TableSpec;
 use super::backend::{CurrentKey, KeyedStateBackend, KeyedStateEntries, KeyedStateSnapshot, KeyedTable, StateId};
-use super::raw::{RawStore, RawTable};
+use super::raw::{write_varint, RawStore, RawTable};
 use crate::descriptor::StateMeta;
 use crate::descriptor::{StateTtlConfig, TtlUpdateType};
 use crate::error::StateError;
@@ -83,15 +83,6 @@ fn split_stored(bytes: &[u8], ttl: bool) -> (u64, &[u8]) {
     } else {
         (u64::MAX, bytes)
     }
-}
-
-/// postcard's length prefix (unsigned LEB128), to write the canonical form from bytes.
-fn write_varint(mut n: u64, out: &mut Vec<u8>) {
-    while n >= 0x80 {
-        out.push((n as u8) | 0x80);
-        n >>= 7;
-    }
-    out.push(n as u8);
 }
 
 impl<S: StateValue> HeapTable<S> {
@@ -285,6 +276,25 @@ impl<S: StateValue> HeapTable<S> {
         };
         raw.delete(key.key_group, &key.bytes)?;
         Ok(stored)
+    }
+
+    /// Appends to the current key's list. A list that is not cached is not read: the
+    /// elements go to the raw store as an append (RocksDB's merge), when it can and the
+    /// state has no time to live (an append cannot tell whether the stored list expired).
+    pub fn append<E: StateValue>(&mut self, key: &CurrentKey, elements: Vec<E>) -> Result<(), StateError>
+    where
+        S: Extend<E> + Default,
+    {
+        let cached = self.find(key).is_some();
+        if !cached && self.ttl.is_none() {
+            if let Some(raw) = self.raw.as_mut() {
+                encode(&self.name, &elements, &mut self.scratch)?;
+                if raw.append_list(key.key_group, &key.bytes, &self.scratch)? {
+                    return Ok(());
+                }
+            }
+        }
+        self.modify(key, S::default, |list| list.extend(elements))
     }
 
     /// Every cached (encoded key, value) of one key group, for tests and tools.
@@ -541,6 +551,17 @@ impl KeyedStateBackend for HeapKeyedStateBackend {
             }
             return Ok(StateId { backend_id: self.id, index: index as u32 });
         }
+        // Checked before the store creates a table under the name.
+        if let Some(restored) = self.restored.iter().find(|r| r.name == meta.name) {
+            if restored.ttl != meta.ttl.is_some() {
+                let with = |ttl: bool| if ttl { "with a time to live" } else { "without a time to live" };
+                return Err(StateError::IncompatibleDeclaration {
+                    name: meta.name.clone(),
+                    first: format!("restored state {}", with(restored.ttl)),
+                    second: meta.describe(),
+                });
+            }
+        }
         let raw = match self.raw_store.as_mut() {
             Some(store) => Some(store.table(&meta.name, meta.ttl.is_some())?),
             None => None,
@@ -554,14 +575,6 @@ impl KeyedStateBackend for HeapKeyedStateBackend {
         };
         let mut table = create(spec);
         if let Some(pos) = self.restored.iter().position(|r| r.name == meta.name) {
-            if self.restored[pos].ttl != meta.ttl.is_some() {
-                let with = |ttl: bool| if ttl { "with a time to live" } else { "without a time to live" };
-                return Err(StateError::IncompatibleDeclaration {
-                    name: meta.name.clone(),
-                    first: format!("restored state {}", with(self.restored[pos].ttl)),
-                    second: meta.describe(),
-                });
-            }
             for (key_group, bytes) in self.restored.swap_remove(pos).key_groups {
                 table.restore_key_group((key_group - self.range.start) as usize, &bytes)?;
             }

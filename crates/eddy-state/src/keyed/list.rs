@@ -32,13 +32,15 @@ impl<T: StateValue> ListState<T> {
     }
 
     pub fn add(&self, value: T) -> Result<(), StateError> {
-        with_table::<Vec<T>, _>(self.id, &self.name, |key, table| table.modify(key, Vec::new, |list| list.push(value)))
+        with_table::<Vec<T>, _>(self.id, &self.name, |key, table| table.append(key, vec![value]))
     }
 
     pub fn add_all(&self, values: impl IntoIterator<Item = T>) -> Result<(), StateError> {
-        with_table::<Vec<T>, _>(self.id, &self.name, |key, table| {
-            table.modify(key, Vec::new, |list| list.extend(values))
-        })
+        let values: Vec<T> = values.into_iter().collect();
+        if values.is_empty() {
+            return Ok(());
+        }
+        with_table::<Vec<T>, _>(self.id, &self.name, |key, table| table.append(key, values))
     }
 
     /// Replaces the current key's list; an empty list clears it.

@@ -29,7 +29,7 @@ pub use heap::{canonical_key_group, HeapKeyedStateBackend, HeapTable};
 pub use list::ListState;
 pub use map::MapState;
 pub use native::{LocalFiles, NativeFile, NativeSnapshot, NativeTable};
-pub use raw::{RawStore, RawTable};
+pub use raw::{concat_encoded_lists, RawStore, RawTable};
 pub use reducing::ReducingState;
 pub use value::ValueState;
 

@@ -37,4 +37,48 @@ pub trait RawTable: Send {
     fn put_batch(&mut self, entries: &mut dyn Iterator<Item = (u32, &[u8], &[u8])>) -> Result<(), StateError>;
     /// Calls `visit` with every (key, value) of one key group, in key order.
     fn scan(&self, key_group: u32, visit: &mut dyn FnMut(&[u8], &[u8])) -> Result<(), StateError>;
+    /// Appends `elements` (postcard of a `Vec`) to the list stored under the key without
+    /// reading it (RocksDB: a merge operand, combined by [`concat_encoded_lists`]).
+    /// Returns false when the store cannot, and the caller reads, appends and writes.
+    fn append_list(&mut self, key_group: u32, key: &[u8], elements: &[u8]) -> Result<bool, StateError> {
+        let _ = (key_group, key, elements);
+        Ok(false)
+    }
+}
+
+/// postcard's length prefix (unsigned LEB128).
+pub(crate) fn write_varint(mut n: u64, out: &mut Vec<u8>) {
+    while n >= 0x80 {
+        out.push((n as u8) | 0x80);
+        n >>= 7;
+    }
+    out.push(n as u8);
+}
+
+fn read_varint(bytes: &[u8]) -> Option<(u64, &[u8])> {
+    let mut n = 0u64;
+    for (i, b) in bytes.iter().enumerate().take(10) {
+        n |= u64::from(b & 0x7f) << (7 * i);
+        if b & 0x80 == 0 {
+            return Some((n, &bytes[i + 1..]));
+        }
+    }
+    None
+}
+
+/// One list from several postcard-encoded `Vec`s, in order, without decoding an element:
+/// the counts add up and the element bytes follow one another. `None` if a part is not a
+/// list.
+pub fn concat_encoded_lists<'a>(parts: impl IntoIterator<Item = &'a [u8]>) -> Option<Vec<u8>> {
+    let mut count = 0u64;
+    let mut body = Vec::new();
+    for part in parts {
+        let (n, elements) = read_varint(part)?;
+        count += n;
+        body.extend_from_slice(elements);
+    }
+    let mut out = Vec::with_capacity(body.len() + 10);
+    write_varint(count, &mut out);
+    out.extend_from_slice(&body);
+    Some(out)
 }
