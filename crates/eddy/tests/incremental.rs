@@ -196,6 +196,14 @@ fn incremental_checkpoints_upload_little_keep_what_retained_ones_need_and_restor
             assert_eq!(count, expected.get(&key).copied().unwrap_or(0) + 1, "key {key} restored from {checkpoint:?}");
         }
     }
+    // The heap backend cannot read RocksDB's files: a clear error, not a panic.
+    let env = Env::new();
+    env.restore_from(&retained[0]);
+    env.set_allow_non_restored_state(true);
+    env.from_collection(vec![1u64]).uid("verify").key_by(|k: &u64| *k).process(Count::default()).uid("count");
+    let message = env.execute("heap").unwrap_err().to_string();
+    assert!(message.contains("restore it with the rocksdb backend, or take a savepoint"), "{message}");
+
     assert_eq!(checkpoint_dirs(&checkpoints), retained, "restored jobs deleted none of the retained checkpoints");
     assert_eq!(files_in(&checkpoints.join("shared")), needed, "nor any of their shared files");
     let _ = std::fs::remove_dir_all(&dir);

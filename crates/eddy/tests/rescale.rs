@@ -41,13 +41,38 @@ fn committed(out: &Path) -> Vec<String> {
     lines
 }
 
+/// Where a step of a chain keeps its keyed state.
+#[derive(Debug, Clone, Copy)]
+enum Backend {
+    Heap,
+    /// RocksDB, taking incremental checkpoints every 15 ms while it runs (savepoints stay
+    /// canonical, so the next step may use any backend).
+    #[cfg(feature = "rocksdb")]
+    RocksDbIncremental,
+}
+
 fn run_chain(chain: &[u32], name: &str) {
+    let steps: Vec<(u32, Backend)> = chain.iter().map(|&p| (p, Backend::Heap)).collect();
+    run_chain_on(&steps, name);
+}
+
+fn run_chain_on(chain: &[(u32, Backend)], name: &str) {
     let dir = common::temp_dir(name);
     let out = dir.join("out");
     let mut savepoint: Option<String> = None;
-    for (step, &parallelism) in chain.iter().enumerate() {
+    for (step, &(parallelism, backend)) in chain.iter().enumerate() {
         let env = Env::new();
         env.set_parallelism(parallelism).set_max_parallelism(32);
+        match backend {
+            Backend::Heap => {}
+            #[cfg(feature = "rocksdb")]
+            Backend::RocksDbIncremental => {
+                let rocksdb = RocksDbStateBackend { cache_entries: 4, ..RocksDbStateBackend::new(dir.join("rocksdb")) };
+                env.set_state_backend(rocksdb.with_incremental_checkpoints(true));
+                env.enable_checkpointing(15);
+                env.set_checkpoint_dir(dir.join(format!("chk-{step}")));
+            }
+        }
         if let Some(path) = &savepoint {
             env.restore_from(path);
         }
@@ -56,7 +81,8 @@ fn run_chain(chain: &[u32], name: &str) {
             env.stop_with_savepoint_after(dir.join(format!("sp-{step}")), 40);
         }
         job(&env, &out);
-        let result = env.execute("rescale").unwrap_or_else(|e| panic!("{name} step {step} (p={parallelism}): {e}"));
+        let result =
+            env.execute("rescale").unwrap_or_else(|e| panic!("{name} step {step} (p={parallelism}, {backend:?}): {e}"));
         if !last {
             savepoint = Some(
                 result.savepoint.unwrap_or_else(|| panic!("{name} step {step}: no savepoint: {:?}", result.warnings)),
@@ -88,6 +114,29 @@ fn random_parallelism_chains_keep_output_exactly_once() {
             })
             .collect();
         run_chain(&chain, &format!("random-{round}"));
+    }
+}
+
+/// Random chains of parallelism and backend: heap ↔ RocksDB through canonical savepoints,
+/// RocksDB steps checkpointing incrementally meanwhile.
+#[cfg(feature = "rocksdb")]
+#[test]
+fn random_chains_switching_backends_keep_output_exactly_once() {
+    let mut x = 0xB0CC_u64;
+    let mut next = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    for round in 0..3 {
+        let chain: Vec<(u32, Backend)> = (0..4)
+            .map(|_| {
+                let p = (next() % 4) as u32 + 1;
+                (p, if next() % 2 == 0 { Backend::Heap } else { Backend::RocksDbIncremental })
+            })
+            .collect();
+        run_chain_on(&chain, &format!("backends-{round}"));
     }
 }
 
