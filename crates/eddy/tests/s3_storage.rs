@@ -108,4 +108,45 @@ fn checkpoints_and_savepoints_live_in_an_s3_compatible_store() {
     let resumed = resumed.take();
     assert!(!resumed.is_empty() && resumed.len() < 60_000, "{}", resumed.len());
     assert_counts_continue(&resumed, 6_000);
+
+    #[cfg(feature = "rocksdb")]
+    incremental_rocksdb_checkpoints_in_s3();
+}
+
+/// RocksDB's incremental checkpoints in S3: shared files uploaded once, a later run
+/// resumes from the latest one at another parallelism.
+#[cfg(feature = "rocksdb")]
+fn incremental_rocksdb_checkpoints_in_s3() {
+    let working = common::temp_dir("s3-rocksdb");
+    let backend = || RocksDbStateBackend::new(&working).with_incremental_checkpoints(true);
+    let env = Env::new();
+    env.set_parallelism(2);
+    env.set_state_backend(backend());
+    env.set_checkpoint_config(CheckpointConfig {
+        interval_ms: 40,
+        retained: 2,
+        retain_on_cancel: true,
+        ..CheckpointConfig::default()
+    });
+    env.set_checkpoint_dir("s3://eddy-test/incremental");
+    env.stop_with_savepoint_after("s3://eddy-test/incremental-savepoints", 250);
+    counting_job(&env, 60_000, CollectSink::new());
+    let result = env.execute("count").unwrap();
+    assert!(result.checkpoints_completed >= 2, "{result:?}");
+    let storage = ObjectCheckpointStorage::open("s3://eddy-test/incremental").unwrap();
+    let latest = storage.load(&storage.completed().unwrap()[0]).unwrap();
+    let native = latest.state_for("count", 0).and_then(|s| s.keyed.as_ref()).map(|k| k.native.len());
+    assert_eq!(native, Some(1), "the checkpoint holds RocksDB's files");
+
+    let env = Env::new();
+    env.set_parallelism(3);
+    env.set_state_backend(backend());
+    env.restore_latest_from("s3://eddy-test/incremental");
+    let resumed = CollectSink::new();
+    counting_job(&env, 60_000, resumed.clone());
+    env.execute("count").unwrap();
+    let resumed = resumed.take();
+    assert!(!resumed.is_empty() && resumed.len() < 60_000, "{}", resumed.len());
+    assert_counts_continue(&resumed, 6_000);
+    let _ = std::fs::remove_dir_all(&working);
 }
