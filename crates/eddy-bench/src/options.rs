@@ -81,6 +81,16 @@ impl CheckpointArgs {
                 lines.push(("last_checkpoint_incremental_bytes".into(), last.incremental_bytes.to_string()));
                 lines.push(("last_checkpoint_ms".into(), last.duration_ms.to_string()));
             }
+            // Over every completed checkpoint: one after a RocksDB compaction uploads much
+            // more than the others, so the last one alone says little.
+            let history = &result.checkpoint_history;
+            if !history.is_empty() {
+                let n = history.len() as u64;
+                let uploaded: u64 = history.iter().map(|c| c.incremental_bytes).sum();
+                let millis: u64 = history.iter().map(|c| c.duration_ms).sum();
+                lines.push(("avg_checkpoint_incremental_bytes".into(), (uploaded / n).to_string()));
+                lines.push(("avg_checkpoint_ms".into(), (millis / n).to_string()));
+            }
         }
         if result.restarts > 0 {
             lines.push(("restarts".into(), result.restarts.to_string()));
