@@ -8,8 +8,8 @@ use crate::Data;
 use eddy_checkpoint::restart::RestartStrategy;
 use eddy_checkpoint::{CheckpointConfig, CheckpointingMode};
 use eddy_runtime::graph::{
-    JobConfig, OperatorFactory, OutputPort, Partitioning, RestoreFrom, SavepointRequest, StorageChoice, StreamEdge,
-    StreamGraph, StreamNode, TypedPort,
+    JobConfig, OperatorFactory, OutputPort, Partitioning, RestoreFrom, RestoreMode, SavepointRequest, StorageChoice,
+    StreamEdge, StreamGraph, StreamNode, TypedPort,
 };
 use eddy_runtime::{JobError, JobResult, LocalExecutor};
 use eddy_types::{MaxParallelism, NodeId, DEFAULT_MAX_PARALLELISM};
@@ -156,6 +156,13 @@ impl Env {
     /// Starts from the newest complete checkpoint in a checkpoint directory.
     pub fn restore_latest_from(&self, dir: impl Into<PathBuf>) -> &Self {
         self.inner.borrow_mut().config.restore = Some(RestoreFrom::LatestIn(dir.into()));
+        self
+    }
+
+    /// Whether the job takes over the checkpoint it is restored from
+    /// ([`RestoreMode::Claim`]) or leaves it alone (`NoClaim`, the default).
+    pub fn set_restore_mode(&self, mode: RestoreMode) -> &Self {
+        self.inner.borrow_mut().config.restore_mode = mode;
         self
     }
 

@@ -26,6 +26,10 @@ pub struct CheckpointArgs {
     /// Start from a checkpoint or savepoint directory, or `latest` in --checkpoint-dir.
     #[arg(long)]
     pub restore: Option<String>,
+    /// Take over the restored checkpoint (Flink's CLAIM restore mode): later checkpoints
+    /// reference its files and it is deleted once subsumed. Default: NO_CLAIM.
+    #[arg(long, requires = "restore")]
+    pub claim: bool,
     /// Where --stop-with-savepoint-after-ms puts its savepoint.
     #[arg(long, requires = "stop_with_savepoint_after_ms")]
     pub savepoint_dir: Option<PathBuf>,
@@ -61,6 +65,9 @@ impl CheckpointArgs {
             Some(path) => {
                 env.restore_from(path);
             }
+        }
+        if self.claim {
+            env.set_restore_mode(RestoreMode::Claim);
         }
         if let (Some(dir), Some(after_ms)) = (&self.savepoint_dir, self.stop_with_savepoint_after_ms) {
             env.stop_with_savepoint_after(dir, after_ms);

@@ -12,7 +12,7 @@ use crate::channel::{CheckpointBarrier, CheckpointEvent};
 use crate::error::{JobError, TaskError};
 use crate::graph::{
     plan_chains, validate, ChainPlan, ErasedOutput, ErasedSend, OperatorFactory, Partitioning, PortType, RestoreFrom,
-    StorageChoice, StreamGraph, StreamNode,
+    RestoreMode, StorageChoice, StreamGraph, StreamNode,
 };
 use crate::task::{
     catch_task_panic, install_panic_capture, mailbox, Control, MailboxReceiver, MailboxSender, OperatorInfo,
@@ -25,7 +25,7 @@ use eddy_checkpoint::rescale::rescale;
 use eddy_checkpoint::restart::RestartBackoff;
 use eddy_checkpoint::retained::RetainedCheckpoints;
 use eddy_checkpoint::storage::{
-    file_safe, load_checkpoint_dir, upload_native_files, CheckpointStorage, CompletedCheckpoint,
+    directory_name, file_safe, load_checkpoint_dir, upload_native_files, CheckpointStorage, CompletedCheckpoint,
     MemoryCheckpointStorage, ObjectCheckpointStorage,
 };
 use eddy_checkpoint::{CheckpointError, CheckpointId, OperatorSnapshot, SnapshotKind};
@@ -172,6 +172,9 @@ impl LocalExecutor {
         // The checkpoints this run writes and keeps, over all attempts; the one it started
         // from is not among them and is never deleted (Flink's NO_CLAIM restore mode).
         let retained = RefCell::new(RetainedCheckpoints::new(config.checkpoint.retained));
+        if let (Some(checkpoint), RestoreMode::Claim) = (restore.as_mut(), config.restore_mode) {
+            claim(checkpoint, storage.as_ref(), &mut retained.borrow_mut()).map_err(&fail)?;
+        }
         let graph = Arc::new(graph);
         let plan = Arc::new(plan);
         let mut backoff = RestartBackoff::new(config.restart_strategy());
@@ -725,6 +728,34 @@ fn checkpoint_number(location: &str) -> Option<u64> {
     location.rsplit(['-', ':']).next()?.parse().ok()
 }
 
+/// Takes over a restored checkpoint (CLAIM mode): it becomes one of the job's retained
+/// checkpoints, its shared files referenced, and its files usable by later checkpoints.
+fn claim(
+    checkpoint: &mut CompletedCheckpoint,
+    storage: &dyn CheckpointStorage,
+    retained: &mut RetainedCheckpoints,
+) -> Result<(), String> {
+    let id = checkpoint.metadata.checkpoint_id;
+    let own = format!("{}/{}", storage.describe(), directory_name(id, SnapshotKind::Checkpoint));
+    let canonical = |path: &str| std::path::Path::new(path).canonicalize().ok();
+    let same_place = own == checkpoint.location
+        || matches!((canonical(&own), canonical(&checkpoint.location)), (Some(a), Some(b)) if a == b);
+    if checkpoint.metadata.kind != SnapshotKind::Checkpoint || !same_place {
+        return Err(format!(
+            "cannot claim {}: restore mode CLAIM takes over a checkpoint in the job's own checkpoint directory ({}); restore other checkpoints and savepoints in NO_CLAIM mode",
+            checkpoint.location,
+            storage.describe()
+        ));
+    }
+    let natives = checkpoint.operators.iter().filter_map(|o| o.keyed.as_ref()).flat_map(|k| &k.native);
+    for file in natives.flat_map(|n| &n.files).filter(|f| f.shared_name.is_some()) {
+        retained.reference(id, &file.location, file.bytes, file.crc32);
+    }
+    retained.add(id);
+    mark_native_owned(checkpoint);
+    Ok(())
+}
+
 /// Lets the restored backends reference the checkpoint's native files in later
 /// checkpoints (the job owns them).
 fn mark_native_owned(checkpoint: &mut CompletedCheckpoint) {
@@ -734,10 +765,12 @@ fn mark_native_owned(checkpoint: &mut CompletedCheckpoint) {
 
 /// Deletes one of the job's checkpoints and the shared files only it referenced.
 fn discard_checkpoint(storage: &dyn CheckpointStorage, retained: &mut RetainedCheckpoints, id: CheckpointId) {
+    // The checkpoint (its metadata first) before its shared files: a crash in between
+    // leaves unreferenced files, never a complete-looking checkpoint missing some.
+    let _ = storage.discard(id, SnapshotKind::Checkpoint);
     for unused in retained.release(id) {
         let _ = storage.delete_file(&unused);
     }
-    let _ = storage.discard(id, SnapshotKind::Checkpoint);
 }
 
 /// Wall-clock milliseconds since the Unix epoch, for checkpoint metadata.

@@ -27,6 +27,7 @@
 
 pub use eddy_api::*;
 pub use eddy_checkpoint as checkpoint;
+pub use eddy_runtime::graph::RestoreMode;
 pub use eddy_runtime::{CheckpointStats, Collector, JobError, JobResult};
 pub use eddy_types as types;
 
@@ -50,5 +51,6 @@ pub mod prelude {
     pub use eddy_api::sink::CollectSink;
     pub use eddy_api::*;
     pub use eddy_checkpoint as checkpoint;
+    pub use eddy_runtime::graph::RestoreMode;
     pub use eddy_runtime::{CheckpointStats, Collector, JobError, JobResult};
 }

@@ -208,3 +208,94 @@ fn incremental_checkpoints_upload_little_keep_what_retained_ones_need_and_restor
     assert_eq!(files_in(&checkpoints.join("shared")), needed, "nor any of their shared files");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Counts the given keys into the `count` state, from a source with its own uid.
+fn keys_job(env: &Env, source: &str, keys: std::ops::Range<u64>) {
+    env.from_collection(keys.collect())
+        .uid(source)
+        .key_by(|k: &u64| *k)
+        .process(Count::default())
+        .uid("count")
+        .add_sink(CollectSink::new());
+}
+
+/// Job A leaves one checkpoint of 50,000 keys; job B restores it, changes 10 keys and
+/// takes its final checkpoint. NO_CLAIM: B uploads its own copy and leaves A's checkpoint
+/// whole. CLAIM: B references A's files and, finishing, deletes both.
+#[test]
+fn restore_modes_decide_who_owns_the_restored_checkpoint() {
+    for mode in [RestoreMode::NoClaim, RestoreMode::Claim] {
+        let dir = temp_dir(&format!("claim-{mode:?}"));
+        let checkpoints = dir.join("checkpoints");
+        let config = |retain_on_cancel| CheckpointConfig {
+            interval_ms: 600_000,
+            retained: 1,
+            retain_on_cancel,
+            ..CheckpointConfig::default()
+        };
+        let env = Env::new();
+        env.set_parallelism(2);
+        env.set_state_backend(rocksdb(&dir));
+        env.set_checkpoint_config(config(true));
+        env.set_checkpoint_dir(&checkpoints);
+        keys_job(&env, "all", 0..KEYS);
+        env.execute("a").unwrap();
+        let from_a = checkpoint_dirs(&checkpoints);
+        assert_eq!(from_a.len(), 1, "the final checkpoint of A");
+        let files_of_a = files_in(&checkpoints.join("shared"));
+
+        let env = Env::new();
+        env.set_parallelism(2);
+        env.set_state_backend(rocksdb(&dir));
+        env.set_checkpoint_config(config(false));
+        env.set_checkpoint_dir(&checkpoints);
+        env.restore_latest_from(&checkpoints);
+        env.set_restore_mode(mode);
+        env.set_allow_non_restored_state(true);
+        keys_job(&env, "few", 0..10);
+        let result = env.execute("b").unwrap();
+        let last = result.checkpoint_history.last().expect("B's final checkpoint");
+        match mode {
+            RestoreMode::Claim => {
+                assert!(last.incremental_bytes * 10 < last.bytes, "B references A's files: {last:?}");
+                assert!(checkpoint_dirs(&checkpoints).is_empty(), "B deleted the claimed checkpoint with its own");
+                assert!(files_in(&checkpoints.join("shared")).is_empty(), "and every shared file");
+            }
+            RestoreMode::NoClaim => {
+                assert!(last.incremental_bytes * 10 > last.bytes * 9, "B uploads its own copy: {last:?}");
+                assert_eq!(checkpoint_dirs(&checkpoints), from_a, "A's checkpoint stays");
+                assert_eq!(files_in(&checkpoints.join("shared")), files_of_a, "with all its files");
+                load_checkpoint_dir(&from_a[0]).expect("and still loads, every file verified");
+            }
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
+
+#[test]
+fn claim_refuses_a_checkpoint_outside_the_jobs_directory() {
+    let dir = temp_dir("claim-elsewhere");
+    let env = Env::new();
+    env.set_state_backend(rocksdb(&dir));
+    env.set_checkpoint_config(CheckpointConfig {
+        interval_ms: 600_000,
+        retain_on_cancel: true,
+        ..CheckpointConfig::default()
+    });
+    env.set_checkpoint_dir(dir.join("a"));
+    keys_job(&env, "all", 0..100);
+    env.execute("a").unwrap();
+    let env = Env::new();
+    env.set_state_backend(rocksdb(&dir));
+    env.enable_checkpointing(1_000);
+    env.set_checkpoint_dir(dir.join("b"));
+    env.restore_latest_from(dir.join("a"));
+    env.set_restore_mode(RestoreMode::Claim);
+    keys_job(&env, "all", 0..100);
+    let message = env.execute("b").unwrap_err().to_string();
+    assert!(
+        message.contains("restore mode CLAIM takes over a checkpoint in the job's own checkpoint directory"),
+        "{message}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

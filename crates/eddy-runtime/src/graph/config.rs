@@ -26,6 +26,19 @@ pub enum RestoreFrom {
     LatestIn(PathBuf),
 }
 
+/// Who owns the files of the checkpoint a job is restored from (Flink's restore modes).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum RestoreMode {
+    /// The job never deletes them, and its first checkpoints upload their own copies of
+    /// whatever they need (Flink's default).
+    #[default]
+    NoClaim,
+    /// The job takes the checkpoint over as if it had written it: later checkpoints
+    /// reference its files, and it is deleted once subsumed. It must be a checkpoint in
+    /// the job's own checkpoint directory.
+    Claim,
+}
+
 /// A savepoint taken while the job runs.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SavepointRequest {
@@ -46,6 +59,7 @@ pub struct JobConfig {
     /// `None`: Flink's default (exponential delay with checkpointing on, else no restart).
     pub restart: Option<RestartStrategy>,
     pub restore: Option<RestoreFrom>,
+    pub restore_mode: RestoreMode,
     /// Start even if the restored state has operators this job does not have.
     pub allow_non_restored_state: bool,
     pub savepoint: Option<SavepointRequest>,
@@ -58,6 +72,7 @@ impl Default for JobConfig {
             checkpoint: CheckpointConfig::default(),
             storage: StorageChoice::default(),
             restart: None,
+            restore_mode: RestoreMode::NoClaim,
             restore: None,
             allow_non_restored_state: false,
             savepoint: None,
