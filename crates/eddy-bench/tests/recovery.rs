@@ -62,6 +62,11 @@ fn has_complete_checkpoint(dir: &Path) -> bool {
 /// Runs W1 with checkpoints, SIGKILLs it once a checkpoint completed, restarts it with
 /// `--restore latest`: the output must equal a failure-free run's.
 fn kill_and_restore(name: &str, extra: &[&str]) {
+    kill_and_restore_with(name, extra, &[]);
+}
+
+/// [`kill_and_restore`] with `restore_extra` flags for the restored run only.
+fn kill_and_restore_with(name: &str, extra: &[&str], restore_extra: &[&str]) {
     let dir = temp_dir(name);
     let (expected_checksum, expected) = reference(&dir);
     assert_eq!(expected.len(), 300_000);
@@ -89,6 +94,7 @@ fn kill_and_restore(name: &str, extra: &[&str]) {
         &[
             &common[..],
             &["--checkpoint-dir", chk.to_str().unwrap(), "--output", out.to_str().unwrap(), "--restore", "latest"],
+            restore_extra,
         ]
         .concat(),
     );
@@ -106,6 +112,11 @@ fn sigkill_then_restore_latest_gives_the_failure_free_output() {
 #[test]
 fn w1_on_rocksdb_survives_sigkill_like_on_the_heap() {
     kill_and_restore("rocks-kill", &["--backend", "rocksdb"]);
+}
+
+#[test]
+fn w1_on_rocksdb_with_incremental_checkpoints_survives_sigkill_and_claims_its_checkpoint() {
+    kill_and_restore_with("rocks-incremental-kill", &["--backend", "rocksdb", "--incremental"], &["--claim"]);
 }
 
 #[test]
