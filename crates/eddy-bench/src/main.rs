@@ -59,6 +59,9 @@ pub struct Args {
     /// canonical snapshots.
     #[arg(long)]
     pub incremental: bool,
+    /// RocksDB memory per slot in MiB (block cache + write buffers).
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u64).range(4..))]
+    pub rocksdb_memory_mb: u64,
     /// Parallelism of every operator.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
     pub parallelism: u32,
@@ -83,7 +86,8 @@ impl Args {
     pub fn configure(&self, env: &eddy::Env) -> anyhow::Result<()> {
         env.set_parallelism(self.parallelism);
         if self.backend == Some(Backend::Rocksdb) {
-            let backend = eddy::state::RocksDbStateBackend::new(rocksdb_dir());
+            let backend = eddy::state::RocksDbStateBackend::new(rocksdb_dir())
+                .with_memory_per_slot(self.rocksdb_memory_mb as usize * 1024 * 1024);
             env.set_state_backend(backend.with_incremental_checkpoints(self.incremental));
         } else if self.incremental {
             anyhow::bail!("--incremental needs --backend rocksdb (the heap backend takes full checkpoints)");

@@ -2,14 +2,16 @@
 //! restored.
 
 use crate::native::{read_key_groups, restore_store, BACKEND};
-use crate::store::RocksDbRawStore;
-use eddy_state::keyed::{KeyedBackendFactory, KeyedStateBackend, KeyedStateSnapshot};
+use crate::store::{RocksDbRawStore, SlotMemory};
+use eddy_state::keyed::{BackendInstance, KeyedBackendFactory, KeyedStateBackend, KeyedStateSnapshot};
 use eddy_state::{HeapKeyedStateBackend, StateError};
 use eddy_types::{KeyGroupRange, MaxParallelism};
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
-/// Default memory budget of one subtask's RocksDB (block cache + write buffers).
+/// Default memory budget of one slot's RocksDB instances (block cache + write buffers).
 pub const DEFAULT_MEMORY_BYTES: usize = 64 * 1024 * 1024;
 /// Default number of values per state cached on the heap (about 100 MB for small values).
 pub const DEFAULT_CACHE_ENTRIES: usize = 1_000_000;
@@ -20,16 +22,12 @@ static NEXT_INSTANCE: AtomicU64 = AtomicU64::new(0);
 /// (Flink's `EmbeddedRocksDBStateBackend`).
 #[derive(Debug, Clone)]
 pub struct RocksDbStateBackend {
-    /// Where subtasks keep their working directories.
-    pub working_dir: PathBuf,
-    /// Block cache + write buffers per subtask (one slot).
-    pub memory_bytes: usize,
-    /// Values per state cached on the heap.
-    pub cache_entries: usize,
-    /// Checkpoints upload only the files that changed since the last one (Flink's
-    /// `state.backend.incremental`; off by default, as there). Savepoints are always full
-    /// and canonical.
-    pub incremental: bool,
+    working_dir: PathBuf,
+    memory_bytes: usize,
+    cache_entries: usize,
+    incremental: bool,
+    /// The memory of each slot (by subtask index), shared by its instances.
+    slots: Arc<Mutex<HashMap<u32, SlotMemory>>>,
 }
 
 impl RocksDbStateBackend {
@@ -41,13 +39,35 @@ impl RocksDbStateBackend {
             memory_bytes: DEFAULT_MEMORY_BYTES,
             cache_entries: DEFAULT_CACHE_ENTRIES,
             incremental: false,
+            slots: Arc::default(),
         }
     }
 
-    /// Turns incremental checkpoints on or off.
+    /// Checkpoints upload only the files that changed since the last one (Flink's
+    /// `state.backend.incremental`; off by default, as there). Savepoints are always full
+    /// and canonical.
     pub fn with_incremental_checkpoints(mut self, incremental: bool) -> Self {
         self.incremental = incremental;
         self
+    }
+
+    /// RocksDB's memory per slot (block cache + write buffers; Flink's managed memory),
+    /// shared by the keyed operators whose subtasks run in the slot.
+    pub fn with_memory_per_slot(mut self, bytes: usize) -> Self {
+        self.memory_bytes = bytes;
+        self.slots = Arc::default();
+        self
+    }
+
+    /// Values per state kept on the heap in front of RocksDB (the write-back cache of hot
+    /// keys); the rest is read from RocksDB when used.
+    pub fn with_cache_entries(mut self, entries: usize) -> Self {
+        self.cache_entries = entries;
+        self
+    }
+
+    pub fn working_dir(&self) -> &std::path::Path {
+        &self.working_dir
     }
 
     /// A backend for one subtask's key groups, in a fresh working directory.
@@ -57,7 +77,7 @@ impl RocksDbStateBackend {
         range: KeyGroupRange,
         max: MaxParallelism,
     ) -> Result<Box<dyn KeyedStateBackend>, StateError> {
-        self.create(name, range, max, None)
+        self.create(&BackendInstance { name, subtask: 0, range, max_parallelism: max }, None)
     }
 
     /// A working directory no other instance uses.
@@ -65,6 +85,17 @@ impl RocksDbStateBackend {
         let instance = NEXT_INSTANCE.fetch_add(1, Ordering::Relaxed);
         let safe: String = name.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '_' }).collect();
         self.working_dir.join(format!("{safe}-{}-{instance}", std::process::id()))
+    }
+
+    /// The memory of slot `subtask`, created with the first instance in it.
+    fn slot_memory(&self, subtask: u32) -> Result<SlotMemory, StateError> {
+        let mut slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(memory) = slots.get(&subtask) {
+            return Ok(memory.clone());
+        }
+        let memory = SlotMemory::new(self.memory_bytes)?;
+        slots.insert(subtask, memory.clone());
+        Ok(memory)
     }
 }
 
@@ -75,40 +106,60 @@ impl KeyedBackendFactory for RocksDbStateBackend {
 
     fn create(
         &self,
-        instance: &str,
-        range: KeyGroupRange,
-        max: MaxParallelism,
+        instance: &BackendInstance<'_>,
         restored: Option<KeyedStateSnapshot>,
     ) -> Result<Box<dyn KeyedStateBackend>, StateError> {
-        let dir = self.instance_dir(instance);
+        let (range, memory) = (instance.range, self.slot_memory(instance.subtask)?);
+        let dir = self.instance_dir(instance.name);
         let mut canonical = KeyedStateSnapshot { key_group_range: Some(range), ..KeyedStateSnapshot::default() };
         let store = match restored {
-            None => RocksDbRawStore::open(&dir, self.memory_bytes)?,
+            None => RocksDbRawStore::open_in_slot(&dir, &memory)?,
             Some(snapshot) => {
                 if let Some(other) = snapshot.native.iter().find(|n| n.backend != BACKEND) {
                     return Err(StateError::Backend(format!(
-                        "cannot restore '{instance}': its state is in {}'s own format, which RocksDB cannot read",
-                        other.backend
+                        "cannot restore '{}': its state is in {}'s own format, which RocksDB cannot read",
+                        instance.name, other.backend
                     )));
                 }
                 canonical.states = snapshot.states;
                 match snapshot.native.as_slice() {
                     // The same key groups: open the files as they are.
-                    [native] if native.key_group_range == range => restore_store(&dir, self.memory_bytes, native)?,
+                    [native] if native.key_group_range == range => restore_store(&dir, &memory, native)?,
                     natives => {
                         for native in natives {
                             read_key_groups(native, range, &mut canonical)?;
                         }
-                        RocksDbRawStore::open(&dir, self.memory_bytes)?
+                        RocksDbRawStore::open_in_slot(&dir, &memory)?
                     }
                 }
             }
         };
         let store = if self.incremental { store.with_incremental_checkpoints(range) } else { store };
-        let mut backend = HeapKeyedStateBackend::new(range, max).with_raw_store(Box::new(store), self.cache_entries);
+        let mut backend = HeapKeyedStateBackend::new(range, instance.max_parallelism)
+            .with_raw_store(Box::new(store), self.cache_entries);
         if !canonical.states.is_empty() {
             backend.set_restored(canonical);
         }
         Ok(Box::new(backend))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn instances_of_one_subtask_share_their_slots_memory() {
+        let dir = std::env::temp_dir().join(format!("eddy-rocksdb-slots-{}", std::process::id()));
+        let backend = RocksDbStateBackend::new(&dir).with_memory_per_slot(16 << 20);
+        let max = MaxParallelism::default();
+        let instance =
+            |name, subtask| BackendInstance { name, subtask, range: KeyGroupRange::all(max), max_parallelism: max };
+        let a = backend.create(&instance("a", 0), None).unwrap();
+        let b = backend.create(&instance("b", 0), None).unwrap();
+        let c = backend.create(&instance("c", 1), None).unwrap();
+        assert_eq!(backend.slots.lock().unwrap().len(), 2, "two slots for three instances");
+        drop((a, b, c));
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

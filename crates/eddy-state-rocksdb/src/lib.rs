@@ -16,4 +16,4 @@ mod native;
 mod store;
 
 pub use backend::{RocksDbStateBackend, DEFAULT_CACHE_ENTRIES, DEFAULT_MEMORY_BYTES};
-pub use store::RocksDbRawStore;
+pub use store::{RocksDbRawStore, SlotMemory};

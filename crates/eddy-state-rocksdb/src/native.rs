@@ -11,7 +11,7 @@
 //! the fetched copy); after a rescale the new range may span several old instances, so
 //! their files are opened read-only and the key groups of the new range read out of them.
 
-use crate::store::{error, RocksDbRawStore};
+use crate::store::{error, RocksDbRawStore, SlotMemory};
 use eddy_state::keyed::{
     canonical_key_group, KeyedStateEntries, KeyedStateSnapshot, LocalFiles, NativeFile, NativeSnapshot,
 };
@@ -64,7 +64,7 @@ pub(crate) fn take_snapshot(
 /// appends to its MANIFEST.
 pub(crate) fn restore_store(
     dir: &Path,
-    memory_bytes: usize,
+    memory: &SlotMemory,
     native: &NativeSnapshot,
 ) -> Result<RocksDbRawStore, StateError> {
     let from = native.local_dir()?;
@@ -78,7 +78,7 @@ pub(crate) fn restore_store(
                 .map_err(|e| error(&format!("cannot copy '{}' to '{}'", source.display(), target.display()), e))?;
         }
     }
-    let mut store = RocksDbRawStore::open_existing(dir, memory_bytes, native.tables.clone())?;
+    let mut store = RocksDbRawStore::open_existing(dir, memory, native.tables.clone())?;
     if native.owned {
         store.restored_shared = native
             .files

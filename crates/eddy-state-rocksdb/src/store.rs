@@ -37,11 +37,35 @@ pub struct RocksDbRawStore {
     pub(crate) restored_shared: HashMap<String, String>,
 }
 
-/// RocksDB's options within a memory budget: half block cache, half write buffers.
-fn options(memory_bytes: usize) -> Result<Options, StateError> {
+/// The memory budget of one slot, shared by the RocksDB instances of the operators that
+/// run in it: one block cache of half the budget; write buffers of a quarter each, two at
+/// most, per instance. (RocksDB 7.8's C API has no write buffer manager, so memtables
+/// cannot be charged to the shared cache; a slot with k keyed operators may use up to
+/// (1 + k) / 2 of the budget.)
+#[derive(Clone)]
+pub struct SlotMemory {
+    cache: Cache,
+    write_buffer_bytes: usize,
+}
+
+impl SlotMemory {
+    pub fn new(memory_bytes: usize) -> Result<Self, StateError> {
+        let cache = Cache::new_lru_cache((memory_bytes / 2).max(1 << 20)).map_err(|e| error("block cache", e))?;
+        Ok(Self { cache, write_buffer_bytes: (memory_bytes / 4).max(1 << 20) })
+    }
+}
+
+impl std::fmt::Debug for SlotMemory {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "SlotMemory {{ write_buffer_bytes: {} }}", self.write_buffer_bytes)
+    }
+}
+
+/// RocksDB's options within a slot's memory.
+fn options(memory: &SlotMemory) -> Options {
     let mut options = Options::default();
     options.create_if_missing(true);
-    options.set_write_buffer_size((memory_bytes / 4).max(1 << 20));
+    options.set_write_buffer_size(memory.write_buffer_bytes);
     options.set_max_write_buffer_number(2);
     options.set_compaction_filter("eddy-ttl", drop_expired);
     // ListState appends are merge operands, combined when read or compacted.
@@ -51,13 +75,12 @@ fn options(memory_bytes: usize) -> Result<Options, StateError> {
     options.set_memtable_whole_key_filtering(true);
     options.set_memtable_prefix_bloom_ratio(0.1);
     let mut table = BlockBasedOptions::default();
-    let cache = Cache::new_lru_cache(memory_bytes / 2).map_err(|e| error("block cache", e))?;
-    table.set_block_cache(&cache);
+    table.set_block_cache(&memory.cache);
     // A key read for the first time is usually absent: bloom filters answer that without
     // reading data blocks.
     table.set_bloom_filter(10.0, false);
     options.set_block_based_table_factory(&table);
-    Ok(options)
+    options
 }
 
 /// A name no other instance (in this or another process, now or later) has.
@@ -69,18 +92,22 @@ fn unique_id() -> String {
 }
 
 impl RocksDbRawStore {
-    /// Opens a fresh instance in `dir` (created; removed again on drop) within
-    /// `memory_bytes` (half block cache, half write buffers).
+    /// Opens a fresh instance in `dir` (created; removed again on drop) within a memory
+    /// budget of its own, `memory_bytes` (half block cache, half write buffers).
     pub fn open(dir: &Path, memory_bytes: usize) -> Result<Self, StateError> {
+        Self::open_in_slot(dir, &SlotMemory::new(memory_bytes)?)
+    }
+
+    /// Opens a fresh instance in `dir` within a slot's shared memory.
+    pub fn open_in_slot(dir: &Path, memory: &SlotMemory) -> Result<Self, StateError> {
         std::fs::create_dir_all(dir)
             .map_err(|e| error(&format!("cannot create working directory '{}'", dir.display()), e))?;
-        Self::open_existing(dir, memory_bytes, Vec::new())
+        Self::open_existing(dir, memory, Vec::new())
     }
 
     /// Opens the instance whose files are in `dir`, holding `tables`.
-    pub(crate) fn open_existing(dir: &Path, memory_bytes: usize, tables: Vec<NativeTable>) -> Result<Self, StateError> {
-        let db = Db::open(&options(memory_bytes)?, dir)
-            .map_err(|e| error(&format!("cannot open '{}'", dir.display()), e))?;
+    pub(crate) fn open_existing(dir: &Path, memory: &SlotMemory, tables: Vec<NativeTable>) -> Result<Self, StateError> {
+        let db = Db::open(&options(memory), dir).map_err(|e| error(&format!("cannot open '{}'", dir.display()), e))?;
         Ok(Self {
             db: Some(Arc::new(db)),
             dir: dir.to_path_buf(),
@@ -94,7 +121,7 @@ impl RocksDbRawStore {
     /// Opens the files of a native snapshot in `dir` read-only (to read key groups out of
     /// them when rescaling).
     pub(crate) fn open_read_only(dir: &Path, tables: Vec<NativeTable>) -> Result<Self, StateError> {
-        let db = Db::open_for_read_only(&options(8 << 20)?, dir, false)
+        let db = Db::open_for_read_only(&options(&SlotMemory::new(8 << 20)?), dir, false)
             .map_err(|e| error(&format!("cannot open the snapshot files in '{}'", dir.display()), e))?;
         Ok(Self {
             db: Some(Arc::new(db)),

@@ -7,7 +7,7 @@ use eddy_state_rocksdb::RocksDbStateBackend;
 #[test]
 fn rocksdb_backend_passes_the_conformance_suite() {
     let dir = std::env::temp_dir().join(format!("eddy-rocksdb-conformance-{}", std::process::id()));
-    let backend = RocksDbStateBackend { cache_entries: 64, ..RocksDbStateBackend::new(&dir) };
+    let backend = RocksDbStateBackend::new(&dir).with_cache_entries(64);
     run_all(&|range, max| backend.create_backend("conformance", range, max).unwrap());
     let left: Vec<_> = std::fs::read_dir(&dir).map(|d| d.flatten().collect()).unwrap_or_default();
     assert!(left.is_empty(), "working directories are removed when backends close: {left:?}");

@@ -24,7 +24,7 @@ pub use descriptor::{
 };
 pub use error::StateError;
 pub use keyed::{
-    AggregatingState, HeapKeyedStateBackend, HeapStateBackend, KeyedBackendFactory, KeyedStateBackend,
+    AggregatingState, BackendInstance, HeapKeyedStateBackend, HeapStateBackend, KeyedBackendFactory, KeyedStateBackend,
     KeyedStateSnapshot, ListState, MapState, ReducingState, ValueState,
 };
 pub use operator::{

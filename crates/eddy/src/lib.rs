@@ -39,7 +39,8 @@ pub mod state {
         ReadOnlyBroadcastState, ReducingState, ReducingStateDescriptor, StateError, ValueState, ValueStateDescriptor,
     };
     pub use eddy_state::{
-        HeapStateBackend, KeyedBackendFactory, KeyedStateBackend, KeyedStateSnapshot, StateTtlConfig, TtlUpdateType,
+        BackendInstance, HeapStateBackend, KeyedBackendFactory, KeyedStateBackend, KeyedStateSnapshot, StateTtlConfig,
+        TtlUpdateType,
     };
     #[cfg(feature = "rocksdb")]
     pub use eddy_state_rocksdb::RocksDbStateBackend;

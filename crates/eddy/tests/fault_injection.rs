@@ -190,10 +190,7 @@ impl Backend {
             #[cfg(feature = "rocksdb")]
             Backend::RocksDb { incremental } => {
                 // A cache far smaller than the 97 keys' state: reads go through RocksDB.
-                let backend = RocksDbStateBackend {
-                    cache_entries: 16,
-                    ..RocksDbStateBackend::new(temp_dir(&format!("{name}-rocksdb")))
-                };
+                let backend = RocksDbStateBackend::new(temp_dir(&format!("{name}-rocksdb"))).with_cache_entries(16);
                 env.set_state_backend(backend.with_incremental_checkpoints(incremental));
             }
         }
@@ -264,7 +261,8 @@ fn canonical(keyed: eddy::state::KeyedStateSnapshot) -> eddy::state::KeyedStateS
         let range = keyed.key_group_range.unwrap();
         let max = eddy::types::MaxParallelism::default();
         let backend = RocksDbStateBackend::new(temp_dir("canonical"));
-        let mut restored = backend.create("verify", range, max, Some(keyed)).unwrap();
+        let instance = eddy::state::BackendInstance { name: "verify", subtask: 0, range, max_parallelism: max };
+        let mut restored = backend.create(&instance, Some(keyed)).unwrap();
         restored.snapshot().unwrap()
     }
     #[cfg(not(feature = "rocksdb"))]

@@ -67,7 +67,7 @@ fn run_chain_on(chain: &[(u32, Backend)], name: &str) {
             Backend::Heap => {}
             #[cfg(feature = "rocksdb")]
             Backend::RocksDbIncremental => {
-                let rocksdb = RocksDbStateBackend { cache_entries: 4, ..RocksDbStateBackend::new(dir.join("rocksdb")) };
+                let rocksdb = RocksDbStateBackend::new(dir.join("rocksdb")).with_cache_entries(4);
                 env.set_state_backend(rocksdb.with_incremental_checkpoints(true));
                 env.enable_checkpointing(15);
                 env.set_checkpoint_dir(dir.join(format!("chk-{step}")));

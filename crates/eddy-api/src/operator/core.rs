@@ -6,7 +6,7 @@ use eddy_checkpoint::{OperatorSnapshot, SnapshotKind};
 use eddy_runtime::channel::{CheckpointBarrier, CheckpointEvent};
 use eddy_runtime::task::OperatorInfo;
 use eddy_runtime::{Output, PortOutput, TaskError};
-use eddy_state::keyed::{install_backend, take_backend, with_backend};
+use eddy_state::keyed::{install_backend, take_backend, with_backend, BackendInstance};
 use eddy_state::OperatorStateStore;
 
 pub(crate) struct OperatorCore {
@@ -57,11 +57,15 @@ impl OperatorCore {
             port.open()?;
         }
         if self.keyed {
-            let (range, max) = (self.info.key_group_range, self.info.max_parallelism);
-            let instance = format!("{}-{}", self.info.uid, self.info.subtask);
+            let name = format!("{}-{}", self.info.uid, self.info.subtask);
+            let instance = BackendInstance {
+                name: &name,
+                subtask: self.info.subtask,
+                range: self.info.key_group_range,
+                max_parallelism: self.info.max_parallelism,
+            };
             let restored = self.info.restored.as_ref().and_then(|s| s.keyed.clone());
-            let backend =
-                self.info.state_backend.create(&instance, range, max, restored).map_err(|e| self.error(e.into()))?;
+            let backend = self.info.state_backend.create(&instance, restored).map_err(|e| self.error(e.into()))?;
             install_backend(backend).map_err(|e| TaskError::Internal(e.to_string()))?;
         }
         let previous = self.info.shared.enter(self.info.index);

@@ -6,17 +6,27 @@ use super::heap::HeapKeyedStateBackend;
 use crate::error::StateError;
 use eddy_types::{KeyGroupRange, MaxParallelism};
 
+/// The keyed operator instance a backend is made for.
+#[derive(Debug, Clone, Copy)]
+pub struct BackendInstance<'a> {
+    /// Uid and subtask, for directory names and messages.
+    pub name: &'a str,
+    /// The subtask index: also the slot the instance runs in (subtask i of every operator
+    /// shares slot i, as with Flink's slot sharing), whose memory budget it uses.
+    pub subtask: u32,
+    pub range: KeyGroupRange,
+    pub max_parallelism: MaxParallelism,
+}
+
 /// Makes the keyed backend of each keyed operator instance.
 pub trait KeyedBackendFactory: Send + Sync + std::fmt::Debug {
     /// For messages and reports: `heap`, `rocksdb`.
     fn name(&self) -> &'static str;
-    /// A backend for `range` of operator instance `instance` (uid and subtask), starting
-    /// from `restored` if given (canonical key groups and/or native files, any ranges).
+    /// A backend for `instance`, starting from `restored` if given (canonical key groups
+    /// and/or native files, of any ranges).
     fn create(
         &self,
-        instance: &str,
-        range: KeyGroupRange,
-        max: MaxParallelism,
+        instance: &BackendInstance<'_>,
         restored: Option<KeyedStateSnapshot>,
     ) -> Result<Box<dyn KeyedStateBackend>, StateError>;
 }
@@ -41,14 +51,12 @@ impl KeyedBackendFactory for HeapStateBackend {
 
     fn create(
         &self,
-        instance: &str,
-        range: KeyGroupRange,
-        max: MaxParallelism,
+        instance: &BackendInstance<'_>,
         restored: Option<KeyedStateSnapshot>,
     ) -> Result<Box<dyn KeyedStateBackend>, StateError> {
-        let mut backend = HeapKeyedStateBackend::new(range, max);
+        let mut backend = HeapKeyedStateBackend::new(instance.range, instance.max_parallelism);
         if let Some(snapshot) = restored {
-            if let Some(error) = unreadable_native(self.name(), instance, &snapshot) {
+            if let Some(error) = unreadable_native(self.name(), instance.name, &snapshot) {
                 return Err(error);
             }
             backend.set_restored(snapshot);

@@ -24,7 +24,7 @@ pub use backend::{
     install_backend, take_backend, with_backend, CurrentKey, KeyedStateBackend, KeyedStateEntries, KeyedStateSnapshot,
     KeyedTable, StateId, TableSpec,
 };
-pub use factory::{unreadable_native, HeapStateBackend, KeyedBackendFactory};
+pub use factory::{unreadable_native, BackendInstance, HeapStateBackend, KeyedBackendFactory};
 pub use heap::{canonical_key_group, HeapKeyedStateBackend, HeapTable};
 pub use list::ListState;
 pub use map::MapState;
