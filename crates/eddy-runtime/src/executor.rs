@@ -675,6 +675,9 @@ impl AttemptRun<'_> {
         let (mut bytes, mut incremental_bytes) = (0u64, 0u64);
         for (index, snapshots) in checkpoint.task_states.iter_mut().enumerate() {
             let (head, subtask) = self.tasks[index];
+            for keyed in snapshots.iter_mut().filter_map(|s| s.keyed.as_mut()) {
+                keyed.complete_deferred().map_err(|e| CheckpointError::Encode(e.to_string()))?;
+            }
             if let Some(retained) = retained.as_deref_mut() {
                 incremental_bytes += upload_native_files(storage, retained, checkpoint.id, checkpoint.kind, snapshots)?;
             }

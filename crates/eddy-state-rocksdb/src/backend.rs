@@ -134,7 +134,7 @@ impl KeyedBackendFactory for RocksDbStateBackend {
                 }
             }
         };
-        let store = if self.incremental { store.with_incremental_checkpoints(range) } else { store };
+        let store = store.with_native_snapshots(range, self.incremental);
         let mut backend = HeapKeyedStateBackend::new(range, instance.max_parallelism)
             .with_raw_store(Box::new(store), self.cache_entries);
         if !canonical.states.is_empty() {

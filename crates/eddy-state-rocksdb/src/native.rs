@@ -56,6 +56,7 @@ pub(crate) fn take_snapshot(
         files,
         local: Some(local),
         owned: false,
+        deferred_canonical: None,
     })
 }
 

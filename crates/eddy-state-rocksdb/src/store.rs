@@ -5,7 +5,7 @@
 //! prefix scan. The write-ahead log is off: checkpoints, not the WAL, make state durable,
 //! as in Flink.
 
-use eddy_state::keyed::{NativeSnapshot, NativeTable, RawStore, RawTable};
+use eddy_state::keyed::{NativeSnapshot, NativeTable, RawStore, RawTable, ReadCanonical};
 use eddy_state::StateError;
 use eddy_types::KeyGroupRange;
 use rocksdb::{
@@ -27,8 +27,11 @@ pub struct RocksDbRawStore {
     pub(crate) dir: PathBuf,
     /// Every table in the instance: declared, or restored and not declared yet.
     pub(crate) tables: Vec<NativeTable>,
-    /// Set for incremental checkpoints: the key groups the instance holds.
-    pub(crate) incremental: Option<KeyGroupRange>,
+    /// The key groups the instance holds, when it takes native snapshots (incremental, or
+    /// full ones read out of its files off the task thread).
+    pub(crate) range: Option<KeyGroupRange>,
+    /// Checkpoints keep the files (incremental) rather than the canonical form.
+    pub(crate) incremental: bool,
     /// Names this instance's SST files get in the checkpoints' shared area: unique per
     /// instance, because every instance numbers its files from 1.
     pub(crate) uid: String,
@@ -112,7 +115,8 @@ impl RocksDbRawStore {
             db: Some(Arc::new(db)),
             dir: dir.to_path_buf(),
             tables,
-            incremental: None,
+            range: None,
+            incremental: false,
             uid: unique_id(),
             restored_shared: HashMap::new(),
         })
@@ -127,15 +131,19 @@ impl RocksDbRawStore {
             db: Some(Arc::new(db)),
             dir: dir.to_path_buf(),
             tables,
-            incremental: None,
+            range: None,
+            incremental: false,
             uid: String::new(),
             restored_shared: HashMap::new(),
         })
     }
 
-    /// Checkpoints take RocksDB's own files (incremental) for the key groups of `range`.
-    pub fn with_incremental_checkpoints(mut self, range: KeyGroupRange) -> Self {
-        self.incremental = Some(range);
+    /// Snapshots of the key groups of `range` start with RocksDB's own files (hard links);
+    /// checkpoints keep them when `incremental`, otherwise (and for savepoints) the
+    /// canonical form is read out of them in the asynchronous part.
+    pub fn with_native_snapshots(mut self, range: KeyGroupRange, incremental: bool) -> Self {
+        self.range = Some(range);
+        self.incremental = incremental;
         self
     }
 
@@ -230,11 +238,14 @@ impl RawStore for RocksDbRawStore {
         self.tables.iter().map(|t| (t.name.clone(), t.ttl)).collect()
     }
 
-    fn native_snapshot(&mut self, checkpoint_id: u64) -> Result<Option<NativeSnapshot>, StateError> {
-        match self.incremental {
-            Some(range) => crate::native::take_snapshot(self, range, checkpoint_id).map(Some),
-            None => Ok(None),
+    fn native_snapshot(&mut self, checkpoint_id: u64, canonical: bool) -> Result<Option<NativeSnapshot>, StateError> {
+        let Some(range) = self.range else { return Ok(None) };
+        let mut snapshot = crate::native::take_snapshot(self, range, checkpoint_id)?;
+        if canonical || !self.incremental {
+            // Hard links now, the key groups read out of them off the task thread.
+            snapshot.deferred_canonical = Some(ReadCanonical(crate::native::read_key_groups));
         }
+        Ok(Some(snapshot))
     }
 }
 

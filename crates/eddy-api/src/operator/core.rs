@@ -110,21 +110,11 @@ impl OperatorCore {
         result.map_err(|e| self.error(e))?;
         let operator = self.operator_state.snapshot().map_err(|e| self.error(e.into()))?;
         let keyed = if self.keyed {
-            // Savepoints are canonical (backend-independent); checkpoints may be native
-            // (RocksDB's files, incremental) when the storage keeps files.
-            let native = barrier.kind == SnapshotKind::Checkpoint && self.info.native_snapshots;
+            // Savepoints are canonical (backend-independent); checkpoints may keep the
+            // backend's files (RocksDB, incremental) when the storage keeps files.
+            let canonical = barrier.kind == SnapshotKind::Savepoint || !self.info.native_snapshots;
             let id = barrier.id.0;
-            let keyed =
-                with_backend(
-                    "<snapshot>",
-                    |backend| {
-                        if native {
-                            backend.snapshot_native(id)
-                        } else {
-                            backend.snapshot()
-                        }
-                    },
-                );
+            let keyed = with_backend("<snapshot>", |backend| backend.snapshot_for_checkpoint(id, canonical));
             Some(keyed.map_err(|e| self.error(e.into()))?)
         } else {
             None

@@ -86,11 +86,20 @@ pub trait KeyedStateBackend: Send {
     /// Every state of every key group, serialized in the canonical form (the synchronous
     /// part of a savepoint or full checkpoint).
     fn snapshot(&mut self) -> Result<KeyedStateSnapshot, StateError>;
-    /// The snapshot for checkpoint `checkpoint_id` in the backend's own format when it has
-    /// one and is configured for it (RocksDB's files for incremental checkpoints), the
-    /// canonical form otherwise.
-    fn snapshot_native(&mut self, checkpoint_id: u64) -> Result<KeyedStateSnapshot, StateError> {
-        let _ = checkpoint_id;
+    /// The synchronous part of the snapshot for checkpoint (or savepoint) `checkpoint_id`.
+    /// A backend with files of its own may return them instead of the canonical form:
+    /// for good when it is configured for incremental checkpoints and `canonical` is false
+    /// (RocksDB's files), or with [`NativeSnapshot::deferred_canonical`] set, so that the
+    /// canonical form is read out of the files in the asynchronous part, off the task
+    /// thread. The default is the canonical form, taken now.
+    ///
+    /// [`NativeSnapshot::deferred_canonical`]: super::NativeSnapshot::deferred_canonical
+    fn snapshot_for_checkpoint(
+        &mut self,
+        checkpoint_id: u64,
+        canonical: bool,
+    ) -> Result<KeyedStateSnapshot, StateError> {
+        let _ = (checkpoint_id, canonical);
         self.snapshot()
     }
     /// Starts from `snapshot` (before any state is declared): each state's key groups in
@@ -110,6 +119,19 @@ pub struct KeyedStateSnapshot {
 }
 
 impl KeyedStateSnapshot {
+    /// The asynchronous part of a snapshot: reads the canonical form out of native files
+    /// whose backend deferred it (see [`KeyedStateBackend::snapshot_for_checkpoint`]).
+    pub fn complete_deferred(&mut self) -> Result<(), StateError> {
+        let natives = std::mem::take(&mut self.native);
+        for native in natives {
+            match native.deferred_canonical {
+                Some(read) => (read.0)(&native, native.key_group_range, self)?,
+                None => self.native.push(native),
+            }
+        }
+        Ok(())
+    }
+
     /// Adds the key groups of `state` inside `range` to this snapshot's state of the same
     /// name (rescaling: a new subtask gathers its key groups from several old ones).
     pub fn add_key_groups(&mut self, state: &KeyedStateEntries, range: KeyGroupRange) {

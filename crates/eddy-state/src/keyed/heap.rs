@@ -653,10 +653,14 @@ impl KeyedStateBackend for HeapKeyedStateBackend {
         Ok(KeyedStateSnapshot { key_group_range: Some(self.range), states, native: Vec::new() })
     }
 
-    fn snapshot_native(&mut self, checkpoint_id: u64) -> Result<KeyedStateSnapshot, StateError> {
+    fn snapshot_for_checkpoint(
+        &mut self,
+        checkpoint_id: u64,
+        canonical: bool,
+    ) -> Result<KeyedStateSnapshot, StateError> {
         self.flush_all()?;
         let native = match self.raw_store.as_mut() {
-            Some(store) => store.native_snapshot(checkpoint_id)?,
+            Some(store) => store.native_snapshot(checkpoint_id, canonical)?,
             None => None,
         };
         match native {

@@ -28,7 +28,7 @@ pub use factory::{unreadable_native, BackendInstance, HeapStateBackend, KeyedBac
 pub use heap::{canonical_key_group, HeapKeyedStateBackend, HeapTable};
 pub use list::ListState;
 pub use map::MapState;
-pub use native::{LocalFiles, NativeFile, NativeSnapshot, NativeTable};
+pub use native::{LocalFiles, NativeFile, NativeSnapshot, NativeTable, ReadCanonical, ReadCanonicalFn};
 pub use raw::{concat_encoded_lists, RawStore, RawTable};
 pub use reducing::ReducingState;
 pub use value::ValueState;

@@ -31,7 +31,34 @@ pub struct NativeSnapshot {
     /// it), so that its next checkpoints may reference them instead of uploading copies.
     #[serde(skip)]
     pub owned: bool,
+    /// Set when the snapshot must be canonical (a savepoint, a full checkpoint) and the
+    /// backend took its files only to read the canonical form out of them later, off the
+    /// task thread ([`super::KeyedStateSnapshot::complete_deferred`]).
+    #[serde(skip)]
+    pub deferred_canonical: Option<ReadCanonical>,
 }
+
+/// Reads the key groups of a range out of a native snapshot's local files into the
+/// canonical form.
+pub type ReadCanonicalFn = fn(&NativeSnapshot, KeyGroupRange, &mut super::KeyedStateSnapshot) -> Result<(), StateError>;
+
+/// [`ReadCanonicalFn`] as a field (the reader is not part of what a snapshot is).
+#[derive(Clone, Copy)]
+pub struct ReadCanonical(pub ReadCanonicalFn);
+
+impl std::fmt::Debug for ReadCanonical {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ReadCanonical")
+    }
+}
+
+impl PartialEq for ReadCanonical {
+    fn eq(&self, _other: &Self) -> bool {
+        true
+    }
+}
+
+impl Eq for ReadCanonical {}
 
 /// A declared state inside a native snapshot.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -21,9 +21,10 @@ pub trait RawStore: Send {
         Vec::new()
     }
     /// The store's own files for checkpoint `checkpoint_id` (everything written so far must
-    /// be in them), or `None` when it takes canonical snapshots only.
-    fn native_snapshot(&mut self, checkpoint_id: u64) -> Result<Option<NativeSnapshot>, StateError> {
-        let _ = checkpoint_id;
+    /// be in them), or `None` when it has none. `canonical`: the snapshot must end up in
+    /// the canonical form, so the files must come with a deferred reader.
+    fn native_snapshot(&mut self, checkpoint_id: u64, canonical: bool) -> Result<Option<NativeSnapshot>, StateError> {
+        let _ = (checkpoint_id, canonical);
         Ok(None)
     }
 }
