@@ -69,10 +69,23 @@ fn encode_stored<S: StateValue>(
     expires_ms: Option<u64>,
     out: &mut Vec<u8>,
 ) -> Result<(), StateError> {
-    encode(name, value, out)?;
+    out.clear();
+    append_stored(name, value, expires_ms, out)
+}
+
+/// [`encode_stored`], appending to `out`.
+fn append_stored<S: StateValue>(
+    name: &str,
+    value: &S,
+    expires_ms: Option<u64>,
+    out: &mut Vec<u8>,
+) -> Result<(), StateError> {
     if let Some(expires_ms) = expires_ms {
-        out.splice(0..0, expires_ms.to_be_bytes());
+        out.extend_from_slice(&expires_ms.to_be_bytes());
     }
+    let bytes = postcard::to_extend(value, std::mem::take(out))
+        .map_err(|e| StateError::Serialize { state: name.to_string(), message: e.to_string() })?;
+    *out = bytes;
     Ok(())
 }
 
@@ -146,15 +159,22 @@ impl<S: StateValue> HeapTable<S> {
     /// Writes every changed value to the raw store in one batch.
     fn write_back(&mut self) -> Result<(), StateError> {
         let Some(raw) = self.raw.as_mut() else { return Ok(()) };
-        let mut encoded: Vec<(u32, &[u8], Vec<u8>)> = Vec::new();
+        // All values in one buffer; (key group, key, value span) in the store's key order,
+        // because RocksDB inserts keys that arrive in order much faster (its memtable
+        // continues each search where the last one ended).
+        let mut values = Vec::new();
+        let mut spans: Vec<(u32, &[u8], usize, usize)> = Vec::new();
         let ttl = self.ttl.is_some();
         for (local, group) in self.groups.iter().enumerate() {
+            let first = spans.len();
             for entry in group.iter().filter(|e| e.dirty) {
-                encode_stored(&self.name, &entry.value, ttl.then_some(entry.expires_ms), &mut self.scratch)?;
-                encoded.push((self.first_key_group + local as u32, &entry.key, self.scratch.clone()));
+                let start = values.len();
+                append_stored(&self.name, &entry.value, ttl.then_some(entry.expires_ms), &mut values)?;
+                spans.push((self.first_key_group + local as u32, &entry.key, start, values.len()));
             }
+            spans[first..].sort_unstable_by(|a, b| a.1.cmp(b.1));
         }
-        raw.put_batch(&mut encoded.iter().map(|(kg, key, value)| (*kg, *key, value.as_slice())))?;
+        raw.put_batch(&mut spans.iter().map(|&(kg, key, start, end)| (kg, key, &values[start..end])))?;
         for group in &mut self.groups {
             group.iter_mut().for_each(|e| e.dirty = false);
         }
