@@ -25,6 +25,7 @@ pub(crate) fn error(what: &str, e: impl std::fmt::Display) -> StateError {
 pub struct RocksDbRawStore {
     db: Option<Arc<Db>>,
     pub(crate) dir: PathBuf,
+    owns_dir: bool,
     /// Every table in the instance: declared, or restored and not declared yet.
     pub(crate) tables: Vec<NativeTable>,
     /// The key groups the instance holds, when it takes native snapshots (incremental, or
@@ -111,15 +112,7 @@ impl RocksDbRawStore {
     /// Opens the instance whose files are in `dir`, holding `tables`.
     pub(crate) fn open_existing(dir: &Path, memory: &SlotMemory, tables: Vec<NativeTable>) -> Result<Self, StateError> {
         let db = Db::open(&options(memory), dir).map_err(|e| error(&format!("cannot open '{}'", dir.display()), e))?;
-        Ok(Self {
-            db: Some(Arc::new(db)),
-            dir: dir.to_path_buf(),
-            tables,
-            range: None,
-            incremental: false,
-            uid: unique_id(),
-            restored_shared: HashMap::new(),
-        })
+        Ok(Self::with_db(db, dir, tables, true))
     }
 
     /// Opens the files of a native snapshot in `dir` read-only (to read key groups out of
@@ -127,15 +120,22 @@ impl RocksDbRawStore {
     pub(crate) fn open_read_only(dir: &Path, tables: Vec<NativeTable>) -> Result<Self, StateError> {
         let db = Db::open_for_read_only(&options(&SlotMemory::new(8 << 20)?), dir, false)
             .map_err(|e| error(&format!("cannot open the snapshot files in '{}'", dir.display()), e))?;
-        Ok(Self {
+        Ok(Self::with_db(db, dir, tables, false))
+    }
+
+    /// `owns_dir`: the directory is the instance's own, removed when it closes (not the
+    /// files of a snapshot it reads).
+    fn with_db(db: Db, dir: &Path, tables: Vec<NativeTable>, owns_dir: bool) -> Self {
+        Self {
             db: Some(Arc::new(db)),
             dir: dir.to_path_buf(),
+            owns_dir,
             tables,
             range: None,
             incremental: false,
-            uid: String::new(),
+            uid: unique_id(),
             restored_shared: HashMap::new(),
-        })
+        }
     }
 
     /// Snapshots of the key groups of `range` start with RocksDB's own files (hard links);
@@ -163,8 +163,7 @@ impl Drop for RocksDbRawStore {
     fn drop(&mut self) {
         // Close the database (the last handle), then remove its working directory.
         self.db.take();
-        // A read-only instance reads a snapshot's files, which are not its own.
-        if !self.uid.is_empty() {
+        if self.owns_dir {
             let _ = std::fs::remove_dir_all(&self.dir);
         }
     }

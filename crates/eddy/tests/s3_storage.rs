@@ -67,6 +67,22 @@ fn create_bucket(port: u16, bucket: &str) {
     assert!(response.starts_with("HTTP/1.1 200"), "{response}");
 }
 
+/// The counting job at parallelism 2 with checkpoints every 40 ms (two retained, kept
+/// after the job) into `checkpoints`, stopped with a savepoint into `savepoints`.
+fn run_until_savepoint(env: &Env, checkpoints: &str, savepoints: &str, stop_after_ms: u64) -> JobResult {
+    env.set_parallelism(2);
+    env.set_checkpoint_config(CheckpointConfig {
+        interval_ms: 40,
+        retained: 2,
+        retain_on_cancel: true,
+        ..CheckpointConfig::default()
+    });
+    env.set_checkpoint_dir(checkpoints);
+    env.stop_with_savepoint_after(savepoints, stop_after_ms);
+    counting_job(env, 60_000, CollectSink::new());
+    env.execute("count").unwrap()
+}
+
 #[test]
 fn checkpoints_and_savepoints_live_in_an_s3_compatible_store() {
     let moto = start_moto();
@@ -78,18 +94,8 @@ fn checkpoints_and_savepoints_live_in_an_s3_compatible_store() {
     std::env::set_var("AWS_REGION", "us-east-1");
 
     let env = Env::new();
-    env.set_parallelism(2);
-    env.set_checkpoint_config(CheckpointConfig {
-        interval_ms: 40,
-        retained: 2,
-        retain_on_cancel: true,
-        ..CheckpointConfig::default()
-    });
-    env.set_checkpoint_dir("s3://eddy-test/checkpoints");
-    env.stop_with_savepoint_after("s3://eddy-test/savepoints", 150);
     // Long enough (about 0.6 s) that the savepoint at 150 ms comes before the end.
-    counting_job(&env, 60_000, CollectSink::new());
-    let result = env.execute("count").unwrap();
+    let result = run_until_savepoint(&env, "s3://eddy-test/checkpoints", "s3://eddy-test/savepoints", 150);
     assert!(result.checkpoints_completed >= 1, "{result:?}");
     let savepoint = result.savepoint.clone().unwrap_or_else(|| panic!("no savepoint: {result:?}"));
     assert!(savepoint.starts_with("s3://eddy-test/savepoints/savepoint-"), "{savepoint}");
@@ -120,18 +126,8 @@ fn incremental_rocksdb_checkpoints_in_s3() {
     let working = common::temp_dir("s3-rocksdb");
     let backend = || RocksDbStateBackend::new(&working).with_incremental_checkpoints(true);
     let env = Env::new();
-    env.set_parallelism(2);
     env.set_state_backend(backend());
-    env.set_checkpoint_config(CheckpointConfig {
-        interval_ms: 40,
-        retained: 2,
-        retain_on_cancel: true,
-        ..CheckpointConfig::default()
-    });
-    env.set_checkpoint_dir("s3://eddy-test/incremental");
-    env.stop_with_savepoint_after("s3://eddy-test/incremental-savepoints", 250);
-    counting_job(&env, 60_000, CollectSink::new());
-    let result = env.execute("count").unwrap();
+    let result = run_until_savepoint(&env, "s3://eddy-test/incremental", "s3://eddy-test/incremental-savepoints", 250);
     assert!(result.checkpoints_completed >= 2, "{result:?}");
     let storage = ObjectCheckpointStorage::open("s3://eddy-test/incremental").unwrap();
     let latest = storage.load(&storage.completed().unwrap()[0]).unwrap();
