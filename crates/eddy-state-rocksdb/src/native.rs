@@ -107,11 +107,12 @@ pub(crate) fn read_key_groups(
         let raw = store.table_by_id(table.id)?;
         let mut key_groups = Vec::new();
         for key_group in wanted.iter() {
-            if let Some(bytes) = canonical_key_group(&raw, key_group.0, table.ttl, now)? {
+            if let Some(bytes) = canonical_key_group(&raw, key_group.0, table.layout, now)? {
                 key_groups.push((key_group.0, bytes));
             }
         }
-        into.add_key_groups(&KeyedStateEntries { name: table.name.clone(), ttl: table.ttl, key_groups }, range);
+        let state = KeyedStateEntries { name: table.name.clone(), ttl: table.layout.has_ttl(), key_groups };
+        into.add_key_groups(&state, range);
     }
     Ok(())
 }

@@ -5,7 +5,7 @@
 //! prefix scan. The write-ahead log is off: checkpoints, not the WAL, make state durable,
 //! as in Flink.
 
-use eddy_state::keyed::{NativeSnapshot, NativeTable, RawStore, RawTable, ReadCanonical};
+use eddy_state::keyed::{NativeSnapshot, NativeTable, RawLayout, RawStore, RawTable, ReadCanonical};
 use eddy_state::StateError;
 use eddy_types::KeyGroupRange;
 use rocksdb::{
@@ -171,6 +171,9 @@ impl Drop for RocksDbRawStore {
 
 /// Table ids with this bit hold values with an expiry prefix.
 const TTL_TABLE: u16 = 0x8000;
+/// Table ids with this bit hold map entries (one per user key).
+const MAP_TABLE: u16 = 0x4000;
+const LAYOUT_BITS: u16 = TTL_TABLE | MAP_TABLE;
 
 impl RocksDbRawStore {
     /// Flushes memtables and compacts everything (expired values go; for tests and tools).
@@ -209,32 +212,35 @@ fn drop_expired(_level: u32, key: &[u8], value: &[u8]) -> rocksdb::compaction_fi
 }
 
 impl RawStore for RocksDbRawStore {
-    fn table(&mut self, name: &str, ttl: bool) -> Result<Box<dyn RawTable>, StateError> {
-        let with = |ttl: bool| if ttl { "with a time to live" } else { "without a time to live" };
+    fn table(&mut self, name: &str, layout: RawLayout) -> Result<Box<dyn RawTable>, StateError> {
         let id = match self.tables.iter().find(|t| t.name == name) {
-            Some(known) if known.ttl != ttl => {
+            Some(known) if known.layout != layout => {
                 return Err(StateError::IncompatibleDeclaration {
                     name: name.to_string(),
-                    first: format!("restored state {}", with(known.ttl)),
-                    second: format!("a state {}", with(ttl)),
+                    first: format!("restored state stored as {:?}", known.layout),
+                    second: format!("a state stored as {layout:?} (a time to live was added or removed)"),
                 })
             }
             Some(known) => known.id,
             None => {
-                let next = self.tables.iter().map(|t| (t.id & !TTL_TABLE) + 1).max().unwrap_or(0);
-                if next >= TTL_TABLE {
-                    return Err(StateError::Backend("more than 32768 states in one operator".into()));
+                let next = self.tables.iter().map(|t| (t.id & !LAYOUT_BITS) + 1).max().unwrap_or(0);
+                if next & LAYOUT_BITS != 0 {
+                    return Err(StateError::Backend("more than 16384 states in one operator".into()));
                 }
-                let id = if ttl { next | TTL_TABLE } else { next };
-                self.tables.push(NativeTable { name: name.to_string(), id, ttl });
+                let id = match layout {
+                    RawLayout::Values => next,
+                    RawLayout::ValuesWithTtl => next | TTL_TABLE,
+                    RawLayout::MapEntries => next | MAP_TABLE,
+                };
+                self.tables.push(NativeTable { name: name.to_string(), id, layout });
                 id
             }
         };
         Ok(Box::new(self.table_by_id(id)?))
     }
 
-    fn tables(&self) -> Vec<(String, bool)> {
-        self.tables.iter().map(|t| (t.name.clone(), t.ttl)).collect()
+    fn tables(&self) -> Vec<(String, RawLayout)> {
+        self.tables.iter().map(|t| (t.name.clone(), t.layout)).collect()
     }
 
     fn native_snapshot(&mut self, checkpoint_id: u64, canonical: bool) -> Result<Option<NativeSnapshot>, StateError> {
@@ -302,6 +308,24 @@ impl RawTable for RocksDbTable {
         self.fill_key(key_group, key);
         self.db.merge_opt(&self.key, elements, &self.write).map_err(|e| error("append", e))?;
         Ok(true)
+    }
+
+    fn scan_prefix(
+        &self,
+        key_group: u32,
+        prefix: &[u8],
+        visit: &mut dyn FnMut(&[u8], &[u8]),
+    ) -> Result<(), StateError> {
+        let mut start = self::prefix(self.id, key_group).to_vec();
+        start.extend_from_slice(prefix);
+        for item in self.db.iterator(IteratorMode::From(&start, Direction::Forward)) {
+            let (key, value) = item.map_err(|e| error("scan", e))?;
+            if !key.starts_with(&start) {
+                break;
+            }
+            visit(&key[4..], &value);
+        }
+        Ok(())
     }
 
     fn scan(&self, key_group: u32, visit: &mut dyn FnMut(&[u8], &[u8])) -> Result<(), StateError> {

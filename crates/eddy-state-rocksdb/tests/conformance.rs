@@ -37,12 +37,12 @@ fn rocksdb_backend_expires_state_with_a_time_to_live() {
 
 #[test]
 fn compactions_drop_expired_values_of_ttl_states_only() {
-    use eddy_state::keyed::RawStore;
+    use eddy_state::keyed::{RawLayout, RawStore};
     use eddy_state_rocksdb::RocksDbRawStore;
     let dir = std::env::temp_dir().join(format!("eddy-rocksdb-compaction-{}", std::process::id()));
     let mut store = RocksDbRawStore::open(&dir, 8 << 20).unwrap();
-    let mut with_ttl = store.table("ttl", true).unwrap();
-    let mut without = store.table("plain", false).unwrap();
+    let mut with_ttl = store.table("ttl", RawLayout::ValuesWithTtl).unwrap();
+    let mut without = store.table("plain", RawLayout::Values).unwrap();
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as u64;
     for k in 0..100u32 {
         let expiry = if k % 2 == 0 { now - 1_000 } else { now + 3_600_000 };
@@ -61,11 +61,11 @@ fn compactions_drop_expired_values_of_ttl_states_only() {
 
 #[test]
 fn list_appends_are_merged_by_rocksdb_in_order() {
-    use eddy_state::keyed::RawStore;
+    use eddy_state::keyed::{RawLayout, RawStore};
     use eddy_state_rocksdb::RocksDbRawStore;
     let dir = std::env::temp_dir().join(format!("eddy-rocksdb-append-{}", std::process::id()));
     let mut store = RocksDbRawStore::open(&dir, 8 << 20).unwrap();
-    let mut list = store.table("list", false).unwrap();
+    let mut list = store.table("list", RawLayout::Values).unwrap();
     list.put(5, b"k", &postcard::to_allocvec(&vec![1u64, 2]).unwrap()).unwrap();
     assert!(list.append_list(5, b"k", &postcard::to_allocvec(&vec![3u64]).unwrap()).unwrap());
     assert!(list.append_list(5, b"k", &postcard::to_allocvec(&vec![4u64, 500]).unwrap()).unwrap());
@@ -77,5 +77,49 @@ fn list_appends_are_merged_by_rocksdb_in_order() {
     store.compact().unwrap();
     assert_eq!(read(5, b"k"), vec![1, 2, 3, 4, 500], "the same after compaction merged the operands");
     drop((list, store));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn map_state_keeps_one_rocksdb_entry_per_user_key() {
+    use eddy_state::keyed::{canonical_key_group, CurrentKey, MapEntriesTable, RawLayout, RawStore, TableSpec};
+    use eddy_state_rocksdb::RocksDbRawStore;
+    use std::collections::HashMap;
+    let dir = std::env::temp_dir().join(format!("eddy-rocksdb-map-entries-{}", std::process::id()));
+    let mut store = RocksDbRawStore::open(&dir, 8 << 20).unwrap();
+    let raw = store.table("m", RawLayout::MapEntries).unwrap();
+    let spec = TableSpec {
+        first_key_group: 0,
+        group_count: 128,
+        raw: None,
+        layout: RawLayout::MapEntries,
+        cache_entries_max: 0,
+        clock: std::sync::Arc::new(eddy_types::WallClock),
+    };
+    let mut map = MapEntriesTable::<String, u64>::new("m", raw, &spec);
+    let key = |name: &str| CurrentKey {
+        bytes: name.as_bytes().to_vec(),
+        hash: 0,
+        key_group: 7,
+        local_group: 7,
+        is_set: true,
+    };
+    let entries = vec![("x".to_string(), 1), ("y".to_string(), 2), ("z".to_string(), 3)];
+    map.put_all(&key("a"), entries.clone()).unwrap();
+    map.put_all(&key("b"), vec![("x".to_string(), 9)]).unwrap();
+    assert_eq!(store.count_values(), 4, "one RocksDB entry per user key");
+    assert_eq!(map.get(&key("a"), &"y".to_string()).unwrap(), Some(2));
+    assert_eq!(map.remove(&key("a"), &"y".to_string()).unwrap(), Some(2));
+    assert_eq!(store.count_values(), 3);
+    // The canonical form groups a key's entries into one map, as the heap writes it.
+    let reader = store.table("m", RawLayout::MapEntries).unwrap();
+    let bytes = canonical_key_group(reader.as_ref(), 7, RawLayout::MapEntries, 0).unwrap().unwrap();
+    let maps: Vec<(Vec<u8>, HashMap<String, u64>)> = postcard::from_bytes(&bytes).unwrap();
+    let expected_a: HashMap<String, u64> = [("x".to_string(), 1), ("z".to_string(), 3)].into_iter().collect();
+    let expected_b: HashMap<String, u64> = [("x".to_string(), 9)].into_iter().collect();
+    assert_eq!(maps, vec![(b"a".to_vec(), expected_a), (b"b".to_vec(), expected_b)]);
+    map.clear(&key("a")).unwrap();
+    assert!(map.is_empty(&key("a")).unwrap() && !map.is_empty(&key("b")).unwrap());
+    drop((map, reader, store));
     let _ = std::fs::remove_dir_all(&dir);
 }

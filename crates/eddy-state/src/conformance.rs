@@ -37,6 +37,45 @@ pub fn run_all(factory: BackendFactory<'_>) {
     snapshot_by_key_group(factory);
     restore_by_key_group_range(factory);
     cache_smaller_than_state(factory);
+    maps_survive_snapshots(factory);
+}
+
+/// Maps of several entries, some removed, through a snapshot into a fresh backend and
+/// into one for half the key groups.
+fn maps_survive_snapshots(factory: BackendFactory<'_>) {
+    let max = MaxParallelism::default();
+    install_backend(factory(KeyGroupRange::all(max), max)).unwrap();
+    let m = MapState::declare(&MapStateDescriptor::<u32, String>::new("multi")).unwrap();
+    let expected = |k: u64| -> Vec<(u32, String)> {
+        (0..4u32).filter(|u| k % 2 == 1 || *u != 2).map(|u| (u, format!("{k}/{u}"))).collect()
+    };
+    for k in 0..300u64 {
+        set_key(&k);
+        m.put_all((0..4u32).map(|u| (u, format!("{k}/{u}")))).unwrap();
+        if k % 2 == 0 {
+            assert_eq!(m.remove(&2).unwrap(), Some(format!("{k}/2")));
+        }
+    }
+    let snapshot = take_backend().unwrap().snapshot().unwrap();
+    let half = KeyGroupRange::new(0, max.get() / 2 - 1);
+    for range in [KeyGroupRange::all(max), half] {
+        let mut fresh = factory(range, max);
+        fresh.set_restored(snapshot.clone());
+        install_backend(fresh).unwrap();
+        let m = MapState::declare(&MapStateDescriptor::<u32, String>::new("multi")).unwrap();
+        for k in 0..300u64 {
+            let mut bytes = Vec::new();
+            k.encode_key(&mut bytes);
+            if !range.contains(eddy_types::assign_to_key_group(stable_hash(&bytes), max)) {
+                continue;
+            }
+            set_key(&k);
+            let mut entries = m.entries().unwrap();
+            entries.sort();
+            assert_eq!(entries, expected(k), "key {k} restored into {range}");
+        }
+        take_backend();
+    }
 }
 
 /// Restores a snapshot of all key groups into backends of two halves: each half gets

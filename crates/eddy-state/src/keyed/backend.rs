@@ -51,6 +51,8 @@ pub struct TableSpec {
     pub group_count: usize,
     /// The byte store below the table, if the backend has one.
     pub raw: Option<Box<dyn super::raw::RawTable>>,
+    /// How the data is laid out in `raw`.
+    pub layout: super::raw::RawLayout,
     pub cache_entries_max: usize,
     /// Time for time-to-live, in wall-clock ms (a manual clock in tests).
     pub clock: std::sync::Arc<dyn eddy_types::Clock>,

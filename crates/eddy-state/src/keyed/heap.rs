@@ -6,7 +6,7 @@
 
 use super::backend::TableSpec;
 use super::backend::{CurrentKey, KeyedStateBackend, KeyedStateEntries, KeyedStateSnapshot, KeyedTable, StateId};
-use super::raw::{write_varint, RawStore, RawTable};
+use super::raw::{read_varint, write_varint, RawLayout, RawStore, RawTable};
 use crate::descriptor::StateMeta;
 use crate::descriptor::{StateTtlConfig, TtlUpdateType};
 use crate::error::StateError;
@@ -101,8 +101,14 @@ fn split_stored(bytes: &[u8], ttl: bool) -> (u64, &[u8]) {
 impl<S: StateValue> HeapTable<S> {
     /// A table holding everything on the heap, without time to live.
     pub fn new(name: &str, group_count: usize) -> Self {
-        let spec =
-            TableSpec { first_key_group: 0, group_count, raw: None, cache_entries_max: 0, clock: Arc::new(WallClock) };
+        let spec = TableSpec {
+            first_key_group: 0,
+            group_count,
+            raw: None,
+            layout: RawLayout::Values,
+            cache_entries_max: 0,
+            clock: Arc::new(WallClock),
+        };
         Self::from_spec(name, spec, None)
     }
 
@@ -367,7 +373,8 @@ impl<S: StateValue> KeyedTable for HeapTable<S> {
             }
             Some(raw) => {
                 let key_group = self.first_key_group + local_group as u32;
-                canonical_key_group(raw.as_ref(), key_group, self.ttl.is_some(), self.clock.now_ms())
+                let layout = if self.ttl.is_some() { RawLayout::ValuesWithTtl } else { RawLayout::Values };
+                canonical_key_group(raw.as_ref(), key_group, layout, self.clock.now_ms())
             }
         }
     }
@@ -422,26 +429,67 @@ impl<S: StateValue> KeyedTable for HeapTable<S> {
 }
 
 /// One key group of a raw table in the canonical form, the same bytes the heap writes:
-/// postcard of `Vec<(key, value)>`, built from the stored bytes (a value's postcard form is
-/// self-delimiting, so no value is decoded). Values expired at `now_ms` are left out;
-/// `None` when nothing remains.
+/// postcard of `Vec<(key, value)>` (for map entries, `Vec<(key, map)>`), built from the
+/// stored bytes (postcard values are self-delimiting, so nothing is decoded). Values
+/// expired at `now_ms` are left out; `None` when nothing remains.
 pub fn canonical_key_group(
     raw: &dyn RawTable,
     key_group: u32,
-    ttl: bool,
+    layout: RawLayout,
     now_ms: u64,
 ) -> Result<Option<Vec<u8>>, StateError> {
     let mut count = 0u64;
     let mut body = Vec::new();
-    raw.scan(key_group, &mut |key, value| {
-        if split_stored(value, ttl).0 <= now_ms {
-            return;
+    match layout {
+        RawLayout::Values | RawLayout::ValuesWithTtl => {
+            let ttl = layout.has_ttl();
+            raw.scan(key_group, &mut |key, value| {
+                if split_stored(value, ttl).0 <= now_ms {
+                    return;
+                }
+                count += 1;
+                write_varint(key.len() as u64, &mut body);
+                body.extend_from_slice(key);
+                body.extend_from_slice(value);
+            })?;
         }
-        count += 1;
-        write_varint(key.len() as u64, &mut body);
-        body.extend_from_slice(key);
-        body.extend_from_slice(value);
-    })?;
+        RawLayout::MapEntries => {
+            // Entries of one key are adjacent (the key, length first, is their prefix):
+            // each run becomes (key, map).
+            let mut current: Option<Vec<u8>> = None;
+            let (mut entries, mut map_body) = (0u64, Vec::new());
+            let mut finish = |key: &[u8], entries: u64, map_body: &[u8], body: &mut Vec<u8>| {
+                count += 1;
+                write_varint(key.len() as u64, body);
+                body.extend_from_slice(key);
+                write_varint(entries, body);
+                body.extend_from_slice(map_body);
+            };
+            let mut malformed = false;
+            raw.scan(key_group, &mut |composite, value| {
+                let Some((key, user_key)) = split_map_key(composite) else {
+                    malformed = true;
+                    return;
+                };
+                if current.as_deref() != Some(key) {
+                    if let Some(previous) = current.take() {
+                        finish(&previous, entries, &map_body, &mut body);
+                    }
+                    current = Some(key.to_vec());
+                    (entries, map_body) = (0, Vec::new());
+                }
+                entries += 1;
+                map_body.extend_from_slice(user_key);
+                map_body.extend_from_slice(value);
+            })?;
+            if let Some(previous) = current {
+                finish(&previous, entries, &map_body, &mut body);
+            }
+            if malformed {
+                return Err(StateError::Backend(format!("a map entry key in key group {key_group} is malformed")));
+            }
+        }
+    }
     if count == 0 {
         return Ok(None);
     }
@@ -449,6 +497,26 @@ pub fn canonical_key_group(
     write_varint(count, &mut out);
     out.extend_from_slice(&body);
     Ok(Some(out))
+}
+
+/// A map entry's stored key: `varint(key length) + key + user key`.
+pub(crate) fn map_entry_key(key: &[u8], user_key: &[u8], out: &mut Vec<u8>) {
+    out.clear();
+    write_varint(key.len() as u64, out);
+    out.extend_from_slice(key);
+    out.extend_from_slice(user_key);
+}
+
+/// The prefix all entries of one key's map share.
+pub(crate) fn map_key_prefix(key: &[u8], out: &mut Vec<u8>) {
+    map_entry_key(key, &[], out);
+}
+
+/// Splits a map entry's stored key into the key and the user key.
+pub(crate) fn split_map_key(composite: &[u8]) -> Option<(&[u8], &[u8])> {
+    let (length, rest) = read_varint(composite)?;
+    let length = usize::try_from(length).ok()?;
+    (rest.len() >= length).then(|| rest.split_at(length))
 }
 
 struct Declared {
@@ -521,7 +589,7 @@ impl HeapKeyedStateBackend {
     }
 
     /// Tables of the raw store that no state declared (restored from native files).
-    fn undeclared_raw_tables(&self) -> Vec<(String, bool)> {
+    fn undeclared_raw_tables(&self) -> Vec<(String, RawLayout)> {
         let Some(store) = &self.raw_store else { return Vec::new() };
         store.tables().into_iter().filter(|(name, _)| !self.states.iter().any(|d| d.meta.name == *name)).collect()
     }
@@ -582,11 +650,13 @@ impl KeyedStateBackend for HeapKeyedStateBackend {
                 });
             }
         }
+        let layout = RawLayout::of(&meta);
         let raw = match self.raw_store.as_mut() {
-            Some(store) => Some(store.table(&meta.name, meta.ttl.is_some())?),
+            Some(store) => Some(store.table(&meta.name, layout)?),
             None => None,
         };
         let spec = TableSpec {
+            layout,
             first_key_group: self.range.start,
             group_count: self.range.len() as usize,
             raw,
@@ -659,16 +729,16 @@ impl KeyedStateBackend for HeapKeyedStateBackend {
         }
         // Tables restored from native files and not declared since: read from the store.
         let now = self.clock.now_ms();
-        for (name, ttl) in self.undeclared_raw_tables() {
+        for (name, layout) in self.undeclared_raw_tables() {
             let store = self.raw_store.as_mut().expect("undeclared raw tables come from a raw store");
-            let table = store.table(&name, ttl)?;
+            let table = store.table(&name, layout)?;
             let mut key_groups = Vec::new();
             for key_group in self.range.iter() {
-                if let Some(bytes) = canonical_key_group(table.as_ref(), key_group.0, ttl, now)? {
+                if let Some(bytes) = canonical_key_group(table.as_ref(), key_group.0, layout, now)? {
                     key_groups.push((key_group.0, bytes));
                 }
             }
-            states.push(KeyedStateEntries { name, ttl, key_groups });
+            states.push(KeyedStateEntries { name, ttl: layout.has_ttl(), key_groups });
         }
         Ok(KeyedStateSnapshot { key_group_range: Some(self.range), states, native: Vec::new() })
     }

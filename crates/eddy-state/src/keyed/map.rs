@@ -1,7 +1,14 @@
 //! `MapState<K, V>`: a map of user keys to values, per key.
+//!
+//! On the heap (and for maps with a time to live) a key's map is one value in a
+//! [`HeapTable`]; in a raw store (RocksDB) each user key is an entry of its own
+//! ([`MapEntriesTable`]), so one user key is read or written without the rest of the map.
 
-use super::{declare, with_table, StateId};
-use crate::descriptor::{MapStateDescriptor, StateKind};
+use super::backend::{with_backend, CurrentKey, TableSpec};
+use super::map_entries::MapEntriesTable;
+use super::raw::RawLayout;
+use super::{HeapTable, KeyedTable, StateId};
+use crate::descriptor::{MapStateDescriptor, StateKind, StateMeta};
 use crate::error::StateError;
 use crate::{MapKey, StateValue};
 use std::collections::HashMap;
@@ -21,58 +28,146 @@ impl<K, V> Clone for MapState<K, V> {
     }
 }
 
-impl<K: MapKey, V: StateValue> MapState<K, V> {
-    pub fn declare(descriptor: &MapStateDescriptor<K, V>) -> Result<Self, StateError> {
-        let (id, name) = declare::<HashMap<K, V>>(&descriptor.name, StateKind::Map, descriptor.ttl)?;
-        Ok(Self { id, name, _types: PhantomData })
+/// What a MapState does with the current key's map, whichever table holds it.
+trait MapOps<K, V> {
+    fn get(&mut self, key: &CurrentKey, user_key: &K) -> Result<Option<V>, StateError>;
+    fn put_all(&mut self, key: &CurrentKey, entries: Vec<(K, V)>) -> Result<(), StateError>;
+    fn remove(&mut self, key: &CurrentKey, user_key: &K) -> Result<Option<V>, StateError>;
+    fn entries(&mut self, key: &CurrentKey) -> Result<Vec<(K, V)>, StateError>;
+    fn is_empty(&mut self, key: &CurrentKey) -> Result<bool, StateError>;
+    fn clear(&mut self, key: &CurrentKey) -> Result<(), StateError>;
+}
+
+impl<K: MapKey, V: StateValue> MapOps<K, V> for HeapTable<HashMap<K, V>> {
+    fn get(&mut self, key: &CurrentKey, user_key: &K) -> Result<Option<V>, StateError> {
+        Ok(HeapTable::get(self, key)?.and_then(|m| m.get(user_key).cloned()))
     }
 
-    fn read<R>(&self, f: impl FnOnce(Option<&HashMap<K, V>>) -> R) -> Result<R, StateError> {
-        with_table::<HashMap<K, V>, _>(self.id, &self.name, |key, table| Ok(f(table.get(key)?)))
+    fn put_all(&mut self, key: &CurrentKey, entries: Vec<(K, V)>) -> Result<(), StateError> {
+        self.modify(key, HashMap::new, |map| map.extend(entries))
+    }
+
+    /// The key's map goes away with its last entry.
+    fn remove(&mut self, key: &CurrentKey, user_key: &K) -> Result<Option<V>, StateError> {
+        if HeapTable::get(self, key)?.is_none() {
+            return Ok(None);
+        }
+        let (removed, now_empty) = self.modify(key, HashMap::new, |map| {
+            let removed = map.remove(user_key);
+            (removed, map.is_empty())
+        })?;
+        if now_empty {
+            HeapTable::remove(self, key)?;
+        }
+        Ok(removed)
+    }
+
+    fn entries(&mut self, key: &CurrentKey) -> Result<Vec<(K, V)>, StateError> {
+        let map = HeapTable::get(self, key)?;
+        Ok(map.map(|m| m.iter().map(|(k, v)| (k.clone(), v.clone())).collect()).unwrap_or_default())
+    }
+
+    fn is_empty(&mut self, key: &CurrentKey) -> Result<bool, StateError> {
+        Ok(HeapTable::get(self, key)?.is_none_or(HashMap::is_empty))
+    }
+
+    fn clear(&mut self, key: &CurrentKey) -> Result<(), StateError> {
+        HeapTable::remove(self, key).map(|_| ())
+    }
+}
+
+impl<K: MapKey, V: StateValue> MapOps<K, V> for MapEntriesTable<K, V> {
+    fn get(&mut self, key: &CurrentKey, user_key: &K) -> Result<Option<V>, StateError> {
+        MapEntriesTable::get(self, key, user_key)
+    }
+
+    fn put_all(&mut self, key: &CurrentKey, entries: Vec<(K, V)>) -> Result<(), StateError> {
+        MapEntriesTable::put_all(self, key, entries)
+    }
+
+    fn remove(&mut self, key: &CurrentKey, user_key: &K) -> Result<Option<V>, StateError> {
+        MapEntriesTable::remove(self, key, user_key)
+    }
+
+    fn entries(&mut self, key: &CurrentKey) -> Result<Vec<(K, V)>, StateError> {
+        MapEntriesTable::entries(self, key)
+    }
+
+    fn is_empty(&mut self, key: &CurrentKey) -> Result<bool, StateError> {
+        MapEntriesTable::is_empty(self, key)
+    }
+
+    fn clear(&mut self, key: &CurrentKey) -> Result<(), StateError> {
+        MapEntriesTable::clear(self, key)
+    }
+}
+
+impl<K: MapKey, V: StateValue> MapState<K, V> {
+    pub fn declare(descriptor: &MapStateDescriptor<K, V>) -> Result<Self, StateError> {
+        let name = descriptor.name.clone();
+        let ttl = descriptor.ttl;
+        let mut meta = StateMeta::of::<HashMap<K, V>>(&name, StateKind::Map);
+        meta.ttl = ttl;
+        let id = with_backend(&name, |backend| {
+            backend.register(meta, &mut |mut spec: TableSpec| -> Box<dyn KeyedTable> {
+                match spec.raw.take() {
+                    Some(raw) if spec.layout == RawLayout::MapEntries => {
+                        Box::new(MapEntriesTable::<K, V>::new(&name, raw, &spec))
+                    }
+                    raw => {
+                        spec.raw = raw;
+                        Box::new(HeapTable::<HashMap<K, V>>::from_spec(&name, spec, ttl))
+                    }
+                }
+            })
+        })?;
+        Ok(Self { id, name: Arc::from(name.as_str()), _types: PhantomData })
+    }
+
+    /// Runs `f` on the current key and its map's table.
+    fn with_map<R>(
+        &self,
+        f: impl FnOnce(&CurrentKey, &mut dyn MapOps<K, V>) -> Result<R, StateError>,
+    ) -> Result<R, StateError> {
+        with_backend(&self.name, |backend| {
+            let (key, table) = backend.current_key_and_table(self.id, &self.name)?;
+            let table = table.as_any_mut();
+            if table.is::<MapEntriesTable<K, V>>() {
+                let entries = table.downcast_mut::<MapEntriesTable<K, V>>().expect("checked");
+                return f(key, entries);
+            }
+            match table.downcast_mut::<HeapTable<HashMap<K, V>>>() {
+                Some(heap) => f(key, heap),
+                None => Err(StateError::ForeignHandle { state: self.name.to_string() }),
+            }
+        })
     }
 
     pub fn get(&self, user_key: &K) -> Result<Option<V>, StateError> {
-        self.read(|map| map.and_then(|m| m.get(user_key).cloned()))
+        self.with_map(|key, map| map.get(key, user_key))
     }
 
     pub fn contains(&self, user_key: &K) -> Result<bool, StateError> {
-        self.read(|map| map.is_some_and(|m| m.contains_key(user_key)))
+        self.with_map(|key, map| Ok(map.get(key, user_key)?.is_some()))
     }
 
     pub fn put(&self, user_key: K, value: V) -> Result<(), StateError> {
-        with_table::<HashMap<K, V>, _>(self.id, &self.name, |key, table| {
-            table.modify(key, HashMap::new, |map| {
-                map.insert(user_key, value);
-            })
-        })
+        self.with_map(|key, map| map.put_all(key, vec![(user_key, value)]))
     }
 
     pub fn put_all(&self, entries: impl IntoIterator<Item = (K, V)>) -> Result<(), StateError> {
-        with_table::<HashMap<K, V>, _>(self.id, &self.name, |key, table| {
-            table.modify(key, HashMap::new, |map| map.extend(entries))
-        })
+        let entries: Vec<(K, V)> = entries.into_iter().collect();
+        self.with_map(|key, map| map.put_all(key, entries))
     }
 
-    /// Removes one user key; the key's map goes away with its last entry.
+    /// Removes one user key.
     pub fn remove(&self, user_key: &K) -> Result<Option<V>, StateError> {
-        with_table::<HashMap<K, V>, _>(self.id, &self.name, |key, table| {
-            if table.get(key)?.is_none() {
-                return Ok(None);
-            }
-            let (removed, now_empty) = table.modify(key, HashMap::new, |map| {
-                let removed = map.remove(user_key);
-                (removed, map.is_empty())
-            })?;
-            if now_empty {
-                table.remove(key)?;
-            }
-            Ok(removed)
-        })
+        self.with_map(|key, map| map.remove(key, user_key))
     }
 
     /// All entries of the current key's map, copied out.
     pub fn entries(&self) -> Result<Vec<(K, V)>, StateError> {
-        self.read(|map| map.map(|m| m.iter().map(|(k, v)| (k.clone(), v.clone())).collect()).unwrap_or_default())
+        self.with_map(|key, map| map.entries(key))
     }
 
     /// Same as [`MapState::entries`], under Flink's name.
@@ -81,19 +176,19 @@ impl<K: MapKey, V: StateValue> MapState<K, V> {
     }
 
     pub fn keys(&self) -> Result<Vec<K>, StateError> {
-        self.read(|map| map.map(|m| m.keys().cloned().collect()).unwrap_or_default())
+        Ok(self.entries()?.into_iter().map(|(k, _)| k).collect())
     }
 
     pub fn values(&self) -> Result<Vec<V>, StateError> {
-        self.read(|map| map.map(|m| m.values().cloned().collect()).unwrap_or_default())
+        Ok(self.entries()?.into_iter().map(|(_, v)| v).collect())
     }
 
     pub fn is_empty(&self) -> Result<bool, StateError> {
-        self.read(|map| map.is_none_or(HashMap::is_empty))
+        self.with_map(|key, map| map.is_empty(key))
     }
 
     pub fn clear(&self) -> Result<(), StateError> {
-        with_table::<HashMap<K, V>, _>(self.id, &self.name, |key, table| table.remove(key).map(|_| ()))
+        self.with_map(|key, map| map.clear(key))
     }
 
     pub fn name(&self) -> &str {

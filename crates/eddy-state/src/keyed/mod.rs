@@ -14,6 +14,7 @@ mod factory;
 mod heap;
 mod list;
 mod map;
+mod map_entries;
 mod native;
 mod raw;
 mod reducing;
@@ -28,8 +29,9 @@ pub use factory::{unreadable_native, BackendInstance, HeapStateBackend, KeyedBac
 pub use heap::{canonical_key_group, HeapKeyedStateBackend, HeapTable};
 pub use list::ListState;
 pub use map::MapState;
+pub use map_entries::MapEntriesTable;
 pub use native::{LocalFiles, NativeFile, NativeSnapshot, NativeTable, ReadCanonical, ReadCanonicalFn};
-pub use raw::{concat_encoded_lists, RawStore, RawTable};
+pub use raw::{concat_encoded_lists, RawLayout, RawStore, RawTable};
 pub use reducing::ReducingState;
 pub use value::ValueState;
 

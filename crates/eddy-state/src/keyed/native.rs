@@ -65,8 +65,7 @@ impl Eq for ReadCanonical {}
 pub struct NativeTable {
     pub name: String,
     pub id: u16,
-    /// Values carry an expiry (the state has a time to live).
-    pub ttl: bool,
+    pub layout: super::RawLayout,
 }
 
 /// One file of a native snapshot.

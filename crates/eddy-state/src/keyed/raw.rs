@@ -8,16 +8,43 @@
 use super::native::NativeSnapshot;
 use crate::error::StateError;
 
+/// How a state's data is laid out in a raw table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum RawLayout {
+    /// One value per key.
+    Values,
+    /// One value per key, starting with its 8-byte big-endian expiry (wall-clock ms), so
+    /// that the store may drop expired values on its own (RocksDB: in compactions).
+    ValuesWithTtl,
+    /// MapState: one entry per user key, under `varint(key length) + key + user key`, so
+    /// that reading one user key reads nothing else (Flink's RocksDB layout).
+    MapEntries,
+}
+
+impl RawLayout {
+    /// The layout of a declared state: map entries for maps without a time to live (a
+    /// time to live covers a key's whole map, so such maps stay one value).
+    pub fn of(meta: &crate::descriptor::StateMeta) -> Self {
+        match (meta.kind, meta.ttl.is_some()) {
+            (_, true) => RawLayout::ValuesWithTtl,
+            (crate::descriptor::StateKind::Map, false) => RawLayout::MapEntries,
+            (_, false) => RawLayout::Values,
+        }
+    }
+
+    pub fn has_ttl(self) -> bool {
+        self == RawLayout::ValuesWithTtl
+    }
+}
+
 /// Creates the table of each declared state.
 pub trait RawStore: Send {
     /// The table of state `name`: the one restored or created before under that name, or
-    /// a new one. `ttl`: the state's values start with their 8-byte big-endian expiry
-    /// (wall-clock ms), so the store may drop expired values on its own (RocksDB: in
-    /// compactions); a restored table with the other setting is an error.
-    fn table(&mut self, name: &str, ttl: bool) -> Result<Box<dyn RawTable>, StateError>;
-    /// Every table the store holds, (name, ttl): declared ones and restored ones that are
-    /// not declared yet (their data must survive into the next snapshots).
-    fn tables(&self) -> Vec<(String, bool)> {
+    /// a new one; a restored table with another layout is an error.
+    fn table(&mut self, name: &str, layout: RawLayout) -> Result<Box<dyn RawTable>, StateError>;
+    /// Every table the store holds: declared ones and restored ones that are not declared
+    /// yet (their data must survive into the next snapshots).
+    fn tables(&self) -> Vec<(String, RawLayout)> {
         Vec::new()
     }
     /// The store's own files for checkpoint `checkpoint_id` (everything written so far must
@@ -38,6 +65,20 @@ pub trait RawTable: Send {
     fn put_batch(&mut self, entries: &mut dyn Iterator<Item = (u32, &[u8], &[u8])>) -> Result<(), StateError>;
     /// Calls `visit` with every (key, value) of one key group, in key order.
     fn scan(&self, key_group: u32, visit: &mut dyn FnMut(&[u8], &[u8])) -> Result<(), StateError>;
+    /// Calls `visit` with every (key, value) of one key group whose key starts with
+    /// `prefix`, in key order.
+    fn scan_prefix(
+        &self,
+        key_group: u32,
+        prefix: &[u8],
+        visit: &mut dyn FnMut(&[u8], &[u8]),
+    ) -> Result<(), StateError> {
+        self.scan(key_group, &mut |key, value| {
+            if key.starts_with(prefix) {
+                visit(key, value)
+            }
+        })
+    }
     /// Appends `elements` (postcard of a `Vec`) to the list stored under the key without
     /// reading it (RocksDB: a merge operand, combined by [`concat_encoded_lists`]).
     /// Returns false when the store cannot, and the caller reads, appends and writes.
@@ -56,7 +97,7 @@ pub(crate) fn write_varint(mut n: u64, out: &mut Vec<u8>) {
     out.push(n as u8);
 }
 
-fn read_varint(bytes: &[u8]) -> Option<(u64, &[u8])> {
+pub(crate) fn read_varint(bytes: &[u8]) -> Option<(u64, &[u8])> {
     let mut n = 0u64;
     for (i, b) in bytes.iter().enumerate().take(10) {
         n |= u64::from(b & 0x7f) << (7 * i);
