@@ -134,6 +134,12 @@ fn inspect(path: &std::path::Path) -> Result<String, String> {
             task.entry.task,
             task.entry.subtask + 1
         );
+        for (location, check) in &task.native_files {
+            if let Err(e) = check {
+                corrupt += 1;
+                let _ = writeln!(w, "  native file {location}: CORRUPT: {e}");
+            }
+        }
         for operator in task.state.as_ref().map(|s| s.as_slice()).unwrap_or(&[]) {
             let _ = writeln!(
                 w,
@@ -188,7 +194,7 @@ fn inspect(path: &std::path::Path) -> Result<String, String> {
         Ok(out)
     } else {
         print!("{out}");
-        Err(format!("{corrupt} corrupt state file(s) in {}", path.display()))
+        Err(format!("{corrupt} corrupt or missing state file(s) in {}", path.display()))
     }
 }
 

@@ -206,6 +206,23 @@ fn incremental_checkpoints_upload_little_keep_what_retained_ones_need_and_restor
 
     assert_eq!(checkpoint_dirs(&checkpoints), retained, "restored jobs deleted none of the retained checkpoints");
     assert_eq!(files_in(&checkpoints.join("shared")), needed, "nor any of their shared files");
+
+    // `eddy checkpoint inspect` lists the files and verifies them; a missing one is named.
+    let inspect = |checkpoint: &Path| {
+        let output = std::process::Command::new(env!("CARGO_BIN_EXE_eddy"))
+            .args(["checkpoint", "inspect", checkpoint.to_str().unwrap()])
+            .output()
+            .unwrap();
+        (output.status.code(), String::from_utf8_lossy(&output.stdout).into_owned())
+    };
+    let (code, report) = inspect(&retained[2]);
+    assert_eq!(code, Some(0), "{report}");
+    assert!(report.contains("rocksdb files (incremental) for key groups") && report.contains("all checksums ok"));
+    let victim = referenced_shared_files(&retained[2]).into_iter().next().unwrap();
+    std::fs::remove_file(checkpoints.join(&victim)).unwrap();
+    let (code, report) = inspect(&retained[2]);
+    assert_eq!(code, Some(1), "{report}");
+    assert!(report.contains(&format!("native file {victim}: CORRUPT")), "{report}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 

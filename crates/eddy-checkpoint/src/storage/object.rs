@@ -96,6 +96,20 @@ impl ObjectCheckpointStorage {
             .map_err(|e| io(&self.full(relative), e))
     }
 
+    /// Reads a file and checks its size and CRC-32 against what the metadata recorded.
+    fn read_verified(&self, relative: &str, bytes: u64, crc32: u32) -> Result<Vec<u8>, CheckpointError> {
+        let data = self.get(relative)?;
+        let corrupt = |message: String| CheckpointError::Corrupt { path: self.full(relative), message };
+        if data.len() as u64 != bytes {
+            return Err(corrupt(format!("{} bytes, the checkpoint's metadata says {bytes}", data.len())));
+        }
+        let actual = crc32fast::hash(&data);
+        if actual != crc32 {
+            return Err(corrupt(format!("checksum mismatch: recorded {crc32:08x}, computed {actual:08x}")));
+        }
+        Ok(data)
+    }
+
     fn read_metadata(&self, dir: &str) -> Result<CheckpointMetadata, CheckpointError> {
         let metadata_path = format!("{dir}/{METADATA_FILE}");
         let shown = self.full(&metadata_path);
@@ -141,6 +155,8 @@ impl ObjectCheckpointStorage {
 pub struct TaskInspection {
     pub entry: TaskStateEntry,
     pub state: Result<Vec<OperatorSnapshot>, CheckpointError>,
+    /// The files of native (incremental) snapshots the state references, each checked.
+    pub native_files: Vec<(String, Result<(), CheckpointError>)>,
 }
 
 /// Reads a checkpoint or savepoint directory for `eddy checkpoint inspect`: the metadata,
@@ -153,7 +169,15 @@ pub fn inspect_checkpoint_dir(
     let tasks = metadata
         .tasks
         .iter()
-        .map(|entry| TaskInspection { entry: entry.clone(), state: storage.read_task(&name, entry) })
+        .map(|entry| {
+            let state = storage.read_task(&name, entry);
+            let natives = state.iter().flatten().filter_map(|o| o.keyed.as_ref()).flat_map(|k| &k.native);
+            let native_files = natives
+                .flat_map(|n| &n.files)
+                .map(|f| (f.location.clone(), storage.read_verified(&f.location, f.bytes, f.crc32).map(|_| ())))
+                .collect();
+            TaskInspection { entry: entry.clone(), state, native_files }
+        })
         .collect();
     Ok((metadata, tasks))
 }
@@ -252,15 +276,7 @@ impl CheckpointStorage for ObjectCheckpointStorage {
     }
 
     fn download_file(&self, relative: &str, target: &Path, bytes: u64, crc32: u32) -> Result<(), CheckpointError> {
-        let data = self.get(relative)?;
-        let corrupt = |message: String| CheckpointError::Corrupt { path: self.full(relative), message };
-        if data.len() as u64 != bytes {
-            return Err(corrupt(format!("{} bytes, the checkpoint's metadata says {bytes}", data.len())));
-        }
-        let actual = crc32fast::hash(&data);
-        if actual != crc32 {
-            return Err(corrupt(format!("checksum mismatch: recorded {crc32:08x}, computed {actual:08x}")));
-        }
+        let data = self.read_verified(relative, bytes, crc32)?;
         std::fs::write(target, data).map_err(|e| io(&target.display().to_string(), e))
     }
 
