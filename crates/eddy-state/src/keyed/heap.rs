@@ -61,19 +61,8 @@ fn decode<S: StateValue>(name: &str, bytes: &[u8]) -> Result<S, StateError> {
     postcard::from_bytes(bytes).map_err(|e| StateError::Deserialize { state: name.to_string(), message: e.to_string() })
 }
 
-/// A stored value of a state with a time to live: its expiry (8 bytes, big-endian, so a
-/// compaction filter can read it without the type) before the value.
-fn encode_stored<S: StateValue>(
-    name: &str,
-    value: &S,
-    expires_ms: Option<u64>,
-    out: &mut Vec<u8>,
-) -> Result<(), StateError> {
-    out.clear();
-    append_stored(name, value, expires_ms, out)
-}
-
-/// [`encode_stored`], appending to `out`.
+/// Appends a stored value to `out`: for a state with a time to live, its expiry first (8
+/// bytes, big-endian, so a compaction filter can read it without the type).
 fn append_stored<S: StateValue>(
     name: &str,
     value: &S,
@@ -380,6 +369,13 @@ impl<S: StateValue> KeyedTable for HeapTable<S> {
     }
 
     fn restore_key_group(&mut self, local_group: usize, bytes: &[u8]) -> Result<(), StateError> {
+        let key_group = self.first_key_group + local_group as u32;
+        if let Some(raw) = self.raw.as_mut() {
+            // The canonical entries hold the stored bytes already: find where each value
+            // ends and write them all in one batch, without encoding anything again.
+            let spans = stored_spans::<S>(&self.name, bytes, self.ttl.is_some())?;
+            return raw.put_batch(&mut spans.into_iter().map(|(key, value)| (key_group, key, value)));
+        }
         let corrupt = |e: postcard::Error| StateError::Deserialize { state: self.name.clone(), message: e.to_string() };
         let entries: Vec<(Vec<u8>, u64, S)> = match self.ttl {
             None => postcard::from_bytes::<Vec<(Vec<u8>, S)>>(bytes)
@@ -393,20 +389,10 @@ impl<S: StateValue> KeyedTable for HeapTable<S> {
                 .map(|(k, (expiry, v))| (k, u64::from_be_bytes(expiry), v))
                 .collect(),
         };
-        let key_group = self.first_key_group + local_group as u32;
-        let ttl = self.ttl.is_some();
         for (key, expires_ms, value) in entries {
-            match self.raw.as_mut() {
-                Some(raw) => {
-                    encode_stored(&self.name, &value, ttl.then_some(expires_ms), &mut self.scratch)?;
-                    raw.put(key_group, &key, &self.scratch)?;
-                }
-                None => {
-                    let hash = eddy_types::stable_hash(&key).0;
-                    let entry = Entry { key: key.into(), hash, value, dirty: false, expires_ms };
-                    self.groups[local_group].insert_unique(hash, entry, |e| e.hash);
-                }
-            }
+            let hash = eddy_types::stable_hash(&key).0;
+            let entry = Entry { key: key.into(), hash, value, dirty: false, expires_ms };
+            self.groups[local_group].insert_unique(hash, entry, |e| e.hash);
         }
         Ok(())
     }
@@ -426,6 +412,32 @@ impl<S: StateValue> KeyedTable for HeapTable<S> {
         }
         Ok(())
     }
+}
+
+/// (key, stored value) byte spans.
+type EntrySpans<'a> = Vec<(&'a [u8], &'a [u8])>;
+
+/// The (key, stored value) byte spans of one key group's canonical entries (postcard of
+/// `Vec<(key, value)>`, a value with its expiry first when `ttl`): each value is decoded
+/// only to find where it ends.
+fn stored_spans<'a, S: StateValue>(name: &str, bytes: &'a [u8], ttl: bool) -> Result<EntrySpans<'a>, StateError> {
+    let corrupt = |message: String| StateError::Deserialize { state: name.to_string(), message };
+    let truncated = || corrupt("truncated entries".into());
+    let (count, mut rest) = read_varint(bytes).ok_or_else(truncated)?;
+    let mut spans = Vec::with_capacity(count.min(1 << 20) as usize);
+    for _ in 0..count {
+        let (key_len, after_len) = read_varint(rest).ok_or_else(truncated)?;
+        let key_len = usize::try_from(key_len).map_err(|_| truncated())?;
+        if after_len.len() < key_len + if ttl { 8 } else { 0 } {
+            return Err(truncated());
+        }
+        let (key, stored) = after_len.split_at(key_len);
+        let value = if ttl { &stored[8..] } else { stored };
+        let (_, after): (S, &[u8]) = postcard::take_from_bytes(value).map_err(|e| corrupt(e.to_string()))?;
+        spans.push((key, &stored[..stored.len() - after.len()]));
+        rest = after;
+    }
+    Ok(spans)
 }
 
 /// One key group of a raw table in the canonical form, the same bytes the heap writes:
