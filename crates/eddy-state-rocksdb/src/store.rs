@@ -269,6 +269,19 @@ fn prefix(id: u16, key_group: u32) -> [u8; 4] {
 }
 
 impl RocksDbTable {
+    /// Calls `visit` with every (key after table id and key group, value) whose stored key
+    /// starts with `start`, in key order.
+    fn scan_from(&self, start: &[u8], visit: &mut dyn FnMut(&[u8], &[u8])) -> Result<(), StateError> {
+        for item in self.db.iterator(IteratorMode::From(start, Direction::Forward)) {
+            let (key, value) = item.map_err(|e| error("scan", e))?;
+            if !key.starts_with(start) {
+                break;
+            }
+            visit(&key[4..], &value);
+        }
+        Ok(())
+    }
+
     /// Writes the full key into the reused buffer.
     fn fill_key(&mut self, key_group: u32, key: &[u8]) {
         self.key.clear();
@@ -318,25 +331,10 @@ impl RawTable for RocksDbTable {
     ) -> Result<(), StateError> {
         let mut start = self::prefix(self.id, key_group).to_vec();
         start.extend_from_slice(prefix);
-        for item in self.db.iterator(IteratorMode::From(&start, Direction::Forward)) {
-            let (key, value) = item.map_err(|e| error("scan", e))?;
-            if !key.starts_with(&start) {
-                break;
-            }
-            visit(&key[4..], &value);
-        }
-        Ok(())
+        self.scan_from(&start, visit)
     }
 
     fn scan(&self, key_group: u32, visit: &mut dyn FnMut(&[u8], &[u8])) -> Result<(), StateError> {
-        let start = prefix(self.id, key_group);
-        for item in self.db.iterator(IteratorMode::From(&start, Direction::Forward)) {
-            let (key, value) = item.map_err(|e| error("scan", e))?;
-            if !key.starts_with(&start) {
-                break;
-            }
-            visit(&key[4..], &value);
-        }
-        Ok(())
+        self.scan_from(&prefix(self.id, key_group), visit)
     }
 }
