@@ -116,6 +116,31 @@ fn files_in(dir: &Path) -> BTreeSet<String> {
     entries.into_iter().map(|e| format!("shared/{}", e.file_name().to_string_lossy())).collect()
 }
 
+/// Runs a job restored as `env` says (at parallelism 3, so rescaled) that reads every key
+/// once more from a new source: each count must be one above `expected`'s. Its own
+/// checkpoints go to `checkpoints` too and are removed when it finishes.
+fn assert_restores(env: &Env, dir: &Path, checkpoints: &Path, expected: &BTreeMap<u64, u64>, what: &str) -> JobResult {
+    let sink = CollectSink::new();
+    env.set_parallelism(3);
+    env.set_state_backend(rocksdb(dir));
+    env.set_allow_non_restored_state(true);
+    env.enable_checkpointing(20);
+    env.set_checkpoint_dir(checkpoints);
+    env.from_collection((0..KEYS).collect())
+        .uid("verify")
+        .key_by(|k: &u64| *k)
+        .process(Count::default())
+        .uid("count")
+        .add_sink(sink.clone());
+    let result = env.execute("verify").unwrap();
+    let got: BTreeMap<u64, u64> = sink.take().into_iter().collect();
+    assert_eq!(got.len() as u64, KEYS);
+    for (key, count) in got {
+        assert_eq!(count, expected.get(&key).copied().unwrap_or(0) + 1, "key {key} restored from {what}");
+    }
+    result
+}
+
 #[test]
 fn incremental_checkpoints_upload_little_keep_what_retained_ones_need_and_restore_exactly() {
     let dir = temp_dir("incremental");
@@ -165,37 +190,38 @@ fn incremental_checkpoints_upload_little_keep_what_retained_ones_need_and_restor
 
     // Each retained checkpoint restores to exactly its state: a job reading every key once
     // more (from a new source) sees each count one above the checkpoint's.
-    for checkpoint in &retained {
+    let expected_at = |checkpoint: &Path| {
         let id: u64 = checkpoint.file_name().unwrap().to_string_lossy()["chk-".len()..].parse().unwrap();
         let &(_, phase, offset) = log
             .iter()
             .find(|(logged, _, _)| *logged == id)
             .or_else(|| log.iter().find(|(logged, _, _)| *logged == u64::MAX))
             .unwrap();
-        let expected = expected_counts(phase, offset);
-        let sink = CollectSink::new();
+        expected_counts(phase, offset)
+    };
+    for checkpoint in &retained {
         let env = Env::new();
-        env.set_parallelism(3);
-        env.set_state_backend(rocksdb(&dir));
         env.restore_from(checkpoint);
-        env.set_allow_non_restored_state(true);
-        // Checkpoints of the restored job go to the same directory and are removed when
-        // it finishes; the files of the checkpoint it started from must stay.
-        env.enable_checkpointing(20);
-        env.set_checkpoint_dir(&checkpoints);
-        env.from_collection((0..KEYS).collect())
-            .uid("verify")
-            .key_by(|k: &u64| *k)
-            .process(Count::default())
-            .uid("count")
-            .add_sink(sink.clone());
-        env.execute("verify").unwrap();
-        let got: BTreeMap<u64, u64> = sink.take().into_iter().collect();
-        assert_eq!(got.len() as u64, KEYS);
-        for (key, count) in got {
-            assert_eq!(count, expected.get(&key).copied().unwrap_or(0) + 1, "key {key} restored from {checkpoint:?}");
-        }
+        assert_restores(&env, &dir, &checkpoints, &expected_at(checkpoint), &format!("{checkpoint:?}"));
     }
+
+    // A corrupt file only the newest checkpoint has: restoring the latest falls back to
+    // the one before, and says which file was wrong.
+    let older: BTreeSet<String> = retained[..2].iter().flat_map(|d| referenced_shared_files(d)).collect();
+    let only_newest: Vec<String> = referenced_shared_files(&retained[2]).difference(&older).cloned().collect();
+    assert!(!only_newest.is_empty(), "the newest checkpoint has files of its own");
+    let victim = checkpoints.join(&only_newest[0]);
+    let original = std::fs::read(&victim).unwrap();
+    let mut flipped = original.clone();
+    flipped[original.len() / 2] ^= 0x20;
+    std::fs::write(&victim, flipped).unwrap();
+    let env = Env::new();
+    env.restore_latest_from(&checkpoints);
+    let result = assert_restores(&env, &dir, &checkpoints, &expected_at(&retained[1]), "fallback");
+    let warned = result.warnings.iter().any(|w| w.contains("skipping checkpoint") && w.contains(&only_newest[0]));
+    assert!(warned, "{:?}", result.warnings);
+    std::fs::write(&victim, original).unwrap();
+
     // The heap backend cannot read RocksDB's files: a clear error, not a panic.
     let env = Env::new();
     env.restore_from(&retained[0]);
