@@ -7,6 +7,17 @@
 //! `Send + Sync` ids that find the installed backend through a thread-local. That keeps
 //! Flink's `count.value()` style without `Rc` in user structs, and makes a handle used
 //! outside a keyed context an error rather than undefined behaviour.
+//!
+//! Where the values are:
+//! - [`HeapTable`]: per key group, a hash table of Rust values — all of them (heap
+//!   backend), or a write-back cache of the hot ones over a [`RawTable`] (RocksDB).
+//! - [`MapEntriesTable`]: a MapState in a raw store, one entry per user key.
+//! - [`RawStore`] / [`RawTable`]: the byte store below (implemented by
+//!   `eddy-state-rocksdb`), laid out so that a key group is a range scan.
+//!
+//! Snapshots come in two forms: canonical ([`KeyedStateSnapshot::states`], key group by
+//! key group, the same bytes whatever the backend) and native ([`NativeSnapshot`], a
+//! backend's own files, for incremental checkpoints).
 
 mod aggregating;
 mod backend;
