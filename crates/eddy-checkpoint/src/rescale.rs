@@ -74,7 +74,7 @@ mod tests {
                     keyed: Some(KeyedStateSnapshot {
                         key_group_range: Some(range),
                         states: vec![KeyedStateEntries { name: "s".into(), ttl: false, key_groups }],
-                        native: Vec::new(),
+                        ..KeyedStateSnapshot::default()
                     }),
                     operator: Default::default(),
                 }

@@ -43,7 +43,55 @@ pub trait KeyedTable: Send {
     fn restore_key_group(&mut self, local_group: usize, bytes: &[u8]) -> Result<(), StateError>;
     /// Drops every value.
     fn clear_all(&mut self) -> Result<(), StateError>;
+    /// For a snapshot taken in two parts: copies what the snapshot needs now and returns
+    /// the work that turns it into [`KeyedTable::snapshot_key_group`]'s bytes later, off
+    /// the task thread; `None` when the table has no such split.
+    fn deferred_snapshot(&self) -> Option<DeferredKeyGroups> {
+        None
+    }
 }
+
+/// Builds the (key group, canonical bytes) of one state, in the asynchronous part.
+pub type DeferredKeyGroups = Box<dyn FnOnce() -> Result<Vec<(u32, Vec<u8>)>, StateError> + Send>;
+
+/// A state whose canonical key groups are still to be built (see
+/// [`KeyedStateSnapshot::complete_deferred`]).
+#[derive(Clone)]
+pub struct DeferredState {
+    name: String,
+    ttl: bool,
+    build: std::sync::Arc<std::sync::Mutex<Option<DeferredKeyGroups>>>,
+}
+
+impl DeferredState {
+    pub fn new(name: &str, ttl: bool, build: DeferredKeyGroups) -> Self {
+        Self { name: name.to_string(), ttl, build: std::sync::Arc::new(std::sync::Mutex::new(Some(build))) }
+    }
+
+    /// Builds the state's entries (once; a second call finds nothing to build).
+    fn build(self) -> Result<Option<KeyedStateEntries>, StateError> {
+        let build = self.build.lock().unwrap_or_else(|p| p.into_inner()).take();
+        match build {
+            Some(build) => Ok(Some(KeyedStateEntries { name: self.name, ttl: self.ttl, key_groups: build()? })),
+            None => Ok(None),
+        }
+    }
+}
+
+impl std::fmt::Debug for DeferredState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "DeferredState({})", self.name)
+    }
+}
+
+/// Work still to do is not part of what a snapshot is.
+impl PartialEq for DeferredState {
+    fn eq(&self, _other: &Self) -> bool {
+        true
+    }
+}
+
+impl Eq for DeferredState {}
 
 /// What a backend gives the typed code that creates a declared state's table.
 pub struct TableSpec {
@@ -118,12 +166,20 @@ pub struct KeyedStateSnapshot {
     pub key_group_range: Option<KeyGroupRange>,
     pub states: Vec<KeyedStateEntries>,
     pub native: Vec<super::native::NativeSnapshot>,
+    /// States whose key groups the asynchronous part builds (heap values copied in the
+    /// synchronous part). Not part of the stored form.
+    #[serde(skip)]
+    pub deferred: Vec<DeferredState>,
 }
 
 impl KeyedStateSnapshot {
-    /// The asynchronous part of a snapshot: reads the canonical form out of native files
-    /// whose backend deferred it (see [`KeyedStateBackend::snapshot_for_checkpoint`]).
+    /// The asynchronous part of a snapshot: builds the canonical form of deferred states
+    /// and reads it out of native files whose backend deferred it (see
+    /// [`KeyedStateBackend::snapshot_for_checkpoint`]).
     pub fn complete_deferred(&mut self) -> Result<(), StateError> {
+        for deferred in std::mem::take(&mut self.deferred) {
+            self.states.extend(deferred.build()?);
+        }
         let natives = std::mem::take(&mut self.native);
         for native in natives {
             match native.deferred_canonical {

@@ -5,7 +5,10 @@
 //! access hashes nothing.
 
 use super::backend::TableSpec;
-use super::backend::{CurrentKey, KeyedStateBackend, KeyedStateEntries, KeyedStateSnapshot, KeyedTable, StateId};
+use super::backend::{
+    CurrentKey, DeferredKeyGroups, DeferredState, KeyedStateBackend, KeyedStateEntries, KeyedStateSnapshot, KeyedTable,
+    StateId,
+};
 use super::raw::{read_varint, write_varint, RawLayout, RawStore, RawTable};
 use crate::descriptor::StateMeta;
 use crate::descriptor::{StateTtlConfig, TtlUpdateType};
@@ -338,27 +341,14 @@ impl<S: StateValue> KeyedTable for HeapTable<S> {
     fn snapshot_key_group(&self, local_group: usize) -> Result<Option<Vec<u8>>, StateError> {
         match &self.raw {
             None => {
-                if self.groups[local_group].is_empty() {
-                    return Ok(None);
-                }
-                // Sorted by key, like a RocksDB scan: snapshots are canonical byte for byte.
                 // Expired values are left out (cleanup in full snapshots).
                 let now = self.clock.now_ms();
-                let mut entries: Vec<&Entry<S>> =
-                    self.groups[local_group].iter().filter(|e| e.expires_ms > now).collect();
-                if entries.is_empty() {
-                    return Ok(None);
-                }
-                entries.sort_unstable_by(|a, b| a.key.cmp(&b.key));
-                let serialized = match self.ttl {
-                    None => postcard::to_allocvec(&entries.iter().map(|e| (&*e.key, &e.value)).collect::<Vec<_>>()),
-                    Some(_) => postcard::to_allocvec(
-                        &entries.iter().map(|e| (&*e.key, (e.expires_ms.to_be_bytes(), &e.value))).collect::<Vec<_>>(),
-                    ),
-                };
-                serialized
-                    .map(Some)
-                    .map_err(|e| StateError::Serialize { state: self.name.clone(), message: e.to_string() })
+                let mut entries: Vec<(&[u8], u64, &S)> = self.groups[local_group]
+                    .iter()
+                    .filter(|e| e.expires_ms > now)
+                    .map(|e| (&*e.key, e.expires_ms, &e.value))
+                    .collect();
+                serialize_group(&self.name, &mut entries, self.ttl.is_some())
             }
             Some(raw) => {
                 let key_group = self.first_key_group + local_group as u32;
@@ -366,6 +356,40 @@ impl<S: StateValue> KeyedTable for HeapTable<S> {
                 canonical_key_group(raw.as_ref(), key_group, layout, self.clock.now_ms())
             }
         }
+    }
+
+    fn deferred_snapshot(&self) -> Option<DeferredKeyGroups> {
+        if self.raw.is_some() {
+            return None;
+        }
+        // A copy of the live entries now (keys of a key group in one buffer), sorted and
+        // serialized later, off the task thread.
+        let now = self.clock.now_ms();
+        let mut groups = Vec::with_capacity(self.groups.len());
+        for (local, group) in self.groups.iter().enumerate() {
+            let mut keys = Vec::new();
+            let mut entries = Vec::with_capacity(group.len());
+            for entry in group.iter().filter(|e| e.expires_ms > now) {
+                let start = keys.len();
+                keys.extend_from_slice(&entry.key);
+                entries.push((start, keys.len(), entry.expires_ms, entry.value.clone()));
+            }
+            if !entries.is_empty() {
+                groups.push((self.first_key_group + local as u32, keys, entries));
+            }
+        }
+        let (name, ttl) = (self.name.clone(), self.ttl.is_some());
+        Some(Box::new(move || {
+            let mut key_groups = Vec::with_capacity(groups.len());
+            for (key_group, keys, entries) in &groups {
+                let mut refs: Vec<(&[u8], u64, &S)> =
+                    entries.iter().map(|(start, end, expiry, value)| (&keys[*start..*end], *expiry, value)).collect();
+                if let Some(bytes) = serialize_group(&name, &mut refs, ttl)? {
+                    key_groups.push((*key_group, bytes));
+                }
+            }
+            Ok(key_groups)
+        }))
     }
 
     fn restore_key_group(&mut self, local_group: usize, bytes: &[u8]) -> Result<(), StateError> {
@@ -412,6 +436,27 @@ impl<S: StateValue> KeyedTable for HeapTable<S> {
         }
         Ok(())
     }
+}
+
+/// One key group's entries (key, expiry, value) in the canonical form: sorted by key, like
+/// a RocksDB scan, so that snapshots are canonical byte for byte; `None` when empty.
+fn serialize_group<S: StateValue>(
+    name: &str,
+    entries: &mut [(&[u8], u64, &S)],
+    ttl: bool,
+) -> Result<Option<Vec<u8>>, StateError> {
+    if entries.is_empty() {
+        return Ok(None);
+    }
+    entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
+    let serialized = if ttl {
+        postcard::to_allocvec(
+            &entries.iter().map(|(k, expiry, v)| (*k, (expiry.to_be_bytes(), *v))).collect::<Vec<_>>(),
+        )
+    } else {
+        postcard::to_allocvec(&entries.iter().map(|(k, _, v)| (*k, *v)).collect::<Vec<_>>())
+    };
+    serialized.map(Some).map_err(|e| StateError::Serialize { state: name.to_string(), message: e.to_string() })
 }
 
 /// (key, stored value) byte spans.
@@ -752,7 +797,7 @@ impl KeyedStateBackend for HeapKeyedStateBackend {
             }
             states.push(KeyedStateEntries { name, ttl: layout.has_ttl(), key_groups });
         }
-        Ok(KeyedStateSnapshot { key_group_range: Some(self.range), states, native: Vec::new() })
+        Ok(KeyedStateSnapshot { key_group_range: Some(self.range), states, native: Vec::new(), deferred: Vec::new() })
     }
 
     fn snapshot_for_checkpoint(
@@ -765,16 +810,35 @@ impl KeyedStateBackend for HeapKeyedStateBackend {
             Some(store) => store.native_snapshot(checkpoint_id, canonical)?,
             None => None,
         };
-        match native {
+        if let Some(native) = native {
             // Restored canonical states not declared yet cannot go into the store (their
             // types are unknown), so they travel beside its files.
-            Some(native) => Ok(KeyedStateSnapshot {
+            return Ok(KeyedStateSnapshot {
                 key_group_range: Some(self.range),
                 states: self.restored.clone(),
                 native: vec![native],
-            }),
-            None => self.snapshot(),
+                deferred: Vec::new(),
+            });
         }
+        if self.raw_store.is_some() {
+            return self.snapshot();
+        }
+        // On the heap: copies of the values now, serialized in the asynchronous part.
+        let mut deferred = Vec::with_capacity(self.states.len());
+        for declared in &self.states {
+            match declared.table.deferred_snapshot() {
+                Some(build) => {
+                    deferred.push(DeferredState::new(&declared.meta.name, declared.meta.ttl.is_some(), build))
+                }
+                None => return self.snapshot(),
+            }
+        }
+        Ok(KeyedStateSnapshot {
+            key_group_range: Some(self.range),
+            states: self.restored.clone(),
+            native: Vec::new(),
+            deferred,
+        })
     }
 
     fn table_by_name_mut(&mut self, name: &str) -> Option<&mut dyn KeyedTable> {
