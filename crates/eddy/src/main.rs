@@ -58,6 +58,16 @@ enum CheckpointCommand {
     /// Prints the operators, states, key-group ranges, sizes and checksum status of a
     /// checkpoint or savepoint directory; exits 1 if a file is corrupt.
     Inspect { path: PathBuf },
+    /// Deletes the files in DIR/shared that no complete checkpoint in the checkpoint
+    /// directory DIR references (left by a process killed while writing a checkpoint).
+    /// Run it only while no job writes into DIR: an unfinished checkpoint's files look
+    /// unreferenced too.
+    CleanShared {
+        dir: PathBuf,
+        /// Only list what would be deleted.
+        #[arg(long)]
+        dry_run: bool,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -198,6 +208,19 @@ fn inspect(path: &std::path::Path) -> Result<String, String> {
     }
 }
 
+fn clean_shared(dir: &std::path::Path, dry_run: bool) -> Result<String, String> {
+    let unreferenced = eddy::checkpoint::storage::unreferenced_shared_files(dir).map_err(|e| e.to_string())?;
+    let mut out = String::new();
+    for location in &unreferenced {
+        if !dry_run {
+            std::fs::remove_file(dir.join(location)).map_err(|e| format!("cannot delete {location}: {e}"))?;
+        }
+        out.push_str(&format!("{} {location}\n", if dry_run { "would delete" } else { "deleted" }));
+    }
+    out.push_str(&format!("{} unreferenced shared file(s)", unreferenced.len()));
+    Ok(out)
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
@@ -207,6 +230,10 @@ fn main() -> ExitCode {
         }
         Command::Checkpoint { command: CheckpointCommand::Inspect { path } }
         | Command::Savepoint { command: CheckpointCommand::Inspect { path } } => inspect(&path),
+        Command::Checkpoint { command: CheckpointCommand::CleanShared { dir, dry_run } }
+        | Command::Savepoint { command: CheckpointCommand::CleanShared { dir, dry_run } } => {
+            clean_shared(&dir, dry_run)
+        }
     };
     match result {
         Ok(output) => {

@@ -342,3 +342,42 @@ fn claim_refuses_a_checkpoint_outside_the_jobs_directory() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `eddy checkpoint clean-shared` deletes shared files no complete checkpoint references
+/// (as a process killed mid-checkpoint leaves them) and nothing else.
+#[test]
+fn clean_shared_deletes_only_unreferenced_files() {
+    let dir = temp_dir("clean-shared");
+    let checkpoints = dir.join("checkpoints");
+    let env = Env::new();
+    env.set_parallelism(2);
+    env.set_state_backend(rocksdb(&dir));
+    env.set_checkpoint_config(CheckpointConfig {
+        interval_ms: 600_000,
+        retain_on_cancel: true,
+        ..CheckpointConfig::default()
+    });
+    env.set_checkpoint_dir(&checkpoints);
+    keys_job(&env, "all", 0..1_000);
+    env.execute("a").unwrap();
+    let kept = files_in(&checkpoints.join("shared"));
+    let some = checkpoints.join(kept.iter().next().unwrap());
+    std::fs::copy(&some, checkpoints.join("shared/orphan-000042.sst")).unwrap();
+    let clean = |extra: &[&str]| {
+        let output = std::process::Command::new(env!("CARGO_BIN_EXE_eddy"))
+            .args(["checkpoint", "clean-shared", checkpoints.to_str().unwrap()])
+            .args(extra)
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    };
+    let listed = clean(&["--dry-run"]);
+    assert!(listed.contains("would delete shared/orphan-000042.sst") && listed.contains("1 unreferenced"), "{listed}");
+    assert!(checkpoints.join("shared/orphan-000042.sst").exists());
+    let done = clean(&[]);
+    assert!(done.contains("deleted shared/orphan-000042.sst"), "{done}");
+    assert_eq!(files_in(&checkpoints.join("shared")), kept, "the referenced files stay");
+    load_checkpoint_dir(&checkpoint_dirs(&checkpoints)[0]).expect("the checkpoint still loads");
+    let _ = std::fs::remove_dir_all(&dir);
+}

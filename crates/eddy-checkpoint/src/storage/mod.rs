@@ -7,7 +7,9 @@ mod object;
 
 pub use memory::MemoryCheckpointStorage;
 pub use native::{fetch_native_files, file_safe, upload_native_files, SHARED_DIR};
-pub use object::{inspect_checkpoint_dir, load_checkpoint_dir, ObjectCheckpointStorage, TaskInspection};
+pub use object::{
+    inspect_checkpoint_dir, load_checkpoint_dir, unreferenced_shared_files, ObjectCheckpointStorage, TaskInspection,
+};
 
 use crate::error::CheckpointError;
 use crate::metadata::{CheckpointMetadata, StateHandle};

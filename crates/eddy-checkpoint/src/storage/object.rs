@@ -182,6 +182,42 @@ pub fn inspect_checkpoint_dir(
     Ok((metadata, tasks))
 }
 
+/// Shared files (`shared/…`, relative to `dir`) that no complete checkpoint in the
+/// checkpoint directory `dir` references: left behind by a checkpoint that was being
+/// written when its process died. Fails, naming it, if a checkpoint cannot be read (what
+/// it references would be unknown). Only meaningful while no job writes into `dir`.
+pub fn unreferenced_shared_files(dir: impl AsRef<Path>) -> Result<Vec<String>, CheckpointError> {
+    let dir = dir.as_ref();
+    let shown = dir.display().to_string();
+    let storage = ObjectCheckpointStorage::local(dir)?;
+    let mut referenced = std::collections::BTreeSet::new();
+    for location in storage.completed()? {
+        let name = location.rsplit('/').next().unwrap_or(&location).to_string();
+        let metadata = storage.read_metadata(&name)?;
+        for task in &metadata.tasks {
+            for operator in storage.read_task(&name, task)? {
+                let natives = operator.keyed.iter().flat_map(|k| &k.native);
+                for file in natives.flat_map(|n| &n.files).filter(|f| f.shared_name.is_some()) {
+                    referenced.insert(file.location.clone());
+                }
+            }
+        }
+    }
+    let shared = dir.join(super::SHARED_DIR);
+    let mut unreferenced = Vec::new();
+    if shared.is_dir() {
+        for entry in std::fs::read_dir(&shared).map_err(|e| io(&shown, e))? {
+            let entry = entry.map_err(|e| io(&shown, e))?;
+            let location = format!("{}/{}", super::SHARED_DIR, entry.file_name().to_string_lossy());
+            if !referenced.contains(&location) {
+                unreferenced.push(location);
+            }
+        }
+    }
+    unreferenced.sort();
+    Ok(unreferenced)
+}
+
 /// Storage rooted at a checkpoint directory's parent, and the directory's name in it.
 fn open_parent(dir: &Path) -> Result<(ObjectCheckpointStorage, String), CheckpointError> {
     let shown = dir.display().to_string();
