@@ -218,16 +218,18 @@ impl LocalExecutor {
                     };
                     let Some(delay_ms) = delay_ms else { return Err(error) };
                     result.restarts = backoff.restarts();
-                    result.warnings.push(format!("restart {} after: {error}", result.restarts));
                     std::thread::sleep(Duration::from_millis(delay_ms));
-                    restore = load_latest(storage.as_ref(), &mut result.warnings)
+                    // The newest checkpoint this run owns: never another run's, even a newer
+                    // one in the same directory.
+                    let own = |location: &str| {
+                        checkpoint_number(location).is_some_and(|n| retained.borrow().owns(CheckpointId(n)))
+                    };
+                    restore = load_latest_of(storage.as_ref(), &mut result.warnings, &own)
                         .map_err(|e| fail(format!("cannot restore after a failure: {e}")))?;
                     if let Some(checkpoint) = restore.as_mut() {
                         // The job's own checkpoint: its next checkpoints may reference the
                         // files instead of uploading them again.
-                        if retained.borrow().owns(checkpoint.metadata.checkpoint_id) {
-                            mark_native_owned(checkpoint);
-                        }
+                        mark_native_owned(checkpoint);
                     }
                     if restore.is_none() {
                         restore = match &config.restore {
@@ -243,6 +245,8 @@ impl LocalExecutor {
                             None => None,
                         };
                     }
+                    let from = restore.as_ref().map_or_else(|| "the beginning".to_string(), |c| c.location.clone());
+                    result.warnings.push(format!("restart {} after: {error}; restoring from {from}", result.restarts));
                 }
             }
         }
@@ -334,8 +338,17 @@ fn load_latest(
     storage: &dyn CheckpointStorage,
     warnings: &mut Vec<String>,
 ) -> Result<Option<CompletedCheckpoint>, CheckpointError> {
+    load_latest_of(storage, warnings, &|_| true)
+}
+
+/// [`load_latest`] among the checkpoints whose location `accept` accepts.
+fn load_latest_of(
+    storage: &dyn CheckpointStorage,
+    warnings: &mut Vec<String>,
+    accept: &dyn Fn(&str) -> bool,
+) -> Result<Option<CompletedCheckpoint>, CheckpointError> {
     let mut first_error = None;
-    for location in storage.completed()? {
+    for location in storage.completed()?.into_iter().filter(|l| accept(l)) {
         match storage.load(&location) {
             Ok(checkpoint) => return Ok(Some(checkpoint)),
             Err(e) => {

@@ -144,6 +144,58 @@ fn fixed_delay_gives_up_after_its_attempts() {
     assert!(message.contains("always"), "{message}");
 }
 
+/// A job restored from the oldest of several checkpoints of another run, checkpointing
+/// into the same directory, that fails before it completed a checkpoint of its own,
+/// restarts from what it started from: never from the other run's newer checkpoints.
+#[test]
+fn a_failover_restores_the_jobs_own_checkpoints_only() {
+    let dir = temp_dir("failover-own");
+    let env = Env::new();
+    env.set_parallelism(2);
+    env.set_checkpoint_config(CheckpointConfig {
+        interval_ms: 30,
+        retained: 3,
+        retain_on_cancel: true,
+        ..CheckpointConfig::default()
+    });
+    env.set_checkpoint_dir(&dir);
+    counting_job(&env, 20_000, CollectSink::new());
+    env.execute("count").unwrap();
+    let earlier = checkpoint_dirs(&dir);
+    assert_eq!(earlier.len(), 3);
+
+    let env = Env::new();
+    env.set_parallelism(2);
+    env.set_checkpoint_config(CheckpointConfig { interval_ms: 60_000, ..CheckpointConfig::default() });
+    env.set_checkpoint_dir(&dir);
+    env.set_restart_strategy(RestartStrategy::FixedDelay { attempts: 3, delay_ms: 1 });
+    env.restore_from(&earlier[0]);
+    let failed = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let resumed = CollectSink::new();
+    env.from_sequence(0, 19_999)
+        .uid("numbers")
+        .map(move |i| {
+            if !failed.swap(true, std::sync::atomic::Ordering::SeqCst) {
+                panic!("injected failure");
+            }
+            i
+        })
+        .uid("slow")
+        .key_by(|i: &u64| i % 10)
+        .process(Count::default())
+        .uid("count")
+        .add_sink(resumed.clone())
+        .uid("sink");
+    let result = env.execute("count").unwrap();
+    assert_eq!(result.restarts, 1, "{:?}", result.warnings);
+    let started_from = earlier[0].file_name().unwrap().to_string_lossy().into_owned();
+    let restart = result.warnings.iter().find(|w| w.starts_with("restart 1 after")).unwrap();
+    assert!(restart.ends_with(&format!("/{started_from}")), "restarted from the checkpoint it started from: {restart}");
+    assert_counts_continue(&resumed.take(), 2_000);
+    assert_eq!(checkpoint_dirs(&dir), earlier, "the other run's checkpoints stay");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 #[test]
 fn a_restart_without_any_checkpoint_starts_over_exactly_once() {
     let dir = temp_dir("no-checkpoint");
