@@ -62,6 +62,10 @@ pub struct Args {
     /// RocksDB memory per slot in MiB (block cache + write buffers).
     #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u64).range(4..))]
     pub rocksdb_memory_mb: u64,
+    /// RocksDB: values per state cached on the heap in front of RocksDB.
+    #[arg(long, default_value_t = eddy::state::RocksDbStateBackend::DEFAULT_CACHE_ENTRIES as u64,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub rocksdb_cache_entries: u64,
     /// Parallelism of every operator.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
     pub parallelism: u32,
@@ -87,7 +91,8 @@ impl Args {
         env.set_parallelism(self.parallelism);
         if self.backend == Some(Backend::Rocksdb) {
             let backend = eddy::state::RocksDbStateBackend::new(rocksdb_dir())
-                .with_memory_per_slot(self.rocksdb_memory_mb as usize * 1024 * 1024);
+                .with_memory_per_slot(self.rocksdb_memory_mb as usize * 1024 * 1024)
+                .with_cache_entries(self.rocksdb_cache_entries as usize);
             env.set_state_backend(backend.with_incremental_checkpoints(self.incremental));
         } else if self.incremental {
             anyhow::bail!("--incremental needs --backend rocksdb (the heap backend takes full checkpoints)");

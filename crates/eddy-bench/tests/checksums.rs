@@ -37,6 +37,31 @@ fn join_checksum_matches_workloads_md() {
     }
 }
 
+/// W4 has no known checksum: RocksDB (with a heap cache far smaller than its keys, and
+/// with incremental checkpoints) must give the heap's.
+#[test]
+fn large_state_on_rocksdb_matches_the_heap() {
+    let common = ["large-state", "--events", "300000", "--keys", "200000"];
+    let (code, stdout, stderr) = bench(&[&common[..], &["--backend", "heap"]].concat());
+    assert_eq!(code, 0, "{stderr}");
+    let heap = last_line_checksum(&stdout).to_string();
+    let dir = std::env::temp_dir().join(format!("eddy-bench-w4-{}", std::process::id()));
+    let chk = dir.to_str().unwrap();
+    for extra in [
+        &["--parallelism", "1"][..],
+        &["--parallelism", "2", "--incremental", "--checkpoint-ms", "50", "--checkpoint-dir", chk],
+    ] {
+        let rocksdb = ["--backend", "rocksdb", "--rocksdb-cache-entries", "1000"];
+        let (code, stdout, stderr) = bench(&[&common[..], &rocksdb, extra].concat());
+        assert_eq!(code, 0, "{stderr}");
+        assert_eq!(last_line_checksum(&stdout), heap, "{extra:?}");
+    }
+    let (code, _, stderr) = bench(&["api-count", "--events", "10", "--incremental"]);
+    assert_eq!(code, 1);
+    assert!(stderr.contains("--incremental needs --backend rocksdb"), "{stderr}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn rate_cap_slows_the_source_down() {
     let (code, stdout, _) = bench(&["api-count", "--events", "20000", "--keys", "100", "--rate", "40000"]);

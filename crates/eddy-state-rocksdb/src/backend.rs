@@ -31,6 +31,11 @@ pub struct RocksDbStateBackend {
 }
 
 impl RocksDbStateBackend {
+    /// Values per state cached on the heap unless [`Self::with_cache_entries`] says otherwise.
+    pub const DEFAULT_CACHE_ENTRIES: usize = DEFAULT_CACHE_ENTRIES;
+    /// Memory per slot unless [`Self::with_memory_per_slot`] says otherwise.
+    pub const DEFAULT_MEMORY_BYTES: usize = DEFAULT_MEMORY_BYTES;
+
     /// Working directories under `working_dir`, default memory budget and cache, full
     /// checkpoints.
     pub fn new(working_dir: impl Into<PathBuf>) -> Self {
