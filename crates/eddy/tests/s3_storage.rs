@@ -127,7 +127,7 @@ fn incremental_rocksdb_checkpoints_in_s3() {
     let backend = || RocksDbStateBackend::new(&working).with_incremental_checkpoints(true);
     let env = Env::new();
     env.set_state_backend(backend());
-    let result = run_until_savepoint(&env, "s3://eddy-test/incremental", "s3://eddy-test/incremental-savepoints", 250);
+    let result = run_until_savepoint(&env, "s3://eddy-test/incremental", "s3://eddy-test/incremental-savepoints", 400);
     // (Uploads to moto are slow: one checkpoint may be all that completes before the stop.)
     assert!(result.checkpoints_completed >= 1, "{result:?}");
     let storage = ObjectCheckpointStorage::open("s3://eddy-test/incremental").unwrap();
