@@ -418,4 +418,45 @@ pub fn run_ttl(factory: ClockedBackendFactory<'_>) {
     clock.advance_ms(101);
     assert_eq!(read.get().unwrap(), Vec::<u64>::new(), "expires after restore too");
     take_backend();
+    ttl_per_element(factory);
+}
+
+/// List elements and map entries expire one by one, as in Flink: a later write does not
+/// keep earlier ones alive; a read renews only what it read (OnReadAndWrite).
+fn ttl_per_element(factory: ClockedBackendFactory<'_>) {
+    let clock = eddy_types::ManualClock::new(1_000);
+    install_backend(factory(std::sync::Arc::new(clock.clone()))).unwrap();
+    let ttl = StateTtlConfig::new(100);
+    let list = ListState::declare(&ListStateDescriptor::<u32>::new("list").with_ttl(ttl)).unwrap();
+    let map = MapState::declare(&MapStateDescriptor::<String, u32>::new("map").with_ttl(ttl)).unwrap();
+    let renewing = ttl.with_update_type(TtlUpdateType::OnReadAndWrite);
+    let read_map = MapState::declare(&MapStateDescriptor::<String, u32>::new("read-map").with_ttl(renewing)).unwrap();
+    set_key(&7u64);
+    list.add(1).unwrap();
+    map.put("a".into(), 1).unwrap();
+    read_map.put_all(vec![("a".to_string(), 1), ("b".to_string(), 2)]).unwrap();
+    clock.advance_ms(60);
+    list.add(2).unwrap();
+    map.put("b".into(), 2).unwrap();
+    assert_eq!(read_map.get(&"a".into()).unwrap(), Some(1), "read at 60 ms: renewed");
+    clock.advance_ms(60); // 120 ms: the first writes expired, the second ones not
+    assert_eq!(list.get().unwrap(), vec![2]);
+    assert_eq!(map.get(&"a".into()).unwrap(), None);
+    assert_eq!(map.entries().unwrap(), vec![("b".to_string(), 2)]);
+    assert!(!map.contains(&"a".into()).unwrap() && map.contains(&"b".into()).unwrap());
+    assert_eq!(read_map.entries().unwrap(), vec![("a".to_string(), 1)], "b was never read again");
+    // Into a snapshot and back: expiries are kept.
+    let snapshot = take_backend().unwrap().snapshot().unwrap();
+    let mut restored = factory(std::sync::Arc::new(clock.clone()));
+    restored.set_restored(snapshot);
+    install_backend(restored).unwrap();
+    let list = ListState::declare(&ListStateDescriptor::<u32>::new("list").with_ttl(ttl)).unwrap();
+    let map = MapState::declare(&MapStateDescriptor::<String, u32>::new("map").with_ttl(ttl)).unwrap();
+    set_key(&7u64);
+    assert_eq!(list.get().unwrap(), vec![2]);
+    assert_eq!(map.keys().unwrap(), vec!["b".to_string()]);
+    clock.advance_ms(50); // 170 ms: everything written at 60 ms expired
+    assert_eq!(list.get().unwrap(), Vec::<u32>::new());
+    assert!(map.is_empty().unwrap());
+    take_backend();
 }

@@ -251,6 +251,26 @@ impl<S: StateValue> HeapTable<S> {
         Ok(())
     }
 
+    /// The time to-live time is read from, wall-clock ms.
+    pub fn now_ms(&self) -> u64 {
+        self.clock.now_ms()
+    }
+
+    /// Changes the current key's value in place if it has one.
+    pub fn modify_existing<R>(
+        &mut self,
+        key: &CurrentKey,
+        change: impl FnOnce(&mut S) -> R,
+    ) -> Result<Option<R>, StateError>
+    where
+        S: Default,
+    {
+        if self.get(key)?.is_none() {
+            return Ok(None);
+        }
+        self.modify(key, S::default, change).map(Some)
+    }
+
     /// Changes the current key's value in place (inserting `init()` first when absent).
     pub fn modify<R>(
         &mut self,

@@ -1,14 +1,15 @@
 //! `MapState<K, V>`: a map of user keys to values, per key.
 //!
-//! On the heap (and for maps with a time to live) a key's map is one value in a
-//! [`HeapTable`]; in a raw store (RocksDB) each user key is an entry of its own
-//! ([`MapEntriesTable`]), so one user key is read or written without the rest of the map.
+//! On the heap a key's map is one value in a [`HeapTable`]; in a raw store (RocksDB) each
+//! user key is an entry of its own ([`MapEntriesTable`]), so one user key is read or
+//! written without the rest of the map. With a time to live every entry has its own
+//! expiry, kept beside its value in a map that is one value per key on either backend.
 
 use super::backend::{with_backend, CurrentKey, TableSpec};
 use super::map_entries::MapEntriesTable;
 use super::raw::RawLayout;
 use super::{HeapTable, KeyedTable, StateId};
-use crate::descriptor::{MapStateDescriptor, StateKind, StateMeta};
+use crate::descriptor::{MapStateDescriptor, StateKind, StateMeta, StateTtlConfig, TtlUpdateType};
 use crate::error::StateError;
 use crate::{MapKey, StateValue};
 use std::collections::HashMap;
@@ -19,12 +20,13 @@ use std::sync::Arc;
 pub struct MapState<K, V> {
     id: StateId,
     name: Arc<str>,
+    ttl: Option<StateTtlConfig>,
     _types: PhantomData<fn() -> (K, V)>,
 }
 
 impl<K, V> Clone for MapState<K, V> {
     fn clone(&self) -> Self {
-        Self { id: self.id, name: self.name.clone(), _types: PhantomData }
+        Self { id: self.id, name: self.name.clone(), ttl: self.ttl, _types: PhantomData }
     }
 }
 
@@ -102,9 +104,103 @@ impl<K: MapKey, V: StateValue> MapOps<K, V> for MapEntriesTable<K, V> {
     }
 }
 
+/// A map whose entries each have their own expiry (wall-clock ms), as in Flink: putting
+/// one entry does not keep the others alive. The key's own expiry is its newest entry's.
+struct ExpiringMap<'a, K, V> {
+    table: &'a mut HeapTable<HashMap<K, (u64, V)>>,
+    ttl: StateTtlConfig,
+}
+
+impl<K: MapKey, V: StateValue> ExpiringMap<'_, K, V> {
+    fn renews_on_read(&self) -> bool {
+        self.ttl.update_type == TtlUpdateType::OnReadAndWrite
+    }
+
+    /// Drops the key's map when no entry is left.
+    fn drop_if_empty(&mut self, key: &CurrentKey) -> Result<(), StateError> {
+        if HeapTable::get(self.table, key)?.is_some_and(HashMap::is_empty) {
+            HeapTable::remove(self.table, key)?;
+        }
+        Ok(())
+    }
+}
+
+impl<K: MapKey, V: StateValue> MapOps<K, V> for ExpiringMap<'_, K, V> {
+    fn get(&mut self, key: &CurrentKey, user_key: &K) -> Result<Option<V>, StateError> {
+        let now = self.table.now_ms();
+        if self.renews_on_read() {
+            let renewed = now.saturating_add(self.ttl.ttl_ms);
+            let found = self.table.modify_existing(key, |map| match map.get_mut(user_key) {
+                Some((expiry, value)) if *expiry > now => {
+                    *expiry = renewed;
+                    Some(value.clone())
+                }
+                _ => None,
+            })?;
+            return Ok(found.flatten());
+        }
+        let map = HeapTable::get(self.table, key)?;
+        Ok(map.and_then(|m| m.get(user_key)).filter(|(expiry, _)| *expiry > now).map(|(_, v)| v.clone()))
+    }
+
+    fn put_all(&mut self, key: &CurrentKey, entries: Vec<(K, V)>) -> Result<(), StateError> {
+        let now = self.table.now_ms();
+        let expiry = now.saturating_add(self.ttl.ttl_ms);
+        self.table.modify(key, HashMap::new, |map| {
+            map.retain(|_, (e, _)| *e > now);
+            map.extend(entries.into_iter().map(|(k, v)| (k, (expiry, v))));
+        })
+    }
+
+    fn remove(&mut self, key: &CurrentKey, user_key: &K) -> Result<Option<V>, StateError> {
+        let now = self.table.now_ms();
+        let removed = self.table.modify_existing(key, |map| map.remove(user_key))?.flatten();
+        self.drop_if_empty(key)?;
+        Ok(removed.filter(|(expiry, _)| *expiry > now).map(|(_, v)| v))
+    }
+
+    fn entries(&mut self, key: &CurrentKey) -> Result<Vec<(K, V)>, StateError> {
+        let now = self.table.now_ms();
+        let renewed = self.renews_on_read().then(|| now.saturating_add(self.ttl.ttl_ms));
+        let live = self.table.modify_existing(key, |map| {
+            map.retain(|_, (e, _)| *e > now);
+            map.iter_mut()
+                .map(|(k, (expiry, v))| {
+                    if let Some(renewed) = renewed {
+                        *expiry = renewed;
+                    }
+                    (k.clone(), v.clone())
+                })
+                .collect::<Vec<_>>()
+        })?;
+        self.drop_if_empty(key)?;
+        Ok(live.unwrap_or_default())
+    }
+
+    fn is_empty(&mut self, key: &CurrentKey) -> Result<bool, StateError> {
+        let now = self.table.now_ms();
+        let map = HeapTable::get(self.table, key)?;
+        Ok(map.is_none_or(|m| m.values().all(|(expiry, _)| *expiry <= now)))
+    }
+
+    fn clear(&mut self, key: &CurrentKey) -> Result<(), StateError> {
+        HeapTable::remove(self.table, key).map(|_| ())
+    }
+}
+
 impl<K: MapKey, V: StateValue> MapState<K, V> {
     pub fn declare(descriptor: &MapStateDescriptor<K, V>) -> Result<Self, StateError> {
         let name = descriptor.name.clone();
+        if let Some(ttl) = descriptor.ttl {
+            let mut meta = StateMeta::of::<HashMap<K, (u64, V)>>(&name, StateKind::Map);
+            meta.ttl = Some(ttl);
+            let id = with_backend(&name, |backend| {
+                backend.register(meta, &mut |spec: TableSpec| -> Box<dyn KeyedTable> {
+                    Box::new(HeapTable::<HashMap<K, (u64, V)>>::from_spec(&name, spec, Some(ttl)))
+                })
+            })?;
+            return Ok(Self { id, name: Arc::from(name.as_str()), ttl: Some(ttl), _types: PhantomData });
+        }
         let ttl = descriptor.ttl;
         let mut meta = StateMeta::of::<HashMap<K, V>>(&name, StateKind::Map);
         meta.ttl = ttl;
@@ -121,7 +217,7 @@ impl<K: MapKey, V: StateValue> MapState<K, V> {
                 }
             })
         })?;
-        Ok(Self { id, name: Arc::from(name.as_str()), _types: PhantomData })
+        Ok(Self { id, name: Arc::from(name.as_str()), ttl: None, _types: PhantomData })
     }
 
     /// Runs `f` on the current key and its map's table.
@@ -132,6 +228,12 @@ impl<K: MapKey, V: StateValue> MapState<K, V> {
         with_backend(&self.name, |backend| {
             let (key, table) = backend.current_key_and_table(self.id, &self.name)?;
             let table = table.as_any_mut();
+            if let Some(ttl) = self.ttl {
+                return match table.downcast_mut::<HeapTable<HashMap<K, (u64, V)>>>() {
+                    Some(table) => f(key, &mut ExpiringMap { table, ttl }),
+                    None => Err(StateError::ForeignHandle { state: self.name.to_string() }),
+                };
+            }
             if table.is::<MapEntriesTable<K, V>>() {
                 let entries = table.downcast_mut::<MapEntriesTable<K, V>>().expect("checked");
                 return f(key, entries);
