@@ -87,6 +87,8 @@ impl CheckpointArgs {
                 lines.push(("last_checkpoint_bytes".into(), last.bytes.to_string()));
                 lines.push(("last_checkpoint_incremental_bytes".into(), last.incremental_bytes.to_string()));
                 lines.push(("last_checkpoint_ms".into(), last.duration_ms.to_string()));
+                lines.push(("last_checkpoint_sync_ms".into(), last.sync_ms.to_string()));
+                lines.push(("last_checkpoint_async_ms".into(), last.async_ms.to_string()));
             }
             // Over every completed checkpoint: one after a RocksDB compaction uploads much
             // more than the others, so the last one alone says little.
@@ -95,8 +97,10 @@ impl CheckpointArgs {
                 let n = history.len() as u64;
                 let uploaded: u64 = history.iter().map(|c| c.incremental_bytes).sum();
                 let millis: u64 = history.iter().map(|c| c.duration_ms).sum();
+                let sync: u64 = history.iter().map(|c| c.sync_ms).sum();
                 lines.push(("avg_checkpoint_incremental_bytes".into(), (uploaded / n).to_string()));
                 lines.push(("avg_checkpoint_ms".into(), (millis / n).to_string()));
+                lines.push(("avg_checkpoint_sync_ms".into(), (sync / n).to_string()));
             }
         }
         if result.restarts > 0 {

@@ -51,6 +51,7 @@ pub fn rescale(
         parallelism,
         keyed,
         operator,
+        sync_micros: 0,
     }))
 }
 
@@ -77,6 +78,7 @@ mod tests {
                         ..KeyedStateSnapshot::default()
                     }),
                     operator: Default::default(),
+                    sync_micros: 0,
                 }
             })
             .collect()

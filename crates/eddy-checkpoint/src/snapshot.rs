@@ -32,4 +32,8 @@ pub struct OperatorSnapshot {
     /// Keyed state, for operators after a `key_by`.
     pub keyed: Option<KeyedStateSnapshot>,
     pub operator: OperatorStateSnapshot,
+    /// How long the synchronous part took on the task thread, µs (for statistics; not
+    /// stored).
+    #[serde(skip)]
+    pub sync_micros: u64,
 }

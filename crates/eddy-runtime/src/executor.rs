@@ -48,6 +48,11 @@ pub struct CheckpointStats {
     pub bytes: u64,
     /// Bytes written for this checkpoint (less than `bytes` when it is incremental).
     pub incremental_bytes: u64,
+    /// The longest synchronous part of an operator (on its task thread, while its input
+    /// waits).
+    pub sync_ms: u64,
+    /// The asynchronous part: writing (and uploading) the state, off the task threads.
+    pub async_ms: u64,
     /// From trigger to stored metadata.
     pub duration_ms: u64,
     pub location: String,
@@ -684,6 +689,8 @@ impl AttemptRun<'_> {
         mut retained: Option<&mut RetainedCheckpoints>,
     ) -> Result<CheckpointStats, CheckpointError> {
         let (triggered, timestamp_ms) = self.triggered_at.get(&checkpoint.id.0).copied().unwrap_or((Instant::now(), 0));
+        let writing = Instant::now();
+        let sync_micros = checkpoint.task_states.iter().flatten().map(|s| s.sync_micros).max().unwrap_or(0);
         let mut tasks = Vec::with_capacity(checkpoint.task_states.len());
         let (mut bytes, mut incremental_bytes) = (0u64, 0u64);
         for (index, snapshots) in checkpoint.task_states.iter_mut().enumerate() {
@@ -727,6 +734,8 @@ impl AttemptRun<'_> {
             id: checkpoint.id,
             bytes,
             incremental_bytes,
+            sync_ms: sync_micros / 1000,
+            async_ms: writing.elapsed().as_millis() as u64,
             duration_ms: triggered.elapsed().as_millis() as u64,
             location,
         })

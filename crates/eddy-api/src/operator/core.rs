@@ -104,6 +104,7 @@ impl OperatorCore {
         barrier: &CheckpointBarrier,
         function: &mut dyn RichFunction,
     ) -> Result<OperatorSnapshot, TaskError> {
+        let started = std::time::Instant::now();
         let previous = self.info.shared.enter(self.info.index);
         let result = function.snapshot_state(&mut SnapshotContext::new(barrier.id.0, &mut self.operator_state));
         self.info.shared.leave(previous);
@@ -126,6 +127,7 @@ impl OperatorCore {
             parallelism: self.info.parallelism,
             keyed,
             operator,
+            sync_micros: started.elapsed().as_micros() as u64,
         })
     }
 
