@@ -124,7 +124,7 @@ fn inspect(path: &std::path::Path) -> Result<String, String> {
         metadata.max_parallelism,
         metadata.timestamp_ms
     );
-    let (mut total_bytes, mut corrupt) = (0u64, 0usize);
+    let (mut total_bytes, mut native_bytes, mut corrupt) = (0u64, 0u64, 0usize);
     for task in &tasks {
         let (file, bytes) = match &task.entry.handle {
             StateHandle::File { name, bytes, .. } => (name.clone(), *bytes),
@@ -171,6 +171,7 @@ fn inspect(path: &std::path::Path) -> Result<String, String> {
                     );
                 }
                 for native in &keyed.native {
+                    native_bytes += native.total_bytes();
                     let shared = native.files.iter().filter(|f| f.shared_name.is_some()).count();
                     let states: Vec<&str> = native.tables.iter().map(|t| t.name.as_str()).collect();
                     let _ = writeln!(
@@ -198,7 +199,11 @@ fn inspect(path: &std::path::Path) -> Result<String, String> {
             }
         }
     }
-    let _ = write!(w, "{} tasks, {total_bytes} bytes of state, ", tasks.len());
+    let _ = write!(w, "{} tasks, {total_bytes} bytes of state", tasks.len());
+    if native_bytes > 0 {
+        let _ = write!(w, " and {native_bytes} bytes of RocksDB files");
+    }
+    let _ = write!(w, ", ");
     if corrupt == 0 {
         let _ = write!(w, "all checksums ok");
         Ok(out)
