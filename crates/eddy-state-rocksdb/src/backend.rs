@@ -11,11 +11,6 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-/// Default memory budget of one slot's RocksDB instances (block cache + write buffers).
-pub const DEFAULT_MEMORY_BYTES: usize = 64 * 1024 * 1024;
-/// Default number of values per state cached on the heap (about 100 MB for small values).
-pub const DEFAULT_CACHE_ENTRIES: usize = 1_000_000;
-
 static NEXT_INSTANCE: AtomicU64 = AtomicU64::new(0);
 
 /// Chooses RocksDB as the keyed state backend of a job: `env.set_state_backend(...)`
@@ -31,18 +26,20 @@ pub struct RocksDbStateBackend {
 }
 
 impl RocksDbStateBackend {
-    /// Values per state cached on the heap unless [`Self::with_cache_entries`] says otherwise.
-    pub const DEFAULT_CACHE_ENTRIES: usize = DEFAULT_CACHE_ENTRIES;
-    /// Memory per slot unless [`Self::with_memory_per_slot`] says otherwise.
-    pub const DEFAULT_MEMORY_BYTES: usize = DEFAULT_MEMORY_BYTES;
+    /// Values per state cached on the heap unless [`Self::with_cache_entries`] says
+    /// otherwise (about 100 MB for small values).
+    pub const DEFAULT_CACHE_ENTRIES: usize = 1_000_000;
+    /// Memory per slot (block cache + write buffers) unless
+    /// [`Self::with_memory_per_slot`] says otherwise.
+    pub const DEFAULT_MEMORY_BYTES: usize = 64 * 1024 * 1024;
 
     /// Working directories under `working_dir`, default memory budget and cache, full
     /// checkpoints.
     pub fn new(working_dir: impl Into<PathBuf>) -> Self {
         Self {
             working_dir: working_dir.into(),
-            memory_bytes: DEFAULT_MEMORY_BYTES,
-            cache_entries: DEFAULT_CACHE_ENTRIES,
+            memory_bytes: Self::DEFAULT_MEMORY_BYTES,
+            cache_entries: Self::DEFAULT_CACHE_ENTRIES,
             incremental: false,
             slots: Arc::default(),
         }
@@ -69,10 +66,6 @@ impl RocksDbStateBackend {
     pub fn with_cache_entries(mut self, entries: usize) -> Self {
         self.cache_entries = entries;
         self
-    }
-
-    pub fn working_dir(&self) -> &std::path::Path {
-        &self.working_dir
     }
 
     /// A backend for one subtask's key groups, in a fresh working directory.

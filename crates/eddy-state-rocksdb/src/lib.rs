@@ -15,5 +15,5 @@ mod backend;
 mod native;
 mod store;
 
-pub use backend::{RocksDbStateBackend, DEFAULT_CACHE_ENTRIES, DEFAULT_MEMORY_BYTES};
+pub use backend::RocksDbStateBackend;
 pub use store::{RocksDbRawStore, SlotMemory};

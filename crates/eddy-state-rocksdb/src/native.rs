@@ -13,7 +13,7 @@
 
 use crate::store::{error, RocksDbRawStore, SlotMemory};
 use eddy_state::keyed::{
-    canonical_key_group, KeyedStateEntries, KeyedStateSnapshot, LocalFiles, NativeFile, NativeSnapshot,
+    canonical_key_group, KeyedStateEntries, KeyedStateSnapshot, LocalFiles, NativeFile, NativeSnapshot, Unstored,
 };
 use eddy_state::StateError;
 use eddy_types::KeyGroupRange;
@@ -54,9 +54,9 @@ pub(crate) fn take_snapshot(
         key_group_range: range,
         tables: store.tables.clone(),
         files,
-        local: Some(local),
+        local: Unstored(Some(local)),
         owned: false,
-        deferred_canonical: None,
+        deferred_canonical: Unstored(None),
     })
 }
 

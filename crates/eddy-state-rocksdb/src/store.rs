@@ -5,7 +5,7 @@
 //! prefix scan. The write-ahead log is off: checkpoints, not the WAL, make state durable,
 //! as in Flink.
 
-use eddy_state::keyed::{NativeSnapshot, NativeTable, RawLayout, RawStore, RawTable, ReadCanonical};
+use eddy_state::keyed::{NativeSnapshot, NativeTable, RawLayout, RawStore, RawTable, Unstored};
 use eddy_state::StateError;
 use eddy_types::KeyGroupRange;
 use rocksdb::{
@@ -248,7 +248,7 @@ impl RawStore for RocksDbRawStore {
         let mut snapshot = crate::native::take_snapshot(self, range, checkpoint_id)?;
         if canonical || !self.incremental {
             // Hard links now, the key groups read out of them off the task thread.
-            snapshot.deferred_canonical = Some(ReadCanonical(crate::native::read_key_groups));
+            snapshot.deferred_canonical = Unstored(Some(crate::native::read_key_groups));
         }
         Ok(Some(snapshot))
     }

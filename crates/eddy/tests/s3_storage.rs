@@ -83,6 +83,17 @@ fn run_until_savepoint(env: &Env, checkpoints: &str, savepoints: &str, stop_afte
     env.execute("count").unwrap()
 }
 
+/// The counting job restored as `env` says runs the rest of the input, each key's count
+/// continuing from the restored state.
+fn assert_resumes(env: &Env) {
+    let resumed = CollectSink::new();
+    counting_job(env, 60_000, resumed.clone());
+    env.execute("count").unwrap();
+    let resumed = resumed.take();
+    assert!(!resumed.is_empty() && resumed.len() < 60_000, "{}", resumed.len());
+    assert_counts_continue(&resumed, 6_000);
+}
+
 #[test]
 fn checkpoints_and_savepoints_live_in_an_s3_compatible_store() {
     let moto = start_moto();
@@ -108,12 +119,7 @@ fn checkpoints_and_savepoints_live_in_an_s3_compatible_store() {
     let env = Env::new();
     env.set_parallelism(2);
     env.restore_from(&savepoint);
-    let resumed = CollectSink::new();
-    counting_job(&env, 60_000, resumed.clone());
-    env.execute("count").unwrap();
-    let resumed = resumed.take();
-    assert!(!resumed.is_empty() && resumed.len() < 60_000, "{}", resumed.len());
-    assert_counts_continue(&resumed, 6_000);
+    assert_resumes(&env);
 
     #[cfg(feature = "rocksdb")]
     incremental_rocksdb_checkpoints_in_s3();
@@ -139,11 +145,6 @@ fn incremental_rocksdb_checkpoints_in_s3() {
     env.set_parallelism(3);
     env.set_state_backend(backend());
     env.restore_latest_from("s3://eddy-test/incremental");
-    let resumed = CollectSink::new();
-    counting_job(&env, 60_000, resumed.clone());
-    env.execute("count").unwrap();
-    let resumed = resumed.take();
-    assert!(!resumed.is_empty() && resumed.len() < 60_000, "{}", resumed.len());
-    assert_counts_continue(&resumed, 6_000);
+    assert_resumes(&env);
     let _ = std::fs::remove_dir_all(&working);
 }

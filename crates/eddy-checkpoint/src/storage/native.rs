@@ -10,7 +10,7 @@ use super::{directory_name, CheckpointStorage};
 use crate::error::CheckpointError;
 use crate::retained::RetainedCheckpoints;
 use crate::snapshot::{CheckpointId, OperatorSnapshot, SnapshotKind};
-use eddy_state::keyed::LocalFiles;
+use eddy_state::keyed::{LocalFiles, Unstored};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -31,7 +31,7 @@ pub fn upload_native_files(
     for operator in operators.iter_mut() {
         let Some(keyed) = operator.keyed.as_mut() else { continue };
         for native in &mut keyed.native {
-            let Some(local) = native.local.take() else { continue };
+            let Some(local) = native.local.0.take() else { continue };
             for file in &mut native.files {
                 let source = local.path().join(&file.name);
                 match &file.shared_name {
@@ -88,7 +88,7 @@ pub fn fetch_native_files(
             for file in &native.files {
                 storage.download_file(&file.location, &dir.join(&file.name), file.bytes, file.crc32)?;
             }
-            native.local = Some(local);
+            native.local = Unstored(Some(local));
         }
     }
     Ok(())

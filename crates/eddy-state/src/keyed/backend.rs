@@ -78,21 +78,6 @@ impl DeferredState {
     }
 }
 
-impl std::fmt::Debug for DeferredState {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "DeferredState({})", self.name)
-    }
-}
-
-/// Work still to do is not part of what a snapshot is.
-impl PartialEq for DeferredState {
-    fn eq(&self, _other: &Self) -> bool {
-        true
-    }
-}
-
-impl Eq for DeferredState {}
-
 /// What a backend gives the typed code that creates a declared state's table.
 pub struct TableSpec {
     pub first_key_group: u32,
@@ -169,7 +154,7 @@ pub struct KeyedStateSnapshot {
     /// States whose key groups the asynchronous part builds (heap values copied in the
     /// synchronous part). Not part of the stored form.
     #[serde(skip)]
-    pub deferred: Vec<DeferredState>,
+    pub deferred: super::native::Unstored<Vec<DeferredState>>,
 }
 
 impl KeyedStateSnapshot {
@@ -177,13 +162,13 @@ impl KeyedStateSnapshot {
     /// and reads it out of native files whose backend deferred it (see
     /// [`KeyedStateBackend::snapshot_for_checkpoint`]).
     pub fn complete_deferred(&mut self) -> Result<(), StateError> {
-        for deferred in std::mem::take(&mut self.deferred) {
+        for deferred in std::mem::take(&mut self.deferred.0) {
             self.states.extend(deferred.build()?);
         }
         let natives = std::mem::take(&mut self.native);
         for native in natives {
-            match native.deferred_canonical {
-                Some(read) => (read.0)(&native, native.key_group_range, self)?,
+            match native.deferred_canonical.0 {
+                Some(read) => read(&native, native.key_group_range, self)?,
                 None => self.native.push(native),
             }
         }

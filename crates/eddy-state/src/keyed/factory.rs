@@ -32,7 +32,7 @@ pub trait KeyedBackendFactory: Send + Sync + std::fmt::Debug {
 }
 
 /// The error for native files a backend cannot read.
-pub fn unreadable_native(backend: &str, instance: &str, snapshot: &KeyedStateSnapshot) -> Option<StateError> {
+fn unreadable_native(backend: &str, instance: &str, snapshot: &KeyedStateSnapshot) -> Option<StateError> {
     let native = snapshot.native.first()?;
     Some(StateError::Backend(format!(
         "cannot restore '{instance}' on the {backend} backend: its state was checkpointed in {}'s own format (an incremental checkpoint); restore it with the {} backend, or take a savepoint (canonical, backend-independent) to switch backends",

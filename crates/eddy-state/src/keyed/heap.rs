@@ -9,6 +9,7 @@ use super::backend::{
     CurrentKey, DeferredKeyGroups, DeferredState, KeyedStateBackend, KeyedStateEntries, KeyedStateSnapshot, KeyedTable,
     StateId,
 };
+use super::native::Unstored;
 use super::raw::{read_varint, write_varint, RawLayout, RawStore, RawTable};
 use crate::descriptor::StateMeta;
 use crate::descriptor::{StateTtlConfig, TtlUpdateType};
@@ -319,18 +320,24 @@ impl<S: StateValue> HeapTable<S> {
     /// Appends to the current key's list. A list that is not cached is not read: the
     /// elements go to the raw store as an append (RocksDB's merge), when it can and the
     /// state has no time to live (an append cannot tell whether the stored list expired).
-    pub fn append<E: StateValue>(&mut self, key: &CurrentKey, elements: Vec<E>) -> Result<(), StateError>
+    /// On the heap this is one lookup and no allocation.
+    pub fn append<E: StateValue>(
+        &mut self,
+        key: &CurrentKey,
+        elements: impl IntoIterator<Item = E>,
+    ) -> Result<(), StateError>
     where
         S: Extend<E> + Default,
     {
-        let cached = self.find(key).is_some();
-        if !cached && self.ttl.is_none() {
-            if let Some(raw) = self.raw.as_mut() {
-                encode(&self.name, &elements, &mut self.scratch)?;
-                if raw.append_list(key.key_group, &key.bytes, &self.scratch)? {
-                    return Ok(());
-                }
+        if self.raw.is_some() && self.ttl.is_none() && self.find(key).is_none() {
+            // Entering the store: the elements are serialized as a list anyway.
+            let elements: Vec<E> = elements.into_iter().collect();
+            encode(&self.name, &elements, &mut self.scratch)?;
+            let raw = self.raw.as_mut().expect("checked above");
+            if raw.append_list(key.key_group, &key.bytes, &self.scratch)? {
+                return Ok(());
             }
+            return self.modify(key, S::default, |list| list.extend(elements));
         }
         self.modify(key, S::default, |list| list.extend(elements))
     }
@@ -817,7 +824,7 @@ impl KeyedStateBackend for HeapKeyedStateBackend {
             }
             states.push(KeyedStateEntries { name, ttl: layout.has_ttl(), key_groups });
         }
-        Ok(KeyedStateSnapshot { key_group_range: Some(self.range), states, native: Vec::new(), deferred: Vec::new() })
+        Ok(KeyedStateSnapshot { key_group_range: Some(self.range), states, ..KeyedStateSnapshot::default() })
     }
 
     fn snapshot_for_checkpoint(
@@ -837,7 +844,7 @@ impl KeyedStateBackend for HeapKeyedStateBackend {
                 key_group_range: Some(self.range),
                 states: self.restored.clone(),
                 native: vec![native],
-                deferred: Vec::new(),
+                deferred: Unstored::default(),
             });
         }
         if self.raw_store.is_some() {
@@ -857,7 +864,7 @@ impl KeyedStateBackend for HeapKeyedStateBackend {
             key_group_range: Some(self.range),
             states: self.restored.clone(),
             native: Vec::new(),
-            deferred,
+            deferred: Unstored(deferred),
         })
     }
 

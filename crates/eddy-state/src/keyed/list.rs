@@ -76,8 +76,9 @@ impl<T: StateValue> ListState<T> {
     }
 
     pub fn add_all(&self, values: impl IntoIterator<Item = T>) -> Result<(), StateError> {
-        let values: Vec<T> = values.into_iter().collect();
-        if values.is_empty() {
+        let mut values = values.into_iter().peekable();
+        // Nothing to add must not leave an empty list behind.
+        if values.peek().is_none() {
             return Ok(());
         }
         let Some(ttl) = self.ttl else {
@@ -88,7 +89,7 @@ impl<T: StateValue> ListState<T> {
             let expiry = now.saturating_add(ttl.ttl_ms);
             table.modify(key, Vec::new, |list| {
                 list.retain(|(e, _)| *e > now);
-                list.extend(values.into_iter().map(|v| (expiry, v)));
+                list.extend(values.map(|v| (expiry, v)));
             })
         })
     }

@@ -33,7 +33,7 @@ impl<K, V> Clone for MapState<K, V> {
 /// What a MapState does with the current key's map, whichever table holds it.
 trait MapOps<K, V> {
     fn get(&mut self, key: &CurrentKey, user_key: &K) -> Result<Option<V>, StateError>;
-    fn put_all(&mut self, key: &CurrentKey, entries: Vec<(K, V)>) -> Result<(), StateError>;
+    fn put_all(&mut self, key: &CurrentKey, entries: &mut dyn Iterator<Item = (K, V)>) -> Result<(), StateError>;
     fn remove(&mut self, key: &CurrentKey, user_key: &K) -> Result<Option<V>, StateError>;
     fn entries(&mut self, key: &CurrentKey) -> Result<Vec<(K, V)>, StateError>;
     fn is_empty(&mut self, key: &CurrentKey) -> Result<bool, StateError>;
@@ -45,7 +45,7 @@ impl<K: MapKey, V: StateValue> MapOps<K, V> for HeapTable<HashMap<K, V>> {
         Ok(HeapTable::get(self, key)?.and_then(|m| m.get(user_key).cloned()))
     }
 
-    fn put_all(&mut self, key: &CurrentKey, entries: Vec<(K, V)>) -> Result<(), StateError> {
+    fn put_all(&mut self, key: &CurrentKey, entries: &mut dyn Iterator<Item = (K, V)>) -> Result<(), StateError> {
         self.modify(key, HashMap::new, |map| map.extend(entries))
     }
 
@@ -83,7 +83,7 @@ impl<K: MapKey, V: StateValue> MapOps<K, V> for MapEntriesTable<K, V> {
         MapEntriesTable::get(self, key, user_key)
     }
 
-    fn put_all(&mut self, key: &CurrentKey, entries: Vec<(K, V)>) -> Result<(), StateError> {
+    fn put_all(&mut self, key: &CurrentKey, entries: &mut dyn Iterator<Item = (K, V)>) -> Result<(), StateError> {
         MapEntriesTable::put_all(self, key, entries)
     }
 
@@ -143,12 +143,12 @@ impl<K: MapKey, V: StateValue> MapOps<K, V> for ExpiringMap<'_, K, V> {
         Ok(map.and_then(|m| m.get(user_key)).filter(|(expiry, _)| *expiry > now).map(|(_, v)| v.clone()))
     }
 
-    fn put_all(&mut self, key: &CurrentKey, entries: Vec<(K, V)>) -> Result<(), StateError> {
+    fn put_all(&mut self, key: &CurrentKey, entries: &mut dyn Iterator<Item = (K, V)>) -> Result<(), StateError> {
         let now = self.table.now_ms();
         let expiry = now.saturating_add(self.ttl.ttl_ms);
         self.table.modify(key, HashMap::new, |map| {
             map.retain(|_, (e, _)| *e > now);
-            map.extend(entries.into_iter().map(|(k, v)| (k, (expiry, v))));
+            map.extend(entries.map(|(k, v)| (k, (expiry, v))));
         })
     }
 
@@ -254,12 +254,12 @@ impl<K: MapKey, V: StateValue> MapState<K, V> {
     }
 
     pub fn put(&self, user_key: K, value: V) -> Result<(), StateError> {
-        self.with_map(|key, map| map.put_all(key, vec![(user_key, value)]))
+        self.put_all(std::iter::once((user_key, value)))
     }
 
     pub fn put_all(&self, entries: impl IntoIterator<Item = (K, V)>) -> Result<(), StateError> {
-        let entries: Vec<(K, V)> = entries.into_iter().collect();
-        self.with_map(|key, map| map.put_all(key, entries))
+        let mut entries = entries.into_iter();
+        self.with_map(|key, map| map.put_all(key, &mut entries))
     }
 
     /// Removes one user key.

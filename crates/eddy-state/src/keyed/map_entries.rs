@@ -67,7 +67,7 @@ impl<K: MapKey, V: StateValue> MapEntriesTable<K, V> {
         }
     }
 
-    pub fn put_all(&mut self, key: &CurrentKey, entries: Vec<(K, V)>) -> Result<(), StateError> {
+    pub fn put_all(&mut self, key: &CurrentKey, entries: impl IntoIterator<Item = (K, V)>) -> Result<(), StateError> {
         for (user_key, value) in entries {
             self.locate(key, &user_key)?;
             encode(&self.name, &value, &mut self.scratch)?;

@@ -36,12 +36,12 @@ pub use backend::{
     install_backend, take_backend, with_backend, CurrentKey, DeferredKeyGroups, DeferredState, KeyedStateBackend,
     KeyedStateEntries, KeyedStateSnapshot, KeyedTable, StateId, TableSpec,
 };
-pub use factory::{unreadable_native, BackendInstance, HeapStateBackend, KeyedBackendFactory};
+pub use factory::{BackendInstance, HeapStateBackend, KeyedBackendFactory};
 pub use heap::{canonical_key_group, HeapKeyedStateBackend, HeapTable};
 pub use list::ListState;
 pub use map::MapState;
 pub use map_entries::MapEntriesTable;
-pub use native::{LocalFiles, NativeFile, NativeSnapshot, NativeTable, ReadCanonical, ReadCanonicalFn};
+pub use native::{LocalFiles, NativeFile, NativeSnapshot, NativeTable, ReadCanonicalFn, Unstored};
 pub use raw::{concat_encoded_lists, RawLayout, RawStore, RawTable};
 pub use reducing::ReducingState;
 pub use value::ValueState;

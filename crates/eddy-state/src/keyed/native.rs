@@ -26,7 +26,7 @@ pub struct NativeSnapshot {
     /// Where the files are on this machine: the snapshot's directory before the upload,
     /// the fetched copy on restore. Not part of the stored form.
     #[serde(skip)]
-    pub local: Option<LocalFiles>,
+    pub local: Unstored<Option<LocalFiles>>,
     /// On restore: whether the job owns the files (its own checkpoint, or told to claim
     /// it), so that its next checkpoints may reference them instead of uploading copies.
     #[serde(skip)]
@@ -35,30 +35,31 @@ pub struct NativeSnapshot {
     /// backend took its files only to read the canonical form out of them later, off the
     /// task thread ([`super::KeyedStateSnapshot::complete_deferred`]).
     #[serde(skip)]
-    pub deferred_canonical: Option<ReadCanonical>,
+    pub deferred_canonical: Unstored<Option<ReadCanonicalFn>>,
 }
 
 /// Reads the key groups of a range out of a native snapshot's local files into the
 /// canonical form.
 pub type ReadCanonicalFn = fn(&NativeSnapshot, KeyGroupRange, &mut super::KeyedStateSnapshot) -> Result<(), StateError>;
 
-/// [`ReadCanonicalFn`] as a field (the reader is not part of what a snapshot is).
-#[derive(Clone, Copy)]
-pub struct ReadCanonical(pub ReadCanonicalFn);
+/// What travels with a snapshot on this machine but is not part of what the snapshot is
+/// (local files, work still to do): never stored, never compared.
+#[derive(Clone, Default)]
+pub struct Unstored<T>(pub T);
 
-impl std::fmt::Debug for ReadCanonical {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("ReadCanonical")
-    }
-}
-
-impl PartialEq for ReadCanonical {
+impl<T> PartialEq for Unstored<T> {
     fn eq(&self, _other: &Self) -> bool {
         true
     }
 }
 
-impl Eq for ReadCanonical {}
+impl<T> Eq for Unstored<T> {}
+
+impl<T> std::fmt::Debug for Unstored<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("(unstored)")
+    }
+}
 
 /// A declared state inside a native snapshot.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -85,7 +86,7 @@ pub struct NativeFile {
 impl NativeSnapshot {
     /// The local directory with the files, or an error naming the backend.
     pub fn local_dir(&self) -> Result<&Path, StateError> {
-        self.local.as_ref().map(|l| l.path()).ok_or_else(|| {
+        self.local.0.as_ref().map(|l| l.path()).ok_or_else(|| {
             StateError::Backend(format!(
                 "the {} snapshot of key groups {} has no local files (internal error, please report)",
                 self.backend, self.key_group_range
@@ -128,12 +129,3 @@ impl std::fmt::Debug for LocalFiles {
         write!(f, "LocalFiles({})", self.path().display())
     }
 }
-
-/// Where the files are is not part of what a snapshot is.
-impl PartialEq for LocalFiles {
-    fn eq(&self, _other: &Self) -> bool {
-        true
-    }
-}
-
-impl Eq for LocalFiles {}
