@@ -1,17 +1,26 @@
 #!/usr/bin/env bash
-# What eddy's build and tests need besides Rust, on a fresh Debian machine:
-# - librocksdb-dev and libclang-dev: the RocksDB state backend links to the system's
-#   RocksDB 7.8 (the rocksdb crate's bundled C++ build takes over half an hour here);
+# What eddy's tests need besides Rust, on a fresh Debian machine (the main example needs
+# none of it):
+# - librocksdb-dev: the RocksDB state backend links to the system's RocksDB 7.8 (the
+#   rocksdb crate's bundled C++ build takes over half an hour here);
+# - libclang-dev: bindgen generates librocksdb-sys's bindings through libclang;
 # - moto[server] from PyPI: an S3-compatible server the checkpoint-storage tests start.
 # Installs only what is missing; safe to run again.
 set -euo pipefail
 need=()
-[ -e /usr/include/rocksdb/c.h ] || need+=(librocksdb-dev)
-compgen -G "/usr/lib/llvm-*/lib/libclang*.so*" > /dev/null || need+=(libclang-dev)
+{ [ -e /usr/include/rocksdb/c.h ] && compgen -G "/usr/lib/*/librocksdb.so" > /dev/null; } || need+=(librocksdb-dev)
+# bindgen loads libclang itself (libclang.so*) and needs clang's own headers (stddef.h):
+# libclang-cpp, which other packages bring, is another library and does not count.
+{ compgen -G "/usr/lib/llvm-*/lib/libclang.so*" > /dev/null \
+  && compgen -G "/usr/lib/llvm-*/lib/clang/*/include/stddef.h" > /dev/null; } || need+=(libclang-dev)
 if [ ${#need[@]} -gt 0 ]; then
+  echo "install-deps: installing ${need[*]}"
   sudo=""
   [ "$(id -u)" = 0 ] || sudo=sudo
   $sudo apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${need[@]}" > /dev/null
 fi
-command -v moto_server > /dev/null || python3 -m pip install --quiet "moto[server]"
+if ! { command -v moto_server > /dev/null && python3 -c "import moto.server" 2> /dev/null; }; then
+  echo "install-deps: installing moto[server]"
+  python3 -m pip install --quiet "moto[server]"
+fi

@@ -70,10 +70,16 @@ impl RichFunction for ChecksumSink {
 impl Sink<(String, u64)> for ChecksumSink {
     #[inline]
     fn invoke(&mut self, (path, count): (String, u64)) -> FunctionResult {
-        let key = Event::key_of_path(&path).ok_or_else(|| format!("not an API path: {path}"))?;
-        self.local = self.local.wrapping_add(splitmix64(key).wrapping_mul(count));
+        self.local = self.local.wrapping_add(checksum_of(&path, count)?);
         Ok(())
     }
+}
+
+/// W1's checksum term of one emitted `(path, count)`: `splitmix64(key) * count`.
+#[inline]
+pub fn checksum_of(path: &str, count: u64) -> Result<u64, String> {
+    let key = Event::key_of_path(path).ok_or_else(|| format!("not an API path: {path}"))?;
+    Ok(splitmix64(key).wrapping_mul(count))
 }
 
 pub fn run(args: &Args) -> anyhow::Result<Report> {

@@ -3,9 +3,11 @@
 //!
 //! ```text
 //! cargo run --release -p eddy-bench -- api-count --events 1000000 --keys 10000 --parallelism 2
+//! cargo run --release -p eddy-bench -- api-count --events 1000000 --keys 10000 --bare
 //! ```
 
 mod api_count;
+mod bare;
 mod generator;
 mod join;
 mod options;
@@ -72,6 +74,10 @@ pub struct Args {
     /// Cap on source events per second in total (0 = unlimited).
     #[arg(long, default_value_t = 0)]
     pub rate: u64,
+    /// The same work in one plain loop on one thread, without the engine (api-count and
+    /// join): the yardstick for the engine's share of the hardware.
+    #[arg(long)]
+    pub bare: bool,
     #[command(flatten)]
     pub checkpoints: options::CheckpointArgs,
 }
@@ -115,9 +121,12 @@ fn main() {
     let large = matches!(cli.workload, Workload::LargeState);
     cli.args.keys.get_or_insert(if large { 2_000_000 } else { 10_000 });
     cli.args.backend.get_or_insert(if large { Backend::Rocksdb } else { Backend::Heap });
-    let report = match cli.workload {
-        Workload::ApiCount | Workload::LargeState => api_count::run(&cli.args),
-        Workload::Join => join::run(&cli.args),
+    let report = match (cli.workload, cli.args.bare) {
+        (Workload::ApiCount, true) => bare::api_count(&cli.args),
+        (Workload::Join, true) => bare::join(&cli.args),
+        (Workload::LargeState, true) => Err(anyhow::anyhow!("--bare is for api-count and join")),
+        (Workload::ApiCount | Workload::LargeState, false) => api_count::run(&cli.args),
+        (Workload::Join, false) => join::run(&cli.args),
     };
     let _ = std::fs::remove_dir_all(rocksdb_dir());
     match report {

@@ -67,7 +67,8 @@ pub struct JobResult {
     pub checkpoints_completed: u64,
     /// The last periodic checkpoint (the final one of a finished job if there was none).
     pub last_checkpoint: Option<CheckpointStats>,
-    /// Every completed checkpoint, oldest first (Flink's checkpoint history).
+    /// Every completed periodic checkpoint, oldest first (Flink's checkpoint history);
+    /// the final checkpoint of a finished job is not one.
     pub checkpoint_history: Vec<CheckpointStats>,
     pub restarts: u32,
     /// Where the savepoint of a stop-with-savepoint went.
@@ -566,7 +567,10 @@ impl AttemptRun<'_> {
             TaskReport::Acknowledge { task, checkpoint, snapshots } => {
                 self.coordinator.acknowledge(checkpoint, task, snapshots, now).into_iter().collect()
             }
-            TaskReport::Finished { task, snapshots } => {
+            TaskReport::Finished { task, mut snapshots } => {
+                // Taken at the end of input, not at a barrier: the task stood still for
+                // no checkpoint, and this state stands in for it in every later one.
+                snapshots.iter_mut().for_each(|s| s.sync_micros = 0);
                 if self.is_source(self.tasks[task].0) {
                     self.sources_running = self.sources_running.saturating_sub(1);
                 }
@@ -654,7 +658,11 @@ impl AttemptRun<'_> {
                 if periodic || result.last_checkpoint.is_none() {
                     result.last_checkpoint = Some(stats.clone());
                 }
-                result.checkpoint_history.push(stats);
+                // The final checkpoint of a finished job is written the moment it is
+                // triggered: its duration says nothing, so it stays out of the averages.
+                if periodic {
+                    result.checkpoint_history.push(stats);
+                }
                 let beyond = self.retained.borrow_mut().add(checkpoint.id);
                 for old in beyond {
                     discard_checkpoint(storage.as_ref(), &mut self.retained.borrow_mut(), old);

@@ -338,3 +338,76 @@ fn a_savepoint_on_demand_leaves_the_job_running_and_restores_mid_stream() {
     assert_counts_continue(&resumed, 2_000);
     std::fs::remove_dir_all(&savepoints).unwrap();
 }
+
+/// The `count` state of operator `uid` in the checkpoint at `location`, per key.
+fn counts_in(location: &Path, uid: &str) -> std::collections::BTreeMap<u64, u64> {
+    use eddy::checkpoint::storage::{CheckpointStorage, ObjectCheckpointStorage};
+    let storage = ObjectCheckpointStorage::local(location.parent().unwrap()).unwrap();
+    let checkpoint = storage.load(&location.to_string_lossy()).unwrap();
+    let mut counts = std::collections::BTreeMap::new();
+    for op in checkpoint.operators.iter().filter(|o| o.uid == uid) {
+        for state in op.keyed.iter().flat_map(|k| &k.states).filter(|s| s.name == "count") {
+            for (_, bytes) in &state.key_groups {
+                let entries: Vec<(Vec<u8>, u64)> = postcard::from_bytes(bytes).unwrap();
+                for (key, count) in entries {
+                    counts.insert(eddy::types::decode_whole_key::<u64>(&key).unwrap(), count);
+                }
+            }
+        }
+    }
+    counts
+}
+
+/// A bounded keyed pipeline (three words, counted per word) beside the slow counting job:
+/// the bounded one finishes at once, the other keeps checkpointing.
+fn finished_beside_running(env: &Env, words_uid: &str, sink: CollectSink<(u64, u64)>) {
+    env.from_collection(vec![1u64, 2, 1])
+        .uid(words_uid)
+        .key_by(|w: &u64| *w)
+        .process(Count::default())
+        .uid("finished-count")
+        .add_sink(sink)
+        .uid("words-sink");
+}
+
+/// A finished task's keyed state stands in for it in every later checkpoint, not only in
+/// the first one written after it finished (its deferred snapshot used to be built once,
+/// leaving later checkpoints without the state).
+#[test]
+fn a_finished_tasks_keyed_state_is_in_every_later_checkpoint() {
+    let dir = temp_dir("finished-task");
+    let env = Env::new();
+    env.set_parallelism(1);
+    env.set_checkpoint_config(CheckpointConfig {
+        interval_ms: 30,
+        retained: 20,
+        retain_on_cancel: true,
+        ..CheckpointConfig::default()
+    });
+    env.set_checkpoint_dir(&dir);
+    finished_beside_running(&env, "words", CollectSink::new());
+    counting_job(&env, 20_000, CollectSink::new());
+    let result = env.execute("finished beside running").unwrap();
+    let checkpoints = checkpoint_dirs(&dir);
+    assert!(checkpoints.len() >= 4, "{result:?}");
+    let expected: std::collections::BTreeMap<u64, u64> = [(1, 2), (2, 1)].into();
+    // The words are counted within milliseconds, long before the second checkpoint.
+    for checkpoint in &checkpoints[1..] {
+        assert_eq!(counts_in(checkpoint, "finished-count"), expected, "{}", checkpoint.display());
+    }
+    // Restored from the second and the third checkpoint, the count goes on from there.
+    for checkpoint in &checkpoints[1..3] {
+        let env = Env::new();
+        env.set_parallelism(1);
+        env.restore_from(checkpoint);
+        env.set_allow_non_restored_state(true);
+        let sink = CollectSink::new();
+        // Under a new uid the words source starts from the beginning again.
+        finished_beside_running(&env, "words-again", sink.clone());
+        env.execute("finished, restored").unwrap();
+        let mut emitted = sink.take();
+        emitted.sort();
+        assert_eq!(emitted, vec![(1, 3), (1, 4), (2, 2)], "restored from {}", checkpoint.display());
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -204,6 +204,18 @@ fn run_on(
     interval_ms: u64,
     name: &str,
 ) -> (JobResult, PathBuf, PathBuf) {
+    run_beside(backend, plan, mode, interval_ms, name, |_| {})
+}
+
+/// [`run_on`] with more pipelines in the same job, added by `beside`.
+fn run_beside(
+    backend: Backend,
+    plan: &Arc<ChaosPlan>,
+    mode: CheckpointingMode,
+    interval_ms: u64,
+    name: &str,
+    beside: impl FnOnce(&Env),
+) -> (JobResult, PathBuf, PathBuf) {
     let output = temp_dir(&format!("{name}-out"));
     let checkpoints = temp_dir(&format!("{name}-chk"));
     let env = Env::new();
@@ -227,16 +239,22 @@ fn run_on(
         .uid("count")
         .add_sink(ExactlyOnceFileSink::<String>::new_in(&output))
         .uid("sink");
+    beside(&env);
     let result = env.execute("w1 with failures").expect("the job survives its failures");
     (result, output, checkpoints)
 }
 
 /// The `count` state of the newest checkpoint in `dir`, per path.
 fn final_counts(dir: &Path) -> BTreeMap<String, u64> {
+    final_counts_of(dir, "count")
+}
+
+/// The `count` state of operator `uid` in the newest checkpoint in `dir`, per path.
+fn final_counts_of(dir: &Path, uid: &str) -> BTreeMap<String, u64> {
     let storage = ObjectCheckpointStorage::local(dir).unwrap();
     let latest = storage.load(&storage.completed().unwrap()[0]).unwrap();
     let mut counts = BTreeMap::new();
-    for op in latest.operators.iter().filter(|o| o.uid == "count") {
+    for op in latest.operators.iter().filter(|o| o.uid == uid) {
         let keyed = canonical(op.keyed.clone().unwrap());
         for state in keyed.states.iter().filter(|s| s.name == "count") {
             for (_, bytes) in &state.key_groups {
@@ -315,6 +333,45 @@ fn exactly_once_survives(backend: Backend, seed: u64, name: &str) {
     assert!(hidden.is_empty(), "no in-progress or pending files remain");
     std::fs::remove_dir_all(output).unwrap();
     std::fs::remove_dir_all(checkpoints).unwrap();
+}
+
+/// A keyed task that finishes at once (three words, counted per word) beside W1 under
+/// failures: every restart restores checkpoints taken after it finished, which must carry
+/// its keyed state (they once lost it), so that its final state is still the full count.
+fn finished_task_keeps_its_state(backend: Backend, seed: u64, name: &str) {
+    let (expected_lines, expected_counts) = reference();
+    let plan = ChaosPlan::seeded(seed, 12);
+    let words_out = temp_dir(&format!("{name}-words-out"));
+    let (result, output, checkpoints) =
+        run_beside(backend, &plan, CheckpointingMode::ExactlyOnce, 50, name, |env: &Env| {
+            env.from_collection(vec!["a".to_string(), "b".to_string(), "a".to_string()])
+                .uid("words")
+                .key_by(|w: &String| w.clone())
+                .process(CountPerPath::default())
+                .uid("finished-count")
+                .add_sink(ExactlyOnceFileSink::<String>::new_in(&words_out))
+                .uid("words-sink");
+        });
+    assert!(result.restarts >= 10, "{} restarts: {:?}", result.restarts, result.warnings);
+    assert_same_lines(committed_lines(&output), expected_lines, "W1 output");
+    assert_eq!(final_counts(&checkpoints), expected_counts, "W1's final state");
+    assert_same_lines(committed_lines(&words_out), vec!["a 1".into(), "a 2".into(), "b 1".into()], "words output");
+    let words: BTreeMap<String, u64> = [("a".to_string(), 2), ("b".to_string(), 1)].into();
+    assert_eq!(final_counts_of(&checkpoints, "finished-count"), words, "the finished task's final state");
+    for dir in [output, checkpoints, words_out] {
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+}
+
+#[test]
+fn a_finished_keyed_task_keeps_its_state_through_injected_failures() {
+    finished_task_keeps_its_state(Backend::Heap, 0xF1E1, "finished");
+}
+
+#[cfg(feature = "rocksdb")]
+#[test]
+fn a_finished_keyed_task_on_rocksdb_keeps_its_state_through_injected_failures() {
+    finished_task_keeps_its_state(Backend::RocksDb { incremental: false }, 0xF1E2, "finished-rocks");
 }
 
 #[test]

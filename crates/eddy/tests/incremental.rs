@@ -297,7 +297,7 @@ fn restore_modes_decide_who_owns_the_restored_checkpoint() {
         env.set_allow_non_restored_state(true);
         keys_job(&env, "few", 0..10);
         let result = env.execute("b").unwrap();
-        let last = result.checkpoint_history.last().expect("B's final checkpoint");
+        let last = result.last_checkpoint.as_ref().expect("B's final checkpoint (its only one)");
         match mode {
             RestoreMode::Claim => {
                 assert!(last.incremental_bytes * 10 < last.bytes, "B references A's files: {last:?}");

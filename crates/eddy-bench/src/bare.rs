@@ -1,0 +1,84 @@
+//! `--bare`: a workload's work in one plain loop on one thread, without the engine, so
+//! that every measurement shows the engine's share of what the hardware does.
+//!
+//! The loop calls the same event generator and folds the same checksum as the job's
+//! functions do; its state is what a plain program would use, a `std` `HashMap` keyed
+//! like the job's state. Events follow one another in stream order (W2 alternates the
+//! two streams), which the checksums do not depend on.
+
+use crate::api_count::checksum_of;
+use crate::generator::{splitmix64, Event};
+use crate::{Args, Report};
+use std::collections::HashMap;
+use std::time::Instant;
+
+/// Refuses flags that only mean something to the engine.
+fn check(args: &Args, workload: &str) -> anyhow::Result<()> {
+    let c = &args.checkpoints;
+    let engine_only = [
+        (args.parallelism != 1, "--parallelism"),
+        (args.rate != 0, "--rate"),
+        (args.incremental, "--incremental"),
+        (args.backend == Some(crate::Backend::Rocksdb), "--backend rocksdb"),
+        (c.checkpoint_ms != 0 || c.checkpoint_dir.is_some(), "--checkpoint-ms/--checkpoint-dir"),
+        (c.output.is_some(), "--output"),
+        (c.restore.is_some(), "--restore"),
+        (c.savepoint_dir.is_some(), "--savepoint-dir"),
+    ];
+    match engine_only.iter().find(|(set, _)| *set) {
+        Some((_, flag)) => {
+            anyhow::bail!("{workload} --bare is one plain loop on one thread without the engine: {flag} does not apply")
+        }
+        None => Ok(()),
+    }
+}
+
+/// W1: count per path, emit `(path, count)`, fold the checksum of what is emitted.
+pub fn api_count(args: &Args) -> anyhow::Result<Report> {
+    check(args, "api-count")?;
+    let keys = args.keys();
+    let started = Instant::now();
+    let mut counts: HashMap<String, u64> = HashMap::new();
+    let mut checksum = 0u64;
+    for i in 0..args.events {
+        let event = Event::generate(1, i, keys);
+        let count = match counts.get_mut(event.path.as_str()) {
+            Some(count) => {
+                *count += 1;
+                *count
+            }
+            None => {
+                counts.insert(event.path.clone(), 1);
+                1
+            }
+        };
+        checksum = checksum.wrapping_add(checksum_of(&event.path, count).map_err(anyhow::Error::msg)?);
+    }
+    Ok(Report { events: args.events, seconds: started.elapsed().as_secs_f64(), checksum, extra: Vec::new() })
+}
+
+/// W2: the last `i` of each stream per key; a join is emitted when the other side is set.
+pub fn join(args: &Args) -> anyhow::Result<Report> {
+    check(args, "join")?;
+    let keys = args.keys();
+    let started = Instant::now();
+    let mut last: HashMap<u64, [Option<u64>; 2]> = HashMap::new();
+    let (mut checksum, mut emitted) = (0u64, 0u64);
+    for i in 0..args.events {
+        for side in 0..2 {
+            let event = Event::generate(side as u64 + 1, i, keys);
+            checksum = checksum.wrapping_add(splitmix64(event.key));
+            let sides = last.entry(event.key).or_default();
+            sides[side] = Some(event.i);
+            if sides[1 - side].is_some() {
+                emitted += 1;
+            }
+        }
+    }
+    Ok(Report {
+        events: 2 * args.events,
+        seconds: started.elapsed().as_secs_f64(),
+        checksum,
+        extra: vec![("emitted".to_string(), emitted.to_string())],
+    })
+}
