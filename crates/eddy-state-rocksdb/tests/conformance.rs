@@ -103,6 +103,7 @@ fn map_state_keeps_one_rocksdb_entry_per_user_key() {
         key_group: 7,
         local_group: 7,
         is_set: true,
+        epoch: 0,
     };
     let entries = vec![("x".to_string(), 1), ("y".to_string(), 2), ("z".to_string(), 3)];
     map.put_all(&key("a"), entries.clone()).unwrap();

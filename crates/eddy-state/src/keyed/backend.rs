@@ -25,6 +25,10 @@ pub struct CurrentKey {
     /// `key_group - range.start`: the index of the key group's table.
     pub local_group: usize,
     pub is_set: bool,
+    /// Changes with every key set (never 0 then), so that a table can remember where it
+    /// found this key and serve a read and the write after it with one lookup; 0: do not
+    /// remember.
+    pub epoch: u64,
 }
 
 /// One declared state's data in a backend, with the types erased so that the backend can

@@ -24,8 +24,43 @@ use std::sync::Arc;
 
 static NEXT_BACKEND_ID: AtomicU64 = AtomicU64::new(1);
 
+/// An encoded key as an entry holds it: inline up to [`INLINE_KEY_BYTES`] (numbers, short
+/// strings: most keys), so that comparing it reads no other cache line than the entry's.
+#[derive(Clone)]
+enum StoredKey {
+    Inline { len: u8, bytes: [u8; INLINE_KEY_BYTES] },
+    Boxed(Box<[u8]>),
+}
+
+/// Fills the inline variant to the size of the boxed one plus its tag.
+const INLINE_KEY_BYTES: usize = 22;
+
+impl StoredKey {
+    fn new(key: &[u8]) -> Self {
+        if key.len() <= INLINE_KEY_BYTES {
+            let mut bytes = [0; INLINE_KEY_BYTES];
+            bytes[..key.len()].copy_from_slice(key);
+            StoredKey::Inline { len: key.len() as u8, bytes }
+        } else {
+            StoredKey::Boxed(key.into())
+        }
+    }
+}
+
+impl std::ops::Deref for StoredKey {
+    type Target = [u8];
+
+    #[inline]
+    fn deref(&self) -> &[u8] {
+        match self {
+            StoredKey::Inline { len, bytes } => &bytes[..*len as usize],
+            StoredKey::Boxed(bytes) => bytes,
+        }
+    }
+}
+
 struct Entry<S> {
-    key: Box<[u8]>,
+    key: StoredKey,
     hash: u64,
     value: S,
     /// Changed since it was last written to the raw store.
@@ -51,6 +86,9 @@ pub struct HeapTable<S> {
     clock: Arc<dyn Clock>,
     /// Where the next eviction starts dropping key groups.
     evict_from: usize,
+    /// (key epoch, bucket) of the last key found: `value()` then `update()` of one record
+    /// look the key up once. Cleared by everything that moves or drops entries.
+    last_hit: Option<(u64, usize)>,
 }
 
 fn encode<S: StateValue>(name: &str, value: &S, out: &mut Vec<u8>) -> Result<(), StateError> {
@@ -118,6 +156,7 @@ impl<S: StateValue> HeapTable<S> {
             ttl,
             clock: spec.clock,
             evict_from: 0,
+            last_hit: None,
         }
     }
 
@@ -134,7 +173,7 @@ impl<S: StateValue> HeapTable<S> {
     fn expire_or_renew(&mut self, key: &CurrentKey, reading: bool) -> Result<(), StateError> {
         let Some(ttl) = self.ttl else { return Ok(()) };
         let now = self.clock.now_ms();
-        let expired = match self.groups[key.local_group].find_mut(key.hash, |e| *e.key == *key.bytes) {
+        let expired = match self.find_mut(key) {
             None => return Ok(()),
             Some(entry) if entry.expires_ms <= now => true,
             Some(entry) => {
@@ -151,8 +190,29 @@ impl<S: StateValue> HeapTable<S> {
         Ok(())
     }
 
-    fn find(&self, key: &CurrentKey) -> Option<&Entry<S>> {
-        self.groups[key.local_group].find(key.hash, |e| *e.key == *key.bytes)
+    /// The bucket of the current key's entry in its key group's table, if cached.
+    #[inline]
+    fn locate(&mut self, key: &CurrentKey) -> Option<usize> {
+        if let Some((epoch, bucket)) = self.last_hit {
+            if epoch == key.epoch && key.epoch != 0 {
+                return Some(bucket);
+            }
+        }
+        let bucket = self.groups[key.local_group].find_bucket_index(key.hash, |e| *e.key == *key.bytes)?;
+        self.last_hit = Some((key.epoch, bucket));
+        Some(bucket)
+    }
+
+    #[inline]
+    fn find(&mut self, key: &CurrentKey) -> Option<&Entry<S>> {
+        let bucket = self.locate(key)?;
+        self.groups[key.local_group].get_bucket(bucket)
+    }
+
+    #[inline]
+    fn find_mut(&mut self, key: &CurrentKey) -> Option<&mut Entry<S>> {
+        let bucket = self.locate(key)?;
+        self.groups[key.local_group].get_bucket_mut(bucket)
     }
 
     /// Writes every changed value to the raw store in one batch.
@@ -189,6 +249,7 @@ impl<S: StateValue> HeapTable<S> {
             // Start where the last eviction stopped, so no key group is always dropped.
             let count = self.groups.len();
             let mut step = 0;
+            self.last_hit = None;
             while self.cached > target && step < count {
                 let index = (self.evict_from + step) % count;
                 self.cached -= self.groups[index].len();
@@ -209,8 +270,11 @@ impl<S: StateValue> HeapTable<S> {
     ) -> Result<&mut S, StateError> {
         self.make_room()?;
         self.cached += 1;
-        let entry = Entry { key: key.bytes.as_slice().into(), hash: key.hash, value, dirty, expires_ms };
-        Ok(&mut self.groups[key.local_group].insert_unique(key.hash, entry, |e| e.hash).into_mut().value)
+        let entry = Entry { key: StoredKey::new(&key.bytes), hash: key.hash, value, dirty, expires_ms };
+        let inserted = self.groups[key.local_group].insert_unique(key.hash, entry, |e| e.hash);
+        // The insert may have grown the table, moving every entry.
+        self.last_hit = (key.epoch != 0).then_some((key.epoch, inserted.bucket_index()));
+        Ok(&mut inserted.into_mut().value)
     }
 
     /// Brings the current key's value into the cache from the raw store, if it is there.
@@ -239,7 +303,7 @@ impl<S: StateValue> HeapTable<S> {
     /// Sets the current key's value.
     pub fn put(&mut self, key: &CurrentKey, value: S) -> Result<(), StateError> {
         let expires_ms = self.expiry();
-        match self.groups[key.local_group].find_mut(key.hash, |e| *e.key == *key.bytes) {
+        match self.find_mut(key) {
             Some(entry) => {
                 entry.value = value;
                 entry.dirty = true;
@@ -284,7 +348,7 @@ impl<S: StateValue> HeapTable<S> {
         }
         self.expire_or_renew(key, false)?;
         let expires_ms = self.expiry();
-        let result = match self.groups[key.local_group].find_mut(key.hash, |e| *e.key == *key.bytes) {
+        let result = match self.find_mut(key) {
             Some(entry) => {
                 entry.dirty = true;
                 entry.expires_ms = expires_ms;
@@ -297,6 +361,7 @@ impl<S: StateValue> HeapTable<S> {
 
     /// Removes the current key's value and returns it.
     pub fn remove(&mut self, key: &CurrentKey) -> Result<Option<S>, StateError> {
+        self.last_hit = None;
         let cached = match self.groups[key.local_group].find_entry(key.hash, |e| *e.key == *key.bytes) {
             Ok(entry) => {
                 self.cached = self.cached.saturating_sub(1);
@@ -442,13 +507,15 @@ impl<S: StateValue> KeyedTable for HeapTable<S> {
         };
         for (key, expires_ms, value) in entries {
             let hash = eddy_types::stable_hash(&key).0;
-            let entry = Entry { key: key.into(), hash, value, dirty: false, expires_ms };
+            let entry = Entry { key: StoredKey::new(&key), hash, value, dirty: false, expires_ms };
             self.groups[local_group].insert_unique(hash, entry, |e| e.hash);
         }
+        self.last_hit = None;
         Ok(())
     }
 
     fn clear_all(&mut self) -> Result<(), StateError> {
+        self.last_hit = None;
         self.groups.iter_mut().for_each(HashTable::clear);
         self.cached = 0;
         if let Some(raw) = self.raw.as_mut() {
@@ -700,6 +767,7 @@ impl KeyedStateBackend for HeapKeyedStateBackend {
         current.key_group = key_group.0;
         current.local_group = (key_group.0 - self.range.start) as usize;
         current.is_set = true;
+        current.epoch = current.epoch.wrapping_add(1).max(1);
         Ok(key_group)
     }
 
