@@ -29,6 +29,52 @@ pub struct CurrentKey {
     /// found this key and serve a read and the write after it with one lookup; 0: do not
     /// remember.
     pub epoch: u64,
+    /// `bytes` in the fixed-size form tables compare short keys in.
+    pub inline: InlineKey,
+}
+
+/// A short encoded key (up to [`InlineKey::BYTES_MAX`]) as a fixed-size array: its length,
+/// its bytes, zeros. Two keys are equal exactly when these arrays are, so that comparing
+/// them takes a few instructions and no call. A longer key has no inline form.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct InlineKey([u8; InlineKey::BYTES_MAX + 1]);
+
+impl InlineKey {
+    /// Fills an enum of this and a boxed slice to the boxed slice's size plus a tag.
+    pub const BYTES_MAX: usize = 22;
+    /// The length byte of a key too long to be inline: equal to no inline key.
+    const TOO_LONG: u8 = u8::MAX;
+
+    pub fn of(key: &[u8]) -> Self {
+        let mut inline = [0; Self::BYTES_MAX + 1];
+        if key.len() <= Self::BYTES_MAX {
+            inline[0] = key.len() as u8;
+            inline[1..=key.len()].copy_from_slice(key);
+        } else {
+            inline[0] = Self::TOO_LONG;
+        }
+        InlineKey(inline)
+    }
+
+    /// Whether the key was short enough.
+    pub fn is_some(&self) -> bool {
+        self.0[0] != Self::TOO_LONG
+    }
+
+    /// The key's bytes (empty for a key too long).
+    pub fn bytes(&self) -> &[u8] {
+        if self.is_some() {
+            &self.0[1..=self.0[0] as usize]
+        } else {
+            &[]
+        }
+    }
+}
+
+impl Default for InlineKey {
+    fn default() -> Self {
+        Self::of(&[])
+    }
 }
 
 /// One declared state's data in a backend, with the types erased so that the backend can

@@ -6,8 +6,8 @@
 
 use super::backend::TableSpec;
 use super::backend::{
-    CurrentKey, DeferredKeyGroups, DeferredState, KeyedStateBackend, KeyedStateEntries, KeyedStateSnapshot, KeyedTable,
-    StateId,
+    CurrentKey, DeferredKeyGroups, DeferredState, InlineKey, KeyedStateBackend, KeyedStateEntries, KeyedStateSnapshot,
+    KeyedTable, StateId,
 };
 use super::native::Unstored;
 use super::raw::{read_varint, write_varint, RawLayout, RawStore, RawTable};
@@ -24,25 +24,31 @@ use std::sync::Arc;
 
 static NEXT_BACKEND_ID: AtomicU64 = AtomicU64::new(1);
 
-/// An encoded key as an entry holds it: inline up to [`INLINE_KEY_BYTES`] (numbers, short
-/// strings: most keys), so that comparing it reads no other cache line than the entry's.
+/// An encoded key as an entry holds it: short keys (numbers, short strings: most keys)
+/// inline, in the form of [`InlineKey`], so that a lookup compares two fixed-size arrays
+/// and reads no other cache line than the entry's.
 #[derive(Clone)]
 enum StoredKey {
-    Inline { len: u8, bytes: [u8; INLINE_KEY_BYTES] },
+    Inline(InlineKey),
     Boxed(Box<[u8]>),
 }
 
-/// Fills the inline variant to the size of the boxed one plus its tag.
-const INLINE_KEY_BYTES: usize = 22;
-
 impl StoredKey {
     fn new(key: &[u8]) -> Self {
-        if key.len() <= INLINE_KEY_BYTES {
-            let mut bytes = [0; INLINE_KEY_BYTES];
-            bytes[..key.len()].copy_from_slice(key);
-            StoredKey::Inline { len: key.len() as u8, bytes }
+        let inline = InlineKey::of(key);
+        if inline.is_some() {
+            StoredKey::Inline(inline)
         } else {
             StoredKey::Boxed(key.into())
+        }
+    }
+
+    /// Whether this is the current key.
+    #[inline]
+    fn matches(&self, key: &CurrentKey) -> bool {
+        match self {
+            StoredKey::Inline(inline) => *inline == key.inline,
+            StoredKey::Boxed(bytes) => **bytes == *key.bytes,
         }
     }
 }
@@ -53,7 +59,7 @@ impl std::ops::Deref for StoredKey {
     #[inline]
     fn deref(&self) -> &[u8] {
         match self {
-            StoredKey::Inline { len, bytes } => &bytes[..*len as usize],
+            StoredKey::Inline(inline) => inline.bytes(),
             StoredKey::Boxed(bytes) => bytes,
         }
     }
@@ -198,7 +204,7 @@ impl<S: StateValue> HeapTable<S> {
                 return Some(bucket);
             }
         }
-        let bucket = self.groups[key.local_group].find_bucket_index(key.hash, |e| *e.key == *key.bytes)?;
+        let bucket = self.groups[key.local_group].find_bucket_index(key.hash, |e| e.key.matches(key))?;
         self.last_hit = Some((key.epoch, bucket));
         Some(bucket)
     }
@@ -362,7 +368,7 @@ impl<S: StateValue> HeapTable<S> {
     /// Removes the current key's value and returns it.
     pub fn remove(&mut self, key: &CurrentKey) -> Result<Option<S>, StateError> {
         self.last_hit = None;
-        let cached = match self.groups[key.local_group].find_entry(key.hash, |e| *e.key == *key.bytes) {
+        let cached = match self.groups[key.local_group].find_entry(key.hash, |e| e.key.matches(key)) {
             Ok(entry) => {
                 self.cached = self.cached.saturating_sub(1);
                 Some(entry.remove().0.value)
@@ -763,6 +769,7 @@ impl KeyedStateBackend for HeapKeyedStateBackend {
         let current = &mut self.current;
         current.bytes.clear();
         current.bytes.extend_from_slice(encoded_key);
+        current.inline = InlineKey::of(encoded_key);
         current.hash = hash.0;
         current.key_group = key_group.0;
         current.local_group = (key_group.0 - self.range.start) as usize;

@@ -33,8 +33,8 @@ mod value;
 
 pub use aggregating::AggregatingState;
 pub use backend::{
-    install_backend, take_backend, with_backend, CurrentKey, DeferredKeyGroups, DeferredState, KeyedStateBackend,
-    KeyedStateEntries, KeyedStateSnapshot, KeyedTable, StateId, TableSpec,
+    install_backend, take_backend, with_backend, CurrentKey, DeferredKeyGroups, DeferredState, InlineKey,
+    KeyedStateBackend, KeyedStateEntries, KeyedStateSnapshot, KeyedTable, StateId, TableSpec,
 };
 pub use factory::{BackendInstance, HeapStateBackend, KeyedBackendFactory};
 pub use heap::{canonical_key_group, HeapKeyedStateBackend, HeapTable};
