@@ -166,7 +166,8 @@ fn incremental_checkpoints_upload_little_keep_what_retained_ones_need_and_restor
         .add_sink(CollectSink::new());
     let result = env.execute("incremental").unwrap();
     let history = &result.checkpoint_history;
-    assert!(history.len() > PHASES as usize, "{history:?}");
+    // At least one periodic checkpoint per phase (the final one is not in the history).
+    assert!(history.len() >= PHASES as usize, "{history:?}");
 
     // The first checkpoint with all keys uploads them; the next one, after 20 changed
     // keys, uploads a small fraction of that.
