@@ -14,6 +14,7 @@
 mod backend;
 mod native;
 mod store;
+mod write_gate;
 
 pub use backend::RocksDbStateBackend;
 pub use store::{RocksDbRawStore, SlotMemory};

@@ -1,8 +1,9 @@
 //! RocksDB's own files as checkpoints (Flink's incremental checkpoints), and restores
 //! from them.
 //!
-//! The synchronous part of a snapshot is a RocksDB checkpoint: the memtables flushed, then
-//! every live file hard-linked into a new directory (no data copied). SST files never
+//! A snapshot is a RocksDB checkpoint: the memtables flushed, then every live file
+//! hard-linked into a new directory (no data copied), made off the task thread while
+//! writes wait ([`crate::write_gate`]). SST files never
 //! change once written, so they are *shared*: each gets a name unique to this instance,
 //! and the checkpoint storage uploads only those no earlier checkpoint holds. MANIFEST,
 //! CURRENT and OPTIONS belong to one checkpoint.
@@ -11,53 +12,101 @@
 //! the fetched copy); after a rescale the new range may span several old instances, so
 //! their files are opened read-only and the key groups of the new range read out of them.
 
-use crate::store::{error, RocksDbRawStore, SlotMemory};
+use crate::store::{error, write_changes, Db, RocksDbRawStore, SlotMemory};
+use crate::write_gate::Held;
 use eddy_state::keyed::{
-    canonical_key_group, KeyedStateEntries, KeyedStateSnapshot, LocalFiles, NativeFile, NativeSnapshot, Unstored,
+    canonical_key_group, KeyedStateEntries, KeyedStateSnapshot, LocalFiles, NativeFile, NativeFiles, NativeSnapshot,
+    SharedWork, Unstored,
 };
 use eddy_state::StateError;
 use eddy_types::KeyGroupRange;
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 /// What native snapshots of this backend are called.
 pub(crate) const BACKEND: &str = "rocksdb";
 
 /// Takes checkpoint `checkpoint_id` of `store`: its files, hard-linked into a directory
-/// beside the instance's working directory.
+/// beside the instance's working directory. Only the write gate closes on the task
+/// thread; a thread of its own makes the checkpoint and opens the gate, and the
+/// asynchronous part of the snapshot waits for the files ([`NativeSnapshot::pending`]).
 pub(crate) fn take_snapshot(
-    store: &RocksDbRawStore,
+    store: &mut RocksDbRawStore,
     range: KeyGroupRange,
     checkpoint_id: u64,
 ) -> Result<NativeSnapshot, StateError> {
     let target = PathBuf::from(format!("{}.chk-{checkpoint_id}", store.dir.display()));
-    let _ = std::fs::remove_dir_all(&target);
-    let checkpoint = rocksdb::checkpoint::Checkpoint::new(store.db()?).map_err(|e| error("checkpoint", e))?;
-    checkpoint
-        .create_checkpoint(&target)
-        .map_err(|e| error(&format!("cannot create checkpoint '{}'", target.display()), e))?;
-    let local = LocalFiles::new(target.clone());
-    let listing = |e: std::io::Error| error(&format!("cannot list checkpoint '{}'", target.display()), e);
-    let mut files = Vec::new();
-    for entry in std::fs::read_dir(&target).map_err(listing)? {
-        let entry = entry.map_err(listing)?;
-        let name = entry.file_name().to_string_lossy().into_owned();
-        let bytes = entry.metadata().map_err(listing)?.len();
-        let shared_name = name.ends_with(".sst").then(|| match store.restored_shared.get(&name) {
-            Some(restored) => restored.clone(),
-            None => format!("{}-{name}", store.uid),
-        });
-        files.push(NativeFile { name, shared_name, location: String::new(), bytes, crc32: 0 });
-    }
-    files.sort_by(|a, b| a.name.cmp(&b.name));
+    let db = store.db()?.clone();
+    let (uid, restored_shared) = (store.uid.clone(), store.restored_shared.clone());
+    let open_when_done = match store.preparing.take() {
+        Some(closed) => closed,
+        None => store.gate.close(),
+    };
+    let held = store.gate.take_held();
+    let making = std::thread::Builder::new()
+        .name(format!("rocksdb checkpoint {checkpoint_id}"))
+        .spawn(move || {
+            let made = apply_held(&db, held).and_then(|()| make_checkpoint(&db, &target, &uid, &restored_shared));
+            // The database before the gate: a store closing waits for the gate, and must
+            // be the last to hold the database.
+            drop(db);
+            drop(open_when_done);
+            made
+        })
+        .map_err(|e| error("cannot start the thread that makes a checkpoint", e))?;
+    let pending = SharedWork::new(Box::new(move || {
+        making.join().map_err(|_| StateError::Backend("the thread making a RocksDB checkpoint panicked".into()))?
+    }));
     Ok(NativeSnapshot {
         backend: BACKEND.into(),
         key_group_range: range,
         tables: store.tables.clone(),
-        files,
-        local: Unstored(Some(local)),
+        files: Vec::new(),
+        local: Unstored(None),
         owned: false,
         deferred_canonical: Unstored(None),
+        pending: Unstored(Some(pending)),
     })
+}
+
+/// Writes what was written back at the barrier (it belongs in the checkpoint).
+fn apply_held(db: &Db, held: Vec<Held>) -> Result<(), StateError> {
+    let mut options = rocksdb::WriteOptions::default();
+    options.disable_wal(true);
+    held.into_iter().try_for_each(|held| match held {
+        Held::Batch(batch) => db.write_opt(batch, &options).map_err(|e| error("batch write", e)),
+        Held::Changes { table_id, write } => write_changes(db, table_id, write),
+    })
+}
+
+/// Makes a RocksDB checkpoint of `db` in `target` and lists its files, with the names SST
+/// files get in the shared area.
+fn make_checkpoint(
+    db: &Db,
+    target: &Path,
+    uid: &str,
+    restored_shared: &HashMap<String, String>,
+) -> Result<NativeFiles, StateError> {
+    let _ = std::fs::remove_dir_all(target);
+    let checkpoint = rocksdb::checkpoint::Checkpoint::new(db).map_err(|e| error("checkpoint", e))?;
+    checkpoint
+        .create_checkpoint(target)
+        .map_err(|e| error(&format!("cannot create checkpoint '{}'", target.display()), e))?;
+    let local = LocalFiles::new(target.to_path_buf());
+    let listing = |e: std::io::Error| error(&format!("cannot list checkpoint '{}'", target.display()), e);
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(target).map_err(listing)? {
+        let entry = entry.map_err(listing)?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let bytes = entry.metadata().map_err(listing)?.len();
+        let shared_name = name.ends_with(".sst").then(|| match restored_shared.get(&name) {
+            Some(restored) => restored.clone(),
+            None => format!("{uid}-{name}"),
+        });
+        files.push(NativeFile { name, shared_name, location: String::new(), bytes, crc32: 0 });
+    }
+    files.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(NativeFiles { files, local })
 }
 
 /// Puts a snapshot's fetched files into `dir` and opens them: SST files hard-linked (they

@@ -5,7 +5,8 @@
 //! prefix scan. The write-ahead log is off: checkpoints, not the WAL, make state durable,
 //! as in Flink.
 
-use eddy_state::keyed::{NativeSnapshot, NativeTable, RawLayout, RawStore, RawTable, Unstored};
+use crate::write_gate::{Held, OpenOnDrop, WriteGate};
+use eddy_state::keyed::{HeldWrite, NativeSnapshot, NativeTable, RawLayout, RawStore, RawTable, Unstored};
 use eddy_state::StateError;
 use eddy_types::KeyGroupRange;
 use rocksdb::{
@@ -39,6 +40,11 @@ pub struct RocksDbRawStore {
     /// Restored SST files the job owns, by file name: their names in the shared area, so
     /// that checkpoints reference them instead of uploading copies.
     pub(crate) restored_shared: HashMap<String, String>,
+    /// Closed while a checkpoint is made; every table's writes wait on it.
+    pub(crate) gate: WriteGate,
+    /// The gate closed by [`RawStore::prepare_snapshot`], until the snapshot's thread
+    /// takes it over.
+    pub(crate) preparing: Option<OpenOnDrop>,
 }
 
 /// The memory budget of one slot, shared by the RocksDB instances of the operators that
@@ -135,6 +141,8 @@ impl RocksDbRawStore {
             incremental: false,
             uid: unique_id(),
             restored_shared: HashMap::new(),
+            gate: WriteGate::default(),
+            preparing: None,
         }
     }
 
@@ -155,13 +163,16 @@ impl RocksDbRawStore {
     pub(crate) fn table_by_id(&self, id: u16) -> Result<RocksDbTable, StateError> {
         let mut write = WriteOptions::default();
         write.disable_wal(true);
-        Ok(RocksDbTable { db: self.db()?.clone(), id, key: Vec::with_capacity(64), write })
+        Ok(RocksDbTable { db: self.db()?.clone(), id, key: Vec::with_capacity(64), write, gate: self.gate.clone() })
     }
 }
 
 impl Drop for RocksDbRawStore {
     fn drop(&mut self) {
-        // Close the database (the last handle), then remove its working directory.
+        // Let a checkpoint being made finish with the database, close the database (the
+        // last handle then), and remove its working directory.
+        self.preparing.take();
+        self.gate.wait_open();
         self.db.take();
         if self.owns_dir {
             let _ = std::fs::remove_dir_all(&self.dir);
@@ -243,6 +254,12 @@ impl RawStore for RocksDbRawStore {
         self.tables.iter().map(|t| (t.name.clone(), t.layout)).collect()
     }
 
+    fn prepare_snapshot(&mut self) {
+        if self.range.is_some() && self.preparing.is_none() {
+            self.preparing = Some(self.gate.close_holding());
+        }
+    }
+
     fn native_snapshot(&mut self, checkpoint_id: u64, canonical: bool) -> Result<Option<NativeSnapshot>, StateError> {
         let Some(range) = self.range else { return Ok(None) };
         let mut snapshot = crate::native::take_snapshot(self, range, checkpoint_id)?;
@@ -260,6 +277,22 @@ pub(crate) struct RocksDbTable {
     id: u16,
     key: Vec<u8>,
     write: WriteOptions,
+    gate: WriteGate,
+}
+
+/// Runs a cache's held write into one batch for table `table_id`, and writes it.
+pub(crate) fn write_changes(db: &Db, table_id: u16, write: HeldWrite) -> Result<(), StateError> {
+    let mut batch = rocksdb::WriteBatch::default();
+    let mut full = Vec::with_capacity(64);
+    write(&mut |key_group, key, value| {
+        full.clear();
+        full.extend_from_slice(&prefix(table_id, key_group));
+        full.extend_from_slice(key);
+        batch.put(&full, value);
+    })?;
+    let mut options = WriteOptions::default();
+    options.disable_wal(true);
+    db.write_opt(batch, &options).map_err(|e| error("batch write", e))
 }
 
 fn prefix(id: u16, key_group: u32) -> [u8; 4] {
@@ -299,25 +332,29 @@ impl RawTable for RocksDbTable {
     }
 
     fn put(&mut self, key_group: u32, key: &[u8], value: &[u8]) -> Result<(), StateError> {
+        self.gate.wait_open();
         self.fill_key(key_group, key);
         self.db.put_opt(&self.key, value, &self.write).map_err(|e| error("write", e))
     }
 
     fn delete(&mut self, key_group: u32, key: &[u8]) -> Result<(), StateError> {
+        self.gate.wait_open();
         self.fill_key(key_group, key);
         self.db.delete_opt(&self.key, &self.write).map_err(|e| error("delete", e))
     }
 
     fn put_batch(&mut self, entries: &mut dyn Iterator<Item = (u32, &[u8], &[u8])>) -> Result<(), StateError> {
-        let mut batch = rocksdb::WriteBatchWithTransaction::<false>::default();
+        let mut batch = rocksdb::WriteBatch::default();
         for (key_group, key, value) in entries {
             self.fill_key(key_group, key);
             batch.put(&self.key, value);
         }
-        self.db.write_opt(batch, &self.write).map_err(|e| error("batch write", e))
+        let (db, write) = (&self.db, &self.write);
+        self.gate.write(batch, |batch| db.write_opt(batch, write).map_err(|e| error("batch write", e)))
     }
 
     fn append_list(&mut self, key_group: u32, key: &[u8], elements: &[u8]) -> Result<bool, StateError> {
+        self.gate.wait_open();
         self.fill_key(key_group, key);
         self.db.merge_opt(&self.key, elements, &self.write).map_err(|e| error("append", e))?;
         Ok(true)
@@ -336,5 +373,32 @@ impl RawTable for RocksDbTable {
 
     fn scan(&self, key_group: u32, visit: &mut dyn FnMut(&[u8], &[u8])) -> Result<(), StateError> {
         self.scan_from(&prefix(self.id, key_group), visit)
+    }
+
+    fn writes_wait(&self) -> bool {
+        self.gate.is_closed()
+    }
+
+    fn wait_for_writes(&self) {
+        self.gate.wait_open()
+    }
+
+    fn holds_writes(&self) -> bool {
+        self.gate.holds()
+    }
+
+    fn hold(&mut self, write: HeldWrite) -> Result<(), StateError> {
+        match self.gate.hold(Held::Changes { table_id: self.id, write }) {
+            None => Ok(()),
+            // Not held (any more): written now.
+            Some(Held::Changes { table_id, write }) => {
+                self.gate.wait_open();
+                write_changes(&self.db, table_id, write)
+            }
+            Some(Held::Batch(batch)) => {
+                self.gate.wait_open();
+                self.db.write_opt(batch, &self.write).map_err(|e| error("batch write", e))
+            }
+        }
     }
 }

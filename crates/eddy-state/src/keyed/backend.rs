@@ -1,6 +1,7 @@
 //! The keyed state backend trait, the current key, and the thread-local through which
 //! state handles reach the backend of the subtask that runs them.
 
+use super::shared_work::SharedWork;
 use crate::descriptor::StateMeta;
 use crate::error::StateError;
 use eddy_types::{KeyGroup, KeyGroupRange, KeyHash, MaxParallelism};
@@ -102,50 +103,27 @@ pub trait KeyedTable: Send {
 }
 
 /// Builds the (key group, canonical bytes) of one state, in the asynchronous part.
-pub type DeferredKeyGroups = Box<dyn FnOnce() -> Result<Vec<(u32, Vec<u8>)>, StateError> + Send>;
+pub type DeferredKeyGroups = super::shared_work::Work<Vec<(u32, Vec<u8>)>>;
 
 /// A state whose canonical key groups are still to be built (see
-/// [`KeyedStateSnapshot::complete_deferred`]).
-///
-/// Clones share the work and its result: a finished task's final snapshot stands in for it
-/// in every later checkpoint (the coordinator clones it into each), so the key groups are
-/// built by whichever clone is written first and kept for all the others.
+/// [`KeyedStateSnapshot::complete_deferred`]). Clones share the building (see
+/// [`super::shared_work`]).
 #[derive(Clone)]
 pub struct DeferredState {
     name: String,
     ttl: bool,
-    work: std::sync::Arc<DeferredWork>,
-}
-
-struct DeferredWork {
-    /// Taken by the one build that runs.
-    pending: std::sync::Mutex<Option<DeferredKeyGroups>>,
-    /// The key groups, or the build's error message.
-    built: std::sync::OnceLock<Result<Vec<(u32, Vec<u8>)>, String>>,
+    build: SharedWork<Vec<(u32, Vec<u8>)>>,
 }
 
 impl DeferredState {
     pub fn new(name: &str, ttl: bool, build: DeferredKeyGroups) -> Self {
-        let work = DeferredWork { pending: std::sync::Mutex::new(Some(build)), built: std::sync::OnceLock::new() };
-        Self { name: name.to_string(), ttl, work: std::sync::Arc::new(work) }
+        Self { name: name.to_string(), ttl, build: SharedWork::new(build) }
     }
 
     /// The state's entries, built on the first call and the same on every later one.
-    fn build(self) -> Result<KeyedStateEntries, StateError> {
-        let built = self.work.built.get_or_init(|| {
-            let pending = self.work.pending.lock().unwrap_or_else(|p| p.into_inner()).take();
-            let build = pending.ok_or("its build was lost")?;
-            build().map_err(|e| e.to_string())
-        });
-        match built {
-            Ok(key_groups) => {
-                Ok(KeyedStateEntries { name: self.name.clone(), ttl: self.ttl, key_groups: key_groups.clone() })
-            }
-            Err(message) => Err(StateError::Backend(format!(
-                "snapshot of keyed state '{}' could not be built: {message}",
-                self.name
-            ))),
-        }
+    fn build(&self) -> Result<KeyedStateEntries, StateError> {
+        let key_groups = self.build.result(&format!("snapshot of keyed state '{}'", self.name))?;
+        Ok(KeyedStateEntries { name: self.name.clone(), ttl: self.ttl, key_groups: key_groups.clone() })
     }
 }
 
@@ -237,7 +215,12 @@ impl KeyedStateSnapshot {
             self.states.push(deferred.build()?);
         }
         let natives = std::mem::take(&mut self.native);
-        for native in natives {
+        for mut native in natives {
+            if let Some(pending) = native.pending.0.take() {
+                let made = pending.result(&format!("{} snapshot", native.backend))?;
+                native.files = made.files.clone();
+                native.local = super::native::Unstored(Some(made.local.clone()));
+            }
             match native.deferred_canonical.0 {
                 Some(read) => read(&native, native.key_group_range, self)?,
                 None => self.native.push(native),
@@ -309,41 +292,4 @@ pub fn with_backend<R>(
             None => Err(StateError::NotKeyed { state: state.to_string() }),
         }
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn every_clone_of_a_deferred_state_gets_the_same_entries_from_one_build() {
-        let builds = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(0));
-        let counter = builds.clone();
-        let deferred = DeferredState::new(
-            "count",
-            false,
-            Box::new(move || {
-                counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                Ok(vec![(3, vec![1, 2])])
-            }),
-        );
-        let expected = KeyedStateEntries { name: "count".into(), ttl: false, key_groups: vec![(3, vec![1, 2])] };
-        let copies = [deferred.clone(), deferred.clone(), deferred];
-        for copy in copies {
-            let mut snapshot =
-                KeyedStateSnapshot { deferred: super::super::native::Unstored(vec![copy]), ..Default::default() };
-            snapshot.complete_deferred().unwrap();
-            assert_eq!(snapshot.states, vec![expected.clone()]);
-        }
-        assert_eq!(builds.load(std::sync::atomic::Ordering::SeqCst), 1);
-    }
-
-    #[test]
-    fn a_failed_build_fails_every_clone_and_names_the_state() {
-        let deferred = DeferredState::new("seen", false, Box::new(|| Err(StateError::Backend("disk full".into()))));
-        for copy in [deferred.clone(), deferred] {
-            let message = copy.build().unwrap_err().to_string();
-            assert!(message.contains("'seen'") && message.contains("disk full"), "{message}");
-        }
-    }
 }

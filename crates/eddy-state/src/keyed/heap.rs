@@ -10,7 +10,7 @@ use super::backend::{
     KeyedTable, StateId,
 };
 use super::native::Unstored;
-use super::raw::{read_varint, write_varint, RawLayout, RawStore, RawTable};
+use super::raw::{read_varint, write_varint, HeldWrite, RawLayout, RawStore, RawTable};
 use crate::descriptor::StateMeta;
 use crate::descriptor::{StateTtlConfig, TtlUpdateType};
 use crate::error::StateError;
@@ -224,6 +224,12 @@ impl<S: StateValue> HeapTable<S> {
     /// Writes every changed value to the raw store in one batch.
     fn write_back(&mut self) -> Result<(), StateError> {
         let Some(raw) = self.raw.as_mut() else { return Ok(()) };
+        if raw.holds_writes() {
+            // At a barrier, before a snapshot made off the task thread: only copies of the
+            // changed values now; sorted, serialized and written there.
+            let write = self.copy_changes();
+            return self.raw.as_mut().expect("checked above").hold(write);
+        }
         // All values in one buffer; (key group, key, value span) in the store's key order,
         // because RocksDB inserts keys that arrive in order much faster (its memtable
         // continues each search where the last one ended).
@@ -246,10 +252,46 @@ impl<S: StateValue> HeapTable<S> {
         Ok(())
     }
 
+    /// Copies the changed entries (keys into one buffer) and marks them written: the
+    /// returned write puts them into the store, in its key order.
+    fn copy_changes(&mut self) -> HeldWrite {
+        let mut keys = Vec::new();
+        let mut changed = Vec::new();
+        for (local, group) in self.groups.iter_mut().enumerate() {
+            for entry in group.iter_mut().filter(|e| e.dirty) {
+                entry.dirty = false;
+                let start = keys.len();
+                keys.extend_from_slice(&entry.key);
+                let key_group = self.first_key_group + local as u32;
+                changed.push((key_group, start, keys.len(), entry.expires_ms, entry.value.clone()));
+            }
+        }
+        let (name, ttl) = (self.name.clone(), self.ttl.is_some());
+        Box::new(move |put| {
+            changed.sort_unstable_by(|a, b| (a.0, &keys[a.1..a.2]).cmp(&(b.0, &keys[b.1..b.2])));
+            let mut value = Vec::new();
+            for (key_group, start, end, expires_ms, stored) in &changed {
+                value.clear();
+                append_stored(&name, stored, ttl.then_some(*expires_ms), &mut value)?;
+                put(*key_group, &keys[*start..*end], &value);
+            }
+            Ok(())
+        })
+    }
+
     /// Makes room in the cache: writes back what changed, then drops whole key groups
-    /// until half the cache is free (cheap, and the other half stays warm).
+    /// until half the cache is free (cheap, and the other half stays warm). While a
+    /// snapshot of the store is being made, the cache grows instead, up to twice its size:
+    /// values written back for the snapshot may not be applied yet, so none is dropped.
     fn make_room(&mut self) -> Result<(), StateError> {
-        if self.raw.is_some() && self.cached >= self.cache_entries_max {
+        let Some(raw) = &self.raw else { return Ok(()) };
+        if self.cached >= self.cache_entries_max {
+            if raw.writes_wait() {
+                if self.cached < self.cache_entries_max.saturating_mul(2) {
+                    return Ok(());
+                }
+                raw.wait_for_writes();
+            }
             self.write_back()?;
             let target = self.cache_entries_max / 2;
             // Start where the last eviction stopped, so no key group is always dropped.
@@ -400,7 +442,8 @@ impl<S: StateValue> HeapTable<S> {
     where
         S: Extend<E> + Default,
     {
-        if self.raw.is_some() && self.ttl.is_none() && self.find(key).is_none() {
+        let store_appends = self.raw.as_ref().is_some_and(|raw| !raw.writes_wait());
+        if store_appends && self.ttl.is_none() && self.find(key).is_none() {
             // Entering the store: the elements are serialized as a list anyway.
             let elements: Vec<E> = elements.into_iter().collect();
             encode(&self.name, &elements, &mut self.scratch)?;
@@ -907,6 +950,9 @@ impl KeyedStateBackend for HeapKeyedStateBackend {
         checkpoint_id: u64,
         canonical: bool,
     ) -> Result<KeyedStateSnapshot, StateError> {
+        if let Some(store) = self.raw_store.as_mut() {
+            store.prepare_snapshot();
+        }
         self.flush_all()?;
         let native = match self.raw_store.as_mut() {
             Some(store) => store.native_snapshot(checkpoint_id, canonical)?,

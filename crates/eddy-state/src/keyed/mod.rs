@@ -29,6 +29,7 @@ mod map_entries;
 mod native;
 mod raw;
 mod reducing;
+mod shared_work;
 mod value;
 
 pub use aggregating::AggregatingState;
@@ -41,9 +42,10 @@ pub use heap::{canonical_key_group, HeapKeyedStateBackend, HeapTable};
 pub use list::ListState;
 pub use map::MapState;
 pub use map_entries::MapEntriesTable;
-pub use native::{LocalFiles, NativeFile, NativeSnapshot, NativeTable, ReadCanonicalFn, Unstored};
-pub use raw::{concat_encoded_lists, RawLayout, RawStore, RawTable};
+pub use native::{LocalFiles, NativeFile, NativeFiles, NativeSnapshot, NativeTable, ReadCanonicalFn, Unstored};
+pub use raw::{concat_encoded_lists, HeldWrite, RawLayout, RawStore, RawTable};
 pub use reducing::ReducingState;
+pub use shared_work::{SharedWork, Work};
 pub use value::ValueState;
 
 use crate::descriptor::{StateKind, StateMeta, StateTtlConfig};

@@ -36,6 +36,18 @@ pub struct NativeSnapshot {
     /// task thread ([`super::KeyedStateSnapshot::complete_deferred`]).
     #[serde(skip)]
     pub deferred_canonical: Unstored<Option<ReadCanonicalFn>>,
+    /// Set while the files are still being made off the task thread (RocksDB's checkpoint
+    /// created while the task goes on): `files` and `local` come from it in the
+    /// asynchronous part ([`super::KeyedStateSnapshot::complete_deferred`]).
+    #[serde(skip)]
+    pub pending: Unstored<Option<super::SharedWork<NativeFiles>>>,
+}
+
+/// The files of a native snapshot, once made.
+#[derive(Debug, Clone)]
+pub struct NativeFiles {
+    pub files: Vec<NativeFile>,
+    pub local: LocalFiles,
 }
 
 /// Reads the key groups of a range out of a native snapshot's local files into the

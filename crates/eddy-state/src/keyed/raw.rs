@@ -54,6 +54,10 @@ pub trait RawStore: Send {
         let _ = (checkpoint_id, canonical);
         Ok(None)
     }
+    /// Called at a barrier before the tables write back what they cache, and followed by
+    /// [`RawStore::native_snapshot`]: a store that makes its snapshot off the task thread
+    /// holds those writes back and applies them there, first.
+    fn prepare_snapshot(&mut self) {}
 }
 
 /// One state's serialized values, by key group and key.
@@ -86,7 +90,32 @@ pub trait RawTable: Send {
         let _ = (key_group, key, elements);
         Ok(false)
     }
+    /// Whether a write now would wait (a snapshot of the store is being made, with the
+    /// writes held back for it not applied yet): a cache in front keeps its changes, and
+    /// its values, until it would not.
+    fn writes_wait(&self) -> bool {
+        false
+    }
+    /// Waits until writes no longer wait (see [`RawTable::writes_wait`]).
+    fn wait_for_writes(&self) {}
+    /// Whether writes are held for a snapshot being prepared (between
+    /// [`RawStore::prepare_snapshot`] and [`RawStore::native_snapshot`]): a cache hands its
+    /// changes over with [`RawTable::hold`] instead of writing them.
+    fn holds_writes(&self) -> bool {
+        false
+    }
+    /// Hands over a write that the snapshot's own thread runs before it makes the
+    /// snapshot (while [`RawTable::holds_writes`]; else the write runs now).
+    fn hold(&mut self, write: HeldWrite) -> Result<(), StateError> {
+        let mut entries = Vec::new();
+        write(&mut |key_group, key, value| entries.push((key_group, key.to_vec(), value.to_vec())))?;
+        self.put_batch(&mut entries.iter().map(|(key_group, key, value)| (*key_group, &key[..], &value[..])))
+    }
 }
+
+/// A write the store runs later: it calls `put(key group, key, stored value)` for each
+/// value, in the store's key order.
+pub type HeldWrite = Box<dyn FnOnce(&mut dyn FnMut(u32, &[u8], &[u8])) -> Result<(), StateError> + Send>;
 
 /// postcard's length prefix (unsigned LEB128).
 pub(crate) fn write_varint(mut n: u64, out: &mut Vec<u8>) {
