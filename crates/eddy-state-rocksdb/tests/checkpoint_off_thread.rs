@@ -20,8 +20,11 @@ fn write_round(round: u64, count: &ValueState<u64>, seen: &MapState<u64, u64>) {
     }
 }
 
-/// (count per key, map entries per key) as the backend on this thread holds them.
-fn read_all(count: &ValueState<u64>, seen: &MapState<u64, u64>) -> BTreeMap<u64, (Option<u64>, Vec<(u64, u64)>)> {
+/// Per key: its count and its map entries.
+type KeyStates = BTreeMap<u64, (Option<u64>, Vec<(u64, u64)>)>;
+
+/// Every key's states as the backend on this thread holds them.
+fn read_all(count: &ValueState<u64>, seen: &MapState<u64, u64>) -> KeyStates {
     (0..KEYS)
         .map(|key| {
             set_key(&key);
