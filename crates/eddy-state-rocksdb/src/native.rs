@@ -43,17 +43,25 @@ pub(crate) fn take_snapshot(
         None => store.gate.close(),
     };
     let held = store.gate.take_held();
-    let making = std::thread::Builder::new()
-        .name(format!("rocksdb checkpoint {checkpoint_id}"))
-        .spawn(move || {
-            let made = apply_held(&db, held).and_then(|()| make_checkpoint(&db, &target, &uid, &restored_shared));
-            // The database before the gate: a store closing waits for the gate, and must
-            // be the last to hold the database.
-            drop(db);
-            drop(open_when_done);
-            made
-        })
-        .map_err(|e| error("cannot start the thread that makes a checkpoint", e))?;
+    let gate = store.gate.clone();
+    let making = std::thread::Builder::new().name(format!("rocksdb checkpoint {checkpoint_id}")).spawn(move || {
+        let applied = apply_held(&db, held);
+        if let Err(e) = &applied {
+            gate.fail(e.to_string());
+        }
+        let made = applied.and_then(|()| make_checkpoint(&db, &target, &uid, &restored_shared));
+        // The database before the gate: a store closing waits for the gate, and must
+        // be the last to hold the database.
+        drop(db);
+        drop(open_when_done);
+        made
+    });
+    let making = making.map_err(|e| {
+        // The held writes went with the thread that did not start.
+        let failed = error("cannot start the thread that makes a checkpoint", e);
+        store.gate.fail(failed.to_string());
+        failed
+    })?;
     let pending = SharedWork::new(Box::new(move || {
         making.join().map_err(|_| StateError::Backend("the thread making a RocksDB checkpoint panicked".into()))?
     }));
@@ -69,14 +77,9 @@ pub(crate) fn take_snapshot(
     })
 }
 
-/// Writes what was written back at the barrier (it belongs in the checkpoint).
-fn apply_held(db: &Db, held: Vec<Held>) -> Result<(), StateError> {
-    let mut options = rocksdb::WriteOptions::default();
-    options.disable_wal(true);
-    held.into_iter().try_for_each(|held| match held {
-        Held::Batch(batch) => db.write_opt(batch, &options).map_err(|e| error("batch write", e)),
-        Held::Changes { table_id, write } => write_changes(db, table_id, write),
-    })
+/// Writes what the caches handed over at the barrier (it belongs in the checkpoint).
+pub(crate) fn apply_held(db: &Db, held: Vec<Held>) -> Result<(), StateError> {
+    held.into_iter().try_for_each(|Held { table_id, write }| write_changes(db, table_id, write))
 }
 
 /// Makes a RocksDB checkpoint of `db` in `target` and lists its files, with the names SST

@@ -161,9 +161,8 @@ impl RocksDbRawStore {
 
     /// The table with id `id`, for reading and writing.
     pub(crate) fn table_by_id(&self, id: u16) -> Result<RocksDbTable, StateError> {
-        let mut write = WriteOptions::default();
-        write.disable_wal(true);
-        Ok(RocksDbTable { db: self.db()?.clone(), id, key: Vec::with_capacity(64), write, gate: self.gate.clone() })
+        let db = self.db()?.clone();
+        Ok(RocksDbTable { db, id, key: Vec::with_capacity(64), write: write_options(), gate: self.gate.clone() })
     }
 }
 
@@ -260,7 +259,19 @@ impl RawStore for RocksDbRawStore {
         }
     }
 
+    fn abort_snapshot(&mut self) -> Result<(), StateError> {
+        let Some(closed) = self.preparing.take() else { return Ok(()) };
+        // What was handed over counts as written: write it here, then open.
+        let written = crate::native::apply_held(self.db()?, self.gate.take_held());
+        if let Err(e) = &written {
+            self.gate.fail(e.to_string());
+        }
+        drop(closed);
+        written
+    }
+
     fn native_snapshot(&mut self, checkpoint_id: u64, canonical: bool) -> Result<Option<NativeSnapshot>, StateError> {
+        self.gate.check()?;
         let Some(range) = self.range else { return Ok(None) };
         let mut snapshot = crate::native::take_snapshot(self, range, checkpoint_id)?;
         if canonical || !self.incremental {
@@ -290,9 +301,15 @@ pub(crate) fn write_changes(db: &Db, table_id: u16, write: HeldWrite) -> Result<
         full.extend_from_slice(key);
         batch.put(&full, value);
     })?;
+    db.write_opt(batch, &write_options()).map_err(|e| error("batch write", e))
+}
+
+/// How eddy writes to RocksDB: without its write-ahead log, since checkpoints, not the
+/// log, make state durable (as in Flink).
+pub(crate) fn write_options() -> WriteOptions {
     let mut options = WriteOptions::default();
     options.disable_wal(true);
-    db.write_opt(batch, &options).map_err(|e| error("batch write", e))
+    options
 }
 
 fn prefix(id: u16, key_group: u32) -> [u8; 4] {
@@ -325,6 +342,7 @@ impl RocksDbTable {
 
 impl RawTable for RocksDbTable {
     fn get(&self, key_group: u32, key: &[u8]) -> Result<Option<Vec<u8>>, StateError> {
+        self.gate.check()?;
         let mut full = Vec::with_capacity(4 + key.len());
         full.extend_from_slice(&prefix(self.id, key_group));
         full.extend_from_slice(key);
@@ -333,12 +351,14 @@ impl RawTable for RocksDbTable {
 
     fn put(&mut self, key_group: u32, key: &[u8], value: &[u8]) -> Result<(), StateError> {
         self.gate.wait_open();
+        self.gate.check()?;
         self.fill_key(key_group, key);
         self.db.put_opt(&self.key, value, &self.write).map_err(|e| error("write", e))
     }
 
     fn delete(&mut self, key_group: u32, key: &[u8]) -> Result<(), StateError> {
         self.gate.wait_open();
+        self.gate.check()?;
         self.fill_key(key_group, key);
         self.db.delete_opt(&self.key, &self.write).map_err(|e| error("delete", e))
     }
@@ -349,12 +369,14 @@ impl RawTable for RocksDbTable {
             self.fill_key(key_group, key);
             batch.put(&self.key, value);
         }
-        let (db, write) = (&self.db, &self.write);
-        self.gate.write(batch, |batch| db.write_opt(batch, write).map_err(|e| error("batch write", e)))
+        self.gate.wait_open();
+        self.gate.check()?;
+        self.db.write_opt(batch, &self.write).map_err(|e| error("batch write", e))
     }
 
     fn append_list(&mut self, key_group: u32, key: &[u8], elements: &[u8]) -> Result<bool, StateError> {
         self.gate.wait_open();
+        self.gate.check()?;
         self.fill_key(key_group, key);
         self.db.merge_opt(&self.key, elements, &self.write).map_err(|e| error("append", e))?;
         Ok(true)
@@ -366,12 +388,14 @@ impl RawTable for RocksDbTable {
         prefix: &[u8],
         visit: &mut dyn FnMut(&[u8], &[u8]),
     ) -> Result<(), StateError> {
+        self.gate.check()?;
         let mut start = self::prefix(self.id, key_group).to_vec();
         start.extend_from_slice(prefix);
         self.scan_from(&start, visit)
     }
 
     fn scan(&self, key_group: u32, visit: &mut dyn FnMut(&[u8], &[u8])) -> Result<(), StateError> {
+        self.gate.check()?;
         self.scan_from(&prefix(self.id, key_group), visit)
     }
 
@@ -388,16 +412,13 @@ impl RawTable for RocksDbTable {
     }
 
     fn hold(&mut self, write: HeldWrite) -> Result<(), StateError> {
-        match self.gate.hold(Held::Changes { table_id: self.id, write }) {
+        match self.gate.hold(Held { table_id: self.id, write }) {
             None => Ok(()),
-            // Not held (any more): written now.
-            Some(Held::Changes { table_id, write }) => {
+            // Not held: written now.
+            Some(Held { table_id, write }) => {
                 self.gate.wait_open();
+                self.gate.check()?;
                 write_changes(&self.db, table_id, write)
-            }
-            Some(Held::Batch(batch)) => {
-                self.gate.wait_open();
-                self.db.write_opt(batch, &self.write).map_err(|e| error("batch write", e))
             }
         }
     }

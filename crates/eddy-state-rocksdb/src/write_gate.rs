@@ -12,10 +12,13 @@
 //!
 //! What the cache writes back at the barrier itself is *held*: copies of the changed
 //! values go to the thread that makes the checkpoint, which sorts, serializes and writes
-//! them first, so that none of that is the task's time either.
+//! them first, so that none of that is the task's time either. The cache counts them as
+//! written; if writing them fails, the gate is *failed*: every later access to the
+//! instance fails, so that the task restores from a checkpoint rather than go on without
+//! them.
 
 use eddy_state::keyed::HeldWrite;
-use rocksdb::WriteBatch;
+use eddy_state::StateError;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 
@@ -28,18 +31,17 @@ struct Gate {
     closed: AtomicBool,
     lock: Mutex<()>,
     opened: Condvar,
-    /// Writes made while held (between a barrier and its checkpoint's thread).
+    /// Writes handed over between a barrier and its checkpoint's thread.
     held: Mutex<Option<Vec<Held>>>,
+    /// Read on every access; set once, with `failure`.
+    failed: AtomicBool,
+    failure: Mutex<Option<String>>,
 }
 
-/// A write held for the thread that makes a checkpoint.
-pub(crate) enum Held {
-    Batch(WriteBatch),
-    /// A cache's changes, for the table with this id.
-    Changes {
-        table_id: u16,
-        write: HeldWrite,
-    },
+/// A cache's changes, held for the table with id `table_id`.
+pub(crate) struct Held {
+    pub(crate) table_id: u16,
+    pub(crate) write: HeldWrite,
 }
 
 impl WriteGate {
@@ -55,14 +57,14 @@ impl WriteGate {
         OpenOnDrop(self.clone())
     }
 
-    /// Closes the gate and holds the batches written from now on (see [`WriteGate::write`]).
+    /// Closes the gate and holds what is handed over from now on ([`WriteGate::hold`]).
     pub(crate) fn close_holding(&self) -> OpenOnDrop {
         let guard = self.close();
         *self.0.held.lock().unwrap_or_else(|p| p.into_inner()) = Some(Vec::new());
         guard
     }
 
-    /// The writes held since [`WriteGate::close_holding`]; later ones are written again.
+    /// What was handed over since [`WriteGate::close_holding`]; nothing is held after.
     pub(crate) fn take_held(&self) -> Vec<Held> {
         self.0.held.lock().unwrap_or_else(|p| p.into_inner()).take().unwrap_or_default()
     }
@@ -83,16 +85,6 @@ impl WriteGate {
         }
     }
 
-    /// Holds `batch` if writes are held, else writes it with `write` once the gate is open.
-    pub(crate) fn write<E>(&self, batch: WriteBatch, write: impl FnOnce(WriteBatch) -> Result<(), E>) -> Result<(), E> {
-        if let Some(held) = self.0.held.lock().unwrap_or_else(|p| p.into_inner()).as_mut() {
-            held.push(Held::Batch(batch));
-            return Ok(());
-        }
-        self.wait_open();
-        write(batch)
-    }
-
     #[inline]
     pub(crate) fn is_closed(&self) -> bool {
         self.0.closed.load(Ordering::SeqCst)
@@ -108,6 +100,26 @@ impl WriteGate {
         while self.is_closed() {
             lock = self.0.opened.wait(lock).unwrap_or_else(|p| p.into_inner());
         }
+    }
+
+    /// Held writes were lost: from now on every access fails with `message`.
+    pub(crate) fn fail(&self, message: String) {
+        self.0.failure.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert(message);
+        self.0.failed.store(true, Ordering::SeqCst);
+    }
+
+    /// Fails if held writes were lost (before every access).
+    #[inline]
+    pub(crate) fn check(&self) -> Result<(), StateError> {
+        if !self.0.failed.load(Ordering::SeqCst) {
+            return Ok(());
+        }
+        let failure = self.0.failure.lock().unwrap_or_else(|p| p.into_inner());
+        Err(StateError::Backend(format!(
+            "RocksDB lacks changes that were handed to a checkpoint which then failed: {}; the task must \
+             restore from a checkpoint",
+            failure.as_deref().unwrap_or("unknown")
+        )))
     }
 }
 
@@ -161,5 +173,14 @@ mod tests {
         assert!(gate.is_closed(), "the first guard did not open the second checkpoint's gate");
         drop(guard);
         assert!(!gate.is_closed());
+    }
+
+    #[test]
+    fn a_failed_gate_fails_every_access_and_names_the_cause() {
+        let gate = WriteGate::default();
+        assert!(gate.check().is_ok());
+        gate.fail("disk full".into());
+        let message = gate.check().unwrap_err().to_string();
+        assert!(message.contains("disk full") && message.contains("restore"), "{message}");
     }
 }

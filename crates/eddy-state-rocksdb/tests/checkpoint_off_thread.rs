@@ -71,3 +71,30 @@ fn writes_after_the_barrier_stay_out_of_a_checkpoint_made_off_the_task_thread() 
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Changes handed to a checkpoint count as written; when writing them fails, the instance
+/// refuses every later access (naming the cause) so that the task restores, instead of
+/// going on without them.
+#[test]
+fn a_failed_handed_over_write_fails_the_checkpoint_and_every_later_access() {
+    use eddy_state::keyed::{KeyedStateSnapshot, RawLayout, RawStore};
+    use eddy_state::StateError;
+    use eddy_state_rocksdb::RocksDbRawStore;
+    let dir = std::env::temp_dir().join(format!("eddy-rocksdb-failed-hold-{}", std::process::id()));
+    let max = MaxParallelism::default();
+    let mut store = RocksDbRawStore::open(&dir, 8 << 20).unwrap().with_native_snapshots(KeyGroupRange::all(max), true);
+    let mut table = store.table("count", RawLayout::Values).unwrap();
+    table.put(3, b"key", b"value").unwrap();
+    store.prepare_snapshot();
+    assert!(table.holds_writes());
+    table.hold(Box::new(|_put| Err(StateError::Serialize { state: "count".into(), message: "no".into() }))).unwrap();
+    let native = store.native_snapshot(1, false).unwrap().unwrap();
+    let mut snapshot = KeyedStateSnapshot { native: vec![native], ..KeyedStateSnapshot::default() };
+    let message = snapshot.complete_deferred().unwrap_err().to_string();
+    assert!(message.contains("cannot serialize state 'count'"), "{message}");
+    let later = table.get(3, b"key").unwrap_err().to_string();
+    assert!(later.contains("cannot serialize state 'count'") && later.contains("restore"), "{later}");
+    assert!(store.native_snapshot(2, false).is_err(), "no checkpoint without the lost changes");
+    drop((table, store));
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -176,6 +176,7 @@ pub fn assign_to_key_group(hash: KeyHash, max_parallelism: MaxParallelism) -> Ke
 /// Flink's `computeOperatorIndexForKeyGroup`: which subtask owns a key group.
 pub fn operator_index_for_key_group(max_parallelism: MaxParallelism, parallelism: u32, key_group: KeyGroup) -> u32 {
     debug_assert!(parallelism >= 1 && parallelism <= max_parallelism.get());
+    debug_assert!(key_group.0 < max_parallelism.get());
     // Below 2^30: key groups and parallelism are at most 2^15.
     max_parallelism.quotient(key_group.0 * parallelism)
 }

@@ -372,6 +372,7 @@ fn a_finished_keyed_task_keeps_its_state_through_injected_failures() {
 #[test]
 fn a_finished_keyed_task_on_rocksdb_keeps_its_state_through_injected_failures() {
     finished_task_keeps_its_state(Backend::RocksDb { incremental: false }, 0xF1E2, "finished-rocks");
+    finished_task_keeps_its_state(Backend::RocksDb { incremental: true }, 0xF1E3, "finished-rocks-incremental");
 }
 
 #[test]

@@ -69,7 +69,7 @@ struct Entry<S> {
     key: StoredKey,
     hash: u64,
     value: S,
-    /// Changed since it was last written to the raw store.
+    /// Changed since it was last written (or handed over for a snapshot) to the raw store.
     dirty: bool,
     /// Wall-clock ms after which the value is gone (`u64::MAX`: no time to live).
     expires_ms: u64,
@@ -77,8 +77,9 @@ struct Entry<S> {
 
 /// The values of one state, per key group and key: all of them (heap backend), or a
 /// bounded write-back cache of the hot ones in front of a [`RawTable`] (RocksDB). Changed
-/// values are written to the raw store in one batch when the cache is full and before a
-/// snapshot; checkpoints, not the raw store, make state durable, so nothing is lost.
+/// values are written to the raw store in one batch when the cache is full, and handed
+/// over to the store's snapshot at a barrier; checkpoints, not the raw store, make state
+/// durable, so nothing is lost.
 pub struct HeapTable<S> {
     name: String,
     groups: Vec<HashTable<Entry<S>>>,
@@ -200,7 +201,12 @@ impl<S: StateValue> HeapTable<S> {
     #[inline]
     fn locate(&mut self, key: &CurrentKey) -> Option<usize> {
         if let Some((epoch, bucket)) = self.last_hit {
-            if epoch == key.epoch && key.epoch != 0 {
+            // Checked all the same (a few instructions: the entry was just read), so that a
+            // memo gone stale can never serve another key's value.
+            if epoch == key.epoch
+                && key.epoch != 0
+                && self.groups[key.local_group].get_bucket(bucket).is_some_and(|e| e.key.matches(key))
+            {
                 return Some(bucket);
             }
         }
@@ -568,6 +574,8 @@ impl<S: StateValue> KeyedTable for HeapTable<S> {
         self.groups.iter_mut().for_each(HashTable::clear);
         self.cached = 0;
         if let Some(raw) = self.raw.as_mut() {
+            // A snapshot being made may still write values handed over to it.
+            raw.wait_for_writes();
             for local in 0..self.groups.len() {
                 let key_group = self.first_key_group + local as u32;
                 let mut keys = Vec::new();
@@ -953,7 +961,12 @@ impl KeyedStateBackend for HeapKeyedStateBackend {
         if let Some(store) = self.raw_store.as_mut() {
             store.prepare_snapshot();
         }
-        self.flush_all()?;
+        if let Err(e) = self.flush_all() {
+            if let Some(store) = self.raw_store.as_mut() {
+                store.abort_snapshot()?;
+            }
+            return Err(e);
+        }
         let native = match self.raw_store.as_mut() {
             Some(store) => store.native_snapshot(checkpoint_id, canonical)?,
             None => None,

@@ -47,17 +47,23 @@ pub trait RawStore: Send {
     fn tables(&self) -> Vec<(String, RawLayout)> {
         Vec::new()
     }
-    /// The store's own files for checkpoint `checkpoint_id` (everything written so far must
-    /// be in them), or `None` when it has none. `canonical`: the snapshot must end up in
+    /// The store's own files for checkpoint `checkpoint_id` (everything written or handed
+    /// over so far must be in them), or `None` when it has none. `canonical`: the snapshot must end up in
     /// the canonical form, so the files must come with a deferred reader.
     fn native_snapshot(&mut self, checkpoint_id: u64, canonical: bool) -> Result<Option<NativeSnapshot>, StateError> {
         let _ = (checkpoint_id, canonical);
         Ok(None)
     }
     /// Called at a barrier before the tables write back what they cache, and followed by
-    /// [`RawStore::native_snapshot`]: a store that makes its snapshot off the task thread
-    /// holds those writes back and applies them there, first.
+    /// [`RawStore::native_snapshot`] (or, when that write-back failed,
+    /// [`RawStore::abort_snapshot`]): a store that makes its snapshot off the task thread
+    /// has the writes handed over ([`RawTable::hold`]) and applies them there, first.
     fn prepare_snapshot(&mut self) {}
+    /// Ends a [`RawStore::prepare_snapshot`] without a snapshot: what was handed over is
+    /// written now.
+    fn abort_snapshot(&mut self) -> Result<(), StateError> {
+        Ok(())
+    }
 }
 
 /// One state's serialized values, by key group and key.
