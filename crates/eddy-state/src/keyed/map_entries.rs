@@ -7,7 +7,7 @@
 //! ([`super::canonical_key_group`] turns them into the canonical form).
 
 use super::backend::{CurrentKey, KeyedTable, TableSpec};
-use super::heap::{map_entry_key, map_key_prefix};
+use super::canonical::{map_entry_key, map_key_prefix};
 use super::raw::RawTable;
 use crate::error::StateError;
 use crate::{MapKey, StateValue};

@@ -10,19 +10,24 @@
 //!
 //! Where the values are:
 //! - [`HeapTable`]: per key group, a hash table of Rust values — all of them (heap
-//!   backend), or a write-back cache of the hot ones over a [`RawTable`] (RocksDB).
+//!   backend), or a write-back cache of the hot ones over a [`RawTable`] (RocksDB);
+//!   [`HeapKeyedStateBackend`] holds one per declared state.
 //! - [`MapEntriesTable`]: a MapState in a raw store, one entry per user key.
 //! - [`RawStore`] / [`RawTable`]: the byte store below (implemented by
 //!   `eddy-state-rocksdb`), laid out so that a key group is a range scan.
 //!
 //! Snapshots come in two forms: canonical ([`KeyedStateSnapshot::states`], key group by
-//! key group, the same bytes whatever the backend) and native ([`NativeSnapshot`], a
-//! backend's own files, for incremental checkpoints).
+//! key group, the same bytes whatever the backend; `canonical.rs`) and native
+//! ([`NativeSnapshot`], a backend's own files, for incremental checkpoints). What a
+//! snapshot still has to do off the task thread is [`SharedWork`], done once for every
+//! copy of the snapshot.
 
 mod aggregating;
 mod backend;
+mod canonical;
 mod factory;
 mod heap;
+mod heap_table;
 mod list;
 mod map;
 mod map_entries;
@@ -37,8 +42,10 @@ pub use backend::{
     install_backend, take_backend, with_backend, CurrentKey, DeferredKeyGroups, DeferredState, InlineKey,
     KeyedStateBackend, KeyedStateEntries, KeyedStateSnapshot, KeyedTable, StateId, TableSpec,
 };
+pub use canonical::canonical_key_group;
 pub use factory::{BackendInstance, HeapStateBackend, KeyedBackendFactory};
-pub use heap::{canonical_key_group, HeapKeyedStateBackend, HeapTable};
+pub use heap::HeapKeyedStateBackend;
+pub use heap_table::HeapTable;
 pub use list::ListState;
 pub use map::MapState;
 pub use map_entries::MapEntriesTable;

@@ -1,0 +1,176 @@
+//! How values are laid out as bytes: a stored value (with its expiry for a state with a
+//! time to live), one key group's entries in the canonical, backend-independent form
+//! (sorted by key, postcard; written by the heap and read out of raw stores), and map
+//! entries' keys in a raw store.
+
+use super::raw::{read_varint, write_varint, RawLayout, RawTable};
+use crate::error::StateError;
+use crate::StateValue;
+
+/// Appends a stored value to `out`: for a state with a time to live, its expiry first (8
+/// bytes, big-endian, so a compaction filter can read it without the type).
+pub(crate) fn append_stored<S: StateValue>(
+    name: &str,
+    value: &S,
+    expires_ms: Option<u64>,
+    out: &mut Vec<u8>,
+) -> Result<(), StateError> {
+    if let Some(expires_ms) = expires_ms {
+        out.extend_from_slice(&expires_ms.to_be_bytes());
+    }
+    let bytes = postcard::to_extend(value, std::mem::take(out))
+        .map_err(|e| StateError::Serialize { state: name.to_string(), message: e.to_string() })?;
+    *out = bytes;
+    Ok(())
+}
+
+/// Splits a stored value into its expiry (if the state has a time to live) and value bytes.
+pub(crate) fn split_stored(bytes: &[u8], ttl: bool) -> (u64, &[u8]) {
+    if ttl && bytes.len() >= 8 {
+        (u64::from_be_bytes(bytes[..8].try_into().expect("8 bytes")), &bytes[8..])
+    } else {
+        (u64::MAX, bytes)
+    }
+}
+
+/// One key group's entries (key, expiry, value) in the canonical form: sorted by key, like
+/// a RocksDB scan, so that snapshots are canonical byte for byte; `None` when empty.
+pub(crate) fn serialize_group<S: StateValue>(
+    name: &str,
+    entries: &mut [(&[u8], u64, &S)],
+    ttl: bool,
+) -> Result<Option<Vec<u8>>, StateError> {
+    if entries.is_empty() {
+        return Ok(None);
+    }
+    entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
+    let serialized = if ttl {
+        postcard::to_allocvec(
+            &entries.iter().map(|(k, expiry, v)| (*k, (expiry.to_be_bytes(), *v))).collect::<Vec<_>>(),
+        )
+    } else {
+        postcard::to_allocvec(&entries.iter().map(|(k, _, v)| (*k, *v)).collect::<Vec<_>>())
+    };
+    serialized.map(Some).map_err(|e| StateError::Serialize { state: name.to_string(), message: e.to_string() })
+}
+
+/// (key, stored value) byte spans.
+type EntrySpans<'a> = Vec<(&'a [u8], &'a [u8])>;
+
+/// The (key, stored value) byte spans of one key group's canonical entries (postcard of
+/// `Vec<(key, value)>`, a value with its expiry first when `ttl`): each value is decoded
+/// only to find where it ends.
+pub(crate) fn stored_spans<'a, S: StateValue>(
+    name: &str,
+    bytes: &'a [u8],
+    ttl: bool,
+) -> Result<EntrySpans<'a>, StateError> {
+    let corrupt = |message: String| StateError::Deserialize { state: name.to_string(), message };
+    let truncated = || corrupt("truncated entries".into());
+    let (count, mut rest) = read_varint(bytes).ok_or_else(truncated)?;
+    let mut spans = Vec::with_capacity(count.min(1 << 20) as usize);
+    for _ in 0..count {
+        let (key_len, after_len) = read_varint(rest).ok_or_else(truncated)?;
+        let key_len = usize::try_from(key_len).map_err(|_| truncated())?;
+        if after_len.len() < key_len + if ttl { 8 } else { 0 } {
+            return Err(truncated());
+        }
+        let (key, stored) = after_len.split_at(key_len);
+        let value = if ttl { &stored[8..] } else { stored };
+        let (_, after): (S, &[u8]) = postcard::take_from_bytes(value).map_err(|e| corrupt(e.to_string()))?;
+        spans.push((key, &stored[..stored.len() - after.len()]));
+        rest = after;
+    }
+    Ok(spans)
+}
+
+/// One key group of a raw table in the canonical form, the same bytes the heap writes:
+/// postcard of `Vec<(key, value)>` (for map entries, `Vec<(key, map)>`), built from the
+/// stored bytes (postcard values are self-delimiting, so nothing is decoded). Values
+/// expired at `now_ms` are left out; `None` when nothing remains.
+pub fn canonical_key_group(
+    raw: &dyn RawTable,
+    key_group: u32,
+    layout: RawLayout,
+    now_ms: u64,
+) -> Result<Option<Vec<u8>>, StateError> {
+    let mut count = 0u64;
+    let mut body = Vec::new();
+    match layout {
+        RawLayout::Values | RawLayout::ValuesWithTtl => {
+            let ttl = layout.has_ttl();
+            raw.scan(key_group, &mut |key, value| {
+                if split_stored(value, ttl).0 <= now_ms {
+                    return;
+                }
+                count += 1;
+                write_varint(key.len() as u64, &mut body);
+                body.extend_from_slice(key);
+                body.extend_from_slice(value);
+            })?;
+        }
+        RawLayout::MapEntries => {
+            // Entries of one key are adjacent (the key, length first, is their prefix):
+            // each run becomes (key, map).
+            let mut current: Option<Vec<u8>> = None;
+            let (mut entries, mut map_body) = (0u64, Vec::new());
+            let mut finish = |key: &[u8], entries: u64, map_body: &[u8], body: &mut Vec<u8>| {
+                count += 1;
+                write_varint(key.len() as u64, body);
+                body.extend_from_slice(key);
+                write_varint(entries, body);
+                body.extend_from_slice(map_body);
+            };
+            let mut malformed = false;
+            raw.scan(key_group, &mut |composite, value| {
+                let Some((key, user_key)) = split_map_key(composite) else {
+                    malformed = true;
+                    return;
+                };
+                if current.as_deref() != Some(key) {
+                    if let Some(previous) = current.take() {
+                        finish(&previous, entries, &map_body, &mut body);
+                    }
+                    current = Some(key.to_vec());
+                    (entries, map_body) = (0, Vec::new());
+                }
+                entries += 1;
+                map_body.extend_from_slice(user_key);
+                map_body.extend_from_slice(value);
+            })?;
+            if let Some(previous) = current {
+                finish(&previous, entries, &map_body, &mut body);
+            }
+            if malformed {
+                return Err(StateError::Backend(format!("a map entry key in key group {key_group} is malformed")));
+            }
+        }
+    }
+    if count == 0 {
+        return Ok(None);
+    }
+    let mut out = Vec::with_capacity(body.len() + 10);
+    write_varint(count, &mut out);
+    out.extend_from_slice(&body);
+    Ok(Some(out))
+}
+
+/// A map entry's stored key: `varint(key length) + key + user key`.
+pub(crate) fn map_entry_key(key: &[u8], user_key: &[u8], out: &mut Vec<u8>) {
+    out.clear();
+    write_varint(key.len() as u64, out);
+    out.extend_from_slice(key);
+    out.extend_from_slice(user_key);
+}
+
+/// The prefix all entries of one key's map share.
+pub(crate) fn map_key_prefix(key: &[u8], out: &mut Vec<u8>) {
+    map_entry_key(key, &[], out);
+}
+
+/// Splits a map entry's stored key into the key and the user key.
+pub(crate) fn split_map_key(composite: &[u8]) -> Option<(&[u8], &[u8])> {
+    let (length, rest) = read_varint(composite)?;
+    let length = usize::try_from(length).ok()?;
+    (rest.len() >= length).then(|| rest.split_at(length))
+}

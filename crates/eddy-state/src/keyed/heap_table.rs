@@ -1,0 +1,558 @@
+//! [`HeapTable`]: one declared state's values on the heap, one hash table per key group,
+//! as Rust values (no serialization until a snapshot): all of them (heap backend), or a
+//! write-back cache of the hot ones over a raw store (RocksDB).
+//!
+//! Lookups take the current key's stable hash, computed once per record when the key is
+//! set, and remember where they found it, so that a read and the write after it for the
+//! same record look the key up once.
+
+use super::backend::TableSpec;
+use super::backend::{CurrentKey, DeferredKeyGroups, InlineKey, KeyedTable};
+use super::canonical::{append_stored, canonical_key_group, serialize_group, split_stored, stored_spans};
+use super::raw::{HeldWrite, RawLayout, RawTable};
+use crate::descriptor::{StateTtlConfig, TtlUpdateType};
+use crate::error::StateError;
+use crate::StateValue;
+use eddy_types::{Clock, WallClock};
+use hashbrown::HashTable;
+use std::any::Any;
+use std::sync::Arc;
+
+/// An encoded key as an entry holds it: short keys (numbers, short strings: most keys)
+/// inline, in the form of [`InlineKey`], so that a lookup compares two fixed-size arrays
+/// and reads no other cache line than the entry's.
+#[derive(Clone)]
+enum StoredKey {
+    Inline(InlineKey),
+    Boxed(Box<[u8]>),
+}
+
+impl StoredKey {
+    fn new(key: &[u8]) -> Self {
+        let inline = InlineKey::of(key);
+        if inline.is_some() {
+            StoredKey::Inline(inline)
+        } else {
+            StoredKey::Boxed(key.into())
+        }
+    }
+
+    /// Whether this is the current key.
+    #[inline]
+    fn matches(&self, key: &CurrentKey) -> bool {
+        match self {
+            StoredKey::Inline(inline) => *inline == key.inline,
+            StoredKey::Boxed(bytes) => **bytes == *key.bytes,
+        }
+    }
+}
+
+impl std::ops::Deref for StoredKey {
+    type Target = [u8];
+
+    #[inline]
+    fn deref(&self) -> &[u8] {
+        match self {
+            StoredKey::Inline(inline) => inline.bytes(),
+            StoredKey::Boxed(bytes) => bytes,
+        }
+    }
+}
+
+struct Entry<S> {
+    key: StoredKey,
+    hash: u64,
+    value: S,
+    /// Changed since it was last written (or handed over for a snapshot) to the raw store.
+    dirty: bool,
+    /// Wall-clock ms after which the value is gone (`u64::MAX`: no time to live).
+    expires_ms: u64,
+}
+
+/// The values of one state, per key group and key: all of them (heap backend), or a
+/// bounded write-back cache of the hot ones in front of a [`RawTable`] (RocksDB). Changed
+/// values are written to the raw store in one batch when the cache is full, and handed
+/// over to the store's snapshot at a barrier; checkpoints, not the raw store, make state
+/// durable, so nothing is lost.
+pub struct HeapTable<S> {
+    name: String,
+    groups: Vec<HashTable<Entry<S>>>,
+    /// First key group of the range (turns a local group index into a key group).
+    first_key_group: u32,
+    raw: Option<Box<dyn RawTable>>,
+    cached: usize,
+    cache_entries_max: usize,
+    scratch: Vec<u8>,
+    ttl: Option<StateTtlConfig>,
+    clock: Arc<dyn Clock>,
+    /// Where the next eviction starts dropping key groups.
+    evict_from: usize,
+    /// (key epoch, bucket) of the last key found: `value()` then `update()` of one record
+    /// look the key up once. Cleared by everything that moves or drops entries.
+    last_hit: Option<(u64, usize)>,
+}
+
+fn encode<S: StateValue>(name: &str, value: &S, out: &mut Vec<u8>) -> Result<(), StateError> {
+    out.clear();
+    let bytes = postcard::to_extend(value, std::mem::take(out))
+        .map_err(|e| StateError::Serialize { state: name.to_string(), message: e.to_string() })?;
+    *out = bytes;
+    Ok(())
+}
+
+fn decode<S: StateValue>(name: &str, bytes: &[u8]) -> Result<S, StateError> {
+    postcard::from_bytes(bytes).map_err(|e| StateError::Deserialize { state: name.to_string(), message: e.to_string() })
+}
+
+impl<S: StateValue> HeapTable<S> {
+    /// A table holding everything on the heap, without time to live.
+    pub fn new(name: &str, group_count: usize) -> Self {
+        let spec = TableSpec {
+            first_key_group: 0,
+            group_count,
+            raw: None,
+            layout: RawLayout::Values,
+            cache_entries_max: 0,
+            clock: Arc::new(WallClock),
+        };
+        Self::from_spec(name, spec, None)
+    }
+
+    /// A table as the backend specifies it (over its raw store, if any).
+    pub fn from_spec(name: &str, spec: TableSpec, ttl: Option<StateTtlConfig>) -> Self {
+        Self {
+            name: name.to_string(),
+            groups: (0..spec.group_count).map(|_| HashTable::new()).collect(),
+            first_key_group: spec.first_key_group,
+            raw: spec.raw,
+            cached: 0,
+            cache_entries_max: spec.cache_entries_max.max(1),
+            scratch: Vec::new(),
+            ttl,
+            clock: spec.clock,
+            evict_from: 0,
+            last_hit: None,
+        }
+    }
+
+    /// When a value written now expires.
+    fn expiry(&self) -> u64 {
+        match self.ttl {
+            Some(ttl) => self.clock.now_ms().saturating_add(ttl.ttl_ms),
+            None => u64::MAX,
+        }
+    }
+
+    /// For a state with a time to live: drops the current key's value if it expired, and
+    /// renews it on read when the update type says so.
+    fn expire_or_renew(&mut self, key: &CurrentKey, reading: bool) -> Result<(), StateError> {
+        let Some(ttl) = self.ttl else { return Ok(()) };
+        let now = self.clock.now_ms();
+        let expired = match self.find_mut(key) {
+            None => return Ok(()),
+            Some(entry) if entry.expires_ms <= now => true,
+            Some(entry) => {
+                if reading && ttl.update_type == TtlUpdateType::OnReadAndWrite {
+                    entry.expires_ms = now.saturating_add(ttl.ttl_ms);
+                    entry.dirty = true;
+                }
+                false
+            }
+        };
+        if expired {
+            self.remove(key)?;
+        }
+        Ok(())
+    }
+
+    /// The bucket of the current key's entry in its key group's table, if cached.
+    #[inline]
+    fn locate(&mut self, key: &CurrentKey) -> Option<usize> {
+        if let Some((epoch, bucket)) = self.last_hit {
+            // Checked all the same (a few instructions: the entry was just read), so that a
+            // memo gone stale can never serve another key's value.
+            if epoch == key.epoch
+                && key.epoch != 0
+                && self.groups[key.local_group].get_bucket(bucket).is_some_and(|e| e.key.matches(key))
+            {
+                return Some(bucket);
+            }
+        }
+        let bucket = self.groups[key.local_group].find_bucket_index(key.hash, |e| e.key.matches(key))?;
+        self.last_hit = Some((key.epoch, bucket));
+        Some(bucket)
+    }
+
+    #[inline]
+    fn find(&mut self, key: &CurrentKey) -> Option<&Entry<S>> {
+        let bucket = self.locate(key)?;
+        self.groups[key.local_group].get_bucket(bucket)
+    }
+
+    #[inline]
+    fn find_mut(&mut self, key: &CurrentKey) -> Option<&mut Entry<S>> {
+        let bucket = self.locate(key)?;
+        self.groups[key.local_group].get_bucket_mut(bucket)
+    }
+
+    /// Writes every changed value to the raw store in one batch.
+    fn write_back(&mut self) -> Result<(), StateError> {
+        let Some(raw) = self.raw.as_mut() else { return Ok(()) };
+        if raw.holds_writes() {
+            // At a barrier, before a snapshot made off the task thread: only copies of the
+            // changed values now; sorted, serialized and written there.
+            let write = self.copy_changes();
+            return self.raw.as_mut().expect("checked above").hold(write);
+        }
+        // All values in one buffer; (key group, key, value span) in the store's key order,
+        // because RocksDB inserts keys that arrive in order much faster (its memtable
+        // continues each search where the last one ended).
+        let mut values = Vec::new();
+        let mut spans: Vec<(u32, &[u8], usize, usize)> = Vec::new();
+        let ttl = self.ttl.is_some();
+        for (local, group) in self.groups.iter().enumerate() {
+            let first = spans.len();
+            for entry in group.iter().filter(|e| e.dirty) {
+                let start = values.len();
+                append_stored(&self.name, &entry.value, ttl.then_some(entry.expires_ms), &mut values)?;
+                spans.push((self.first_key_group + local as u32, &entry.key, start, values.len()));
+            }
+            spans[first..].sort_unstable_by(|a, b| a.1.cmp(b.1));
+        }
+        raw.put_batch(&mut spans.iter().map(|&(kg, key, start, end)| (kg, key, &values[start..end])))?;
+        for group in &mut self.groups {
+            group.iter_mut().for_each(|e| e.dirty = false);
+        }
+        Ok(())
+    }
+
+    /// Copies the changed entries (keys into one buffer) and marks them written: the
+    /// returned write puts them into the store, in its key order.
+    fn copy_changes(&mut self) -> HeldWrite {
+        let mut keys = Vec::new();
+        let mut changed = Vec::new();
+        for (local, group) in self.groups.iter_mut().enumerate() {
+            for entry in group.iter_mut().filter(|e| e.dirty) {
+                entry.dirty = false;
+                let start = keys.len();
+                keys.extend_from_slice(&entry.key);
+                let key_group = self.first_key_group + local as u32;
+                changed.push((key_group, start, keys.len(), entry.expires_ms, entry.value.clone()));
+            }
+        }
+        let (name, ttl) = (self.name.clone(), self.ttl.is_some());
+        Box::new(move |put| {
+            changed.sort_unstable_by(|a, b| (a.0, &keys[a.1..a.2]).cmp(&(b.0, &keys[b.1..b.2])));
+            let mut value = Vec::new();
+            for (key_group, start, end, expires_ms, stored) in &changed {
+                value.clear();
+                append_stored(&name, stored, ttl.then_some(*expires_ms), &mut value)?;
+                put(*key_group, &keys[*start..*end], &value);
+            }
+            Ok(())
+        })
+    }
+
+    /// Makes room in the cache: writes back what changed, then drops whole key groups
+    /// until half the cache is free (cheap, and the other half stays warm). While a
+    /// snapshot of the store is being made, the cache grows instead, up to twice its size:
+    /// values written back for the snapshot may not be applied yet, so none is dropped.
+    fn make_room(&mut self) -> Result<(), StateError> {
+        let Some(raw) = &self.raw else { return Ok(()) };
+        if self.cached >= self.cache_entries_max {
+            if raw.writes_wait() {
+                if self.cached < self.cache_entries_max.saturating_mul(2) {
+                    return Ok(());
+                }
+                raw.wait_for_writes();
+            }
+            self.write_back()?;
+            let target = self.cache_entries_max / 2;
+            // Start where the last eviction stopped, so no key group is always dropped.
+            let count = self.groups.len();
+            let mut step = 0;
+            self.last_hit = None;
+            while self.cached > target && step < count {
+                let index = (self.evict_from + step) % count;
+                self.cached -= self.groups[index].len();
+                self.groups[index].clear();
+                step += 1;
+            }
+            self.evict_from = (self.evict_from + step) % count;
+        }
+        Ok(())
+    }
+
+    fn insert_cached(
+        &mut self,
+        key: &CurrentKey,
+        value: S,
+        dirty: bool,
+        expires_ms: u64,
+    ) -> Result<&mut S, StateError> {
+        self.make_room()?;
+        self.cached += 1;
+        let entry = Entry { key: StoredKey::new(&key.bytes), hash: key.hash, value, dirty, expires_ms };
+        let inserted = self.groups[key.local_group].insert_unique(key.hash, entry, |e| e.hash);
+        // The insert may have grown the table, moving every entry.
+        self.last_hit = (key.epoch != 0).then_some((key.epoch, inserted.bucket_index()));
+        Ok(&mut inserted.into_mut().value)
+    }
+
+    /// Brings the current key's value into the cache from the raw store, if it is there.
+    fn load(&mut self, key: &CurrentKey) -> Result<(), StateError> {
+        if self.find(key).is_some() {
+            return Ok(());
+        }
+        let Some(raw) = &self.raw else { return Ok(()) };
+        if let Some(bytes) = raw.get(key.key_group, &key.bytes)? {
+            let (expires_ms, value_bytes) = split_stored(&bytes, self.ttl.is_some());
+            let value = decode(&self.name, value_bytes)?;
+            self.insert_cached(key, value, false, expires_ms)?;
+        }
+        Ok(())
+    }
+
+    /// The current key's value.
+    pub fn get(&mut self, key: &CurrentKey) -> Result<Option<&S>, StateError> {
+        if self.raw.is_some() {
+            self.load(key)?;
+        }
+        self.expire_or_renew(key, true)?;
+        Ok(self.find(key).map(|e| &e.value))
+    }
+
+    /// Sets the current key's value.
+    pub fn put(&mut self, key: &CurrentKey, value: S) -> Result<(), StateError> {
+        let expires_ms = self.expiry();
+        match self.find_mut(key) {
+            Some(entry) => {
+                entry.value = value;
+                entry.dirty = true;
+                entry.expires_ms = expires_ms;
+            }
+            None => {
+                self.insert_cached(key, value, true, expires_ms)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The time to-live time is read from, wall-clock ms.
+    pub fn now_ms(&self) -> u64 {
+        self.clock.now_ms()
+    }
+
+    /// Changes the current key's value in place if it has one.
+    pub fn modify_existing<R>(
+        &mut self,
+        key: &CurrentKey,
+        change: impl FnOnce(&mut S) -> R,
+    ) -> Result<Option<R>, StateError>
+    where
+        S: Default,
+    {
+        if self.get(key)?.is_none() {
+            return Ok(None);
+        }
+        self.modify(key, S::default, change).map(Some)
+    }
+
+    /// Changes the current key's value in place (inserting `init()` first when absent).
+    pub fn modify<R>(
+        &mut self,
+        key: &CurrentKey,
+        init: impl FnOnce() -> S,
+        change: impl FnOnce(&mut S) -> R,
+    ) -> Result<R, StateError> {
+        if self.raw.is_some() {
+            self.load(key)?;
+        }
+        self.expire_or_renew(key, false)?;
+        let expires_ms = self.expiry();
+        let result = match self.find_mut(key) {
+            Some(entry) => {
+                entry.dirty = true;
+                entry.expires_ms = expires_ms;
+                change(&mut entry.value)
+            }
+            None => change(self.insert_cached(key, init(), true, expires_ms)?),
+        };
+        Ok(result)
+    }
+
+    /// Removes the current key's value and returns it.
+    pub fn remove(&mut self, key: &CurrentKey) -> Result<Option<S>, StateError> {
+        self.last_hit = None;
+        let cached = match self.groups[key.local_group].find_entry(key.hash, |e| e.key.matches(key)) {
+            Ok(entry) => {
+                self.cached = self.cached.saturating_sub(1);
+                Some(entry.remove().0.value)
+            }
+            Err(_) => None,
+        };
+        let Some(raw) = self.raw.as_mut() else { return Ok(cached) };
+        let ttl = self.ttl.is_some();
+        let stored = match cached {
+            Some(value) => Some(value),
+            None => raw
+                .get(key.key_group, &key.bytes)?
+                .map(|bytes| decode(&self.name, split_stored(&bytes, ttl).1))
+                .transpose()?,
+        };
+        raw.delete(key.key_group, &key.bytes)?;
+        Ok(stored)
+    }
+
+    /// Appends to the current key's list. A list that is not cached is not read: the
+    /// elements go to the raw store as an append (RocksDB's merge), when it can and the
+    /// state has no time to live (an append cannot tell whether the stored list expired).
+    /// On the heap this is one lookup and no allocation.
+    pub fn append<E: StateValue>(
+        &mut self,
+        key: &CurrentKey,
+        elements: impl IntoIterator<Item = E>,
+    ) -> Result<(), StateError>
+    where
+        S: Extend<E> + Default,
+    {
+        let store_appends = self.raw.as_ref().is_some_and(|raw| !raw.writes_wait());
+        if store_appends && self.ttl.is_none() && self.find(key).is_none() {
+            // Entering the store: the elements are serialized as a list anyway.
+            let elements: Vec<E> = elements.into_iter().collect();
+            encode(&self.name, &elements, &mut self.scratch)?;
+            let raw = self.raw.as_mut().expect("checked above");
+            if raw.append_list(key.key_group, &key.bytes, &self.scratch)? {
+                return Ok(());
+            }
+            return self.modify(key, S::default, |list| list.extend(elements));
+        }
+        self.modify(key, S::default, |list| list.extend(elements))
+    }
+
+    /// Every cached (encoded key, value) of one key group, for tests and tools.
+    pub fn entries_of_group(&self, local_group: usize) -> impl Iterator<Item = (&[u8], &S)> {
+        self.groups[local_group].iter().map(|e| (&*e.key, &e.value))
+    }
+}
+
+impl<S: StateValue> KeyedTable for HeapTable<S> {
+    fn as_any_mut(&mut self) -> &mut dyn Any {
+        self
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+
+    fn key_count(&self) -> usize {
+        self.groups.iter().map(HashTable::len).sum()
+    }
+
+    fn flush(&mut self) -> Result<(), StateError> {
+        self.write_back()
+    }
+
+    fn snapshot_key_group(&self, local_group: usize) -> Result<Option<Vec<u8>>, StateError> {
+        match &self.raw {
+            None => {
+                // Expired values are left out (cleanup in full snapshots).
+                let now = self.clock.now_ms();
+                let mut entries: Vec<(&[u8], u64, &S)> = self.groups[local_group]
+                    .iter()
+                    .filter(|e| e.expires_ms > now)
+                    .map(|e| (&*e.key, e.expires_ms, &e.value))
+                    .collect();
+                serialize_group(&self.name, &mut entries, self.ttl.is_some())
+            }
+            Some(raw) => {
+                let key_group = self.first_key_group + local_group as u32;
+                let layout = if self.ttl.is_some() { RawLayout::ValuesWithTtl } else { RawLayout::Values };
+                canonical_key_group(raw.as_ref(), key_group, layout, self.clock.now_ms())
+            }
+        }
+    }
+
+    fn deferred_snapshot(&self) -> Option<DeferredKeyGroups> {
+        if self.raw.is_some() {
+            return None;
+        }
+        // A copy of the live entries now (keys of a key group in one buffer), sorted and
+        // serialized later, off the task thread.
+        let now = self.clock.now_ms();
+        let mut groups = Vec::with_capacity(self.groups.len());
+        for (local, group) in self.groups.iter().enumerate() {
+            let mut keys = Vec::new();
+            let mut entries = Vec::with_capacity(group.len());
+            for entry in group.iter().filter(|e| e.expires_ms > now) {
+                let start = keys.len();
+                keys.extend_from_slice(&entry.key);
+                entries.push((start, keys.len(), entry.expires_ms, entry.value.clone()));
+            }
+            if !entries.is_empty() {
+                groups.push((self.first_key_group + local as u32, keys, entries));
+            }
+        }
+        let (name, ttl) = (self.name.clone(), self.ttl.is_some());
+        Some(Box::new(move || {
+            let mut key_groups = Vec::with_capacity(groups.len());
+            for (key_group, keys, entries) in &groups {
+                let mut refs: Vec<(&[u8], u64, &S)> =
+                    entries.iter().map(|(start, end, expiry, value)| (&keys[*start..*end], *expiry, value)).collect();
+                if let Some(bytes) = serialize_group(&name, &mut refs, ttl)? {
+                    key_groups.push((*key_group, bytes));
+                }
+            }
+            Ok(key_groups)
+        }))
+    }
+
+    fn restore_key_group(&mut self, local_group: usize, bytes: &[u8]) -> Result<(), StateError> {
+        let key_group = self.first_key_group + local_group as u32;
+        if let Some(raw) = self.raw.as_mut() {
+            // The canonical entries hold the stored bytes already: find where each value
+            // ends and write them all in one batch, without encoding anything again.
+            let spans = stored_spans::<S>(&self.name, bytes, self.ttl.is_some())?;
+            return raw.put_batch(&mut spans.into_iter().map(|(key, value)| (key_group, key, value)));
+        }
+        let corrupt = |e: postcard::Error| StateError::Deserialize { state: self.name.clone(), message: e.to_string() };
+        let entries: Vec<(Vec<u8>, u64, S)> = match self.ttl {
+            None => postcard::from_bytes::<Vec<(Vec<u8>, S)>>(bytes)
+                .map_err(corrupt)?
+                .into_iter()
+                .map(|(k, v)| (k, u64::MAX, v))
+                .collect(),
+            Some(_) => postcard::from_bytes::<Vec<(Vec<u8>, ([u8; 8], S))>>(bytes)
+                .map_err(corrupt)?
+                .into_iter()
+                .map(|(k, (expiry, v))| (k, u64::from_be_bytes(expiry), v))
+                .collect(),
+        };
+        for (key, expires_ms, value) in entries {
+            let hash = eddy_types::stable_hash(&key).0;
+            let entry = Entry { key: StoredKey::new(&key), hash, value, dirty: false, expires_ms };
+            self.groups[local_group].insert_unique(hash, entry, |e| e.hash);
+        }
+        self.last_hit = None;
+        Ok(())
+    }
+
+    fn clear_all(&mut self) -> Result<(), StateError> {
+        self.last_hit = None;
+        self.groups.iter_mut().for_each(HashTable::clear);
+        self.cached = 0;
+        if let Some(raw) = self.raw.as_mut() {
+            // A snapshot being made may still write values handed over to it.
+            raw.wait_for_writes();
+            for local in 0..self.groups.len() {
+                let key_group = self.first_key_group + local as u32;
+                let mut keys = Vec::new();
+                raw.scan(key_group, &mut |key, _| keys.push(key.to_vec()))?;
+                for key in keys {
+                    raw.delete(key_group, &key)?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
