@@ -3,9 +3,10 @@
 //!
 //! - [`store`]: one RocksDB instance per subtask in its own working directory (removed
 //!   when the subtask ends), one key space for all states: table id + key group + key.
-//! - [`native`]: incremental checkpoints: a RocksDB checkpoint (hard links) is the
-//!   synchronous part, its SST files are shared between checkpoints; restoring opens the
-//!   files directly, or reads the key groups of a new range out of them when rescaling.
+//! - [`native`]: checkpoints as RocksDB's own files: a RocksDB checkpoint (hard links),
+//!   made off the task thread while [`write_gate`] holds writes; for incremental
+//!   checkpoints its SST files are shared between checkpoints; restoring opens the files
+//!   directly, or reads the key groups of a new range out of them when rescaling.
 //! - [`backend`]: [`RocksDbStateBackend`], what a job sets with `env.set_state_backend`.
 //!
 //! Depends on `eddy-state` (the backend traits) and the `rocksdb` crate; nothing else in

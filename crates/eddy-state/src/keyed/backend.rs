@@ -175,9 +175,11 @@ pub trait KeyedStateBackend: Send {
     /// for good when it is configured for incremental checkpoints and `canonical` is false
     /// (RocksDB's files), or with [`NativeSnapshot::deferred_canonical`] set, so that the
     /// canonical form is read out of the files in the asynchronous part, off the task
-    /// thread. The default is the canonical form, taken now.
+    /// thread. The files themselves may be made off the task thread too
+    /// ([`NativeSnapshot::pending`]). The default is the canonical form, taken now.
     ///
     /// [`NativeSnapshot::deferred_canonical`]: super::NativeSnapshot::deferred_canonical
+    /// [`NativeSnapshot::pending`]: super::NativeSnapshot::pending
     fn snapshot_for_checkpoint(
         &mut self,
         checkpoint_id: u64,

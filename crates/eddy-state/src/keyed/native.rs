@@ -1,8 +1,9 @@
 //! A backend's own snapshot format, beside the canonical key-group form: RocksDB's files,
 //! for incremental checkpoints (Flink's `IncrementalRemoteKeyedStateHandle`).
 //!
-//! The synchronous part of a native snapshot is a set of files in a local directory (for
-//! RocksDB: a checkpoint of hard links). The checkpoint storage uploads them, the immutable
+//! A native snapshot is a set of files in a local directory (for RocksDB: a checkpoint of
+//! hard links, which may still be in the making when the synchronous part returns; see
+//! [`NativeSnapshot::pending`]). The checkpoint storage uploads them, the immutable
 //! ones (SST files) into a shared area where later checkpoints reference them instead of
 //! uploading them again, the others into the checkpoint's own directory. A restore fetches
 //! them into a local directory again. The bytes are the backend's business; the runtime
