@@ -107,7 +107,7 @@ pub type DeferredKeyGroups = super::shared_work::Work<Vec<(u32, Vec<u8>)>>;
 
 /// A state whose canonical key groups are still to be built (see
 /// [`KeyedStateSnapshot::complete_deferred`]). Clones share the building (see
-/// [`super::shared_work`]).
+/// [`SharedWork`]).
 #[derive(Clone)]
 pub struct DeferredState {
     name: String,
