@@ -89,6 +89,7 @@ impl CheckpointArgs {
                 lines.push(("last_checkpoint_ms".into(), last.duration_ms.to_string()));
                 lines.push(("last_checkpoint_sync_ms".into(), last.sync_ms.to_string()));
                 lines.push(("last_checkpoint_async_ms".into(), last.async_ms.to_string()));
+                lines.push(("last_checkpoint_wait_ms".into(), last.wait_ms.to_string()));
             }
             // Over every completed checkpoint: one after a RocksDB compaction uploads much
             // more than the others, so the last one alone says little.
@@ -98,9 +99,11 @@ impl CheckpointArgs {
                 let uploaded: u64 = history.iter().map(|c| c.incremental_bytes).sum();
                 let millis: u64 = history.iter().map(|c| c.duration_ms).sum();
                 let sync: u64 = history.iter().map(|c| c.sync_ms).sum();
+                let wait: u64 = history.iter().map(|c| c.wait_ms).sum();
                 lines.push(("avg_checkpoint_incremental_bytes".into(), (uploaded / n).to_string()));
                 lines.push(("avg_checkpoint_ms".into(), (millis / n).to_string()));
                 lines.push(("avg_checkpoint_sync_ms".into(), (sync / n).to_string()));
+                lines.push(("avg_checkpoint_wait_ms".into(), (wait / n).to_string()));
             }
         }
         if result.restarts > 0 {

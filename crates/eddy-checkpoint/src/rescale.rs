@@ -52,6 +52,7 @@ pub fn rescale(
         keyed,
         operator,
         sync_micros: 0,
+        wait_micros: 0,
     }))
 }
 
@@ -79,6 +80,7 @@ mod tests {
                     }),
                     operator: Default::default(),
                     sync_micros: 0,
+                    wait_micros: 0,
                 }
             })
             .collect()

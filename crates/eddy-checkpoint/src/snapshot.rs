@@ -36,4 +36,8 @@ pub struct OperatorSnapshot {
     /// stored).
     #[serde(skip)]
     pub sync_micros: u64,
+    /// How long the task waited for its state backend's snapshots since the previous
+    /// snapshot, outside synchronous parts, µs (for statistics; not stored).
+    #[serde(skip)]
+    pub wait_micros: u64,
 }

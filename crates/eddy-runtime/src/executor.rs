@@ -55,6 +55,10 @@ pub struct CheckpointStats {
     pub async_ms: u64,
     /// From trigger to stored metadata.
     pub duration_ms: u64,
+    /// The longest time an operator's task waited for its state backend's snapshots
+    /// since the previous checkpoint, outside synchronous parts (RocksDB writes held
+    /// while a checkpoint is being made off the task thread).
+    pub wait_ms: u64,
     pub location: String,
 }
 
@@ -570,7 +574,7 @@ impl AttemptRun<'_> {
             TaskReport::Finished { task, mut snapshots } => {
                 // Taken at the end of input, not at a barrier: the task stood still for
                 // no checkpoint, and this state stands in for it in every later one.
-                snapshots.iter_mut().for_each(|s| s.sync_micros = 0);
+                snapshots.iter_mut().for_each(|s| (s.sync_micros, s.wait_micros) = (0, 0));
                 if self.is_source(self.tasks[task].0) {
                     self.sources_running = self.sources_running.saturating_sub(1);
                 }
@@ -699,6 +703,7 @@ impl AttemptRun<'_> {
         let (triggered, timestamp_ms) = self.triggered_at.get(&checkpoint.id.0).copied().unwrap_or((Instant::now(), 0));
         let writing = Instant::now();
         let sync_micros = checkpoint.task_states.iter().flatten().map(|s| s.sync_micros).max().unwrap_or(0);
+        let wait_micros = checkpoint.task_states.iter().flatten().map(|s| s.wait_micros).max().unwrap_or(0);
         let mut tasks = Vec::with_capacity(checkpoint.task_states.len());
         let (mut bytes, mut incremental_bytes) = (0u64, 0u64);
         for (index, snapshots) in checkpoint.task_states.iter_mut().enumerate() {
@@ -743,6 +748,7 @@ impl AttemptRun<'_> {
             bytes,
             incremental_bytes,
             sync_ms: sync_micros / 1000,
+            wait_ms: wait_micros / 1000,
             async_ms: writing.elapsed().as_millis() as u64,
             duration_ms: triggered.elapsed().as_millis() as u64,
             location,

@@ -259,6 +259,10 @@ impl RawStore for RocksDbRawStore {
         }
     }
 
+    fn take_write_wait_micros(&mut self) -> u64 {
+        self.gate.take_waited_micros()
+    }
+
     fn abort_snapshot(&mut self) -> Result<(), StateError> {
         let Some(closed) = self.preparing.take() else { return Ok(()) };
         // What was handed over counts as written: write it here, then open.

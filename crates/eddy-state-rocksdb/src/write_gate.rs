@@ -19,7 +19,7 @@
 
 use eddy_state::keyed::HeldWrite;
 use eddy_state::StateError;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 
 #[derive(Clone, Default)]
@@ -33,6 +33,8 @@ struct Gate {
     opened: Condvar,
     /// Writes handed over between a barrier and its checkpoint's thread.
     held: Mutex<Option<Vec<Held>>>,
+    /// Time writes spent waiting for an open gate, µs, since last taken.
+    waited_micros: AtomicU64,
     /// Read on every access; set once, with `failure`.
     failed: AtomicBool,
     failure: Mutex<Option<String>>,
@@ -96,10 +98,17 @@ impl WriteGate {
         if !self.is_closed() {
             return;
         }
+        let started = std::time::Instant::now();
         let mut lock = self.0.lock.lock().unwrap_or_else(|p| p.into_inner());
         while self.is_closed() {
             lock = self.0.opened.wait(lock).unwrap_or_else(|p| p.into_inner());
         }
+        self.0.waited_micros.fetch_add(started.elapsed().as_micros() as u64, Ordering::Relaxed);
+    }
+
+    /// How long writes waited for the gate since the last call, µs.
+    pub(crate) fn take_waited_micros(&self) -> u64 {
+        self.0.waited_micros.swap(0, Ordering::Relaxed)
     }
 
     /// Held writes were lost: from now on every access fails with `message`.
@@ -153,6 +162,8 @@ mod tests {
         let started = Instant::now();
         gate.wait_open();
         assert!(started.elapsed() >= Duration::from_millis(40), "the write waited for the checkpoint");
+        assert!(gate.take_waited_micros() >= 40_000, "and the wait is counted");
+        assert_eq!(gate.take_waited_micros(), 0, "once");
         assert!(!gate.is_closed());
         opener.join().unwrap();
     }

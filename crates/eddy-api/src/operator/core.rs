@@ -115,10 +115,17 @@ impl OperatorCore {
             // backend's files (RocksDB, incremental) when the storage keeps files.
             let canonical = barrier.kind == SnapshotKind::Savepoint || !self.info.native_snapshots;
             let id = barrier.id.0;
-            let keyed = with_backend("<snapshot>", |backend| backend.snapshot_for_checkpoint(id, canonical));
+            let keyed = with_backend("<snapshot>", |backend| {
+                let snapshot = backend.snapshot_for_checkpoint(id, canonical)?;
+                Ok((snapshot, backend.take_snapshot_wait_micros()))
+            });
             Some(keyed.map_err(|e| self.error(e.into()))?)
         } else {
             None
+        };
+        let (keyed, wait_micros) = match keyed {
+            Some((keyed, wait_micros)) => (Some(keyed), wait_micros),
+            None => (None, 0),
         };
         Ok(OperatorSnapshot {
             uid: self.info.uid.clone(),
@@ -128,6 +135,7 @@ impl OperatorCore {
             keyed,
             operator,
             sync_micros: started.elapsed().as_micros() as u64,
+            wait_micros,
         })
     }
 

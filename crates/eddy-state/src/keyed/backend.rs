@@ -191,6 +191,11 @@ pub trait KeyedStateBackend: Send {
     /// Starts from `snapshot` (before any state is declared): each state's key groups in
     /// this backend's range are loaded when the state is declared.
     fn set_restored(&mut self, snapshot: KeyedStateSnapshot);
+    /// How long the task waited for the backend's snapshots since the last call, µs,
+    /// outside their synchronous parts (a write that had to wait for one being made).
+    fn take_snapshot_wait_micros(&mut self) -> u64 {
+        0
+    }
 }
 
 /// The keyed state of one subtask at a checkpoint: per state, the serialized entries of

@@ -292,6 +292,10 @@ impl KeyedStateBackend for HeapKeyedStateBackend {
         })
     }
 
+    fn take_snapshot_wait_micros(&mut self) -> u64 {
+        self.raw_store.as_mut().map_or(0, |store| store.take_write_wait_micros())
+    }
+
     fn table_by_name_mut(&mut self, name: &str) -> Option<&mut dyn KeyedTable> {
         match self.states.iter_mut().find(|d| d.meta.name == name) {
             Some(d) => Some(d.table.as_mut()),

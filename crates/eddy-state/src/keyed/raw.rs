@@ -64,6 +64,11 @@ pub trait RawStore: Send {
     fn abort_snapshot(&mut self) -> Result<(), StateError> {
         Ok(())
     }
+    /// How long writes waited for a snapshot being made since the last call, µs: time
+    /// the task stood still outside the synchronous part of a checkpoint.
+    fn take_write_wait_micros(&mut self) -> u64 {
+        0
+    }
 }
 
 /// One state's serialized values, by key group and key.
