@@ -289,8 +289,32 @@ fn snapshot_by_key_group(factory: BackendFactory<'_>) {
     // A snapshot in two parts (values copied or files linked now, serialized later) is
     // the same.
     let mut two_parts = old.snapshot_for_checkpoint(7, true).unwrap();
+    // The task goes on before the second part runs: changes, removals and new keys after
+    // the barrier are not in the checkpoint, and the task keeps them.
+    install_backend(old).unwrap();
+    for k in 0..200u64 {
+        set_key(&k);
+        v.update(k * 5).unwrap();
+        m.put(format!("u{k}"), 7).unwrap();
+    }
+    set_key(&3u64);
+    v.clear().unwrap();
+    set_key(&1_000u64);
+    v.update(1).unwrap();
+    let mut old = take_backend().unwrap();
     two_parts.complete_deferred().unwrap();
     assert!(two_parts == snapshot, "a checkpoint's snapshot in two parts equals the synchronous one");
+    install_backend(old).unwrap();
+    for k in [0u64, 3, 199, 1_000] {
+        set_key(&k);
+        let expected = match k {
+            3 => None,
+            1_000 => Some(1),
+            _ => Some(k * 5),
+        };
+        assert_eq!(v.value().unwrap(), expected, "the task's value of key {k} after the barrier");
+    }
+    let mut old = take_backend().unwrap();
     old.table_by_name_mut("v").unwrap().clear_all().unwrap();
     drop(old);
     // A fresh backend restored from the snapshot has every value back.

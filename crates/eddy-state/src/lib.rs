@@ -31,9 +31,10 @@ pub use operator::{
     BroadcastState, OperatorListState, OperatorStateSnapshot, OperatorStateStore, ReadOnlyBroadcastState,
 };
 
-/// What a state value must be: cloneable, sendable to the snapshot thread, serializable.
-pub trait StateValue: Clone + Send + serde::Serialize + serde::de::DeserializeOwned + 'static {}
-impl<T: Clone + Send + serde::Serialize + serde::de::DeserializeOwned + 'static> StateValue for T {}
+/// What a state value must be: cloneable, serializable, and sendable to and readable from
+/// the thread that writes a snapshot (a heap snapshot shares key groups with the task).
+pub trait StateValue: Clone + Send + Sync + serde::Serialize + serde::de::DeserializeOwned + 'static {}
+impl<T: Clone + Send + Sync + serde::Serialize + serde::de::DeserializeOwned + 'static> StateValue for T {}
 
 /// What a MapState key must be, in addition to a value.
 pub trait MapKey: StateValue + Eq + std::hash::Hash {}

@@ -97,7 +97,7 @@ pub trait KeyedTable: Send {
     /// For a snapshot taken in two parts: copies what the snapshot needs now and returns
     /// the work that turns it into [`KeyedTable::snapshot_key_group`]'s bytes later, off
     /// the task thread; `None` when the table has no such split.
-    fn deferred_snapshot(&self) -> Option<DeferredKeyGroups> {
+    fn deferred_snapshot(&mut self) -> Option<DeferredKeyGroups> {
         None
     }
 }

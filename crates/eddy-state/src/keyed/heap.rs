@@ -276,7 +276,7 @@ impl KeyedStateBackend for HeapKeyedStateBackend {
         }
         // On the heap: copies of the values now, serialized in the asynchronous part.
         let mut deferred = Vec::with_capacity(self.states.len());
-        for declared in &self.states {
+        for declared in &mut self.states {
             match declared.table.deferred_snapshot() {
                 Some(build) => {
                     deferred.push(DeferredState::new(&declared.meta.name, declared.meta.ttl.is_some(), build))

@@ -5,6 +5,10 @@
 //! Lookups take the current key's stable hash, computed once per record when the key is
 //! set, and remember where they found it, so that a read and the write after it for the
 //! same record look the key up once.
+//!
+//! A checkpoint of the heap takes the key groups as they are, in O(1) each: they are
+//! shared with the snapshot and copied on the first change after it (see [`Group`]), so
+//! the task thread's part of a checkpoint does not grow with the state.
 
 use super::backend::TableSpec;
 use super::backend::{CurrentKey, DeferredKeyGroups, InlineKey, KeyedTable};
@@ -59,6 +63,7 @@ impl std::ops::Deref for StoredKey {
     }
 }
 
+#[derive(Clone)]
 struct Entry<S> {
     key: StoredKey,
     hash: u64,
@@ -69,6 +74,56 @@ struct Entry<S> {
     expires_ms: u64,
 }
 
+/// One key group's entries: the table's own, or shared with a snapshot being written
+/// (copy on write, as Flink's `CopyOnWriteStateMap`: a snapshot takes every group in O(1),
+/// and the first change after it takes the group back, copying it only if the snapshot
+/// still reads it). So the task thread never copies a whole state at a barrier.
+enum Group<S> {
+    Owned(HashTable<Entry<S>>),
+    Shared(Arc<HashTable<Entry<S>>>),
+}
+
+impl<S: StateValue> Group<S> {
+    #[inline]
+    fn get(&self) -> &HashTable<Entry<S>> {
+        match self {
+            Group::Owned(table) => table,
+            Group::Shared(table) => table,
+        }
+    }
+
+    /// The group for a change: owned again first if a snapshot shared it. A copy keeps
+    /// every entry in its bucket, so bucket indexes stay valid.
+    #[inline]
+    fn get_mut(&mut self) -> &mut HashTable<Entry<S>> {
+        if let Group::Shared(_) = self {
+            self.unshare();
+        }
+        match self {
+            Group::Owned(table) => table,
+            Group::Shared(_) => unreachable!("unshared above"),
+        }
+    }
+
+    #[cold]
+    fn unshare(&mut self) {
+        if let Group::Shared(shared) = std::mem::replace(self, Group::Owned(HashTable::new())) {
+            *self = Group::Owned(Arc::try_unwrap(shared).unwrap_or_else(|shared| (*shared).clone()));
+        }
+    }
+
+    /// The group for a snapshot, shared from now on.
+    fn share(&mut self) -> Arc<HashTable<Entry<S>>> {
+        if let Group::Owned(table) = self {
+            *self = Group::Shared(Arc::new(std::mem::take(table)));
+        }
+        match self {
+            Group::Shared(table) => Arc::clone(table),
+            Group::Owned(_) => unreachable!("shared above"),
+        }
+    }
+}
+
 /// The values of one state, per key group and key: all of them (heap backend), or a
 /// bounded write-back cache of the hot ones in front of a [`RawTable`] (RocksDB). Changed
 /// values are written to the raw store in one batch when the cache is full, and handed
@@ -76,7 +131,7 @@ struct Entry<S> {
 /// durable, so nothing is lost.
 pub struct HeapTable<S> {
     name: String,
-    groups: Vec<HashTable<Entry<S>>>,
+    groups: Vec<Group<S>>,
     /// First key group of the range (turns a local group index into a key group).
     first_key_group: u32,
     raw: Option<Box<dyn RawTable>>,
@@ -122,7 +177,7 @@ impl<S: StateValue> HeapTable<S> {
     pub fn from_spec(name: &str, spec: TableSpec, ttl: Option<StateTtlConfig>) -> Self {
         Self {
             name: name.to_string(),
-            groups: (0..spec.group_count).map(|_| HashTable::new()).collect(),
+            groups: (0..spec.group_count).map(|_| Group::Owned(HashTable::new())).collect(),
             first_key_group: spec.first_key_group,
             raw: spec.raw,
             cached: 0,
@@ -173,12 +228,12 @@ impl<S: StateValue> HeapTable<S> {
             // memo gone stale can never serve another key's value.
             if epoch == key.epoch
                 && key.epoch != 0
-                && self.groups[key.local_group].get_bucket(bucket).is_some_and(|e| e.key.matches(key))
+                && self.groups[key.local_group].get().get_bucket(bucket).is_some_and(|e| e.key.matches(key))
             {
                 return Some(bucket);
             }
         }
-        let bucket = self.groups[key.local_group].find_bucket_index(key.hash, |e| e.key.matches(key))?;
+        let bucket = self.groups[key.local_group].get().find_bucket_index(key.hash, |e| e.key.matches(key))?;
         self.last_hit = Some((key.epoch, bucket));
         Some(bucket)
     }
@@ -186,13 +241,13 @@ impl<S: StateValue> HeapTable<S> {
     #[inline]
     fn find(&mut self, key: &CurrentKey) -> Option<&Entry<S>> {
         let bucket = self.locate(key)?;
-        self.groups[key.local_group].get_bucket(bucket)
+        self.groups[key.local_group].get().get_bucket(bucket)
     }
 
     #[inline]
     fn find_mut(&mut self, key: &CurrentKey) -> Option<&mut Entry<S>> {
         let bucket = self.locate(key)?;
-        self.groups[key.local_group].get_bucket_mut(bucket)
+        self.groups[key.local_group].get_mut().get_bucket_mut(bucket)
     }
 
     /// Writes every changed value to the raw store in one batch.
@@ -212,7 +267,7 @@ impl<S: StateValue> HeapTable<S> {
         let ttl = self.ttl.is_some();
         for (local, group) in self.groups.iter().enumerate() {
             let first = spans.len();
-            for entry in group.iter().filter(|e| e.dirty) {
+            for entry in group.get().iter().filter(|e| e.dirty) {
                 let start = values.len();
                 append_stored(&self.name, &entry.value, ttl.then_some(entry.expires_ms), &mut values)?;
                 spans.push((self.first_key_group + local as u32, &entry.key, start, values.len()));
@@ -221,7 +276,7 @@ impl<S: StateValue> HeapTable<S> {
         }
         raw.put_batch(&mut spans.iter().map(|&(kg, key, start, end)| (kg, key, &values[start..end])))?;
         for group in &mut self.groups {
-            group.iter_mut().for_each(|e| e.dirty = false);
+            group.get_mut().iter_mut().for_each(|e| e.dirty = false);
         }
         Ok(())
     }
@@ -232,7 +287,7 @@ impl<S: StateValue> HeapTable<S> {
         let mut keys = Vec::new();
         let mut changed = Vec::new();
         for (local, group) in self.groups.iter_mut().enumerate() {
-            for entry in group.iter_mut().filter(|e| e.dirty) {
+            for entry in group.get_mut().iter_mut().filter(|e| e.dirty) {
                 entry.dirty = false;
                 let start = keys.len();
                 keys.extend_from_slice(&entry.key);
@@ -274,8 +329,8 @@ impl<S: StateValue> HeapTable<S> {
             self.last_hit = None;
             while self.cached > target && step < count {
                 let index = (self.evict_from + step) % count;
-                self.cached -= self.groups[index].len();
-                self.groups[index].clear();
+                self.cached -= self.groups[index].get().len();
+                self.groups[index] = Group::Owned(HashTable::new());
                 step += 1;
             }
             self.evict_from = (self.evict_from + step) % count;
@@ -293,7 +348,7 @@ impl<S: StateValue> HeapTable<S> {
         self.make_room()?;
         self.cached += 1;
         let entry = Entry { key: StoredKey::new(&key.bytes), hash: key.hash, value, dirty, expires_ms };
-        let inserted = self.groups[key.local_group].insert_unique(key.hash, entry, |e| e.hash);
+        let inserted = self.groups[key.local_group].get_mut().insert_unique(key.hash, entry, |e| e.hash);
         // The insert may have grown the table, moving every entry.
         self.last_hit = (key.epoch != 0).then_some((key.epoch, inserted.bucket_index()));
         Ok(&mut inserted.into_mut().value)
@@ -384,7 +439,7 @@ impl<S: StateValue> HeapTable<S> {
     /// Removes the current key's value and returns it.
     pub fn remove(&mut self, key: &CurrentKey) -> Result<Option<S>, StateError> {
         self.last_hit = None;
-        let cached = match self.groups[key.local_group].find_entry(key.hash, |e| e.key.matches(key)) {
+        let cached = match self.groups[key.local_group].get_mut().find_entry(key.hash, |e| e.key.matches(key)) {
             Ok(entry) => {
                 self.cached = self.cached.saturating_sub(1);
                 Some(entry.remove().0.value)
@@ -432,7 +487,7 @@ impl<S: StateValue> HeapTable<S> {
 
     /// Every cached (encoded key, value) of one key group, for tests and tools.
     pub fn entries_of_group(&self, local_group: usize) -> impl Iterator<Item = (&[u8], &S)> {
-        self.groups[local_group].iter().map(|e| (&*e.key, &e.value))
+        self.groups[local_group].get().iter().map(|e| (&*e.key, &e.value))
     }
 }
 
@@ -446,7 +501,7 @@ impl<S: StateValue> KeyedTable for HeapTable<S> {
     }
 
     fn key_count(&self) -> usize {
-        self.groups.iter().map(HashTable::len).sum()
+        self.groups.iter().map(|g| g.get().len()).sum()
     }
 
     fn flush(&mut self) -> Result<(), StateError> {
@@ -459,6 +514,7 @@ impl<S: StateValue> KeyedTable for HeapTable<S> {
                 // Expired values are left out (cleanup in full snapshots).
                 let now = self.clock.now_ms();
                 let mut entries: Vec<(&[u8], u64, &S)> = self.groups[local_group]
+                    .get()
                     .iter()
                     .filter(|e| e.expires_ms > now)
                     .map(|e| (&*e.key, e.expires_ms, &e.value))
@@ -473,32 +529,28 @@ impl<S: StateValue> KeyedTable for HeapTable<S> {
         }
     }
 
-    fn deferred_snapshot(&self) -> Option<DeferredKeyGroups> {
+    fn deferred_snapshot(&mut self) -> Option<DeferredKeyGroups> {
         if self.raw.is_some() {
             return None;
         }
-        // A copy of the live entries now (keys of a key group in one buffer), sorted and
-        // serialized later, off the task thread.
+        // The key groups as they are now, shared (O(1) each); filtered, sorted and
+        // serialized later, off the task thread, while changes copy a group first.
         let now = self.clock.now_ms();
-        let mut groups = Vec::with_capacity(self.groups.len());
-        for (local, group) in self.groups.iter().enumerate() {
-            let mut keys = Vec::new();
-            let mut entries = Vec::with_capacity(group.len());
-            for entry in group.iter().filter(|e| e.expires_ms > now) {
-                let start = keys.len();
-                keys.extend_from_slice(&entry.key);
-                entries.push((start, keys.len(), entry.expires_ms, entry.value.clone()));
-            }
-            if !entries.is_empty() {
-                groups.push((self.first_key_group + local as u32, keys, entries));
-            }
-        }
+        let first_key_group = self.first_key_group;
+        let groups: Vec<(u32, Arc<HashTable<Entry<S>>>)> = self
+            .groups
+            .iter_mut()
+            .enumerate()
+            .filter(|(_, group)| !group.get().is_empty())
+            .map(|(local, group)| (first_key_group + local as u32, group.share()))
+            .collect();
         let (name, ttl) = (self.name.clone(), self.ttl.is_some());
         Some(Box::new(move || {
             let mut key_groups = Vec::with_capacity(groups.len());
-            for (key_group, keys, entries) in &groups {
-                let mut refs: Vec<(&[u8], u64, &S)> =
-                    entries.iter().map(|(start, end, expiry, value)| (&keys[*start..*end], *expiry, value)).collect();
+            let mut refs: Vec<(&[u8], u64, &S)> = Vec::new();
+            for (key_group, group) in &groups {
+                refs.clear();
+                refs.extend(group.iter().filter(|e| e.expires_ms > now).map(|e| (&*e.key, e.expires_ms, &e.value)));
                 if let Some(bytes) = serialize_group(&name, &mut refs, ttl)? {
                     key_groups.push((*key_group, bytes));
                 }
@@ -531,7 +583,7 @@ impl<S: StateValue> KeyedTable for HeapTable<S> {
         for (key, expires_ms, value) in entries {
             let hash = eddy_types::stable_hash(&key).0;
             let entry = Entry { key: StoredKey::new(&key), hash, value, dirty: false, expires_ms };
-            self.groups[local_group].insert_unique(hash, entry, |e| e.hash);
+            self.groups[local_group].get_mut().insert_unique(hash, entry, |e| e.hash);
         }
         self.last_hit = None;
         Ok(())
@@ -539,7 +591,7 @@ impl<S: StateValue> KeyedTable for HeapTable<S> {
 
     fn clear_all(&mut self) -> Result<(), StateError> {
         self.last_hit = None;
-        self.groups.iter_mut().for_each(HashTable::clear);
+        self.groups.iter_mut().for_each(|g| *g = Group::Owned(HashTable::new()));
         self.cached = 0;
         if let Some(raw) = self.raw.as_mut() {
             // A snapshot being made may still write values handed over to it.
