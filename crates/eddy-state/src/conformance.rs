@@ -301,7 +301,7 @@ fn snapshot_by_key_group(factory: BackendFactory<'_>) {
     v.clear().unwrap();
     set_key(&1_000u64);
     v.update(1).unwrap();
-    let mut old = take_backend().unwrap();
+    let old = take_backend().unwrap();
     two_parts.complete_deferred().unwrap();
     assert!(two_parts == snapshot, "a checkpoint's snapshot in two parts equals the synchronous one");
     install_backend(old).unwrap();

@@ -68,8 +68,11 @@ struct Entry<S> {
     key: StoredKey,
     hash: u64,
     value: S,
-    /// Changed since it was last written (or handed over for a snapshot) to the raw store.
-    dirty: bool,
+    /// The table's change epoch when the value last changed (0: as the raw store has it).
+    /// It is dirty, not written to the raw store yet, while that is after the table's
+    /// `written` epoch: so writing back marks every entry clean at once, without touching
+    /// it (or copying a key group a snapshot shares).
+    changed: u64,
     /// Wall-clock ms after which the value is gone (`u64::MAX`: no time to live).
     expires_ms: u64,
 }
@@ -142,6 +145,10 @@ pub struct HeapTable<S> {
     clock: Arc<dyn Clock>,
     /// Where the next eviction starts dropping key groups.
     evict_from: usize,
+    /// The change epoch of values changed now; entries changed in an epoch up to
+    /// `written` are in the raw store or handed over to a snapshot of it.
+    epoch: u64,
+    written: u64,
     /// (key epoch, bucket) of the last key found: `value()` then `update()` of one record
     /// look the key up once. Cleared by everything that moves or drops entries.
     last_hit: Option<(u64, usize)>,
@@ -157,6 +164,33 @@ fn encode<S: StateValue>(name: &str, value: &S, out: &mut Vec<u8>) -> Result<(),
 
 fn decode<S: StateValue>(name: &str, bytes: &[u8]) -> Result<S, StateError> {
     postcard::from_bytes(bytes).map_err(|e| StateError::Deserialize { state: name.to_string(), message: e.to_string() })
+}
+
+/// (key group, key, start, end) of one changed value in the buffer of stored values.
+type ChangeSpan<'a> = (u32, &'a [u8], usize, usize);
+
+/// The entries of `groups` changed after epoch `since`, as stored values in one buffer and
+/// their spans in the store's key order (key group, then key), because RocksDB inserts
+/// keys that arrive in order much faster (its memtable continues each search where the
+/// last one ended).
+fn changes<'a, S: StateValue>(
+    name: &str,
+    ttl: bool,
+    since: u64,
+    groups: impl Iterator<Item = (u32, &'a HashTable<Entry<S>>)>,
+) -> Result<(Vec<u8>, Vec<ChangeSpan<'a>>), StateError> {
+    let mut values = Vec::new();
+    let mut spans: Vec<ChangeSpan<'a>> = Vec::new();
+    for (key_group, group) in groups {
+        let first = spans.len();
+        for entry in group.iter().filter(|e| e.changed > since) {
+            let start = values.len();
+            append_stored(name, &entry.value, ttl.then_some(entry.expires_ms), &mut values)?;
+            spans.push((key_group, &entry.key, start, values.len()));
+        }
+        spans[first..].sort_unstable_by(|a, b| a.1.cmp(b.1));
+    }
+    Ok((values, spans))
 }
 
 impl<S: StateValue> HeapTable<S> {
@@ -186,6 +220,8 @@ impl<S: StateValue> HeapTable<S> {
             ttl,
             clock: spec.clock,
             evict_from: 0,
+            epoch: 1,
+            written: 0,
             last_hit: None,
         }
     }
@@ -202,14 +238,14 @@ impl<S: StateValue> HeapTable<S> {
     /// renews it on read when the update type says so.
     fn expire_or_renew(&mut self, key: &CurrentKey, reading: bool) -> Result<(), StateError> {
         let Some(ttl) = self.ttl else { return Ok(()) };
-        let now = self.clock.now_ms();
+        let (now, epoch) = (self.clock.now_ms(), self.epoch);
         let expired = match self.find_mut(key) {
             None => return Ok(()),
             Some(entry) if entry.expires_ms <= now => true,
             Some(entry) => {
                 if reading && ttl.update_type == TtlUpdateType::OnReadAndWrite {
                     entry.expires_ms = now.saturating_add(ttl.ttl_ms);
-                    entry.dirty = true;
+                    entry.changed = epoch;
                 }
                 false
             }
@@ -253,59 +289,31 @@ impl<S: StateValue> HeapTable<S> {
     /// Writes every changed value to the raw store in one batch.
     fn write_back(&mut self) -> Result<(), StateError> {
         let Some(raw) = self.raw.as_mut() else { return Ok(()) };
+        let (name, ttl, since) = (self.name.clone(), self.ttl.is_some(), self.written);
+        (self.written, self.epoch) = (self.epoch, self.epoch + 1);
         if raw.holds_writes() {
-            // At a barrier, before a snapshot made off the task thread: only copies of the
-            // changed values now; sorted, serialized and written there.
-            let write = self.copy_changes();
+            // At a barrier, before a snapshot made off the task thread: the key groups
+            // are shared with the write (O(1) each, copied on the next change); the
+            // changed values are serialized and written there.
+            let first_key_group = self.first_key_group;
+            let groups: Vec<(u32, Arc<HashTable<Entry<S>>>)> = self
+                .groups
+                .iter_mut()
+                .enumerate()
+                .filter(|(_, group)| !group.get().is_empty())
+                .map(|(local, group)| (first_key_group + local as u32, group.share()))
+                .collect();
+            let write: HeldWrite = Box::new(move |put| {
+                let (values, spans) = changes(&name, ttl, since, groups.iter().map(|(kg, g)| (*kg, &**g)))?;
+                spans.iter().for_each(|&(kg, key, start, end)| put(kg, key, &values[start..end]));
+                Ok(())
+            });
             return self.raw.as_mut().expect("checked above").hold(write);
         }
-        // All values in one buffer; (key group, key, value span) in the store's key order,
-        // because RocksDB inserts keys that arrive in order much faster (its memtable
-        // continues each search where the last one ended).
-        let mut values = Vec::new();
-        let mut spans: Vec<(u32, &[u8], usize, usize)> = Vec::new();
-        let ttl = self.ttl.is_some();
-        for (local, group) in self.groups.iter().enumerate() {
-            let first = spans.len();
-            for entry in group.get().iter().filter(|e| e.dirty) {
-                let start = values.len();
-                append_stored(&self.name, &entry.value, ttl.then_some(entry.expires_ms), &mut values)?;
-                spans.push((self.first_key_group + local as u32, &entry.key, start, values.len()));
-            }
-            spans[first..].sort_unstable_by(|a, b| a.1.cmp(b.1));
-        }
-        raw.put_batch(&mut spans.iter().map(|&(kg, key, start, end)| (kg, key, &values[start..end])))?;
-        for group in &mut self.groups {
-            group.get_mut().iter_mut().for_each(|e| e.dirty = false);
-        }
-        Ok(())
-    }
-
-    /// Copies the changed entries (keys into one buffer) and marks them written: the
-    /// returned write puts them into the store, in its key order.
-    fn copy_changes(&mut self) -> HeldWrite {
-        let mut keys = Vec::new();
-        let mut changed = Vec::new();
-        for (local, group) in self.groups.iter_mut().enumerate() {
-            for entry in group.get_mut().iter_mut().filter(|e| e.dirty) {
-                entry.dirty = false;
-                let start = keys.len();
-                keys.extend_from_slice(&entry.key);
-                let key_group = self.first_key_group + local as u32;
-                changed.push((key_group, start, keys.len(), entry.expires_ms, entry.value.clone()));
-            }
-        }
-        let (name, ttl) = (self.name.clone(), self.ttl.is_some());
-        Box::new(move |put| {
-            changed.sort_unstable_by(|a, b| (a.0, &keys[a.1..a.2]).cmp(&(b.0, &keys[b.1..b.2])));
-            let mut value = Vec::new();
-            for (key_group, start, end, expires_ms, stored) in &changed {
-                value.clear();
-                append_stored(&name, stored, ttl.then_some(*expires_ms), &mut value)?;
-                put(*key_group, &keys[*start..*end], &value);
-            }
-            Ok(())
-        })
+        let first_key_group = self.first_key_group;
+        let groups = self.groups.iter().enumerate().map(|(local, g)| (first_key_group + local as u32, g.get()));
+        let (values, spans) = changes(&name, ttl, since, groups)?;
+        raw.put_batch(&mut spans.iter().map(|&(kg, key, start, end)| (kg, key, &values[start..end])))
     }
 
     /// Makes room in the cache: writes back what changed, then drops whole key groups
@@ -347,7 +355,8 @@ impl<S: StateValue> HeapTable<S> {
     ) -> Result<&mut S, StateError> {
         self.make_room()?;
         self.cached += 1;
-        let entry = Entry { key: StoredKey::new(&key.bytes), hash: key.hash, value, dirty, expires_ms };
+        let changed = if dirty { self.epoch } else { 0 };
+        let entry = Entry { key: StoredKey::new(&key.bytes), hash: key.hash, value, changed, expires_ms };
         let inserted = self.groups[key.local_group].get_mut().insert_unique(key.hash, entry, |e| e.hash);
         // The insert may have grown the table, moving every entry.
         self.last_hit = (key.epoch != 0).then_some((key.epoch, inserted.bucket_index()));
@@ -379,11 +388,11 @@ impl<S: StateValue> HeapTable<S> {
 
     /// Sets the current key's value.
     pub fn put(&mut self, key: &CurrentKey, value: S) -> Result<(), StateError> {
-        let expires_ms = self.expiry();
+        let (expires_ms, epoch) = (self.expiry(), self.epoch);
         match self.find_mut(key) {
             Some(entry) => {
                 entry.value = value;
-                entry.dirty = true;
+                entry.changed = epoch;
                 entry.expires_ms = expires_ms;
             }
             None => {
@@ -424,10 +433,10 @@ impl<S: StateValue> HeapTable<S> {
             self.load(key)?;
         }
         self.expire_or_renew(key, false)?;
-        let expires_ms = self.expiry();
+        let (expires_ms, epoch) = (self.expiry(), self.epoch);
         let result = match self.find_mut(key) {
             Some(entry) => {
-                entry.dirty = true;
+                entry.changed = epoch;
                 entry.expires_ms = expires_ms;
                 change(&mut entry.value)
             }
@@ -582,7 +591,7 @@ impl<S: StateValue> KeyedTable for HeapTable<S> {
         };
         for (key, expires_ms, value) in entries {
             let hash = eddy_types::stable_hash(&key).0;
-            let entry = Entry { key: StoredKey::new(&key), hash, value, dirty: false, expires_ms };
+            let entry = Entry { key: StoredKey::new(&key), hash, value, changed: 0, expires_ms };
             self.groups[local_group].get_mut().insert_unique(hash, entry, |e| e.hash);
         }
         self.last_hit = None;
