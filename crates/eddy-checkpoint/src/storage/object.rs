@@ -266,7 +266,12 @@ impl CheckpointStorage for ObjectCheckpointStorage {
         let prefix = ObjectPath::from(dir.as_str());
         // `_metadata` first: a half-deleted checkpoint must never look complete.
         let metadata_path = ObjectPath::from(format!("{dir}/{METADATA_FILE}"));
-        let _ = self.runtime.block_on(self.store.delete(&metadata_path));
+        // Gone already is fine (an earlier discard stopped half-way); any other failure
+        // stops here, leaving the checkpoint whole and usable.
+        match self.runtime.block_on(self.store.delete(&metadata_path)) {
+            Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
+            Err(e) => return Err(io(&self.full(metadata_path.as_ref()), e)),
+        }
         let objects: Vec<_> = self.runtime.block_on(self.store.list(Some(&prefix)).collect::<Vec<_>>());
         for object in objects {
             let object = object.map_err(|e| io(&self.full(&dir), e))?;
