@@ -199,8 +199,12 @@ impl LocalExecutor {
             };
             // Numbers continue after the restored checkpoint and after every checkpoint already
             // in the storage (another run's too), so no directory is ever written twice.
-            let newest_stored =
-                storage.completed().unwrap_or_default().iter().filter_map(|l| checkpoint_number(l)).max();
+            // A listing that fails stops the job: guessing could reuse an id and overwrite a
+            // checkpoint.
+            let stored = storage
+                .completed()
+                .map_err(|e| fail(format!("cannot list the checkpoints already stored, to number new ones: {e}")))?;
+            let newest_stored = stored.iter().filter_map(|l| checkpoint_number(l)).max();
             let restored_id = restored.as_ref().map(|(id, _)| id.0);
             let next_id = newest_stored.max(restored_id).unwrap_or(0) + 1;
             let checkpoints = (&storage, &retained);

@@ -411,3 +411,34 @@ fn a_finished_tasks_keyed_state_is_in_every_later_checkpoint() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn a_checkpoint_directory_that_cannot_be_listed_stops_the_job_before_it_reuses_an_id() {
+    use std::os::unix::ffi::OsStrExt;
+    let dir = temp_dir("unlistable");
+    let env = Env::new();
+    env.set_checkpoint_config(CheckpointConfig {
+        interval_ms: 20,
+        retained: 1,
+        retain_on_cancel: true,
+        ..CheckpointConfig::default()
+    });
+    env.set_checkpoint_dir(&dir);
+    counting_job(&env, 20_000, CollectSink::new());
+    env.execute("count").unwrap();
+    let earlier = checkpoint_dirs(&dir);
+    assert_eq!(earlier.len(), 1);
+    let metadata = std::fs::read(earlier[0].join("_metadata")).unwrap();
+    // A name the store cannot list (not UTF-8): the next run cannot tell which ids exist.
+    std::fs::write(dir.join(std::ffi::OsStr::from_bytes(b"stray-\xff")), b"x").unwrap();
+
+    let env = Env::new();
+    env.set_checkpoint_config(CheckpointConfig { interval_ms: 20, ..CheckpointConfig::default() });
+    env.set_checkpoint_dir(&dir);
+    counting_job(&env, 20_000, CollectSink::new());
+    let error = env.execute("count").unwrap_err().to_string();
+    assert!(error.contains("cannot list") && error.contains("non-unicode"), "{error}");
+    assert_eq!(checkpoint_dirs(&dir), earlier);
+    assert_eq!(std::fs::read(earlier[0].join("_metadata")).unwrap(), metadata, "the earlier checkpoint is untouched");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

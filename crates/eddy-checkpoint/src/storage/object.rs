@@ -297,8 +297,11 @@ impl CheckpointStorage for ObjectCheckpointStorage {
         for id in ids {
             let dir = directory_name(CheckpointId(id), SnapshotKind::Checkpoint);
             let path = ObjectPath::from(format!("{dir}/{METADATA_FILE}"));
-            if self.runtime.block_on(self.store.head(&path)).is_ok() {
-                complete.push(self.full(&dir));
+            match self.runtime.block_on(self.store.head(&path)) {
+                Ok(_) => complete.push(self.full(&dir)),
+                // Unfinished: a crash left it behind.
+                Err(object_store::Error::NotFound { .. }) => {}
+                Err(e) => return Err(io(&self.full(path.as_ref()), e)),
             }
         }
         Ok(complete)
