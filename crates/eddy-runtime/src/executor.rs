@@ -15,7 +15,7 @@ use crate::graph::{
     RestoreMode, StorageChoice, StreamGraph, StreamNode,
 };
 use crate::task::{
-    catch_task_panic, install_panic_capture, mailbox, Control, MailboxReceiver, MailboxSender, OperatorInfo,
+    catch_task_panic, install_panic_capture, mailbox, Control, MailboxReceiver, MailboxSender, Mailboxes, OperatorInfo,
     SourceDriver, StepResult, TaskDriver, TaskReport, TaskShared,
 };
 use crossbeam_channel::{select, Receiver};
@@ -321,7 +321,7 @@ impl LocalExecutor {
             plan,
             storage,
             retained,
-            mailboxes,
+            mailboxes: Mailboxes::new(mailboxes),
             tasks,
             cancel: cancel.clone(),
             started: Instant::now(),
@@ -432,7 +432,7 @@ struct AttemptRun<'a> {
     plan: &'a ChainPlan,
     storage: &'a Arc<dyn CheckpointStorage>,
     retained: &'a RefCell<RetainedCheckpoints>,
-    mailboxes: Vec<MailboxSender>,
+    mailboxes: Mailboxes,
     tasks: Vec<(NodeId, u32)>,
     cancel: Arc<AtomicBool>,
     started: Instant,
@@ -456,17 +456,13 @@ impl AttemptRun<'_> {
         self.started.elapsed().as_millis() as u64
     }
 
-    fn broadcast(&self, control: Control) {
-        for mailbox in &self.mailboxes {
-            let _ = mailbox.send(control.clone());
-        }
+    fn broadcast(&mut self, control: Control) {
+        self.mailboxes.broadcast(&control);
     }
 
-    fn cancel_all(&self) {
+    fn cancel_all(&mut self) {
         if !self.cancel.swap(true, Ordering::SeqCst) {
-            for mailbox in &self.mailboxes {
-                let _ = mailbox.try_send(Control::Cancel);
-            }
+            self.mailboxes.cancel_all();
         }
     }
 
@@ -486,6 +482,7 @@ impl AttemptRun<'_> {
     ) {
         let mut exited = 0;
         while exited < task_count {
+            self.mailboxes.flush();
             select! {
                 recv(done) -> exit => {
                     let Ok((index, outcome)) = exit else { break };
@@ -562,9 +559,9 @@ impl AttemptRun<'_> {
         let id = self.coordinator.trigger(kind, now);
         self.triggered_at.insert(id.0, (Instant::now(), wall_ms()));
         let barrier = CheckpointBarrier { id, kind };
-        for (index, (head, _)) in self.tasks.iter().enumerate() {
-            if self.is_source(*head) {
-                let _ = self.mailboxes[index].send(Control::TriggerCheckpoint(barrier));
+        for index in 0..self.tasks.len() {
+            if self.is_source(self.tasks[index].0) {
+                self.mailboxes.post(index, Control::TriggerCheckpoint(barrier));
             }
         }
     }

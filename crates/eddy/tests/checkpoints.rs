@@ -442,3 +442,59 @@ fn a_checkpoint_directory_that_cannot_be_listed_stops_the_job_before_it_reuses_a
     assert_eq!(std::fs::read(earlier[0].join("_metadata")).unwrap(), metadata, "the earlier checkpoint is untouched");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// One stuck task must not stall the coordinator: its mailbox fills with checkpoint
+/// notifications, and a coordinator that waited for room there would stop counting
+/// timeouts (and handling failures) until the task moved again.
+#[test]
+fn a_stuck_task_does_not_stall_the_coordinators_timeouts() {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::Arc;
+    use std::time::{Duration, Instant};
+    const STUCK: Duration = Duration::from_secs(6);
+    let env = Env::new();
+    env.set_parallelism(1);
+    env.set_checkpoint_config(CheckpointConfig {
+        interval_ms: 5,
+        timeout_ms: 20,
+        // More timeouts than a mailbox holds notifications (64).
+        tolerable_failures: 80,
+        ..CheckpointConfig::default()
+    });
+    let stuck_once = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    env.from_sequence(0, 10)
+        .uid("stuck-numbers")
+        .key_by(|i: &u64| *i)
+        .map(move |i| {
+            if !stuck_once.swap(true, Ordering::SeqCst) {
+                std::thread::sleep(STUCK);
+            }
+            i
+        })
+        .uid("stuck")
+        .add_sink(CollectSink::new())
+        .uid("stuck-sink");
+    // Beside it, a pipeline that runs until the job is cancelled: it stops when the
+    // coordinator gives up on the checkpoints.
+    let started = Instant::now();
+    let last_ms = Arc::new(AtomicU64::new(0));
+    let seen = last_ms.clone();
+    env.from_sequence(0, 1_000_000)
+        .uid("ticks")
+        .map(move |i| {
+            std::thread::sleep(Duration::from_millis(1));
+            seen.store(started.elapsed().as_millis() as u64, Ordering::SeqCst);
+            i
+        })
+        .uid("tick")
+        .add_sink(CollectSink::new())
+        .uid("tick-sink");
+    let error = env.execute("stuck").unwrap_err().to_string();
+    assert!(error.contains("timed out"), "{error}");
+    let stopped_ms = last_ms.load(Ordering::SeqCst);
+    assert!(
+        stopped_ms < STUCK.as_millis() as u64 - 1_500,
+        "the job was failed {stopped_ms} ms in, while the stuck task slept {} ms",
+        STUCK.as_millis()
+    );
+}

@@ -13,5 +13,5 @@ pub use driver::{
     ChainHead, OneInputDriver, SourceDriver, SourceOperator, SourceStatus, StepResult, TaskDriver, TwoInputDriver,
     TwoInputOperator,
 };
-pub use mailbox::{mailbox, Control, MailboxReceiver, MailboxSender, FINAL_CHECKPOINT};
+pub use mailbox::{mailbox, Control, MailboxReceiver, MailboxSender, Mailboxes, FINAL_CHECKPOINT};
 pub use panic::{catch_task_panic, install_panic_capture};
