@@ -47,6 +47,8 @@ pub(crate) struct EnvInner {
     pub(crate) config: JobConfig,
     pub(crate) nodes: Vec<NodeDraft>,
     pub(crate) edges: Vec<EdgeDraft>,
+    /// Problems found while the graph was built, reported by [`Env::stream_graph`].
+    pub(crate) problems: Vec<String>,
 }
 
 /// The entry point of a job (Flink's `StreamExecutionEnvironment`): create sources, build
@@ -85,6 +87,7 @@ impl Env {
                 config: JobConfig::default(),
                 nodes: Vec::new(),
                 edges: Vec::new(),
+                problems: Vec::new(),
             })),
         }
     }
@@ -257,6 +260,9 @@ impl Env {
     pub fn stream_graph(&self, job_name: &str) -> Result<StreamGraph, JobError> {
         let inner = self.inner.borrow();
         let invalid = |message: String| JobError::InvalidJob { job: job_name.to_string(), message };
+        if let Some(problem) = inner.problems.first() {
+            return Err(invalid(problem.clone()));
+        }
         let max_parallelism = MaxParallelism::new(inner.max_parallelism).map_err(|e| invalid(e.to_string()))?;
         if inner.parallelism == 0 {
             return Err(invalid("the default parallelism must be at least 1".into()));

@@ -176,18 +176,35 @@ impl<X> OutputTag<X> {
 /// The side outputs of an operator, by tag.
 pub struct SideOutputs {
     ports: Vec<(String, Box<dyn PortOutput>)>,
+    /// Where an emit of the wrong type fails the operator.
+    shared: std::rc::Rc<eddy_runtime::task::TaskShared>,
+    operator: usize,
 }
 
 impl SideOutputs {
-    pub(crate) fn new(ports: Vec<(String, Box<dyn PortOutput>)>) -> Self {
-        Self { ports }
+    pub(crate) fn new(
+        ports: Vec<(String, Box<dyn PortOutput>)>,
+        shared: std::rc::Rc<eddy_runtime::task::TaskShared>,
+        operator: usize,
+    ) -> Self {
+        Self { ports, shared, operator }
     }
 
-    /// Emits `value` to the side output `tag`; dropped if nobody consumes that tag.
+    /// Emits `value` to the side output `tag`; dropped if nobody consumes that tag. A tag
+    /// whose consumer reads another type fails the operator: dropping would lose records.
     pub fn emit<X: 'static>(&mut self, tag: &OutputTag<X>, value: X) {
         if let Some((_, port)) = self.ports.iter_mut().find(|(id, _)| *id == tag.id) {
-            if let Some(typed) = port.as_any_mut().downcast_mut::<TypedOutput<X>>() {
-                typed.0.collect(value);
+            match port.as_any_mut().downcast_mut::<TypedOutput<X>>() {
+                Some(typed) => typed.0.collect(value),
+                None => self.shared.fail(
+                    self.operator,
+                    format!(
+                        "side output '{}' is consumed as {}, but a record of type {} was emitted to it; use one type per tag",
+                        tag.id,
+                        port.record_type(),
+                        std::any::type_name::<X>()
+                    ),
+                ),
             }
         }
     }

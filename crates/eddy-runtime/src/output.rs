@@ -152,6 +152,8 @@ impl<'a, T> Collector<'a, T> {
 pub trait PortOutput {
     fn as_any_mut(&mut self) -> &mut dyn std::any::Any;
     fn into_any(self: Box<Self>) -> Box<dyn std::any::Any>;
+    /// The name of the record type, for messages.
+    fn record_type(&self) -> &'static str;
     fn open(&mut self) -> Result<(), crate::TaskError>;
     fn flush(&mut self) -> Result<(), crate::TaskError>;
     fn end_input(&mut self) -> Result<(), crate::TaskError>;
@@ -188,6 +190,9 @@ impl<T: 'static> PortOutput for TypedOutput<T> {
     }
     fn into_any(self: Box<Self>) -> Box<dyn std::any::Any> {
         self
+    }
+    fn record_type(&self) -> &'static str {
+        std::any::type_name::<T>()
     }
     fn open(&mut self) -> Result<(), crate::TaskError> {
         self.0.open()

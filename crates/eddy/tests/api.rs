@@ -210,6 +210,31 @@ fn process_function_side_outputs_go_only_where_tagged() {
 }
 
 #[test]
+fn a_side_output_read_as_another_type_than_emitted_fails_the_operator_not_the_records() {
+    let env = Env::new();
+    let (evens, odds) = (CollectSink::new(), CollectSink::<u64>::new());
+    let split = env.from_sequence(0, 99).process(SplitEvenOdd).name("split");
+    // SplitEvenOdd emits Strings to "odd"; read as numbers here.
+    split.side_output(&OutputTag::<u64>::new("odd")).add_sink(odds.clone());
+    split.add_sink(evens.clone());
+    let error = env.execute("side outputs").unwrap_err().to_string();
+    assert!(
+        error.contains("split") && error.contains("side output 'odd' is consumed as u64") && error.contains("String"),
+        "{error}"
+    );
+}
+
+#[test]
+fn one_side_output_tag_read_as_two_types_is_refused_before_the_job_runs() {
+    let env = Env::new();
+    let split = env.from_sequence(0, 99).process(SplitEvenOdd).name("split");
+    split.side_output(&OutputTag::<String>::new("odd")).add_sink(CollectSink::new());
+    split.side_output(&OutputTag::<u64>::new("odd")).add_sink(CollectSink::new());
+    let error = env.execute("side outputs").unwrap_err().to_string();
+    assert!(error.contains("side output 'odd' of operator 'split' is read as") && error.contains("u64"), "{error}");
+}
+
+#[test]
 fn socket_source_reads_lines_until_the_peer_closes() {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();

@@ -36,7 +36,8 @@ impl OperatorCore {
             Some(snapshot) => OperatorStateStore::restored_from(snapshot.operator.clone()),
             None => OperatorStateStore::new(),
         };
-        let core = Self { info, keyed, operator_state, side: SideOutputs::new(side) };
+        let side = SideOutputs::new(side, info.shared.clone(), info.index);
+        let core = Self { info, keyed, operator_state, side };
         (core, main)
     }
 

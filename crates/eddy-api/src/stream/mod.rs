@@ -220,8 +220,23 @@ impl<T: Data> DataStream<T> {
     pub fn side_output<X: Data>(&self, tag: &OutputTag<X>) -> DataStream<X> {
         let (node, _) = self.inputs[0];
         let mut inner = self.env.inner.borrow_mut();
-        let outputs = &mut inner.nodes[node.0 as usize].outputs;
+        let draft = &mut inner.nodes[node.0 as usize];
+        let outputs = &mut draft.outputs;
         let port = match outputs.iter().position(|p| p.tag.as_deref() == Some(tag.id())) {
+            Some(port) if outputs[port].port_type.type_name() != std::any::type_name::<X>() => {
+                let problem = format!(
+                    "side output '{}' of operator '{}' is read as {} and as {}; use one type per tag",
+                    tag.id(),
+                    draft.name,
+                    outputs[port].port_type.type_name(),
+                    std::any::type_name::<X>()
+                );
+                inner.problems.push(problem);
+                // A port of its own keeps the graph well-typed until the job is refused.
+                let outputs = &mut inner.nodes[node.0 as usize].outputs;
+                outputs.push(OutputPort { tag: Some(tag.id().to_string()), port_type: Arc::new(TypedPort::<X>::new()) });
+                outputs.len() - 1
+            }
             Some(port) => port,
             None => {
                 outputs
