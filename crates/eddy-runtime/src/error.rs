@@ -23,8 +23,9 @@ pub enum JobError {
     /// The job graph is invalid; the message names the operator and what to change.
     #[error("invalid job '{job}': {message}")]
     InvalidJob { job: String, message: String },
-    /// A subtask failed; the job was cancelled.
-    #[error("job '{job}' failed: operator '{operator}' (subtask {subtask}/{parallelism}) failed: {message}")]
+    /// A subtask failed; the job was cancelled. `subtask` is 0-based like every subtask
+    /// index; the message counts from 1, as Flink's `(2/4)` does.
+    #[error("job '{job}' failed: operator '{operator}' (subtask {}/{parallelism}) failed: {message}", .subtask + 1)]
     TaskFailed { job: String, operator: String, subtask: u32, parallelism: u32, message: String },
     #[error("job '{job}' was cancelled")]
     Cancelled { job: String },

@@ -520,7 +520,7 @@ impl AttemptRun<'_> {
         if matches!(self.failure, Some(JobError::Cancelled { .. })) {
             self.failure = None;
         }
-        self.fail(JobError::TaskFailed { job, operator, subtask: subtask + 1, parallelism, message });
+        self.fail(JobError::TaskFailed { job, operator, subtask, parallelism, message });
     }
 
     fn tick(&mut self) {

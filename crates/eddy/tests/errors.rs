@@ -111,7 +111,10 @@ fn a_panic_in_a_user_function_names_operator_subtask_and_location() {
         .key_by(|x: &u64| *x)
         .map(|x| x)
         .add_sink(CollectSink::new());
-    let message = failure(&env);
+    let error = env.execute("job").unwrap_err();
+    // The index is 0-based like every subtask index; the message counts from 1, as Flink's.
+    assert!(matches!(error, JobError::TaskFailed { subtask: 1, parallelism: 2, .. }), "{error:?}");
+    let message = error.to_string();
     // 77_777 is in the second half of the sequence: subtask 2 of 2.
     assert!(message.contains("operator 'cursed map' (subtask 2/2)"), "{message}");
     assert!(message.contains("record 77777 is cursed") && message.contains("errors.rs"), "{message}");
