@@ -234,7 +234,8 @@ impl<T: Data> DataStream<T> {
                 inner.problems.push(problem);
                 // A port of its own keeps the graph well-typed until the job is refused.
                 let outputs = &mut inner.nodes[node.0 as usize].outputs;
-                outputs.push(OutputPort { tag: Some(tag.id().to_string()), port_type: Arc::new(TypedPort::<X>::new()) });
+                outputs
+                    .push(OutputPort { tag: Some(tag.id().to_string()), port_type: Arc::new(TypedPort::<X>::new()) });
                 outputs.len() - 1
             }
             Some(port) => port,

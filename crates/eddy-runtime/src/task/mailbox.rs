@@ -2,8 +2,8 @@
 
 use crate::channel::{CheckpointBarrier, CheckpointEvent};
 use crossbeam_channel::{bounded, Receiver, Sender, TrySendError};
-use std::collections::VecDeque;
 use eddy_checkpoint::CheckpointId;
+use std::collections::VecDeque;
 
 /// Control messages a subtask's loop takes between batches.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,0 +1,475 @@
+//! One attempt of a job: its subtask threads, and the coordinator's part for it (the
+//! JobManager's role): checkpoint triggers, acknowledgements and timeouts, storing and
+//! retaining checkpoints, savepoints, the first failure.
+
+use crate::channel::{CheckpointBarrier, CheckpointEvent};
+use crate::error::{JobError, TaskError};
+use crate::graph::{ChainPlan, OperatorFactory, StreamGraph};
+use crate::task::{Control, MailboxSender, Mailboxes, TaskReport};
+use crossbeam_channel::{select, Receiver};
+use eddy_checkpoint::coordinator::{CheckpointCoordinator, Completed};
+use eddy_checkpoint::metadata::{encode_task_state, CheckpointMetadata, OperatorEntry, StateHandle, TaskStateEntry};
+use eddy_checkpoint::retained::RetainedCheckpoints;
+use eddy_checkpoint::storage::{file_safe, upload_native_files, CheckpointStorage, ObjectCheckpointStorage};
+use eddy_checkpoint::{CheckpointError, CheckpointId, OperatorSnapshot, SnapshotKind};
+use eddy_types::NodeId;
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use super::restore::RestorePlan;
+use super::wiring::{run_task, wire, TaskContext};
+use super::{CheckpointStats, JobResult, LocalExecutor};
+
+/// How often the coordinator looks at the time (checkpoint triggers, timeouts).
+const COORDINATOR_TICK_MS: u64 = 5;
+
+/// How one attempt ended.
+pub(super) enum AttemptEnd {
+    Finished,
+    /// Stopped after a stop-with-savepoint.
+    Stopped,
+    Failed(JobError),
+}
+
+/// What a subtask thread hands back: its task index and how it ended.
+type TaskExit = (usize, Result<(), TaskError>);
+
+impl LocalExecutor {
+    /// One run of the job from `restore`, until it finished, stopped or failed.
+    pub(super) fn attempt(
+        &self,
+        graph: &Arc<StreamGraph>,
+        plan: &Arc<ChainPlan>,
+        restore: Option<(CheckpointId, Arc<RestorePlan>)>,
+        next_checkpoint_id: u64,
+        (storage, retained): (&Arc<dyn CheckpointStorage>, &RefCell<RetainedCheckpoints>),
+        result: &mut JobResult,
+    ) -> AttemptEnd {
+        let job = graph.job_name.clone();
+        let config = &graph.config;
+        let setups = wire(graph, plan);
+        let cancel = Arc::new(AtomicBool::new(false));
+        let (done_tx, done_rx) = crossbeam_channel::unbounded::<TaskExit>();
+        let (reports_tx, reports_rx) = crossbeam_channel::unbounded::<TaskReport>();
+        let mut mailboxes: Vec<MailboxSender> = Vec::new();
+        let mut tasks: Vec<(NodeId, u32)> = Vec::new();
+        let mut handles = Vec::new();
+        for (index, (setup, mailbox_tx)) in setups.into_iter().enumerate() {
+            let head = graph.node(setup.head);
+            let name = format!("{} ({}/{})", plan.chain_name(graph, setup.head), setup.subtask + 1, head.parallelism);
+            tasks.push((setup.head, setup.subtask));
+            mailboxes.push(mailbox_tx);
+            let context = TaskContext {
+                index,
+                cancel: cancel.clone(),
+                clock: self.clock.clone(),
+                reports: reports_tx.clone(),
+                restore: restore.as_ref().map(|(_, plan)| plan.clone()),
+            };
+            let (graph, plan, done_tx) = (graph.clone(), plan.clone(), done_tx.clone());
+            let spawned = std::thread::Builder::new().name(name).spawn(move || {
+                let outcome = run_task(&graph, &plan, setup, context);
+                let _ = done_tx.send((index, outcome));
+            });
+            match spawned {
+                Ok(handle) => handles.push(handle),
+                Err(e) => {
+                    cancel.store(true, Ordering::SeqCst);
+                    return AttemptEnd::Failed(JobError::Internal {
+                        job,
+                        message: format!("cannot start a subtask thread: {e}"),
+                    });
+                }
+            }
+        }
+        drop(done_tx);
+        drop(reports_tx);
+
+        let mut run = AttemptRun {
+            graph,
+            plan,
+            storage,
+            retained,
+            mailboxes: Mailboxes::new(mailboxes),
+            tasks,
+            cancel: cancel.clone(),
+            started: Instant::now(),
+            coordinator: CheckpointCoordinator::new(config.checkpoint.clone(), handles.len(), next_checkpoint_id),
+            triggered_at: HashMap::new(),
+            failure: None,
+            stopping: false,
+            savepoint_triggered: false,
+            job_finished_sent: false,
+            savepoint_storage: None,
+            sources_running: 0,
+        };
+        run.sources_running = run.tasks.iter().filter(|(head, _)| run.is_source(*head)).count();
+        run.loop_until_exit(&done_rx, &reports_rx, handles.len(), result);
+        for handle in handles {
+            let _ = handle.join();
+        }
+        match run.failure.take() {
+            Some(error) => AttemptEnd::Failed(error),
+            None if run.stopping => AttemptEnd::Stopped,
+            None => AttemptEnd::Finished,
+        }
+    }
+}
+
+/// The coordinator side of one attempt.
+pub(super) struct AttemptRun<'a> {
+    graph: &'a StreamGraph,
+    plan: &'a ChainPlan,
+    storage: &'a Arc<dyn CheckpointStorage>,
+    retained: &'a RefCell<RetainedCheckpoints>,
+    mailboxes: Mailboxes,
+    tasks: Vec<(NodeId, u32)>,
+    cancel: Arc<AtomicBool>,
+    started: Instant,
+    coordinator: CheckpointCoordinator<Vec<OperatorSnapshot>>,
+    triggered_at: HashMap<u64, (Instant, u64)>,
+    failure: Option<JobError>,
+    stopping: bool,
+    savepoint_triggered: bool,
+    job_finished_sent: bool,
+    savepoint_storage: Option<Arc<dyn CheckpointStorage>>,
+    /// Source tasks still running: checkpoints are triggered at sources only.
+    sources_running: usize,
+}
+
+impl AttemptRun<'_> {
+    fn is_source(&self, head: NodeId) -> bool {
+        matches!(self.graph.node(head).factory, OperatorFactory::Source(_))
+    }
+
+    fn now_ms(&self) -> u64 {
+        self.started.elapsed().as_millis() as u64
+    }
+
+    fn broadcast(&mut self, control: Control) {
+        self.mailboxes.broadcast(&control);
+    }
+
+    fn cancel_all(&mut self) {
+        if !self.cancel.swap(true, Ordering::SeqCst) {
+            self.mailboxes.cancel_all();
+        }
+    }
+
+    fn fail(&mut self, error: JobError) {
+        if self.failure.is_none() && !self.stopping {
+            self.failure = Some(error);
+        }
+        self.cancel_all();
+    }
+
+    fn loop_until_exit(
+        &mut self,
+        done: &Receiver<TaskExit>,
+        reports: &Receiver<TaskReport>,
+        task_count: usize,
+        result: &mut JobResult,
+    ) {
+        let mut exited = 0;
+        while exited < task_count {
+            self.mailboxes.flush();
+            select! {
+                recv(done) -> exit => {
+                    let Ok((index, outcome)) = exit else { break };
+                    exited += 1;
+                    if let Err(error) = outcome {
+                        self.task_failed(index, error);
+                    }
+                }
+                recv(reports) -> report => {
+                    if let Ok(report) = report {
+                        self.report(report, result);
+                    }
+                }
+                default(Duration::from_millis(COORDINATOR_TICK_MS)) => self.tick(),
+            }
+        }
+        // Reports that raced with the exits (a last acknowledgement) change nothing now.
+    }
+
+    fn task_failed(&mut self, index: usize, error: TaskError) {
+        let job = self.graph.job_name.clone();
+        if error == TaskError::Cancelled {
+            if !self.cancel.load(Ordering::SeqCst) {
+                self.fail(JobError::Cancelled { job });
+            }
+            return;
+        }
+        let (head, subtask) = self.tasks[index];
+        let parallelism = self.graph.node(head).parallelism;
+        let (operator, message) = match error {
+            TaskError::Operator { operator, message } => (operator, message),
+            other => (self.plan.chain_name(self.graph, head), other.to_string()),
+        };
+        // A root cause replaces a cancellation recorded first.
+        if matches!(self.failure, Some(JobError::Cancelled { .. })) {
+            self.failure = None;
+        }
+        self.fail(JobError::TaskFailed { job, operator, subtask, parallelism, message });
+    }
+
+    fn tick(&mut self) {
+        if self.cancel.load(Ordering::SeqCst) {
+            return;
+        }
+        let now = self.now_ms();
+        if let Some(request) = &self.graph.config.savepoint {
+            if !self.savepoint_triggered && now >= request.after_ms && !self.coordinator.all_finished() {
+                self.savepoint_triggered = true;
+                self.trigger(SnapshotKind::Savepoint, now);
+                return;
+            }
+        }
+        // Once every source finished no barrier can start; the final checkpoint follows.
+        if self.sources_running > 0 && self.coordinator.should_trigger(now) {
+            self.trigger(SnapshotKind::Checkpoint, now);
+        }
+        match self.coordinator.expire(now) {
+            Ok(expired) => {
+                for id in expired {
+                    self.broadcast(Control::Checkpoint(CheckpointEvent::Aborted(id)));
+                }
+            }
+            Err(e) => self.fail(JobError::Checkpoint {
+                job: self.graph.job_name.clone(),
+                message: format!(
+                    "{} checkpoints in a row timed out or failed (tolerable: {})",
+                    e.consecutive, e.tolerable
+                ),
+            }),
+        }
+    }
+
+    fn trigger(&mut self, kind: SnapshotKind, now: u64) {
+        let id = self.coordinator.trigger(kind, now);
+        self.triggered_at.insert(id.0, (Instant::now(), wall_ms()));
+        let barrier = CheckpointBarrier { id, kind };
+        for index in 0..self.tasks.len() {
+            if self.is_source(self.tasks[index].0) {
+                self.mailboxes.post(index, Control::TriggerCheckpoint(barrier));
+            }
+        }
+    }
+
+    fn report(&mut self, report: TaskReport, result: &mut JobResult) {
+        let now = self.now_ms();
+        let completed = match report {
+            TaskReport::Acknowledge { task, checkpoint, snapshots } => {
+                self.coordinator.acknowledge(checkpoint, task, snapshots, now).into_iter().collect()
+            }
+            TaskReport::Finished { task, mut snapshots } => {
+                // Taken at the end of input, not at a barrier: the task stood still for
+                // no checkpoint, and this state stands in for it in every later one.
+                snapshots.iter_mut().for_each(|s| (s.sync_micros, s.wait_micros) = (0, 0));
+                if self.is_source(self.tasks[task].0) {
+                    self.sources_running = self.sources_running.saturating_sub(1);
+                }
+                self.coordinator.task_finished(task, snapshots, now)
+            }
+        };
+        for checkpoint in completed {
+            for old in &checkpoint.subsumed {
+                self.broadcast(Control::Checkpoint(CheckpointEvent::Aborted(*old)));
+            }
+            self.complete(checkpoint, result);
+        }
+        if self.coordinator.all_finished() && !self.job_finished_sent && !self.cancel.load(Ordering::SeqCst) {
+            self.job_finished_sent = true;
+            if self.graph.config.checkpointing_enabled() {
+                if let Some(last) = self.coordinator.final_checkpoint(now) {
+                    self.triggered_at.insert(last.id.0, (Instant::now(), wall_ms()));
+                    self.store(last, result, false);
+                }
+            }
+            self.broadcast(Control::JobFinished);
+        }
+    }
+
+    /// A checkpoint every task acknowledged: store it, tell the tasks, drop old ones.
+    fn complete(&mut self, checkpoint: Completed<Vec<OperatorSnapshot>>, result: &mut JobResult) {
+        if checkpoint.kind == SnapshotKind::Savepoint {
+            let Some(request) = self.graph.config.savepoint.clone() else { return };
+            let storage = match &self.savepoint_storage {
+                Some(s) => s.clone(),
+                None => match ObjectCheckpointStorage::open(&request.dir.to_string_lossy()) {
+                    Ok(s) => {
+                        let s: Arc<dyn CheckpointStorage> = Arc::new(s);
+                        self.savepoint_storage = Some(s.clone());
+                        s
+                    }
+                    Err(e) => {
+                        return self.fail(JobError::Checkpoint {
+                            job: self.graph.job_name.clone(),
+                            message: format!("savepoint: {e}"),
+                        })
+                    }
+                },
+            };
+            let mut checkpoint = checkpoint;
+            match self.write(&mut checkpoint, storage.as_ref(), None) {
+                Ok(stats) => {
+                    result.savepoint = Some(stats.location);
+                    self.broadcast(Control::Checkpoint(CheckpointEvent::Completed(checkpoint.id)));
+                    if request.stop {
+                        self.stopping = true;
+                        self.cancel_all();
+                    }
+                }
+                Err(e) => self.fail(JobError::Checkpoint {
+                    job: self.graph.job_name.clone(),
+                    message: format!("savepoint failed: {e}"),
+                }),
+            }
+            return;
+        }
+        if !self.graph.config.checkpointing_enabled() {
+            return;
+        }
+        let id = checkpoint.id;
+        if self.store(checkpoint, result, true) {
+            self.broadcast(Control::Checkpoint(CheckpointEvent::Completed(id)));
+        }
+    }
+
+    /// Writes a checkpoint to the checkpoint storage and applies retention. `periodic`:
+    /// not the final checkpoint of a finished job (whose stats say little).
+    fn store(
+        &mut self,
+        mut checkpoint: Completed<Vec<OperatorSnapshot>>,
+        result: &mut JobResult,
+        periodic: bool,
+    ) -> bool {
+        let storage = self.storage.clone();
+        // (The borrow ends before the arms, which borrow again.)
+        let written = self.write(&mut checkpoint, storage.as_ref(), Some(&mut *self.retained.borrow_mut()));
+        match written {
+            Ok(stats) => {
+                result.checkpoints_completed += 1;
+                if periodic || result.last_checkpoint.is_none() {
+                    result.last_checkpoint = Some(stats.clone());
+                }
+                // The final checkpoint of a finished job is written the moment it is
+                // triggered: its duration says nothing, so it stays out of the averages.
+                if periodic {
+                    result.checkpoint_history.push(stats);
+                }
+                let beyond = self.retained.borrow_mut().add(checkpoint.id);
+                for old in beyond {
+                    discard_checkpoint(storage.as_ref(), &mut self.retained.borrow_mut(), old);
+                }
+                true
+            }
+            Err(e) => {
+                discard_checkpoint(storage.as_ref(), &mut self.retained.borrow_mut(), checkpoint.id);
+                result.warnings.push(format!("checkpoint {} failed: {e}", checkpoint.id));
+                if let Err(too_many) = self.coordinator.record_failure() {
+                    self.fail(JobError::Checkpoint {
+                        job: self.graph.job_name.clone(),
+                        message: format!(
+                            "checkpoint {} could not be stored: {e}; {} failures in a row (tolerable: {})",
+                            checkpoint.id, too_many.consecutive, too_many.tolerable
+                        ),
+                    });
+                }
+                false
+            }
+        }
+    }
+
+    /// The asynchronous part: upload the files of native snapshots (only those no kept
+    /// checkpoint holds), serialize and write every task's state, then the metadata.
+    /// `retained`: the job's checkpoints, whose shared files may be referenced (savepoints
+    /// are canonical and have none).
+    fn write(
+        &self,
+        checkpoint: &mut Completed<Vec<OperatorSnapshot>>,
+        storage: &dyn CheckpointStorage,
+        mut retained: Option<&mut RetainedCheckpoints>,
+    ) -> Result<CheckpointStats, CheckpointError> {
+        let (triggered, timestamp_ms) = self.triggered_at.get(&checkpoint.id.0).copied().unwrap_or((Instant::now(), 0));
+        let writing = Instant::now();
+        let sync_micros = checkpoint.task_states.iter().flatten().map(|s| s.sync_micros).max().unwrap_or(0);
+        let wait_micros = checkpoint.task_states.iter().flatten().map(|s| s.wait_micros).max().unwrap_or(0);
+        let mut tasks = Vec::with_capacity(checkpoint.task_states.len());
+        let (mut bytes, mut incremental_bytes) = (0u64, 0u64);
+        for (index, snapshots) in checkpoint.task_states.iter_mut().enumerate() {
+            let (head, subtask) = self.tasks[index];
+            for keyed in snapshots.iter_mut().filter_map(|s| s.keyed.as_mut()) {
+                keyed.complete_deferred().map_err(|e| CheckpointError::Encode(e.to_string()))?;
+            }
+            if let Some(retained) = retained.as_deref_mut() {
+                incremental_bytes += upload_native_files(storage, retained, checkpoint.id, checkpoint.kind, snapshots)?;
+            }
+            bytes += native_bytes(snapshots);
+            let framed = encode_task_state(snapshots)?;
+            let stem = format!("{}-{}", file_safe(&self.graph.node(head).effective_uid()), subtask);
+            let handle = storage.write_task_state(checkpoint.id, checkpoint.kind, &stem, framed)?;
+            let task_bytes = match &handle {
+                StateHandle::File { bytes, .. } => *bytes,
+                StateHandle::Inline { payload } => payload.len() as u64,
+            };
+            bytes += task_bytes;
+            incremental_bytes += task_bytes;
+            tasks.push(TaskStateEntry {
+                task: self.plan.chain_name(self.graph, head),
+                subtask,
+                operators: snapshots
+                    .iter()
+                    .map(|s| OperatorEntry { uid: s.uid.clone(), name: s.name.clone(), parallelism: s.parallelism })
+                    .collect(),
+                handle,
+            });
+        }
+        let metadata = CheckpointMetadata {
+            checkpoint_id: checkpoint.id,
+            kind: checkpoint.kind,
+            job_name: self.graph.job_name.clone(),
+            max_parallelism: self.graph.max_parallelism.get(),
+            timestamp_ms,
+            tasks,
+        };
+        let location = storage.commit(&metadata)?;
+        Ok(CheckpointStats {
+            id: checkpoint.id,
+            bytes,
+            incremental_bytes,
+            sync_ms: sync_micros / 1000,
+            wait_ms: wait_micros / 1000,
+            async_ms: writing.elapsed().as_millis() as u64,
+            duration_ms: triggered.elapsed().as_millis() as u64,
+            location,
+        })
+    }
+}
+
+/// Bytes of the native snapshot files the operators reference.
+pub(super) fn native_bytes(snapshots: &[OperatorSnapshot]) -> u64 {
+    let natives = snapshots.iter().filter_map(|s| s.keyed.as_ref()).flat_map(|k| &k.native);
+    natives.map(|n| n.total_bytes()).sum()
+}
+/// Deletes one of the job's checkpoints and the shared files only it referenced.
+pub(super) fn discard_checkpoint(
+    storage: &dyn CheckpointStorage,
+    retained: &mut RetainedCheckpoints,
+    id: CheckpointId,
+) {
+    // The checkpoint (its metadata first) before its shared files: a crash in between
+    // leaves unreferenced files, never a complete-looking checkpoint missing some.
+    let _ = storage.discard(id, SnapshotKind::Checkpoint);
+    for unused in retained.release(id) {
+        let _ = storage.delete_file(&unused);
+    }
+}
+
+/// Wall-clock milliseconds since the Unix epoch, for checkpoint metadata.
+pub(super) fn wall_ms() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
+}

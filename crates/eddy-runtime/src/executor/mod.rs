@@ -1,0 +1,231 @@
+//! The embedded local executor: runs a job graph in this process, one thread per subtask,
+//! and plays the JobManager's part for it: the checkpoint coordinator, checkpoint
+//! storage, restarts from the latest completed checkpoint, savepoints.
+//!
+//! It wires one bounded channel per input gate and subtask, hands every subtask its
+//! receivers and its writers' senders, builds each chain on its own thread (operators
+//! never cross threads), and then loops: task reports (acknowledgements, finished tasks),
+//! task exits, and a tick that triggers checkpoints. The first failure cancels the
+//! attempt; the restart strategy decides whether another attempt follows.
+//!
+//! - this file: the restart loop ([`LocalExecutor::execute`]) and what a job reports;
+//! - [`attempt`]: one attempt, its subtask threads and the coordinator's part for it
+//!   (checkpoint triggers, acknowledgements, timeouts, storing and retaining checkpoints,
+//!   failures): the JobManager's part, to move into its own process;
+//! - [`restore`]: finding the checkpoint to restore and planning which subtask restores
+//!   what (rescaling by key groups and operator-state kind), CLAIM mode;
+//! - [`wiring`]: the channels between subtasks and the chain each subtask thread builds.
+
+mod attempt;
+mod restore;
+mod wiring;
+
+use crate::error::JobError;
+use crate::graph::{plan_chains, validate, RestoreFrom, RestoreMode, StorageChoice, StreamGraph};
+use crate::task::install_panic_capture;
+use attempt::{discard_checkpoint, AttemptEnd};
+use eddy_checkpoint::restart::RestartBackoff;
+use eddy_checkpoint::retained::RetainedCheckpoints;
+use eddy_checkpoint::storage::{
+    load_checkpoint_dir, CheckpointStorage, MemoryCheckpointStorage, ObjectCheckpointStorage,
+};
+use eddy_checkpoint::{CheckpointError, CheckpointId};
+use eddy_types::{Clock, SystemClock};
+use restore::{check_restore, checkpoint_number, claim, load_latest, load_latest_of, mark_native_owned, restore_plan};
+use std::cell::RefCell;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Size and duration of a completed checkpoint.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CheckpointStats {
+    pub id: CheckpointId,
+    /// Full size: every file the checkpoint needs, shared ones included.
+    pub bytes: u64,
+    /// Bytes written for this checkpoint (less than `bytes` when it is incremental).
+    pub incremental_bytes: u64,
+    /// The longest synchronous part of an operator (on its task thread, while its input
+    /// waits).
+    pub sync_ms: u64,
+    /// The asynchronous part: writing (and uploading) the state, off the task threads.
+    pub async_ms: u64,
+    /// From trigger to stored metadata.
+    pub duration_ms: u64,
+    /// The longest time an operator's task waited for its state backend's snapshots
+    /// since the previous checkpoint, outside synchronous parts (RocksDB writes held
+    /// while a checkpoint is being made off the task thread).
+    pub wait_ms: u64,
+    pub location: String,
+}
+
+/// What a finished job reports.
+#[derive(Debug, Clone)]
+pub struct JobResult {
+    pub job_name: String,
+    /// From the first subtask's start to the last subtask's end, over all attempts.
+    pub duration: Duration,
+    pub checkpoints_completed: u64,
+    /// The last periodic checkpoint (the final one of a finished job if there was none).
+    pub last_checkpoint: Option<CheckpointStats>,
+    /// Every completed periodic checkpoint, oldest first (Flink's checkpoint history);
+    /// the final checkpoint of a finished job is not one.
+    pub checkpoint_history: Vec<CheckpointStats>,
+    pub restarts: u32,
+    /// Where the savepoint of a stop-with-savepoint went.
+    pub savepoint: Option<String>,
+    /// Things that went wrong without failing the job (a corrupt checkpoint skipped…).
+    pub warnings: Vec<String>,
+}
+
+/// Runs jobs in this process.
+pub struct LocalExecutor {
+    clock: Arc<dyn Clock>,
+}
+
+impl Default for LocalExecutor {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl LocalExecutor {
+    /// An executor whose subtasks read the machine's clock.
+    pub fn new() -> Self {
+        Self::with_clock(Arc::new(SystemClock::new()))
+    }
+
+    /// An executor whose subtasks read time from `clock`.
+    pub fn with_clock(clock: Arc<dyn Clock>) -> Self {
+        Self { clock }
+    }
+
+    /// Runs the job to completion (all sources exhausted), restarting from the latest
+    /// completed checkpoint on failures as the restart strategy allows.
+    pub fn execute(&self, graph: StreamGraph) -> Result<JobResult, JobError> {
+        let job = graph.job_name.clone();
+        let fail = |message: String| JobError::Checkpoint { job: job.clone(), message };
+        validate(&graph).map_err(|message| JobError::InvalidJob { job: job.clone(), message })?;
+        install_panic_capture();
+        let config = graph.config.clone();
+        let storage: Arc<dyn CheckpointStorage> = match &config.storage {
+            StorageChoice::Memory => Arc::new(MemoryCheckpointStorage::new(config.checkpoint.memory_state_bytes_max)),
+            StorageChoice::Directory(dir) => {
+                Arc::new(ObjectCheckpointStorage::open(&dir.to_string_lossy()).map_err(|e| fail(e.to_string()))?)
+            }
+        };
+        let mut result = JobResult {
+            job_name: job.clone(),
+            duration: Duration::ZERO,
+            checkpoints_completed: 0,
+            last_checkpoint: None,
+            checkpoint_history: Vec::new(),
+            restarts: 0,
+            savepoint: None,
+            warnings: Vec::new(),
+        };
+        let mut restore = match &config.restore {
+            None => None,
+            Some(RestoreFrom::Path(path)) => {
+                Some(load_checkpoint_dir(path).map_err(|e| fail(format!("cannot restore: {e}")))?)
+            }
+            Some(RestoreFrom::LatestIn(dir)) => {
+                let dir_storage =
+                    ObjectCheckpointStorage::open(&dir.to_string_lossy()).map_err(|e| fail(e.to_string()))?;
+                let latest = load_latest(&dir_storage, &mut result.warnings)
+                    .map_err(|e| fail(format!("cannot restore: {e}")))?;
+                Some(latest.ok_or_else(|| {
+                    fail(format!("cannot restore: {}", CheckpointError::NoCheckpoint(dir.display().to_string())))
+                })?)
+            }
+        };
+        if let Some(checkpoint) = &restore {
+            check_restore(&graph, checkpoint, config.allow_non_restored_state).map_err(fail)?;
+        }
+        let plan = plan_chains(&graph);
+        // The checkpoints this run writes and keeps, over all attempts; the one it started
+        // from is not among them and is never deleted (Flink's NO_CLAIM restore mode).
+        let retained = RefCell::new(RetainedCheckpoints::new(config.checkpoint.retained));
+        if let (Some(checkpoint), RestoreMode::Claim) = (restore.as_mut(), config.restore_mode) {
+            claim(checkpoint, storage.as_ref(), &mut retained.borrow_mut()).map_err(&fail)?;
+        }
+        let graph = Arc::new(graph);
+        let plan = Arc::new(plan);
+        let mut backoff = RestartBackoff::new(config.restart_strategy());
+        let started = Instant::now();
+        loop {
+            let restored = match &restore {
+                Some(checkpoint) => Some((
+                    checkpoint.metadata.checkpoint_id,
+                    Arc::new(restore_plan(&graph, checkpoint).map_err(&fail)?),
+                )),
+                None => None,
+            };
+            // Numbers continue after the restored checkpoint and after every checkpoint already
+            // in the storage (another run's too), so no directory is ever written twice.
+            // A listing that fails stops the job: guessing could reuse an id and overwrite a
+            // checkpoint.
+            let stored = storage
+                .completed()
+                .map_err(|e| fail(format!("cannot list the checkpoints already stored, to number new ones: {e}")))?;
+            let newest_stored = stored.iter().filter_map(|l| checkpoint_number(l)).max();
+            let restored_id = restored.as_ref().map(|(id, _)| id.0);
+            let next_id = newest_stored.max(restored_id).unwrap_or(0) + 1;
+            let checkpoints = (&storage, &retained);
+            let end = self.attempt(&graph, &plan, restored, next_id, checkpoints, &mut result);
+            result.duration = started.elapsed();
+            match end {
+                AttemptEnd::Finished | AttemptEnd::Stopped => {
+                    if config.savepoint.is_some() && result.savepoint.is_none() {
+                        result
+                            .warnings
+                            .push("the job finished before its savepoint was due; no savepoint was taken".into());
+                    }
+                    if !config.checkpoint.retain_on_cancel {
+                        let mut retained = retained.borrow_mut();
+                        for id in retained.ids() {
+                            discard_checkpoint(storage.as_ref(), &mut retained, id);
+                        }
+                    }
+                    return Ok(result);
+                }
+                AttemptEnd::Failed(error) => {
+                    let delay_ms = match error {
+                        JobError::TaskFailed { .. } => backoff.on_failure(started.elapsed().as_millis() as u64),
+                        _ => None,
+                    };
+                    let Some(delay_ms) = delay_ms else { return Err(error) };
+                    result.restarts = backoff.restarts();
+                    std::thread::sleep(Duration::from_millis(delay_ms));
+                    // The newest checkpoint this run owns: never another run's, even a newer
+                    // one in the same directory.
+                    let own = |location: &str| {
+                        checkpoint_number(location).is_some_and(|n| retained.borrow().owns(CheckpointId(n)))
+                    };
+                    restore = load_latest_of(storage.as_ref(), &mut result.warnings, &own)
+                        .map_err(|e| fail(format!("cannot restore after a failure: {e}")))?;
+                    if let Some(checkpoint) = restore.as_mut() {
+                        // The job's own checkpoint: its next checkpoints may reference the
+                        // files instead of uploading them again.
+                        mark_native_owned(checkpoint);
+                    }
+                    if restore.is_none() {
+                        restore = match &config.restore {
+                            // Nothing completed since: start again from what the job started from.
+                            Some(RestoreFrom::Path(path)) => {
+                                Some(load_checkpoint_dir(path).map_err(|e| fail(e.to_string()))?)
+                            }
+                            Some(RestoreFrom::LatestIn(dir)) => {
+                                let dir_storage = ObjectCheckpointStorage::open(&dir.to_string_lossy())
+                                    .map_err(|e| fail(e.to_string()))?;
+                                load_latest(&dir_storage, &mut result.warnings).map_err(|e| fail(e.to_string()))?
+                            }
+                            None => None,
+                        };
+                    }
+                    let from = restore.as_ref().map_or_else(|| "the beginning".to_string(), |c| c.location.clone());
+                    result.warnings.push(format!("restart {} after: {error}; restoring from {from}", result.restarts));
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,244 @@
+//! Wiring: one bounded channel per input gate and subtask, and each subtask's thread,
+//! which builds its chain (operators never cross threads) and drives it.
+
+use super::restore::RestorePlan;
+use crate::error::TaskError;
+use crate::graph::{
+    ChainPlan, ErasedOutput, ErasedSend, OperatorFactory, Partitioning, PortType, StorageChoice, StreamGraph,
+    StreamNode,
+};
+use crate::task::{
+    catch_task_panic, mailbox, MailboxReceiver, MailboxSender, OperatorInfo, SourceDriver, StepResult, TaskDriver,
+    TaskReport, TaskShared,
+};
+use eddy_types::{key_group_range_for_subtask, Clock, NodeId};
+use std::collections::HashMap;
+use std::rc::Rc;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+/// The senders and channel ids a subtask's writer for one edge gets.
+pub(super) type WriterTargets = (Vec<ErasedSend>, Vec<u32>);
+
+/// Everything one subtask needs from the executor, moved to its thread.
+pub(super) struct TaskSetup {
+    pub(super) head: NodeId,
+    pub(super) subtask: u32,
+    /// Per input gate: the receiver and how many producer channels feed it.
+    pub(super) inputs: Vec<(ErasedSend, usize)>,
+    pub(super) writers: HashMap<usize, WriterTargets>,
+    pub(super) mailbox: MailboxReceiver,
+}
+
+/// The channels into one input gate of a node, one per subtask.
+pub(super) struct Gate {
+    pub(super) port_type: Arc<dyn PortType>,
+    pub(super) senders: Vec<ErasedSend>,
+    pub(super) receivers: Vec<Option<ErasedSend>>,
+    /// Per consumer subtask: producer channels so far (also the next channel id).
+    pub(super) channels: Vec<usize>,
+}
+
+/// Creates every channel and says which subtask gets which end.
+pub(super) fn wire(graph: &StreamGraph, plan: &ChainPlan) -> Vec<(TaskSetup, MailboxSender)> {
+    let mut gates: HashMap<(NodeId, usize), Gate> = HashMap::new();
+    let mut writers: HashMap<(usize, u32), WriterTargets> = HashMap::new();
+    for (index, edge) in graph.edges.iter().enumerate() {
+        if plan.chained_edges[index] {
+            continue;
+        }
+        let from = graph.node(edge.from);
+        let to = graph.node(edge.to);
+        let gate = gates.entry((edge.to, edge.to_input)).or_insert_with(|| {
+            let port_type = from.outputs[edge.from_port].port_type.clone();
+            let (senders, receivers) = (0..to.parallelism).map(|_| port_type.channel()).unzip::<_, _, Vec<_>, Vec<_>>();
+            Gate {
+                port_type,
+                senders,
+                receivers: receivers.into_iter().map(Some).collect(),
+                channels: vec![0; to.parallelism as usize],
+            }
+        });
+        for producer in 0..from.parallelism {
+            let targets: Vec<usize> = match edge.partitioning {
+                Partitioning::Forward => vec![producer as usize],
+                _ => (0..to.parallelism as usize).collect(),
+            };
+            let mut senders = Vec::with_capacity(targets.len());
+            let mut channel_ids = Vec::with_capacity(targets.len());
+            for &target in &targets {
+                // Channel ids count per consumer subtask, so an aligner indexes them directly.
+                channel_ids.push(gate.channels[target] as u32);
+                gate.channels[target] += 1;
+                senders.push(gate.port_type.clone_sender(&gate.senders[target]));
+            }
+            writers.insert((index, producer), (senders, channel_ids));
+        }
+    }
+
+    let mut setups = Vec::new();
+    for &head in &plan.heads {
+        let node = graph.node(head);
+        let members = plan.members(head);
+        for subtask in 0..node.parallelism {
+            let inputs = (0..node.input_count())
+                .map(|input| {
+                    let gate = gates.get_mut(&(head, input)).expect("validated: every input is connected");
+                    let receiver = gate.receivers[subtask as usize].take().expect("one receiver per subtask");
+                    (receiver, gate.channels[subtask as usize])
+                })
+                .collect();
+            let mut own_writers = HashMap::new();
+            for (index, edge) in graph.edges.iter().enumerate() {
+                if members.contains(&edge.from) && !plan.chained_edges[index] {
+                    if let Some(targets) = writers.remove(&(index, subtask)) {
+                        own_writers.insert(index, targets);
+                    }
+                }
+            }
+            let (mailbox_tx, mailbox_rx) = mailbox();
+            setups.push((TaskSetup { head, subtask, inputs, writers: own_writers, mailbox: mailbox_rx }, mailbox_tx));
+        }
+    }
+    // `gates` drops its original senders here, so a gate disconnects when its producers end.
+    setups
+}
+
+/// What a subtask's thread gets besides its setup.
+pub(super) struct TaskContext {
+    pub(super) index: usize,
+    pub(super) cancel: Arc<AtomicBool>,
+    pub(super) clock: Arc<dyn Clock>,
+    pub(super) reports: crossbeam_channel::Sender<TaskReport>,
+    pub(super) restore: Option<Arc<RestorePlan>>,
+}
+
+/// The body of a subtask's thread.
+pub(super) fn run_task(
+    graph: &StreamGraph,
+    plan: &ChainPlan,
+    setup: TaskSetup,
+    context: TaskContext,
+) -> Result<(), TaskError> {
+    let shared = TaskShared::with_clock(context.cancel, context.clock);
+    shared.set_checkpointing_mode(graph.config.checkpoint.mode);
+    shared.set_reporter(context.index, context.reports);
+    let outcome = catch_task_panic(|| -> Result<(), TaskError> {
+        let builder = ChainBuilder {
+            graph,
+            plan,
+            subtask: setup.subtask,
+            shared: shared.clone(),
+            writers: setup.writers,
+            restore: context.restore,
+        };
+        let mut driver = builder.driver(setup.head, setup.inputs, setup.mailbox);
+        let result = (|| {
+            driver.open()?;
+            while driver.step()? == StepResult::Continue {}
+            driver.finish()
+        })();
+        driver.close();
+        result.and_then(|()| shared.check())
+    });
+    match outcome {
+        Ok(result) => result,
+        Err(panic_message) => {
+            Err(TaskError::Operator { operator: shared.current_operator_name(), message: panic_message })
+        }
+    }
+}
+
+/// Builds one subtask's chain, tail first, on the subtask's thread.
+pub(super) struct ChainBuilder<'a> {
+    graph: &'a StreamGraph,
+    plan: &'a ChainPlan,
+    subtask: u32,
+    shared: Rc<TaskShared>,
+    writers: HashMap<usize, WriterTargets>,
+    restore: Option<Arc<RestorePlan>>,
+}
+
+impl ChainBuilder<'_> {
+    fn info(&self, node: &StreamNode) -> OperatorInfo {
+        let uid = node.effective_uid();
+        let restored = self.restore.as_ref().and_then(|r| r.get(&(uid.clone(), self.subtask)).cloned());
+        OperatorInfo {
+            name: node.name.clone(),
+            uid,
+            subtask: self.subtask,
+            parallelism: node.parallelism,
+            max_parallelism: self.graph.max_parallelism,
+            key_group_range: key_group_range_for_subtask(self.graph.max_parallelism, node.parallelism, self.subtask),
+            index: self.shared.register_operator(&node.name),
+            output_tags: node.outputs.iter().map(|o| o.tag.clone()).collect(),
+            restored,
+            state_backend: self.graph.config.state_backend.clone(),
+            native_snapshots: matches!(self.graph.config.storage, StorageChoice::Directory(_)),
+            shared: self.shared.clone(),
+        }
+    }
+
+    /// The outputs of every port of `node`: chained operators, writers, or both.
+    fn outputs(&mut self, node: &StreamNode) -> Vec<ErasedOutput> {
+        let graph = self.graph;
+        (0..node.outputs.len())
+            .map(|port| {
+                let port_type = &node.outputs[port].port_type;
+                let mut outs: Vec<ErasedOutput> = Vec::new();
+                for (index, edge) in graph.edges_from(node.id, port) {
+                    if self.plan.chained_edges[index] {
+                        outs.push(self.chained_operator(graph.node(edge.to)));
+                    } else if let Some((targets, channel_ids)) = self.writers.remove(&index) {
+                        outs.push(port_type.writer(
+                            targets,
+                            channel_ids,
+                            &edge.partitioning,
+                            self.subtask,
+                            graph.max_parallelism,
+                            self.shared.clone(),
+                        ));
+                    }
+                }
+                match outs.len() {
+                    0 => port_type.discard(),
+                    1 => outs.pop().expect("one output"),
+                    _ => port_type.fan_out(outs),
+                }
+            })
+            .collect()
+    }
+
+    fn chained_operator(&mut self, node: &StreamNode) -> ErasedOutput {
+        let info = self.info(node);
+        let outputs = self.outputs(node);
+        match &node.factory {
+            OperatorFactory::OneInput { operator, .. } => operator(info, outputs),
+            _ => unreachable!("only one-input operators are chained"),
+        }
+    }
+
+    fn driver(
+        mut self,
+        head: NodeId,
+        mut inputs: Vec<(ErasedSend, usize)>,
+        mailbox: MailboxReceiver,
+    ) -> Box<dyn TaskDriver> {
+        let node = self.graph.node(head);
+        let info = self.info(node);
+        let outputs = self.outputs(node);
+        let shared = self.shared.clone();
+        match &node.factory {
+            OperatorFactory::Source(factory) => Box::new(SourceDriver::new(factory(info, outputs), mailbox, shared)),
+            OperatorFactory::OneInput { operator, input } => {
+                let (receiver, ends) = inputs.remove(0);
+                input.one_input_driver(receiver, ends, operator(info, outputs), mailbox, shared)
+            }
+            OperatorFactory::TwoInput { operator, driver } => {
+                let second = inputs.remove(1);
+                let first = inputs.remove(0);
+                driver(operator(info, outputs), first, second, mailbox, shared)
+            }
+        }
+    }
+}
