@@ -4,7 +4,7 @@
 use crate::native::{read_key_groups, restore_store, BACKEND};
 use crate::store::{RocksDbRawStore, SlotMemory};
 use eddy_state::keyed::{BackendInstance, KeyedBackendFactory, KeyedStateBackend, KeyedStateSnapshot};
-use eddy_state::{HeapKeyedStateBackend, StateError};
+use eddy_state::{StateError, TableKeyedStateBackend};
 use eddy_types::{KeyGroupRange, MaxParallelism};
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -133,7 +133,7 @@ impl KeyedBackendFactory for RocksDbStateBackend {
             }
         };
         let store = store.with_native_snapshots(range, self.incremental);
-        let mut backend = HeapKeyedStateBackend::new(range, instance.max_parallelism)
+        let mut backend = TableKeyedStateBackend::new(range, instance.max_parallelism)
             .with_raw_store(Box::new(store), self.cache_entries);
         if !canonical.states.is_empty() {
             backend.set_restored(canonical);

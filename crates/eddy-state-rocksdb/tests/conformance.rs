@@ -16,7 +16,7 @@ fn rocksdb_backend_passes_the_conformance_suite() {
 
 #[test]
 fn rocksdb_backend_expires_state_with_a_time_to_live() {
-    use eddy_state::HeapKeyedStateBackend;
+    use eddy_state::TableKeyedStateBackend;
     use eddy_state_rocksdb::RocksDbRawStore;
     use eddy_types::{KeyGroupRange, MaxParallelism};
     let dir = std::env::temp_dir().join(format!("eddy-rocksdb-ttl-{}", std::process::id()));
@@ -27,7 +27,7 @@ fn rocksdb_backend_expires_state_with_a_time_to_live() {
         let store = RocksDbRawStore::open(&dir.join(n.to_string()), 8 << 20).unwrap();
         // A cache of 8 values: most reads and expiries go through RocksDB.
         Box::new(
-            HeapKeyedStateBackend::new(KeyGroupRange::all(max), max)
+            TableKeyedStateBackend::new(KeyGroupRange::all(max), max)
                 .with_raw_store(Box::new(store), 8)
                 .with_clock(clock),
         )

@@ -24,8 +24,8 @@ pub use descriptor::{
 };
 pub use error::StateError;
 pub use keyed::{
-    AggregatingState, BackendInstance, HeapKeyedStateBackend, HeapStateBackend, KeyedBackendFactory, KeyedStateBackend,
-    KeyedStateSnapshot, ListState, MapState, ReducingState, ValueState,
+    AggregatingState, BackendInstance, HeapStateBackend, KeyedBackendFactory, KeyedStateBackend, KeyedStateSnapshot,
+    ListState, MapState, ReducingState, TableKeyedStateBackend, ValueState,
 };
 pub use operator::{
     BroadcastState, OperatorListState, OperatorStateSnapshot, OperatorStateStore, ReadOnlyBroadcastState,

@@ -2,7 +2,7 @@
 //! operator instance. The heap is the default; RocksDB lives in its own crate.
 
 use super::backend::{KeyedStateBackend, KeyedStateSnapshot};
-use super::heap::HeapKeyedStateBackend;
+use super::table_backend::TableKeyedStateBackend;
 use crate::error::StateError;
 use eddy_types::{KeyGroupRange, MaxParallelism};
 
@@ -54,7 +54,7 @@ impl KeyedBackendFactory for HeapStateBackend {
         instance: &BackendInstance<'_>,
         restored: Option<KeyedStateSnapshot>,
     ) -> Result<Box<dyn KeyedStateBackend>, StateError> {
-        let mut backend = HeapKeyedStateBackend::new(instance.range, instance.max_parallelism);
+        let mut backend = TableKeyedStateBackend::new(instance.range, instance.max_parallelism);
         if let Some(snapshot) = restored {
             if let Some(error) = unreadable_native(self.name(), instance.name, &snapshot) {
                 return Err(error);

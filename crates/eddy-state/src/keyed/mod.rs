@@ -1,5 +1,5 @@
 //! Keyed state: the five state kinds, the backend trait they are stored behind, and the
-//! heap backend.
+//! backend that keeps them in tables on the heap, over a raw store or not.
 //!
 //! A subtask of a keyed operator owns one backend for the key groups it is assigned. The
 //! runtime *installs* it on the subtask's thread ([`install_backend`]) and sets the current
@@ -11,7 +11,7 @@
 //! Where the values are:
 //! - [`HeapTable`]: per key group, a hash table of Rust values — all of them (heap
 //!   backend), or a write-back cache of the hot ones over a [`RawTable`] (RocksDB);
-//!   [`HeapKeyedStateBackend`] holds one per declared state.
+//!   [`TableKeyedStateBackend`] holds one per declared state.
 //! - [`MapEntriesTable`]: a MapState in a raw store, one entry per user key.
 //! - [`RawStore`] / [`RawTable`]: the byte store below (implemented by
 //!   `eddy-state-rocksdb`), laid out so that a key group is a range scan.
@@ -26,7 +26,6 @@ mod aggregating;
 mod backend;
 mod canonical;
 mod factory;
-mod heap;
 mod heap_table;
 mod list;
 mod map;
@@ -35,6 +34,7 @@ mod native;
 mod raw;
 mod reducing;
 mod shared_work;
+mod table_backend;
 mod value;
 
 pub use aggregating::AggregatingState;
@@ -44,7 +44,6 @@ pub use backend::{
 };
 pub use canonical::canonical_key_group;
 pub use factory::{BackendInstance, HeapStateBackend, KeyedBackendFactory};
-pub use heap::HeapKeyedStateBackend;
 pub use heap_table::HeapTable;
 pub use list::ListState;
 pub use map::MapState;
@@ -53,6 +52,7 @@ pub use native::{LocalFiles, NativeFile, NativeFiles, NativeSnapshot, NativeTabl
 pub use raw::{concat_encoded_lists, HeldWrite, RawLayout, RawStore, RawTable};
 pub use reducing::ReducingState;
 pub use shared_work::{SharedWork, Work};
+pub use table_backend::TableKeyedStateBackend;
 pub use value::ValueState;
 
 use crate::descriptor::{StateKind, StateMeta, StateTtlConfig};

@@ -1,5 +1,7 @@
-//! The heap keyed state backend: every declared state is a [`HeapTable`] (over a raw
-//! store when the backend has one), snapshotted by key group in the canonical form.
+//! [`TableKeyedStateBackend`]: the keyed state backend of both kinds. Every declared state
+//! is a [`HeapTable`]: all values on the heap (the heap backend), or a write-back cache
+//! over a raw store (RocksDB, which passes its store in). Snapshots are by key group in
+//! the canonical form, or the raw store's native files.
 
 use super::backend::TableSpec;
 use super::backend::{
@@ -22,8 +24,9 @@ struct Declared {
     table: Box<dyn KeyedTable>,
 }
 
-/// Keyed state on the heap, for the key groups of one subtask.
-pub struct HeapKeyedStateBackend {
+/// Keyed state for the key groups of one subtask: on the heap, or cached on the heap
+/// over a raw store.
+pub struct TableKeyedStateBackend {
     id: u64,
     range: KeyGroupRange,
     max_parallelism: MaxParallelism,
@@ -38,7 +41,7 @@ pub struct HeapKeyedStateBackend {
     clock: Arc<dyn Clock>,
 }
 
-impl HeapKeyedStateBackend {
+impl TableKeyedStateBackend {
     pub fn new(range: KeyGroupRange, max_parallelism: MaxParallelism) -> Self {
         Self {
             id: NEXT_BACKEND_ID.fetch_add(1, Ordering::Relaxed),
@@ -80,7 +83,7 @@ impl HeapKeyedStateBackend {
     }
 }
 
-impl HeapKeyedStateBackend {
+impl TableKeyedStateBackend {
     /// Writes what only the heap holds to the raw store.
     fn flush_all(&mut self) -> Result<(), StateError> {
         self.states.iter_mut().try_for_each(|d| d.table.flush())
@@ -93,7 +96,7 @@ impl HeapKeyedStateBackend {
     }
 }
 
-impl KeyedStateBackend for HeapKeyedStateBackend {
+impl KeyedStateBackend for TableKeyedStateBackend {
     fn key_group_range(&self) -> KeyGroupRange {
         self.range
     }
