@@ -23,7 +23,10 @@ pub use stream::{
     BroadcastConnectedStream, ConnectedStreams, DataStream, DataStreamSink, KeyedConnectedStreams, KeyedStream,
 };
 
-/// What a stream's records must be: cloneable (fan-out and broadcast copy them) and
-/// sendable to the next subtask's thread.
-pub trait Data: Clone + Send + 'static {}
-impl<T: Clone + Send + 'static> Data for T {}
+/// What a stream's records must be: cloneable (fan-out and broadcast copy them), sendable
+/// to the next subtask's thread, and serializable (serde), as Flink requires a serializer
+/// for every type: any edge that is not forward may cross to another process in a
+/// cluster, where records travel in the compact binary form of [`eddy_types::codec`].
+/// Within a process records are passed as values and never serialized.
+pub trait Data: Clone + Send + serde::Serialize + serde::de::DeserializeOwned + 'static {}
+impl<T: Clone + Send + serde::Serialize + serde::de::DeserializeOwned + 'static> Data for T {}

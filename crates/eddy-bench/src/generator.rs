@@ -9,16 +9,38 @@ pub fn splitmix64(x: u64) -> u64 {
     z ^ (z >> 31)
 }
 
-const METHODS: [&str; 4] = ["GET", "POST", "PUT", "DELETE"];
+/// The request method of an event, `["GET", "POST", "PUT", "DELETE"][h >> 62]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum Method {
+    Get,
+    Post,
+    Put,
+    Delete,
+}
+
+const METHODS: [Method; 4] = [Method::Get, Method::Post, Method::Put, Method::Delete];
+
+impl Method {
+    /// As the request line spells it.
+    #[allow(dead_code)]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Method::Get => "GET",
+            Method::Post => "POST",
+            Method::Put => "PUT",
+            Method::Delete => "DELETE",
+        }
+    }
+}
 
 /// Event `i` of stream `s`. Every field is generated as the workload defines it, even
 /// those W1 and W2 do not read (the generation cost is part of the work compared).
 #[allow(dead_code)]
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct Event {
     pub i: u64,
     pub key: u64,
-    pub method: &'static str,
+    pub method: Method,
     pub timestamp_ms: u64,
     pub path: String,
 }
@@ -48,6 +70,16 @@ mod tests {
         assert_eq!(e.key, h % 10_000);
         assert_eq!(e.path, format!("/api/{}", e.key));
         assert_eq!(Event::key_of_path(&e.path), Some(e.key));
-        assert_eq!(e.method, METHODS[(h >> 62) as usize]);
+        assert_eq!(e.method.as_str(), ["GET", "POST", "PUT", "DELETE"][(h >> 62) as usize]);
+    }
+
+    #[test]
+    fn events_survive_the_network_codec() {
+        let events: Vec<Event> = (0..100).map(|i| Event::generate(2, i, 1_000)).collect();
+        let mut bytes = Vec::new();
+        eddy::types::codec::encode_batch(&events, &mut bytes).unwrap();
+        let back: Vec<Event> = eddy::types::codec::decode_batch(&bytes).unwrap();
+        let fields = |e: &Event| (e.i, e.key, e.method, e.timestamp_ms, e.path.clone());
+        assert_eq!(back.iter().map(fields).collect::<Vec<_>>(), events.iter().map(fields).collect::<Vec<_>>());
     }
 }

@@ -9,4 +9,7 @@ pub enum TypesError {
     ParallelismAboveMax { what: String, parallelism: u32, max_parallelism: u32 },
     #[error("parallelism of {what} must be at least 1, got {parallelism}")]
     ParallelismZero { what: String, parallelism: u32 },
+    /// Records of type `type_name` could not be encoded or decoded for the network.
+    #[error("records of type {type_name}: {message}")]
+    Codec { type_name: &'static str, message: String },
 }

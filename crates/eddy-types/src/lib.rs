@@ -1,12 +1,14 @@
 //! eddy's vocabulary, with no I/O: ids as newtypes, key groups and their math (exactly
 //! Flink's `KeyGroupRangeAssignment`), the stable key encoding and hash, and the clock
-//! trait through which every other crate reads time.
+//! trait through which every other crate reads time, and the codec of records that leave
+//! the process.
 //!
 //! Everything here is plain data and pure functions so that the checkpoint coordinator,
 //! the runtime and the state backends agree on the same facts without depending on each
 //! other.
 
 pub mod clock;
+pub mod codec;
 pub mod error;
 pub mod ids;
 pub mod key;

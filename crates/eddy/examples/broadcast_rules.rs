@@ -7,8 +7,9 @@
 //! ```
 
 use eddy::prelude::*;
+use serde::{Deserialize, Serialize};
 
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct Payment {
     pub id: u64,
     pub amount: u64,

@@ -6,10 +6,11 @@
 //! ```
 
 use eddy::prelude::*;
+use serde::{Deserialize, Serialize};
 
 /// At `timestamp`, the producer wrote up to `producer_offset`; consumer `n` read up to
 /// `consumer_offsets[n]`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Progress {
     pub timestamp: u64,
     pub producer_offset: u64,

@@ -16,7 +16,7 @@ pub enum OrderState {
     Shipping,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Action {
     Create,
     Pay,
@@ -25,14 +25,14 @@ pub enum Action {
     Cancel,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct OrderEvent {
     pub order: u64,
     pub action: Action,
 }
 
 /// What happened to an order.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub enum Outcome {
     Completed(u64),
     Cancelled(u64),

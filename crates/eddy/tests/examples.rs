@@ -31,6 +31,15 @@ fn sorted<T: Ord>(mut v: Vec<T>) -> Vec<T> {
     v
 }
 
+/// Records of an example's streams come back equal from the form they take between
+/// processes (every stream's type must, as any edge but forward may cross processes).
+fn round_trips<T: Data + PartialEq + std::fmt::Debug>(records: &[T]) {
+    let mut bytes = Vec::new();
+    eddy::types::codec::encode_batch(records, &mut bytes).unwrap();
+    let back: Vec<T> = eddy::types::codec::decode_batch(&bytes).unwrap();
+    assert_eq!(back, records, "{} through the codec", std::any::type_name::<T>());
+}
+
 #[test]
 fn api_count_emits_every_running_count_per_path() {
     let log = api_count::access_log(20_000);
@@ -44,6 +53,9 @@ fn api_count_emits_every_running_count_per_path() {
         expected.push((path, *c));
     }
     let expected = sorted(expected);
+    round_trips(&log);
+    round_trips(&log.iter().filter_map(|l| api_count::parse(l)).collect::<Vec<_>>());
+    round_trips(&expected);
     for p in 1..=4 {
         let env = env(p);
         let sink = CollectSink::new();
@@ -68,6 +80,8 @@ fn consumer_lag_is_producer_minus_consumer() {
             .flat_map(|p| (0..3).map(move |c| (p.timestamp, c, p.producer_offset - p.consumer_offsets[c])))
             .collect(),
     );
+    round_trips(&input);
+    round_trips(&expected);
     for p in [1, 3] {
         let env = env(p);
         let sink = CollectSink::new();
@@ -99,6 +113,8 @@ fn order_state_machine_matches_a_sequential_run_and_reports_invalid_transitions(
         }
     }
     assert!(!invalid.is_empty() && !outcomes.is_empty(), "the sample exercises both paths");
+    round_trips(&events);
+    round_trips(&outcomes);
     for p in 1..=4 {
         let env = env(p);
         let (out, bad) = (CollectSink::new(), CollectSink::new());
@@ -117,6 +133,8 @@ fn two_topic_join_pairs_every_key_that_has_both_sides() {
     let a: Vec<Record> = (0..300).map(|k| Record { key: format!("k{k}"), value: k }).collect();
     let b: Vec<Record> = (150..450).map(|k| Record { key: format!("k{k}"), value: -k }).collect();
     let expected = sorted((150..300).map(|k| (format!("k{k}"), k, -k)).collect::<Vec<_>>());
+    round_trips(&a);
+    round_trips(&expected);
     for p in 1..=4 {
         let env = env(p);
         let sink = CollectSink::new();
@@ -134,6 +152,7 @@ fn dedup_keeps_the_first_record_of_every_key() {
         first.entry(*id).or_insert_with(|| payload.clone());
     }
     let expected: Vec<_> = first.into_iter().collect();
+    round_trips(&records);
     for p in 1..=4 {
         let env = env(p);
         let sink = CollectSink::new();
@@ -152,6 +171,8 @@ fn word_count_reaches_the_sequential_totals() {
             *totals.entry(w.to_lowercase()).or_default() += 1;
         }
     }
+    round_trips(&lines);
+    round_trips(&totals.clone().into_iter().collect::<Vec<_>>());
     for p in [1, 2, 4] {
         let env = env(p);
         let sink = CollectSink::new();
@@ -201,6 +222,9 @@ fn broadcast_rules_flag_every_payment_above_each_rule() {
             })
             .collect(),
     );
+    round_trips(&rules);
+    round_trips(&payments);
+    round_trips(&expected);
     for p in 1..=4 {
         let env = env(p);
         let sink = CollectSink::new();
