@@ -120,6 +120,7 @@ pub struct Report {
 
 fn main() {
     let mut cli = Cli::parse();
+    eddy::log_to_stderr();
     let large = matches!(cli.workload, Workload::LargeState);
     cli.args.keys.get_or_insert(if large { 2_000_000 } else { 10_000 });
     cli.args.backend.get_or_insert(if large { Backend::Rocksdb } else { Backend::Heap });

@@ -69,6 +69,7 @@ pub fn access_log(n: u64) -> Vec<String> {
 
 #[allow(dead_code)]
 fn main() -> Result<(), Box<dyn std::error::Error>> {
+    eddy::log_to_stderr();
     let env = Env::new();
     let sink = CollectSink::new();
     job(&env, access_log(100_000), sink.clone());

@@ -69,6 +69,7 @@ pub fn job(env: &Env, rules: Vec<Rule>, payments: Vec<Payment>, sink: CollectSin
 
 #[allow(dead_code)]
 fn main() -> Result<(), Box<dyn std::error::Error>> {
+    eddy::log_to_stderr();
     let env = Env::new();
     let sink = CollectSink::new();
     let payments = (0..10).map(|id| Payment { id, amount: id * 100 }).collect();

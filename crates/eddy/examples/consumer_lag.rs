@@ -31,6 +31,7 @@ pub fn job(env: &Env, input: Vec<Progress>, sink: CollectSink<(u64, usize, u64)>
 
 #[allow(dead_code)]
 fn main() -> Result<(), Box<dyn std::error::Error>> {
+    eddy::log_to_stderr();
     let env = Env::new();
     let sink = CollectSink::new();
     // The seed's picture: the producer is at 15, the consumers at 10, 7 and 12.

@@ -42,6 +42,7 @@ pub fn job(env: &Env, records: Vec<(u64, String)>, sink: CollectSink<(u64, Strin
 
 #[allow(dead_code)]
 fn main() -> Result<(), Box<dyn std::error::Error>> {
+    eddy::log_to_stderr();
     let env = Env::new();
     let sink = CollectSink::new();
     let records = (0..20u64).map(|i| (i % 7, format!("delivery {i}"))).collect();

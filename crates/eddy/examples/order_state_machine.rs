@@ -132,6 +132,7 @@ pub fn sample_events(orders: u64) -> Vec<OrderEvent> {
 
 #[allow(dead_code)]
 fn main() -> Result<(), Box<dyn std::error::Error>> {
+    eddy::log_to_stderr();
     let env = Env::new();
     let (outcomes, invalid) = (CollectSink::new(), CollectSink::new());
     job(&env, sample_events(8), outcomes.clone(), invalid.clone());

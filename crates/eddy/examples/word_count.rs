@@ -27,6 +27,7 @@ pub fn job(env: &Env, lines: Vec<String>, sink: CollectSink<(String, u64)>) {
 
 #[allow(dead_code)]
 fn main() -> Result<(), Box<dyn std::error::Error>> {
+    eddy::log_to_stderr();
     let env = Env::new();
     let sink = CollectSink::new();
     match std::env::args().nth(1) {

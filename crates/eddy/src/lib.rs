@@ -2,7 +2,8 @@
 //!
 //! This crate is what a job depends on: it re-exports the DataStream API ([`Env`],
 //! [`DataStream`], [`KeyedStream`], the function traits), the state types ([`state`]) and
-//! the runtime's results and errors. The `eddy` binary is the command line.
+//! the runtime's results and errors, and [`log_to_stderr`] for what a running job logs.
+//! The `eddy` binary is the command line.
 //!
 //! ```
 //! use eddy::prelude::*;
@@ -10,8 +11,8 @@
 //! let env = Env::new();
 //! env.set_parallelism(2);
 //! let out = CollectSink::new();
-//! env.from_collection(vec!["a b", "b c", "b"])
-//!     .flat_map(|line: &str, out: &mut Collector<'_, (String, u64)>| {
+//! env.from_collection(vec!["a b".to_string(), "b c".to_string(), "b".to_string()])
+//!     .flat_map(|line: String, out: &mut Collector<'_, (String, u64)>| {
 //!         for word in line.split(' ') {
 //!             out.collect((word.to_string(), 1));
 //!         }
@@ -25,11 +26,14 @@
 //! assert_eq!(counts.last(), Some(&("c".to_string(), 1)));
 //! ```
 
+mod logging;
+
 pub use eddy_api::*;
 pub use eddy_checkpoint as checkpoint;
 pub use eddy_runtime::graph::RestoreMode;
 pub use eddy_runtime::{CheckpointStats, Collector, JobError, JobResult};
 pub use eddy_types as types;
+pub use logging::{log_to_stderr, LOG_FILTER_VAR};
 
 /// Keyed and operator state: descriptors, handles and the state backends.
 pub mod state {

@@ -228,6 +228,7 @@ fn clean_shared(dir: &std::path::Path, dry_run: bool) -> Result<String, String> 
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    eddy::log_to_stderr();
     let result = match cli.command {
         Command::KeyGroup { key, max_parallelism, parallelism } => key_group(&key, max_parallelism, parallelism),
         Command::Example { example: Example::WordCount { input, parallelism } } => {

@@ -213,6 +213,7 @@ impl AttemptRun<'_> {
         if matches!(self.failure, Some(JobError::Cancelled { .. })) {
             self.failure = None;
         }
+        tracing::warn!(operator = %operator, subtask, parallelism, cause = %message, "task failed; cancelling the attempt");
         self.fail(JobError::TaskFailed { job, operator, subtask, parallelism, message });
     }
 
@@ -235,6 +236,7 @@ impl AttemptRun<'_> {
         match self.coordinator.expire(now) {
             Ok(expired) => {
                 for id in expired {
+                    tracing::warn!(checkpoint = %id, timeout_ms = self.graph.config.checkpoint.timeout_ms, "checkpoint expired before every task acknowledged it");
                     self.broadcast(Control::Checkpoint(CheckpointEvent::Aborted(id)));
                 }
             }
@@ -250,6 +252,7 @@ impl AttemptRun<'_> {
 
     fn trigger(&mut self, kind: SnapshotKind, now: u64) {
         let id = self.coordinator.trigger(kind, now);
+        tracing::debug!(checkpoint = %id, kind = ?kind, "checkpoint triggered");
         self.triggered_at.insert(id.0, (Instant::now(), wall_ms()));
         let barrier = CheckpointBarrier { id, kind };
         for index in 0..self.tasks.len() {
@@ -316,6 +319,7 @@ impl AttemptRun<'_> {
             let mut checkpoint = checkpoint;
             match self.write(&mut checkpoint, storage.as_ref(), None) {
                 Ok(stats) => {
+                    tracing::info!(savepoint = %stats.id, bytes = stats.bytes, location = %stats.location, "savepoint completed");
                     result.savepoint = Some(stats.location);
                     self.broadcast(Control::Checkpoint(CheckpointEvent::Completed(checkpoint.id)));
                     if request.stop {
@@ -352,6 +356,16 @@ impl AttemptRun<'_> {
         let written = self.write(&mut checkpoint, storage.as_ref(), Some(&mut *self.retained.borrow_mut()));
         match written {
             Ok(stats) => {
+                tracing::info!(
+                    checkpoint = %stats.id,
+                    bytes = stats.bytes,
+                    incremental_bytes = stats.incremental_bytes,
+                    duration_ms = stats.duration_ms,
+                    sync_ms = stats.sync_ms,
+                    async_ms = stats.async_ms,
+                    location = %stats.location,
+                    "checkpoint completed"
+                );
                 result.checkpoints_completed += 1;
                 if periodic || result.last_checkpoint.is_none() {
                     result.last_checkpoint = Some(stats.clone());
@@ -369,6 +383,7 @@ impl AttemptRun<'_> {
             }
             Err(e) => {
                 discard_checkpoint(storage.as_ref(), &mut self.retained.borrow_mut(), checkpoint.id);
+                tracing::warn!(checkpoint = %checkpoint.id, error = %e, "checkpoint could not be stored");
                 result.warnings.push(format!("checkpoint {} failed: {e}", checkpoint.id));
                 if let Err(too_many) = self.coordinator.record_failure() {
                     self.fail(JobError::Checkpoint {
@@ -463,9 +478,14 @@ pub(super) fn discard_checkpoint(
 ) {
     // The checkpoint (its metadata first) before its shared files: a crash in between
     // leaves unreferenced files, never a complete-looking checkpoint missing some.
-    let _ = storage.discard(id, SnapshotKind::Checkpoint);
+    if let Err(e) = storage.discard(id, SnapshotKind::Checkpoint) {
+        tracing::warn!(checkpoint = %id, error = %e, "cannot discard a checkpoint that is no longer retained; its files stay");
+        return;
+    }
     for unused in retained.release(id) {
-        let _ = storage.delete_file(&unused);
+        if let Err(e) = storage.delete_file(&unused) {
+            tracing::warn!(file = %unused, error = %e, "cannot delete a shared file no checkpoint references");
+        }
     }
 }
 

@@ -148,6 +148,13 @@ impl LocalExecutor {
         if let (Some(checkpoint), RestoreMode::Claim) = (restore.as_mut(), config.restore_mode) {
             claim(checkpoint, storage.as_ref(), &mut retained.borrow_mut()).map_err(&fail)?;
         }
+        tracing::info!(
+            job = %job,
+            subtasks = plan.heads.iter().map(|head| graph.node(*head).parallelism).sum::<u32>(),
+            storage = %storage.describe(),
+            restore_from = restore.as_ref().map_or("nothing", |c| c.location.as_str()),
+            "job starting"
+        );
         let graph = Arc::new(graph);
         let plan = Arc::new(plan);
         let mut backoff = RestartBackoff::new(config.restart_strategy());
@@ -186,6 +193,14 @@ impl LocalExecutor {
                             discard_checkpoint(storage.as_ref(), &mut retained, id);
                         }
                     }
+                    tracing::info!(
+                        job = %job,
+                        duration_ms = result.duration.as_millis() as u64,
+                        checkpoints = result.checkpoints_completed,
+                        restarts = result.restarts,
+                        "job {}",
+                        if matches!(end, AttemptEnd::Stopped) { "stopped with a savepoint" } else { "finished" }
+                    );
                     return Ok(result);
                 }
                 AttemptEnd::Failed(error) => {
@@ -193,7 +208,10 @@ impl LocalExecutor {
                         JobError::TaskFailed { .. } => backoff.on_failure(started.elapsed().as_millis() as u64),
                         _ => None,
                     };
-                    let Some(delay_ms) = delay_ms else { return Err(error) };
+                    let Some(delay_ms) = delay_ms else {
+                        tracing::error!(job = %job, error = %error, "job failed");
+                        return Err(error);
+                    };
                     result.restarts = backoff.restarts();
                     std::thread::sleep(Duration::from_millis(delay_ms));
                     // The newest checkpoint this run owns: never another run's, even a newer
@@ -223,6 +241,7 @@ impl LocalExecutor {
                         };
                     }
                     let from = restore.as_ref().map_or_else(|| "the beginning".to_string(), |c| c.location.clone());
+                    tracing::warn!(job = %job, restart = result.restarts, delay_ms, cause = %error, from = %from, "restarting");
                     result.warnings.push(format!("restart {} after: {error}; restoring from {from}", result.restarts));
                 }
             }
