@@ -6,12 +6,62 @@ pub enum TaskError {
     /// A user function returned an error or panicked; the user must act.
     #[error("operator '{operator}' failed: {message}")]
     Operator { operator: String, message: String },
+    /// The state backend under an operator failed (RocksDB I/O, a snapshot that could not
+    /// be made): not the user's code; whoever runs the job must act.
+    #[error("the state backend of operator '{operator}' failed: {message}")]
+    StateBackend { operator: String, message: String },
     /// The job is being cancelled (another subtask failed, or the user cancelled it).
     #[error("cancelled")]
     Cancelled,
     /// A bug in eddy; please report.
     #[error("internal error (please report): {0}")]
     Internal(String),
+}
+
+impl TaskError {
+    /// The failure of operator `operator` whose function (or the state it used) returned
+    /// `error`: the backend's failures and eddy's bugs are told apart from the user's.
+    pub fn of_operator(operator: &str, error: &(dyn std::error::Error + 'static)) -> Self {
+        use eddy_state::StateError;
+        let operator = operator.to_string();
+        match error.downcast_ref::<StateError>() {
+            Some(StateError::Backend(message)) => TaskError::StateBackend { operator, message: message.clone() },
+            Some(e @ (StateError::KeyGroupOutOfRange { .. } | StateError::BackendAlreadyInstalled)) => {
+                TaskError::Internal(format!("operator '{operator}': {e}"))
+            }
+            _ => TaskError::Operator { operator, message: error.to_string() },
+        }
+    }
+
+    /// Who must act on this failure.
+    pub fn kind(&self) -> FailureKind {
+        match self {
+            TaskError::Operator { .. } => FailureKind::UserCode,
+            TaskError::StateBackend { .. } => FailureKind::StateBackend,
+            TaskError::Cancelled | TaskError::Internal(_) => FailureKind::Internal,
+        }
+    }
+}
+
+/// What failed in a failed subtask, and so who must act.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FailureKind {
+    /// A user function returned an error or panicked.
+    UserCode,
+    /// The state backend (its storage, a snapshot of it).
+    StateBackend,
+    /// eddy itself; please report.
+    Internal,
+}
+
+impl std::fmt::Display for FailureKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            FailureKind::UserCode => "",
+            FailureKind::StateBackend => "state backend: ",
+            FailureKind::Internal => "internal error (please report): ",
+        })
+    }
 }
 
 /// Why a job could not be built or did not finish.
@@ -25,8 +75,9 @@ pub enum JobError {
     InvalidJob { job: String, message: String },
     /// A subtask failed; the job was cancelled. `subtask` is 0-based like every subtask
     /// index; the message counts from 1, as Flink's `(2/4)` does.
-    #[error("job '{job}' failed: operator '{operator}' (subtask {}/{parallelism}) failed: {message}", .subtask + 1)]
-    TaskFailed { job: String, operator: String, subtask: u32, parallelism: u32, message: String },
+    /// `kind` says who must act: the user's code, the state backend, or eddy.
+    #[error("job '{job}' failed: operator '{operator}' (subtask {}/{parallelism}) failed: {kind}{message}", .subtask + 1)]
+    TaskFailed { job: String, operator: String, subtask: u32, parallelism: u32, kind: FailureKind, message: String },
     #[error("job '{job}' was cancelled")]
     Cancelled { job: String },
     /// Checkpoints could not be taken, stored or restored.
@@ -39,5 +90,43 @@ pub enum JobError {
 impl std::fmt::Debug for JobError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         std::fmt::Display::fmt(self, f)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use eddy_state::StateError;
+
+    #[test]
+    fn a_functions_error_says_whether_the_user_the_backend_or_eddy_must_act() {
+        let backend = StateError::Backend("IO error: No space left on device".into());
+        let error = TaskError::of_operator("count", &backend);
+        assert_eq!(
+            error,
+            TaskError::StateBackend { operator: "count".into(), message: "IO error: No space left on device".into() }
+        );
+        assert_eq!(error.kind(), FailureKind::StateBackend);
+        let misuse = StateError::NoCurrentKey { state: "total".into() };
+        assert_eq!(TaskError::of_operator("count", &misuse).kind(), FailureKind::UserCode);
+        let bug = StateError::BackendAlreadyInstalled;
+        assert_eq!(TaskError::of_operator("count", &bug).kind(), FailureKind::Internal);
+        let user: Box<dyn std::error::Error + Send + Sync> = "bad record".into();
+        assert_eq!(
+            TaskError::of_operator("parse", &*user),
+            TaskError::Operator { operator: "parse".into(), message: "bad record".into() }
+        );
+        let failed = JobError::TaskFailed {
+            job: "j".into(),
+            operator: "count".into(),
+            subtask: 0,
+            parallelism: 2,
+            kind: FailureKind::StateBackend,
+            message: "IO error".into(),
+        };
+        assert_eq!(
+            failed.to_string(),
+            "job 'j' failed: operator 'count' (subtask 1/2) failed: state backend: IO error"
+        );
     }
 }

@@ -23,6 +23,6 @@ pub mod output;
 pub mod task;
 pub mod writer;
 
-pub use error::{JobError, TaskError};
+pub use error::{FailureKind, JobError, TaskError};
 pub use executor::{CheckpointStats, JobResult, LocalExecutor};
 pub use output::{Collector, FanOut, Output, PortOutput, TypedOutput};

@@ -31,7 +31,7 @@ mod logging;
 pub use eddy_api::*;
 pub use eddy_checkpoint as checkpoint;
 pub use eddy_runtime::graph::RestoreMode;
-pub use eddy_runtime::{CheckpointStats, Collector, JobError, JobResult};
+pub use eddy_runtime::{CheckpointStats, Collector, FailureKind, JobError, JobResult};
 pub use eddy_types as types;
 pub use logging::{log_to_stderr, LOG_FILTER_VAR};
 
@@ -57,5 +57,5 @@ pub mod prelude {
     pub use eddy_api::*;
     pub use eddy_checkpoint as checkpoint;
     pub use eddy_runtime::graph::RestoreMode;
-    pub use eddy_runtime::{CheckpointStats, Collector, JobError, JobResult};
+    pub use eddy_runtime::{CheckpointStats, Collector, FailureKind, JobError, JobResult};
 }

@@ -113,7 +113,10 @@ fn a_panic_in_a_user_function_names_operator_subtask_and_location() {
         .add_sink(CollectSink::new());
     let error = env.execute("job").unwrap_err();
     // The index is 0-based like every subtask index; the message counts from 1, as Flink's.
-    assert!(matches!(error, JobError::TaskFailed { subtask: 1, parallelism: 2, .. }), "{error:?}");
+    assert!(
+        matches!(error, JobError::TaskFailed { subtask: 1, parallelism: 2, kind: FailureKind::UserCode, .. }),
+        "{error:?}"
+    );
     let message = error.to_string();
     // 77_777 is in the second half of the sequence: subtask 2 of 2.
     assert!(message.contains("operator 'cursed map' (subtask 2/2)"), "{message}");

@@ -42,13 +42,13 @@ impl OperatorCore {
     }
 
     pub(crate) fn error(&self, error: FunctionError) -> TaskError {
-        TaskError::Operator { operator: self.info.name.clone(), message: error.to_string() }
+        TaskError::of_operator(&self.info.name, &*error)
     }
 
     /// Records a per-record failure; the task loop picks it up after the batch.
     #[inline]
     pub(crate) fn fail(&self, error: FunctionError) {
-        self.info.shared.fail(self.info.index, error.to_string());
+        self.info.shared.fail_with(self.error(error));
     }
 
     /// Opens side outputs, installs the keyed backend, then runs the function's

@@ -205,16 +205,20 @@ impl AttemptRun<'_> {
         }
         let (head, subtask) = self.tasks[index];
         let parallelism = self.graph.node(head).parallelism;
+        let kind = error.kind();
         let (operator, message) = match error {
-            TaskError::Operator { operator, message } => (operator, message),
-            other => (self.plan.chain_name(self.graph, head), other.to_string()),
+            TaskError::Operator { operator, message } | TaskError::StateBackend { operator, message } => {
+                (operator, message)
+            }
+            TaskError::Internal(message) => (self.plan.chain_name(self.graph, head), message),
+            TaskError::Cancelled => (self.plan.chain_name(self.graph, head), "cancelled".to_string()),
         };
         // A root cause replaces a cancellation recorded first.
         if matches!(self.failure, Some(JobError::Cancelled { .. })) {
             self.failure = None;
         }
-        tracing::warn!(operator = %operator, subtask, parallelism, cause = %message, "task failed; cancelling the attempt");
-        self.fail(JobError::TaskFailed { job, operator, subtask, parallelism, message });
+        tracing::warn!(operator = %operator, subtask, parallelism, kind = ?kind, cause = %message, "task failed; cancelling the attempt");
+        self.fail(JobError::TaskFailed { job, operator, subtask, parallelism, kind, message });
     }
 
     fn tick(&mut self) {
