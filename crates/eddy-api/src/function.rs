@@ -9,6 +9,7 @@ use eddy_state::{
     MapStateDescriptor, OperatorStateStore, ReducingState, ReducingStateDescriptor, StateError, StateValue, ValueState,
     ValueStateDescriptor,
 };
+use eddy_types::{CheckpointId, SubtaskIndex};
 use std::marker::PhantomData;
 
 /// Any error a user function returns.
@@ -30,8 +31,8 @@ impl<'a> RuntimeContext<'a> {
     }
 
     /// This instance's index, `0..parallelism`.
-    pub fn index_of_this_subtask(&self) -> u32 {
-        self.info.subtask
+    pub fn index_of_this_subtask(&self) -> SubtaskIndex {
+        SubtaskIndex(self.info.subtask)
     }
 
     pub fn number_of_parallel_subtasks(&self) -> u32 {
@@ -119,15 +120,20 @@ pub trait RichFunction {
     fn snapshot_state(&mut self, _ctx: &mut SnapshotContext<'_>) -> FunctionResult {
         Ok(())
     }
-    /// Checkpoint `checkpoint_id` completed everywhere (Flink's `CheckpointListener`);
-    /// two-phase-commit sinks commit here. The final checkpoint of a finished job has id
-    /// `u64::MAX`.
-    fn notify_checkpoint_complete(&mut self, _checkpoint_id: u64) -> FunctionResult {
+    /// Checkpoint `checkpoint` completed everywhere (Flink's `CheckpointListener`);
+    /// two-phase-commit sinks commit what they pre-committed up to it.
+    fn notify_checkpoint_complete(&mut self, _checkpoint: CheckpointId) -> FunctionResult {
         Ok(())
     }
-    /// Checkpoint `checkpoint_id` was aborted (timed out, failed, subsumed) and will never
+    /// Checkpoint `checkpoint` was aborted (timed out, failed, subsumed) and will never
     /// complete; what it pre-committed stays pending until a later checkpoint completes.
-    fn notify_checkpoint_aborted(&mut self, _checkpoint_id: u64) -> FunctionResult {
+    fn notify_checkpoint_aborted(&mut self, _checkpoint: CheckpointId) -> FunctionResult {
+        Ok(())
+    }
+    /// The job finished and its final checkpoint, which holds every task's end-of-input
+    /// state, is stored: two-phase-commit sinks commit all that is pending. Not called
+    /// when the job fails or is cancelled.
+    fn notify_job_finished(&mut self) -> FunctionResult {
         Ok(())
     }
     fn close(&mut self) -> FunctionResult {
@@ -137,13 +143,19 @@ pub trait RichFunction {
 
 /// Given to [`RichFunction::snapshot_state`].
 pub struct SnapshotContext<'a> {
-    pub checkpoint_id: u64,
+    checkpoint: Option<CheckpointId>,
     operator_state: &'a mut OperatorStateStore,
 }
 
 impl<'a> SnapshotContext<'a> {
-    pub fn new(checkpoint_id: u64, operator_state: &'a mut OperatorStateStore) -> Self {
-        Self { checkpoint_id, operator_state }
+    pub fn new(checkpoint: Option<CheckpointId>, operator_state: &'a mut OperatorStateStore) -> Self {
+        Self { checkpoint, operator_state }
+    }
+
+    /// The checkpoint (or savepoint) being taken; `None` for the end-of-input snapshot of
+    /// a task whose input ended, which stands in for the task in every later checkpoint.
+    pub fn checkpoint_id(&self) -> Option<CheckpointId> {
+        self.checkpoint
     }
 
     pub fn operator_state(&mut self) -> &mut OperatorStateStore {

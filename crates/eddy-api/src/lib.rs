@@ -17,6 +17,7 @@ pub mod sink;
 pub mod source;
 pub mod stream;
 
+pub use eddy_types::{CheckpointId, SubtaskIndex};
 pub use env::Env;
 pub use function::*;
 pub use stream::{

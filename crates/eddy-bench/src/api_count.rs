@@ -59,10 +59,8 @@ impl RichFunction for ChecksumSink {
         Ok(())
     }
 
-    fn notify_checkpoint_complete(&mut self, checkpoint_id: u64) -> FunctionResult {
-        if checkpoint_id == u64::MAX {
-            self.total.fetch_add(self.local, Ordering::SeqCst);
-        }
+    fn notify_job_finished(&mut self) -> FunctionResult {
+        self.total.fetch_add(self.local, Ordering::SeqCst);
         Ok(())
     }
 }

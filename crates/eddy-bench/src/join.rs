@@ -35,10 +35,8 @@ impl RichFunction for Join {
     }
 
     /// Published when the job finished, so restores never count an input twice.
-    fn notify_checkpoint_complete(&mut self, checkpoint_id: u64) -> FunctionResult {
-        if checkpoint_id == u64::MAX {
-            self.total.fetch_add(self.checksum, Ordering::SeqCst);
-        }
+    fn notify_job_finished(&mut self) -> FunctionResult {
+        self.total.fetch_add(self.checksum, Ordering::SeqCst);
         Ok(())
     }
 }
@@ -87,10 +85,8 @@ impl RichFunction for CountSink {
         Ok(())
     }
 
-    fn notify_checkpoint_complete(&mut self, checkpoint_id: u64) -> FunctionResult {
-        if checkpoint_id == u64::MAX {
-            self.total.fetch_add(self.local, Ordering::SeqCst);
-        }
+    fn notify_job_finished(&mut self) -> FunctionResult {
+        self.total.fetch_add(self.local, Ordering::SeqCst);
         Ok(())
     }
 }

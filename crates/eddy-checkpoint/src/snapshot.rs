@@ -2,17 +2,8 @@
 
 use eddy_state::{KeyedStateSnapshot, OperatorStateSnapshot};
 use serde::{Deserialize, Serialize};
-use std::fmt;
 
-/// Checkpoints of a job are numbered from 1; savepoints share the numbering.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-pub struct CheckpointId(pub u64);
-
-impl fmt::Display for CheckpointId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}", self.0)
-    }
-}
+pub use eddy_types::CheckpointId;
 
 /// A checkpoint the system takes, or a savepoint the user asks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -19,6 +19,7 @@ use eddy_state::keyed::{
     SharedWork, Unstored,
 };
 use eddy_state::StateError;
+use eddy_types::CheckpointId;
 use eddy_types::KeyGroupRange;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -33,7 +34,7 @@ pub(crate) const BACKEND: &str = "rocksdb";
 pub(crate) fn take_snapshot(
     store: &mut RocksDbRawStore,
     range: KeyGroupRange,
-    checkpoint_id: u64,
+    checkpoint_id: CheckpointId,
 ) -> Result<NativeSnapshot, StateError> {
     let target = PathBuf::from(format!("{}.chk-{checkpoint_id}", store.dir.display()));
     let db = store.db()?.clone();

@@ -8,6 +8,7 @@
 use crate::write_gate::{Held, OpenOnDrop, WriteGate};
 use eddy_state::keyed::{HeldWrite, NativeSnapshot, NativeTable, RawLayout, RawStore, RawTable, Unstored};
 use eddy_state::StateError;
+use eddy_types::CheckpointId;
 use eddy_types::KeyGroupRange;
 use rocksdb::{
     BlockBasedOptions, Cache, DBWithThreadMode, Direction, IteratorMode, MultiThreaded, Options, WriteOptions,
@@ -274,7 +275,11 @@ impl RawStore for RocksDbRawStore {
         written
     }
 
-    fn native_snapshot(&mut self, checkpoint_id: u64, canonical: bool) -> Result<Option<NativeSnapshot>, StateError> {
+    fn native_snapshot(
+        &mut self,
+        checkpoint_id: CheckpointId,
+        canonical: bool,
+    ) -> Result<Option<NativeSnapshot>, StateError> {
         self.gate.check()?;
         let Some(range) = self.range else { return Ok(None) };
         let mut snapshot = crate::native::take_snapshot(self, range, checkpoint_id)?;

@@ -51,7 +51,7 @@ fn writes_after_the_barrier_stay_out_of_a_checkpoint_made_off_the_task_thread() 
         let at_barrier = read_all(&count, &seen);
 
         let mut backend = take_backend().unwrap();
-        let mut snapshot = backend.snapshot_for_checkpoint(1, false).unwrap();
+        let mut snapshot = backend.snapshot_for_checkpoint(eddy_types::CheckpointId(1), false).unwrap();
         install_backend(backend).unwrap();
         // While the checkpoint is being made: every value changes, the cache overflows,
         // map entries go straight to RocksDB.
@@ -88,13 +88,16 @@ fn a_failed_handed_over_write_fails_the_checkpoint_and_every_later_access() {
     store.prepare_snapshot();
     assert!(table.holds_writes());
     table.hold(Box::new(|_put| Err(StateError::Serialize { state: "count".into(), message: "no".into() }))).unwrap();
-    let native = store.native_snapshot(1, false).unwrap().unwrap();
+    let native = store.native_snapshot(eddy_types::CheckpointId(1), false).unwrap().unwrap();
     let mut snapshot = KeyedStateSnapshot { native: vec![native], ..KeyedStateSnapshot::default() };
     let message = snapshot.complete_deferred().unwrap_err().to_string();
     assert!(message.contains("cannot serialize state 'count'"), "{message}");
     let later = table.get(3, b"key").unwrap_err().to_string();
     assert!(later.contains("cannot serialize state 'count'") && later.contains("restore"), "{later}");
-    assert!(store.native_snapshot(2, false).is_err(), "no checkpoint without the lost changes");
+    assert!(
+        store.native_snapshot(eddy_types::CheckpointId(2), false).is_err(),
+        "no checkpoint without the lost changes"
+    );
     drop((table, store));
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -288,7 +288,7 @@ fn snapshot_by_key_group(factory: BackendFactory<'_>) {
     let snapshot = old.snapshot().unwrap();
     // A snapshot in two parts (values copied or files linked now, serialized later) is
     // the same.
-    let mut two_parts = old.snapshot_for_checkpoint(7, true).unwrap();
+    let mut two_parts = old.snapshot_for_checkpoint(eddy_types::CheckpointId(7), true).unwrap();
     // The task goes on before the second part runs: changes, removals and new keys after
     // the barrier are not in the checkpoint, and the task keeps them.
     install_backend(old).unwrap();

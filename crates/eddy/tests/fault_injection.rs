@@ -83,7 +83,7 @@ impl RichFunction for Chaos {
     fn snapshot_state(&mut self, ctx: &mut SnapshotContext<'_>) -> FunctionResult {
         // Something to restore, so that restores of this operator happen.
         ctx.operator_state().list_state(&ListStateDescriptor::<u64>::new("alive"))?.update(vec![1]);
-        if ctx.checkpoint_id != u64::MAX {
+        if ctx.checkpoint_id().is_some() {
             self.0.hit(&self.0.snapshots, &self.0.snapshot_failures_at, "snapshot");
         }
         Ok(())

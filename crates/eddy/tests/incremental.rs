@@ -48,11 +48,13 @@ fn phase_key(phase: u64, i: u64) -> u64 {
 
 impl RichFunction for Phases {
     fn snapshot_state(&mut self, ctx: &mut SnapshotContext<'_>) -> FunctionResult {
-        self.log.lock().unwrap().push((ctx.checkpoint_id, self.phase, self.offset));
+        // The end-of-input snapshot counts after every checkpoint.
+        let id = ctx.checkpoint_id().map_or(u64::MAX, |c| c.0);
+        self.log.lock().unwrap().push((id, self.phase, self.offset));
         Ok(())
     }
 
-    fn notify_checkpoint_complete(&mut self, _id: u64) -> FunctionResult {
+    fn notify_checkpoint_complete(&mut self, _id: CheckpointId) -> FunctionResult {
         self.waiting = false;
         Ok(())
     }

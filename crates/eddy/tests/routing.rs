@@ -13,7 +13,7 @@ struct WhereAmI {
 
 impl RichFunction for WhereAmI {
     fn open(&mut self, ctx: &mut RuntimeContext<'_>) -> FunctionResult {
-        self.subtask = ctx.index_of_this_subtask();
+        self.subtask = ctx.index_of_this_subtask().0;
         Ok(())
     }
 }

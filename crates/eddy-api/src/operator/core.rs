@@ -4,7 +4,7 @@
 use crate::function::{FunctionError, RichFunction, RuntimeContext, SideOutputs, SnapshotContext};
 use eddy_checkpoint::{OperatorSnapshot, SnapshotKind};
 use eddy_runtime::channel::{CheckpointBarrier, CheckpointEvent};
-use eddy_runtime::task::OperatorInfo;
+use eddy_runtime::task::{OperatorInfo, FINAL_CHECKPOINT};
 use eddy_runtime::{Output, PortOutput, TaskError};
 use eddy_state::keyed::{install_backend, take_backend, with_backend, BackendInstance};
 use eddy_state::OperatorStateStore;
@@ -107,7 +107,10 @@ impl OperatorCore {
     ) -> Result<OperatorSnapshot, TaskError> {
         let started = std::time::Instant::now();
         let previous = self.info.shared.enter(self.info.index);
-        let result = function.snapshot_state(&mut SnapshotContext::new(barrier.id.0, &mut self.operator_state));
+        // The end-of-input snapshot of a finished task has no checkpoint of its own: it stands
+        // in for the task in every later one.
+        let checkpoint = (barrier.id != FINAL_CHECKPOINT).then_some(barrier.id);
+        let result = function.snapshot_state(&mut SnapshotContext::new(checkpoint, &mut self.operator_state));
         self.info.shared.leave(previous);
         result.map_err(|e| self.error(e))?;
         let operator = self.operator_state.snapshot().map_err(|e| self.error(e.into()))?;
@@ -115,7 +118,7 @@ impl OperatorCore {
             // Savepoints are canonical (backend-independent); checkpoints may keep the
             // backend's files (RocksDB, incremental) when the storage keeps files.
             let canonical = barrier.kind == SnapshotKind::Savepoint || !self.info.native_snapshots;
-            let id = barrier.id.0;
+            let id = barrier.id;
             let keyed = with_backend("<snapshot>", |backend| {
                 let snapshot = backend.snapshot_for_checkpoint(id, canonical)?;
                 Ok((snapshot, backend.take_snapshot_wait_micros()))
@@ -191,8 +194,9 @@ impl OperatorCore {
     ) -> Result<(), TaskError> {
         let previous = self.info.shared.enter(self.info.index);
         let result = match event {
-            CheckpointEvent::Completed(id) => function.notify_checkpoint_complete(id.0),
-            CheckpointEvent::Aborted(id) => function.notify_checkpoint_aborted(id.0),
+            CheckpointEvent::Completed(FINAL_CHECKPOINT) => function.notify_job_finished(),
+            CheckpointEvent::Completed(id) => function.notify_checkpoint_complete(id),
+            CheckpointEvent::Aborted(id) => function.notify_checkpoint_aborted(id),
         };
         self.info.shared.leave(previous);
         result.map_err(|e| self.error(e))?;

@@ -4,6 +4,7 @@
 
 use super::two_phase::{TransactionalSink, TwoPhaseCommitSink};
 use crate::function::FunctionResult;
+use eddy_types::SubtaskIndex;
 use serde::{Deserialize, Serialize};
 use std::fmt::Display;
 use std::fs::File;
@@ -64,9 +65,9 @@ fn io_error(what: &str, path: &Path, e: std::io::Error) -> String {
 impl<T: Display + 'static> TransactionalSink<T> for FileTransactions<T> {
     type Transaction = PartFile;
 
-    fn begin(&mut self, subtask: u32, sequence: u64) -> FunctionResult<PartFile> {
+    fn begin(&mut self, subtask: SubtaskIndex, sequence: u64) -> FunctionResult<PartFile> {
         std::fs::create_dir_all(&*self.dir).map_err(|e| io_error("create directory", &self.dir, e))?;
-        let part = PartFile { subtask, sequence };
+        let part = PartFile { subtask: subtask.0, sequence };
         let path = self.path(&part, "inprogress");
         let file = File::create(&path).map_err(|e| io_error("create", &path, e))?;
         self.writer = Some(BufWriter::new(file));
@@ -110,14 +111,14 @@ impl<T: Display + 'static> TransactionalSink<T> for FileTransactions<T> {
         Ok(())
     }
 
-    fn abort_leftovers(&mut self, subtask: u32, parallelism: u32) -> FunctionResult {
+    fn abort_leftovers(&mut self, subtask: SubtaskIndex, parallelism: u32) -> FunctionResult {
         let Ok(entries) = std::fs::read_dir(&*self.dir) else { return Ok(()) };
         for entry in entries.flatten() {
             let name = entry.file_name().to_string_lossy().into_owned();
             // `.part-<s>-<n>.<state>`: the subtask that wrote it.
             let writer =
                 name.strip_prefix(".part-").and_then(|rest| rest.split('-').next()).and_then(|s| s.parse::<u32>().ok());
-            if writer.is_some_and(|s| s % parallelism == subtask) {
+            if writer.is_some_and(|s| s % parallelism == subtask.0) {
                 let path = entry.path();
                 std::fs::remove_file(&path).map_err(|e| io_error("remove leftover", &path, e))?;
             }

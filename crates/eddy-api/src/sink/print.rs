@@ -32,7 +32,7 @@ impl<T> Default for PrintSink<T> {
 impl<T> RichFunction for PrintSink<T> {
     fn open(&mut self, ctx: &mut RuntimeContext<'_>) -> FunctionResult {
         if ctx.number_of_parallel_subtasks() > 1 {
-            self.prefix = format!("{}> ", ctx.index_of_this_subtask() + 1);
+            self.prefix = format!("{}> ", ctx.index_of_this_subtask().0 + 1);
         }
         Ok(())
     }

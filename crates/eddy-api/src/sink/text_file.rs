@@ -35,7 +35,7 @@ impl<T> RichFunction for TextFileSink<T> {
         } else {
             std::fs::create_dir_all(&self.path)
                 .map_err(|e| format!("cannot create output directory '{}': {e}", self.path.display()))?;
-            self.path.join((ctx.index_of_this_subtask() + 1).to_string())
+            self.path.join((ctx.index_of_this_subtask().0 + 1).to_string())
         };
         if let Some(parent) = self.target.parent().filter(|p| !p.as_os_str().is_empty()) {
             std::fs::create_dir_all(parent)

@@ -6,6 +6,7 @@
 
 use crate::function::{FunctionResult, RichFunction, RuntimeContext, Sink, SnapshotContext};
 use eddy_state::{ListStateDescriptor, StateValue};
+use eddy_types::{CheckpointId, SubtaskIndex};
 
 const PENDING_STATE: &str = "two-phase-commit-pending";
 const SEQUENCE_STATE: &str = "two-phase-commit-next-sequence";
@@ -15,7 +16,7 @@ pub trait TransactionalSink<T>: Clone + Send + Sync + 'static {
     /// A serializable handle of a transaction (kept in checkpoints).
     type Transaction: StateValue + Sync;
     /// Opens transaction number `sequence` (unique per subtask across restarts).
-    fn begin(&mut self, subtask: u32, sequence: u64) -> FunctionResult<Self::Transaction>;
+    fn begin(&mut self, subtask: SubtaskIndex, sequence: u64) -> FunctionResult<Self::Transaction>;
     fn write(&mut self, transaction: &mut Self::Transaction, value: T) -> FunctionResult;
     /// Makes the transaction durable and ready to commit (at a checkpoint barrier).
     fn pre_commit(&mut self, transaction: &mut Self::Transaction) -> FunctionResult;
@@ -25,13 +26,13 @@ pub trait TransactionalSink<T>: Clone + Send + Sync + 'static {
     /// On start, after restored transactions were committed: remove whatever an earlier
     /// run left unfinished of its subtasks `s` with `s % parallelism == subtask` (after a
     /// rescale, old subtasks beyond the new parallelism are cleaned up too).
-    fn abort_leftovers(&mut self, subtask: u32, parallelism: u32) -> FunctionResult;
+    fn abort_leftovers(&mut self, subtask: SubtaskIndex, parallelism: u32) -> FunctionResult;
 }
 
 /// A sink that writes exactly once through a [`TransactionalSink`].
 pub struct TwoPhaseCommitSink<S: TransactionalSink<T>, T> {
     system: S,
-    subtask: u32,
+    subtask: SubtaskIndex,
     current: Option<S::Transaction>,
     /// Pre-committed transactions with the checkpoint that pre-committed them.
     pending: Vec<(u64, S::Transaction)>,
@@ -56,7 +57,7 @@ impl<S: TransactionalSink<T>, T> TwoPhaseCommitSink<S, T> {
     pub fn new(system: S) -> Self {
         Self {
             system,
-            subtask: 0,
+            subtask: SubtaskIndex(0),
             current: None,
             pending: Vec::new(),
             next_sequence: 0,
@@ -68,6 +69,17 @@ impl<S: TransactionalSink<T>, T> TwoPhaseCommitSink<S, T> {
         let transaction = self.system.begin(self.subtask, self.next_sequence)?;
         self.next_sequence += 1;
         self.current = Some(transaction);
+        Ok(())
+    }
+
+    /// Commits the pending transactions of checkpoints up to number `last`.
+    fn commit_up_to(&mut self, last: u64) -> FunctionResult {
+        let (done, waiting): (Vec<_>, Vec<_>) =
+            std::mem::take(&mut self.pending).into_iter().partition(|(id, _)| *id <= last);
+        self.pending = waiting;
+        for (_, transaction) in done {
+            self.system.commit(transaction)?;
+        }
         Ok(())
     }
 
@@ -98,10 +110,12 @@ impl<S: TransactionalSink<T>, T> RichFunction for TwoPhaseCommitSink<S, T> {
     fn snapshot_state(&mut self, ctx: &mut SnapshotContext<'_>) -> FunctionResult {
         if let Some(mut transaction) = self.current.take() {
             self.system.pre_commit(&mut transaction)?;
-            self.pending.push((ctx.checkpoint_id, transaction));
+            // Stored by checkpoint number; the end-of-input snapshot's transaction after
+            // every number, as it commits when the job finished.
+            self.pending.push((ctx.checkpoint_id().map_or(u64::MAX, |c| c.0), transaction));
         }
-        // The final snapshot of a finished job opens nothing new.
-        if ctx.checkpoint_id != u64::MAX {
+        // The end-of-input snapshot of a finished task opens nothing new.
+        if ctx.checkpoint_id().is_some() {
             self.begin_next()?;
         }
         let store = ctx.operator_state();
@@ -110,14 +124,12 @@ impl<S: TransactionalSink<T>, T> RichFunction for TwoPhaseCommitSink<S, T> {
         Ok(())
     }
 
-    fn notify_checkpoint_complete(&mut self, checkpoint_id: u64) -> FunctionResult {
-        let (done, waiting): (Vec<_>, Vec<_>) =
-            std::mem::take(&mut self.pending).into_iter().partition(|(id, _)| *id <= checkpoint_id);
-        self.pending = waiting;
-        for (_, transaction) in done {
-            self.system.commit(transaction)?;
-        }
-        Ok(())
+    fn notify_checkpoint_complete(&mut self, checkpoint: CheckpointId) -> FunctionResult {
+        self.commit_up_to(checkpoint.0)
+    }
+
+    fn notify_job_finished(&mut self) -> FunctionResult {
+        self.commit_up_to(u64::MAX)
     }
 
     fn close(&mut self) -> FunctionResult {

@@ -44,7 +44,7 @@ impl SequenceSource {
 
 impl RichFunction for SequenceSource {
     fn initialize_state(&mut self, ctx: &mut RuntimeContext<'_>) -> FunctionResult {
-        let (index, parallelism) = (ctx.index_of_this_subtask(), ctx.number_of_parallel_subtasks());
+        let (index, parallelism) = (ctx.index_of_this_subtask().0, ctx.number_of_parallel_subtasks());
         let store = ctx.operator_state();
         let restored = store.is_restored();
         let state = store.list_state(&Self::descriptor())?;

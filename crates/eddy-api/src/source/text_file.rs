@@ -54,7 +54,7 @@ impl TextFileSource {
 
 impl RichFunction for TextFileSource {
     fn initialize_state(&mut self, ctx: &mut RuntimeContext<'_>) -> FunctionResult {
-        let (index, parallelism) = (ctx.index_of_this_subtask() as usize, ctx.number_of_parallel_subtasks() as usize);
+        let (index, parallelism) = (ctx.index_of_this_subtask().0 as usize, ctx.number_of_parallel_subtasks() as usize);
         let store = ctx.operator_state();
         let restored = store.is_restored();
         let state = store.list_state(&Self::descriptor())?;

@@ -4,6 +4,7 @@
 use super::shared_work::SharedWork;
 use crate::descriptor::StateMeta;
 use crate::error::StateError;
+use eddy_types::CheckpointId;
 use eddy_types::{KeyGroup, KeyGroupRange, KeyHash, MaxParallelism};
 use std::any::Any;
 use std::cell::RefCell;
@@ -182,7 +183,7 @@ pub trait KeyedStateBackend: Send {
     /// [`NativeSnapshot::pending`]: super::NativeSnapshot::pending
     fn snapshot_for_checkpoint(
         &mut self,
-        checkpoint_id: u64,
+        checkpoint_id: CheckpointId,
         canonical: bool,
     ) -> Result<KeyedStateSnapshot, StateError> {
         let _ = (checkpoint_id, canonical);

@@ -7,6 +7,7 @@
 
 use super::native::NativeSnapshot;
 use crate::error::StateError;
+use eddy_types::CheckpointId;
 
 /// How a state's data is laid out in a raw table.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -50,7 +51,11 @@ pub trait RawStore: Send {
     /// The store's own files for checkpoint `checkpoint_id` (everything written or handed
     /// over so far must be in them), or `None` when it has none. `canonical`: the snapshot must end up in
     /// the canonical form, so the files must come with a deferred reader.
-    fn native_snapshot(&mut self, checkpoint_id: u64, canonical: bool) -> Result<Option<NativeSnapshot>, StateError> {
+    fn native_snapshot(
+        &mut self,
+        checkpoint_id: CheckpointId,
+        canonical: bool,
+    ) -> Result<Option<NativeSnapshot>, StateError> {
         let _ = (checkpoint_id, canonical);
         Ok(None)
     }

@@ -12,6 +12,7 @@ use super::native::Unstored;
 use super::raw::{RawLayout, RawStore};
 use crate::descriptor::StateMeta;
 use crate::error::StateError;
+use eddy_types::CheckpointId;
 use eddy_types::{assign_to_key_group, KeyGroup, KeyGroupRange, KeyHash, MaxParallelism};
 use eddy_types::{Clock, WallClock};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -248,7 +249,7 @@ impl KeyedStateBackend for TableKeyedStateBackend {
 
     fn snapshot_for_checkpoint(
         &mut self,
-        checkpoint_id: u64,
+        checkpoint_id: CheckpointId,
         canonical: bool,
     ) -> Result<KeyedStateSnapshot, StateError> {
         if let Some(store) = self.raw_store.as_mut() {
