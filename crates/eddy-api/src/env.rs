@@ -169,6 +169,13 @@ impl Env {
         self
     }
 
+    /// The seed the run derives its ids and file names from (by default drawn when the job
+    /// starts, and logged): a run with the seed of another names things the same way.
+    pub fn set_seed(&self, seed: u64) -> &Self {
+        self.inner.borrow_mut().config.seed = Some(seed);
+        self
+    }
+
     /// Start even when the restored state has operators this job lacks (their state is dropped).
     pub fn set_allow_non_restored_state(&self, allow: bool) -> &Self {
         self.inner.borrow_mut().config.allow_non_restored_state = allow;

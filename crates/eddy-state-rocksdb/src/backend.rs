@@ -5,13 +5,10 @@ use crate::native::{read_key_groups, restore_store, BACKEND};
 use crate::store::{RocksDbRawStore, SlotMemory};
 use eddy_state::keyed::{BackendInstance, KeyedBackendFactory, KeyedStateBackend, KeyedStateSnapshot};
 use eddy_state::{StateError, TableKeyedStateBackend};
-use eddy_types::{KeyGroupRange, MaxParallelism};
+use eddy_types::{KeyGroupRange, MaxParallelism, RunSeed};
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-
-static NEXT_INSTANCE: AtomicU64 = AtomicU64::new(0);
 
 /// Chooses RocksDB as the keyed state backend of a job: `env.set_state_backend(...)`
 /// (Flink's `EmbeddedRocksDBStateBackend`).
@@ -75,14 +72,15 @@ impl RocksDbStateBackend {
         range: KeyGroupRange,
         max: MaxParallelism,
     ) -> Result<Box<dyn KeyedStateBackend>, StateError> {
-        self.create(&BackendInstance { name, subtask: 0, range, max_parallelism: max }, None)
+        let seed = RunSeed::draw();
+        self.create(&BackendInstance { name, subtask: 0, range, max_parallelism: max, seed }, None)
     }
 
-    /// A working directory no other instance uses.
-    fn instance_dir(&self, name: &str) -> PathBuf {
-        let instance = NEXT_INSTANCE.fetch_add(1, Ordering::Relaxed);
-        let safe: String = name.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '_' }).collect();
-        self.working_dir.join(format!("{safe}-{}-{instance}", std::process::id()))
+    /// A working directory no other instance uses: the instance's seed differs per run,
+    /// attempt and operator instance.
+    fn instance_dir(&self, instance: &BackendInstance<'_>) -> PathBuf {
+        let safe: String = instance.name.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '_' }).collect();
+        self.working_dir.join(format!("{safe}-{}", instance.seed.hex()))
     }
 
     /// The memory of slot `subtask`, created with the first instance in it.
@@ -108,7 +106,7 @@ impl KeyedBackendFactory for RocksDbStateBackend {
         restored: Option<KeyedStateSnapshot>,
     ) -> Result<Box<dyn KeyedStateBackend>, StateError> {
         let (range, memory) = (instance.range, self.slot_memory(instance.subtask)?);
-        let dir = self.instance_dir(instance.name);
+        let dir = self.instance_dir(instance);
         let mut canonical = KeyedStateSnapshot { key_group_range: Some(range), ..KeyedStateSnapshot::default() };
         let store = match restored {
             None => RocksDbRawStore::open_in_slot(&dir, &memory)?,
@@ -132,7 +130,7 @@ impl KeyedBackendFactory for RocksDbStateBackend {
                 }
             }
         };
-        let store = store.with_native_snapshots(range, self.incremental);
+        let store = store.with_native_snapshots(range, self.incremental).with_instance_id(instance.seed.hex());
         let mut backend = TableKeyedStateBackend::new(range, instance.max_parallelism)
             .with_raw_store(Box::new(store), self.cache_entries);
         if !canonical.states.is_empty() {
@@ -151,8 +149,13 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("eddy-rocksdb-slots-{}", std::process::id()));
         let backend = RocksDbStateBackend::new(&dir).with_memory_per_slot(16 << 20);
         let max = MaxParallelism::default();
-        let instance =
-            |name, subtask| BackendInstance { name, subtask, range: KeyGroupRange::all(max), max_parallelism: max };
+        let instance = |name, subtask| BackendInstance {
+            name,
+            subtask,
+            range: KeyGroupRange::all(max),
+            max_parallelism: max,
+            seed: RunSeed(7).derive(name.as_bytes()),
+        };
         let a = backend.create(&instance("a", 0), None).unwrap();
         let b = backend.create(&instance("b", 0), None).unwrap();
         let c = backend.create(&instance("c", 1), None).unwrap();

@@ -94,14 +94,6 @@ fn options(memory: &SlotMemory) -> Options {
     options
 }
 
-/// A name no other instance (in this or another process, now or later) has.
-fn unique_id() -> String {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static NEXT: AtomicU64 = AtomicU64::new(0);
-    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
-    format!("{:x}-{:x}-{}", nanos, std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed))
-}
-
 impl RocksDbRawStore {
     /// Opens a fresh instance in `dir` (created; removed again on drop) within a memory
     /// budget of its own, `memory_bytes` (half block cache, half write buffers).
@@ -140,7 +132,9 @@ impl RocksDbRawStore {
             tables,
             range: None,
             incremental: false,
-            uid: unique_id(),
+            // Opened outside a job (tools, tests): a fresh random id; a job's backend
+            // gives the instance's seeded one (`with_instance_id`).
+            uid: eddy_types::RunSeed::draw().hex(),
             restored_shared: HashMap::new(),
             gate: WriteGate::default(),
             preparing: None,
@@ -153,6 +147,13 @@ impl RocksDbRawStore {
     pub fn with_native_snapshots(mut self, range: KeyGroupRange, incremental: bool) -> Self {
         self.range = Some(range);
         self.incremental = incremental;
+        self
+    }
+
+    /// The id the instance's shared files are named by (unique per run, attempt and
+    /// operator instance: see [`eddy_types::RunSeed`]).
+    pub fn with_instance_id(mut self, id: String) -> Self {
+        self.uid = id;
         self
     }
 

@@ -42,8 +42,13 @@ fn writes_after_the_barrier_stay_out_of_a_checkpoint_made_off_the_task_thread() 
         // A cache of a tenth of the keys: rounds evict, so values are read back from RocksDB.
         let factory = RocksDbStateBackend::new(&dir).with_cache_entries(200).with_incremental_checkpoints(incremental);
         let max = MaxParallelism::default();
-        let instance =
-            BackendInstance { name: "off-thread", subtask: 0, range: KeyGroupRange::all(max), max_parallelism: max };
+        let instance = BackendInstance {
+            name: "off-thread",
+            subtask: 0,
+            range: KeyGroupRange::all(max),
+            max_parallelism: max,
+            seed: eddy_types::RunSeed(1),
+        };
         install_backend(factory.create(&instance, None).unwrap()).unwrap();
         let count = ValueState::declare(&ValueStateDescriptor::<u64>::new("count")).unwrap();
         let seen = MapState::declare(&MapStateDescriptor::<u64, u64>::new("seen")).unwrap();

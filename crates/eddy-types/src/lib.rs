@@ -16,7 +16,7 @@ pub mod key_group;
 
 pub use clock::{Clock, ManualClock, SystemClock, WallClock};
 pub use error::TypesError;
-pub use ids::{CheckpointId, NodeId, SubtaskIndex};
+pub use ids::{CheckpointId, NodeId, RunSeed, SubtaskIndex};
 pub use key::{decode_whole_key, stable_hash, Key, KeyHash};
 pub use key_group::{
     assign_to_key_group, compute_key_group_for_hash, key_group_range_for_subtask, operator_index_for_key_group,

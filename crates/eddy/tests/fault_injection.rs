@@ -279,7 +279,8 @@ fn canonical(keyed: eddy::state::KeyedStateSnapshot) -> eddy::state::KeyedStateS
         let range = keyed.key_group_range.unwrap();
         let max = eddy::types::MaxParallelism::default();
         let backend = RocksDbStateBackend::new(temp_dir("canonical"));
-        let instance = eddy::state::BackendInstance { name: "verify", subtask: 0, range, max_parallelism: max };
+        let seed = eddy::types::RunSeed::draw();
+        let instance = eddy::state::BackendInstance { name: "verify", subtask: 0, range, max_parallelism: max, seed };
         let mut restored = backend.create(&instance, Some(keyed)).unwrap();
         restored.snapshot().unwrap()
     }

@@ -267,7 +267,8 @@ fn keys_job(env: &Env, source: &str, keys: std::ops::Range<u64>) {
 
 /// Job A leaves one checkpoint of 50,000 keys; job B restores it, changes 10 keys and
 /// takes its final checkpoint. NO_CLAIM: B uploads its own copy and leaves A's checkpoint
-/// whole. CLAIM: B references A's files and, finishing, deletes both.
+/// whole. CLAIM: B references A's files and, finishing, deletes both. Both runs have the
+/// same seed: B's file names must differ from A's all the same.
 #[test]
 fn restore_modes_decide_who_owns_the_restored_checkpoint() {
     for mode in [RestoreMode::NoClaim, RestoreMode::Claim] {
@@ -280,6 +281,7 @@ fn restore_modes_decide_who_owns_the_restored_checkpoint() {
             ..CheckpointConfig::default()
         };
         let env = Env::new();
+        env.set_seed(42);
         env.set_parallelism(2);
         env.set_state_backend(rocksdb(&dir));
         env.set_checkpoint_config(config(true));
@@ -291,6 +293,7 @@ fn restore_modes_decide_who_owns_the_restored_checkpoint() {
         let files_of_a = files_in(&checkpoints.join("shared"));
 
         let env = Env::new();
+        env.set_seed(42);
         env.set_parallelism(2);
         env.set_state_backend(rocksdb(&dir));
         env.set_checkpoint_config(config(false));

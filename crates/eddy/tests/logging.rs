@@ -29,6 +29,7 @@ fn a_running_job_logs_its_checkpoints_failures_and_restarts_as_they_happen() {
         .with_max_level(tracing::Level::INFO)
         .finish();
     let env = Env::new();
+    env.set_seed(7);
     env.set_parallelism(1);
     env.enable_checkpointing(10);
     env.set_restart_strategy(RestartStrategy::FixedDelay { attempts: 3, delay_ms: 1 });
@@ -56,6 +57,7 @@ fn a_running_job_logs_its_checkpoints_failures_and_restarts_as_they_happen() {
     let log = String::from_utf8(buffer.0.lock().unwrap().clone()).unwrap();
     let position = |what: &str| log.find(what).unwrap_or_else(|| panic!("no '{what}' in:\n{log}"));
     let started = position("job starting");
+    position("seed=0000000000000007");
     let checkpoint = position("checkpoint completed checkpoint=");
     let failed = position("task failed; cancelling the attempt operator=");
     let restart = position("restarting job=logged restart=1");

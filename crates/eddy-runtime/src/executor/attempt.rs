@@ -12,7 +12,7 @@ use eddy_checkpoint::metadata::{encode_task_state, CheckpointMetadata, OperatorE
 use eddy_checkpoint::retained::RetainedCheckpoints;
 use eddy_checkpoint::storage::{file_safe, upload_native_files, CheckpointStorage, ObjectCheckpointStorage};
 use eddy_checkpoint::{CheckpointError, CheckpointId, OperatorSnapshot, SnapshotKind};
-use eddy_types::NodeId;
+use eddy_types::{NodeId, RunSeed};
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -34,6 +34,14 @@ pub(super) enum AttemptEnd {
     Failed(JobError),
 }
 
+/// Where an attempt starts: the state it restores, the number of its first checkpoint,
+/// and the seed it names what it creates by.
+pub(super) struct AttemptStart {
+    pub(super) restore: Option<(CheckpointId, Arc<RestorePlan>)>,
+    pub(super) next_checkpoint_id: u64,
+    pub(super) seed: RunSeed,
+}
+
 /// What a subtask thread hands back: its task index and how it ended.
 type TaskExit = (usize, Result<(), TaskError>);
 
@@ -43,8 +51,7 @@ impl LocalExecutor {
         &self,
         graph: &Arc<StreamGraph>,
         plan: &Arc<ChainPlan>,
-        restore: Option<(CheckpointId, Arc<RestorePlan>)>,
-        next_checkpoint_id: u64,
+        AttemptStart { restore, next_checkpoint_id, seed }: AttemptStart,
         (storage, retained): (&Arc<dyn CheckpointStorage>, &RefCell<RetainedCheckpoints>),
         result: &mut JobResult,
     ) -> AttemptEnd {
@@ -68,6 +75,7 @@ impl LocalExecutor {
                 clock: self.clock.clone(),
                 reports: reports_tx.clone(),
                 restore: restore.as_ref().map(|(_, plan)| plan.clone()),
+                seed,
             };
             let (graph, plan, done_tx) = (graph.clone(), plan.clone(), done_tx.clone());
             let spawned = std::thread::Builder::new().name(name).spawn(move || {

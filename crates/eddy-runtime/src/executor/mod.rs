@@ -23,14 +23,14 @@ mod wiring;
 use crate::error::JobError;
 use crate::graph::{plan_chains, validate, RestoreFrom, RestoreMode, StorageChoice, StreamGraph};
 use crate::task::install_panic_capture;
-use attempt::{discard_checkpoint, AttemptEnd};
+use attempt::{discard_checkpoint, AttemptEnd, AttemptStart};
 use eddy_checkpoint::restart::RestartBackoff;
 use eddy_checkpoint::retained::RetainedCheckpoints;
 use eddy_checkpoint::storage::{
     load_checkpoint_dir, CheckpointStorage, MemoryCheckpointStorage, ObjectCheckpointStorage,
 };
 use eddy_checkpoint::{CheckpointError, CheckpointId};
-use eddy_types::{Clock, SystemClock};
+use eddy_types::{Clock, RunSeed, SystemClock};
 use restore::{check_restore, checkpoint_number, claim, load_latest, load_latest_of, mark_native_owned, restore_plan};
 use std::cell::RefCell;
 use std::sync::Arc;
@@ -148,8 +148,10 @@ impl LocalExecutor {
         if let (Some(checkpoint), RestoreMode::Claim) = (restore.as_mut(), config.restore_mode) {
             claim(checkpoint, storage.as_ref(), &mut retained.borrow_mut()).map_err(&fail)?;
         }
+        let seed = config.seed.map_or_else(RunSeed::draw, RunSeed);
         tracing::info!(
             job = %job,
+            seed = %seed.hex(),
             subtasks = plan.heads.iter().map(|head| graph.node(*head).parallelism).sum::<u32>(),
             storage = %storage.describe(),
             restore_from = restore.as_ref().map_or("nothing", |c| c.location.as_str()),
@@ -178,7 +180,15 @@ impl LocalExecutor {
             let restored_id = restored.as_ref().map(|(id, _)| id.0);
             let next_id = newest_stored.max(restored_id).unwrap_or(0) + 1;
             let checkpoints = (&storage, &retained);
-            let end = self.attempt(&graph, &plan, restored, next_id, checkpoints, &mut result);
+            // Every attempt names what it creates anew (its backends' instances), from the
+            // restart count and its first checkpoint number: a later run into the same
+            // directory starts after every stored number, so even with the same seed its
+            // names differ from an earlier run's.
+            let mut part = u64::from(result.restarts).to_le_bytes().to_vec();
+            part.extend_from_slice(&next_id.to_le_bytes());
+            let attempt_seed = seed.derive(&part);
+            let start = AttemptStart { restore: restored, next_checkpoint_id: next_id, seed: attempt_seed };
+            let end = self.attempt(&graph, &plan, start, checkpoints, &mut result);
             result.duration = started.elapsed();
             match end {
                 AttemptEnd::Finished | AttemptEnd::Stopped => {

@@ -11,7 +11,7 @@ use crate::task::{
     catch_task_panic, mailbox, MailboxReceiver, MailboxSender, OperatorInfo, SourceDriver, StepResult, TaskDriver,
     TaskReport, TaskShared,
 };
-use eddy_types::{key_group_range_for_subtask, Clock, NodeId};
+use eddy_types::{key_group_range_for_subtask, Clock, NodeId, RunSeed};
 use std::collections::HashMap;
 use std::rc::Rc;
 use std::sync::atomic::AtomicBool;
@@ -111,6 +111,7 @@ pub(super) struct TaskContext {
     pub(super) clock: Arc<dyn Clock>,
     pub(super) reports: crossbeam_channel::Sender<TaskReport>,
     pub(super) restore: Option<Arc<RestorePlan>>,
+    pub(super) seed: RunSeed,
 }
 
 /// The body of a subtask's thread.
@@ -131,6 +132,7 @@ pub(super) fn run_task(
             shared: shared.clone(),
             writers: setup.writers,
             restore: context.restore,
+            seed: context.seed,
         };
         let mut driver = builder.driver(setup.head, setup.inputs, setup.mailbox);
         let result = (|| {
@@ -157,6 +159,7 @@ pub(super) struct ChainBuilder<'a> {
     shared: Rc<TaskShared>,
     writers: HashMap<usize, WriterTargets>,
     restore: Option<Arc<RestorePlan>>,
+    seed: RunSeed,
 }
 
 impl ChainBuilder<'_> {
@@ -175,6 +178,7 @@ impl ChainBuilder<'_> {
             restored,
             state_backend: self.graph.config.state_backend.clone(),
             native_snapshots: matches!(self.graph.config.storage, StorageChoice::Directory(_)),
+            seed: self.seed,
             shared: self.shared.clone(),
         }
     }

@@ -63,6 +63,9 @@ pub struct JobConfig {
     /// Start even if the restored state has operators this job does not have.
     pub allow_non_restored_state: bool,
     pub savepoint: Option<SavepointRequest>,
+    /// The seed the run derives its ids and file names from; `None`: drawn when the job
+    /// starts (and logged).
+    pub seed: Option<u64>,
 }
 
 impl Default for JobConfig {
@@ -76,6 +79,7 @@ impl Default for JobConfig {
             restore: None,
             allow_non_restored_state: false,
             savepoint: None,
+            seed: None,
         }
     }
 }

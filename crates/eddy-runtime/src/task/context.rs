@@ -169,5 +169,7 @@ pub struct OperatorInfo {
     pub state_backend: Arc<dyn eddy_state::KeyedBackendFactory>,
     /// Checkpoints may take the backend's own format (the checkpoint storage keeps files).
     pub native_snapshots: bool,
+    /// The seed of this attempt of the run, for ids and file names.
+    pub seed: eddy_types::RunSeed,
     pub shared: Rc<TaskShared>,
 }

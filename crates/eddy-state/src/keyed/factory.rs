@@ -4,7 +4,7 @@
 use super::backend::{KeyedStateBackend, KeyedStateSnapshot};
 use super::table_backend::TableKeyedStateBackend;
 use crate::error::StateError;
-use eddy_types::{KeyGroupRange, MaxParallelism};
+use eddy_types::{KeyGroupRange, MaxParallelism, RunSeed};
 
 /// The keyed operator instance a backend is made for.
 #[derive(Debug, Clone, Copy)]
@@ -16,6 +16,8 @@ pub struct BackendInstance<'a> {
     pub subtask: u32,
     pub range: KeyGroupRange,
     pub max_parallelism: MaxParallelism,
+    /// The seed of this instance in this attempt of the run: what it names its files by.
+    pub seed: RunSeed,
 }
 
 /// Makes the keyed backend of each keyed operator instance.
