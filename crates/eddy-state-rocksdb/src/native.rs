@@ -155,7 +155,7 @@ pub(crate) fn read_key_groups(
         return Ok(());
     }
     let store = RocksDbRawStore::open_read_only(native.local_dir()?, native.tables.clone())?;
-    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64);
+    let now = eddy_types::Clock::now_ms(&eddy_types::WallClock);
     for table in &native.tables {
         let raw = store.table_by_id(table.id)?;
         let mut key_groups = Vec::new();

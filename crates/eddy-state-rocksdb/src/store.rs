@@ -214,8 +214,9 @@ fn drop_expired(_level: u32, key: &[u8], value: &[u8]) -> rocksdb::compaction_fi
     let is_ttl = key.first().is_some_and(|b| u16::from(*b) << 8 & TTL_TABLE != 0);
     if is_ttl && value.len() >= 8 {
         let expiry = u64::from_be_bytes(value[..8].try_into().expect("8 bytes"));
-        let now =
-            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64);
+        // Expiry times are wall-clock (they outlive the process), read through the clock
+        // trait like every time; a compaction filter is a plain function, so the wall clock.
+        let now = eddy_types::Clock::now_ms(&eddy_types::WallClock);
         if expiry <= now {
             return Decision::Remove;
         }

@@ -1,4 +1,5 @@
-//! Time is read through [`Clock`] so that tests can drive it by hand.
+//! Time is read, and waited for, through [`Clock`], so that tests (and a simulation) can
+//! drive it by hand.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -8,6 +9,12 @@ use std::time::Instant;
 pub trait Clock: Send + Sync {
     /// Milliseconds since an arbitrary, fixed origin.
     fn now_ms(&self) -> u64;
+
+    /// Waits `ms` milliseconds of this clock's time: the machine's clocks sleep; a clock
+    /// driven by hand moves its time on and returns at once.
+    fn sleep_ms(&self, ms: u64) {
+        std::thread::sleep(std::time::Duration::from_millis(ms));
+    }
 }
 
 /// The machine's monotonic clock.
@@ -65,6 +72,10 @@ impl Clock for ManualClock {
     fn now_ms(&self) -> u64 {
         self.now_ms.load(Ordering::SeqCst)
     }
+
+    fn sleep_ms(&self, ms: u64) {
+        self.advance_ms(ms);
+    }
 }
 
 #[cfg(test)]
@@ -78,5 +89,9 @@ mod tests {
         assert_eq!(clock.now_ms(), 10);
         other.advance_ms(5);
         assert_eq!(clock.now_ms(), 15);
+        let started = std::time::Instant::now();
+        clock.sleep_ms(60_000);
+        assert_eq!(other.now_ms(), 60_015, "a minute's sleep moves the time on");
+        assert!(started.elapsed() < std::time::Duration::from_secs(1), "and returns at once");
     }
 }

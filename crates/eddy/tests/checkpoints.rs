@@ -498,3 +498,36 @@ fn a_stuck_task_does_not_stall_the_coordinators_timeouts() {
         STUCK.as_millis()
     );
 }
+
+/// The coordinator reads and waits for time through the executor's clock: on a clock
+/// driven by hand, an hour's restart delay passes at once and the job's duration is the
+/// clock's.
+#[test]
+fn restart_delays_and_durations_follow_the_executors_clock() {
+    let (done_tx, done_rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let env = Env::new();
+        env.set_parallelism(1);
+        env.set_restart_strategy(RestartStrategy::FixedDelay { attempts: 1, delay_ms: 3_600_000 });
+        let failed = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let sink = CollectSink::new();
+        env.from_sequence(0, 99)
+            .map(move |i| {
+                if i == 50 && !failed.swap(true, std::sync::atomic::Ordering::SeqCst) {
+                    panic!("injected failure");
+                }
+                i
+            })
+            .add_sink(sink.clone());
+        let graph = env.stream_graph("clocked").unwrap();
+        let clock = std::sync::Arc::new(eddy::types::ManualClock::new(0));
+        let result = eddy_runtime::LocalExecutor::with_clock(clock).execute(graph);
+        let _ = done_tx.send((result, sink.take().len()));
+    });
+    let (result, records) =
+        done_rx.recv_timeout(std::time::Duration::from_secs(60)).expect("the hour's delay passed on the job's clock");
+    let result = result.unwrap();
+    assert_eq!(result.restarts, 1);
+    assert!(result.duration >= std::time::Duration::from_secs(3_600), "{:?}", result.duration);
+    assert!(records >= 100, "the second attempt ran to the end");
+}

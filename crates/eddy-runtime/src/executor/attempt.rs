@@ -12,12 +12,12 @@ use eddy_checkpoint::metadata::{encode_task_state, CheckpointMetadata, OperatorE
 use eddy_checkpoint::retained::RetainedCheckpoints;
 use eddy_checkpoint::storage::{file_safe, upload_native_files, CheckpointStorage, ObjectCheckpointStorage};
 use eddy_checkpoint::{CheckpointError, CheckpointId, OperatorSnapshot, SnapshotKind};
-use eddy_types::{NodeId, RunSeed};
+use eddy_types::{Clock, NodeId, RunSeed, WallClock};
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use super::restore::RestorePlan;
 use super::wiring::{run_task, wire, TaskContext};
@@ -104,7 +104,8 @@ impl LocalExecutor {
             mailboxes: Mailboxes::new(mailboxes),
             tasks,
             cancel: cancel.clone(),
-            started: Instant::now(),
+            started_ms: self.clock.now_ms(),
+            clock: self.clock.clone(),
             coordinator: CheckpointCoordinator::new(config.checkpoint.clone(), handles.len(), next_checkpoint_id),
             triggered_at: HashMap::new(),
             failure: None,
@@ -136,9 +137,13 @@ pub(super) struct AttemptRun<'a> {
     mailboxes: Mailboxes,
     tasks: Vec<(NodeId, u32)>,
     cancel: Arc<AtomicBool>,
-    started: Instant,
+    /// The executor's clock: every time the coordinator reads or waits for.
+    clock: Arc<dyn Clock>,
+    started_ms: u64,
     coordinator: CheckpointCoordinator<Vec<OperatorSnapshot>>,
-    triggered_at: HashMap<u64, (Instant, u64)>,
+    /// Per pending checkpoint: when it was triggered (clock ms, wall-clock ms for the
+    /// metadata).
+    triggered_at: HashMap<u64, (u64, u64)>,
     failure: Option<JobError>,
     stopping: bool,
     savepoint_triggered: bool,
@@ -154,7 +159,7 @@ impl AttemptRun<'_> {
     }
 
     fn now_ms(&self) -> u64 {
-        self.started.elapsed().as_millis() as u64
+        self.clock.now_ms().saturating_sub(self.started_ms)
     }
 
     fn broadcast(&mut self, control: Control) {
@@ -265,7 +270,7 @@ impl AttemptRun<'_> {
     fn trigger(&mut self, kind: SnapshotKind, now: u64) {
         let id = self.coordinator.trigger(kind, now);
         tracing::debug!(checkpoint = %id, kind = ?kind, "checkpoint triggered");
-        self.triggered_at.insert(id.0, (Instant::now(), wall_ms()));
+        self.triggered_at.insert(id.0, (self.clock.now_ms(), WallClock.now_ms()));
         let barrier = CheckpointBarrier { id, kind };
         for index in 0..self.tasks.len() {
             if self.is_source(self.tasks[index].0) {
@@ -300,7 +305,7 @@ impl AttemptRun<'_> {
             self.job_finished_sent = true;
             if self.graph.config.checkpointing_enabled() {
                 if let Some(last) = self.coordinator.final_checkpoint(now) {
-                    self.triggered_at.insert(last.id.0, (Instant::now(), wall_ms()));
+                    self.triggered_at.insert(last.id.0, (self.clock.now_ms(), WallClock.now_ms()));
                     self.store(last, result, false);
                 }
             }
@@ -421,8 +426,8 @@ impl AttemptRun<'_> {
         storage: &dyn CheckpointStorage,
         mut retained: Option<&mut RetainedCheckpoints>,
     ) -> Result<CheckpointStats, CheckpointError> {
-        let (triggered, timestamp_ms) = self.triggered_at.get(&checkpoint.id.0).copied().unwrap_or((Instant::now(), 0));
-        let writing = Instant::now();
+        let writing = self.clock.now_ms();
+        let (triggered, timestamp_ms) = self.triggered_at.get(&checkpoint.id.0).copied().unwrap_or((writing, 0));
         let sync_micros = checkpoint.task_states.iter().flatten().map(|s| s.sync_micros).max().unwrap_or(0);
         let wait_micros = checkpoint.task_states.iter().flatten().map(|s| s.wait_micros).max().unwrap_or(0);
         let mut tasks = Vec::with_capacity(checkpoint.task_states.len());
@@ -470,8 +475,8 @@ impl AttemptRun<'_> {
             incremental_bytes,
             sync_ms: sync_micros / 1000,
             wait_ms: wait_micros / 1000,
-            async_ms: writing.elapsed().as_millis() as u64,
-            duration_ms: triggered.elapsed().as_millis() as u64,
+            async_ms: self.clock.now_ms().saturating_sub(writing),
+            duration_ms: self.clock.now_ms().saturating_sub(triggered),
             location,
         })
     }
@@ -499,9 +504,4 @@ pub(super) fn discard_checkpoint(
             tracing::warn!(file = %unused, error = %e, "cannot delete a shared file no checkpoint references");
         }
     }
-}
-
-/// Wall-clock milliseconds since the Unix epoch, for checkpoint metadata.
-pub(super) fn wall_ms() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
 }

@@ -34,7 +34,7 @@ use eddy_types::{Clock, RunSeed, SystemClock};
 use restore::{check_restore, checkpoint_number, claim, load_latest, load_latest_of, mark_native_owned, restore_plan};
 use std::cell::RefCell;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Size and duration of a completed checkpoint.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -160,7 +160,8 @@ impl LocalExecutor {
         let graph = Arc::new(graph);
         let plan = Arc::new(plan);
         let mut backoff = RestartBackoff::new(config.restart_strategy());
-        let started = Instant::now();
+        let started_ms = self.clock.now_ms();
+        let elapsed_ms = || self.clock.now_ms().saturating_sub(started_ms);
         loop {
             let restored = match &restore {
                 Some(checkpoint) => Some((
@@ -189,7 +190,7 @@ impl LocalExecutor {
             let attempt_seed = seed.derive(&part);
             let start = AttemptStart { restore: restored, next_checkpoint_id: next_id, seed: attempt_seed };
             let end = self.attempt(&graph, &plan, start, checkpoints, &mut result);
-            result.duration = started.elapsed();
+            result.duration = Duration::from_millis(elapsed_ms());
             match end {
                 AttemptEnd::Finished | AttemptEnd::Stopped => {
                     if config.savepoint.is_some() && result.savepoint.is_none() {
@@ -215,7 +216,7 @@ impl LocalExecutor {
                 }
                 AttemptEnd::Failed(error) => {
                     let delay_ms = match error {
-                        JobError::TaskFailed { .. } => backoff.on_failure(started.elapsed().as_millis() as u64),
+                        JobError::TaskFailed { .. } => backoff.on_failure(elapsed_ms()),
                         _ => None,
                     };
                     let Some(delay_ms) = delay_ms else {
@@ -223,7 +224,7 @@ impl LocalExecutor {
                         return Err(error);
                     };
                     result.restarts = backoff.restarts();
-                    std::thread::sleep(Duration::from_millis(delay_ms));
+                    self.clock.sleep_ms(delay_ms);
                     // The newest checkpoint this run owns: never another run's, even a newer
                     // one in the same directory.
                     let own = |location: &str| {
