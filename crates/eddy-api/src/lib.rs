@@ -28,6 +28,9 @@ pub use stream::{
 /// to the next subtask's thread, and serializable (serde), as Flink requires a serializer
 /// for every type: any edge that is not forward may cross to another process in a
 /// cluster, where records travel in the compact binary form of [`eddy_types::codec`].
-/// Within a process records are passed as values and never serialized.
+/// Within a process records are passed as values and never serialized. That form
+/// (postcard) is not self-describing: serde attributes that need one (`flatten`,
+/// `skip_serializing_if`, untagged enums) do not round-trip, so record types should not
+/// use them.
 pub trait Data: Clone + Send + serde::Serialize + serde::de::DeserializeOwned + 'static {}
 impl<T: Clone + Send + serde::Serialize + serde::de::DeserializeOwned + 'static> Data for T {}

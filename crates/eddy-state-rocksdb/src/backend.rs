@@ -76,11 +76,12 @@ impl RocksDbStateBackend {
         self.create(&BackendInstance { name, subtask: 0, range, max_parallelism: max, seed }, None)
     }
 
-    /// A working directory no other instance uses: the instance's seed differs per run,
-    /// attempt and operator instance.
+    /// A working directory no other instance uses. Local only, so it need not be
+    /// reproducible: a fresh random part besides the instance's seed keeps a run with the
+    /// seed of a killed one (whose directory stayed) or of one running beside it apart.
     fn instance_dir(&self, instance: &BackendInstance<'_>) -> PathBuf {
         let safe: String = instance.name.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '_' }).collect();
-        self.working_dir.join(format!("{safe}-{}", instance.seed.hex()))
+        self.working_dir.join(format!("{safe}-{}-{}", instance.seed.hex(), RunSeed::draw().hex()))
     }
 
     /// The memory of slot `subtask`, created with the first instance in it.

@@ -189,6 +189,9 @@ impl AttemptRun<'_> {
         let mut exited = 0;
         while exited < task_count {
             self.mailboxes.flush();
+            if self.stopping && self.mailboxes.all_delivered() {
+                self.cancel_all();
+            }
             select! {
                 recv(done) -> exit => {
                     let Ok((index, outcome)) = exit else { break };
@@ -211,7 +214,9 @@ impl AttemptRun<'_> {
     fn task_failed(&mut self, index: usize, error: TaskError) {
         let job = self.graph.job_name.clone();
         if error == TaskError::Cancelled {
-            if !self.cancel.load(Ordering::SeqCst) {
+            // Stopping after a savepoint, tasks stop one by one as their mailboxes say;
+            // the others must still hear everything before them.
+            if !self.cancel.load(Ordering::SeqCst) && !self.stopping {
                 self.fail(JobError::Cancelled { job });
             }
             return;
@@ -305,11 +310,23 @@ impl AttemptRun<'_> {
             self.job_finished_sent = true;
             if self.graph.config.checkpointing_enabled() {
                 if let Some(last) = self.coordinator.final_checkpoint(now) {
-                    self.triggered_at.insert(last.id.0, (self.clock.now_ms(), WallClock.now_ms()));
-                    self.store(last, result, false);
+                    let id = last.id;
+                    self.triggered_at.insert(id.0, (self.clock.now_ms(), WallClock.now_ms()));
+                    // Sinks commit their end-of-input transactions when told the job
+                    // finished: only once the checkpoint that holds them is stored.
+                    if !self.store(last, result, false) {
+                        self.fail(JobError::Checkpoint {
+                            job: self.graph.job_name.clone(),
+                            message: format!(
+                                "the final checkpoint {id} could not be stored; nothing of it was committed"
+                            ),
+                        });
+                    }
                 }
             }
-            self.broadcast(Control::JobFinished);
+            if !self.cancel.load(Ordering::SeqCst) {
+                self.broadcast(Control::JobFinished);
+            }
         }
     }
 
@@ -340,8 +357,11 @@ impl AttemptRun<'_> {
                     result.savepoint = Some(stats.location);
                     self.broadcast(Control::Checkpoint(CheckpointEvent::Completed(checkpoint.id)));
                     if request.stop {
+                        // Every task hears of the savepoint before it stops (its sinks
+                        // commit): the stop goes through the mailboxes behind that news,
+                        // and the cancel flag follows once everything is delivered.
                         self.stopping = true;
-                        self.cancel_all();
+                        self.broadcast(Control::Cancel);
                     }
                 }
                 Err(e) => self.fail(JobError::Checkpoint {

@@ -67,6 +67,11 @@ impl Mailboxes {
         }
     }
 
+    /// Whether every message posted is in its task's mailbox.
+    pub fn all_delivered(&self) -> bool {
+        self.outboxes.iter().all(VecDeque::is_empty)
+    }
+
     /// Asks every task to stop, where there is room: tasks watch the cancel flag as well.
     pub fn cancel_all(&mut self) {
         for sender in &self.senders {

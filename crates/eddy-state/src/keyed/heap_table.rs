@@ -239,19 +239,19 @@ impl<S: StateValue> HeapTable<S> {
     fn expire_or_renew(&mut self, key: &CurrentKey, reading: bool) -> Result<(), StateError> {
         let Some(ttl) = self.ttl else { return Ok(()) };
         let (now, epoch) = (self.clock.now_ms(), self.epoch);
-        let expired = match self.find_mut(key) {
+        // Looked at first, changed only when it must be: a change copies a key group a
+        // snapshot shares.
+        let expired = match self.find(key) {
             None => return Ok(()),
-            Some(entry) if entry.expires_ms <= now => true,
-            Some(entry) => {
-                if reading && ttl.update_type == TtlUpdateType::OnReadAndWrite {
-                    entry.expires_ms = now.saturating_add(ttl.ttl_ms);
-                    entry.changed = epoch;
-                }
-                false
-            }
+            Some(entry) => entry.expires_ms <= now,
         };
         if expired {
             self.remove(key)?;
+        } else if reading && ttl.update_type == TtlUpdateType::OnReadAndWrite {
+            if let Some(entry) = self.find_mut(key) {
+                entry.expires_ms = now.saturating_add(ttl.ttl_ms);
+                entry.changed = epoch;
+            }
         }
         Ok(())
     }
@@ -290,8 +290,10 @@ impl<S: StateValue> HeapTable<S> {
     fn write_back(&mut self) -> Result<(), StateError> {
         let Some(raw) = self.raw.as_mut() else { return Ok(()) };
         let (name, ttl, since) = (self.name.clone(), self.ttl.is_some(), self.written);
-        (self.written, self.epoch) = (self.epoch, self.epoch + 1);
         if raw.holds_writes() {
+            // Handed over: from now on the write is the store's (a failure of it fails the
+            // store for every later access), so these changes count as written.
+            (self.written, self.epoch) = (self.epoch, self.epoch + 1);
             // At a barrier, before a snapshot made off the task thread: the key groups
             // are shared with the write (O(1) each, copied on the next change); the
             // changed values are serialized and written there.
@@ -313,7 +315,11 @@ impl<S: StateValue> HeapTable<S> {
         let first_key_group = self.first_key_group;
         let groups = self.groups.iter().enumerate().map(|(local, g)| (first_key_group + local as u32, g.get()));
         let (values, spans) = changes(&name, ttl, since, groups)?;
-        raw.put_batch(&mut spans.iter().map(|&(kg, key, start, end)| (kg, key, &values[start..end])))
+        raw.put_batch(&mut spans.iter().map(|&(kg, key, start, end)| (kg, key, &values[start..end])))?;
+        // Only once they are in the store: a failed write leaves them dirty, to be
+        // written again rather than dropped with an evicted key group.
+        (self.written, self.epoch) = (self.epoch, self.epoch + 1);
+        Ok(())
     }
 
     /// Makes room in the cache: writes back what changed, then drops whole key groups
@@ -447,13 +453,18 @@ impl<S: StateValue> HeapTable<S> {
 
     /// Removes the current key's value and returns it.
     pub fn remove(&mut self, key: &CurrentKey) -> Result<Option<S>, StateError> {
-        self.last_hit = None;
-        let cached = match self.groups[key.local_group].get_mut().find_entry(key.hash, |e| e.key.matches(key)) {
-            Ok(entry) => {
-                self.cached = self.cached.saturating_sub(1);
-                Some(entry.remove().0.value)
+        // A key that is not there leaves a shared key group unshared (no copy).
+        let cached = if self.find(key).is_some() {
+            self.last_hit = None;
+            match self.groups[key.local_group].get_mut().find_entry(key.hash, |e| e.key.matches(key)) {
+                Ok(entry) => {
+                    self.cached = self.cached.saturating_sub(1);
+                    Some(entry.remove().0.value)
+                }
+                Err(_) => None,
             }
-            Err(_) => None,
+        } else {
+            None
         };
         let Some(raw) = self.raw.as_mut() else { return Ok(cached) };
         let ttl = self.ttl.is_some();
