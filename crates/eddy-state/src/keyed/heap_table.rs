@@ -297,14 +297,7 @@ impl<S: StateValue> HeapTable<S> {
             // At a barrier, before a snapshot made off the task thread: the key groups
             // are shared with the write (O(1) each, copied on the next change); the
             // changed values are serialized and written there.
-            let first_key_group = self.first_key_group;
-            let groups: Vec<(u32, Arc<HashTable<Entry<S>>>)> = self
-                .groups
-                .iter_mut()
-                .enumerate()
-                .filter(|(_, group)| !group.get().is_empty())
-                .map(|(local, group)| (first_key_group + local as u32, group.share()))
-                .collect();
+            let groups = self.share_groups();
             let write: HeldWrite = Box::new(move |put| {
                 let (values, spans) = changes(&name, ttl, since, groups.iter().map(|(kg, g)| (*kg, &**g)))?;
                 spans.iter().for_each(|&(kg, key, start, end)| put(kg, key, &values[start..end]));
@@ -320,6 +313,19 @@ impl<S: StateValue> HeapTable<S> {
         // written again rather than dropped with an evicted key group.
         (self.written, self.epoch) = (self.epoch, self.epoch + 1);
         Ok(())
+    }
+
+    /// (key group, table) of every non-empty key group, shared from now on with whoever
+    /// reads them off the task thread (a snapshot, a write handed over): O(1) each, and a
+    /// change copies a group first.
+    fn share_groups(&mut self) -> Vec<(u32, Arc<HashTable<Entry<S>>>)> {
+        let first_key_group = self.first_key_group;
+        self.groups
+            .iter_mut()
+            .enumerate()
+            .filter(|(_, group)| !group.get().is_empty())
+            .map(|(local, group)| (first_key_group + local as u32, group.share()))
+            .collect()
     }
 
     /// Makes room in the cache: writes back what changed, then drops whole key groups
@@ -556,14 +562,7 @@ impl<S: StateValue> KeyedTable for HeapTable<S> {
         // The key groups as they are now, shared (O(1) each); filtered, sorted and
         // serialized later, off the task thread, while changes copy a group first.
         let now = self.clock.now_ms();
-        let first_key_group = self.first_key_group;
-        let groups: Vec<(u32, Arc<HashTable<Entry<S>>>)> = self
-            .groups
-            .iter_mut()
-            .enumerate()
-            .filter(|(_, group)| !group.get().is_empty())
-            .map(|(local, group)| (first_key_group + local as u32, group.share()))
-            .collect();
+        let groups = self.share_groups();
         let (name, ttl) = (self.name.clone(), self.ttl.is_some());
         Some(Box::new(move || {
             let mut key_groups = Vec::with_capacity(groups.len());
