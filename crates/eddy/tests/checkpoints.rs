@@ -147,21 +147,27 @@ fn fixed_delay_gives_up_after_its_attempts() {
 /// A job restored from the oldest of several checkpoints of another run, checkpointing
 /// into the same directory, that fails before it completed a checkpoint of its own,
 /// restarts from what it started from: never from the other run's newer checkpoints.
-#[test]
-fn a_failover_restores_the_jobs_own_checkpoints_only() {
-    let dir = temp_dir("failover-own");
+/// Another run of the counting job into `dir` that keeps its last `retained` checkpoints
+/// (taken every `interval_ms`); their directories, oldest first.
+fn earlier_run(dir: &Path, parallelism: u32, interval_ms: u64, retained: usize) -> Vec<PathBuf> {
     let env = Env::new();
-    env.set_parallelism(2);
+    env.set_parallelism(parallelism);
     env.set_checkpoint_config(CheckpointConfig {
-        interval_ms: 30,
-        retained: 3,
+        interval_ms,
+        retained,
         retain_on_cancel: true,
         ..CheckpointConfig::default()
     });
-    env.set_checkpoint_dir(&dir);
+    env.set_checkpoint_dir(dir);
     counting_job(&env, 20_000, CollectSink::new());
     env.execute("count").unwrap();
-    let earlier = checkpoint_dirs(&dir);
+    checkpoint_dirs(dir)
+}
+
+#[test]
+fn a_failover_restores_the_jobs_own_checkpoints_only() {
+    let dir = temp_dir("failover-own");
+    let earlier = earlier_run(&dir, 2, 30, 3);
     assert_eq!(earlier.len(), 3);
 
     let env = Env::new();
@@ -416,17 +422,7 @@ fn a_finished_tasks_keyed_state_is_in_every_later_checkpoint() {
 fn a_checkpoint_directory_that_cannot_be_listed_stops_the_job_before_it_reuses_an_id() {
     use std::os::unix::ffi::OsStrExt;
     let dir = temp_dir("unlistable");
-    let env = Env::new();
-    env.set_checkpoint_config(CheckpointConfig {
-        interval_ms: 20,
-        retained: 1,
-        retain_on_cancel: true,
-        ..CheckpointConfig::default()
-    });
-    env.set_checkpoint_dir(&dir);
-    counting_job(&env, 20_000, CollectSink::new());
-    env.execute("count").unwrap();
-    let earlier = checkpoint_dirs(&dir);
+    let earlier = earlier_run(&dir, 1, 20, 1);
     assert_eq!(earlier.len(), 1);
     let metadata = std::fs::read(earlier[0].join("_metadata")).unwrap();
     // A name the store cannot list (not UTF-8): the next run cannot tell which ids exist.
