@@ -176,6 +176,16 @@ impl Env {
         self
     }
 
+    /// Runs the job under deterministic simulation: every task on one thread in an order a
+    /// scheduler seeded with `seed` picks, on a simulated clock, with `faults` seeded faults
+    /// (task failures, storage write and read errors, files cut short). The same seed
+    /// takes the same steps and leaves the same [`JobResult::trace`](eddy_runtime::JobResult).
+    /// The heap state backend only.
+    pub fn simulate(&self, seed: u64, faults: u32) -> &Self {
+        self.inner.borrow_mut().config.simulation = Some(eddy_runtime::graph::Simulation { seed, faults });
+        self
+    }
+
     /// Start even when the restored state has operators this job lacks (their state is dropped).
     pub fn set_allow_non_restored_state(&self, allow: bool) -> &Self {
         self.inner.borrow_mut().config.allow_non_restored_state = allow;

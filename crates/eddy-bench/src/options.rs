@@ -36,6 +36,14 @@ pub struct CheckpointArgs {
     /// Stop with a savepoint after this long and print `savepoint=<path>`.
     #[arg(long, requires = "savepoint_dir")]
     pub stop_with_savepoint_after_ms: Option<u64>,
+    /// Run under deterministic simulation with this seed: every task on one thread in a
+    /// seeded order, on a simulated clock (heap backend). Prints `trace=<hash>`.
+    #[arg(long)]
+    pub simulate: Option<u64>,
+    /// Seeded faults to inject under --simulate: task failures, storage write and read
+    /// errors, files cut short.
+    #[arg(long, default_value_t = 0, requires = "simulate")]
+    pub faults: u32,
 }
 
 impl CheckpointArgs {
@@ -71,6 +79,9 @@ impl CheckpointArgs {
         }
         if let (Some(dir), Some(after_ms)) = (&self.savepoint_dir, self.stop_with_savepoint_after_ms) {
             env.stop_with_savepoint_after(dir, after_ms);
+        }
+        if let Some(seed) = self.simulate {
+            env.simulate(seed, self.faults);
         }
         Ok(())
     }
@@ -109,6 +120,19 @@ impl CheckpointArgs {
         if result.restarts > 0 {
             lines.push(("restarts".into(), result.restarts.to_string()));
         }
+        if self.simulate.is_some() {
+            lines.push(("trace".into(), format!("{:016x}", trace_hash(&result.trace))));
+        }
         lines
     }
+}
+
+/// FNV-1a over the trace's events, each ended by a newline: stable across runs, builds
+/// and machines.
+pub fn trace_hash(trace: &[String]) -> u64 {
+    let mut hash = 0xcbf2_9ce4_8422_2325u64;
+    for byte in trace.iter().flat_map(|event| event.bytes().chain(std::iter::once(b'\n'))) {
+        hash = (hash ^ u64::from(byte)).wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    hash
 }

@@ -18,3 +18,12 @@ pub enum CheckpointError {
     #[error("invalid checkpoint location '{location}': {message}")]
     InvalidLocation { location: String, message: String },
 }
+
+impl CheckpointError {
+    /// Whether the checkpoint itself is damaged or unreadable by this eddy (a restore may
+    /// fall back to an older one), rather than the storage failing to answer (a retry may
+    /// read it: falling back would restore older state than sinks already committed).
+    pub fn is_damaged_checkpoint(&self) -> bool {
+        matches!(self, CheckpointError::Corrupt { .. } | CheckpointError::UnsupportedVersion { .. })
+    }
+}

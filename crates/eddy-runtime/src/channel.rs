@@ -43,6 +43,25 @@ pub fn batch_channel<T>(capacity_batches: usize) -> (BatchSender<T>, BatchReceiv
     bounded(capacity_batches)
 }
 
+/// How many batches the queues between subtasks hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChannelCapacity {
+    /// Producers wait while it is full (backpressure): subtasks on threads of their own.
+    Bounded(usize),
+    /// Never full: under simulation one thread steps every task, so a producer waiting for
+    /// room would wait forever.
+    Unbounded,
+}
+
+impl ChannelCapacity {
+    pub fn channel<T>(self) -> (BatchSender<T>, BatchReceiver<T>) {
+        match self {
+            ChannelCapacity::Bounded(batches) => bounded(batches),
+            ChannelCapacity::Unbounded => crossbeam_channel::unbounded(),
+        }
+    }
+}
+
 /// What became of a checkpoint, as the tasks are told.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CheckpointEvent {

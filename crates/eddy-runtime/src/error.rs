@@ -83,8 +83,21 @@ pub enum JobError {
     /// Checkpoints could not be taken, stored or restored.
     #[error("job '{job}': {message}")]
     Checkpoint { job: String, message: String },
+    /// Checkpoints failed more often in a row than tolerated, the final checkpoint could
+    /// not be stored, or the state to restart from could not be read: the job fails over
+    /// and restarts under its restart strategy, as a failed task does (Flink's
+    /// `CheckpointFailureManager`).
+    #[error("job '{job}': {message}")]
+    CheckpointFailover { job: String, message: String },
     #[error("job '{job}': internal error (please report): {message}")]
     Internal { job: String, message: String },
+}
+
+impl JobError {
+    /// Whether the restart strategy may restart the job after this error.
+    pub fn is_restartable(&self) -> bool {
+        matches!(self, JobError::TaskFailed { .. } | JobError::CheckpointFailover { .. })
+    }
 }
 
 impl std::fmt::Debug for JobError {

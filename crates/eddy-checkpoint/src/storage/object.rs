@@ -90,10 +90,16 @@ impl ObjectCheckpointStorage {
 
     fn get(&self, relative: &str) -> Result<Vec<u8>, CheckpointError> {
         let path = ObjectPath::from(relative);
-        self.runtime
-            .block_on(async { self.store.get(&path).await?.bytes().await })
-            .map(|b| b.to_vec())
-            .map_err(|e| io(&self.full(relative), e))
+        self.runtime.block_on(async { self.store.get(&path).await?.bytes().await }).map(|b| b.to_vec()).map_err(|e| {
+            match e {
+                // A file the checkpoint needs is gone: the checkpoint is damaged, as with a
+                // wrong checksum, not the storage unavailable.
+                object_store::Error::NotFound { .. } => {
+                    CheckpointError::Corrupt { path: self.full(relative), message: "the file is missing".into() }
+                }
+                e => io(&self.full(relative), e),
+            }
+        })
     }
 
     /// Reads a file and checks its size and CRC-32 against what the metadata recorded.

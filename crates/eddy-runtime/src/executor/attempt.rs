@@ -2,7 +2,7 @@
 //! JobManager's role): checkpoint triggers, acknowledgements and timeouts, storing and
 //! retaining checkpoints, savepoints, the first failure.
 
-use crate::channel::{CheckpointBarrier, CheckpointEvent};
+use crate::channel::{ChannelCapacity, CheckpointBarrier, CheckpointEvent, CHANNEL_BATCHES_MAX};
 use crate::error::{JobError, TaskError};
 use crate::graph::{ChainPlan, OperatorFactory, StreamGraph};
 use crate::task::{Control, MailboxSender, Mailboxes, TaskReport};
@@ -20,7 +20,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::restore::RestorePlan;
-use super::wiring::{run_task, wire, TaskContext};
+use super::wiring::{run_task, wire, TaskContext, TaskSetup};
 use super::{CheckpointStats, JobResult, LocalExecutor};
 
 /// How often the coordinator looks at the time (checkpoint triggers, timeouts).
@@ -45,6 +45,9 @@ pub(super) struct AttemptStart {
 /// What a subtask thread hands back: its task index and how it ended.
 type TaskExit = (usize, Result<(), TaskError>);
 
+/// A subtask about to start: what it is wired to, and what it gets from the attempt.
+pub(super) type PendingTask = (TaskSetup, TaskContext);
+
 impl LocalExecutor {
     /// One run of the job from `restore`, until it finished, stopped or failed.
     pub(super) fn attempt(
@@ -55,18 +58,18 @@ impl LocalExecutor {
         (storage, retained): (&Arc<dyn CheckpointStorage>, &RefCell<RetainedCheckpoints>),
         result: &mut JobResult,
     ) -> AttemptEnd {
-        let job = graph.job_name.clone();
         let config = &graph.config;
-        let setups = wire(graph, plan);
+        let capacity = match self.simulator {
+            Some(_) => ChannelCapacity::Unbounded,
+            None => ChannelCapacity::Bounded(CHANNEL_BATCHES_MAX),
+        };
+        let setups = wire(graph, plan, capacity);
         let cancel = Arc::new(AtomicBool::new(false));
-        let (done_tx, done_rx) = crossbeam_channel::unbounded::<TaskExit>();
         let (reports_tx, reports_rx) = crossbeam_channel::unbounded::<TaskReport>();
         let mut mailboxes: Vec<MailboxSender> = Vec::new();
         let mut tasks: Vec<(NodeId, u32)> = Vec::new();
-        let mut handles = Vec::new();
+        let mut pending: Vec<PendingTask> = Vec::new();
         for (index, (setup, mailbox_tx)) in setups.into_iter().enumerate() {
-            let head = graph.node(setup.head);
-            let name = format!("{} ({}/{})", plan.chain_name(graph, setup.head), setup.subtask + 1, head.parallelism);
             tasks.push((setup.head, setup.subtask));
             mailboxes.push(mailbox_tx);
             let context = TaskContext {
@@ -77,23 +80,8 @@ impl LocalExecutor {
                 restore: restore.as_ref().map(|(_, plan)| plan.clone()),
                 seed,
             };
-            let (graph, plan, done_tx) = (graph.clone(), plan.clone(), done_tx.clone());
-            let spawned = std::thread::Builder::new().name(name).spawn(move || {
-                let outcome = run_task(&graph, &plan, setup, context);
-                let _ = done_tx.send((index, outcome));
-            });
-            match spawned {
-                Ok(handle) => handles.push(handle),
-                Err(e) => {
-                    cancel.store(true, Ordering::SeqCst);
-                    return AttemptEnd::Failed(JobError::Internal {
-                        job,
-                        message: format!("cannot start a subtask thread: {e}"),
-                    });
-                }
-            }
+            pending.push((setup, context));
         }
-        drop(done_tx);
         drop(reports_tx);
 
         let mut run = AttemptRun {
@@ -103,10 +91,10 @@ impl LocalExecutor {
             retained,
             mailboxes: Mailboxes::new(mailboxes),
             tasks,
-            cancel: cancel.clone(),
+            cancel,
             started_ms: self.clock.now_ms(),
             clock: self.clock.clone(),
-            coordinator: CheckpointCoordinator::new(config.checkpoint.clone(), handles.len(), next_checkpoint_id),
+            coordinator: CheckpointCoordinator::new(config.checkpoint.clone(), pending.len(), next_checkpoint_id),
             triggered_at: HashMap::new(),
             failure: None,
             stopping: false,
@@ -114,12 +102,14 @@ impl LocalExecutor {
             job_finished_sent: false,
             savepoint_storage: None,
             sources_running: 0,
+            trace: Vec::new(),
         };
         run.sources_running = run.tasks.iter().filter(|(head, _)| run.is_source(*head)).count();
-        run.loop_until_exit(&done_rx, &reports_rx, handles.len(), result);
-        for handle in handles {
-            let _ = handle.join();
+        match &self.simulator {
+            Some(simulator) => simulator.run_attempt(&mut run, pending, &reports_rx, result),
+            None => run.run_on_threads(pending, &reports_rx, result),
         }
+        result.trace.append(&mut run.trace);
         match run.failure.take() {
             Some(error) => AttemptEnd::Failed(error),
             None if run.stopping => AttemptEnd::Stopped,
@@ -130,8 +120,8 @@ impl LocalExecutor {
 
 /// The coordinator side of one attempt.
 pub(super) struct AttemptRun<'a> {
-    graph: &'a StreamGraph,
-    plan: &'a ChainPlan,
+    pub(super) graph: &'a Arc<StreamGraph>,
+    pub(super) plan: &'a Arc<ChainPlan>,
     storage: &'a Arc<dyn CheckpointStorage>,
     retained: &'a RefCell<RetainedCheckpoints>,
     mailboxes: Mailboxes,
@@ -151,11 +141,18 @@ pub(super) struct AttemptRun<'a> {
     savepoint_storage: Option<Arc<dyn CheckpointStorage>>,
     /// Source tasks still running: checkpoints are triggered at sources only.
     sources_running: usize,
+    /// What happened, for [`JobResult::trace`].
+    pub(super) trace: Vec<String>,
 }
 
 impl AttemptRun<'_> {
     fn is_source(&self, head: NodeId) -> bool {
         matches!(self.graph.node(head).factory, OperatorFactory::Source(_))
+    }
+
+    /// The chain a task runs, for messages.
+    pub(super) fn task_name(&self, index: usize) -> String {
+        self.plan.chain_name(self.graph, self.tasks[index].0)
     }
 
     fn now_ms(&self) -> u64 {
@@ -179,26 +176,47 @@ impl AttemptRun<'_> {
         self.cancel_all();
     }
 
-    fn loop_until_exit(
-        &mut self,
-        done: &Receiver<TaskExit>,
-        reports: &Receiver<TaskReport>,
-        task_count: usize,
-        result: &mut JobResult,
-    ) {
+    /// Starts one thread per subtask and coordinates until every one exited.
+    fn run_on_threads(&mut self, pending: Vec<PendingTask>, reports: &Receiver<TaskReport>, result: &mut JobResult) {
+        let (done_tx, done_rx) = crossbeam_channel::unbounded::<TaskExit>();
+        let mut handles = Vec::new();
+        for (setup, context) in pending {
+            let head = self.graph.node(setup.head);
+            let name = format!(
+                "{} ({}/{})",
+                self.plan.chain_name(self.graph, setup.head),
+                setup.subtask + 1,
+                head.parallelism
+            );
+            let index = context.index;
+            let (graph, plan, done_tx) = (self.graph.clone(), self.plan.clone(), done_tx.clone());
+            let spawned = std::thread::Builder::new().name(name).spawn(move || {
+                let outcome = run_task(&graph, &plan, setup, context);
+                let _ = done_tx.send((index, outcome));
+            });
+            match spawned {
+                Ok(handle) => handles.push(handle),
+                Err(e) => {
+                    self.fail(JobError::Internal {
+                        job: self.graph.job_name.clone(),
+                        message: format!("cannot start a subtask thread: {e}"),
+                    });
+                    break;
+                }
+            }
+        }
+        drop(done_tx);
         let mut exited = 0;
-        while exited < task_count {
+        while exited < handles.len() {
             self.mailboxes.flush();
             if self.stopping && self.mailboxes.all_delivered() {
                 self.cancel_all();
             }
             select! {
-                recv(done) -> exit => {
+                recv(done_rx) -> exit => {
                     let Ok((index, outcome)) = exit else { break };
                     exited += 1;
-                    if let Err(error) = outcome {
-                        self.task_failed(index, error);
-                    }
+                    self.task_exited(index, outcome);
                 }
                 recv(reports) -> report => {
                     if let Ok(report) = report {
@@ -209,6 +227,28 @@ impl AttemptRun<'_> {
             }
         }
         // Reports that raced with the exits (a last acknowledgement) change nothing now.
+        for handle in handles {
+            let _ = handle.join();
+        }
+    }
+
+    /// One coordinator turn without waiting: every report that arrived, then the time.
+    pub(super) fn poll(&mut self, reports: &Receiver<TaskReport>, result: &mut JobResult) {
+        self.mailboxes.flush();
+        if self.stopping && self.mailboxes.all_delivered() {
+            self.cancel_all();
+        }
+        while let Ok(report) = reports.try_recv() {
+            self.report(report, result);
+        }
+        self.tick();
+    }
+
+    /// A subtask ended, well or not.
+    pub(super) fn task_exited(&mut self, index: usize, outcome: Result<(), TaskError>) {
+        if let Err(error) = outcome {
+            self.task_failed(index, error);
+        }
     }
 
     fn task_failed(&mut self, index: usize, error: TaskError) {
@@ -236,6 +276,7 @@ impl AttemptRun<'_> {
             self.failure = None;
         }
         tracing::warn!(operator = %operator, subtask, parallelism, kind = ?kind, cause = %message, "task failed; cancelling the attempt");
+        self.trace.push(format!("task {index} ({operator} {subtask}) failed: {kind:?}"));
         self.fail(JobError::TaskFailed { job, operator, subtask, parallelism, kind, message });
     }
 
@@ -258,11 +299,12 @@ impl AttemptRun<'_> {
         match self.coordinator.expire(now) {
             Ok(expired) => {
                 for id in expired {
+                    self.trace.push(format!("checkpoint {id} expired"));
                     tracing::warn!(checkpoint = %id, timeout_ms = self.graph.config.checkpoint.timeout_ms, "checkpoint expired before every task acknowledged it");
                     self.broadcast(Control::Checkpoint(CheckpointEvent::Aborted(id)));
                 }
             }
-            Err(e) => self.fail(JobError::Checkpoint {
+            Err(e) => self.fail(JobError::CheckpointFailover {
                 job: self.graph.job_name.clone(),
                 message: format!(
                     "{} checkpoints in a row timed out or failed (tolerable: {})",
@@ -274,6 +316,7 @@ impl AttemptRun<'_> {
 
     fn trigger(&mut self, kind: SnapshotKind, now: u64) {
         let id = self.coordinator.trigger(kind, now);
+        self.trace.push(format!("{kind:?} {id} triggered"));
         tracing::debug!(checkpoint = %id, kind = ?kind, "checkpoint triggered");
         self.triggered_at.insert(id.0, (self.clock.now_ms(), WallClock.now_ms()));
         let barrier = CheckpointBarrier { id, kind };
@@ -302,6 +345,7 @@ impl AttemptRun<'_> {
         };
         for checkpoint in completed {
             for old in &checkpoint.subsumed {
+                self.trace.push(format!("checkpoint {old} subsumed"));
                 self.broadcast(Control::Checkpoint(CheckpointEvent::Aborted(*old)));
             }
             self.complete(checkpoint, result);
@@ -315,7 +359,7 @@ impl AttemptRun<'_> {
                     // Sinks commit their end-of-input transactions when told the job
                     // finished: only once the checkpoint that holds them is stored.
                     if !self.store(last, result, false) {
-                        self.fail(JobError::Checkpoint {
+                        self.fail(JobError::CheckpointFailover {
                             job: self.graph.job_name.clone(),
                             message: format!(
                                 "the final checkpoint {id} could not be stored; nothing of it was committed"
@@ -354,6 +398,7 @@ impl AttemptRun<'_> {
             match self.write(&mut checkpoint, storage.as_ref(), None) {
                 Ok(stats) => {
                     tracing::info!(savepoint = %stats.id, bytes = stats.bytes, location = %stats.location, "savepoint completed");
+                    self.trace.push(format!("savepoint {} completed", stats.id));
                     result.savepoint = Some(stats.location);
                     self.broadcast(Control::Checkpoint(CheckpointEvent::Completed(checkpoint.id)));
                     if request.stop {
@@ -403,6 +448,12 @@ impl AttemptRun<'_> {
                     location = %stats.location,
                     "checkpoint completed"
                 );
+                self.trace.push(format!(
+                    "checkpoint {} completed at {} with {}",
+                    stats.id,
+                    super::trace_location(&stats.location),
+                    stats.files.join(" ")
+                ));
                 result.checkpoints_completed += 1;
                 if periodic || result.last_checkpoint.is_none() {
                     result.last_checkpoint = Some(stats.clone());
@@ -421,9 +472,10 @@ impl AttemptRun<'_> {
             Err(e) => {
                 discard_checkpoint(storage.as_ref(), &mut self.retained.borrow_mut(), checkpoint.id);
                 tracing::warn!(checkpoint = %checkpoint.id, error = %e, "checkpoint could not be stored");
+                self.trace.push(format!("checkpoint {} could not be stored", checkpoint.id));
                 result.warnings.push(format!("checkpoint {} failed: {e}", checkpoint.id));
                 if let Err(too_many) = self.coordinator.record_failure() {
-                    self.fail(JobError::Checkpoint {
+                    self.fail(JobError::CheckpointFailover {
                         job: self.graph.job_name.clone(),
                         message: format!(
                             "checkpoint {} could not be stored: {e}; {} failures in a row (tolerable: {})",
@@ -452,6 +504,7 @@ impl AttemptRun<'_> {
         let wait_micros = checkpoint.task_states.iter().flatten().map(|s| s.wait_micros).max().unwrap_or(0);
         let mut tasks = Vec::with_capacity(checkpoint.task_states.len());
         let (mut bytes, mut incremental_bytes) = (0u64, 0u64);
+        let mut files = Vec::new();
         for (index, snapshots) in checkpoint.task_states.iter_mut().enumerate() {
             let (head, subtask) = self.tasks[index];
             for keyed in snapshots.iter_mut().filter_map(|s| s.keyed.as_mut()) {
@@ -465,8 +518,14 @@ impl AttemptRun<'_> {
             let stem = format!("{}-{}", file_safe(&self.graph.node(head).effective_uid()), subtask);
             let handle = storage.write_task_state(checkpoint.id, checkpoint.kind, &stem, framed)?;
             let task_bytes = match &handle {
-                StateHandle::File { bytes, .. } => *bytes,
-                StateHandle::Inline { payload } => payload.len() as u64,
+                StateHandle::File { name, bytes, .. } => {
+                    files.push(name.clone());
+                    *bytes
+                }
+                StateHandle::Inline { payload } => {
+                    files.push(format!("{stem} (inline)"));
+                    payload.len() as u64
+                }
             };
             bytes += task_bytes;
             incremental_bytes += task_bytes;
@@ -498,6 +557,7 @@ impl AttemptRun<'_> {
             async_ms: self.clock.now_ms().saturating_sub(writing),
             duration_ms: self.clock.now_ms().saturating_sub(triggered),
             location,
+            files,
         })
     }
 }

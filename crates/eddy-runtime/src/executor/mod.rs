@@ -18,20 +18,22 @@
 
 mod attempt;
 mod restore;
+mod simulation;
 mod wiring;
 
 use crate::error::JobError;
-use crate::graph::{plan_chains, validate, RestoreFrom, RestoreMode, StorageChoice, StreamGraph};
+use crate::graph::{plan_chains, validate, JobConfig, RestoreFrom, RestoreMode, StorageChoice, StreamGraph};
 use crate::task::install_panic_capture;
 use attempt::{discard_checkpoint, AttemptEnd, AttemptStart};
 use eddy_checkpoint::restart::RestartBackoff;
 use eddy_checkpoint::retained::RetainedCheckpoints;
 use eddy_checkpoint::storage::{
-    load_checkpoint_dir, CheckpointStorage, MemoryCheckpointStorage, ObjectCheckpointStorage,
+    load_checkpoint_dir, CheckpointStorage, CompletedCheckpoint, MemoryCheckpointStorage, ObjectCheckpointStorage,
 };
 use eddy_checkpoint::{CheckpointError, CheckpointId};
-use eddy_types::{Clock, RunSeed, SystemClock};
+use eddy_types::{Clock, ManualClock, RunSeed, SystemClock};
 use restore::{check_restore, checkpoint_number, claim, load_latest, load_latest_of, mark_native_owned, restore_plan};
+use simulation::Simulator;
 use std::cell::RefCell;
 use std::sync::Arc;
 use std::time::Duration;
@@ -56,6 +58,8 @@ pub struct CheckpointStats {
     /// while a checkpoint is being made off the task thread).
     pub wait_ms: u64,
     pub location: String,
+    /// The task state files written for it, by name (in the metadata when inline).
+    pub files: Vec<String>,
 }
 
 /// What a finished job reports.
@@ -75,11 +79,23 @@ pub struct JobResult {
     pub savepoint: Option<String>,
     /// Things that went wrong without failing the job (a corrupt checkpoint skipped…).
     pub warnings: Vec<String>,
+    /// What happened, in order, without times or machine paths: checkpoints triggered,
+    /// completed (with their files) and aborted, faults, failures and restarts. The same
+    /// under a simulation with the same seed; `eddy-bench` prints its hash as `trace=`.
+    pub trace: Vec<String>,
+}
+
+impl JobResult {
+    pub(crate) fn trace(&mut self, event: String) {
+        self.trace.push(event);
+    }
 }
 
 /// Runs jobs in this process.
 pub struct LocalExecutor {
     clock: Arc<dyn Clock>,
+    /// Set when the job runs under deterministic simulation: one thread steps every task.
+    simulator: Option<Simulator>,
 }
 
 impl Default for LocalExecutor {
@@ -96,12 +112,17 @@ impl LocalExecutor {
 
     /// An executor whose subtasks read time from `clock`.
     pub fn with_clock(clock: Arc<dyn Clock>) -> Self {
-        Self { clock }
+        Self { clock, simulator: None }
     }
 
     /// Runs the job to completion (all sources exhausted), restarting from the latest
     /// completed checkpoint on failures as the restart strategy allows.
     pub fn execute(&self, graph: StreamGraph) -> Result<JobResult, JobError> {
+        if let (Some(simulation), None) = (graph.config.simulation, &self.simulator) {
+            let clock = ManualClock::new(0);
+            let simulator = Simulator::new(RunSeed(simulation.seed), simulation.faults, clock.clone());
+            return LocalExecutor { clock: Arc::new(clock), simulator: Some(simulator) }.execute(graph);
+        }
         let job = graph.job_name.clone();
         let fail = |message: String| JobError::Checkpoint { job: job.clone(), message };
         validate(&graph).map_err(|message| JobError::InvalidJob { job: job.clone(), message })?;
@@ -113,6 +134,10 @@ impl LocalExecutor {
                 Arc::new(ObjectCheckpointStorage::open(&dir.to_string_lossy()).map_err(|e| fail(e.to_string()))?)
             }
         };
+        let storage = match &self.simulator {
+            Some(simulator) => simulator.storage(storage),
+            None => storage,
+        };
         let mut result = JobResult {
             job_name: job.clone(),
             duration: Duration::ZERO,
@@ -122,6 +147,7 @@ impl LocalExecutor {
             restarts: 0,
             savepoint: None,
             warnings: Vec::new(),
+            trace: Vec::new(),
         };
         let mut restore = match &config.restore {
             None => None,
@@ -148,7 +174,7 @@ impl LocalExecutor {
         if let (Some(checkpoint), RestoreMode::Claim) = (restore.as_mut(), config.restore_mode) {
             claim(checkpoint, storage.as_ref(), &mut retained.borrow_mut()).map_err(&fail)?;
         }
-        let seed = config.seed.map_or_else(RunSeed::draw, RunSeed);
+        let seed = config.simulation.map(|s| s.seed).or(config.seed).map_or_else(RunSeed::draw, RunSeed);
         tracing::info!(
             job = %job,
             seed = %seed.hex(),
@@ -214,48 +240,74 @@ impl LocalExecutor {
                     );
                     return Ok(result);
                 }
-                AttemptEnd::Failed(error) => {
-                    let delay_ms = match error {
-                        JobError::TaskFailed { .. } => backoff.on_failure(elapsed_ms()),
-                        _ => None,
-                    };
+                AttemptEnd::Failed(mut error) => loop {
+                    // A failure that the restart strategy allows is followed by its delay
+                    // and a restore; a restore that cannot read its state counts as
+                    // another failure.
+                    let delay_ms = if error.is_restartable() { backoff.on_failure(elapsed_ms()) } else { None };
                     let Some(delay_ms) = delay_ms else {
                         tracing::error!(job = %job, error = %error, "job failed");
                         return Err(error);
                     };
                     result.restarts = backoff.restarts();
                     self.clock.sleep_ms(delay_ms);
-                    // The newest checkpoint this run owns: never another run's, even a newer
-                    // one in the same directory.
-                    let own = |location: &str| {
-                        checkpoint_number(location).is_some_and(|n| retained.borrow().owns(CheckpointId(n)))
-                    };
-                    restore = load_latest_of(storage.as_ref(), &mut result.warnings, &own)
-                        .map_err(|e| fail(format!("cannot restore after a failure: {e}")))?;
-                    if let Some(checkpoint) = restore.as_mut() {
-                        // The job's own checkpoint: its next checkpoints may reference the
-                        // files instead of uploading them again.
-                        mark_native_owned(checkpoint);
+                    match self.restore_after_failure(&config, storage.as_ref(), &retained, &mut result.warnings) {
+                        Ok(from) => {
+                            restore = from;
+                            let from =
+                                restore.as_ref().map_or_else(|| "the beginning".to_string(), |c| c.location.clone());
+                            tracing::warn!(job = %job, restart = result.restarts, delay_ms, cause = %error, from = %from, "restarting");
+                            result.trace(format!("restart {} from {}", result.restarts, trace_location(&from)));
+                            result
+                                .warnings
+                                .push(format!("restart {} after: {error}; restoring from {from}", result.restarts));
+                            break;
+                        }
+                        Err(e) => {
+                            tracing::warn!(job = %job, error = %e, "cannot read the state to restart from; trying again under the restart strategy");
+                            result.trace(format!("restore failed after restart {}", result.restarts));
+                            error = JobError::CheckpointFailover {
+                                job: job.clone(),
+                                message: format!("cannot restore after a failure: {e}"),
+                            };
+                        }
                     }
-                    if restore.is_none() {
-                        restore = match &config.restore {
-                            // Nothing completed since: start again from what the job started from.
-                            Some(RestoreFrom::Path(path)) => {
-                                Some(load_checkpoint_dir(path).map_err(|e| fail(e.to_string()))?)
-                            }
-                            Some(RestoreFrom::LatestIn(dir)) => {
-                                let dir_storage = ObjectCheckpointStorage::open(&dir.to_string_lossy())
-                                    .map_err(|e| fail(e.to_string()))?;
-                                load_latest(&dir_storage, &mut result.warnings).map_err(|e| fail(e.to_string()))?
-                            }
-                            None => None,
-                        };
-                    }
-                    let from = restore.as_ref().map_or_else(|| "the beginning".to_string(), |c| c.location.clone());
-                    tracing::warn!(job = %job, restart = result.restarts, delay_ms, cause = %error, from = %from, "restarting");
-                    result.warnings.push(format!("restart {} after: {error}; restoring from {from}", result.restarts));
-                }
+                },
             }
         }
     }
+
+    /// What a restart restores: the newest checkpoint this run completed, else what the
+    /// run started from, else nothing.
+    fn restore_after_failure(
+        &self,
+        config: &JobConfig,
+        storage: &dyn CheckpointStorage,
+        retained: &RefCell<RetainedCheckpoints>,
+        warnings: &mut Vec<String>,
+    ) -> Result<Option<CompletedCheckpoint>, CheckpointError> {
+        // The newest checkpoint this run owns: never another run's, even a newer one in the
+        // same directory.
+        let own = |location: &str| checkpoint_number(location).is_some_and(|n| retained.borrow().owns(CheckpointId(n)));
+        if let Some(mut checkpoint) = load_latest_of(storage, warnings, &own)? {
+            // The job's own checkpoint: its next checkpoints may reference the files instead
+            // of uploading them again.
+            mark_native_owned(&mut checkpoint);
+            return Ok(Some(checkpoint));
+        }
+        // Nothing completed since: start again from what the job started from.
+        match &config.restore {
+            Some(RestoreFrom::Path(path)) => load_checkpoint_dir(path).map(Some),
+            Some(RestoreFrom::LatestIn(dir)) => {
+                let dir_storage = ObjectCheckpointStorage::open(&dir.to_string_lossy())?;
+                load_latest(&dir_storage, warnings)
+            }
+            None => Ok(None),
+        }
+    }
+}
+
+/// A checkpoint's location in a trace: its directory name, not where the storage is.
+pub(super) fn trace_location(location: &str) -> &str {
+    location.rsplit('/').next().unwrap_or(location)
 }

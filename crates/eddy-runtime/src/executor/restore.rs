@@ -17,7 +17,10 @@ pub(super) fn load_latest(
     load_latest_of(storage, warnings, &|_| true)
 }
 
-/// [`load_latest`] among the checkpoints whose location `accept` accepts.
+/// [`load_latest`] among the checkpoints whose location `accept` accepts. Only a damaged
+/// checkpoint is skipped: when the storage fails to answer, falling back to an older
+/// checkpoint would replay what two-phase-commit sinks already committed, so the error
+/// stops the search.
 pub(super) fn load_latest_of(
     storage: &dyn CheckpointStorage,
     warnings: &mut Vec<String>,
@@ -27,6 +30,7 @@ pub(super) fn load_latest_of(
     for location in storage.completed()?.into_iter().filter(|l| accept(l)) {
         match storage.load(&location) {
             Ok(checkpoint) => return Ok(Some(checkpoint)),
+            Err(e) if !e.is_damaged_checkpoint() => return Err(e),
             Err(e) => {
                 warnings.push(format!("skipping checkpoint {location}: {e}"));
                 first_error.get_or_insert(e);

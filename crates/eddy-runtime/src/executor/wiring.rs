@@ -2,13 +2,14 @@
 //! which builds its chain (operators never cross threads) and drives it.
 
 use super::restore::RestorePlan;
+use crate::channel::ChannelCapacity;
 use crate::error::TaskError;
 use crate::graph::{
     ChainPlan, ErasedOutput, ErasedSend, OperatorFactory, Partitioning, PortType, StorageChoice, StreamGraph,
     StreamNode,
 };
 use crate::task::{
-    catch_task_panic, mailbox, MailboxReceiver, MailboxSender, OperatorInfo, SourceDriver, StepResult, TaskDriver,
+    catch_task_panic, mailbox, MailboxReceiver, MailboxSender, OperatorInfo, SourceDriver, Task, TaskDriver,
     TaskReport, TaskShared,
 };
 use eddy_types::{key_group_range_for_subtask, Clock, NodeId, RunSeed};
@@ -40,7 +41,11 @@ pub(super) struct Gate {
 }
 
 /// Creates every channel and says which subtask gets which end.
-pub(super) fn wire(graph: &StreamGraph, plan: &ChainPlan) -> Vec<(TaskSetup, MailboxSender)> {
+pub(super) fn wire(
+    graph: &StreamGraph,
+    plan: &ChainPlan,
+    capacity: ChannelCapacity,
+) -> Vec<(TaskSetup, MailboxSender)> {
     let mut gates: HashMap<(NodeId, usize), Gate> = HashMap::new();
     let mut writers: HashMap<(usize, u32), WriterTargets> = HashMap::new();
     for (index, edge) in graph.edges.iter().enumerate() {
@@ -51,7 +56,8 @@ pub(super) fn wire(graph: &StreamGraph, plan: &ChainPlan) -> Vec<(TaskSetup, Mai
         let to = graph.node(edge.to);
         let gate = gates.entry((edge.to, edge.to_input)).or_insert_with(|| {
             let port_type = from.outputs[edge.from_port].port_type.clone();
-            let (senders, receivers) = (0..to.parallelism).map(|_| port_type.channel()).unzip::<_, _, Vec<_>, Vec<_>>();
+            let (senders, receivers) =
+                (0..to.parallelism).map(|_| port_type.channel(capacity)).unzip::<_, _, Vec<_>, Vec<_>>();
             Gate {
                 port_type,
                 senders,
@@ -121,10 +127,21 @@ pub(super) fn run_task(
     setup: TaskSetup,
     context: TaskContext,
 ) -> Result<(), TaskError> {
+    let (mut task, shared) = build_task(graph, plan, setup, context)?;
+    guarded(&shared, || task.run_on_thread().and_then(|()| shared.check()))
+}
+
+/// Builds a subtask's chain on the calling thread; a panic while building fails it.
+pub(super) fn build_task(
+    graph: &StreamGraph,
+    plan: &ChainPlan,
+    setup: TaskSetup,
+    context: TaskContext,
+) -> Result<(Task, Rc<TaskShared>), TaskError> {
     let shared = TaskShared::with_clock(context.cancel, context.clock);
     shared.set_checkpointing_mode(graph.config.checkpoint.mode);
     shared.set_reporter(context.index, context.reports);
-    let outcome = catch_task_panic(|| -> Result<(), TaskError> {
+    let task = guarded(&shared, || {
         let builder = ChainBuilder {
             graph,
             plan,
@@ -134,16 +151,14 @@ pub(super) fn run_task(
             restore: context.restore,
             seed: context.seed,
         };
-        let mut driver = builder.driver(setup.head, setup.inputs, setup.mailbox);
-        let result = (|| {
-            driver.open()?;
-            while driver.step()? == StepResult::Continue {}
-            driver.finish()
-        })();
-        driver.close();
-        result.and_then(|()| shared.check())
-    });
-    match outcome {
+        Ok(Task::new(builder.driver(setup.head, setup.inputs, setup.mailbox)))
+    })?;
+    Ok((task, shared))
+}
+
+/// Runs part of a subtask's life; a panic in it fails the operator that was running.
+pub(super) fn guarded<R>(shared: &TaskShared, f: impl FnOnce() -> Result<R, TaskError>) -> Result<R, TaskError> {
+    match catch_task_panic(f) {
         Ok(result) => result,
         Err(panic_message) => {
             Err(TaskError::Operator { operator: shared.current_operator_name(), message: panic_message })

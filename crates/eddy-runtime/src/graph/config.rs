@@ -49,6 +49,16 @@ pub struct SavepointRequest {
     pub stop: bool,
 }
 
+/// Run the job under deterministic simulation: one thread, a seeded scheduler, a
+/// simulated clock, and seeded faults.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Simulation {
+    /// Decides the schedule, the faults, and the run's seed for ids and file names.
+    pub seed: u64,
+    /// How many faults to inject over the run.
+    pub faults: u32,
+}
+
 /// Everything about running a job that is not its operators.
 #[derive(Debug, Clone)]
 pub struct JobConfig {
@@ -66,6 +76,8 @@ pub struct JobConfig {
     /// The seed the run derives its ids and file names from; `None`: drawn when the job
     /// starts (and logged).
     pub seed: Option<u64>,
+    /// `Some`: run under deterministic simulation (heap backend only).
+    pub simulation: Option<Simulation>,
 }
 
 impl Default for JobConfig {
@@ -80,6 +92,7 @@ impl Default for JobConfig {
             allow_non_restored_state: false,
             savepoint: None,
             seed: None,
+            simulation: None,
         }
     }
 }

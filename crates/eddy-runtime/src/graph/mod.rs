@@ -11,7 +11,7 @@ mod port;
 mod validate;
 
 pub use chaining::{plan_chains, ChainPlan};
-pub use config::{JobConfig, RestoreFrom, RestoreMode, SavepointRequest, StorageChoice};
+pub use config::{JobConfig, RestoreFrom, RestoreMode, SavepointRequest, Simulation, StorageChoice};
 pub use port::{receiver_of, Erased, ErasedOutput, ErasedSend, PortType, TypedPort};
 pub use validate::validate;
 

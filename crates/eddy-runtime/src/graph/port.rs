@@ -2,7 +2,7 @@
 //! where the type is known, called by the runtime where it is not.
 
 use super::Partitioning;
-use crate::channel::{batch_channel, BatchReceiver, BatchSender, CHANNEL_BATCHES_MAX};
+use crate::channel::{BatchReceiver, BatchSender, ChannelCapacity};
 use crate::output::{Discard, FanOut, PortOutput, TypedOutput};
 use crate::task::{MailboxReceiver, OneInputDriver, TaskDriver, TaskShared};
 use crate::writer::{KeySelectorFactory, Partitioner, RecordWriter};
@@ -21,8 +21,8 @@ pub type ErasedSend = Box<dyn Any + Send>;
 /// The type-specific work of one stream type.
 pub trait PortType: Send + Sync {
     fn type_name(&self) -> &'static str;
-    /// A bounded channel: (`BatchSender<T>`, `BatchReceiver<T>`).
-    fn channel(&self) -> (ErasedSend, ErasedSend);
+    /// A channel: (`BatchSender<T>`, `BatchReceiver<T>`).
+    fn channel(&self, capacity: ChannelCapacity) -> (ErasedSend, ErasedSend);
     fn clone_sender(&self, sender: &ErasedSend) -> ErasedSend;
     /// A `Box<dyn Output<T>>` that writes into `targets`.
     fn writer(
@@ -76,8 +76,8 @@ impl<T: Clone + Send + 'static> PortType for TypedPort<T> {
         std::any::type_name::<T>()
     }
 
-    fn channel(&self) -> (ErasedSend, ErasedSend) {
-        let (tx, rx) = batch_channel::<T>(CHANNEL_BATCHES_MAX);
+    fn channel(&self, capacity: ChannelCapacity) -> (ErasedSend, ErasedSend) {
+        let (tx, rx) = capacity.channel::<T>();
         (Box::new(tx), Box::new(rx))
     }
 

@@ -1,44 +1,79 @@
 //! The mailbox loop of a subtask, one [`TaskDriver::step`] at a time: take control
 //! messages if there are any, else one batch of input (or, for a source, produce one
-//! batch), then check the failure slot. A test can drive a task by calling `step` itself.
+//! batch), then check the failure slot. A step never blocks: with nothing to do it says
+//! so ([`StepResult::Idle`]), and whoever drives the task decides how to wait — a thread
+//! of its own blocks in [`TaskDriver::wait_for_input`], the simulator steps another task.
+//! A test can drive a task by calling `step` itself.
 //!
 //! Barriers travel in band. A task with inputs aligns them ([`BarrierAligner`]), holding
 //! back envelopes of blocked channels in a queue until the snapshot is taken, then replays
-//! them. After its input ended a task takes a final snapshot, reports it, and waits for
-//! the job to finish so that two-phase-commit sinks commit only then.
+//! them. What happens after the input ended (the final snapshot, waiting for the job's
+//! end) is the same for every driver and lives in [`super::Task`].
 
 use super::alignment::{Alignment, BarrierAligner};
 use super::context::TaskShared;
-use super::mailbox::{Control, MailboxReceiver, FINAL_CHECKPOINT};
+use super::mailbox::{Control, MailboxReceiver};
 use crate::channel::{BatchReceiver, CheckpointBarrier, CheckpointEvent, Envelope, StreamMessage, FLUSH_INTERVAL_MS};
 use crate::error::TaskError;
 use crate::output::Output;
-use crossbeam_channel::{never, select, Receiver, RecvTimeoutError, TryRecvError};
-use eddy_checkpoint::{OperatorSnapshot, SnapshotKind};
+use crossbeam_channel::{never, select, Receiver, Select, TryRecvError};
+use eddy_checkpoint::OperatorSnapshot;
 use std::collections::VecDeque;
 use std::rc::Rc;
 use std::time::Duration;
 
-/// How long a subtask with nothing to do blocks before it looks at the cancel flag again.
-const IDLE_WAIT_MS: u64 = 50;
-/// How often an idle subtask yields its core before it blocks on its input.
-const SPIN_YIELDS_MAX: usize = 8;
+/// How long a subtask with nothing to do waits before it looks at the cancel flag again.
+pub const IDLE_WAIT_MS: u64 = 50;
 
 /// What one step did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StepResult {
+    /// Did some work; step again.
     Continue,
+    /// Nothing to do until input or a control message arrives, or at the latest until
+    /// `until_ms` on the task's clock (a flush or a look at the cancel flag is due).
+    Idle { until_ms: u64 },
     /// All input ended and the chain finished.
     Finished,
 }
 
-/// A subtask's loop, as the executor sees it.
+/// A subtask's loop, as the executor sees it. No method blocks but `wait_for_input`.
 pub trait TaskDriver {
     fn open(&mut self) -> Result<(), TaskError>;
+    /// Takes control messages, then one batch of input; never blocks.
     fn step(&mut self) -> Result<StepResult, TaskError>;
-    /// After the last step: the final snapshot, then wait until the job finished.
-    fn finish(&mut self) -> Result<(), TaskError>;
+    /// Blocks until an input channel or the mailbox has something, or `timeout` passed.
+    /// Takes nothing: the next `step` does.
+    fn wait_for_input(&self, timeout: Duration);
+    /// The chain's head, its mailbox and what its operators share, for the task's end.
+    fn parts(&mut self) -> (&mut dyn ChainHead, &MailboxReceiver, &TaskShared);
     fn close(&mut self);
+}
+
+/// Waits until one of `receivers` or the mailbox has a message (or it disconnected).
+fn wait_on(mailbox: &MailboxReceiver, receivers: &[&dyn ReadyWatch], timeout: Duration) {
+    let mut select = Select::new();
+    select.recv(mailbox);
+    for receiver in receivers {
+        receiver.register(&mut select);
+    }
+    let _ = select.ready_timeout(timeout);
+}
+
+/// A receiver of any message type that a [`Select`] can watch.
+trait ReadyWatch {
+    fn register<'a>(&'a self, select: &mut Select<'a>);
+}
+
+impl<T> ReadyWatch for Receiver<T> {
+    fn register<'a>(&'a self, select: &mut Select<'a>) {
+        select.recv(self);
+    }
+}
+
+/// When an idle task steps again at the latest.
+fn idle(shared: &TaskShared) -> StepResult {
+    StepResult::Idle { until_ms: shared.clock().now_ms() + IDLE_WAIT_MS }
 }
 
 /// What the control messages need of a chain's head, whatever its shape.
@@ -92,34 +127,6 @@ fn take_controls(
             }
             Err(TryRecvError::Empty) if shared.is_cancelled() => return Err(TaskError::Cancelled),
             Err(TryRecvError::Empty) => return Ok(()),
-        }
-    }
-}
-
-/// The end of a task: final snapshot, report, and wait for the job's end.
-fn finish_task(head: &mut dyn ChainHead, mailbox: &MailboxReceiver, shared: &TaskShared) -> Result<(), TaskError> {
-    let mut snapshots = Vec::new();
-    head.snapshot(&CheckpointBarrier { id: FINAL_CHECKPOINT, kind: SnapshotKind::Checkpoint }, &mut snapshots)?;
-    shared.check()?;
-    if !shared.has_coordinator() {
-        head.notify_checkpoint(CheckpointEvent::Completed(FINAL_CHECKPOINT))?;
-        return shared.check();
-    }
-    shared.finished(snapshots);
-    loop {
-        match mailbox.recv_timeout(Duration::from_millis(IDLE_WAIT_MS)) {
-            Ok(Control::JobFinished) => {
-                head.notify_checkpoint(CheckpointEvent::Completed(FINAL_CHECKPOINT))?;
-                return shared.check();
-            }
-            Ok(Control::Checkpoint(event)) => {
-                head.notify_checkpoint(event)?;
-                shared.check()?;
-            }
-            Ok(Control::TriggerCheckpoint(_)) => {} // the final state stands in for it
-            Ok(Control::Cancel) | Err(RecvTimeoutError::Disconnected) => return Err(TaskError::Cancelled),
-            Err(RecvTimeoutError::Timeout) if shared.is_cancelled() => return Err(TaskError::Cancelled),
-            Err(RecvTimeoutError::Timeout) => {}
         }
     }
 }
@@ -262,38 +269,20 @@ impl<T> TaskDriver for OneInputDriver<T> {
             Ok(envelope) => self.handle(envelope),
             Err(TryRecvError::Disconnected) => Err(TaskError::Cancelled),
             Err(TryRecvError::Empty) => {
-                // Nothing waiting: send partial batches on before blocking, for latency.
+                // Nothing waiting: send partial batches on before idling, for latency.
                 self.head.flush()?;
                 self.shared.check()?;
-                // A producer that is just filling its next batch is usually about to send:
-                // yielding a few times first saves a sleep and a wake-up per batch.
-                for _ in 0..SPIN_YIELDS_MAX {
-                    std::thread::yield_now();
-                    if let Ok(envelope) = self.gate.receiver.try_recv() {
-                        return self.handle(envelope);
-                    }
-                }
-                select! {
-                    recv(self.gate.receiver) -> envelope => match envelope {
-                        Ok(envelope) => self.handle(envelope),
-                        Err(_) => Err(TaskError::Cancelled),
-                    },
-                    recv(self.mailbox) -> control => match control {
-                        Ok(Control::Cancel) | Err(_) => Err(TaskError::Cancelled),
-                        Ok(Control::Checkpoint(event)) => {
-                            ChainHead::notify_checkpoint(&mut self.head, event)?;
-                            Ok(StepResult::Continue)
-                        }
-                        Ok(_) => Ok(StepResult::Continue),
-                    },
-                    default(Duration::from_millis(IDLE_WAIT_MS)) => Ok(StepResult::Continue),
-                }
+                Ok(idle(&self.shared))
             }
         }
     }
 
-    fn finish(&mut self) -> Result<(), TaskError> {
-        finish_task(&mut self.head, &self.mailbox, &self.shared)
+    fn wait_for_input(&self, timeout: Duration) {
+        wait_on(&self.mailbox, &[&self.gate.receiver], timeout);
+    }
+
+    fn parts(&mut self) -> (&mut dyn ChainHead, &MailboxReceiver, &TaskShared) {
+        (&mut self.head, &self.mailbox, &self.shared)
     }
 
     fn close(&mut self) {
@@ -338,8 +327,6 @@ pub struct TwoInputDriver<A, B> {
     mailbox: MailboxReceiver,
     shared: Rc<TaskShared>,
     flush: FlushTimer,
-    never_first: Receiver<Envelope<A>>,
-    never_second: Receiver<Envelope<B>>,
     /// Read input 2 to its end before any of input 1 (Flink's `InputSelectable`).
     second_first: bool,
 }
@@ -378,6 +365,13 @@ fn take_side<X>(
 }
 
 impl<A, B> TwoInputDriver<A, B> {
+    /// Which inputs may be read now: not an ended one, and not input 1 while input 2 is
+    /// read first.
+    fn readable(&self) -> (bool, bool) {
+        let hold_first = self.first.ended() || (self.second_first && !self.second.ended());
+        (!hold_first, !self.second.ended())
+    }
+
     #[allow(clippy::too_many_arguments)]
     pub fn new(
         first: BatchReceiver<A>,
@@ -397,8 +391,6 @@ impl<A, B> TwoInputDriver<A, B> {
             mailbox,
             flush: FlushTimer::new(&shared),
             shared,
-            never_first: never(),
-            never_second: never(),
             second_first,
         }
     }
@@ -448,44 +440,16 @@ impl<A, B> TaskDriver for TwoInputDriver<A, B> {
             return Ok(StepResult::Finished);
         }
         take_controls(&self.mailbox, &self.shared, &mut self.head, false)?;
-        let hold_first = self.first.ended() || (self.second_first && !self.second.ended());
-        let first = if hold_first { &self.never_first } else { &self.first.receiver };
-        let second = if self.second.ended() { &self.never_second } else { &self.second.receiver };
-        let try_both = || {
-            select! {
-                recv(first) -> m => Some(m.map(Either::First)),
-                recv(second) -> m => Some(m.map(Either::Second)),
-                default => None,
-            }
-        };
-        let next = match try_both() {
-            Some(next) => next,
-            None => {
+        let (read_first, read_second) = self.readable();
+        let first = if read_first { &self.first.receiver } else { &never() };
+        let second = if read_second { &self.second.receiver } else { &never() };
+        let next = select! {
+            recv(first) -> m => m.map(Either::First),
+            recv(second) -> m => m.map(Either::Second),
+            default => {
                 self.head.flush()?;
                 self.shared.check()?;
-                // As in the one-input loop: yield a little before sleeping.
-                if let Some(next) = (0..SPIN_YIELDS_MAX).find_map(|_| {
-                    std::thread::yield_now();
-                    try_both()
-                }) {
-                    return match next {
-                        Ok(next) => self.handle(next),
-                        Err(_) => Err(TaskError::Cancelled),
-                    };
-                }
-                select! {
-                    recv(first) -> m => m.map(Either::First),
-                    recv(second) -> m => m.map(Either::Second),
-                    recv(self.mailbox) -> control => return match control {
-                        Ok(Control::Cancel) | Err(_) => Err(TaskError::Cancelled),
-                        Ok(Control::Checkpoint(event)) => {
-                            ChainHead::notify_checkpoint(&mut self.head, event)?;
-                            Ok(StepResult::Continue)
-                        }
-                        Ok(_) => Ok(StepResult::Continue),
-                    },
-                    default(Duration::from_millis(IDLE_WAIT_MS)) => return Ok(StepResult::Continue),
-                }
+                return Ok(idle(&self.shared));
             }
         };
         match next {
@@ -494,8 +458,17 @@ impl<A, B> TaskDriver for TwoInputDriver<A, B> {
         }
     }
 
-    fn finish(&mut self) -> Result<(), TaskError> {
-        finish_task(&mut self.head, &self.mailbox, &self.shared)
+    fn wait_for_input(&self, timeout: Duration) {
+        match self.readable() {
+            (true, true) => wait_on(&self.mailbox, &[&self.first.receiver, &self.second.receiver], timeout),
+            (true, false) => wait_on(&self.mailbox, &[&self.first.receiver], timeout),
+            (false, true) => wait_on(&self.mailbox, &[&self.second.receiver], timeout),
+            (false, false) => wait_on(&self.mailbox, &[], timeout),
+        }
+    }
+
+    fn parts(&mut self) -> (&mut dyn ChainHead, &MailboxReceiver, &TaskShared) {
+        (&mut self.head, &self.mailbox, &self.shared)
     }
 
     fn close(&mut self) {
@@ -572,8 +545,9 @@ impl TaskDriver for SourceDriver {
                 Ok(StepResult::Continue)
             }
             SourceStatus::Idle => {
+                // The source waited a little itself.
                 self.source.flush()?;
-                Ok(StepResult::Continue)
+                Ok(StepResult::Idle { until_ms: self.shared.clock().now_ms() })
             }
             SourceStatus::Finished => {
                 self.source.end_input()?;
@@ -583,8 +557,12 @@ impl TaskDriver for SourceDriver {
         }
     }
 
-    fn finish(&mut self) -> Result<(), TaskError> {
-        finish_task(&mut self.source, &self.mailbox, &self.shared)
+    fn wait_for_input(&self, timeout: Duration) {
+        wait_on(&self.mailbox, &[], timeout);
+    }
+
+    fn parts(&mut self) -> (&mut dyn ChainHead, &MailboxReceiver, &TaskShared) {
+        (&mut self.source, &self.mailbox, &self.shared)
     }
 
     fn close(&mut self) {

@@ -6,6 +6,7 @@ mod context;
 mod driver;
 mod mailbox;
 mod panic;
+mod runner;
 
 pub use alignment::{Alignment, BarrierAligner};
 pub use context::{OperatorInfo, TaskReport, TaskShared};
@@ -15,3 +16,4 @@ pub use driver::{
 };
 pub use mailbox::{mailbox, Control, MailboxReceiver, MailboxSender, Mailboxes, FINAL_CHECKPOINT};
 pub use panic::{catch_task_panic, install_panic_capture};
+pub use runner::Task;

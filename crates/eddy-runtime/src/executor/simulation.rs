@@ -1,0 +1,302 @@
+//! Deterministic simulation: the whole job on one thread, as a seeded scheduler decides.
+//!
+//! Every subtask is built on the calling thread, and each turn the scheduler picks one
+//! participant at random, from the seed: a task takes one [`Task::step`] (which never
+//! blocks), or the coordinator takes its reports and looks at the time. The clock is a
+//! [`ManualClock`] that the scheduler moves on, one millisecond at a time, by chance or
+//! when everyone is idle. The checkpoints' asynchronous part runs in the coordinator's
+//! turns, so it is scheduled too. Channels are unbounded here: a producer waiting for
+//! room would wait for a step that this same thread would have to take.
+//!
+//! Faults come from the same seed: task failures, storage writes that fail or leave a
+//! file cut short, metadata writes that fail, and reads that fail when the job restores.
+//! A run with the same seed takes the same steps, triggers the same checkpoints, meets
+//! the same faults, and so leaves the same trace ([`JobResult::trace`]).
+//!
+//! The heap backend only: RocksDB's own threads do not follow the scheduler.
+
+use super::attempt::{AttemptRun, PendingTask};
+use super::wiring::{build_task, guarded};
+use super::JobResult;
+use crate::error::TaskError;
+use crate::task::{StepResult, Task, TaskReport, TaskShared};
+use crossbeam_channel::Receiver;
+use eddy_checkpoint::metadata::{CheckpointMetadata, StateHandle};
+use eddy_checkpoint::storage::{CheckpointStorage, CompletedCheckpoint};
+use eddy_checkpoint::{CheckpointError, CheckpointId, SnapshotKind};
+use eddy_types::{Clock, ManualClock, RunSeed};
+use std::cell::RefCell;
+use std::path::Path;
+use std::rc::Rc;
+use std::sync::{Arc, Mutex};
+
+/// On average one fault per this many scheduler turns, until the run's faults are spent.
+const TURNS_PER_FAULT: u64 = 80;
+
+/// A small seeded generator (splitmix64): the scheduler's only source of chance.
+struct SimRng(u64);
+
+impl SimRng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in `0..n` (n > 0; the bias is negligible for the small n used here).
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+/// A storage fault waiting for the operation it hits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum StorageFault {
+    /// The next task state write fails.
+    WriteFails(u32),
+    /// The next task state write leaves a file cut in half behind, and fails.
+    WriteTorn(u32),
+    /// The next metadata write (completing a checkpoint) fails.
+    CommitFails(u32),
+}
+
+/// Faults armed in the storage, shared with [`FaultyStorage`].
+#[derive(Debug, Default)]
+struct ArmedFaults {
+    write: Option<StorageFault>,
+    /// The next read of a completed checkpoint fails (fault number).
+    read: Option<u32>,
+}
+
+/// The run's scheduler state, over all attempts.
+struct SimState {
+    rng: SimRng,
+    faults_left: u32,
+    faults_injected: u32,
+}
+
+/// Runs attempts of a job on one thread (see the module's documentation).
+pub(super) struct Simulator {
+    clock: ManualClock,
+    state: RefCell<SimState>,
+    armed: Arc<Mutex<ArmedFaults>>,
+}
+
+impl Simulator {
+    pub(super) fn new(seed: RunSeed, faults: u32, clock: ManualClock) -> Self {
+        let rng = SimRng(seed.derive(b"schedule").0);
+        Self {
+            clock,
+            state: RefCell::new(SimState { rng, faults_left: faults, faults_injected: 0 }),
+            armed: Arc::new(Mutex::new(ArmedFaults::default())),
+        }
+    }
+
+    /// `storage` with this simulation's storage faults.
+    pub(super) fn storage(&self, storage: Arc<dyn CheckpointStorage>) -> Arc<dyn CheckpointStorage> {
+        Arc::new(FaultyStorage { inner: storage, armed: self.armed.clone() })
+    }
+
+    /// Builds every subtask here and steps them, and the coordinator, until all exited.
+    pub(super) fn run_attempt(
+        &self,
+        run: &mut AttemptRun<'_>,
+        pending: Vec<PendingTask>,
+        reports: &Receiver<TaskReport>,
+        result: &mut JobResult,
+    ) {
+        let mut tasks: Vec<Option<(Task, Rc<TaskShared>)>> = Vec::with_capacity(pending.len());
+        let mut exited = 0;
+        for (setup, context) in pending {
+            let index = context.index;
+            let opened = build_task(run.graph, run.plan, setup, context).and_then(|(mut task, shared)| {
+                match guarded(&shared, || task.open()) {
+                    Ok(()) => Ok((task, shared)),
+                    Err(e) => Err(close(&mut task, &shared, Err(e)).unwrap_err()),
+                }
+            });
+            match opened {
+                Ok(task) => tasks.push(Some(task)),
+                Err(e) => {
+                    tasks.push(None);
+                    exited += 1;
+                    run.task_exited(index, Err(e));
+                }
+            }
+        }
+        let participants = tasks.len() as u64 + 1;
+        let mut idle_turns = 0;
+        while exited < tasks.len() {
+            let (pick, tick) = {
+                let mut state = self.state.borrow_mut();
+                if let Some(failed) = self.maybe_inject(&mut state, &tasks, run) {
+                    if let Some((mut task, shared)) = tasks[failed].take() {
+                        let (n, operator) = (state.faults_injected, run.task_name(failed));
+                        let error = TaskError::Operator { operator, message: format!("simulated fault {n}") };
+                        let outcome = close(&mut task, &shared, Err(error));
+                        exited += 1;
+                        run.task_exited(failed, outcome);
+                    }
+                }
+                (state.rng.below(participants) as usize, state.rng.below(3))
+            };
+            if pick == tasks.len() {
+                run.poll(reports, result);
+                idle_turns += 1;
+            } else if let Some((task, shared)) = tasks[pick].as_mut() {
+                match guarded(shared, || task.step()) {
+                    Ok(StepResult::Continue) => idle_turns = 0,
+                    Ok(StepResult::Idle { .. }) => idle_turns += 1,
+                    Ok(StepResult::Finished) => {
+                        let (mut task, shared) = tasks[pick].take().expect("stepped");
+                        let outcome = close(&mut task, &shared, shared.check());
+                        exited += 1;
+                        run.task_exited(pick, outcome);
+                    }
+                    Err(e) => {
+                        let (mut task, shared) = tasks[pick].take().expect("stepped");
+                        let outcome = close(&mut task, &shared, Err(e));
+                        exited += 1;
+                        run.task_exited(pick, outcome);
+                    }
+                }
+            }
+            // A turn takes 0 to 2 ms, and time surely passes once everyone waited a while.
+            self.clock.advance_ms(tick);
+            if idle_turns > 4 * participants {
+                self.clock.advance_ms(1);
+                idle_turns = 0;
+            }
+        }
+    }
+
+    /// Maybe injects the next fault; returns the task to fail, if it is a task failure.
+    fn maybe_inject(
+        &self,
+        state: &mut SimState,
+        tasks: &[Option<(Task, Rc<TaskShared>)>],
+        run: &mut AttemptRun<'_>,
+    ) -> Option<usize> {
+        if state.faults_left == 0 || state.rng.below(TURNS_PER_FAULT) != 0 {
+            return None;
+        }
+        let live: Vec<usize> = (0..tasks.len()).filter(|i| tasks[*i].is_some()).collect();
+        if live.is_empty() {
+            return None;
+        }
+        state.faults_left -= 1;
+        state.faults_injected += 1;
+        let n = state.faults_injected;
+        let mut armed = self.armed.lock().expect("only this thread locks it");
+        let storage_fault = match state.rng.below(10) {
+            4 | 5 => Some(StorageFault::WriteFails(n)),
+            6 => Some(StorageFault::WriteTorn(n)),
+            7 => Some(StorageFault::CommitFails(n)),
+            _ => None,
+        };
+        // A storage fault while another waits, like any other draw, fails a task instead.
+        if let (Some(fault), None) = (storage_fault, armed.write) {
+            armed.write = Some(fault);
+            run.trace.push(format!("fault {n} at {} ms: {fault:?} armed", self.clock.now_ms()));
+            return None;
+        }
+        let victim = live[state.rng.below(live.len() as u64) as usize];
+        let then_read_fails = state.rng.below(3) == 0 && armed.read.is_none();
+        if then_read_fails {
+            armed.read = Some(n);
+        }
+        run.trace.push(format!(
+            "fault {n} at {} ms fails task {victim}{}",
+            self.clock.now_ms(),
+            if then_read_fails { ", then the restore's first read" } else { "" }
+        ));
+        Some(victim)
+    }
+}
+
+/// Closes a task that ended with `outcome`; a panic while closing fails it if nothing did.
+fn close(task: &mut Task, shared: &TaskShared, outcome: Result<(), TaskError>) -> Result<(), TaskError> {
+    let closed = guarded(shared, || {
+        task.close();
+        Ok(())
+    });
+    outcome.and(closed)
+}
+
+/// Checkpoint storage that fails where the simulator armed it to.
+struct FaultyStorage {
+    inner: Arc<dyn CheckpointStorage>,
+    armed: Arc<Mutex<ArmedFaults>>,
+}
+
+fn simulated(path: &str, n: u32, what: &str) -> CheckpointError {
+    CheckpointError::Io { path: path.to_string(), message: format!("simulated fault {n}: {what}") }
+}
+
+impl FaultyStorage {
+    fn take_write(&self, hits: impl Fn(StorageFault) -> bool) -> Option<StorageFault> {
+        let mut armed = self.armed.lock().expect("no panics while locked");
+        armed.write.take_if(|fault| hits(*fault))
+    }
+}
+
+impl CheckpointStorage for FaultyStorage {
+    fn describe(&self) -> String {
+        self.inner.describe()
+    }
+
+    fn write_task_state(
+        &self,
+        id: CheckpointId,
+        kind: SnapshotKind,
+        file_stem: &str,
+        framed: Vec<u8>,
+    ) -> Result<StateHandle, CheckpointError> {
+        match self.take_write(|f| matches!(f, StorageFault::WriteFails(_) | StorageFault::WriteTorn(_))) {
+            Some(StorageFault::WriteFails(n)) => Err(simulated(file_stem, n, "the write failed")),
+            Some(StorageFault::WriteTorn(n)) => {
+                // What a crash halfway through the write leaves: part of the file.
+                let half = framed[..framed.len() / 2].to_vec();
+                let _ = self.inner.write_task_state(id, kind, file_stem, half);
+                Err(simulated(file_stem, n, "the write stopped halfway"))
+            }
+            _ => self.inner.write_task_state(id, kind, file_stem, framed),
+        }
+    }
+
+    fn commit(&self, metadata: &CheckpointMetadata) -> Result<String, CheckpointError> {
+        match self.take_write(|f| matches!(f, StorageFault::CommitFails(_))) {
+            Some(StorageFault::CommitFails(n)) => Err(simulated("_metadata", n, "the metadata write failed")),
+            _ => self.inner.commit(metadata),
+        }
+    }
+
+    fn discard(&self, id: CheckpointId, kind: SnapshotKind) -> Result<(), CheckpointError> {
+        self.inner.discard(id, kind)
+    }
+
+    fn completed(&self) -> Result<Vec<String>, CheckpointError> {
+        self.inner.completed()
+    }
+
+    fn load(&self, location: &str) -> Result<CompletedCheckpoint, CheckpointError> {
+        if let Some(n) = self.armed.lock().expect("no panics while locked").read.take() {
+            return Err(simulated(location, n, "the read failed"));
+        }
+        self.inner.load(location)
+    }
+
+    fn upload_file(&self, relative: &str, source: &Path) -> Result<(u64, u32), CheckpointError> {
+        self.inner.upload_file(relative, source)
+    }
+
+    fn download_file(&self, relative: &str, target: &Path, bytes: u64, crc32: u32) -> Result<(), CheckpointError> {
+        self.inner.download_file(relative, target, bytes, crc32)
+    }
+
+    fn delete_file(&self, relative: &str) -> Result<(), CheckpointError> {
+        self.inner.delete_file(relative)
+    }
+}
