@@ -102,14 +102,14 @@ impl LocalExecutor {
             job_finished_sent: false,
             savepoint_storage: None,
             sources_running: 0,
-            trace: Vec::new(),
+            trace: self.simulator.as_ref().map(|_| Vec::new()),
         };
         run.sources_running = run.tasks.iter().filter(|(head, _)| run.is_source(*head)).count();
         match &self.simulator {
             Some(simulator) => simulator.run_attempt(&mut run, pending, &reports_rx, result),
             None => run.run_on_threads(pending, &reports_rx, result),
         }
-        result.trace.append(&mut run.trace);
+        result.trace.extend(run.trace.take().into_iter().flatten());
         match run.failure.take() {
             Some(error) => AttemptEnd::Failed(error),
             None if run.stopping => AttemptEnd::Stopped,
@@ -141,13 +141,20 @@ pub(super) struct AttemptRun<'a> {
     savepoint_storage: Option<Arc<dyn CheckpointStorage>>,
     /// Source tasks still running: checkpoints are triggered at sources only.
     sources_running: usize,
-    /// What happened, for [`JobResult::trace`].
-    pub(super) trace: Vec<String>,
+    /// What happened, for [`JobResult::trace`]; `None` unless simulating.
+    pub(super) trace: Option<Vec<String>>,
 }
 
 impl AttemptRun<'_> {
     fn is_source(&self, head: NodeId) -> bool {
         matches!(self.graph.node(head).factory, OperatorFactory::Source(_))
+    }
+
+    /// Records an event of the run's trace, when there is one.
+    pub(super) fn note(&mut self, event: impl FnOnce() -> String) {
+        if let Some(trace) = self.trace.as_mut() {
+            trace.push(event());
+        }
     }
 
     /// The chain a task runs, for messages.
@@ -276,7 +283,7 @@ impl AttemptRun<'_> {
             self.failure = None;
         }
         tracing::warn!(operator = %operator, subtask, parallelism, kind = ?kind, cause = %message, "task failed; cancelling the attempt");
-        self.trace.push(format!("task {index} ({operator} {subtask}) failed: {kind:?}"));
+        self.note(|| format!("task {index} ({operator} {subtask}) failed: {kind:?}"));
         self.fail(JobError::TaskFailed { job, operator, subtask, parallelism, kind, message });
     }
 
@@ -299,7 +306,7 @@ impl AttemptRun<'_> {
         match self.coordinator.expire(now) {
             Ok(expired) => {
                 for id in expired {
-                    self.trace.push(format!("checkpoint {id} expired"));
+                    self.note(|| format!("checkpoint {id} expired"));
                     tracing::warn!(checkpoint = %id, timeout_ms = self.graph.config.checkpoint.timeout_ms, "checkpoint expired before every task acknowledged it");
                     self.broadcast(Control::Checkpoint(CheckpointEvent::Aborted(id)));
                 }
@@ -316,7 +323,7 @@ impl AttemptRun<'_> {
 
     fn trigger(&mut self, kind: SnapshotKind, now: u64) {
         let id = self.coordinator.trigger(kind, now);
-        self.trace.push(format!("{kind:?} {id} triggered"));
+        self.note(|| format!("{kind:?} {id} triggered"));
         tracing::debug!(checkpoint = %id, kind = ?kind, "checkpoint triggered");
         self.triggered_at.insert(id.0, (self.clock.now_ms(), WallClock.now_ms()));
         let barrier = CheckpointBarrier { id, kind };
@@ -345,7 +352,7 @@ impl AttemptRun<'_> {
         };
         for checkpoint in completed {
             for old in &checkpoint.subsumed {
-                self.trace.push(format!("checkpoint {old} subsumed"));
+                self.note(|| format!("checkpoint {old} subsumed"));
                 self.broadcast(Control::Checkpoint(CheckpointEvent::Aborted(*old)));
             }
             self.complete(checkpoint, result);
@@ -398,7 +405,7 @@ impl AttemptRun<'_> {
             match self.write(&mut checkpoint, storage.as_ref(), None) {
                 Ok(stats) => {
                     tracing::info!(savepoint = %stats.id, bytes = stats.bytes, location = %stats.location, "savepoint completed");
-                    self.trace.push(format!("savepoint {} completed", stats.id));
+                    self.note(|| format!("savepoint {} completed", stats.id));
                     result.savepoint = Some(stats.location);
                     self.broadcast(Control::Checkpoint(CheckpointEvent::Completed(checkpoint.id)));
                     if request.stop {
@@ -448,12 +455,14 @@ impl AttemptRun<'_> {
                     location = %stats.location,
                     "checkpoint completed"
                 );
-                self.trace.push(format!(
-                    "checkpoint {} completed at {} with {}",
-                    stats.id,
-                    super::trace_location(&stats.location),
-                    stats.files.join(" ")
-                ));
+                self.note(|| {
+                    format!(
+                        "checkpoint {} completed at {} with {}",
+                        stats.id,
+                        super::trace_location(&stats.location),
+                        stats.files.join(" ")
+                    )
+                });
                 result.checkpoints_completed += 1;
                 if periodic || result.last_checkpoint.is_none() {
                     result.last_checkpoint = Some(stats.clone());
@@ -472,7 +481,7 @@ impl AttemptRun<'_> {
             Err(e) => {
                 discard_checkpoint(storage.as_ref(), &mut self.retained.borrow_mut(), checkpoint.id);
                 tracing::warn!(checkpoint = %checkpoint.id, error = %e, "checkpoint could not be stored");
-                self.trace.push(format!("checkpoint {} could not be stored", checkpoint.id));
+                self.note(|| format!("checkpoint {} could not be stored", checkpoint.id));
                 result.warnings.push(format!("checkpoint {} failed: {e}", checkpoint.id));
                 if let Err(too_many) = self.coordinator.record_failure() {
                     self.fail(JobError::CheckpointFailover {

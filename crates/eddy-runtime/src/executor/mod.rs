@@ -79,16 +79,11 @@ pub struct JobResult {
     pub savepoint: Option<String>,
     /// Things that went wrong without failing the job (a corrupt checkpoint skipped…).
     pub warnings: Vec<String>,
-    /// What happened, in order, without times or machine paths: checkpoints triggered,
-    /// completed (with their files) and aborted, faults, failures and restarts. The same
-    /// under a simulation with the same seed; `eddy-bench` prints its hash as `trace=`.
+    /// Under simulation, what happened, in order, without machine paths: checkpoints
+    /// triggered, completed (with their files) and aborted, faults, failures and restarts.
+    /// The same for the same seed; `eddy-bench` prints its hash as `trace=`. Empty
+    /// otherwise: a job that runs for months would grow it without end.
     pub trace: Vec<String>,
-}
-
-impl JobResult {
-    pub(crate) fn trace(&mut self, event: String) {
-        self.trace.push(event);
-    }
 }
 
 /// Runs jobs in this process.
@@ -257,7 +252,13 @@ impl LocalExecutor {
                             let from =
                                 restore.as_ref().map_or_else(|| "the beginning".to_string(), |c| c.location.clone());
                             tracing::warn!(job = %job, restart = result.restarts, delay_ms, cause = %error, from = %from, "restarting");
-                            result.trace(format!("restart {} from {}", result.restarts, trace_location(&from)));
+                            if self.simulator.is_some() {
+                                result.trace.push(format!(
+                                    "restart {} from {}",
+                                    result.restarts,
+                                    trace_location(&from)
+                                ));
+                            }
                             result
                                 .warnings
                                 .push(format!("restart {} after: {error}; restoring from {from}", result.restarts));
@@ -265,7 +266,9 @@ impl LocalExecutor {
                         }
                         Err(e) => {
                             tracing::warn!(job = %job, error = %e, "cannot read the state to restart from; trying again under the restart strategy");
-                            result.trace(format!("restore failed after restart {}", result.restarts));
+                            if self.simulator.is_some() {
+                                result.trace.push(format!("restore failed after restart {}", result.restarts));
+                            }
                             error = JobError::CheckpointFailover {
                                 job: job.clone(),
                                 message: format!("cannot restore after a failure: {e}"),

@@ -24,6 +24,7 @@ use crossbeam_channel::Receiver;
 use eddy_checkpoint::metadata::{CheckpointMetadata, StateHandle};
 use eddy_checkpoint::storage::{CheckpointStorage, CompletedCheckpoint};
 use eddy_checkpoint::{CheckpointError, CheckpointId, SnapshotKind};
+use eddy_state::keyed::{install_backend, take_backend, KeyedStateBackend};
 use eddy_types::{Clock, ManualClock, RunSeed};
 use std::cell::RefCell;
 use std::path::Path;
@@ -107,14 +108,15 @@ impl Simulator {
         reports: &Receiver<TaskReport>,
         result: &mut JobResult,
     ) {
-        let mut tasks: Vec<Option<(Task, Rc<TaskShared>)>> = Vec::with_capacity(pending.len());
+        let mut tasks: Vec<Option<SimTask>> = Vec::with_capacity(pending.len());
         let mut exited = 0;
         for (setup, context) in pending {
             let index = context.index;
-            let opened = build_task(run.graph, run.plan, setup, context).and_then(|(mut task, shared)| {
-                match guarded(&shared, || task.open()) {
-                    Ok(()) => Ok((task, shared)),
-                    Err(e) => Err(close(&mut task, &shared, Err(e)).unwrap_err()),
+            let opened = build_task(run.graph, run.plan, setup, context).and_then(|(task, shared)| {
+                let mut task = SimTask { task, shared, backend: None };
+                match task.run(|task, shared| guarded(shared, || task.open())) {
+                    Ok(()) => Ok(task),
+                    Err(e) => Err(task.close(Err(e)).unwrap_err()),
                 }
             });
             match opened {
@@ -132,10 +134,10 @@ impl Simulator {
             let (pick, tick) = {
                 let mut state = self.state.borrow_mut();
                 if let Some(failed) = self.maybe_inject(&mut state, &tasks, run) {
-                    if let Some((mut task, shared)) = tasks[failed].take() {
+                    if let Some(task) = tasks[failed].take() {
                         let (n, operator) = (state.faults_injected, run.task_name(failed));
                         let error = TaskError::Operator { operator, message: format!("simulated fault {n}") };
-                        let outcome = close(&mut task, &shared, Err(error));
+                        let outcome = task.close(Err(error));
                         exited += 1;
                         run.task_exited(failed, outcome);
                     }
@@ -145,19 +147,19 @@ impl Simulator {
             if pick == tasks.len() {
                 run.poll(reports, result);
                 idle_turns += 1;
-            } else if let Some((task, shared)) = tasks[pick].as_mut() {
-                match guarded(shared, || task.step()) {
+            } else if let Some(task) = tasks[pick].as_mut() {
+                match task.run(|task, shared| guarded(shared, || task.step())) {
                     Ok(StepResult::Continue) => idle_turns = 0,
                     Ok(StepResult::Idle { .. }) => idle_turns += 1,
                     Ok(StepResult::Finished) => {
-                        let (mut task, shared) = tasks[pick].take().expect("stepped");
-                        let outcome = close(&mut task, &shared, shared.check());
+                        let task = tasks[pick].take().expect("stepped");
+                        let checked = task.shared.check();
+                        let outcome = task.close(checked);
                         exited += 1;
                         run.task_exited(pick, outcome);
                     }
                     Err(e) => {
-                        let (mut task, shared) = tasks[pick].take().expect("stepped");
-                        let outcome = close(&mut task, &shared, Err(e));
+                        let outcome = tasks[pick].take().expect("stepped").close(Err(e));
                         exited += 1;
                         run.task_exited(pick, outcome);
                     }
@@ -173,12 +175,7 @@ impl Simulator {
     }
 
     /// Maybe injects the next fault; returns the task to fail, if it is a task failure.
-    fn maybe_inject(
-        &self,
-        state: &mut SimState,
-        tasks: &[Option<(Task, Rc<TaskShared>)>],
-        run: &mut AttemptRun<'_>,
-    ) -> Option<usize> {
+    fn maybe_inject(&self, state: &mut SimState, tasks: &[Option<SimTask>], run: &mut AttemptRun<'_>) -> Option<usize> {
         if state.faults_left == 0 || state.rng.below(TURNS_PER_FAULT) != 0 {
             return None;
         }
@@ -199,7 +196,7 @@ impl Simulator {
         // A storage fault while another waits, like any other draw, fails a task instead.
         if let (Some(fault), None) = (storage_fault, armed.write) {
             armed.write = Some(fault);
-            run.trace.push(format!("fault {n} at {} ms: {fault:?} armed", self.clock.now_ms()));
+            run.note(|| format!("fault {n} at {} ms: {fault:?} armed", self.clock.now_ms()));
             return None;
         }
         let victim = live[state.rng.below(live.len() as u64) as usize];
@@ -207,22 +204,48 @@ impl Simulator {
         if then_read_fails {
             armed.read = Some(n);
         }
-        run.trace.push(format!(
-            "fault {n} at {} ms fails task {victim}{}",
-            self.clock.now_ms(),
-            if then_read_fails { ", then the restore's first read" } else { "" }
-        ));
+        run.note(|| {
+            format!(
+                "fault {n} at {} ms fails task {victim}{}",
+                self.clock.now_ms(),
+                if then_read_fails { ", then the restore's first read" } else { "" }
+            )
+        });
         Some(victim)
     }
 }
 
-/// Closes a task that ended with `outcome`; a panic while closing fails it if nothing did.
-fn close(task: &mut Task, shared: &TaskShared, outcome: Result<(), TaskError>) -> Result<(), TaskError> {
-    let closed = guarded(shared, || {
-        task.close();
-        Ok(())
-    });
-    outcome.and(closed)
+/// A subtask under simulation, with its keyed backend while another task has the thread.
+struct SimTask {
+    task: Task,
+    shared: Rc<TaskShared>,
+    /// A keyed operator finds its backend in a thread-local slot (one per thread, so the
+    /// hot path needs no lookup); tasks sharing the thread take turns in it.
+    backend: Option<Box<dyn KeyedStateBackend>>,
+}
+
+impl SimTask {
+    /// Runs `f` with this task's backend in the thread's slot.
+    fn run<R>(&mut self, f: impl FnOnce(&mut Task, &TaskShared) -> R) -> R {
+        if let Some(backend) = self.backend.take() {
+            install_backend(backend).expect("the slot is empty between tasks' turns");
+        }
+        let result = f(&mut self.task, &self.shared);
+        self.backend = take_backend();
+        result
+    }
+
+    /// Closes a task that ended with `outcome`; a panic while closing fails it if nothing
+    /// did.
+    fn close(mut self, outcome: Result<(), TaskError>) -> Result<(), TaskError> {
+        let closed = self.run(|task, shared| {
+            guarded(shared, || {
+                task.close();
+                Ok(())
+            })
+        });
+        outcome.and(closed)
+    }
 }
 
 /// Checkpoint storage that fails where the simulator armed it to.

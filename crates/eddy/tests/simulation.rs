@@ -1,0 +1,281 @@
+//! Deterministic simulation: 200 seeds, each with seeded faults (task failures, storage
+//! write, torn-write, metadata and read faults), across a W1-shaped count per key and the
+//! order state machine of seed 004. Every run must commit exactly the output of a
+//! sequential run, no record lost or doubled, and the same seed must leave the same trace.
+
+#![allow(dead_code)]
+
+#[path = "../examples/order_state_machine.rs"]
+mod order_state_machine;
+
+use eddy::checkpoint::CheckpointConfig;
+use eddy::prelude::*;
+use eddy::sink::{TransactionalSink, TwoPhaseCommitSink};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+
+/// An in-memory transactional system: a transaction carries its records, and a commit
+/// files them under the transaction's (subtask, sequence), so committing twice changes
+/// nothing. Only committed transactions are visible.
+#[derive(Clone)]
+struct Committed<T>(Arc<Mutex<Transactions<T>>>);
+
+/// Committed transactions by (subtask, sequence).
+type Transactions<T> = BTreeMap<(u32, u64), Vec<T>>;
+
+impl<T: Data> Committed<T> {
+    fn new() -> Self {
+        Self(Arc::new(Mutex::new(BTreeMap::new())))
+    }
+
+    fn records(&self) -> Vec<T> {
+        self.0.lock().unwrap().values().flatten().cloned().collect()
+    }
+}
+
+impl<T: Data + Sync> TransactionalSink<T> for Committed<T> {
+    type Transaction = (u32, u64, Vec<T>);
+
+    fn begin(&mut self, subtask: SubtaskIndex, sequence: u64) -> FunctionResult<Self::Transaction> {
+        Ok((subtask.0, sequence, Vec::new()))
+    }
+
+    fn write(&mut self, transaction: &mut Self::Transaction, value: T) -> FunctionResult {
+        transaction.2.push(value);
+        Ok(())
+    }
+
+    fn pre_commit(&mut self, _transaction: &mut Self::Transaction) -> FunctionResult {
+        Ok(())
+    }
+
+    fn commit(&mut self, (subtask, sequence, records): Self::Transaction) -> FunctionResult {
+        self.0.lock().unwrap().insert((subtask, sequence), records);
+        Ok(())
+    }
+
+    fn abort(&mut self, _transaction: Self::Transaction) -> FunctionResult {
+        Ok(())
+    }
+
+    fn abort_leftovers(&mut self, _subtask: SubtaskIndex, _parallelism: u32) -> FunctionResult {
+        Ok(())
+    }
+}
+
+/// Counts per key in a `ValueState` and emits `(key, count)` after every record (W1).
+#[derive(Clone, Default)]
+struct CountPerKey {
+    count: Option<ValueState<u64>>,
+}
+
+impl RichFunction for CountPerKey {
+    fn open(&mut self, ctx: &mut RuntimeContext<'_>) -> FunctionResult {
+        self.count = Some(ctx.get_state(&ValueStateDescriptor::new("count"))?);
+        Ok(())
+    }
+}
+
+impl KeyedProcessFunction<u64, u64, (u64, u64)> for CountPerKey {
+    fn process_element(
+        &mut self,
+        _event: u64,
+        ctx: &mut KeyedContext<'_, u64>,
+        out: &mut Collector<'_, (u64, u64)>,
+    ) -> FunctionResult {
+        let state = self.count.as_ref().ok_or("count state not declared")?;
+        let count = state.value()?.unwrap_or(0) + 1;
+        state.update(count)?;
+        out.collect((*ctx.current_key(), count));
+        Ok(())
+    }
+}
+
+const W1_EVENTS: u64 = 100_000;
+const W1_KEYS: u64 = 97;
+const FAULTS: u32 = 8;
+
+fn key_of(event: u64) -> u64 {
+    event.wrapping_mul(0x9e37_79b9_7f4a_7c15) % W1_KEYS
+}
+
+/// A simulated environment: parallelism 1 or 2, checkpoints every 10 simulated ms, and
+/// for some seeds filesystem checkpoint storage (torn files are real files there).
+fn simulated_env(seed: u64, dir: Option<&std::path::Path>) -> Env {
+    let env = Env::new();
+    env.set_parallelism(1 + (seed % 2) as u32);
+    env.set_checkpoint_config(CheckpointConfig { interval_ms: 10, ..CheckpointConfig::default() });
+    if let Some(dir) = dir {
+        env.set_checkpoint_dir(dir);
+    }
+    env.simulate(seed, FAULTS);
+    env
+}
+
+fn temp_dir(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("eddy-sim-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
+/// Runs W1 under seed `seed`; returns the committed output and the trace.
+fn run_w1(seed: u64) -> (Vec<(u64, u64)>, Vec<String>, u32) {
+    let dir = seed.is_multiple_of(10).then(|| temp_dir(&format!("w1-{seed}")));
+    let env = simulated_env(seed, dir.as_deref());
+    let committed = Committed::new();
+    env.from_sequence(0, W1_EVENTS - 1)
+        .uid("events")
+        .key_by(|e: &u64| key_of(*e))
+        .process(CountPerKey::default())
+        .uid("count-per-key")
+        .add_sink(TwoPhaseCommitSink::new(committed.clone()))
+        .uid("sink");
+    let result = env.execute("W1 simulated").unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+    if let Some(dir) = dir {
+        let _ = std::fs::remove_dir_all(dir);
+    }
+    (committed.records(), result.trace, result.restarts)
+}
+
+/// Every running count of every key, exactly once: what a sequential run emits.
+fn w1_expected() -> Vec<(u64, u64)> {
+    let mut counts: HashMap<u64, u64> = HashMap::new();
+    let mut out: Vec<(u64, u64)> = (0..W1_EVENTS)
+        .map(|e| {
+            let count = counts.entry(key_of(e)).or_default();
+            *count += 1;
+            (key_of(e), *count)
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// Runs the order state machine under seed `seed`; returns outcomes and invalid events.
+fn run_orders(seed: u64, events: &[order_state_machine::OrderEvent]) -> (Vec<String>, Vec<String>, Vec<String>) {
+    use order_state_machine::*;
+    let dir = seed.is_multiple_of(10).then(|| temp_dir(&format!("orders-{seed}")));
+    let env = simulated_env(seed, dir.as_deref());
+    let (outcomes, invalid) = (Committed::new(), Committed::new());
+    let processed = env
+        .from_collection(events.to_vec())
+        .uid("orders")
+        .key_by(|e: &OrderEvent| e.order)
+        .process(StateMachine::default())
+        .uid("order-state-machine");
+    processed.side_output(&invalid_tag()).add_sink(TwoPhaseCommitSink::new(invalid.clone())).uid("invalid-sink");
+    processed.add_sink(TwoPhaseCommitSink::new(outcomes.clone())).uid("outcome-sink");
+    let result = env.execute("orders simulated").unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+    if let Some(dir) = dir {
+        let _ = std::fs::remove_dir_all(dir);
+    }
+    (sorted(shown(outcomes.records())), sorted(shown(invalid.records())), result.trace)
+}
+
+fn shown<T: std::fmt::Debug>(records: Vec<T>) -> Vec<String> {
+    records.into_iter().map(|r| format!("{r:?}")).collect()
+}
+
+fn sorted<T: Ord>(mut v: Vec<T>) -> Vec<T> {
+    v.sort();
+    v
+}
+
+/// The order state machine run sequentially: outcomes and invalid events.
+fn orders_expected(events: &[order_state_machine::OrderEvent]) -> (Vec<String>, Vec<String>) {
+    use order_state_machine::*;
+    let mut states: HashMap<u64, Option<OrderState>> = HashMap::new();
+    let (mut outcomes, mut invalid) = (Vec::new(), Vec::new());
+    for e in events {
+        let state = states.entry(e.order).or_default();
+        match transition(*state, e.action) {
+            Transition::To(next) => *state = Some(next),
+            Transition::Finished => {
+                *state = None;
+                let outcome =
+                    if e.action == Action::Cancel { Outcome::Cancelled(e.order) } else { Outcome::Completed(e.order) };
+                outcomes.push(format!("{outcome:?}"));
+            }
+            Transition::Invalid => invalid.push(format!("{e:?}")),
+        }
+    }
+    (sorted(outcomes), sorted(invalid))
+}
+
+/// Runs `check` for seeds `seeds` on both cores.
+fn for_seeds(seeds: std::ops::Range<u64>, check: impl Fn(u64) + Sync) {
+    let seeds: Vec<u64> = seeds.collect();
+    std::thread::scope(|scope| {
+        for half in seeds.chunks(seeds.len().div_ceil(2)) {
+            let check = &check;
+            scope.spawn(move || half.iter().for_each(|seed| check(*seed)));
+        }
+    });
+}
+
+#[test]
+fn w1_under_100_seeds_with_faults_commits_every_count_exactly_once() {
+    let expected = w1_expected();
+    let restarts = std::sync::atomic::AtomicU32::new(0);
+    for_seeds(0..100, |seed| {
+        let (committed, trace, restarted) = run_w1(seed);
+        assert_eq!(sorted(committed), expected, "seed {seed}: committed output differs; trace: {trace:#?}");
+        restarts.fetch_add(restarted, std::sync::atomic::Ordering::Relaxed);
+    });
+    // The faults did strike: most of them fail the job over.
+    let restarts = restarts.into_inner();
+    assert!(restarts >= 100 * FAULTS / 2, "{restarts} restarts: too few for the faults injected");
+}
+
+#[test]
+fn the_order_state_machine_under_100_seeds_with_faults_matches_a_sequential_run() {
+    let events = order_state_machine::sample_events(4_000);
+    let (outcomes, invalid) = orders_expected(&events);
+    for_seeds(100..200, |seed| {
+        let (got_outcomes, got_invalid, trace) = run_orders(seed, &events);
+        assert_eq!(got_outcomes, outcomes, "seed {seed}: outcomes differ; trace: {trace:#?}");
+        assert_eq!(got_invalid, invalid, "seed {seed}: invalid events differ; trace: {trace:#?}");
+    });
+}
+
+#[test]
+fn the_same_seed_leaves_the_same_trace_and_other_seeds_other_traces() {
+    let (first_output, first, _) = run_w1(7);
+    let (second_output, second, _) = run_w1(7);
+    assert_eq!(first, second, "same seed, same trace");
+    assert_eq!(first_output, second_output, "same seed, same committed transactions");
+    assert!(first.iter().any(|e| e.starts_with("fault ")), "faults are in the trace: {first:#?}");
+    assert!(first.iter().any(|e| e.contains("completed at")), "completed checkpoints are in the trace: {first:#?}");
+    let others: std::collections::BTreeSet<Vec<String>> = [3, 5, 9, 11, 13].into_iter().map(|s| run_w1(s).1).collect();
+    assert_eq!(others.len(), 5, "five other seeds, five traces");
+    assert!(!others.contains(&first));
+}
+
+#[test]
+fn a_simulation_refuses_a_backend_other_than_the_heap_before_it_runs() {
+    // The simulator cannot run RocksDB; a job asking for both is refused before it runs.
+    let env = Env::new();
+    env.simulate(1, 0);
+    env.set_state_backend(NamedBackend);
+    env.from_sequence(0, 9).key_by(|e: &u64| *e).process(CountPerKey::default()).add_sink(CollectSink::new());
+    let error = env.execute("refused").unwrap_err().to_string();
+    assert!(error.contains("needs the heap state backend, not test-backend"), "{error}");
+}
+
+/// A backend that is not the heap one (it is never created: validation refuses first).
+#[derive(Debug)]
+struct NamedBackend;
+
+impl eddy::state::KeyedBackendFactory for NamedBackend {
+    fn name(&self) -> &'static str {
+        "test-backend"
+    }
+
+    fn create(
+        &self,
+        _instance: &eddy::state::BackendInstance<'_>,
+        _restored: Option<eddy::state::KeyedStateSnapshot>,
+    ) -> Result<Box<dyn eddy::state::KeyedStateBackend>, eddy::state::StateError> {
+        unreachable!("validation refuses a simulated job on this backend")
+    }
+}
