@@ -37,14 +37,15 @@ pub struct CheckpointCoordinator<P> {
     config: CheckpointConfig,
     next_id: u64,
     pending: BTreeMap<u64, Pending<P>>,
-    /// Final states of tasks that finished; they stand in for their acknowledgements.
-    finished: Vec<Option<P>>,
+    /// Tasks that finished their input: barriers no longer reach them, so they are asked
+    /// for their (final) state directly.
+    finished: Vec<bool>,
     last_trigger_ms: Option<u64>,
     last_completion_ms: Option<u64>,
     consecutive_failures: u32,
 }
 
-impl<P: Clone> CheckpointCoordinator<P> {
+impl<P> CheckpointCoordinator<P> {
     /// A coordinator for `task_count` tasks whose next checkpoint gets `next_id` (after
     /// a restore, one past the restored checkpoint, so ids never repeat).
     pub fn new(config: CheckpointConfig, task_count: usize, next_id: u64) -> Self {
@@ -52,7 +53,7 @@ impl<P: Clone> CheckpointCoordinator<P> {
             config,
             next_id: next_id.max(1),
             pending: BTreeMap::new(),
-            finished: vec![None; task_count],
+            finished: vec![false; task_count],
             // As in Flink, the first checkpoint comes one interval after the start.
             last_trigger_ms: Some(0),
             last_completion_ms: None,
@@ -76,12 +77,14 @@ impl<P: Clone> CheckpointCoordinator<P> {
         interval_passed && pause_passed
     }
 
-    /// Starts a checkpoint (or savepoint). Finished tasks acknowledge at once.
+    /// Starts a checkpoint (or savepoint): sources get it, and finished tasks are asked
+    /// directly ([`CheckpointCoordinator::is_finished`]).
     pub fn trigger(&mut self, kind: SnapshotKind, now_ms: u64) -> CheckpointId {
         let id = CheckpointId(self.next_id);
         self.next_id += 1;
         self.last_trigger_ms = Some(now_ms);
-        self.pending.insert(id.0, Pending { kind, triggered_ms: now_ms, acks: self.finished.clone() });
+        let acks = self.finished.iter().map(|_| None).collect();
+        self.pending.insert(id.0, Pending { kind, triggered_ms: now_ms, acks });
         id
     }
 
@@ -92,21 +95,17 @@ impl<P: Clone> CheckpointCoordinator<P> {
         self.try_complete(id, now_ms)
     }
 
-    /// A task finished its input: its final state acknowledges every pending and future
-    /// checkpoint. Returns the checkpoints this completes.
-    pub fn task_finished(&mut self, task: usize, final_state: P, now_ms: u64) -> Vec<Completed<P>> {
-        self.finished[task] = Some(final_state.clone());
-        let ids: Vec<u64> = self.pending.keys().copied().collect();
-        let mut completed = Vec::new();
-        for id in ids {
-            if let Some(pending) = self.pending.get_mut(&id) {
-                if pending.acks[task].is_none() {
-                    pending.acks[task] = Some(final_state.clone());
-                }
-            }
-            completed.extend(self.try_complete(CheckpointId(id), now_ms));
-        }
-        completed
+    /// A task finished its input. Returns the pending checkpoints it has not acknowledged:
+    /// no barrier will reach it, so it must be asked for them directly.
+    pub fn task_finished(&mut self, task: usize) -> Vec<(CheckpointId, SnapshotKind)> {
+        self.finished[task] = true;
+        let waiting = self.pending.iter().filter(|(_, p)| p.acks[task].is_none());
+        waiting.map(|(id, p)| (CheckpointId(*id), p.kind)).collect()
+    }
+
+    /// Whether task `task` finished its input.
+    pub fn is_finished(&self, task: usize) -> bool {
+        self.finished[task]
     }
 
     fn try_complete(&mut self, id: CheckpointId, now_ms: u64) -> Option<Completed<P>> {
@@ -126,28 +125,34 @@ impl<P: Clone> CheckpointCoordinator<P> {
 
     /// Whether every task finished.
     pub fn all_finished(&self) -> bool {
-        self.finished.iter().all(Option::is_some)
+        self.finished.iter().all(|f| *f)
     }
 
-    /// The final states of all tasks, once all finished: the job's last checkpoint.
-    pub fn final_checkpoint(&mut self, now_ms: u64) -> Option<Completed<P>> {
-        if !self.all_finished() {
-            return None;
-        }
-        let id = self.trigger(SnapshotKind::Checkpoint, now_ms);
-        self.try_complete(id, now_ms)
+    /// Once every task finished: triggers the job's last checkpoint, of their final states.
+    pub fn final_checkpoint(&mut self, now_ms: u64) -> Option<CheckpointId> {
+        self.all_finished().then(|| self.trigger(SnapshotKind::Checkpoint, now_ms))
     }
 
     /// Aborts checkpoints pending longer than the timeout. Each counts as a failure.
-    pub fn expire(&mut self, now_ms: u64) -> Result<Vec<CheckpointId>, TooManyFailures> {
+    pub fn expire(&mut self, now_ms: u64) -> Result<Vec<(CheckpointId, SnapshotKind)>, TooManyFailures> {
         let timeout = self.config.timeout_ms;
-        let expired: Vec<u64> =
-            self.pending.iter().filter(|(_, p)| now_ms >= p.triggered_ms + timeout).map(|(k, _)| *k).collect();
-        for id in &expired {
-            self.pending.remove(id);
+        let expired: Vec<(CheckpointId, SnapshotKind)> = self
+            .pending
+            .iter()
+            .filter(|(_, p)| now_ms >= p.triggered_ms + timeout)
+            .map(|(k, p)| (CheckpointId(*k), p.kind))
+            .collect();
+        for (id, _) in &expired {
+            self.pending.remove(&id.0);
             self.count_failure()?;
         }
-        Ok(expired.into_iter().map(CheckpointId).collect())
+        Ok(expired)
+    }
+
+    /// The kind of checkpoint `id` while it is pending; `None` once it completed, was
+    /// aborted or subsumed, or if it never was.
+    pub fn pending_kind(&self, id: CheckpointId) -> Option<SnapshotKind> {
+        self.pending.get(&id.0).map(|p| p.kind)
     }
 
     /// A checkpoint that could not be completed (a task declined, storage failed).
@@ -223,19 +228,21 @@ mod tests {
     }
 
     #[test]
-    fn finished_tasks_acknowledge_with_their_final_state() {
+    fn finished_tasks_are_asked_for_what_they_have_not_acknowledged() {
         let mut c = coordinator(2);
         let one = c.trigger(SnapshotKind::Checkpoint, 0);
-        assert!(c.task_finished(0, "final-0", 10).is_empty());
-        let done = c.acknowledge(one, 1, "s1", 20).unwrap();
-        assert_eq!(done.task_states, vec!["final-0", "s1"]);
-        let two = c.trigger(SnapshotKind::Checkpoint, 200);
-        let completed = c.task_finished(1, "final-1", 210);
-        assert_eq!(completed[0].id, two);
-        assert_eq!(completed[0].task_states, vec!["final-0", "final-1"]);
+        c.acknowledge(one, 0, "s0", 5);
+        assert_eq!(c.task_finished(0), vec![], "it acknowledged everything pending");
+        let two = c.trigger(SnapshotKind::Savepoint, 100);
+        assert!(c.is_finished(0) && !c.is_finished(1));
+        assert_eq!(c.task_finished(1), vec![(one, SnapshotKind::Checkpoint), (two, SnapshotKind::Savepoint)]);
         assert!(!c.should_trigger(1_000), "nothing runs any more");
+        assert_eq!(c.acknowledge(one, 1, "final-1", 110).unwrap().task_states, vec!["s0", "final-1"]);
         let last = c.final_checkpoint(1_000).unwrap();
-        assert_eq!(last.id, CheckpointId(3));
+        assert_eq!(last, CheckpointId(3));
+        c.acknowledge(last, 0, "final-0", 1_010);
+        let done = c.acknowledge(last, 1, "final-1", 1_020).unwrap();
+        assert_eq!((done.id, done.subsumed), (last, vec![two]));
     }
 
     #[test]
@@ -245,7 +252,7 @@ mod tests {
         let mut c: CheckpointCoordinator<()> = CheckpointCoordinator::new(config, 1, 1);
         c.trigger(SnapshotKind::Checkpoint, 0);
         assert_eq!(c.expire(49).unwrap(), vec![]);
-        assert_eq!(c.expire(50).unwrap(), vec![CheckpointId(1)]);
+        assert_eq!(c.expire(50).unwrap(), vec![(CheckpointId(1), SnapshotKind::Checkpoint)]);
         c.trigger(SnapshotKind::Checkpoint, 60);
         assert_eq!(c.expire(200), Err(TooManyFailures { consecutive: 2, tolerable: 1 }));
     }

@@ -1,12 +1,15 @@
 //! eddy's checkpoints, apart from the runtime that takes them.
 //!
+//! - [`acknowledgement`]: the handle a subtask acknowledges a checkpoint with, once it
+//!   wrote its part itself (through the task view of [`storage`]).
 //! - [`config`]: Flink's checkpoint settings (interval, mode, min pause, timeout, max
 //!   concurrent, tolerable failures, retained count, cleanup on cancel).
 //! - [`snapshot`]: what one operator instance contributes to a checkpoint.
 //! - [`metadata`]: the versioned `_metadata` of a checkpoint and the checksummed encoding
 //!   of every file.
 //! - [`storage`]: where checkpoints go: the JobManager's memory (capped per task) or a
-//!   filesystem / object store through `object_store`.
+//!   filesystem / object store through `object_store`; the coordinator's view (metadata,
+//!   listing, discarding) and the task view ([`storage::TaskStateWriter`]).
 //! - [`coordinator`]: the checkpoint protocol as pure decisions (trigger, acknowledge,
 //!   complete, subsume, expire, retain), no threads and no I/O.
 //! - [`retained`]: the completed checkpoints a job keeps and the reference counts of the
@@ -15,6 +18,7 @@
 //!
 //! Depends on `eddy-types` and `eddy-state` (whose snapshot forms it stores).
 
+pub mod acknowledgement;
 pub mod config;
 pub mod coordinator;
 pub mod error;

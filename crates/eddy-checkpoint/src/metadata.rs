@@ -26,6 +26,24 @@ pub enum StateHandle {
     Inline { payload: Vec<u8> },
 }
 
+impl StateHandle {
+    /// Size of the state it points at.
+    pub fn bytes(&self) -> u64 {
+        match self {
+            StateHandle::File { bytes, .. } => *bytes,
+            StateHandle::Inline { payload } => payload.len() as u64,
+        }
+    }
+
+    /// For listings: the file's name or location, or `inline`.
+    pub fn describe(&self) -> String {
+        match self {
+            StateHandle::File { name, .. } => name.clone(),
+            StateHandle::Inline { .. } => "inline".into(),
+        }
+    }
+}
+
 /// One operator of a task, as listed in the metadata.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct OperatorEntry {

@@ -109,7 +109,6 @@ fn word_count(input: PathBuf, parallelism: Option<u32>) -> Result<String, JobErr
 }
 
 fn inspect(path: &std::path::Path) -> Result<String, String> {
-    use eddy::checkpoint::metadata::StateHandle;
     use std::fmt::Write;
     let (metadata, tasks) = eddy::checkpoint::storage::inspect_checkpoint_dir(path).map_err(|e| e.to_string())?;
     let mut out = String::new();
@@ -126,10 +125,7 @@ fn inspect(path: &std::path::Path) -> Result<String, String> {
     );
     let (mut total_bytes, mut native_bytes, mut corrupt) = (0u64, 0u64, 0usize);
     for task in &tasks {
-        let (file, bytes) = match &task.entry.handle {
-            StateHandle::File { name, bytes, .. } => (name.clone(), *bytes),
-            StateHandle::Inline { payload } => ("inline".to_string(), payload.len() as u64),
-        };
+        let (file, bytes) = (task.entry.handle.describe(), task.entry.handle.bytes());
         total_bytes += bytes;
         let status = match &task.state {
             Ok(_) => "checksum ok".to_string(),

@@ -4,12 +4,14 @@
 mod memory;
 mod native;
 mod object;
+mod task_writer;
 
 pub use memory::MemoryCheckpointStorage;
 pub use native::{fetch_native_files, file_safe, upload_native_files, SHARED_DIR};
 pub use object::{
     inspect_checkpoint_dir, load_checkpoint_dir, unreferenced_shared_files, ObjectCheckpointStorage, TaskInspection,
 };
+pub use task_writer::{KnownFiles, TaskStateWriter};
 
 use crate::error::CheckpointError;
 use crate::metadata::{CheckpointMetadata, StateHandle};

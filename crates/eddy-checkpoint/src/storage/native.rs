@@ -2,69 +2,68 @@
 //! a subtask's local directory and checkpoint storage.
 //!
 //! Shared files (immutable SSTs) live in `shared/` under the storage root, named by the
-//! backend instance that wrote them; a checkpoint uploads one only if no checkpoint the job
-//! keeps holds it already, and otherwise just references it. The other files go into the
-//! checkpoint's own directory. Locations are relative to the storage root.
+//! backend instance that wrote them; a subtask uploads one only if its last completed
+//! checkpoint does not hold it already, and otherwise just references it. The other files
+//! go into the checkpoint's own directory. Locations are relative to the storage root.
 
-use super::{directory_name, CheckpointStorage};
+use super::CheckpointStorage;
+use crate::acknowledgement::SharedFileRef;
 use crate::error::CheckpointError;
-use crate::retained::RetainedCheckpoints;
-use crate::snapshot::{CheckpointId, OperatorSnapshot, SnapshotKind};
+use crate::snapshot::OperatorSnapshot;
 use eddy_state::keyed::{LocalFiles, Unstored};
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// The folder of shared files under the storage root.
 pub const SHARED_DIR: &str = "shared";
 
-/// Uploads the files of every native snapshot in `operators` for checkpoint `id`, records
-/// the shared ones as referenced by `id`, and removes the local directories. Returns the
-/// bytes uploaded now (files already in storage are referenced, not uploaded).
+/// Uploads the files of every native snapshot in `operators` and returns the bytes
+/// uploaded and the shared files the snapshots reference. A shared file in `known` (an
+/// earlier completed checkpoint holds it) is referenced, not uploaded again. The other
+/// files go into the checkpoint's directory `dir`, as `<dir>/<uid>-<subtask>/<name>`. The
+/// local directories are removed.
 pub fn upload_native_files(
     storage: &dyn CheckpointStorage,
-    retained: &mut RetainedCheckpoints,
-    id: CheckpointId,
-    kind: SnapshotKind,
+    known: &HashMap<String, (u64, u32)>,
+    dir: &str,
     operators: &mut [OperatorSnapshot],
-) -> Result<u64, CheckpointError> {
+) -> Result<(u64, Vec<SharedFileRef>), CheckpointError> {
     let mut uploaded = 0;
+    let mut shared = Vec::new();
     for operator in operators.iter_mut() {
         let Some(keyed) = operator.keyed.as_mut() else { continue };
         for native in &mut keyed.native {
             let Some(local) = native.local.0.take() else { continue };
             for file in &mut native.files {
                 let source = local.path().join(&file.name);
-                match &file.shared_name {
-                    Some(shared) => {
-                        let location = format!("{SHARED_DIR}/{shared}");
-                        let (bytes, crc32) = match retained.shared_file(&location) {
-                            Some(known) => known,
-                            None => {
-                                let written = storage.upload_file(&location, &source)?;
-                                uploaded += written.0;
-                                written
-                            }
-                        };
-                        retained.reference(id, &location, bytes, crc32);
-                        (file.bytes, file.crc32, file.location) = (bytes, crc32, location);
-                    }
+                let owner = format!("{}-{}", file_safe(&operator.uid), operator.subtask);
+                let (location, reusable) = match &file.shared_name {
+                    Some(name) => (format!("{SHARED_DIR}/{name}"), true),
+                    None => (format!("{dir}/{owner}/{}", file.name), false),
+                };
+                let known_file = if reusable { known.get(&location).copied() } else { None };
+                let (bytes, crc32) = match known_file {
+                    Some(known) => known,
                     None => {
-                        let location = format!(
-                            "{}/{}-{}/{}",
-                            directory_name(id, kind),
-                            file_safe(&operator.uid),
-                            operator.subtask,
-                            file.name
-                        );
-                        let (bytes, crc32) = storage.upload_file(&location, &source)?;
-                        uploaded += bytes;
-                        (file.bytes, file.crc32, file.location) = (bytes, crc32, location);
+                        let written = storage.upload_file(&location, &source)?;
+                        uploaded += written.0;
+                        written
                     }
+                };
+                if reusable {
+                    shared.push(SharedFileRef {
+                        location: location.clone(),
+                        bytes,
+                        crc32,
+                        uploaded_now: known_file.is_none(),
+                    });
                 }
+                (file.bytes, file.crc32, file.location) = (bytes, crc32, location);
             }
         }
     }
-    Ok(uploaded)
+    Ok((uploaded, shared))
 }
 
 /// Fetches the files of every native snapshot in `operators` into a new local directory

@@ -8,6 +8,7 @@ use super::{directory_name, fetch_native_files, CheckpointStorage, CompletedChec
 use crate::error::CheckpointError;
 use crate::metadata::{self, CheckpointMetadata, StateHandle, TaskStateEntry, METADATA_FILE};
 use crate::snapshot::{CheckpointId, OperatorSnapshot, SnapshotKind};
+use eddy_state::keyed::NativeFile;
 use futures::StreamExt;
 use object_store::local::LocalFileSystem;
 use object_store::path::Path as ObjectPath;
@@ -203,7 +204,8 @@ pub fn unreferenced_shared_files(dir: impl AsRef<Path>) -> Result<Vec<String>, C
         for task in &metadata.tasks {
             for operator in storage.read_task(&name, task)? {
                 let natives = operator.keyed.iter().flat_map(|k| &k.native);
-                for file in natives.flat_map(|n| &n.files).filter(|f| f.shared_name.is_some()) {
+                let in_shared = |f: &&NativeFile| f.location.starts_with(&format!("{}/", super::SHARED_DIR));
+                for file in natives.flat_map(|n| &n.files).filter(in_shared) {
                     referenced.insert(file.location.clone());
                 }
             }

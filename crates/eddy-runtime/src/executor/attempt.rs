@@ -5,13 +5,16 @@
 use crate::channel::{ChannelCapacity, CheckpointBarrier, CheckpointEvent, CHANNEL_BATCHES_MAX};
 use crate::error::{JobError, TaskError};
 use crate::graph::{ChainPlan, OperatorFactory, StreamGraph};
-use crate::task::{Control, MailboxSender, Mailboxes, TaskReport};
+use crate::task::{
+    AsyncWork, AsyncWorkers, Control, MailboxSender, Mailboxes, QueuedWork, TaskCheckpointing, TaskReport,
+};
 use crossbeam_channel::{select, Receiver};
+use eddy_checkpoint::acknowledgement::TaskAcknowledgement;
 use eddy_checkpoint::coordinator::{CheckpointCoordinator, Completed};
-use eddy_checkpoint::metadata::{encode_task_state, CheckpointMetadata, OperatorEntry, StateHandle, TaskStateEntry};
+use eddy_checkpoint::metadata::{CheckpointMetadata, StateHandle};
 use eddy_checkpoint::retained::RetainedCheckpoints;
-use eddy_checkpoint::storage::{file_safe, upload_native_files, CheckpointStorage, ObjectCheckpointStorage};
-use eddy_checkpoint::{CheckpointError, CheckpointId, OperatorSnapshot, SnapshotKind};
+use eddy_checkpoint::storage::{CheckpointStorage, ObjectCheckpointStorage, TaskStateWriter};
+use eddy_checkpoint::{CheckpointError, CheckpointId, SnapshotKind};
 use eddy_types::{Clock, NodeId, RunSeed, WallClock};
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -48,6 +51,9 @@ type TaskExit = (usize, Result<(), TaskError>);
 /// A subtask about to start: what it is wired to, and what it gets from the attempt.
 pub(super) type PendingTask = (TaskSetup, TaskContext);
 
+/// What the coordinator holds per task for a checkpoint: its handle.
+type Acknowledged = TaskAcknowledgement;
+
 impl LocalExecutor {
     /// One run of the job from `restore`, until it finished, stopped or failed.
     pub(super) fn attempt(
@@ -59,6 +65,35 @@ impl LocalExecutor {
         result: &mut JobResult,
     ) -> AttemptEnd {
         let config = &graph.config;
+        let job = graph.job_name.clone();
+        // Tasks write savepoints themselves: the directory must open before they start.
+        let savepoint_storage: Option<Arc<dyn CheckpointStorage>> = match &config.savepoint {
+            None => None,
+            Some(request) => match ObjectCheckpointStorage::open(&request.dir.to_string_lossy()) {
+                Ok(storage) => Some(Arc::new(storage)),
+                Err(e) => return AttemptEnd::Failed(JobError::Checkpoint { job, message: format!("savepoint: {e}") }),
+            },
+        };
+        // Where the asynchronous part of snapshots runs: worker threads, or the
+        // simulator's turns.
+        let queued = Arc::new(QueuedWork::default());
+        let workers = match &self.simulator {
+            Some(_) => None,
+            None => {
+                let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
+                match AsyncWorkers::start(threads.min(plan.heads.len().max(1) * 2)) {
+                    Ok(workers) => Some(workers),
+                    Err(e) => {
+                        let message = format!("cannot start the threads that write snapshots: {e}");
+                        return AttemptEnd::Failed(JobError::Internal { job, message });
+                    }
+                }
+            }
+        };
+        let work: Arc<dyn AsyncWork> = match &workers {
+            Some(workers) => workers.queue(),
+            None => queued.clone(),
+        };
         let capacity = match self.simulator {
             Some(_) => ChannelCapacity::Unbounded,
             None => ChannelCapacity::Bounded(CHANNEL_BATCHES_MAX),
@@ -72,17 +107,31 @@ impl LocalExecutor {
         for (index, (setup, mailbox_tx)) in setups.into_iter().enumerate() {
             tasks.push((setup.head, setup.subtask));
             mailboxes.push(mailbox_tx);
+            let writer = TaskStateWriter::new(
+                storage.clone(),
+                savepoint_storage.clone(),
+                self.clock.clone(),
+                plan.chain_name(graph, setup.head),
+                setup.subtask,
+                &graph.node(setup.head).effective_uid(),
+            );
+            let checkpointing = TaskCheckpointing {
+                task: index,
+                reports: reports_tx.clone(),
+                writer: Arc::new(writer),
+                work: work.clone(),
+            };
             let context = TaskContext {
-                index,
                 cancel: cancel.clone(),
                 clock: self.clock.clone(),
-                reports: reports_tx.clone(),
+                checkpointing,
                 restore: restore.as_ref().map(|(_, plan)| plan.clone()),
                 seed,
             };
             pending.push((setup, context));
         }
         drop(reports_tx);
+        drop(work);
 
         let mut run = AttemptRun {
             graph,
@@ -100,14 +149,21 @@ impl LocalExecutor {
             stopping: false,
             savepoint_triggered: false,
             job_finished_sent: false,
-            savepoint_storage: None,
+            final_checkpoint: None,
+            savepoint_storage,
             sources_running: 0,
             trace: self.simulator.as_ref().map(|_| Vec::new()),
         };
         run.sources_running = run.tasks.iter().filter(|(head, _)| run.is_source(*head)).count();
         match &self.simulator {
-            Some(simulator) => simulator.run_attempt(&mut run, pending, &reports_rx, result),
+            Some(simulator) => simulator.run_attempt(&mut run, pending, &queued, &reports_rx, result),
             None => run.run_on_threads(pending, &reports_rx, result),
+        }
+        // Snapshots still being written belong to checkpoints this attempt will never
+        // complete.
+        queued.clear();
+        if let Some(workers) = workers {
+            workers.stop();
         }
         result.trace.extend(run.trace.take().into_iter().flatten());
         match run.failure.take() {
@@ -130,7 +186,7 @@ pub(super) struct AttemptRun<'a> {
     /// The executor's clock: every time the coordinator reads or waits for.
     clock: Arc<dyn Clock>,
     started_ms: u64,
-    coordinator: CheckpointCoordinator<Vec<OperatorSnapshot>>,
+    coordinator: CheckpointCoordinator<Acknowledged>,
     /// Per pending checkpoint: when it was triggered (clock ms, wall-clock ms for the
     /// metadata).
     triggered_at: HashMap<u64, (u64, u64)>,
@@ -138,6 +194,8 @@ pub(super) struct AttemptRun<'a> {
     stopping: bool,
     savepoint_triggered: bool,
     job_finished_sent: bool,
+    /// The job's last checkpoint, once every task finished.
+    final_checkpoint: Option<CheckpointId>,
     savepoint_storage: Option<Arc<dyn CheckpointStorage>>,
     /// Source tasks still running: checkpoints are triggered at sources only.
     sources_running: usize,
@@ -195,7 +253,7 @@ impl AttemptRun<'_> {
                 setup.subtask + 1,
                 head.parallelism
             );
-            let index = context.index;
+            let index = context.checkpointing.task;
             let (graph, plan, done_tx) = (self.graph.clone(), self.plan.clone(), done_tx.clone());
             let spawned = std::thread::Builder::new().name(name).spawn(move || {
                 let outcome = run_task(&graph, &plan, setup, context);
@@ -305,8 +363,9 @@ impl AttemptRun<'_> {
         }
         match self.coordinator.expire(now) {
             Ok(expired) => {
-                for id in expired {
+                for (id, kind) in expired {
                     self.note(|| format!("checkpoint {id} expired"));
+                    self.discard_pending(id, kind);
                     tracing::warn!(checkpoint = %id, timeout_ms = self.graph.config.checkpoint.timeout_ms, "checkpoint expired before every task acknowledged it");
                     self.broadcast(Control::Checkpoint(CheckpointEvent::Aborted(id)));
                 }
@@ -328,7 +387,8 @@ impl AttemptRun<'_> {
         self.triggered_at.insert(id.0, (self.clock.now_ms(), WallClock.now_ms()));
         let barrier = CheckpointBarrier { id, kind };
         for index in 0..self.tasks.len() {
-            if self.is_source(self.tasks[index].0) {
+            // Sources start the barrier; tasks that finished are asked directly.
+            if self.is_source(self.tasks[index].0) || self.coordinator.is_finished(index) {
                 self.mailboxes.post(index, Control::TriggerCheckpoint(barrier));
             }
         }
@@ -337,72 +397,172 @@ impl AttemptRun<'_> {
     fn report(&mut self, report: TaskReport, result: &mut JobResult) {
         let now = self.now_ms();
         let completed = match report {
-            TaskReport::Acknowledge { task, checkpoint, snapshots } => {
-                self.coordinator.acknowledge(checkpoint, task, snapshots, now).into_iter().collect()
+            TaskReport::Acknowledge { task, checkpoint, ack } => {
+                let Some(kind) = self.coordinator.pending_kind(checkpoint) else {
+                    // Late: aborted or subsumed meanwhile. What the task wrote for it goes.
+                    self.discard_late(checkpoint, &ack);
+                    return;
+                };
+                if kind == SnapshotKind::Checkpoint {
+                    if let Err(reason) = self.register_shared(checkpoint, &ack) {
+                        return self.abort_checkpoint(checkpoint, kind, &reason, result);
+                    }
+                }
+                self.coordinator.acknowledge(checkpoint, task, ack, now)
             }
-            TaskReport::Finished { task, mut snapshots } => {
-                // Taken at the end of input, not at a barrier: the task stood still for
-                // no checkpoint, and this state stands in for it in every later one.
-                snapshots.iter_mut().for_each(|s| (s.sync_micros, s.wait_micros) = (0, 0));
+            TaskReport::Finished { task } => {
                 if self.is_source(self.tasks[task].0) {
                     self.sources_running = self.sources_running.saturating_sub(1);
                 }
-                self.coordinator.task_finished(task, snapshots, now)
+                // No barrier reaches it any more: it is asked for what is pending.
+                for (id, kind) in self.coordinator.task_finished(task) {
+                    self.mailboxes.post(task, Control::TriggerCheckpoint(CheckpointBarrier { id, kind }));
+                }
+                None
+            }
+            TaskReport::Declined { task, checkpoint, reason } => {
+                if let Some(kind) = self.coordinator.pending_kind(checkpoint) {
+                    let reason = format!("{} could not write its part: {reason}", self.task_name(task));
+                    self.abort_checkpoint(checkpoint, kind, &reason, result);
+                }
+                return;
             }
         };
-        for checkpoint in completed {
+        if let Some(checkpoint) = completed {
             for old in &checkpoint.subsumed {
                 self.note(|| format!("checkpoint {old} subsumed"));
+                self.discard_pending(*old, SnapshotKind::Checkpoint);
                 self.broadcast(Control::Checkpoint(CheckpointEvent::Aborted(*old)));
+            }
+            if Some(checkpoint.id) == self.final_checkpoint {
+                self.finish_job(checkpoint, result);
+                return;
             }
             self.complete(checkpoint, result);
         }
-        if self.coordinator.all_finished() && !self.job_finished_sent && !self.cancel.load(Ordering::SeqCst) {
+        if self.coordinator.all_finished() && self.final_checkpoint.is_none() && !self.job_finished_sent {
+            if self.cancel.load(Ordering::SeqCst) {
+                return;
+            }
+            if !self.graph.config.checkpointing_enabled() {
+                self.job_finished_sent = true;
+                self.broadcast(Control::JobFinished);
+                return;
+            }
+            // The job's last checkpoint, of every task's final state: every task is asked.
+            if let Some(id) = self.coordinator.final_checkpoint(now) {
+                self.final_checkpoint = Some(id);
+                self.note(|| format!("final checkpoint {id} triggered"));
+                self.triggered_at.insert(id.0, (self.clock.now_ms(), WallClock.now_ms()));
+                let barrier = CheckpointBarrier { id, kind: SnapshotKind::Checkpoint };
+                self.broadcast(Control::TriggerCheckpoint(barrier));
+            }
+        }
+    }
+
+    /// The final checkpoint completed: store it, then let sinks commit their end-of-input
+    /// transactions (only once the checkpoint that holds them is stored).
+    fn finish_job(&mut self, checkpoint: Completed<Acknowledged>, result: &mut JobResult) {
+        let id = checkpoint.id;
+        if !self.store(checkpoint, result, false) {
+            return self.fail(JobError::CheckpointFailover {
+                job: self.graph.job_name.clone(),
+                message: format!("the final checkpoint {id} could not be stored; nothing of it was committed"),
+            });
+        }
+        if !self.cancel.load(Ordering::SeqCst) {
             self.job_finished_sent = true;
-            if self.graph.config.checkpointing_enabled() {
-                if let Some(last) = self.coordinator.final_checkpoint(now) {
-                    let id = last.id;
-                    self.triggered_at.insert(id.0, (self.clock.now_ms(), WallClock.now_ms()));
-                    // Sinks commit their end-of-input transactions when told the job
-                    // finished: only once the checkpoint that holds them is stored.
-                    if !self.store(last, result, false) {
-                        self.fail(JobError::CheckpointFailover {
-                            job: self.graph.job_name.clone(),
-                            message: format!(
-                                "the final checkpoint {id} could not be stored; nothing of it was committed"
-                            ),
-                        });
+            self.broadcast(Control::JobFinished);
+        }
+    }
+
+    /// Counts the shared files a task's state references under checkpoint `id`. One it
+    /// took from an earlier checkpoint must still be held: the earlier one may have been
+    /// dropped after the task wrote (it had not heard yet).
+    fn register_shared(&mut self, id: CheckpointId, ack: &TaskAcknowledgement) -> Result<(), String> {
+        let mut retained = self.retained.borrow_mut();
+        if let Some(gone) =
+            ack.shared_files.iter().find(|f| !f.uploaded_now && retained.shared_file(&f.location).is_none())
+        {
+            return Err(format!(
+                "{} references the shared file {}, which no retained checkpoint holds any more",
+                ack.entry.task, gone.location
+            ));
+        }
+        for file in &ack.shared_files {
+            retained.reference(id, &file.location, file.bytes, file.crc32);
+        }
+        Ok(())
+    }
+
+    /// A pending checkpoint that cannot complete: abort it, delete what was written for
+    /// it, tell the tasks.
+    fn abort_checkpoint(&mut self, id: CheckpointId, kind: SnapshotKind, reason: &str, result: &mut JobResult) {
+        tracing::warn!(checkpoint = %id, kind = ?kind, reason, "checkpoint aborted");
+        self.note(|| format!("{kind:?} {id} aborted"));
+        result.warnings.push(format!("checkpoint {id} aborted: {reason}"));
+        let counted = self.coordinator.abort(id);
+        self.discard_pending(id, kind);
+        self.broadcast(Control::Checkpoint(CheckpointEvent::Aborted(id)));
+        if let Err(too_many) = counted {
+            self.fail(JobError::CheckpointFailover {
+                job: self.graph.job_name.clone(),
+                message: format!(
+                    "checkpoint {id} aborted: {reason}; {} failures in a row (tolerable: {})",
+                    too_many.consecutive, too_many.tolerable
+                ),
+            });
+        }
+    }
+
+    /// Deletes what tasks wrote for a checkpoint that will never complete. Without the
+    /// final checkpoint the job cannot finish: that fails it over.
+    fn discard_pending(&mut self, id: CheckpointId, kind: SnapshotKind) {
+        if Some(id) == self.final_checkpoint {
+            self.fail(JobError::CheckpointFailover {
+                job: self.graph.job_name.clone(),
+                message: format!("the final checkpoint {id} failed; nothing of it was committed"),
+            });
+        }
+        match kind {
+            SnapshotKind::Checkpoint => discard_checkpoint(self.storage.as_ref(), &mut self.retained.borrow_mut(), id),
+            SnapshotKind::Savepoint => {
+                if let Some(savepoints) = &self.savepoint_storage {
+                    if let Err(e) = savepoints.discard(id, kind) {
+                        tracing::warn!(savepoint = %id, error = %e, "cannot delete an incomplete savepoint; its files stay");
                     }
                 }
             }
-            if !self.cancel.load(Ordering::SeqCst) {
-                self.broadcast(Control::JobFinished);
+        }
+    }
+
+    /// An acknowledgement for a checkpoint no longer pending: its files go, but shared
+    /// files another checkpoint holds stay.
+    fn discard_late(&mut self, id: CheckpointId, ack: &TaskAcknowledgement) {
+        let storage = if ack.shared_files.is_empty() && self.savepoint_storage.is_some() {
+            // Either storage may hold it; deleting a missing directory is harmless.
+            self.savepoint_storage.clone()
+        } else {
+            None
+        };
+        let _ = self.storage.discard(id, SnapshotKind::Checkpoint);
+        if let Some(savepoints) = storage {
+            let _ = savepoints.discard(id, SnapshotKind::Savepoint);
+        }
+        let retained = self.retained.borrow();
+        for file in ack.shared_files.iter().filter(|f| f.uploaded_now && retained.reference_count(&f.location) == 0) {
+            if let Err(e) = self.storage.delete_file(&file.location) {
+                tracing::warn!(file = %file.location, error = %e, "cannot delete a shared file no checkpoint references");
             }
         }
     }
 
     /// A checkpoint every task acknowledged: store it, tell the tasks, drop old ones.
-    fn complete(&mut self, checkpoint: Completed<Vec<OperatorSnapshot>>, result: &mut JobResult) {
+    fn complete(&mut self, checkpoint: Completed<Acknowledged>, result: &mut JobResult) {
         if checkpoint.kind == SnapshotKind::Savepoint {
             let Some(request) = self.graph.config.savepoint.clone() else { return };
-            let storage = match &self.savepoint_storage {
-                Some(s) => s.clone(),
-                None => match ObjectCheckpointStorage::open(&request.dir.to_string_lossy()) {
-                    Ok(s) => {
-                        let s: Arc<dyn CheckpointStorage> = Arc::new(s);
-                        self.savepoint_storage = Some(s.clone());
-                        s
-                    }
-                    Err(e) => {
-                        return self.fail(JobError::Checkpoint {
-                            job: self.graph.job_name.clone(),
-                            message: format!("savepoint: {e}"),
-                        })
-                    }
-                },
-            };
-            let mut checkpoint = checkpoint;
-            match self.write(&mut checkpoint, storage.as_ref(), None) {
+            let Some(storage) = self.savepoint_storage.clone() else { return };
+            match self.commit(&checkpoint, storage.as_ref()) {
                 Ok(stats) => {
                     tracing::info!(savepoint = %stats.id, bytes = stats.bytes, location = %stats.location, "savepoint completed");
                     self.note(|| format!("savepoint {} completed", stats.id));
@@ -432,17 +592,19 @@ impl AttemptRun<'_> {
         }
     }
 
-    /// Writes a checkpoint to the checkpoint storage and applies retention. `periodic`:
-    /// not the final checkpoint of a finished job (whose stats say little).
-    fn store(
-        &mut self,
-        mut checkpoint: Completed<Vec<OperatorSnapshot>>,
-        result: &mut JobResult,
-        periodic: bool,
-    ) -> bool {
+    /// Writes a checkpoint's metadata and applies retention. `periodic`: not the final
+    /// checkpoint of a finished job (whose stats say little).
+    fn store(&mut self, checkpoint: Completed<Acknowledged>, result: &mut JobResult, periodic: bool) -> bool {
         let storage = self.storage.clone();
-        // (The borrow ends before the arms, which borrow again.)
-        let written = self.write(&mut checkpoint, storage.as_ref(), Some(&mut *self.retained.borrow_mut()));
+        // Counted at acknowledgement already; counted again (no effect) to check them all.
+        let registered = checkpoint.task_states.iter().try_for_each(|ack| self.register_shared(checkpoint.id, ack));
+        let written = match registered {
+            Ok(()) => self.commit(&checkpoint, storage.as_ref()),
+            Err(reason) => Err(CheckpointError::InvalidLocation {
+                location: format!("checkpoint {}", checkpoint.id),
+                message: reason,
+            }),
+        };
         match written {
             Ok(stats) => {
                 tracing::info!(
@@ -497,85 +659,45 @@ impl AttemptRun<'_> {
         }
     }
 
-    /// The asynchronous part: upload the files of native snapshots (only those no kept
-    /// checkpoint holds), serialize and write every task's state, then the metadata.
-    /// `retained`: the job's checkpoints, whose shared files may be referenced (savepoints
-    /// are canonical and have none).
-    fn write(
+    /// Completes a checkpoint or savepoint: its `_metadata`, from the tasks' handles.
+    fn commit(
         &self,
-        checkpoint: &mut Completed<Vec<OperatorSnapshot>>,
+        checkpoint: &Completed<Acknowledged>,
         storage: &dyn CheckpointStorage,
-        mut retained: Option<&mut RetainedCheckpoints>,
     ) -> Result<CheckpointStats, CheckpointError> {
-        let writing = self.clock.now_ms();
-        let (triggered, timestamp_ms) = self.triggered_at.get(&checkpoint.id.0).copied().unwrap_or((writing, 0));
-        let sync_micros = checkpoint.task_states.iter().flatten().map(|s| s.sync_micros).max().unwrap_or(0);
-        let wait_micros = checkpoint.task_states.iter().flatten().map(|s| s.wait_micros).max().unwrap_or(0);
-        let mut tasks = Vec::with_capacity(checkpoint.task_states.len());
-        let (mut bytes, mut incremental_bytes) = (0u64, 0u64);
-        let mut files = Vec::new();
-        for (index, snapshots) in checkpoint.task_states.iter_mut().enumerate() {
-            let (head, subtask) = self.tasks[index];
-            for keyed in snapshots.iter_mut().filter_map(|s| s.keyed.as_mut()) {
-                keyed.complete_deferred().map_err(|e| CheckpointError::Encode(e.to_string()))?;
-            }
-            if let Some(retained) = retained.as_deref_mut() {
-                incremental_bytes += upload_native_files(storage, retained, checkpoint.id, checkpoint.kind, snapshots)?;
-            }
-            bytes += native_bytes(snapshots);
-            let framed = encode_task_state(snapshots)?;
-            let stem = format!("{}-{}", file_safe(&self.graph.node(head).effective_uid()), subtask);
-            let handle = storage.write_task_state(checkpoint.id, checkpoint.kind, &stem, framed)?;
-            let task_bytes = match &handle {
-                StateHandle::File { name, bytes, .. } => {
-                    files.push(name.clone());
-                    *bytes
-                }
-                StateHandle::Inline { payload } => {
-                    files.push(format!("{stem} (inline)"));
-                    payload.len() as u64
-                }
-            };
-            bytes += task_bytes;
-            incremental_bytes += task_bytes;
-            tasks.push(TaskStateEntry {
-                task: self.plan.chain_name(self.graph, head),
-                subtask,
-                operators: snapshots
-                    .iter()
-                    .map(|s| OperatorEntry { uid: s.uid.clone(), name: s.name.clone(), parallelism: s.parallelism })
-                    .collect(),
-                handle,
-            });
-        }
+        let (triggered, timestamp_ms) =
+            self.triggered_at.get(&checkpoint.id.0).copied().unwrap_or((self.clock.now_ms(), 0));
+        let acks = &checkpoint.task_states;
         let metadata = CheckpointMetadata {
             checkpoint_id: checkpoint.id,
             kind: checkpoint.kind,
             job_name: self.graph.job_name.clone(),
             max_parallelism: self.graph.max_parallelism.get(),
             timestamp_ms,
-            tasks,
+            tasks: acks.iter().map(|a| a.entry.clone()).collect(),
         };
         let location = storage.commit(&metadata)?;
+        let max = |f: fn(&TaskAcknowledgement) -> u64| acks.iter().map(f).max().unwrap_or(0);
         Ok(CheckpointStats {
             id: checkpoint.id,
-            bytes,
-            incremental_bytes,
-            sync_ms: sync_micros / 1000,
-            wait_ms: wait_micros / 1000,
-            async_ms: self.clock.now_ms().saturating_sub(writing),
+            bytes: acks.iter().map(|a| a.bytes).sum(),
+            incremental_bytes: acks.iter().map(|a| a.written_bytes).sum(),
+            sync_ms: max(|a| a.sync_micros) / 1000,
+            wait_ms: max(|a| a.wait_micros) / 1000,
+            async_ms: max(|a| a.async_micros) / 1000,
             duration_ms: self.clock.now_ms().saturating_sub(triggered),
             location,
-            files,
+            files: acks
+                .iter()
+                .map(|a| match &a.entry.handle {
+                    StateHandle::Inline { .. } => format!("{}/{} (inline)", a.entry.task, a.entry.subtask),
+                    handle => handle.describe(),
+                })
+                .collect(),
         })
     }
 }
 
-/// Bytes of the native snapshot files the operators reference.
-pub(super) fn native_bytes(snapshots: &[OperatorSnapshot]) -> u64 {
-    let natives = snapshots.iter().filter_map(|s| s.keyed.as_ref()).flat_map(|k| &k.native);
-    natives.map(|n| n.total_bytes()).sum()
-}
 /// Deletes one of the job's checkpoints and the shared files only it referenced.
 pub(super) fn discard_checkpoint(
     storage: &dyn CheckpointStorage,

@@ -2,10 +2,9 @@
 //!
 //! Every subtask is built on the calling thread, and each turn the scheduler picks one
 //! participant at random, from the seed: a task takes one [`Task::step`] (which never
-//! blocks), or the coordinator takes its reports and looks at the time. The clock is a
-//! [`ManualClock`] that the scheduler moves on, one millisecond at a time, by chance or
-//! when everyone is idle. The checkpoints' asynchronous part runs in the coordinator's
-//! turns, so it is scheduled too. Channels are unbounded here: a producer waiting for
+//! blocks), the coordinator takes its reports and looks at the time, or the oldest
+//! asynchronous part of a task's snapshot is written. The clock is a [`ManualClock`] that
+//! the scheduler moves on, by chance or when everyone is idle. Channels are unbounded here: a producer waiting for
 //! room would wait for a step that this same thread would have to take.
 //!
 //! Faults come from the same seed: task failures, storage writes that fail or leave a
@@ -19,7 +18,7 @@ use super::attempt::{AttemptRun, PendingTask};
 use super::wiring::{build_task, guarded};
 use super::JobResult;
 use crate::error::TaskError;
-use crate::task::{StepResult, Task, TaskReport, TaskShared};
+use crate::task::{QueuedWork, StepResult, Task, TaskReport, TaskShared};
 use crossbeam_channel::Receiver;
 use eddy_checkpoint::metadata::{CheckpointMetadata, StateHandle};
 use eddy_checkpoint::storage::{CheckpointStorage, CompletedCheckpoint};
@@ -105,13 +104,14 @@ impl Simulator {
         &self,
         run: &mut AttemptRun<'_>,
         pending: Vec<PendingTask>,
+        async_work: &QueuedWork,
         reports: &Receiver<TaskReport>,
         result: &mut JobResult,
     ) {
         let mut tasks: Vec<Option<SimTask>> = Vec::with_capacity(pending.len());
         let mut exited = 0;
         for (setup, context) in pending {
-            let index = context.index;
+            let index = context.checkpointing.task;
             let opened = build_task(run.graph, run.plan, setup, context).and_then(|(task, shared)| {
                 let mut task = SimTask { task, shared, backend: None };
                 match task.run(|task, shared| guarded(shared, || task.open())) {
@@ -128,7 +128,9 @@ impl Simulator {
                 }
             }
         }
-        let participants = tasks.len() as u64 + 1;
+        // Every task, the coordinator, and the asynchronous part of snapshots.
+        let participants = tasks.len() as u64 + 2;
+        let (coordinator, writer) = (tasks.len(), tasks.len() + 1);
         let mut idle_turns = 0;
         while exited < tasks.len() {
             let (pick, tick) = {
@@ -144,9 +146,15 @@ impl Simulator {
                 }
                 (state.rng.below(participants) as usize, state.rng.below(3))
             };
-            if pick == tasks.len() {
+            if pick == coordinator {
                 run.poll(reports, result);
                 idle_turns += 1;
+            } else if pick == writer {
+                if async_work.run_next() {
+                    idle_turns = 0;
+                } else {
+                    idle_turns += 1;
+                }
             } else if let Some(task) = tasks[pick].as_mut() {
                 match task.run(|task, shared| guarded(shared, || task.step())) {
                     Ok(StepResult::Continue) => idle_turns = 0,

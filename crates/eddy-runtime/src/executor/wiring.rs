@@ -9,8 +9,8 @@ use crate::graph::{
     StreamNode,
 };
 use crate::task::{
-    catch_task_panic, mailbox, MailboxReceiver, MailboxSender, OperatorInfo, SourceDriver, Task, TaskDriver,
-    TaskReport, TaskShared,
+    catch_task_panic, mailbox, MailboxReceiver, MailboxSender, OperatorInfo, SourceDriver, Task, TaskCheckpointing,
+    TaskDriver, TaskShared,
 };
 use eddy_types::{key_group_range_for_subtask, Clock, NodeId, RunSeed};
 use std::collections::HashMap;
@@ -112,10 +112,10 @@ pub(super) fn wire(
 
 /// What a subtask's thread gets besides its setup.
 pub(super) struct TaskContext {
-    pub(super) index: usize,
     pub(super) cancel: Arc<AtomicBool>,
     pub(super) clock: Arc<dyn Clock>,
-    pub(super) reports: crossbeam_channel::Sender<TaskReport>,
+    /// Its index among the job's tasks, where its snapshots go, and its reports.
+    pub(super) checkpointing: TaskCheckpointing,
     pub(super) restore: Option<Arc<RestorePlan>>,
     pub(super) seed: RunSeed,
 }
@@ -140,7 +140,7 @@ pub(super) fn build_task(
 ) -> Result<(Task, Rc<TaskShared>), TaskError> {
     let shared = TaskShared::with_clock(context.cancel, context.clock);
     shared.set_checkpointing_mode(graph.config.checkpoint.mode);
-    shared.set_reporter(context.index, context.reports);
+    shared.set_checkpointing(context.checkpointing);
     let task = guarded(&shared, || {
         let builder = ChainBuilder {
             graph,
@@ -181,6 +181,9 @@ impl ChainBuilder<'_> {
     fn info(&self, node: &StreamNode) -> OperatorInfo {
         let uid = node.effective_uid();
         let restored = self.restore.as_ref().and_then(|r| r.get(&(uid.clone(), self.subtask)).cloned());
+        if let Some(restored) = &restored {
+            self.shared.restored(restored);
+        }
         OperatorInfo {
             name: node.name.clone(),
             uid,

@@ -1,7 +1,11 @@
 //! What the operators of one chain share: which operator is running (to name it when
 //! something fails), the failure slot, and the job's cancel flag.
 
+use super::async_work::AsyncWork;
+use crate::channel::{CheckpointBarrier, CheckpointEvent};
 use crate::error::TaskError;
+use eddy_checkpoint::acknowledgement::TaskAcknowledgement;
+use eddy_checkpoint::storage::TaskStateWriter;
 use eddy_checkpoint::{CheckpointId, CheckpointingMode, OperatorSnapshot};
 use eddy_types::{Clock, KeyGroupRange, MaxParallelism, SystemClock};
 use std::cell::{Cell, RefCell};
@@ -16,17 +20,33 @@ pub struct TaskShared {
     failure: RefCell<Option<TaskError>>,
     cancel: Arc<AtomicBool>,
     clock: Arc<dyn Clock>,
-    reporter: RefCell<Option<(usize, crossbeam_channel::Sender<TaskReport>)>>,
+    checkpointing: RefCell<Option<TaskCheckpointing>>,
+    /// The newest checkpoint or savepoint this task snapshotted.
+    last_snapshot: Cell<Option<CheckpointId>>,
     mode: Cell<CheckpointingMode>,
 }
 
-/// What a task tells the checkpoint coordinator.
+/// What a task tells the checkpoint coordinator, once the asynchronous part of its
+/// snapshot is written.
 #[derive(Debug)]
 pub enum TaskReport {
-    /// Checkpoint `checkpoint` is snapshotted here; the snapshots are its state.
-    Acknowledge { task: usize, checkpoint: CheckpointId, snapshots: Vec<OperatorSnapshot> },
-    /// The task finished its input; its final state stands for every later checkpoint.
-    Finished { task: usize, snapshots: Vec<OperatorSnapshot> },
+    /// Its part of checkpoint `checkpoint` is written; the handle says where.
+    Acknowledge { task: usize, checkpoint: CheckpointId, ack: TaskAcknowledgement },
+    /// The task finished its input. No barrier reaches it any more: it snapshots its final
+    /// state for each later checkpoint when asked directly.
+    Finished { task: usize },
+    /// Its part of `checkpoint` could not be written.
+    Declined { task: usize, checkpoint: CheckpointId, reason: String },
+}
+
+/// How a task's snapshots reach checkpoint storage and the coordinator.
+pub struct TaskCheckpointing {
+    /// The task's index among the job's tasks.
+    pub task: usize,
+    pub reports: crossbeam_channel::Sender<TaskReport>,
+    pub writer: Arc<TaskStateWriter>,
+    /// Where the asynchronous part runs.
+    pub work: Arc<dyn AsyncWork>,
 }
 
 impl TaskShared {
@@ -43,7 +63,8 @@ impl TaskShared {
             failure: RefCell::new(None),
             cancel,
             clock,
-            reporter: RefCell::new(None),
+            checkpointing: RefCell::new(None),
+            last_snapshot: Cell::new(None),
             mode: Cell::new(CheckpointingMode::ExactlyOnce),
         })
     }
@@ -58,25 +79,65 @@ impl TaskShared {
 
     /// Whether a coordinator listens (false in single-task tests).
     pub fn has_coordinator(&self) -> bool {
-        self.reporter.borrow().is_some()
+        self.checkpointing.borrow().is_some()
     }
 
-    /// Where this task's acknowledgements go, and its index among the job's tasks.
-    pub fn set_reporter(&self, task: usize, reports: crossbeam_channel::Sender<TaskReport>) {
-        *self.reporter.borrow_mut() = Some((task, reports));
+    /// Where this task's snapshots and reports go.
+    pub fn set_checkpointing(&self, checkpointing: TaskCheckpointing) {
+        *self.checkpointing.borrow_mut() = Some(checkpointing);
     }
 
-    /// Acknowledges a checkpoint to the coordinator (dropped when there is none).
-    pub fn acknowledge(&self, checkpoint: CheckpointId, snapshots: Vec<OperatorSnapshot>) {
-        if let Some((task, reports)) = self.reporter.borrow().as_ref() {
-            let _ = reports.send(TaskReport::Acknowledge { task: *task, checkpoint, snapshots });
+    /// The synchronous part of `barrier` is taken: the asynchronous part writes the
+    /// snapshots off the task thread, then acknowledges (dropped when no coordinator).
+    pub fn acknowledge(&self, barrier: &CheckpointBarrier, snapshots: Vec<OperatorSnapshot>) {
+        self.last_snapshot.set(Some(barrier.id));
+        let checkpointing = self.checkpointing.borrow();
+        let Some(c) = checkpointing.as_ref() else { return };
+        let (task, reports, writer) = (c.task, c.reports.clone(), c.writer.clone());
+        let (id, kind) = (barrier.id, barrier.kind);
+        c.work.submit(Box::new(move || {
+            let written = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| writer.write(id, kind, snapshots)));
+            let report = match written {
+                Ok(Ok(ack)) => TaskReport::Acknowledge { task, checkpoint: id, ack },
+                Ok(Err(e)) => TaskReport::Declined { task, checkpoint: id, reason: e.to_string() },
+                Err(_) => TaskReport::Declined {
+                    task,
+                    checkpoint: id,
+                    reason: "writing the state panicked (internal error, please report)".into(),
+                },
+            };
+            let _ = reports.send(report);
+        }));
+    }
+
+    /// Whether this task snapshotted checkpoint `id` already (by its barrier, before the
+    /// coordinator heard it finished and asked again).
+    pub fn has_snapshotted(&self, id: CheckpointId) -> bool {
+        self.last_snapshot.get().is_some_and(|last| last >= id)
+    }
+
+    /// Reports that this task finished its input.
+    pub fn finished(&self) {
+        if let Some(c) = self.checkpointing.borrow().as_ref() {
+            let _ = c.reports.send(TaskReport::Finished { task: c.task });
         }
     }
 
-    /// Reports this task finished with its final state.
-    pub fn finished(&self, snapshots: Vec<OperatorSnapshot>) {
-        if let Some((task, reports)) = self.reporter.borrow().as_ref() {
-            let _ = reports.send(TaskReport::Finished { task: *task, snapshots });
+    /// What became of a checkpoint, for the task's own bookkeeping (which shared files its
+    /// next checkpoint may reference).
+    pub fn checkpoint_event(&self, event: CheckpointEvent) {
+        if let Some(c) = self.checkpointing.borrow().as_ref() {
+            match event {
+                CheckpointEvent::Completed(id) => c.writer.completed(id),
+                CheckpointEvent::Aborted(id) => c.writer.aborted(id),
+            }
+        }
+    }
+
+    /// The task restores `snapshot`: its owned shared files may be referenced later.
+    pub fn restored(&self, snapshot: &OperatorSnapshot) {
+        if let Some(c) = self.checkpointing.borrow().as_ref() {
+            c.writer.restored(snapshot);
         }
     }
 

@@ -97,7 +97,7 @@ impl<T> ChainHead for Box<dyn Output<T>> {
 }
 
 /// Snapshots the chain for `barrier` and acknowledges it to the coordinator.
-fn snapshot_and_acknowledge(
+pub(super) fn snapshot_and_acknowledge(
     head: &mut dyn ChainHead,
     shared: &TaskShared,
     barrier: &CheckpointBarrier,
@@ -105,7 +105,7 @@ fn snapshot_and_acknowledge(
     let mut snapshots = Vec::new();
     head.snapshot(barrier, &mut snapshots)?;
     shared.check()?;
-    shared.acknowledge(barrier.id, snapshots);
+    shared.acknowledge(barrier, snapshots);
     Ok(())
 }
 
@@ -122,6 +122,7 @@ fn take_controls(
             Ok(Control::TriggerCheckpoint(barrier)) if is_source => snapshot_and_acknowledge(head, shared, &barrier)?,
             Ok(Control::TriggerCheckpoint(_)) | Ok(Control::JobFinished) => {}
             Ok(Control::Checkpoint(event)) => {
+                shared.checkpoint_event(event);
                 head.notify_checkpoint(event)?;
                 shared.check()?;
             }

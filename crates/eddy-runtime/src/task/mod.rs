@@ -2,6 +2,7 @@
 //! mailbox loop that drives it.
 
 mod alignment;
+mod async_work;
 mod context;
 mod driver;
 mod mailbox;
@@ -9,7 +10,8 @@ mod panic;
 mod runner;
 
 pub use alignment::{Alignment, BarrierAligner};
-pub use context::{OperatorInfo, TaskReport, TaskShared};
+pub use async_work::{AsyncJob, AsyncWork, AsyncWorkers, QueuedWork};
+pub use context::{OperatorInfo, TaskCheckpointing, TaskReport, TaskShared};
 pub use driver::{
     ChainHead, OneInputDriver, SourceDriver, SourceOperator, SourceStatus, StepResult, TaskDriver, TwoInputDriver,
     TwoInputOperator,

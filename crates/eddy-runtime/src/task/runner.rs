@@ -3,7 +3,7 @@
 //! [`Task::step`] never blocks, so one thread can drive many tasks (the simulator) and a
 //! task's own thread decides how to wait ([`Task::run_on_thread`]).
 
-use super::driver::{StepResult, TaskDriver, IDLE_WAIT_MS};
+use super::driver::{snapshot_and_acknowledge, StepResult, TaskDriver, IDLE_WAIT_MS};
 use super::mailbox::{Control, FINAL_CHECKPOINT};
 use crate::channel::{CheckpointBarrier, CheckpointEvent};
 use crate::error::TaskError;
@@ -106,7 +106,9 @@ impl Task {
         result
     }
 
-    /// The end of the input: the final snapshot, reported to the coordinator. False when
+    /// The end of the input: two-phase-commit sinks pre-commit their last transaction
+    /// under [`FINAL_CHECKPOINT`], committed when the job finished; the coordinator hears
+    /// the task finished and asks it for its state for each later checkpoint. False when
     /// no coordinator listens (a task tested alone): then it is committed at once.
     fn final_snapshot(&mut self) -> Result<bool, TaskError> {
         let (head, _, shared) = self.driver.parts();
@@ -118,7 +120,7 @@ impl Task {
             shared.check()?;
             return Ok(false);
         }
-        shared.finished(snapshots);
+        shared.finished();
         Ok(true)
     }
 
@@ -134,10 +136,15 @@ impl Task {
                     return Ok(true);
                 }
                 Ok(Control::Checkpoint(event)) => {
+                    shared.checkpoint_event(event);
                     head.notify_checkpoint(event)?;
                     shared.check()?;
                 }
-                Ok(Control::TriggerCheckpoint(_)) => {} // the final state stands in for it
+                // No barrier reaches a finished task: it is asked directly.
+                Ok(Control::TriggerCheckpoint(barrier)) if !shared.has_snapshotted(barrier.id) => {
+                    snapshot_and_acknowledge(head, shared, &barrier)?;
+                }
+                Ok(Control::TriggerCheckpoint(_)) => {}
                 Ok(Control::Cancel) | Err(TryRecvError::Disconnected) => return Err(TaskError::Cancelled),
                 Err(TryRecvError::Empty) if shared.is_cancelled() => return Err(TaskError::Cancelled),
                 Err(TryRecvError::Empty) => return Ok(false),

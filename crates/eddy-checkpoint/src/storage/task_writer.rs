@@ -1,0 +1,141 @@
+//! The task view of checkpoint storage: a subtask writes its own part of a checkpoint,
+//! off its task thread (Flink's `AsyncCheckpointRunnable`), and acknowledges with a
+//! [`TaskAcknowledgement`] handle. The coordinator never sees state bytes (except inline
+//! handles of the JobManager memory storage, which are the state by design).
+//!
+//! Incremental snapshots reference the shared files of this subtask's last completed
+//! checkpoint instead of uploading them again (Flink's RocksDB `uploadedSstFiles`): the
+//! coordinator holds that checkpoint, so its files exist; it checks every such reference
+//! when the acknowledgement arrives.
+
+use super::native::upload_native_files;
+use super::{directory_name, file_safe, CheckpointStorage};
+use crate::acknowledgement::TaskAcknowledgement;
+use crate::error::CheckpointError;
+use crate::metadata::{encode_task_state, OperatorEntry, TaskStateEntry};
+use crate::snapshot::{CheckpointId, OperatorSnapshot, SnapshotKind};
+use eddy_types::Clock;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+
+/// Shared files by location: size and CRC-32.
+pub type KnownFiles = HashMap<String, (u64, u32)>;
+
+#[derive(Default)]
+struct Known {
+    /// The shared files of this subtask's last completed checkpoint.
+    confirmed: KnownFiles,
+    /// The shared files of checkpoints written but not completed yet.
+    pending: BTreeMap<u64, KnownFiles>,
+}
+
+/// Writes one subtask's state for checkpoints and savepoints.
+pub struct TaskStateWriter {
+    storage: Arc<dyn CheckpointStorage>,
+    /// Where savepoints go, when the job takes one.
+    savepoints: Option<Arc<dyn CheckpointStorage>>,
+    clock: Arc<dyn Clock>,
+    /// The chain, for `_metadata`.
+    task: String,
+    subtask: u32,
+    /// The name of its state files in a checkpoint's directory.
+    stem: String,
+    known: Mutex<Known>,
+}
+
+impl TaskStateWriter {
+    /// The writer of subtask `subtask` of the chain `task` whose head has uid `head_uid`.
+    pub fn new(
+        storage: Arc<dyn CheckpointStorage>,
+        savepoints: Option<Arc<dyn CheckpointStorage>>,
+        clock: Arc<dyn Clock>,
+        task: String,
+        subtask: u32,
+        head_uid: &str,
+    ) -> Self {
+        let stem = format!("{}-{subtask}", file_safe(head_uid));
+        Self { storage, savepoints, clock, task, subtask, stem, known: Mutex::new(Known::default()) }
+    }
+
+    fn known(&self) -> std::sync::MutexGuard<'_, Known> {
+        self.known.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The subtask restored `snapshot`: the shared files of native snapshots the job owns
+    /// may be referenced by its next checkpoints.
+    pub fn restored(&self, snapshot: &OperatorSnapshot) {
+        let natives = snapshot.keyed.iter().flat_map(|k| &k.native).filter(|n| n.owned);
+        let mut known = self.known();
+        for file in natives.flat_map(|n| &n.files).filter(|f| f.shared_name.is_some()) {
+            known.confirmed.insert(file.location.clone(), (file.bytes, file.crc32));
+        }
+    }
+
+    /// Checkpoint `id` completed: its shared files become the ones to reference.
+    pub fn completed(&self, id: CheckpointId) {
+        let mut known = self.known();
+        if let Some(files) = known.pending.remove(&id.0) {
+            known.confirmed = files;
+        }
+        known.pending.retain(|pending, _| *pending > id.0);
+    }
+
+    /// Checkpoint `id` will never complete.
+    pub fn aborted(&self, id: CheckpointId) {
+        self.known().pending.remove(&id.0);
+    }
+
+    /// The asynchronous part of checkpoint `id`: finishes what the backends deferred,
+    /// uploads native files, serializes and writes the state.
+    pub fn write(
+        &self,
+        id: CheckpointId,
+        kind: SnapshotKind,
+        mut snapshots: Vec<OperatorSnapshot>,
+    ) -> Result<TaskAcknowledgement, CheckpointError> {
+        let started_ms = self.clock.now_ms();
+        let storage = match kind {
+            SnapshotKind::Savepoint => self.savepoints.as_ref().ok_or_else(|| CheckpointError::InvalidLocation {
+                location: format!("savepoint {id}"),
+                message: "the job has no savepoint directory".into(),
+            })?,
+            SnapshotKind::Checkpoint => &self.storage,
+        };
+        for keyed in snapshots.iter_mut().filter_map(|s| s.keyed.as_mut()) {
+            keyed.complete_deferred().map_err(|e| CheckpointError::Encode(e.to_string()))?;
+        }
+        // A savepoint is self-contained: it references nothing of the checkpoints.
+        let known = match kind {
+            SnapshotKind::Checkpoint => self.known().confirmed.clone(),
+            SnapshotKind::Savepoint => KnownFiles::new(),
+        };
+        let (uploaded, shared_files) =
+            upload_native_files(storage.as_ref(), &known, &directory_name(id, kind), &mut snapshots)?;
+        let handle = storage.write_task_state(id, kind, &self.stem, encode_task_state(&snapshots)?)?;
+        if kind == SnapshotKind::Checkpoint {
+            let files = shared_files.iter().map(|f| (f.location.clone(), (f.bytes, f.crc32))).collect();
+            self.known().pending.insert(id.0, files);
+        }
+        let native_bytes: u64 =
+            snapshots.iter().filter_map(|s| s.keyed.as_ref()).flat_map(|k| &k.native).map(|n| n.total_bytes()).sum();
+        let sync_micros = snapshots.iter().map(|s| s.sync_micros).max().unwrap_or(0);
+        let wait_micros = snapshots.iter().map(|s| s.wait_micros).max().unwrap_or(0);
+        Ok(TaskAcknowledgement {
+            entry: TaskStateEntry {
+                task: self.task.clone(),
+                subtask: self.subtask,
+                operators: snapshots
+                    .iter()
+                    .map(|s| OperatorEntry { uid: s.uid.clone(), name: s.name.clone(), parallelism: s.parallelism })
+                    .collect(),
+                handle: handle.clone(),
+            },
+            shared_files,
+            bytes: native_bytes + handle.bytes(),
+            written_bytes: uploaded + handle.bytes(),
+            sync_micros,
+            wait_micros,
+            async_micros: self.clock.now_ms().saturating_sub(started_ms) * 1000,
+        })
+    }
+}
