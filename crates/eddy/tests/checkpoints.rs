@@ -322,6 +322,39 @@ fn a_checkpoint_that_times_out_is_aborted_and_tasks_are_told() {
     assert_eq!(sink.take().len(), 20_000);
 }
 
+/// Tasks write their own part of a checkpoint: one that expires while a task still
+/// writes must not leave that task's files behind when its acknowledgement comes late.
+#[test]
+fn an_expired_checkpoint_leaves_no_files_of_late_acknowledgements() {
+    let dir = temp_dir("late-acks");
+    let log = std::sync::Arc::new(std::sync::Mutex::new((0, Vec::new())));
+    let env = Env::new();
+    env.set_parallelism(1);
+    env.set_checkpoint_config(CheckpointConfig {
+        interval_ms: 20,
+        timeout_ms: 60,
+        tolerable_failures: 5,
+        retain_on_cancel: true,
+        ..CheckpointConfig::default()
+    });
+    env.set_checkpoint_dir(&dir);
+    let sink = CollectSink::new();
+    env.from_sequence(0, 19_999).rich_map(SlowFirstSnapshot(log.clone())).add_sink(sink.clone());
+    env.execute("late acknowledgements").unwrap();
+    let events = log.lock().unwrap().1.clone();
+    assert_eq!(events.first().map(String::as_str), Some("aborted 1"), "{events:?}");
+    let leftovers: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.file_name().unwrap().to_string_lossy().starts_with("chk-") && !p.join("_metadata").exists())
+        .collect();
+    assert!(leftovers.is_empty(), "directories of checkpoints that never completed: {leftovers:?}");
+    assert!(!checkpoint_dirs(&dir).is_empty(), "the final checkpoint is kept");
+    assert_eq!(sink.take().len(), 20_000);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 #[test]
 fn a_savepoint_on_demand_leaves_the_job_running_and_restores_mid_stream() {
     let savepoints = temp_dir("on-demand");
