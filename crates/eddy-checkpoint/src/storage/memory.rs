@@ -4,7 +4,7 @@
 
 use super::{CheckpointStorage, CompletedCheckpoint};
 use crate::error::CheckpointError;
-use crate::metadata::{self, CheckpointMetadata, StateHandle};
+use crate::metadata::{self, CheckpointMetadata, StateHandle, TaskStateEntry};
 use crate::snapshot::{CheckpointId, OperatorSnapshot, SnapshotKind};
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -63,20 +63,41 @@ impl CheckpointStorage for MemoryCheckpointStorage {
     }
 
     fn load(&self, location: &str) -> Result<CompletedCheckpoint, CheckpointError> {
+        let metadata = self.verify(location)?;
+        let mut operators = Vec::new();
+        for task in &metadata.tasks {
+            operators.extend(self.load_task_state(location, task)?);
+        }
+        Ok(CompletedCheckpoint { location: location.to_string(), metadata, operators })
+    }
+
+    fn verify(&self, location: &str) -> Result<CheckpointMetadata, CheckpointError> {
         let invalid = || CheckpointError::InvalidLocation {
             location: location.to_string(),
             message: "no such checkpoint in memory".into(),
         };
         let id: u64 = location.strip_prefix("memory:").and_then(|n| n.parse().ok()).ok_or_else(invalid)?;
         let metadata = self.completed().get(&id).cloned().ok_or_else(invalid)?;
-        let mut operators = Vec::new();
         for task in &metadata.tasks {
             if let StateHandle::Inline { payload } = &task.handle {
-                let decoded: Vec<OperatorSnapshot> = metadata::decode(location, metadata::unframe(location, payload)?)?;
-                operators.extend(decoded);
+                metadata::unframe(location, payload)?;
             }
         }
-        Ok(CompletedCheckpoint { location: location.to_string(), metadata, operators })
+        Ok(metadata)
+    }
+
+    fn load_task_state(
+        &self,
+        location: &str,
+        entry: &TaskStateEntry,
+    ) -> Result<Vec<OperatorSnapshot>, CheckpointError> {
+        match &entry.handle {
+            StateHandle::Inline { payload } => metadata::decode(location, metadata::unframe(location, payload)?),
+            StateHandle::File { name, .. } => Err(CheckpointError::InvalidLocation {
+                location: format!("{location}/{name}"),
+                message: "the JobManager memory storage keeps no files".into(),
+            }),
+        }
     }
 
     fn upload_file(&self, relative: &str, _source: &Path) -> Result<(u64, u32), CheckpointError> {

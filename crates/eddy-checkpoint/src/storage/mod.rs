@@ -9,12 +9,13 @@ mod task_writer;
 pub use memory::MemoryCheckpointStorage;
 pub use native::{fetch_native_files, file_safe, upload_native_files, SHARED_DIR};
 pub use object::{
-    inspect_checkpoint_dir, load_checkpoint_dir, unreferenced_shared_files, ObjectCheckpointStorage, TaskInspection,
+    inspect_checkpoint_dir, load_checkpoint_dir, open_checkpoint_dir, unreferenced_shared_files,
+    ObjectCheckpointStorage, TaskInspection,
 };
 pub use task_writer::{KnownFiles, TaskStateWriter};
 
 use crate::error::CheckpointError;
-use crate::metadata::{CheckpointMetadata, StateHandle};
+use crate::metadata::{CheckpointMetadata, StateHandle, TaskStateEntry};
 use crate::snapshot::{CheckpointId, OperatorSnapshot, SnapshotKind};
 use std::path::Path;
 
@@ -63,6 +64,13 @@ pub trait CheckpointStorage: Send + Sync {
     /// Reads a completed checkpoint and verifies every file; the files of native
     /// snapshots are fetched into local directories.
     fn load(&self, location: &str) -> Result<CompletedCheckpoint, CheckpointError>;
+    /// Reads a completed checkpoint's metadata and checks every file it needs (size and
+    /// checksum), one file at a time, keeping none: the coordinator's view of a restore.
+    fn verify(&self, location: &str) -> Result<CheckpointMetadata, CheckpointError>;
+    /// Reads one task's state of a completed checkpoint, verified, and fetches the files
+    /// of its native snapshots into local directories: the task view of a restore.
+    fn load_task_state(&self, location: &str, entry: &TaskStateEntry)
+        -> Result<Vec<OperatorSnapshot>, CheckpointError>;
     /// Writes the local file `source` at `relative` (to the storage's root); returns its
     /// size and CRC-32.
     fn upload_file(&self, relative: &str, source: &Path) -> Result<(u64, u32), CheckpointError>;

@@ -78,6 +78,11 @@ impl ObjectCheckpointStorage {
         Self::new(store, location.trim_end_matches('/'))
     }
 
+    /// A location this storage gave out, relative to its root.
+    fn relative<'a>(&self, location: &'a str) -> &'a str {
+        location.strip_prefix(&format!("{}/", self.root)).unwrap_or(location)
+    }
+
     fn full(&self, relative: &str) -> String {
         format!("{}/{relative}", self.root)
     }
@@ -316,8 +321,30 @@ impl CheckpointStorage for ObjectCheckpointStorage {
     }
 
     fn load(&self, location: &str) -> Result<CompletedCheckpoint, CheckpointError> {
-        let relative = location.strip_prefix(&format!("{}/", self.root)).unwrap_or(location);
-        self.load_dir(relative)
+        self.load_dir(self.relative(location))
+    }
+
+    fn verify(&self, location: &str) -> Result<CheckpointMetadata, CheckpointError> {
+        let dir = self.relative(location);
+        let metadata = self.read_metadata(dir)?;
+        for task in &metadata.tasks {
+            let operators = self.read_task(dir, task)?;
+            let natives = operators.iter().filter_map(|o| o.keyed.as_ref()).flat_map(|k| &k.native);
+            for file in natives.flat_map(|n| &n.files) {
+                self.read_verified(&file.location, file.bytes, file.crc32)?;
+            }
+        }
+        Ok(metadata)
+    }
+
+    fn load_task_state(
+        &self,
+        location: &str,
+        entry: &TaskStateEntry,
+    ) -> Result<Vec<OperatorSnapshot>, CheckpointError> {
+        let mut operators = self.read_task(self.relative(location), entry)?;
+        fetch_native_files(self, &mut operators)?;
+        Ok(operators)
     }
 
     fn upload_file(&self, relative: &str, source: &Path) -> Result<(u64, u32), CheckpointError> {
@@ -343,15 +370,24 @@ impl CheckpointStorage for ObjectCheckpointStorage {
 /// Reads the checkpoint or savepoint in a directory (it may have been moved: the metadata
 /// names its files relative to it), local or `s3://bucket/…/chk-7`.
 pub fn load_checkpoint_dir(dir: impl AsRef<Path>) -> Result<CompletedCheckpoint, CheckpointError> {
+    let (storage, location) = open_checkpoint_dir(dir)?;
+    storage.load(&location)
+}
+
+/// Storage rooted at the parent of a checkpoint or savepoint directory (local or
+/// `s3://bucket/…/chk-7`), and the directory's location in it: what a restore reads from.
+pub fn open_checkpoint_dir(dir: impl AsRef<Path>) -> Result<(ObjectCheckpointStorage, String), CheckpointError> {
     let shown = dir.as_ref().to_string_lossy().into_owned();
-    if shown.starts_with("s3://") {
+    let (storage, name) = if shown.starts_with("s3://") {
         let trimmed = shown.trim_end_matches('/');
         let (parent, name) = trimmed.rsplit_once('/').ok_or_else(|| CheckpointError::InvalidLocation {
             location: shown.clone(),
             message: "expected s3://bucket/path/chk-N".into(),
         })?;
-        return ObjectCheckpointStorage::open(parent)?.load_dir(name);
-    }
-    let (storage, name) = open_parent(dir.as_ref())?;
-    storage.load_dir(&name)
+        (ObjectCheckpointStorage::open(parent)?, name.to_string())
+    } else {
+        open_parent(dir.as_ref())?
+    };
+    let location = storage.full(&name);
+    Ok((storage, location))
 }

@@ -40,7 +40,7 @@ pub(super) enum AttemptEnd {
 /// Where an attempt starts: the state it restores, the number of its first checkpoint,
 /// and the seed it names what it creates by.
 pub(super) struct AttemptStart {
-    pub(super) restore: Option<(CheckpointId, Arc<RestorePlan>)>,
+    pub(super) restore: Option<Arc<RestorePlan>>,
     pub(super) next_checkpoint_id: u64,
     pub(super) seed: RunSeed,
 }
@@ -125,7 +125,7 @@ impl LocalExecutor {
                 cancel: cancel.clone(),
                 clock: self.clock.clone(),
                 checkpointing,
-                restore: restore.as_ref().map(|(_, plan)| plan.clone()),
+                restore: restore.clone(),
                 seed,
             };
             pending.push((setup, context));

@@ -27,12 +27,13 @@ use crate::task::install_panic_capture;
 use attempt::{discard_checkpoint, AttemptEnd, AttemptStart};
 use eddy_checkpoint::restart::RestartBackoff;
 use eddy_checkpoint::retained::RetainedCheckpoints;
-use eddy_checkpoint::storage::{
-    load_checkpoint_dir, CheckpointStorage, CompletedCheckpoint, MemoryCheckpointStorage, ObjectCheckpointStorage,
-};
+use eddy_checkpoint::storage::{CheckpointStorage, MemoryCheckpointStorage, ObjectCheckpointStorage};
 use eddy_checkpoint::{CheckpointError, CheckpointId};
 use eddy_types::{Clock, ManualClock, RunSeed, SystemClock};
-use restore::{check_restore, checkpoint_number, claim, load_latest, load_latest_of, mark_native_owned, restore_plan};
+use restore::{
+    check_restore, checkpoint_number, claim, load_latest, load_latest_of, open_restore_path, restore_plan,
+    RestoreSource,
+};
 use simulation::Simulator;
 use std::cell::RefCell;
 use std::sync::Arc;
@@ -147,11 +148,11 @@ impl LocalExecutor {
         let mut restore = match &config.restore {
             None => None,
             Some(RestoreFrom::Path(path)) => {
-                Some(load_checkpoint_dir(path).map_err(|e| fail(format!("cannot restore: {e}")))?)
+                Some(open_restore_path(path).map_err(|e| fail(format!("cannot restore: {e}")))?)
             }
             Some(RestoreFrom::LatestIn(dir)) => {
-                let dir_storage =
-                    ObjectCheckpointStorage::open(&dir.to_string_lossy()).map_err(|e| fail(e.to_string()))?;
+                let dir_storage: Arc<dyn CheckpointStorage> =
+                    Arc::new(ObjectCheckpointStorage::open(&dir.to_string_lossy()).map_err(|e| fail(e.to_string()))?);
                 let latest = load_latest(&dir_storage, &mut result.warnings)
                     .map_err(|e| fail(format!("cannot restore: {e}")))?;
                 Some(latest.ok_or_else(|| {
@@ -184,13 +185,7 @@ impl LocalExecutor {
         let started_ms = self.clock.now_ms();
         let elapsed_ms = || self.clock.now_ms().saturating_sub(started_ms);
         loop {
-            let restored = match &restore {
-                Some(checkpoint) => Some((
-                    checkpoint.metadata.checkpoint_id,
-                    Arc::new(restore_plan(&graph, checkpoint).map_err(&fail)?),
-                )),
-                None => None,
-            };
+            let restored = restore.as_ref().map(|source| Arc::new(restore_plan(&graph, source)));
             // Numbers continue after the restored checkpoint and after every checkpoint already
             // in the storage (another run's too), so no directory is ever written twice.
             // A listing that fails stops the job: guessing could reuse an id and overwrite a
@@ -199,7 +194,7 @@ impl LocalExecutor {
                 .completed()
                 .map_err(|e| fail(format!("cannot list the checkpoints already stored, to number new ones: {e}")))?;
             let newest_stored = stored.iter().filter_map(|l| checkpoint_number(l)).max();
-            let restored_id = restored.as_ref().map(|(id, _)| id.0);
+            let restored_id = restored.as_ref().map(|plan| plan.id().0);
             let next_id = newest_stored.max(restored_id).unwrap_or(0) + 1;
             let checkpoints = (&storage, &retained);
             // Every attempt names what it creates anew (its backends' instances), from the
@@ -246,7 +241,7 @@ impl LocalExecutor {
                     };
                     result.restarts = backoff.restarts();
                     self.clock.sleep_ms(delay_ms);
-                    match self.restore_after_failure(&config, storage.as_ref(), &retained, &mut result.warnings) {
+                    match self.restore_after_failure(&config, &storage, &retained, &mut result.warnings) {
                         Ok(from) => {
                             restore = from;
                             let from =
@@ -285,24 +280,25 @@ impl LocalExecutor {
     fn restore_after_failure(
         &self,
         config: &JobConfig,
-        storage: &dyn CheckpointStorage,
+        storage: &Arc<dyn CheckpointStorage>,
         retained: &RefCell<RetainedCheckpoints>,
         warnings: &mut Vec<String>,
-    ) -> Result<Option<CompletedCheckpoint>, CheckpointError> {
+    ) -> Result<Option<RestoreSource>, CheckpointError> {
         // The newest checkpoint this run owns: never another run's, even a newer one in the
         // same directory.
         let own = |location: &str| checkpoint_number(location).is_some_and(|n| retained.borrow().owns(CheckpointId(n)));
-        if let Some(mut checkpoint) = load_latest_of(storage, warnings, &own)? {
+        if let Some(mut source) = load_latest_of(storage, warnings, &own)? {
             // The job's own checkpoint: its next checkpoints may reference the files instead
             // of uploading them again.
-            mark_native_owned(&mut checkpoint);
-            return Ok(Some(checkpoint));
+            source.owned = true;
+            return Ok(Some(source));
         }
         // Nothing completed since: start again from what the job started from.
         match &config.restore {
-            Some(RestoreFrom::Path(path)) => load_checkpoint_dir(path).map(Some),
+            Some(RestoreFrom::Path(path)) => open_restore_path(path).map(Some),
             Some(RestoreFrom::LatestIn(dir)) => {
-                let dir_storage = ObjectCheckpointStorage::open(&dir.to_string_lossy())?;
+                let dir_storage: Arc<dyn CheckpointStorage> =
+                    Arc::new(ObjectCheckpointStorage::open(&dir.to_string_lossy())?);
                 load_latest(&dir_storage, warnings)
             }
             None => Ok(None),

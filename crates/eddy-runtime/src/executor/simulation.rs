@@ -20,9 +20,9 @@ use super::JobResult;
 use crate::error::TaskError;
 use crate::task::{QueuedWork, StepResult, Task, TaskReport, TaskShared};
 use crossbeam_channel::Receiver;
-use eddy_checkpoint::metadata::{CheckpointMetadata, StateHandle};
+use eddy_checkpoint::metadata::{CheckpointMetadata, StateHandle, TaskStateEntry};
 use eddy_checkpoint::storage::{CheckpointStorage, CompletedCheckpoint};
-use eddy_checkpoint::{CheckpointError, CheckpointId, SnapshotKind};
+use eddy_checkpoint::{CheckpointError, CheckpointId, OperatorSnapshot, SnapshotKind};
 use eddy_state::keyed::{install_backend, take_backend, KeyedStateBackend};
 use eddy_types::{Clock, ManualClock, RunSeed};
 use std::cell::RefCell;
@@ -317,6 +317,21 @@ impl CheckpointStorage for FaultyStorage {
             return Err(simulated(location, n, "the read failed"));
         }
         self.inner.load(location)
+    }
+
+    fn verify(&self, location: &str) -> Result<CheckpointMetadata, CheckpointError> {
+        if let Some(n) = self.armed.lock().expect("no panics while locked").read.take() {
+            return Err(simulated(location, n, "the read failed"));
+        }
+        self.inner.verify(location)
+    }
+
+    fn load_task_state(
+        &self,
+        location: &str,
+        entry: &TaskStateEntry,
+    ) -> Result<Vec<OperatorSnapshot>, CheckpointError> {
+        self.inner.load_task_state(location, entry)
     }
 
     fn upload_file(&self, relative: &str, source: &Path) -> Result<(u64, u32), CheckpointError> {

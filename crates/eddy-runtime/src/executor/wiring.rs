@@ -149,6 +149,7 @@ pub(super) fn build_task(
             shared: shared.clone(),
             writers: setup.writers,
             restore: context.restore,
+            restore_cache: HashMap::new(),
             seed: context.seed,
         };
         Ok(Task::new(builder.driver(setup.head, setup.inputs, setup.mailbox)))
@@ -174,13 +175,34 @@ pub(super) struct ChainBuilder<'a> {
     shared: Rc<TaskShared>,
     writers: HashMap<usize, WriterTargets>,
     restore: Option<Arc<RestorePlan>>,
+    /// The old task states this subtask read for its restore, by metadata entry.
+    restore_cache: HashMap<usize, Vec<eddy_checkpoint::OperatorSnapshot>>,
     seed: RunSeed,
 }
 
 impl ChainBuilder<'_> {
-    fn info(&self, node: &StreamNode) -> OperatorInfo {
+    fn info(&mut self, node: &StreamNode) -> OperatorInfo {
         let uid = node.effective_uid();
-        let restored = self.restore.as_ref().and_then(|r| r.get(&(uid.clone(), self.subtask)).cloned());
+        let restored = match &self.restore {
+            None => None,
+            Some(plan) => {
+                let state = plan.operator_state(
+                    &uid,
+                    self.subtask,
+                    node.parallelism,
+                    self.graph.max_parallelism,
+                    &mut self.restore_cache,
+                );
+                match state {
+                    Ok(state) => state,
+                    Err(message) => {
+                        // The task's first check (when it opens) fails it, naming the operator.
+                        self.shared.fail_with(TaskError::StateBackend { operator: node.name.clone(), message });
+                        None
+                    }
+                }
+            }
+        };
         if let Some(restored) = &restored {
             self.shared.restored(restored);
         }
