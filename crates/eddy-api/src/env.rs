@@ -84,7 +84,10 @@ impl Env {
             inner: Rc::new(RefCell::new(EnvInner {
                 parallelism: cores,
                 max_parallelism: DEFAULT_MAX_PARALLELISM,
-                config: JobConfig::default(),
+                config: JobConfig {
+                    storage_opener: std::sync::Arc::new(eddy_checkpoint_object::ObjectStorageOpener),
+                    ..JobConfig::default()
+                },
                 nodes: Vec::new(),
                 edges: Vec::new(),
                 problems: Vec::new(),

@@ -29,7 +29,16 @@
 mod logging;
 
 pub use eddy_api::*;
-pub use eddy_checkpoint as checkpoint;
+/// Checkpoints: their configuration, formats and storage (the filesystem and object-store
+/// storage included).
+pub mod checkpoint {
+    pub use eddy_checkpoint::*;
+    /// Where checkpoints go: the storage interface, memory, and filesystem / object store.
+    pub mod storage {
+        pub use eddy_checkpoint::storage::*;
+        pub use eddy_checkpoint_object::*;
+    }
+}
 pub use eddy_runtime::graph::RestoreMode;
 pub use eddy_runtime::{CheckpointStats, Collector, FailureKind, JobError, JobResult};
 pub use eddy_types as types;
@@ -55,7 +64,16 @@ pub mod prelude {
     pub use crate::state::*;
     pub use eddy_api::sink::CollectSink;
     pub use eddy_api::*;
-    pub use eddy_checkpoint as checkpoint;
+    /// Checkpoints: their configuration, formats and storage (the filesystem and object-store
+    /// storage included).
+    pub mod checkpoint {
+        pub use eddy_checkpoint::*;
+        /// Where checkpoints go: the storage interface, memory, and filesystem / object store.
+        pub mod storage {
+            pub use eddy_checkpoint::storage::*;
+            pub use eddy_checkpoint_object::*;
+        }
+    }
     pub use eddy_runtime::graph::RestoreMode;
     pub use eddy_runtime::{CheckpointStats, Collector, FailureKind, JobError, JobResult};
 }

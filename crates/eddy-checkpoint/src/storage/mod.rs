@@ -3,15 +3,10 @@
 
 mod memory;
 mod native;
-mod object;
 mod task_writer;
 
 pub use memory::MemoryCheckpointStorage;
 pub use native::{fetch_native_files, file_safe, upload_native_files, SHARED_DIR};
-pub use object::{
-    inspect_checkpoint_dir, load_checkpoint_dir, open_checkpoint_dir, unreferenced_shared_files,
-    ObjectCheckpointStorage, TaskInspection,
-};
 pub use task_writer::{KnownFiles, TaskStateWriter};
 
 use crate::error::CheckpointError;
@@ -79,6 +74,47 @@ pub trait CheckpointStorage: Send + Sync {
     fn download_file(&self, relative: &str, target: &Path, bytes: u64, crc32: u32) -> Result<(), CheckpointError>;
     /// Deletes one file (a shared file no retained checkpoint references any more).
     fn delete_file(&self, relative: &str) -> Result<(), CheckpointError>;
+}
+
+/// Opens checkpoint storage at a location (a directory, `s3://…`). The runtime opens
+/// storage only through this, so that `object_store` and its async runtime stay in the
+/// leaf crate that implements it (`eddy-checkpoint-object`).
+pub trait OpenStorage: Send + Sync + std::fmt::Debug {
+    /// Storage rooted at `location`.
+    fn open(&self, location: &str) -> Result<std::sync::Arc<dyn CheckpointStorage>, CheckpointError>;
+    /// The storage holding the checkpoint or savepoint directory `dir`, and the
+    /// directory's location in it.
+    fn open_checkpoint_dir(
+        &self,
+        dir: &Path,
+    ) -> Result<(std::sync::Arc<dyn CheckpointStorage>, String), CheckpointError>;
+}
+
+/// For builds without filesystem storage: every open fails, saying so.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoFileStorage;
+
+impl NoFileStorage {
+    fn refuse(location: &str) -> CheckpointError {
+        CheckpointError::InvalidLocation {
+            location: location.to_string(),
+            message: "this program has no filesystem checkpoint storage (eddy-checkpoint-object is not linked in)"
+                .into(),
+        }
+    }
+}
+
+impl OpenStorage for NoFileStorage {
+    fn open(&self, location: &str) -> Result<std::sync::Arc<dyn CheckpointStorage>, CheckpointError> {
+        Err(Self::refuse(location))
+    }
+
+    fn open_checkpoint_dir(
+        &self,
+        dir: &Path,
+    ) -> Result<(std::sync::Arc<dyn CheckpointStorage>, String), CheckpointError> {
+        Err(Self::refuse(&dir.display().to_string()))
+    }
 }
 
 /// The directory name of a checkpoint or savepoint.

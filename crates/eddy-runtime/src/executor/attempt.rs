@@ -13,7 +13,7 @@ use eddy_checkpoint::acknowledgement::TaskAcknowledgement;
 use eddy_checkpoint::coordinator::{CheckpointCoordinator, Completed};
 use eddy_checkpoint::metadata::{CheckpointMetadata, StateHandle};
 use eddy_checkpoint::retained::RetainedCheckpoints;
-use eddy_checkpoint::storage::{CheckpointStorage, ObjectCheckpointStorage, TaskStateWriter};
+use eddy_checkpoint::storage::{CheckpointStorage, TaskStateWriter};
 use eddy_checkpoint::{CheckpointError, CheckpointId, SnapshotKind};
 use eddy_types::{Clock, NodeId, RunSeed, WallClock};
 use std::cell::RefCell;
@@ -69,8 +69,8 @@ impl LocalExecutor {
         // Tasks write savepoints themselves: the directory must open before they start.
         let savepoint_storage: Option<Arc<dyn CheckpointStorage>> = match &config.savepoint {
             None => None,
-            Some(request) => match ObjectCheckpointStorage::open(&request.dir.to_string_lossy()) {
-                Ok(storage) => Some(Arc::new(storage)),
+            Some(request) => match config.storage_opener.open(&request.dir.to_string_lossy()) {
+                Ok(storage) => Some(storage),
                 Err(e) => return AttemptEnd::Failed(JobError::Checkpoint { job, message: format!("savepoint: {e}") }),
             },
         };

@@ -27,7 +27,7 @@ use crate::task::install_panic_capture;
 use attempt::{discard_checkpoint, AttemptEnd, AttemptStart};
 use eddy_checkpoint::restart::RestartBackoff;
 use eddy_checkpoint::retained::RetainedCheckpoints;
-use eddy_checkpoint::storage::{CheckpointStorage, MemoryCheckpointStorage, ObjectCheckpointStorage};
+use eddy_checkpoint::storage::{CheckpointStorage, MemoryCheckpointStorage};
 use eddy_checkpoint::{CheckpointError, CheckpointId};
 use eddy_types::{Clock, ManualClock, RunSeed, SystemClock};
 use restore::{
@@ -127,7 +127,7 @@ impl LocalExecutor {
         let storage: Arc<dyn CheckpointStorage> = match &config.storage {
             StorageChoice::Memory => Arc::new(MemoryCheckpointStorage::new(config.checkpoint.memory_state_bytes_max)),
             StorageChoice::Directory(dir) => {
-                Arc::new(ObjectCheckpointStorage::open(&dir.to_string_lossy()).map_err(|e| fail(e.to_string()))?)
+                config.storage_opener.open(&dir.to_string_lossy()).map_err(|e| fail(e.to_string()))?
             }
         };
         let storage = match &self.simulator {
@@ -147,12 +147,13 @@ impl LocalExecutor {
         };
         let mut restore = match &config.restore {
             None => None,
-            Some(RestoreFrom::Path(path)) => {
-                Some(open_restore_path(path).map_err(|e| fail(format!("cannot restore: {e}")))?)
-            }
+            Some(RestoreFrom::Path(path)) => Some(
+                open_restore_path(config.storage_opener.as_ref(), path)
+                    .map_err(|e| fail(format!("cannot restore: {e}")))?,
+            ),
             Some(RestoreFrom::LatestIn(dir)) => {
                 let dir_storage: Arc<dyn CheckpointStorage> =
-                    Arc::new(ObjectCheckpointStorage::open(&dir.to_string_lossy()).map_err(|e| fail(e.to_string()))?);
+                    config.storage_opener.open(&dir.to_string_lossy()).map_err(|e| fail(e.to_string()))?;
                 let latest = load_latest(&dir_storage, &mut result.warnings)
                     .map_err(|e| fail(format!("cannot restore: {e}")))?;
                 Some(latest.ok_or_else(|| {
@@ -295,10 +296,9 @@ impl LocalExecutor {
         }
         // Nothing completed since: start again from what the job started from.
         match &config.restore {
-            Some(RestoreFrom::Path(path)) => open_restore_path(path).map(Some),
+            Some(RestoreFrom::Path(path)) => open_restore_path(config.storage_opener.as_ref(), path).map(Some),
             Some(RestoreFrom::LatestIn(dir)) => {
-                let dir_storage: Arc<dyn CheckpointStorage> =
-                    Arc::new(ObjectCheckpointStorage::open(&dir.to_string_lossy())?);
+                let dir_storage = config.storage_opener.open(&dir.to_string_lossy())?;
                 load_latest(&dir_storage, warnings)
             }
             None => Ok(None),

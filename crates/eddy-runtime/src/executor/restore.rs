@@ -12,7 +12,7 @@ use crate::graph::StreamGraph;
 use eddy_checkpoint::metadata::{CheckpointMetadata, TaskStateEntry};
 use eddy_checkpoint::rescale::rescale;
 use eddy_checkpoint::retained::RetainedCheckpoints;
-use eddy_checkpoint::storage::{directory_name, open_checkpoint_dir, CheckpointStorage};
+use eddy_checkpoint::storage::{directory_name, CheckpointStorage, OpenStorage};
 use eddy_checkpoint::{CheckpointError, CheckpointId, OperatorSnapshot, SnapshotKind};
 use eddy_types::MaxParallelism;
 use std::collections::HashMap;
@@ -46,10 +46,10 @@ impl RestoreSource {
 }
 
 /// The checkpoint or savepoint in directory `path`, its files checked.
-pub(super) fn open_restore_path(path: &Path) -> Result<RestoreSource, CheckpointError> {
-    let (storage, location) = open_checkpoint_dir(path)?;
+pub(super) fn open_restore_path(opener: &dyn OpenStorage, path: &Path) -> Result<RestoreSource, CheckpointError> {
+    let (storage, location) = opener.open_checkpoint_dir(path)?;
     let metadata = storage.verify(&location)?;
-    Ok(RestoreSource { storage: Arc::new(storage), location, metadata, owned: false })
+    Ok(RestoreSource { storage, location, metadata, owned: false })
 }
 
 /// The newest completed checkpoint whose files check out; damaged ones are skipped with

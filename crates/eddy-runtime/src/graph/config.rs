@@ -2,6 +2,7 @@
 //! restarts, and what it restores from.
 
 use eddy_checkpoint::restart::RestartStrategy;
+use eddy_checkpoint::storage::{NoFileStorage, OpenStorage};
 use eddy_checkpoint::CheckpointConfig;
 use eddy_state::{HeapStateBackend, KeyedBackendFactory};
 use std::path::PathBuf;
@@ -78,6 +79,9 @@ pub struct JobConfig {
     pub seed: Option<u64>,
     /// `Some`: run under deterministic simulation (heap backend only).
     pub simulation: Option<Simulation>,
+    /// Opens filesystem and object-store checkpoint storage (checkpoint directories,
+    /// savepoints, restores); the API sets the `object_store` one.
+    pub storage_opener: Arc<dyn OpenStorage>,
 }
 
 impl Default for JobConfig {
@@ -93,6 +97,7 @@ impl Default for JobConfig {
             savepoint: None,
             seed: None,
             simulation: None,
+            storage_opener: Arc::new(NoFileStorage),
         }
     }
 }

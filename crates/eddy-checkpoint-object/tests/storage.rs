@@ -1,10 +1,9 @@
 //! Checkpoint storage on a real directory and in memory.
 
 use eddy_checkpoint::metadata::{encode_task_state, CheckpointMetadata, OperatorEntry, TaskStateEntry};
-use eddy_checkpoint::storage::{
-    load_checkpoint_dir, CheckpointStorage, MemoryCheckpointStorage, ObjectCheckpointStorage,
-};
+use eddy_checkpoint::storage::{CheckpointStorage, MemoryCheckpointStorage};
 use eddy_checkpoint::{CheckpointId, OperatorSnapshot, SnapshotKind};
+use eddy_checkpoint_object::{load_checkpoint_dir, ObjectCheckpointStorage};
 
 fn temp_dir(name: &str) -> std::path::PathBuf {
     let dir = std::env::temp_dir().join(format!("eddy-storage-{name}-{}", std::process::id()));

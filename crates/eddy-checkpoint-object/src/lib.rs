@@ -3,11 +3,16 @@
 //! file per task. `_metadata` is written last and atomically (the store's put writes a
 //! temporary object and renames it), so a directory without it is an unfinished checkpoint
 //! that a crash left behind, never mistaken for a complete one.
+//!
+//! A leaf crate: `object_store`, tokio and the S3 client stay out of `eddy-checkpoint`
+//! (the protocol and formats) and of the runtime, which open storage through
+//! [`OpenStorage`] ([`ObjectStorageOpener`] here).
 
-use super::{directory_name, fetch_native_files, CheckpointStorage, CompletedCheckpoint};
-use crate::error::CheckpointError;
-use crate::metadata::{self, CheckpointMetadata, StateHandle, TaskStateEntry, METADATA_FILE};
-use crate::snapshot::{CheckpointId, OperatorSnapshot, SnapshotKind};
+use eddy_checkpoint::metadata::{self, CheckpointMetadata, StateHandle, TaskStateEntry, METADATA_FILE};
+use eddy_checkpoint::storage::{
+    directory_name, fetch_native_files, CheckpointStorage, CompletedCheckpoint, OpenStorage, SHARED_DIR,
+};
+use eddy_checkpoint::{CheckpointError, CheckpointId, OperatorSnapshot, SnapshotKind};
 use eddy_state::keyed::NativeFile;
 use futures::StreamExt;
 use object_store::local::LocalFileSystem;
@@ -209,19 +214,19 @@ pub fn unreferenced_shared_files(dir: impl AsRef<Path>) -> Result<Vec<String>, C
         for task in &metadata.tasks {
             for operator in storage.read_task(&name, task)? {
                 let natives = operator.keyed.iter().flat_map(|k| &k.native);
-                let in_shared = |f: &&NativeFile| f.location.starts_with(&format!("{}/", super::SHARED_DIR));
+                let in_shared = |f: &&NativeFile| f.location.starts_with(&format!("{}/", SHARED_DIR));
                 for file in natives.flat_map(|n| &n.files).filter(in_shared) {
                     referenced.insert(file.location.clone());
                 }
             }
         }
     }
-    let shared = dir.join(super::SHARED_DIR);
+    let shared = dir.join(SHARED_DIR);
     let mut unreferenced = Vec::new();
     if shared.is_dir() {
         for entry in std::fs::read_dir(&shared).map_err(|e| io(&shown, e))? {
             let entry = entry.map_err(|e| io(&shown, e))?;
-            let location = format!("{}/{}", super::SHARED_DIR, entry.file_name().to_string_lossy());
+            let location = format!("{}/{}", SHARED_DIR, entry.file_name().to_string_lossy());
             if !referenced.contains(&location) {
                 unreferenced.push(location);
             }
@@ -390,4 +395,19 @@ pub fn open_checkpoint_dir(dir: impl AsRef<Path>) -> Result<(ObjectCheckpointSto
     };
     let location = storage.full(&name);
     Ok((storage, location))
+}
+
+/// Opens [`ObjectCheckpointStorage`] for the runtime: directories and `s3://` URLs.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ObjectStorageOpener;
+
+impl OpenStorage for ObjectStorageOpener {
+    fn open(&self, location: &str) -> Result<Arc<dyn CheckpointStorage>, CheckpointError> {
+        Ok(Arc::new(ObjectCheckpointStorage::open(location)?))
+    }
+
+    fn open_checkpoint_dir(&self, dir: &Path) -> Result<(Arc<dyn CheckpointStorage>, String), CheckpointError> {
+        let (storage, location) = open_checkpoint_dir(dir)?;
+        Ok((Arc::new(storage), location))
+    }
 }
