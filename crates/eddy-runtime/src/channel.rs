@@ -5,8 +5,12 @@ use crossbeam_channel::{bounded, Receiver, Sender};
 
 /// Records per batch before a writer sends it.
 pub const BATCH_RECORDS_MAX: usize = 1024;
-/// Batches a channel holds before its producers wait (backpressure).
+/// Batches the channels into one input gate hold together before producers wait
+/// (backpressure): each of n producers' channels holds a share, at least
+/// [`CHANNEL_BATCHES_MIN`].
 pub const CHANNEL_BATCHES_MAX: usize = 16;
+/// Batches one channel holds at least, so that a producer can run ahead a little.
+pub const CHANNEL_BATCHES_MIN: usize = 4;
 /// A partial batch is sent at the latest this long after its first record.
 pub const FLUSH_INTERVAL_MS: u64 = 10;
 
@@ -27,18 +31,12 @@ pub struct CheckpointBarrier {
     pub kind: eddy_checkpoint::SnapshotKind,
 }
 
-/// A message with the index of the producer channel it came from, so that an input gate
-/// can tell its producers apart (end of input now, barrier alignment later).
-#[derive(Debug)]
-pub struct Envelope<T> {
-    pub channel: u32,
-    pub message: StreamMessage<T>,
-}
+/// One producer subtask's channel into one consumer subtask's input gate: each is bounded
+/// on its own, so that alignment can hold one without holding the others.
+pub type BatchSender<T> = Sender<StreamMessage<T>>;
+pub type BatchReceiver<T> = Receiver<StreamMessage<T>>;
 
-pub type BatchSender<T> = Sender<Envelope<T>>;
-pub type BatchReceiver<T> = Receiver<Envelope<T>>;
-
-/// The bounded queue into one input gate of one subtask.
+/// A bounded channel of `capacity_batches`.
 pub fn batch_channel<T>(capacity_batches: usize) -> (BatchSender<T>, BatchReceiver<T>) {
     bounded(capacity_batches)
 }

@@ -1,7 +1,7 @@
 //! Record writers: the `Output` at the end of a chain that batches records per target
 //! subtask and sends full batches into the targets' bounded channels.
 
-use crate::channel::{BatchSender, CheckpointBarrier, CheckpointEvent, Envelope, StreamMessage, BATCH_RECORDS_MAX};
+use crate::channel::{BatchSender, CheckpointBarrier, CheckpointEvent, StreamMessage, BATCH_RECORDS_MAX};
 use crate::error::TaskError;
 use crate::output::Output;
 use crate::task::TaskShared;
@@ -64,9 +64,8 @@ impl<T> Partitioner<T> {
 
 /// Batches records per target and sends them on.
 pub struct RecordWriter<T> {
+    /// This producer's channel into each target subtask.
     targets: Vec<BatchSender<T>>,
-    /// This producer's channel index at each target's input gate.
-    channel_ids: Vec<u32>,
     buffers: Vec<Vec<T>>,
     partitioner: Partitioner<T>,
     shared: Rc<TaskShared>,
@@ -75,16 +74,10 @@ pub struct RecordWriter<T> {
 }
 
 impl<T: Clone> RecordWriter<T> {
-    pub fn new(
-        targets: Vec<BatchSender<T>>,
-        channel_ids: Vec<u32>,
-        partitioner: Partitioner<T>,
-        shared: Rc<TaskShared>,
-    ) -> Self {
-        assert_eq!(targets.len(), channel_ids.len());
+    pub fn new(targets: Vec<BatchSender<T>>, partitioner: Partitioner<T>, shared: Rc<TaskShared>) -> Self {
         assert!(!targets.is_empty(), "a writer needs at least one target");
         let buffers = targets.iter().map(|_| Vec::with_capacity(BATCH_RECORDS_MAX)).collect();
-        Self { targets, channel_ids, buffers, partitioner, shared, ended: false }
+        Self { targets, buffers, partitioner, shared, ended: false }
     }
 
     #[inline]
@@ -103,11 +96,11 @@ impl<T: Clone> RecordWriter<T> {
 
     /// Blocks while the target's queue is full (backpressure), looking at the cancel flag.
     fn send(&mut self, target: usize, message: StreamMessage<T>) {
-        let mut envelope = Envelope { channel: self.channel_ids[target], message };
+        let mut message = message;
         loop {
-            match self.targets[target].send_timeout(envelope, Duration::from_millis(SEND_WAIT_MS)) {
+            match self.targets[target].send_timeout(message, Duration::from_millis(SEND_WAIT_MS)) {
                 Ok(()) => return,
-                Err(SendTimeoutError::Timeout(back)) if !self.shared.is_cancelled() => envelope = back,
+                Err(SendTimeoutError::Timeout(back)) if !self.shared.is_cancelled() => message = back,
                 Err(_) => {
                     self.shared.fail_with(TaskError::Cancelled);
                     return;

@@ -1,7 +1,9 @@
 //! The mailbox loop driven one step at a time, without threads.
 
 use eddy_checkpoint::{CheckpointId, OperatorSnapshot, SnapshotKind};
-use eddy_runtime::channel::{batch_channel, CheckpointBarrier, CheckpointEvent, Envelope, StreamMessage};
+use eddy_runtime::channel::{
+    batch_channel, BatchReceiver, BatchSender, CheckpointBarrier, CheckpointEvent, StreamMessage,
+};
 use eddy_runtime::output::Output;
 use eddy_runtime::task::{mailbox, Control, OneInputDriver, StepResult, TaskDriver, TaskShared};
 use eddy_runtime::TaskError;
@@ -47,29 +49,38 @@ impl Output<u32> for Probe {
     }
 }
 
-fn records(channel: u32, values: &[u32]) -> Envelope<u32> {
-    Envelope { channel, message: StreamMessage::Records(values.to_vec()) }
+fn records(values: &[u32]) -> StreamMessage<u32> {
+    StreamMessage::Records(values.to_vec())
 }
 
-fn end(channel: u32) -> Envelope<u32> {
-    Envelope { channel, message: StreamMessage::EndOfInput }
+fn end() -> StreamMessage<u32> {
+    StreamMessage::EndOfInput
+}
+
+fn barrier(id: u64) -> StreamMessage<u32> {
+    StreamMessage::Barrier(CheckpointBarrier { id: CheckpointId(id), kind: SnapshotKind::Checkpoint })
+}
+
+/// `n` producer channels of `capacity` batches each.
+fn channels(n: usize, capacity: usize) -> (Vec<BatchSender<u32>>, Vec<BatchReceiver<u32>>) {
+    (0..n).map(|_| batch_channel::<u32>(capacity)).unzip()
 }
 
 #[test]
 fn a_task_finishes_only_after_every_producer_ended() {
-    let (tx, rx) = batch_channel::<u32>(8);
+    let (tx, rx) = channels(2, 8);
     let (_mailbox_tx, mailbox_rx) = mailbox();
     let probe = Probe::default();
     let shared = TaskShared::new(Arc::new(AtomicBool::new(false)));
-    let mut driver = OneInputDriver::new(rx, 2, Box::new(probe.clone()), mailbox_rx, shared);
+    let mut driver = OneInputDriver::new(rx, Box::new(probe.clone()), mailbox_rx, shared);
     driver.open().unwrap();
-    tx.send(records(0, &[1, 2])).unwrap();
-    tx.send(end(0)).unwrap();
-    tx.send(records(1, &[3])).unwrap();
+    tx[0].send(records(&[1, 2])).unwrap();
+    tx[0].send(end()).unwrap();
+    tx[1].send(records(&[3])).unwrap();
     assert_eq!(driver.step().unwrap(), StepResult::Continue);
     assert_eq!(driver.step().unwrap(), StepResult::Continue, "one of two producers ended");
     assert_eq!(driver.step().unwrap(), StepResult::Continue);
-    tx.send(end(1)).unwrap();
+    tx[1].send(end()).unwrap();
     assert_eq!(driver.step().unwrap(), StepResult::Finished);
     driver.close();
     assert_eq!(*probe.0.borrow(), vec!["open", "record 1", "record 2", "record 3", "end", "close"]);
@@ -77,14 +88,14 @@ fn a_task_finishes_only_after_every_producer_ended() {
 
 #[test]
 fn control_messages_are_taken_between_batches() {
-    let (tx, rx) = batch_channel::<u32>(8);
+    let (tx, rx) = channels(1, 8);
     let (mailbox_tx, mailbox_rx) = mailbox();
     let probe = Probe::default();
     let shared = TaskShared::new(Arc::new(AtomicBool::new(false)));
-    let mut driver = OneInputDriver::new(rx, 1, Box::new(probe.clone()), mailbox_rx, shared);
+    let mut driver = OneInputDriver::new(rx, Box::new(probe.clone()), mailbox_rx, shared);
     driver.open().unwrap();
-    tx.send(records(0, &[1])).unwrap();
-    tx.send(records(0, &[2])).unwrap();
+    tx[0].send(records(&[1])).unwrap();
+    tx[0].send(records(&[2])).unwrap();
     assert_eq!(driver.step().unwrap(), StepResult::Continue);
     mailbox_tx.send(Control::Cancel).unwrap();
     assert_eq!(driver.step().unwrap_err(), TaskError::Cancelled);
@@ -93,12 +104,12 @@ fn control_messages_are_taken_between_batches() {
 
 #[test]
 fn a_failure_recorded_during_a_batch_ends_the_step_with_it() {
-    let (tx, rx) = batch_channel::<u32>(8);
+    let (tx, rx) = channels(1, 8);
     let (_mailbox_tx, mailbox_rx) = mailbox();
     let shared = TaskShared::new(Arc::new(AtomicBool::new(false)));
     let index = shared.register_operator("validator");
-    let mut driver = OneInputDriver::new(rx, 1, Box::new(Probe::default()), mailbox_rx, shared.clone());
-    tx.send(records(0, &[1])).unwrap();
+    let mut driver = OneInputDriver::new(rx, Box::new(Probe::default()), mailbox_rx, shared.clone());
+    tx[0].send(records(&[1])).unwrap();
     shared.fail(index, "bad record".into());
     let error = driver.step().unwrap_err();
     assert_eq!(error, TaskError::Operator { operator: "validator".into(), message: "bad record".into() });
@@ -106,10 +117,10 @@ fn a_failure_recorded_during_a_batch_ends_the_step_with_it() {
 
 #[test]
 fn producers_gone_without_end_of_input_mean_cancellation() {
-    let (tx, rx) = batch_channel::<u32>(8);
+    let (tx, rx) = channels(1, 8);
     let (_mailbox_tx, mailbox_rx) = mailbox();
     let shared = TaskShared::new(Arc::new(AtomicBool::new(false)));
-    let mut driver = OneInputDriver::new(rx, 1, Box::new(Probe::default()), mailbox_rx, shared);
+    let mut driver = OneInputDriver::new(rx, Box::new(Probe::default()), mailbox_rx, shared);
     drop(tx);
     assert_eq!(driver.step().unwrap_err(), TaskError::Cancelled);
 }
@@ -118,14 +129,14 @@ fn producers_gone_without_end_of_input_mean_cancellation() {
 fn partial_batches_are_flushed_once_the_flush_interval_passed() {
     use eddy_runtime::channel::FLUSH_INTERVAL_MS;
     use eddy_types::ManualClock;
-    let (tx, rx) = batch_channel::<u32>(8);
+    let (tx, rx) = channels(1, 8);
     let (_mailbox_tx, mailbox_rx) = mailbox();
     let clock = ManualClock::new(0);
     let probe = Probe::default();
     let shared = TaskShared::with_clock(Arc::new(AtomicBool::new(false)), Arc::new(clock.clone()));
-    let mut driver = OneInputDriver::new(rx, 1, Box::new(probe.clone()), mailbox_rx, shared);
+    let mut driver = OneInputDriver::new(rx, Box::new(probe.clone()), mailbox_rx, shared);
     for batch in 0..3 {
-        tx.send(records(0, &[batch])).unwrap();
+        tx[0].send(records(&[batch])).unwrap();
     }
     driver.step().unwrap();
     clock.advance_ms(FLUSH_INTERVAL_MS - 1);
@@ -135,45 +146,70 @@ fn partial_batches_are_flushed_once_the_flush_interval_passed() {
     assert_eq!(*probe.0.borrow(), vec!["record 0", "record 1", "record 2", "flush"]);
 }
 
-fn barrier(channel: u32, id: u64) -> Envelope<u32> {
-    Envelope {
-        channel,
-        message: StreamMessage::Barrier(CheckpointBarrier { id: CheckpointId(id), kind: SnapshotKind::Checkpoint }),
-    }
-}
-
 #[test]
 fn exactly_once_alignment_holds_back_records_behind_a_barrier() {
-    let (tx, rx) = batch_channel::<u32>(16);
+    let (tx, rx) = channels(2, 16);
     let (_mailbox_tx, mailbox_rx) = mailbox();
     let probe = Probe::default();
     let shared = TaskShared::new(Arc::new(AtomicBool::new(false)));
-    let mut driver = OneInputDriver::new(rx, 2, Box::new(probe.clone()), mailbox_rx, shared);
-    for envelope in
-        [records(0, &[1]), barrier(0, 1), records(0, &[2]), records(1, &[3]), barrier(1, 1), records(1, &[4])]
-    {
-        tx.send(envelope).unwrap();
+    let mut driver = OneInputDriver::new(rx, Box::new(probe.clone()), mailbox_rx, shared);
+    for message in [records(&[1]), barrier(1), records(&[2])] {
+        tx[0].send(message).unwrap();
+    }
+    for message in [records(&[3]), barrier(1), records(&[4])] {
+        tx[1].send(message).unwrap();
     }
     for _ in 0..6 {
         driver.step().unwrap();
     }
     // Record 2 came after channel 0's barrier: it waits until the snapshot, record 3 does not.
-    assert_eq!(*probe.0.borrow(), vec!["record 1", "record 3", "snapshot 1", "record 2", "record 4"]);
+    let seen = probe.0.borrow().clone();
+    assert_eq!(seen[..3], ["record 1", "record 3", "snapshot 1"], "{seen:?}");
+    assert_eq!(seen.len(), 5, "{seen:?}");
+    assert!(seen[3..].contains(&"record 2".to_string()) && seen[3..].contains(&"record 4".to_string()));
+}
+
+/// Alignment holds a channel by not reading it: what waits behind the barrier stays in
+/// that channel, which fills up and makes its producer wait, instead of piling up in the
+/// task.
+#[test]
+fn a_channel_held_by_alignment_fills_up_and_pushes_back_on_its_producer() {
+    let (tx, rx) = channels(2, 2);
+    let (_mailbox_tx, mailbox_rx) = mailbox();
+    let probe = Probe::default();
+    let shared = TaskShared::new(Arc::new(AtomicBool::new(false)));
+    let mut driver = OneInputDriver::new(rx, Box::new(probe.clone()), mailbox_rx, shared);
+    tx[0].send(barrier(1)).unwrap();
+    driver.step().unwrap();
+    for value in 0..2 {
+        tx[0].try_send(records(&[value])).expect("room in the channel");
+    }
+    for _ in 0..4 {
+        assert!(matches!(driver.step().unwrap(), StepResult::Idle { .. }), "the held channel is not read");
+    }
+    assert!(tx[0].try_send(records(&[9])).is_err(), "full: the producer must wait");
+    tx[1].send(barrier(1)).unwrap();
+    for _ in 0..3 {
+        driver.step().unwrap();
+    }
+    let seen: Vec<String> = probe.0.borrow().iter().filter(|e| *e != "flush").cloned().collect();
+    assert_eq!(seen, vec!["snapshot 1", "record 0", "record 1"]);
+    assert!(tx[0].try_send(records(&[9])).is_ok(), "read again after the snapshot");
 }
 
 #[test]
 fn at_least_once_lets_records_overtake_the_barrier() {
-    let (tx, rx) = batch_channel::<u32>(16);
+    let (tx, rx) = channels(2, 16);
     let (_mailbox_tx, mailbox_rx) = mailbox();
     let probe = Probe::default();
     let shared = TaskShared::new(Arc::new(AtomicBool::new(false)));
     shared.set_checkpointing_mode(eddy_checkpoint::CheckpointingMode::AtLeastOnce);
-    let mut driver = OneInputDriver::new(rx, 2, Box::new(probe.clone()), mailbox_rx, shared);
-    for envelope in [barrier(0, 1), records(0, &[2]), barrier(1, 1)] {
-        tx.send(envelope).unwrap();
-    }
-    for _ in 0..3 {
-        driver.step().unwrap();
-    }
+    let mut driver = OneInputDriver::new(rx, Box::new(probe.clone()), mailbox_rx, shared);
+    tx[0].send(barrier(1)).unwrap();
+    tx[0].send(records(&[2])).unwrap();
+    driver.step().unwrap();
+    driver.step().unwrap();
+    tx[1].send(barrier(1)).unwrap();
+    driver.step().unwrap();
     assert_eq!(*probe.0.borrow(), vec!["record 2", "snapshot 1"]);
 }

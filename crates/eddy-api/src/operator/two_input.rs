@@ -4,7 +4,7 @@ use super::core::OperatorCore;
 use crate::function::{FunctionResult, RichFunction, SideOutputs};
 use eddy_checkpoint::OperatorSnapshot;
 use eddy_runtime::channel::{CheckpointBarrier, CheckpointEvent};
-use eddy_runtime::graph::{receiver_of, Erased, ErasedOutput, TwoInputDriverFactory, TwoInputFactory};
+use eddy_runtime::graph::{receivers_of, Erased, ErasedOutput, TwoInputDriverFactory, TwoInputFactory};
 use eddy_runtime::output::Discard;
 use eddy_runtime::task::{OperatorInfo, TwoInputDriver, TwoInputOperator};
 use eddy_runtime::{Output, TaskError, TypedOutput};
@@ -57,15 +57,13 @@ impl<A: Send + 'static, B: Send + 'static, O: 'static, L: TwoInputLogic<A, B, O>
 
     /// `second_first`: read input 2 to its end before input 1.
     pub(crate) fn driver_factory(second_first: bool) -> TwoInputDriverFactory {
-        Arc::new(move |operator, (first, first_ends), (second, second_ends), mailbox, shared| {
+        Arc::new(move |operator, first, second, mailbox, shared| {
             let operator = *operator
                 .downcast::<Box<dyn TwoInputOperator<A, B>>>()
                 .expect("two-input operator of the declared types");
             Box::new(TwoInputDriver::new(
-                receiver_of::<A>(first),
-                first_ends,
-                receiver_of::<B>(second),
-                second_ends,
+                receivers_of::<A>(first),
+                receivers_of::<B>(second),
                 operator,
                 mailbox,
                 shared,

@@ -2,11 +2,10 @@
 //! which builds its chain (operators never cross threads) and drives it.
 
 use super::restore::RestorePlan;
-use crate::channel::ChannelCapacity;
+use crate::channel::{ChannelCapacity, CHANNEL_BATCHES_MIN};
 use crate::error::TaskError;
 use crate::graph::{
-    ChainPlan, ErasedOutput, ErasedSend, OperatorFactory, Partitioning, PortType, StorageChoice, StreamGraph,
-    StreamNode,
+    ChainPlan, ErasedOutput, ErasedSend, OperatorFactory, Partitioning, StorageChoice, StreamGraph, StreamNode,
 };
 use crate::task::{
     catch_task_panic, mailbox, MailboxReceiver, MailboxSender, OperatorInfo, SourceDriver, Task, TaskCheckpointing,
@@ -18,35 +17,41 @@ use std::rc::Rc;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
-/// The senders and channel ids a subtask's writer for one edge gets.
-pub(super) type WriterTargets = (Vec<ErasedSend>, Vec<u32>);
+/// A subtask's writer for one edge: its channel into each target subtask.
+pub(super) type WriterTargets = Vec<ErasedSend>;
 
 /// Everything one subtask needs from the executor, moved to its thread.
 pub(super) struct TaskSetup {
     pub(super) head: NodeId,
     pub(super) subtask: u32,
-    /// Per input gate: the receiver and how many producer channels feed it.
-    pub(super) inputs: Vec<(ErasedSend, usize)>,
+    /// Per input: one channel per producer subtask of every edge into it, in a fixed
+    /// order (the aligner's channel indexes).
+    pub(super) inputs: Vec<Vec<ErasedSend>>,
     pub(super) writers: HashMap<usize, WriterTargets>,
     pub(super) mailbox: MailboxReceiver,
 }
 
-/// The channels into one input gate of a node, one per subtask.
-pub(super) struct Gate {
-    pub(super) port_type: Arc<dyn PortType>,
-    pub(super) senders: Vec<ErasedSend>,
-    pub(super) receivers: Vec<Option<ErasedSend>>,
-    /// Per consumer subtask: producer channels so far (also the next channel id).
-    pub(super) channels: Vec<usize>,
-}
-
-/// Creates every channel and says which subtask gets which end.
+/// Creates one channel per producer and consumer subtask of every edge between chains,
+/// and says which subtask gets which end. `capacity`: per input gate, shared out between
+/// its channels (at least [`CHANNEL_BATCHES_MIN`] each) when bounded.
 pub(super) fn wire(
     graph: &StreamGraph,
     plan: &ChainPlan,
     capacity: ChannelCapacity,
 ) -> Vec<(TaskSetup, MailboxSender)> {
-    let mut gates: HashMap<(NodeId, usize), Gate> = HashMap::new();
+    // Producer channels per gate (node, input) and consumer subtask, for the share.
+    let mut producers: HashMap<(NodeId, usize), usize> = HashMap::new();
+    for (index, edge) in graph.edges.iter().enumerate() {
+        if !plan.chained_edges[index] {
+            let from = graph.node(edge.from);
+            let per_consumer = match edge.partitioning {
+                Partitioning::Forward => 1,
+                _ => from.parallelism as usize,
+            };
+            *producers.entry((edge.to, edge.to_input)).or_default() += per_consumer;
+        }
+    }
+    let mut gates: HashMap<(NodeId, usize, u32), Vec<ErasedSend>> = HashMap::new();
     let mut writers: HashMap<(usize, u32), WriterTargets> = HashMap::new();
     for (index, edge) in graph.edges.iter().enumerate() {
         if plan.chained_edges[index] {
@@ -54,31 +59,26 @@ pub(super) fn wire(
         }
         let from = graph.node(edge.from);
         let to = graph.node(edge.to);
-        let gate = gates.entry((edge.to, edge.to_input)).or_insert_with(|| {
-            let port_type = from.outputs[edge.from_port].port_type.clone();
-            let (senders, receivers) =
-                (0..to.parallelism).map(|_| port_type.channel(capacity)).unzip::<_, _, Vec<_>, Vec<_>>();
-            Gate {
-                port_type,
-                senders,
-                receivers: receivers.into_iter().map(Some).collect(),
-                channels: vec![0; to.parallelism as usize],
+        let port_type = &from.outputs[edge.from_port].port_type;
+        let channel_capacity = match capacity {
+            ChannelCapacity::Bounded(batches) => {
+                let share = batches / producers[&(edge.to, edge.to_input)].max(1);
+                ChannelCapacity::Bounded(share.max(CHANNEL_BATCHES_MIN))
             }
-        });
+            unbounded => unbounded,
+        };
         for producer in 0..from.parallelism {
-            let targets: Vec<usize> = match edge.partitioning {
-                Partitioning::Forward => vec![producer as usize],
-                _ => (0..to.parallelism as usize).collect(),
+            let targets: Vec<u32> = match edge.partitioning {
+                Partitioning::Forward => vec![producer],
+                _ => (0..to.parallelism).collect(),
             };
             let mut senders = Vec::with_capacity(targets.len());
-            let mut channel_ids = Vec::with_capacity(targets.len());
-            for &target in &targets {
-                // Channel ids count per consumer subtask, so an aligner indexes them directly.
-                channel_ids.push(gate.channels[target] as u32);
-                gate.channels[target] += 1;
-                senders.push(gate.port_type.clone_sender(&gate.senders[target]));
+            for target in targets {
+                let (sender, receiver) = port_type.channel(channel_capacity);
+                senders.push(sender);
+                gates.entry((edge.to, edge.to_input, target)).or_default().push(receiver);
             }
-            writers.insert((index, producer), (senders, channel_ids));
+            writers.insert((index, producer), senders);
         }
     }
 
@@ -88,11 +88,7 @@ pub(super) fn wire(
         let members = plan.members(head);
         for subtask in 0..node.parallelism {
             let inputs = (0..node.input_count())
-                .map(|input| {
-                    let gate = gates.get_mut(&(head, input)).expect("validated: every input is connected");
-                    let receiver = gate.receivers[subtask as usize].take().expect("one receiver per subtask");
-                    (receiver, gate.channels[subtask as usize])
-                })
+                .map(|input| gates.remove(&(head, input, subtask)).expect("validated: every input is connected"))
                 .collect();
             let mut own_writers = HashMap::new();
             for (index, edge) in graph.edges.iter().enumerate() {
@@ -106,7 +102,6 @@ pub(super) fn wire(
             setups.push((TaskSetup { head, subtask, inputs, writers: own_writers, mailbox: mailbox_rx }, mailbox_tx));
         }
     }
-    // `gates` drops its original senders here, so a gate disconnects when its producers end.
     setups
 }
 
@@ -233,10 +228,9 @@ impl ChainBuilder<'_> {
                 for (index, edge) in graph.edges_from(node.id, port) {
                     if self.plan.chained_edges[index] {
                         outs.push(self.chained_operator(graph.node(edge.to)));
-                    } else if let Some((targets, channel_ids)) = self.writers.remove(&index) {
+                    } else if let Some(targets) = self.writers.remove(&index) {
                         outs.push(port_type.writer(
                             targets,
-                            channel_ids,
                             &edge.partitioning,
                             self.subtask,
                             graph.max_parallelism,
@@ -265,7 +259,7 @@ impl ChainBuilder<'_> {
     fn driver(
         mut self,
         head: NodeId,
-        mut inputs: Vec<(ErasedSend, usize)>,
+        mut inputs: Vec<Vec<ErasedSend>>,
         mailbox: MailboxReceiver,
     ) -> Box<dyn TaskDriver> {
         let node = self.graph.node(head);
@@ -275,8 +269,7 @@ impl ChainBuilder<'_> {
         match &node.factory {
             OperatorFactory::Source(factory) => Box::new(SourceDriver::new(factory(info, outputs), mailbox, shared)),
             OperatorFactory::OneInput { operator, input } => {
-                let (receiver, ends) = inputs.remove(0);
-                input.one_input_driver(receiver, ends, operator(info, outputs), mailbox, shared)
+                input.one_input_driver(inputs.remove(0), operator(info, outputs), mailbox, shared)
             }
             OperatorFactory::TwoInput { operator, driver } => {
                 let second = inputs.remove(1);

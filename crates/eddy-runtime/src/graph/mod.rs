@@ -12,7 +12,7 @@ mod validate;
 
 pub use chaining::{plan_chains, ChainPlan};
 pub use config::{JobConfig, RestoreFrom, RestoreMode, SavepointRequest, Simulation, StorageChoice};
-pub use port::{receiver_of, Erased, ErasedOutput, ErasedSend, PortType, TypedPort};
+pub use port::{receivers_of, Erased, ErasedOutput, ErasedSend, PortType, TypedPort};
 pub use validate::validate;
 
 use crate::task::{MailboxReceiver, OperatorInfo, SourceOperator, TaskDriver, TaskShared};
@@ -50,9 +50,10 @@ pub type SourceFactory = Arc<dyn Fn(OperatorInfo, Vec<ErasedOutput>) -> Box<dyn 
 pub type OneInputFactory = Arc<dyn Fn(OperatorInfo, Vec<ErasedOutput>) -> ErasedOutput + Send + Sync>;
 /// Builds a two-input operator (a `Box<dyn TwoInputOperator<A, B>>`, erased).
 pub type TwoInputFactory = Arc<dyn Fn(OperatorInfo, Vec<ErasedOutput>) -> Erased + Send + Sync>;
-/// Builds the driver of a two-input chain head from the operator and both gates.
+/// Builds the driver of a two-input chain head from the operator and the channels of both
+/// inputs.
 pub type TwoInputDriverFactory = Arc<
-    dyn Fn(Erased, (ErasedSend, usize), (ErasedSend, usize), MailboxReceiver, Rc<TaskShared>) -> Box<dyn TaskDriver>
+    dyn Fn(Erased, Vec<ErasedSend>, Vec<ErasedSend>, MailboxReceiver, Rc<TaskShared>) -> Box<dyn TaskDriver>
         + Send
         + Sync,
 >;

@@ -23,12 +23,10 @@ pub trait PortType: Send + Sync {
     fn type_name(&self) -> &'static str;
     /// A channel: (`BatchSender<T>`, `BatchReceiver<T>`).
     fn channel(&self, capacity: ChannelCapacity) -> (ErasedSend, ErasedSend);
-    fn clone_sender(&self, sender: &ErasedSend) -> ErasedSend;
-    /// A `Box<dyn Output<T>>` that writes into `targets`.
+    /// A `Box<dyn Output<T>>` that writes into `targets` (one channel per target subtask).
     fn writer(
         &self,
         targets: Vec<ErasedSend>,
-        channel_ids: Vec<u32>,
         partitioning: &Partitioning,
         producer_subtask: u32,
         max_parallelism: MaxParallelism,
@@ -38,11 +36,11 @@ pub trait PortType: Send + Sync {
     fn fan_out(&self, outputs: Vec<ErasedOutput>) -> ErasedOutput;
     /// An output that drops everything.
     fn discard(&self) -> ErasedOutput;
-    /// The driver of a chain whose head (a `Box<dyn Output<T>>`) reads this type.
+    /// The driver of a chain whose head (a `Box<dyn Output<T>>`) reads this type from
+    /// `channels` (one per producer subtask).
     fn one_input_driver(
         &self,
-        receiver: ErasedSend,
-        ends_expected: usize,
+        channels: Vec<ErasedSend>,
         head: ErasedOutput,
         mailbox: MailboxReceiver,
         shared: Rc<TaskShared>,
@@ -66,9 +64,9 @@ impl<T> Default for TypedPort<T> {
 
 const WRONG_TYPE: &str = "a port was given a value of another type (bug in graph building)";
 
-/// Downcasts an erased receiver.
-pub fn receiver_of<T: 'static + Send>(erased: ErasedSend) -> BatchReceiver<T> {
-    *erased.downcast::<BatchReceiver<T>>().expect(WRONG_TYPE)
+/// Downcasts erased receivers.
+pub fn receivers_of<T: 'static + Send>(erased: Vec<ErasedSend>) -> Vec<BatchReceiver<T>> {
+    erased.into_iter().map(|r| *r.downcast::<BatchReceiver<T>>().expect(WRONG_TYPE)).collect()
 }
 
 impl<T: Clone + Send + 'static> PortType for TypedPort<T> {
@@ -81,14 +79,9 @@ impl<T: Clone + Send + 'static> PortType for TypedPort<T> {
         (Box::new(tx), Box::new(rx))
     }
 
-    fn clone_sender(&self, sender: &ErasedSend) -> ErasedSend {
-        Box::new(sender.downcast_ref::<BatchSender<T>>().expect(WRONG_TYPE).clone())
-    }
-
     fn writer(
         &self,
         targets: Vec<ErasedSend>,
-        channel_ids: Vec<u32>,
         partitioning: &Partitioning,
         producer_subtask: u32,
         max_parallelism: MaxParallelism,
@@ -108,7 +101,7 @@ impl<T: Clone + Send + 'static> PortType for TypedPort<T> {
                 Partitioner::KeyGroups { selector: factory(), max_parallelism }
             }
         };
-        TypedOutput::<T>::erase(Box::new(RecordWriter::new(targets, channel_ids, partitioner, shared)))
+        TypedOutput::<T>::erase(Box::new(RecordWriter::new(targets, partitioner, shared)))
     }
 
     fn fan_out(&self, outputs: Vec<ErasedOutput>) -> ErasedOutput {
@@ -121,18 +114,11 @@ impl<T: Clone + Send + 'static> PortType for TypedPort<T> {
 
     fn one_input_driver(
         &self,
-        receiver: ErasedSend,
-        ends_expected: usize,
+        channels: Vec<ErasedSend>,
         head: ErasedOutput,
         mailbox: MailboxReceiver,
         shared: Rc<TaskShared>,
     ) -> Box<dyn TaskDriver> {
-        Box::new(OneInputDriver::new(
-            receiver_of::<T>(receiver),
-            ends_expected,
-            TypedOutput::<T>::unerase(head),
-            mailbox,
-            shared,
-        ))
+        Box::new(OneInputDriver::new(receivers_of::<T>(channels), TypedOutput::<T>::unerase(head), mailbox, shared))
     }
 }

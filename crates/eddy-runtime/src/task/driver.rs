@@ -5,20 +5,20 @@
 //! of its own blocks in [`TaskDriver::wait_for_input`], the simulator steps another task.
 //! A test can drive a task by calling `step` itself.
 //!
-//! Barriers travel in band. A task with inputs aligns them ([`BarrierAligner`]), holding
-//! back envelopes of blocked channels in a queue until the snapshot is taken, then replays
-//! them. What happens after the input ended (the final snapshot, waiting for the job's
+//! Barriers travel in band. A task with inputs aligns them ([`BarrierAligner`]): a channel
+//! that delivered the barrier is not read until the snapshot is taken ([`InputGate`]), so
+//! what waits meanwhile stays in that channel, bounded, and its producer waits. What happens after the input ended (the final snapshot, waiting for the job's
 //! end) is the same for every driver and lives in [`super::Task`].
 
 use super::alignment::{Alignment, BarrierAligner};
 use super::context::TaskShared;
+use super::gate::{InputChannel, InputGate};
 use super::mailbox::{Control, MailboxReceiver};
-use crate::channel::{BatchReceiver, CheckpointBarrier, CheckpointEvent, Envelope, StreamMessage, FLUSH_INTERVAL_MS};
+use crate::channel::{BatchReceiver, CheckpointBarrier, CheckpointEvent, StreamMessage, FLUSH_INTERVAL_MS};
 use crate::error::TaskError;
 use crate::output::Output;
-use crossbeam_channel::{never, select, Receiver, Select, TryRecvError};
+use crossbeam_channel::{Select, TryRecvError};
 use eddy_checkpoint::OperatorSnapshot;
-use std::collections::VecDeque;
 use std::rc::Rc;
 use std::time::Duration;
 
@@ -48,27 +48,6 @@ pub trait TaskDriver {
     /// The chain's head, its mailbox and what its operators share, for the task's end.
     fn parts(&mut self) -> (&mut dyn ChainHead, &MailboxReceiver, &TaskShared);
     fn close(&mut self);
-}
-
-/// Waits until one of `receivers` or the mailbox has a message (or it disconnected).
-fn wait_on(mailbox: &MailboxReceiver, receivers: &[&dyn ReadyWatch], timeout: Duration) {
-    let mut select = Select::new();
-    select.recv(mailbox);
-    for receiver in receivers {
-        receiver.register(&mut select);
-    }
-    let _ = select.ready_timeout(timeout);
-}
-
-/// A receiver of any message type that a [`Select`] can watch.
-trait ReadyWatch {
-    fn register<'a>(&'a self, select: &mut Select<'a>);
-}
-
-impl<T> ReadyWatch for Receiver<T> {
-    fn register<'a>(&'a self, select: &mut Select<'a>) {
-        select.recv(self);
-    }
 }
 
 /// When an idle task steps again at the latest.
@@ -153,28 +132,9 @@ impl FlushTimer {
     }
 }
 
-/// Counts end-of-input markers of one input gate.
-struct Gate<T> {
-    receiver: Receiver<Envelope<T>>,
-    ends_expected: usize,
-    ends_seen: usize,
-    /// Envelopes of channels blocked by alignment, in arrival order.
-    held: VecDeque<Envelope<T>>,
-}
-
-impl<T> Gate<T> {
-    fn new(receiver: Receiver<Envelope<T>>, ends_expected: usize) -> Self {
-        Self { receiver, ends_expected, ends_seen: 0, held: VecDeque::new() }
-    }
-
-    fn ended(&self) -> bool {
-        self.ends_seen >= self.ends_expected
-    }
-}
-
 /// Drives a chain whose head has one input (one gate, possibly fed by several edges).
 pub struct OneInputDriver<T> {
-    gate: Gate<T>,
+    gate: InputGate<T>,
     aligner: BarrierAligner,
     head: Box<dyn Output<T>>,
     mailbox: MailboxReceiver,
@@ -182,31 +142,29 @@ pub struct OneInputDriver<T> {
     flush: FlushTimer,
 }
 
-impl<T> OneInputDriver<T> {
+impl<T: Send + 'static> OneInputDriver<T> {
+    /// `channels`: one per producer subtask of every edge into this input.
     pub fn new(
-        receiver: BatchReceiver<T>,
-        ends_expected: usize,
+        channels: Vec<BatchReceiver<T>>,
         head: Box<dyn Output<T>>,
         mailbox: MailboxReceiver,
         shared: Rc<TaskShared>,
     ) -> Self {
+        let gate = InputGate::new(channels.into_iter().map(|c| Box::new(c) as Box<dyn InputChannel<T>>).collect());
         Self {
-            gate: Gate::new(receiver, ends_expected),
-            aligner: BarrierAligner::new(shared.checkpointing_mode(), ends_expected),
+            aligner: BarrierAligner::new(shared.checkpointing_mode(), gate.len()),
+            gate,
             head,
             mailbox,
             flush: FlushTimer::new(&shared),
             shared,
         }
     }
+}
 
-    fn handle(&mut self, envelope: Envelope<T>) -> Result<StepResult, TaskError> {
-        let channel = envelope.channel as usize;
-        if self.aligner.is_blocked(channel) {
-            self.gate.held.push_back(envelope);
-            return Ok(StepResult::Continue);
-        }
-        match envelope.message {
+impl<T> OneInputDriver<T> {
+    fn handle(&mut self, channel: usize, message: StreamMessage<T>) -> Result<StepResult, TaskError> {
+        match message {
             StreamMessage::Records(batch) => {
                 for record in batch {
                     self.head.collect(record);
@@ -219,14 +177,12 @@ impl<T> OneInputDriver<T> {
             }
             StreamMessage::Barrier(barrier) => {
                 let alignment = self.aligner.on_barrier(channel, barrier);
-                self.aligned(alignment)
+                aligned(&mut self.head, &self.shared, alignment)?;
+                Ok(StepResult::Continue)
             }
             StreamMessage::EndOfInput => {
-                self.gate.ends_seen += 1;
                 let alignment = self.aligner.on_end_of_input(channel);
-                if self.aligned(alignment)? == StepResult::Finished {
-                    return Ok(StepResult::Finished);
-                }
+                aligned(&mut self.head, &self.shared, alignment)?;
                 if self.gate.ended() {
                     self.head.end_input()?;
                     self.shared.check()?;
@@ -236,18 +192,14 @@ impl<T> OneInputDriver<T> {
             }
         }
     }
+}
 
-    /// On a completed alignment: snapshot, acknowledge, then replay what was held back.
-    fn aligned(&mut self, alignment: Alignment) -> Result<StepResult, TaskError> {
-        let Alignment::Complete(barrier) = alignment else { return Ok(StepResult::Continue) };
-        snapshot_and_acknowledge(&mut self.head, &self.shared, &barrier)?;
-        let held = std::mem::take(&mut self.gate.held);
-        for envelope in held {
-            if self.handle(envelope)? == StepResult::Finished {
-                return Ok(StepResult::Finished);
-            }
-        }
-        Ok(StepResult::Continue)
+/// On a completed alignment: snapshot and acknowledge. The channels it blocked are read
+/// again from the next step on.
+fn aligned(head: &mut dyn ChainHead, shared: &TaskShared, alignment: Alignment) -> Result<(), TaskError> {
+    match alignment {
+        Alignment::Complete(barrier) => snapshot_and_acknowledge(head, shared, &barrier),
+        Alignment::Pending => Ok(()),
     }
 }
 
@@ -266,10 +218,10 @@ impl<T> TaskDriver for OneInputDriver<T> {
             return Ok(StepResult::Finished);
         }
         take_controls(&self.mailbox, &self.shared, &mut self.head, false)?;
-        match self.gate.receiver.try_recv() {
-            Ok(envelope) => self.handle(envelope),
-            Err(TryRecvError::Disconnected) => Err(TaskError::Cancelled),
-            Err(TryRecvError::Empty) => {
+        let aligner = &self.aligner;
+        match self.gate.poll(&|c| aligner.is_blocked(c))? {
+            Some((channel, message)) => self.handle(channel, message),
+            None => {
                 // Nothing waiting: send partial batches on before idling, for latency.
                 self.head.flush()?;
                 self.shared.check()?;
@@ -279,7 +231,10 @@ impl<T> TaskDriver for OneInputDriver<T> {
     }
 
     fn wait_for_input(&self, timeout: Duration) {
-        wait_on(&self.mailbox, &[&self.gate.receiver], timeout);
+        let mut select = Select::new();
+        select.recv(&self.mailbox);
+        self.gate.watch(&mut select, &|c| self.aligner.is_blocked(c));
+        let _ = select.ready_timeout(timeout);
     }
 
     fn parts(&mut self) -> (&mut dyn ChainHead, &MailboxReceiver, &TaskShared) {
@@ -320,8 +275,8 @@ impl<A, B> ChainHead for Box<dyn TwoInputOperator<A, B>> {
 
 /// Drives a two-input chain head, taking batches from whichever input has one.
 pub struct TwoInputDriver<A, B> {
-    first: Gate<A>,
-    second: Gate<B>,
+    first: InputGate<A>,
+    second: InputGate<B>,
     /// Channels of input 1 first, then those of input 2.
     aligner: BarrierAligner,
     head: Box<dyn TwoInputOperator<A, B>>,
@@ -332,62 +287,21 @@ pub struct TwoInputDriver<A, B> {
     second_first: bool,
 }
 
-enum Either<A, B> {
-    First(Envelope<A>),
-    Second(Envelope<B>),
-}
-
-/// Takes one envelope of one input of a two-input task (`offset`: where its channels start
-/// in the aligner). `None` when alignment holds it back; else whether it ended a channel,
-/// and what it did to the alignment.
-fn take_side<X>(
-    gate: &mut Gate<X>,
-    aligner: &mut BarrierAligner,
-    offset: usize,
-    envelope: Envelope<X>,
-    process: impl FnMut(X),
-) -> Option<(bool, Alignment)> {
-    let channel = offset + envelope.channel as usize;
-    if aligner.is_blocked(channel) {
-        gate.held.push_back(envelope);
-        return None;
-    }
-    Some(match envelope.message {
-        StreamMessage::Records(batch) => {
-            batch.into_iter().for_each(process);
-            (false, Alignment::Pending)
-        }
-        StreamMessage::Barrier(barrier) => (false, aligner.on_barrier(channel, barrier)),
-        StreamMessage::EndOfInput => {
-            gate.ends_seen += 1;
-            (true, aligner.on_end_of_input(channel))
-        }
-    })
-}
-
-impl<A, B> TwoInputDriver<A, B> {
-    /// Which inputs may be read now: not an ended one, and not input 1 while input 2 is
-    /// read first.
-    fn readable(&self) -> (bool, bool) {
-        let hold_first = self.first.ended() || (self.second_first && !self.second.ended());
-        (!hold_first, !self.second.ended())
-    }
-
-    #[allow(clippy::too_many_arguments)]
+impl<A: Send + 'static, B: Send + 'static> TwoInputDriver<A, B> {
     pub fn new(
-        first: BatchReceiver<A>,
-        first_ends: usize,
-        second: BatchReceiver<B>,
-        second_ends: usize,
+        first: Vec<BatchReceiver<A>>,
+        second: Vec<BatchReceiver<B>>,
         head: Box<dyn TwoInputOperator<A, B>>,
         mailbox: MailboxReceiver,
         shared: Rc<TaskShared>,
         second_first: bool,
     ) -> Self {
+        let first = InputGate::new(first.into_iter().map(|c| Box::new(c) as Box<dyn InputChannel<A>>).collect());
+        let second = InputGate::new(second.into_iter().map(|c| Box::new(c) as Box<dyn InputChannel<B>>).collect());
         Self {
-            first: Gate::new(first, first_ends),
-            second: Gate::new(second, second_ends),
-            aligner: BarrierAligner::new(shared.checkpointing_mode(), first_ends + second_ends),
+            aligner: BarrierAligner::new(shared.checkpointing_mode(), first.len() + second.len()),
+            first,
+            second,
             head,
             mailbox,
             flush: FlushTimer::new(&shared),
@@ -395,30 +309,37 @@ impl<A, B> TwoInputDriver<A, B> {
             second_first,
         }
     }
+}
 
-    fn handle(&mut self, next: Either<A, B>) -> Result<StepResult, TaskError> {
-        let offset = self.first.ends_expected;
-        let head = &mut self.head;
-        let taken = match next {
-            Either::First(envelope) => take_side(&mut self.first, &mut self.aligner, 0, envelope, |r| head.process1(r)),
-            Either::Second(envelope) => {
-                take_side(&mut self.second, &mut self.aligner, offset, envelope, |r| head.process2(r))
-            }
-        };
-        let Some((message_was_end, alignment)) = taken else { return Ok(StepResult::Continue) };
-        self.shared.check()?;
-        if let Alignment::Complete(barrier) = alignment {
-            snapshot_and_acknowledge(&mut self.head, &self.shared, &barrier)?;
-            let held_first = std::mem::take(&mut self.first.held);
-            let held_second = std::mem::take(&mut self.second.held);
-            let replay = held_first.into_iter().map(Either::First).chain(held_second.into_iter().map(Either::Second));
-            for next in replay.collect::<Vec<_>>() {
-                if self.handle(next)? == StepResult::Finished {
-                    return Ok(StepResult::Finished);
+impl<A, B> TwoInputDriver<A, B> {
+    /// Whether input 1 is held: while input 2 is read first, unless every open channel of
+    /// input 2 waits for alignment (a barrier on input 2 needs input 1's too).
+    fn hold_first(&self) -> bool {
+        let offset = self.first.len();
+        self.second_first && !self.second.ended() && !self.second.all_blocked(&|c| self.aligner.is_blocked(offset + c))
+    }
+
+    /// Handles one message of channel `channel` of the aligner (input 2's come after
+    /// input 1's).
+    fn handle<X>(
+        &mut self,
+        channel: usize,
+        message: StreamMessage<X>,
+        process: impl Fn(&mut Box<dyn TwoInputOperator<A, B>>, X),
+    ) -> Result<StepResult, TaskError> {
+        let alignment = match message {
+            StreamMessage::Records(batch) => {
+                for record in batch {
+                    process(&mut self.head, record);
                 }
+                Alignment::Pending
             }
-        }
-        if message_was_end && self.first.ended() && self.second.ended() {
+            StreamMessage::Barrier(barrier) => self.aligner.on_barrier(channel, barrier),
+            StreamMessage::EndOfInput => self.aligner.on_end_of_input(channel),
+        };
+        self.shared.check()?;
+        aligned(&mut self.head, &self.shared, alignment)?;
+        if self.first.ended() && self.second.ended() {
             self.head.end_input()?;
             self.shared.check()?;
             return Ok(StepResult::Finished);
@@ -441,31 +362,38 @@ impl<A, B> TaskDriver for TwoInputDriver<A, B> {
             return Ok(StepResult::Finished);
         }
         take_controls(&self.mailbox, &self.shared, &mut self.head, false)?;
-        let (read_first, read_second) = self.readable();
-        let first = if read_first { &self.first.receiver } else { &never() };
-        let second = if read_second { &self.second.receiver } else { &never() };
-        let next = select! {
-            recv(first) -> m => m.map(Either::First),
-            recv(second) -> m => m.map(Either::Second),
-            default => {
-                self.head.flush()?;
-                self.shared.check()?;
-                return Ok(idle(&self.shared));
+        let offset = self.first.len();
+        let aligner = &self.aligner;
+        // Input 2 first when it is read first; else input 1 first, then input 2, so that
+        // neither starves: each step takes one batch.
+        let second_turn = self.second_first || self.first.ended();
+        let order: [bool; 2] = if second_turn { [true, false] } else { [false, true] };
+        for second in order {
+            if second {
+                if let Some((channel, message)) = self.second.poll(&|c| aligner.is_blocked(offset + c))? {
+                    return self.handle(offset + channel, message, |head, r| head.process2(r));
+                }
+            } else if !self.hold_first() {
+                let aligner = &self.aligner;
+                if let Some((channel, message)) = self.first.poll(&|c| aligner.is_blocked(c))? {
+                    return self.handle(channel, message, |head, r| head.process1(r));
+                }
             }
-        };
-        match next {
-            Ok(next) => self.handle(next),
-            Err(_) => Err(TaskError::Cancelled),
         }
+        self.head.flush()?;
+        self.shared.check()?;
+        Ok(idle(&self.shared))
     }
 
     fn wait_for_input(&self, timeout: Duration) {
-        match self.readable() {
-            (true, true) => wait_on(&self.mailbox, &[&self.first.receiver, &self.second.receiver], timeout),
-            (true, false) => wait_on(&self.mailbox, &[&self.first.receiver], timeout),
-            (false, true) => wait_on(&self.mailbox, &[&self.second.receiver], timeout),
-            (false, false) => wait_on(&self.mailbox, &[], timeout),
+        let offset = self.first.len();
+        let mut select = Select::new();
+        select.recv(&self.mailbox);
+        if !self.hold_first() {
+            self.first.watch(&mut select, &|c| self.aligner.is_blocked(c));
         }
+        self.second.watch(&mut select, &|c| self.aligner.is_blocked(offset + c));
+        let _ = select.ready_timeout(timeout);
     }
 
     fn parts(&mut self) -> (&mut dyn ChainHead, &MailboxReceiver, &TaskShared) {
@@ -559,7 +487,9 @@ impl TaskDriver for SourceDriver {
     }
 
     fn wait_for_input(&self, timeout: Duration) {
-        wait_on(&self.mailbox, &[], timeout);
+        let mut select = Select::new();
+        select.recv(&self.mailbox);
+        let _ = select.ready_timeout(timeout);
     }
 
     fn parts(&mut self) -> (&mut dyn ChainHead, &MailboxReceiver, &TaskShared) {

@@ -5,6 +5,7 @@ mod alignment;
 mod async_work;
 mod context;
 mod driver;
+mod gate;
 mod mailbox;
 mod panic;
 mod runner;
@@ -16,6 +17,7 @@ pub use driver::{
     ChainHead, OneInputDriver, SourceDriver, SourceOperator, SourceStatus, StepResult, TaskDriver, TwoInputDriver,
     TwoInputOperator,
 };
+pub use gate::{InputChannel, InputGate};
 pub use mailbox::{mailbox, Control, MailboxReceiver, MailboxSender, Mailboxes, FINAL_CHECKPOINT};
 pub use panic::{catch_task_panic, install_panic_capture};
 pub use runner::Task;
