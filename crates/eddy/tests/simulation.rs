@@ -8,28 +8,34 @@
 #[path = "../examples/order_state_machine.rs"]
 mod order_state_machine;
 
+use eddy::checkpoint::restart::RestartStrategy;
 use eddy::checkpoint::CheckpointConfig;
 use eddy::prelude::*;
 use eddy::sink::{TransactionalSink, TwoPhaseCommitSink};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 
-/// An in-memory transactional system: a transaction carries its records, and a commit
-/// files them under the transaction's (subtask, sequence), so committing twice changes
-/// nothing. Only committed transactions are visible.
+/// An in-memory transactional system that behaves like a real one: a transaction carries
+/// its records; pre-committing prepares it; committing files its records under its
+/// (subtask, sequence), once (committing again changes nothing); aborting the leftovers of
+/// a subtask drops what it prepared and did not commit, and such a transaction can never be
+/// committed any more (its commit fails the job: output was lost). Only committed
+/// transactions are visible.
 #[derive(Clone)]
 struct Committed<T>(Arc<Mutex<Transactions<T>>>);
 
-/// Committed transactions by (subtask, sequence).
-type Transactions<T> = BTreeMap<(u32, u64), Vec<T>>;
+struct Transactions<T> {
+    prepared: BTreeSet<(u32, u64)>,
+    committed: BTreeMap<(u32, u64), Vec<T>>,
+}
 
 impl<T: Data> Committed<T> {
     fn new() -> Self {
-        Self(Arc::new(Mutex::new(BTreeMap::new())))
+        Self(Arc::new(Mutex::new(Transactions { prepared: BTreeSet::new(), committed: BTreeMap::new() })))
     }
 
     fn records(&self) -> Vec<T> {
-        self.0.lock().unwrap().values().flatten().cloned().collect()
+        self.0.lock().unwrap().committed.values().flatten().cloned().collect()
     }
 }
 
@@ -45,20 +51,31 @@ impl<T: Data + Sync> TransactionalSink<T> for Committed<T> {
         Ok(())
     }
 
-    fn pre_commit(&mut self, _transaction: &mut Self::Transaction) -> FunctionResult {
+    fn pre_commit(&mut self, transaction: &mut Self::Transaction) -> FunctionResult {
+        self.0.lock().unwrap().prepared.insert((transaction.0, transaction.1));
         Ok(())
     }
 
     fn commit(&mut self, (subtask, sequence, records): Self::Transaction) -> FunctionResult {
-        self.0.lock().unwrap().insert((subtask, sequence), records);
+        let mut system = self.0.lock().unwrap();
+        if system.committed.contains_key(&(subtask, sequence)) {
+            return Ok(());
+        }
+        if !system.prepared.remove(&(subtask, sequence)) {
+            return Err(format!("transaction {sequence} of subtask {subtask} was aborted: its output is lost").into());
+        }
+        system.committed.insert((subtask, sequence), records);
         Ok(())
     }
 
-    fn abort(&mut self, _transaction: Self::Transaction) -> FunctionResult {
+    fn abort(&mut self, (subtask, sequence, _): Self::Transaction) -> FunctionResult {
+        self.0.lock().unwrap().prepared.remove(&(subtask, sequence));
         Ok(())
     }
 
-    fn abort_leftovers(&mut self, _subtask: SubtaskIndex, _parallelism: u32) -> FunctionResult {
+    fn abort_leftovers(&mut self, subtask: SubtaskIndex, parallelism: u32) -> FunctionResult {
+        let mut system = self.0.lock().unwrap();
+        system.prepared.retain(|(s, _)| s % parallelism != subtask.0);
         Ok(())
     }
 }
@@ -105,6 +122,8 @@ fn simulated_env(seed: u64, dir: Option<&std::path::Path>) -> Env {
     let env = Env::new();
     env.set_parallelism(1 + (seed % 2) as u32);
     env.set_checkpoint_config(CheckpointConfig { interval_ms: 10, ..CheckpointConfig::default() });
+    // Enough restarts for every fault (some cost two), not for a failure that repeats.
+    env.set_restart_strategy(RestartStrategy::FixedDelay { attempts: 4 * FAULTS, delay_ms: 100 });
     if let Some(dir) = dir {
         env.set_checkpoint_dir(dir);
     }

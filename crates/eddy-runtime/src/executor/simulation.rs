@@ -68,6 +68,9 @@ struct ArmedFaults {
     write: Option<StorageFault>,
     /// The next read of a completed checkpoint fails (fault number).
     read: Option<u32>,
+    /// Every read of a task's own state fails during the next restore (fault number, and
+    /// whether a read failed yet: the restore after that one reads again).
+    task_read: Option<(u32, bool)>,
 }
 
 /// The run's scheduler state, over all attempts.
@@ -208,17 +211,20 @@ impl Simulator {
             return None;
         }
         let victim = live[state.rng.below(live.len() as u64) as usize];
-        let then_read_fails = state.rng.below(3) == 0 && armed.read.is_none();
-        if then_read_fails {
-            armed.read = Some(n);
-        }
-        run.note(|| {
-            format!(
-                "fault {n} at {} ms fails task {victim}{}",
-                self.clock.now_ms(),
-                if then_read_fails { ", then the restore's first read" } else { "" }
-            )
-        });
+        // A third of the failures also fail the restore that follows: the coordinator's
+        // read of the checkpoint, or a task's read of its own state.
+        let then = match state.rng.below(6) {
+            0 if armed.read.is_none() => {
+                armed.read = Some(n);
+                ", then the restore's first read"
+            }
+            1 if armed.task_read.is_none() => {
+                armed.task_read = Some((n, false));
+                ", then the tasks' reads of their state in the next restore"
+            }
+            _ => "",
+        };
+        run.note(|| format!("fault {n} at {} ms fails task {victim}{then}", self.clock.now_ms()));
         Some(victim)
     }
 }
@@ -320,9 +326,13 @@ impl CheckpointStorage for FaultyStorage {
     }
 
     fn verify(&self, location: &str) -> Result<CheckpointMetadata, CheckpointError> {
-        if let Some(n) = self.armed.lock().expect("no panics while locked").read.take() {
+        let mut armed = self.armed.lock().expect("no panics while locked");
+        // A new restore begins: the one whose task reads failed is over.
+        armed.task_read.take_if(|(_, hit)| *hit);
+        if let Some(n) = armed.read.take() {
             return Err(simulated(location, n, "the read failed"));
         }
+        drop(armed);
         self.inner.verify(location)
     }
 
@@ -331,6 +341,10 @@ impl CheckpointStorage for FaultyStorage {
         location: &str,
         entry: &TaskStateEntry,
     ) -> Result<Vec<OperatorSnapshot>, CheckpointError> {
+        if let Some((n, hit)) = self.armed.lock().expect("no panics while locked").task_read.as_mut() {
+            *hit = true;
+            return Err(simulated(location, *n, "a task's read of its state failed"));
+        }
         self.inner.load_task_state(location, entry)
     }
 

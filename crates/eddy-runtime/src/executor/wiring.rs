@@ -147,7 +147,12 @@ pub(super) fn build_task(
             restore_cache: HashMap::new(),
             seed: context.seed,
         };
-        Ok(Task::new(builder.driver(setup.head, setup.inputs, setup.mailbox)))
+        let task = Task::new(builder.driver(setup.head, setup.inputs, setup.mailbox));
+        // A state that could not be restored fails the subtask before any operator opens:
+        // opened on empty state, a two-phase-commit sink would abort what the checkpoint
+        // pre-committed.
+        shared.check()?;
+        Ok(task)
     })?;
     Ok((task, shared))
 }
@@ -191,7 +196,7 @@ impl ChainBuilder<'_> {
                 match state {
                     Ok(state) => state,
                     Err(message) => {
-                        // The task's first check (when it opens) fails it, naming the operator.
+                        // Checked before the subtask opens anything (`build_task`).
                         self.shared.fail_with(TaskError::StateBackend { operator: node.name.clone(), message });
                         None
                     }
