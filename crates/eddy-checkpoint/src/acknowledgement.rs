@@ -4,12 +4,16 @@
 //! shared files they reference.
 
 use crate::metadata::TaskStateEntry;
+use crate::snapshot::SnapshotKind;
 use serde::{Deserialize, Serialize};
 
 /// A file in the shared area that a subtask's state needs.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SharedFileRef {
-    /// Relative to the checkpoint storage's root (`shared/…`).
+    /// The backend's name for the file (the same immutable file in every checkpoint).
+    pub name: String,
+    /// Relative to the checkpoint storage's root (`shared/…`); unique per upload, so that
+    /// deleting what an aborted checkpoint uploaded never removes another's copy.
     pub location: String,
     pub bytes: u64,
     pub crc32: u32,
@@ -21,6 +25,8 @@ pub struct SharedFileRef {
 /// One subtask's written part of a checkpoint.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TaskAcknowledgement {
+    /// A checkpoint's or a savepoint's part: which storage holds it.
+    pub kind: SnapshotKind,
     /// Where the state is, and which operators it holds: goes into `_metadata` as is.
     pub entry: TaskStateEntry,
     /// Shared files the state references (its own file too, for a finished task's).

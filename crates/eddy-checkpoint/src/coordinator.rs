@@ -113,7 +113,17 @@ impl<P> CheckpointCoordinator<P> {
             return None;
         }
         let pending = self.pending.remove(&id.0)?;
-        let subsumed: Vec<CheckpointId> = self.pending.range(..id.0).map(|(k, _)| CheckpointId(*k)).collect();
+        // A completed checkpoint makes older pending checkpoints pointless; savepoints are
+        // the user's, never subsumed, and subsume nothing.
+        let subsumed: Vec<CheckpointId> = match pending.kind {
+            SnapshotKind::Checkpoint => self
+                .pending
+                .range(..id.0)
+                .filter(|(_, p)| p.kind == SnapshotKind::Checkpoint)
+                .map(|(k, _)| CheckpointId(*k))
+                .collect(),
+            SnapshotKind::Savepoint => Vec::new(),
+        };
         for old in &subsumed {
             self.pending.remove(&old.0);
         }
@@ -133,8 +143,9 @@ impl<P> CheckpointCoordinator<P> {
         self.all_finished().then(|| self.trigger(SnapshotKind::Checkpoint, now_ms))
     }
 
-    /// Aborts checkpoints pending longer than the timeout. Each counts as a failure.
-    pub fn expire(&mut self, now_ms: u64) -> Result<Vec<(CheckpointId, SnapshotKind)>, TooManyFailures> {
+    /// Aborts checkpoints pending longer than the timeout, and returns them all. Each
+    /// counts as a failure; the result says whether that made too many.
+    pub fn expire(&mut self, now_ms: u64) -> (Vec<(CheckpointId, SnapshotKind)>, Result<(), TooManyFailures>) {
         let timeout = self.config.timeout_ms;
         let expired: Vec<(CheckpointId, SnapshotKind)> = self
             .pending
@@ -142,11 +153,17 @@ impl<P> CheckpointCoordinator<P> {
             .filter(|(_, p)| now_ms >= p.triggered_ms + timeout)
             .map(|(k, p)| (CheckpointId(*k), p.kind))
             .collect();
+        let mut counted = Ok(());
         for (id, _) in &expired {
             self.pending.remove(&id.0);
-            self.count_failure()?;
+            counted = counted.and(self.count_failure());
         }
-        Ok(expired)
+        (expired, counted)
+    }
+
+    /// The checkpoints pending, oldest first.
+    pub fn pending(&self) -> Vec<(CheckpointId, SnapshotKind)> {
+        self.pending.iter().map(|(id, p)| (CheckpointId(*id), p.kind)).collect()
     }
 
     /// The kind of checkpoint `id` while it is pending; `None` once it completed, was
@@ -242,7 +259,8 @@ mod tests {
         assert_eq!(last, CheckpointId(3));
         c.acknowledge(last, 0, "final-0", 1_010);
         let done = c.acknowledge(last, 1, "final-1", 1_020).unwrap();
-        assert_eq!((done.id, done.subsumed), (last, vec![two]));
+        assert_eq!((done.id, done.subsumed), (last, vec![]), "a checkpoint never subsumes a savepoint");
+        assert_eq!(c.pending(), vec![(two, SnapshotKind::Savepoint)]);
     }
 
     #[test]
@@ -251,9 +269,12 @@ mod tests {
             CheckpointConfig { interval_ms: 10, timeout_ms: 50, tolerable_failures: 1, ..CheckpointConfig::default() };
         let mut c: CheckpointCoordinator<()> = CheckpointCoordinator::new(config, 1, 1);
         c.trigger(SnapshotKind::Checkpoint, 0);
-        assert_eq!(c.expire(49).unwrap(), vec![]);
-        assert_eq!(c.expire(50).unwrap(), vec![(CheckpointId(1), SnapshotKind::Checkpoint)]);
+        assert_eq!(c.expire(49), (vec![], Ok(())));
+        assert_eq!(c.expire(50), (vec![(CheckpointId(1), SnapshotKind::Checkpoint)], Ok(())));
         c.trigger(SnapshotKind::Checkpoint, 60);
-        assert_eq!(c.expire(200), Err(TooManyFailures { consecutive: 2, tolerable: 1 }));
+        c.trigger(SnapshotKind::Savepoint, 70);
+        let (expired, counted) = c.expire(200);
+        assert_eq!(expired.len(), 2, "every expired one is returned, to be cleaned up");
+        assert_eq!(counted, Err(TooManyFailures { consecutive: 2, tolerable: 1 }), "the first one too many");
     }
 }

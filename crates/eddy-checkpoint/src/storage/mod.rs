@@ -6,8 +6,8 @@ mod native;
 mod task_writer;
 
 pub use memory::MemoryCheckpointStorage;
-pub use native::{fetch_native_files, file_safe, upload_native_files, SHARED_DIR};
-pub use task_writer::{KnownFiles, TaskStateWriter};
+pub use native::{fetch_native_files, file_safe, upload_native_files, KnownFiles, SHARED_DIR};
+pub use task_writer::TaskStateWriter;
 
 use crate::error::CheckpointError;
 use crate::metadata::{CheckpointMetadata, StateHandle, TaskStateEntry};

@@ -18,15 +18,21 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// The folder of shared files under the storage root.
 pub const SHARED_DIR: &str = "shared";
 
+/// Shared files already in storage, by the backend's name: location, size, CRC-32.
+pub type KnownFiles = HashMap<String, (String, u64, u32)>;
+
 /// Uploads the files of every native snapshot in `operators` and returns the bytes
-/// uploaded and the shared files the snapshots reference. A shared file in `known` (an
-/// earlier completed checkpoint holds it) is referenced, not uploaded again. The other
-/// files go into the checkpoint's directory `dir`, as `<dir>/<uid>-<subtask>/<name>`. The
-/// local directories are removed.
+/// uploaded and the shared files the snapshots reference. A shared file in `known` (by its
+/// backend's name: an earlier completed checkpoint holds it) is referenced, not uploaded
+/// again; a new one goes to `shared/<upload>-<name>`, a name no other upload uses (two
+/// checkpoints in flight may both upload the same new file). The other files go into the
+/// checkpoint's directory `dir`, as `<dir>/<uid>-<subtask>/<name>`. The local directories
+/// are removed.
 pub fn upload_native_files(
     storage: &dyn CheckpointStorage,
-    known: &HashMap<String, (u64, u32)>,
+    known: &KnownFiles,
     dir: &str,
+    upload: &str,
     operators: &mut [OperatorSnapshot],
 ) -> Result<(u64, Vec<SharedFileRef>), CheckpointError> {
     let mut uploaded = 0;
@@ -38,25 +44,30 @@ pub fn upload_native_files(
             for file in &mut native.files {
                 let source = local.path().join(&file.name);
                 let owner = format!("{}-{}", file_safe(&operator.uid), operator.subtask);
-                let (location, reusable) = match &file.shared_name {
-                    Some(name) => (format!("{SHARED_DIR}/{name}"), true),
-                    None => (format!("{dir}/{owner}/{}", file.name), false),
-                };
-                let known_file = if reusable { known.get(&location).copied() } else { None };
-                let (bytes, crc32) = match known_file {
-                    Some(known) => known,
-                    None => {
-                        let written = storage.upload_file(&location, &source)?;
-                        uploaded += written.0;
-                        written
+                let known_file = file.shared_name.as_ref().and_then(|name| known.get(name).cloned());
+                let (location, bytes, crc32) = match (&file.shared_name, known_file.clone()) {
+                    (Some(_), Some(known)) => known,
+                    (Some(name), None) => {
+                        let location = format!("{SHARED_DIR}/{upload}-{name}");
+                        let (bytes, crc32) = storage.upload_file(&location, &source)?;
+                        uploaded += bytes;
+                        (location, bytes, crc32)
+                    }
+                    (None, _) => {
+                        let location = format!("{dir}/{owner}/{}", file.name);
+                        let (bytes, crc32) = storage.upload_file(&location, &source)?;
+                        uploaded += bytes;
+                        (location, bytes, crc32)
                     }
                 };
-                if reusable {
+                if let Some(name) = &file.shared_name {
+                    let uploaded_now = known_file.is_none();
                     shared.push(SharedFileRef {
+                        name: name.clone(),
                         location: location.clone(),
                         bytes,
                         crc32,
-                        uploaded_now: known_file.is_none(),
+                        uploaded_now,
                     });
                 }
                 (file.bytes, file.crc32, file.location) = (bytes, crc32, location);

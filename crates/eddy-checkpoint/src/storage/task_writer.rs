@@ -8,18 +8,15 @@
 //! coordinator holds that checkpoint, so its files exist; it checks every such reference
 //! when the acknowledgement arrives.
 
-use super::native::upload_native_files;
+use super::native::{upload_native_files, KnownFiles};
 use super::{directory_name, file_safe, CheckpointStorage};
 use crate::acknowledgement::TaskAcknowledgement;
 use crate::error::CheckpointError;
 use crate::metadata::{encode_task_state, OperatorEntry, TaskStateEntry};
 use crate::snapshot::{CheckpointId, OperatorSnapshot, SnapshotKind};
 use eddy_types::Clock;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
-
-/// Shared files by location: size and CRC-32.
-pub type KnownFiles = HashMap<String, (u64, u32)>;
 
 #[derive(Default)]
 struct Known {
@@ -66,8 +63,10 @@ impl TaskStateWriter {
     pub fn restored(&self, snapshot: &OperatorSnapshot) {
         let natives = snapshot.keyed.iter().flat_map(|k| &k.native).filter(|n| n.owned);
         let mut known = self.known();
-        for file in natives.flat_map(|n| &n.files).filter(|f| f.shared_name.is_some()) {
-            known.confirmed.insert(file.location.clone(), (file.bytes, file.crc32));
+        for file in natives.flat_map(|n| &n.files) {
+            if let Some(name) = &file.shared_name {
+                known.confirmed.insert(name.clone(), (file.location.clone(), file.bytes, file.crc32));
+            }
         }
     }
 
@@ -109,11 +108,22 @@ impl TaskStateWriter {
             SnapshotKind::Checkpoint => self.known().confirmed.clone(),
             SnapshotKind::Savepoint => KnownFiles::new(),
         };
-        let (uploaded, shared_files) =
-            upload_native_files(storage.as_ref(), &known, &directory_name(id, kind), &mut snapshots)?;
-        let handle = storage.write_task_state(id, kind, &self.stem, encode_task_state(&snapshots)?)?;
+        let dir = directory_name(id, kind);
+        let (uploaded, shared_files) = upload_native_files(storage.as_ref(), &known, &dir, &dir, &mut snapshots)?;
+        let written =
+            encode_task_state(&snapshots).and_then(|framed| storage.write_task_state(id, kind, &self.stem, framed));
+        let handle = match written {
+            Ok(handle) => handle,
+            Err(e) => {
+                // Nobody will reference what this write uploaded: it goes now.
+                for file in shared_files.iter().filter(|f| f.uploaded_now) {
+                    let _ = storage.delete_file(&file.location);
+                }
+                return Err(e);
+            }
+        };
         if kind == SnapshotKind::Checkpoint {
-            let files = shared_files.iter().map(|f| (f.location.clone(), (f.bytes, f.crc32))).collect();
+            let files = shared_files.iter().map(|f| (f.name.clone(), (f.location.clone(), f.bytes, f.crc32))).collect();
             self.known().pending.insert(id.0, files);
         }
         let native_bytes: u64 =
@@ -121,6 +131,7 @@ impl TaskStateWriter {
         let sync_micros = snapshots.iter().map(|s| s.sync_micros).max().unwrap_or(0);
         let wait_micros = snapshots.iter().map(|s| s.wait_micros).max().unwrap_or(0);
         Ok(TaskAcknowledgement {
+            kind,
             entry: TaskStateEntry {
                 task: self.task.clone(),
                 subtask: self.subtask,

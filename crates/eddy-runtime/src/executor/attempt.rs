@@ -160,11 +160,13 @@ impl LocalExecutor {
             None => run.run_on_threads(pending, &reports_rx, result),
         }
         // Snapshots still being written belong to checkpoints this attempt will never
-        // complete.
+        // complete: they finish (or are dropped, simulated), and what they and the
+        // checkpoints still pending wrote goes.
         queued.clear();
         if let Some(workers) = workers {
             workers.stop();
         }
+        run.clean_up(&reports_rx);
         result.trace.extend(run.trace.take().into_iter().flatten());
         match run.failure.take() {
             Some(error) => AttemptEnd::Failed(error),
@@ -361,22 +363,21 @@ impl AttemptRun<'_> {
         if self.sources_running > 0 && self.coordinator.should_trigger(now) {
             self.trigger(SnapshotKind::Checkpoint, now);
         }
-        match self.coordinator.expire(now) {
-            Ok(expired) => {
-                for (id, kind) in expired {
-                    self.note(|| format!("checkpoint {id} expired"));
-                    self.discard_pending(id, kind);
-                    tracing::warn!(checkpoint = %id, timeout_ms = self.graph.config.checkpoint.timeout_ms, "checkpoint expired before every task acknowledged it");
-                    self.broadcast(Control::Checkpoint(CheckpointEvent::Aborted(id)));
-                }
-            }
-            Err(e) => self.fail(JobError::CheckpointFailover {
+        let (expired, counted) = self.coordinator.expire(now);
+        for (id, kind) in expired {
+            self.note(|| format!("checkpoint {id} expired"));
+            self.discard_pending(id, kind);
+            tracing::warn!(checkpoint = %id, timeout_ms = self.graph.config.checkpoint.timeout_ms, "checkpoint expired before every task acknowledged it");
+            self.broadcast(Control::Checkpoint(CheckpointEvent::Aborted(id)));
+        }
+        if let Err(e) = counted {
+            self.fail(JobError::CheckpointFailover {
                 job: self.graph.job_name.clone(),
                 message: format!(
                     "{} checkpoints in a row timed out or failed (tolerable: {})",
                     e.consecutive, e.tolerable
                 ),
-            }),
+            });
         }
     }
 
@@ -420,10 +421,14 @@ impl AttemptRun<'_> {
                 }
                 None
             }
-            TaskReport::Declined { task, checkpoint, reason } => {
-                if let Some(kind) = self.coordinator.pending_kind(checkpoint) {
-                    let reason = format!("{} could not write its part: {reason}", self.task_name(task));
-                    self.abort_checkpoint(checkpoint, kind, &reason, result);
+            TaskReport::Declined { task, checkpoint, kind, reason } => {
+                match self.coordinator.pending_kind(checkpoint) {
+                    Some(kind) => {
+                        let reason = format!("{} could not write its part: {reason}", self.task_name(task));
+                        self.abort_checkpoint(checkpoint, kind, &reason, result);
+                    }
+                    // Late: the checkpoint is gone, and so must be what the task wrote.
+                    None => self.discard_written(checkpoint, kind),
                 }
                 return;
             }
@@ -536,24 +541,46 @@ impl AttemptRun<'_> {
         }
     }
 
-    /// An acknowledgement for a checkpoint no longer pending: its files go, but shared
-    /// files another checkpoint holds stay.
+    /// An acknowledgement for a checkpoint no longer pending: its files go (what it
+    /// uploaded has names of its own; what it took from earlier checkpoints stays).
     fn discard_late(&mut self, id: CheckpointId, ack: &TaskAcknowledgement) {
-        let storage = if ack.shared_files.is_empty() && self.savepoint_storage.is_some() {
-            // Either storage may hold it; deleting a missing directory is harmless.
-            self.savepoint_storage.clone()
-        } else {
-            None
-        };
-        let _ = self.storage.discard(id, SnapshotKind::Checkpoint);
-        if let Some(savepoints) = storage {
-            let _ = savepoints.discard(id, SnapshotKind::Savepoint);
-        }
-        let retained = self.retained.borrow();
-        for file in ack.shared_files.iter().filter(|f| f.uploaded_now && retained.reference_count(&f.location) == 0) {
-            if let Err(e) = self.storage.delete_file(&file.location) {
-                tracing::warn!(file = %file.location, error = %e, "cannot delete a shared file no checkpoint references");
+        self.discard_written(id, ack.kind);
+        if ack.kind == SnapshotKind::Checkpoint {
+            let retained = self.retained.borrow();
+            let unused =
+                ack.shared_files.iter().filter(|f| f.uploaded_now && retained.reference_count(&f.location) == 0);
+            for file in unused {
+                if let Err(e) = self.storage.delete_file(&file.location) {
+                    tracing::warn!(file = %file.location, error = %e, "cannot delete a shared file no checkpoint references");
+                }
             }
+        }
+    }
+
+    /// Deletes the directory of a checkpoint or savepoint that will never complete (what
+    /// tasks wrote into it), in the storage its kind goes to.
+    fn discard_written(&self, id: CheckpointId, kind: SnapshotKind) {
+        let storage = match kind {
+            SnapshotKind::Checkpoint => Some(self.storage.clone()),
+            SnapshotKind::Savepoint => self.savepoint_storage.clone(),
+        };
+        if let Some(Err(e)) = storage.map(|s| s.discard(id, kind)) {
+            tracing::warn!(checkpoint = %id, kind = ?kind, error = %e, "cannot delete what was written for an incomplete checkpoint");
+        }
+    }
+
+    /// The attempt is over: acknowledgements that came too late, and checkpoints still
+    /// pending, leave nothing behind (files, references).
+    fn clean_up(&mut self, reports: &Receiver<TaskReport>) {
+        while let Ok(report) = reports.try_recv() {
+            match report {
+                TaskReport::Acknowledge { checkpoint, ack, .. } => self.discard_late(checkpoint, &ack),
+                TaskReport::Declined { checkpoint, kind, .. } => self.discard_written(checkpoint, kind),
+                TaskReport::Finished { .. } => {}
+            }
+        }
+        for (id, kind) in self.coordinator.pending() {
+            self.discard_pending(id, kind);
         }
     }
 

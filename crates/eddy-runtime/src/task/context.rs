@@ -6,7 +6,7 @@ use crate::channel::{CheckpointBarrier, CheckpointEvent};
 use crate::error::TaskError;
 use eddy_checkpoint::acknowledgement::TaskAcknowledgement;
 use eddy_checkpoint::storage::TaskStateWriter;
-use eddy_checkpoint::{CheckpointId, CheckpointingMode, OperatorSnapshot};
+use eddy_checkpoint::{CheckpointId, CheckpointingMode, OperatorSnapshot, SnapshotKind};
 use eddy_types::{Clock, KeyGroupRange, MaxParallelism, SystemClock};
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
@@ -35,8 +35,8 @@ pub enum TaskReport {
     /// The task finished its input. No barrier reaches it any more: it snapshots its final
     /// state for each later checkpoint when asked directly.
     Finished { task: usize },
-    /// Its part of `checkpoint` could not be written.
-    Declined { task: usize, checkpoint: CheckpointId, reason: String },
+    /// Its part of `checkpoint` (of `kind`) could not be written.
+    Declined { task: usize, checkpoint: CheckpointId, kind: SnapshotKind, reason: String },
 }
 
 /// How a task's snapshots reach checkpoint storage and the coordinator.
@@ -99,10 +99,11 @@ impl TaskShared {
             let written = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| writer.write(id, kind, snapshots)));
             let report = match written {
                 Ok(Ok(ack)) => TaskReport::Acknowledge { task, checkpoint: id, ack },
-                Ok(Err(e)) => TaskReport::Declined { task, checkpoint: id, reason: e.to_string() },
+                Ok(Err(e)) => TaskReport::Declined { task, checkpoint: id, kind, reason: e.to_string() },
                 Err(_) => TaskReport::Declined {
                     task,
                     checkpoint: id,
+                    kind,
                     reason: "writing the state panicked (internal error, please report)".into(),
                 },
             };
