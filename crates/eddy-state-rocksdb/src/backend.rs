@@ -73,7 +73,7 @@ impl RocksDbStateBackend {
         max: MaxParallelism,
     ) -> Result<Box<dyn KeyedStateBackend>, StateError> {
         let seed = RunSeed::draw();
-        self.create(&BackendInstance { name, subtask: 0, range, max_parallelism: max, seed }, None)
+        self.create(&BackendInstance { name, subtask: 0, range, max_parallelism: max, seed, ttl_clock: None }, None)
     }
 
     /// A working directory no other instance uses. Local only, so it need not be
@@ -156,6 +156,7 @@ mod tests {
             range: KeyGroupRange::all(max),
             max_parallelism: max,
             seed: RunSeed(7).derive(name.as_bytes()),
+            ttl_clock: None,
         };
         let a = backend.create(&instance("a", 0), None).unwrap();
         let b = backend.create(&instance("b", 0), None).unwrap();

@@ -48,6 +48,7 @@ fn writes_after_the_barrier_stay_out_of_a_checkpoint_made_off_the_task_thread() 
             range: KeyGroupRange::all(max),
             max_parallelism: max,
             seed: eddy_types::RunSeed(1),
+            ttl_clock: None,
         };
         install_backend(factory.create(&instance, None).unwrap()).unwrap();
         let count = ValueState::declare(&ValueStateDescriptor::<u64>::new("count")).unwrap();

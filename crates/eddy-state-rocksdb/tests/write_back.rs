@@ -42,6 +42,7 @@ fn a_failed_write_back_keeps_its_changes_for_the_next_one() {
         range: KeyGroupRange::all(max),
         max_parallelism: max,
         seed: eddy_types::RunSeed(1),
+        ttl_clock: None,
     };
     install_backend(factory.create(&instance, None).unwrap()).unwrap();
     let value = ValueState::declare(&ValueStateDescriptor::<Flaky>::new("value")).unwrap();

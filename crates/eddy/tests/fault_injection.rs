@@ -280,7 +280,14 @@ fn canonical(keyed: eddy::state::KeyedStateSnapshot) -> eddy::state::KeyedStateS
         let max = eddy::types::MaxParallelism::default();
         let backend = RocksDbStateBackend::new(temp_dir("canonical"));
         let seed = eddy::types::RunSeed::draw();
-        let instance = eddy::state::BackendInstance { name: "verify", subtask: 0, range, max_parallelism: max, seed };
+        let instance = eddy::state::BackendInstance {
+            name: "verify",
+            subtask: 0,
+            range,
+            max_parallelism: max,
+            seed,
+            ttl_clock: None,
+        };
         let mut restored = backend.create(&instance, Some(keyed)).unwrap();
         restored.snapshot().unwrap()
     }

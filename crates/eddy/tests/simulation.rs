@@ -298,3 +298,52 @@ impl eddy::state::KeyedBackendFactory for NamedBackend {
         unreachable!("validation refuses a simulated job on this backend")
     }
 }
+
+/// Counts per key in a `ValueState` whose entries live 5 ms after their last write.
+#[derive(Clone, Default)]
+struct ForgetfulCount {
+    count: Option<ValueState<u64>>,
+}
+
+impl RichFunction for ForgetfulCount {
+    fn open(&mut self, ctx: &mut RuntimeContext<'_>) -> FunctionResult {
+        let descriptor = ValueStateDescriptor::new("count").with_ttl(eddy::state::StateTtlConfig::new(5));
+        self.count = Some(ctx.get_state(&descriptor)?);
+        Ok(())
+    }
+}
+
+impl KeyedProcessFunction<u64, u64, (u64, u64)> for ForgetfulCount {
+    fn process_element(
+        &mut self,
+        _event: u64,
+        ctx: &mut KeyedContext<'_, u64>,
+        out: &mut Collector<'_, (u64, u64)>,
+    ) -> FunctionResult {
+        let state = self.count.as_ref().ok_or("count state not declared")?;
+        let count = state.value()?.unwrap_or(0) + 1;
+        state.update(count)?;
+        out.collect((*ctx.current_key(), count));
+        Ok(())
+    }
+}
+
+/// State time-to-live reads the simulated clock: entries expire as the simulated time
+/// passes, the same way for the same seed, however fast the machine runs.
+#[test]
+fn state_time_to_live_follows_the_simulated_clock() {
+    let run = || {
+        let env = Env::new();
+        env.set_parallelism(1);
+        env.simulate(11, 0);
+        let sink = CollectSink::new();
+        env.from_sequence(0, 49_999).key_by(|e: &u64| e % 7).process(ForgetfulCount::default()).add_sink(sink.clone());
+        let result = env.execute("ttl simulated").unwrap();
+        (sorted(sink.take()), result.duration)
+    };
+    let (first, duration) = run();
+    assert!(duration.as_millis() > 50, "simulated time passed: {duration:?}");
+    let restarts = first.iter().filter(|(_, count)| *count == 1).count();
+    assert!(restarts > 7, "counts started over after expiry: {restarts} ones");
+    assert_eq!(run().0, first, "the same seed expires the same entries");
+}

@@ -65,6 +65,7 @@ impl OperatorCore {
                 range: self.info.key_group_range,
                 max_parallelism: self.info.max_parallelism,
                 seed: self.info.seed.derive(name.as_bytes()),
+                ttl_clock: self.info.ttl_clock.clone(),
             };
             let restored = self.info.restored.as_ref().and_then(|s| s.keyed.clone());
             let backend = self.info.state_backend.create(&instance, restored).map_err(|e| self.error(e.into()))?;

@@ -127,6 +127,7 @@ impl LocalExecutor {
                 checkpointing,
                 restore: restore.clone(),
                 seed,
+                ttl_clock: self.simulator.as_ref().map(|_| self.clock.clone()),
             };
             pending.push((setup, context));
         }

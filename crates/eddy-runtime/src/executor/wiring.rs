@@ -113,6 +113,8 @@ pub(super) struct TaskContext {
     pub(super) checkpointing: TaskCheckpointing,
     pub(super) restore: Option<Arc<RestorePlan>>,
     pub(super) seed: RunSeed,
+    /// Under simulation, the clock state time-to-live reads.
+    pub(super) ttl_clock: Option<Arc<dyn Clock>>,
 }
 
 /// The body of a subtask's thread.
@@ -146,6 +148,7 @@ pub(super) fn build_task(
             restore: context.restore,
             restore_cache: HashMap::new(),
             seed: context.seed,
+            ttl_clock: context.ttl_clock,
         };
         let task = Task::new(builder.driver(setup.head, setup.inputs, setup.mailbox));
         // A state that could not be restored fails the subtask before any operator opens:
@@ -178,6 +181,7 @@ pub(super) struct ChainBuilder<'a> {
     /// The old task states this subtask read for its restore, by metadata entry.
     restore_cache: HashMap<usize, Vec<eddy_checkpoint::OperatorSnapshot>>,
     seed: RunSeed,
+    ttl_clock: Option<Arc<dyn Clock>>,
 }
 
 impl ChainBuilder<'_> {
@@ -219,6 +223,7 @@ impl ChainBuilder<'_> {
             state_backend: self.graph.config.state_backend.clone(),
             native_snapshots: matches!(self.graph.config.storage, StorageChoice::Directory(_)),
             seed: self.seed,
+            ttl_clock: self.ttl_clock.clone(),
             shared: self.shared.clone(),
         }
     }

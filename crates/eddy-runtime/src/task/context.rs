@@ -233,5 +233,7 @@ pub struct OperatorInfo {
     pub native_snapshots: bool,
     /// The seed of this attempt of the run, for ids and file names.
     pub seed: eddy_types::RunSeed,
+    /// Under simulation, the clock state time-to-live reads (else the wall clock).
+    pub ttl_clock: Option<Arc<dyn Clock>>,
     pub shared: Rc<TaskShared>,
 }

@@ -7,7 +7,7 @@ use crate::error::StateError;
 use eddy_types::{KeyGroupRange, MaxParallelism, RunSeed};
 
 /// The keyed operator instance a backend is made for.
-#[derive(Debug, Clone, Copy)]
+#[derive(Clone)]
 pub struct BackendInstance<'a> {
     /// Uid and subtask, for directory names and messages.
     pub name: &'a str,
@@ -18,6 +18,20 @@ pub struct BackendInstance<'a> {
     pub max_parallelism: MaxParallelism,
     /// The seed of this instance in this attempt of the run: what it names its files by.
     pub seed: RunSeed,
+    /// The clock state time-to-live reads, instead of the wall clock (a simulation's).
+    pub ttl_clock: Option<std::sync::Arc<dyn eddy_types::Clock>>,
+}
+
+impl std::fmt::Debug for BackendInstance<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BackendInstance")
+            .field("name", &self.name)
+            .field("subtask", &self.subtask)
+            .field("range", &self.range)
+            .field("seed", &self.seed)
+            .field("ttl_clock", &self.ttl_clock.as_ref().map(|_| "simulated"))
+            .finish()
+    }
 }
 
 /// Makes the keyed backend of each keyed operator instance.
@@ -57,6 +71,9 @@ impl KeyedBackendFactory for HeapStateBackend {
         restored: Option<KeyedStateSnapshot>,
     ) -> Result<Box<dyn KeyedStateBackend>, StateError> {
         let mut backend = TableKeyedStateBackend::new(instance.range, instance.max_parallelism);
+        if let Some(clock) = &instance.ttl_clock {
+            backend = backend.with_clock(clock.clone());
+        }
         if let Some(snapshot) = restored {
             if let Some(error) = unreadable_native(self.name(), instance.name, &snapshot) {
                 return Err(error);
