@@ -25,4 +25,4 @@ pub mod writer;
 
 pub use error::{FailureKind, JobError, TaskError};
 pub use executor::{CheckpointStats, JobResult, LocalExecutor};
-pub use output::{Collector, FanOut, Output, PortOutput, TypedOutput};
+pub use output::{Collector, FanOut, Lifecycle, Output, PortOutput, TypedOutput};

@@ -1,16 +1,15 @@
 //! [`Output`]: where an operator puts its records. A chained operator is the `Output` of
-//! the one before it; a record writer is the `Output` at the end of a chain.
+//! the one before it; a record writer is the `Output` at the end of a chain. Every one of
+//! them, and every chain head, has the one [`Lifecycle`].
 
 use crate::channel::{CheckpointBarrier, CheckpointEvent};
 use eddy_checkpoint::OperatorSnapshot;
 
-/// Receives records of type `T` and the lifecycle of the chain behind it.
-///
-/// `collect` is infallible on purpose: it runs once per record, and an error there (a user
-/// function's) is put into the task's failure slot, which the task loop checks after each
-/// batch. The lifecycle calls return errors directly.
-pub trait Output<T> {
-    fn collect(&mut self, record: T);
+/// The lifecycle of an operator, and through it of everything downstream in its chain:
+/// what every chain member, record writer, chain head and erased port answers to. One
+/// trait, forwarded through boxes by one impl, so that a new kind of stream element (a
+/// watermark) is one method here and in the operators that react to it.
+pub trait Lifecycle {
     /// Opens everything downstream, then this operator (Flink opens tail first, so that a
     /// function may emit in `open`).
     fn open(&mut self) -> Result<(), crate::TaskError>;
@@ -27,14 +26,12 @@ pub trait Output<T> {
         barrier: &CheckpointBarrier,
         snapshots: &mut Vec<OperatorSnapshot>,
     ) -> Result<(), crate::TaskError>;
-    /// Checkpoint `id` completed everywhere (two-phase-commit sinks commit here).
+    /// A checkpoint completed everywhere (two-phase-commit sinks commit here), or was
+    /// aborted.
     fn notify_checkpoint(&mut self, event: CheckpointEvent) -> Result<(), crate::TaskError>;
 }
 
-impl<T> Output<T> for Box<dyn Output<T>> {
-    fn collect(&mut self, record: T) {
-        (**self).collect(record)
-    }
+impl<L: Lifecycle + ?Sized> Lifecycle for Box<L> {
     fn open(&mut self) -> Result<(), crate::TaskError> {
         (**self).open()
     }
@@ -59,6 +56,22 @@ impl<T> Output<T> for Box<dyn Output<T>> {
     }
 }
 
+/// Receives records of type `T`, and the lifecycle of the chain behind it.
+///
+/// `collect` is infallible on purpose: it runs once per record, and an error there (a user
+/// function's) is put into the task's failure slot, which the task loop checks after each
+/// batch. The lifecycle calls return errors directly.
+pub trait Output<T>: Lifecycle {
+    fn collect(&mut self, record: T);
+}
+
+impl<T> Output<T> for Box<dyn Output<T>> {
+    #[inline]
+    fn collect(&mut self, record: T) {
+        (**self).collect(record)
+    }
+}
+
 /// Sends each record to several outputs (a stream consumed by more than one operator).
 pub struct FanOut<T> {
     outputs: Vec<Box<dyn Output<T>>>,
@@ -79,6 +92,9 @@ impl<T: Clone> Output<T> for FanOut<T> {
             last.collect(record);
         }
     }
+}
+
+impl<T> Lifecycle for FanOut<T> {
     fn open(&mut self) -> Result<(), crate::TaskError> {
         self.outputs.iter_mut().try_for_each(|o| o.open())
     }
@@ -108,6 +124,9 @@ pub struct Discard;
 
 impl<T> Output<T> for Discard {
     fn collect(&mut self, _record: T) {}
+}
+
+impl Lifecycle for Discard {
     fn open(&mut self) -> Result<(), crate::TaskError> {
         Ok(())
     }
@@ -149,21 +168,11 @@ impl<'a, T> Collector<'a, T> {
 
 /// An output port with its record type erased: the lifecycle can be driven without the
 /// type, records need a downcast to [`TypedOutput`] (done once, when a chain is built).
-pub trait PortOutput {
+pub trait PortOutput: Lifecycle {
     fn as_any_mut(&mut self) -> &mut dyn std::any::Any;
     fn into_any(self: Box<Self>) -> Box<dyn std::any::Any>;
     /// The name of the record type, for messages.
     fn record_type(&self) -> &'static str;
-    fn open(&mut self) -> Result<(), crate::TaskError>;
-    fn flush(&mut self) -> Result<(), crate::TaskError>;
-    fn end_input(&mut self) -> Result<(), crate::TaskError>;
-    fn close(&mut self);
-    fn snapshot(
-        &mut self,
-        barrier: &CheckpointBarrier,
-        snapshots: &mut Vec<OperatorSnapshot>,
-    ) -> Result<(), crate::TaskError>;
-    fn notify_checkpoint(&mut self, event: CheckpointEvent) -> Result<(), crate::TaskError>;
 }
 
 /// The typed output behind a [`PortOutput`].
@@ -194,6 +203,9 @@ impl<T: 'static> PortOutput for TypedOutput<T> {
     fn record_type(&self) -> &'static str {
         std::any::type_name::<T>()
     }
+}
+
+impl<T> Lifecycle for TypedOutput<T> {
     fn open(&mut self) -> Result<(), crate::TaskError> {
         self.0.open()
     }

@@ -3,7 +3,7 @@
 
 use crate::channel::{BatchSender, CheckpointBarrier, CheckpointEvent, StreamMessage, BATCH_RECORDS_MAX};
 use crate::error::TaskError;
-use crate::output::Output;
+use crate::output::{Lifecycle, Output};
 use crate::task::TaskShared;
 use crossbeam_channel::SendTimeoutError;
 use eddy_checkpoint::OperatorSnapshot;
@@ -124,7 +124,9 @@ impl<T: Clone> Output<T> for RecordWriter<T> {
             self.push(target, record);
         }
     }
+}
 
+impl<T: Clone> Lifecycle for RecordWriter<T> {
     fn open(&mut self) -> Result<(), TaskError> {
         Ok(())
     }

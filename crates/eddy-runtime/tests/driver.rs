@@ -4,7 +4,7 @@ use eddy_checkpoint::{CheckpointId, OperatorSnapshot, SnapshotKind};
 use eddy_runtime::channel::{
     batch_channel, BatchReceiver, BatchSender, CheckpointBarrier, CheckpointEvent, StreamMessage,
 };
-use eddy_runtime::output::Output;
+use eddy_runtime::output::{Lifecycle, Output};
 use eddy_runtime::task::{mailbox, Control, OneInputDriver, StepResult, TaskDriver, TaskShared};
 use eddy_runtime::TaskError;
 use std::cell::RefCell;
@@ -20,6 +20,9 @@ impl Output<u32> for Probe {
     fn collect(&mut self, record: u32) {
         self.0.borrow_mut().push(format!("record {record}"));
     }
+}
+
+impl Lifecycle for Probe {
     fn open(&mut self) -> Result<(), TaskError> {
         self.0.borrow_mut().push("open".into());
         Ok(())

@@ -7,7 +7,7 @@ use eddy_runtime::channel::{CheckpointBarrier, CheckpointEvent};
 use eddy_runtime::graph::{ErasedOutput, OneInputFactory};
 use eddy_runtime::output::Discard;
 use eddy_runtime::task::OperatorInfo;
-use eddy_runtime::{Output, TaskError, TypedOutput};
+use eddy_runtime::{Lifecycle, Output, TaskError, TypedOutput};
 use std::marker::PhantomData;
 use std::sync::Arc;
 
@@ -56,7 +56,9 @@ impl<I, O, L: OneInputLogic<I, O>> Output<I> for OneInputOperator<I, O, L> {
         }
         self.core.info.shared.leave(previous);
     }
+}
 
+impl<I, O, L: OneInputLogic<I, O>> Lifecycle for OneInputOperator<I, O, L> {
     fn open(&mut self) -> Result<(), TaskError> {
         self.core.open_with(&mut *self.main, self.logic.function())
     }

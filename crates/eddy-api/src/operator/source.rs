@@ -8,7 +8,7 @@ use eddy_runtime::channel::{CheckpointBarrier, CheckpointEvent};
 use eddy_runtime::graph::{ErasedOutput, SourceFactory};
 use eddy_runtime::output::Discard;
 use eddy_runtime::task::{OperatorInfo, SourceOperator, SourceStatus};
-use eddy_runtime::{Collector, Output, TaskError, TypedOutput};
+use eddy_runtime::{Collector, Lifecycle, Output, TaskError, TypedOutput};
 use std::sync::Arc;
 
 pub(crate) struct SourceOp<T, S> {
@@ -30,24 +30,9 @@ impl<T: 'static, S: SourceFunction<T>> SourceOp<T, S> {
     }
 }
 
-impl<T, S: SourceFunction<T>> SourceOperator for SourceOp<T, S> {
+impl<T, S: SourceFunction<T>> Lifecycle for SourceOp<T, S> {
     fn open(&mut self) -> Result<(), TaskError> {
         self.core.open_with(&mut *self.main, &mut self.function)
-    }
-
-    fn emit(&mut self) -> SourceStatus {
-        let previous = self.core.info.shared.enter(self.core.info.index);
-        let result = self.function.emit_batch(BATCH_RECORDS_MAX, &mut Collector::new(&mut *self.main));
-        self.core.info.shared.leave(previous);
-        match result {
-            Ok(SourceStep::More) => SourceStatus::More,
-            Ok(SourceStep::Idle) => SourceStatus::Idle,
-            Ok(SourceStep::Finished) => SourceStatus::Finished,
-            Err(error) => {
-                self.core.fail(error);
-                SourceStatus::Idle
-            }
-        }
     }
 
     fn flush(&mut self) -> Result<(), TaskError> {
@@ -72,5 +57,22 @@ impl<T, S: SourceFunction<T>> SourceOperator for SourceOp<T, S> {
 
     fn notify_checkpoint(&mut self, event: CheckpointEvent) -> Result<(), TaskError> {
         self.core.notify_with(&mut *self.main, event, &mut self.function)
+    }
+}
+
+impl<T, S: SourceFunction<T>> SourceOperator for SourceOp<T, S> {
+    fn emit(&mut self) -> SourceStatus {
+        let previous = self.core.info.shared.enter(self.core.info.index);
+        let result = self.function.emit_batch(BATCH_RECORDS_MAX, &mut Collector::new(&mut *self.main));
+        self.core.info.shared.leave(previous);
+        match result {
+            Ok(SourceStep::More) => SourceStatus::More,
+            Ok(SourceStep::Idle) => SourceStatus::Idle,
+            Ok(SourceStep::Finished) => SourceStatus::Finished,
+            Err(error) => {
+                self.core.fail(error);
+                SourceStatus::Idle
+            }
+        }
     }
 }

@@ -7,7 +7,7 @@ use eddy_runtime::channel::{CheckpointBarrier, CheckpointEvent};
 use eddy_runtime::graph::{receivers_of, Erased, ErasedOutput, TwoInputDriverFactory, TwoInputFactory};
 use eddy_runtime::output::Discard;
 use eddy_runtime::task::{OperatorInfo, TwoInputDriver, TwoInputOperator};
-use eddy_runtime::{Output, TaskError, TypedOutput};
+use eddy_runtime::{Lifecycle, Output, TaskError, TypedOutput};
 use eddy_state::OperatorStateStore;
 use std::marker::PhantomData;
 use std::sync::Arc;
@@ -93,7 +93,9 @@ impl<A, B, O, L: TwoInputLogic<A, B, O>> TwoInputOperator<A, B> for TwoInputOp<A
         }
         self.core.info.shared.leave(previous);
     }
+}
 
+impl<A, B, O, L: TwoInputLogic<A, B, O>> Lifecycle for TwoInputOp<A, B, O, L> {
     fn open(&mut self) -> Result<(), TaskError> {
         self.core.open_with(&mut *self.main, self.logic.function())
     }

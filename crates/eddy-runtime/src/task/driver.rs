@@ -14,11 +14,10 @@ use super::alignment::{Alignment, BarrierAligner};
 use super::context::TaskShared;
 use super::gate::{InputChannel, InputGate};
 use super::mailbox::{Control, MailboxReceiver};
-use crate::channel::{BatchReceiver, CheckpointBarrier, CheckpointEvent, StreamMessage, FLUSH_INTERVAL_MS};
+use crate::channel::{BatchReceiver, CheckpointBarrier, StreamMessage, FLUSH_INTERVAL_MS};
 use crate::error::TaskError;
-use crate::output::Output;
+use crate::output::{Lifecycle, Output};
 use crossbeam_channel::{Select, TryRecvError};
-use eddy_checkpoint::OperatorSnapshot;
 use std::rc::Rc;
 use std::time::Duration;
 
@@ -46,7 +45,7 @@ pub trait TaskDriver {
     /// Takes nothing: the next `step` does.
     fn wait_for_input(&self, timeout: Duration);
     /// The chain's head, its mailbox and what its operators share, for the task's end.
-    fn parts(&mut self) -> (&mut dyn ChainHead, &MailboxReceiver, &TaskShared);
+    fn parts(&mut self) -> (&mut dyn Lifecycle, &MailboxReceiver, &TaskShared);
     fn close(&mut self);
 }
 
@@ -55,29 +54,9 @@ fn idle(shared: &TaskShared) -> StepResult {
     StepResult::Idle { until_ms: shared.clock().now_ms() + IDLE_WAIT_MS }
 }
 
-/// What the control messages need of a chain's head, whatever its shape.
-pub trait ChainHead {
-    fn snapshot(&mut self, barrier: &CheckpointBarrier, snapshots: &mut Vec<OperatorSnapshot>)
-        -> Result<(), TaskError>;
-    fn notify_checkpoint(&mut self, event: CheckpointEvent) -> Result<(), TaskError>;
-}
-
-impl<T> ChainHead for Box<dyn Output<T>> {
-    fn snapshot(
-        &mut self,
-        barrier: &CheckpointBarrier,
-        snapshots: &mut Vec<OperatorSnapshot>,
-    ) -> Result<(), TaskError> {
-        Output::snapshot(&mut **self, barrier, snapshots)
-    }
-    fn notify_checkpoint(&mut self, event: CheckpointEvent) -> Result<(), TaskError> {
-        Output::notify_checkpoint(&mut **self, event)
-    }
-}
-
 /// Snapshots the chain for `barrier` and acknowledges it to the coordinator.
 pub(super) fn snapshot_and_acknowledge(
-    head: &mut dyn ChainHead,
+    head: &mut dyn Lifecycle,
     shared: &TaskShared,
     barrier: &CheckpointBarrier,
 ) -> Result<(), TaskError> {
@@ -92,7 +71,7 @@ pub(super) fn snapshot_and_acknowledge(
 fn take_controls(
     mailbox: &MailboxReceiver,
     shared: &TaskShared,
-    head: &mut dyn ChainHead,
+    head: &mut dyn Lifecycle,
     is_source: bool,
 ) -> Result<(), TaskError> {
     loop {
@@ -196,7 +175,7 @@ impl<T> OneInputDriver<T> {
 
 /// On a completed alignment: snapshot and acknowledge. The channels it blocked are read
 /// again from the next step on.
-fn aligned(head: &mut dyn ChainHead, shared: &TaskShared, alignment: Alignment) -> Result<(), TaskError> {
+fn aligned(head: &mut dyn Lifecycle, shared: &TaskShared, alignment: Alignment) -> Result<(), TaskError> {
     match alignment {
         Alignment::Complete(barrier) => snapshot_and_acknowledge(head, shared, &barrier),
         Alignment::Pending => Ok(()),
@@ -237,7 +216,7 @@ impl<T> TaskDriver for OneInputDriver<T> {
         let _ = select.ready_timeout(timeout);
     }
 
-    fn parts(&mut self) -> (&mut dyn ChainHead, &MailboxReceiver, &TaskShared) {
+    fn parts(&mut self) -> (&mut dyn Lifecycle, &MailboxReceiver, &TaskShared) {
         (&mut self.head, &self.mailbox, &self.shared)
     }
 
@@ -247,30 +226,9 @@ impl<T> TaskDriver for OneInputDriver<T> {
 }
 
 /// The head of a chain with two inputs (`connect`): records of either side.
-pub trait TwoInputOperator<A, B> {
+pub trait TwoInputOperator<A, B>: Lifecycle {
     fn process1(&mut self, record: A);
     fn process2(&mut self, record: B);
-    fn open(&mut self) -> Result<(), TaskError>;
-    fn flush(&mut self) -> Result<(), TaskError>;
-    /// Both inputs have ended.
-    fn end_input(&mut self) -> Result<(), TaskError>;
-    fn close(&mut self);
-    fn snapshot(&mut self, barrier: &CheckpointBarrier, snapshots: &mut Vec<OperatorSnapshot>)
-        -> Result<(), TaskError>;
-    fn notify_checkpoint(&mut self, event: CheckpointEvent) -> Result<(), TaskError>;
-}
-
-impl<A, B> ChainHead for Box<dyn TwoInputOperator<A, B>> {
-    fn snapshot(
-        &mut self,
-        barrier: &CheckpointBarrier,
-        snapshots: &mut Vec<OperatorSnapshot>,
-    ) -> Result<(), TaskError> {
-        TwoInputOperator::snapshot(&mut **self, barrier, snapshots)
-    }
-    fn notify_checkpoint(&mut self, event: CheckpointEvent) -> Result<(), TaskError> {
-        TwoInputOperator::notify_checkpoint(&mut **self, event)
-    }
 }
 
 /// Drives a two-input chain head, taking batches from whichever input has one.
@@ -396,7 +354,7 @@ impl<A, B> TaskDriver for TwoInputDriver<A, B> {
         let _ = select.ready_timeout(timeout);
     }
 
-    fn parts(&mut self) -> (&mut dyn ChainHead, &MailboxReceiver, &TaskShared) {
+    fn parts(&mut self) -> (&mut dyn Lifecycle, &MailboxReceiver, &TaskShared) {
         (&mut self.head, &self.mailbox, &self.shared)
     }
 
@@ -417,29 +375,9 @@ pub enum SourceStatus {
 }
 
 /// The head of a source chain: produces records into its chain.
-pub trait SourceOperator {
-    fn open(&mut self) -> Result<(), TaskError>;
+pub trait SourceOperator: Lifecycle {
     /// Emits up to one batch of records; errors go into the task's failure slot.
     fn emit(&mut self) -> SourceStatus;
-    fn flush(&mut self) -> Result<(), TaskError>;
-    fn end_input(&mut self) -> Result<(), TaskError>;
-    fn close(&mut self);
-    fn snapshot(&mut self, barrier: &CheckpointBarrier, snapshots: &mut Vec<OperatorSnapshot>)
-        -> Result<(), TaskError>;
-    fn notify_checkpoint(&mut self, event: CheckpointEvent) -> Result<(), TaskError>;
-}
-
-impl ChainHead for Box<dyn SourceOperator> {
-    fn snapshot(
-        &mut self,
-        barrier: &CheckpointBarrier,
-        snapshots: &mut Vec<OperatorSnapshot>,
-    ) -> Result<(), TaskError> {
-        SourceOperator::snapshot(&mut **self, barrier, snapshots)
-    }
-    fn notify_checkpoint(&mut self, event: CheckpointEvent) -> Result<(), TaskError> {
-        SourceOperator::notify_checkpoint(&mut **self, event)
-    }
 }
 
 /// Drives a source chain; checkpoints start here, between two batches.
@@ -492,7 +430,7 @@ impl TaskDriver for SourceDriver {
         let _ = select.ready_timeout(timeout);
     }
 
-    fn parts(&mut self) -> (&mut dyn ChainHead, &MailboxReceiver, &TaskShared) {
+    fn parts(&mut self) -> (&mut dyn Lifecycle, &MailboxReceiver, &TaskShared) {
         (&mut self.source, &self.mailbox, &self.shared)
     }
 

@@ -14,7 +14,7 @@ pub use alignment::{Alignment, BarrierAligner};
 pub use async_work::{AsyncJob, AsyncWork, AsyncWorkers, QueuedWork};
 pub use context::{OperatorInfo, TaskCheckpointing, TaskReport, TaskShared};
 pub use driver::{
-    ChainHead, OneInputDriver, SourceDriver, SourceOperator, SourceStatus, StepResult, TaskDriver, TwoInputDriver,
+    OneInputDriver, SourceDriver, SourceOperator, SourceStatus, StepResult, TaskDriver, TwoInputDriver,
     TwoInputOperator,
 };
 pub use gate::{InputChannel, InputGate};
