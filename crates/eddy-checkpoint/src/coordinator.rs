@@ -180,6 +180,11 @@ impl<P> CheckpointCoordinator<P> {
         Ok(())
     }
 
+    /// A checkpoint a task was not ready for: aborted, not counted as a failure.
+    pub fn abort_not_counted(&mut self, id: CheckpointId) {
+        self.pending.remove(&id.0);
+    }
+
     /// A checkpoint that completed but could not be stored counts as failed too.
     pub fn record_failure(&mut self) -> Result<(), TooManyFailures> {
         self.count_failure()

@@ -5,7 +5,9 @@ use eddy_runtime::channel::{
     batch_channel, BatchReceiver, BatchSender, CheckpointBarrier, CheckpointEvent, StreamMessage,
 };
 use eddy_runtime::output::{Lifecycle, Output};
-use eddy_runtime::task::{mailbox, Control, OneInputDriver, StepResult, TaskDriver, TaskShared};
+use eddy_runtime::task::{
+    mailbox, Control, OneInputDriver, StepResult, TaskDriver, TaskShared, TwoInputDriver, TwoInputOperator,
+};
 use eddy_runtime::TaskError;
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -215,4 +217,77 @@ fn at_least_once_lets_records_overtake_the_barrier() {
     tx[1].send(barrier(1)).unwrap();
     driver.step().unwrap();
     assert_eq!(*probe.0.borrow(), vec!["record 2", "snapshot 1"]);
+}
+
+/// A two-input head that logs which input each record came from.
+impl TwoInputOperator<u32, u32> for Probe {
+    fn process1(&mut self, record: u32) {
+        self.0.borrow_mut().push(format!("in1 {record}"));
+    }
+    fn process2(&mut self, record: u32) {
+        self.0.borrow_mut().push(format!("in2 {record}"));
+    }
+}
+
+#[test]
+fn two_inputs_take_turns_so_a_busy_one_starves_neither() {
+    let (tx1, rx1) = channels(1, 16);
+    let (tx2, rx2) = channels(1, 16);
+    let (_mailbox_tx, mailbox_rx) = mailbox();
+    let probe = Probe::default();
+    let shared = TaskShared::new(Arc::new(AtomicBool::new(false)));
+    let mut driver = TwoInputDriver::new(rx1, rx2, Box::new(probe.clone()), mailbox_rx, shared, false);
+    for value in 0..8 {
+        tx1[0].send(records(&[value])).unwrap();
+    }
+    tx2[0].send(records(&[100])).unwrap();
+    driver.step().unwrap();
+    driver.step().unwrap();
+    assert!(probe.0.borrow().contains(&"in2 100".to_string()), "{:?}", probe.0.borrow());
+}
+
+/// Reading input 2 to its end first (broadcast first): input 1 is not read, so a
+/// checkpoint that needs its barrier cannot be aligned; the task declines it, without it
+/// counting as a failure, and input 1 still waits for the end of input 2.
+#[test]
+fn reading_input_2_first_declines_a_checkpoint_rather_than_read_input_1_early() {
+    use eddy_checkpoint::storage::{MemoryCheckpointStorage, TaskStateWriter};
+    use eddy_runtime::task::{QueuedWork, TaskCheckpointing, TaskReport};
+    let (tx1, rx1) = channels(1, 16);
+    let (tx2, rx2) = channels(1, 16);
+    let (_mailbox_tx, mailbox_rx) = mailbox();
+    let probe = Probe::default();
+    let shared = TaskShared::new(Arc::new(AtomicBool::new(false)));
+    let (reports_tx, reports_rx) = crossbeam_channel::unbounded();
+    let writer = TaskStateWriter::new(
+        Arc::new(MemoryCheckpointStorage::new(1 << 20)),
+        None,
+        Arc::new(eddy_types::ManualClock::new(0)),
+        "join".into(),
+        0,
+        "join",
+    );
+    shared.set_checkpointing(TaskCheckpointing {
+        task: 0,
+        reports: reports_tx,
+        writer: Arc::new(writer),
+        work: Arc::new(QueuedWork::default()),
+    });
+    let mut driver = TwoInputDriver::new(rx1, rx2, Box::new(probe.clone()), mailbox_rx, shared, true);
+    tx1[0].send(records(&[1])).unwrap();
+    tx1[0].send(barrier(1)).unwrap();
+    for message in [records(&[100]), barrier(1), records(&[101]), end()] {
+        tx2[0].send(message).unwrap();
+    }
+    for _ in 0..8 {
+        driver.step().unwrap();
+    }
+    let seen: Vec<String> = probe.0.borrow().iter().filter(|e| *e != "flush").cloned().collect();
+    assert_eq!(seen, vec!["in2 100", "in2 101", "in1 1"], "input 1 only after input 2 ended, no snapshot");
+    match reports_rx.try_recv() {
+        Ok(TaskReport::Declined { checkpoint, counts_as_failure, .. }) => {
+            assert_eq!((checkpoint, counts_as_failure), (CheckpointId(1), false));
+        }
+        other => panic!("expected a decline, got {other:?}"),
+    }
 }

@@ -422,11 +422,22 @@ impl AttemptRun<'_> {
                 }
                 None
             }
-            TaskReport::Declined { task, checkpoint, kind, reason } => {
+            TaskReport::Declined { task, checkpoint, kind, reason, counts_as_failure } => {
                 match self.coordinator.pending_kind(checkpoint) {
-                    Some(kind) => {
+                    Some(kind) if counts_as_failure => {
                         let reason = format!("{} could not write its part: {reason}", self.task_name(task));
                         self.abort_checkpoint(checkpoint, kind, &reason, result);
+                    }
+                    Some(kind) => {
+                        tracing::info!(checkpoint = %checkpoint, task = %self.task_name(task), reason, "checkpoint declined by a task not ready for it");
+                        self.note(|| format!("{kind:?} {checkpoint} declined"));
+                        self.coordinator.abort_not_counted(checkpoint);
+                        self.discard_pending(checkpoint, kind);
+                        self.broadcast(Control::Checkpoint(CheckpointEvent::Aborted(checkpoint)));
+                        if kind == SnapshotKind::Savepoint {
+                            // Asked for by the user: tried again once the task is ready.
+                            self.savepoint_triggered = false;
+                        }
                     }
                     // Late: the checkpoint is gone, and so must be what the task wrote.
                     None => self.discard_written(checkpoint, kind),

@@ -6,7 +6,7 @@
 //! channel delivered barrier n, and records that overtook it are replayed on recovery.
 
 use crate::channel::CheckpointBarrier;
-use eddy_checkpoint::CheckpointingMode;
+use eddy_checkpoint::{CheckpointId, CheckpointingMode};
 
 /// What a barrier or an end of input means for the task.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -29,11 +29,14 @@ pub struct BarrierAligner {
     mode: CheckpointingMode,
     channels: Vec<Channel>,
     current: Option<CheckpointBarrier>,
+    /// The newest checkpoint this task declined: its barriers (and older ones) are
+    /// ignored.
+    declined: Option<CheckpointId>,
 }
 
 impl BarrierAligner {
     pub fn new(mode: CheckpointingMode, channels: usize) -> Self {
-        Self { mode, channels: vec![Channel::default(); channels], current: None }
+        Self { mode, channels: vec![Channel::default(); channels], current: None, declined: None }
     }
 
     /// Whether records from `channel` must wait (exactly-once, barrier already seen there).
@@ -43,6 +46,9 @@ impl BarrierAligner {
     }
 
     pub fn on_barrier(&mut self, channel: usize, barrier: CheckpointBarrier) -> Alignment {
+        if self.declined.is_some_and(|declined| barrier.id <= declined) {
+            return Alignment::Pending;
+        }
         match self.current {
             Some(current) if barrier.id < current.id => return Alignment::Pending, // stale
             Some(current) if barrier.id > current.id => self.reset(),              // the older one was abandoned
@@ -66,6 +72,20 @@ impl BarrierAligner {
             }
             _ => Alignment::Pending,
         }
+    }
+
+    /// Gives up the checkpoint being aligned (and every older one): its barriers are
+    /// ignored from now on, and no channel waits for it.
+    pub fn decline(&mut self, id: CheckpointId) {
+        self.declined = Some(self.declined.map_or(id, |d| d.max(id)));
+        if self.current.is_some_and(|current| current.id <= id) {
+            self.reset();
+        }
+    }
+
+    /// The checkpoint being aligned, if any.
+    pub fn current(&self) -> Option<CheckpointBarrier> {
+        self.current
     }
 
     fn reset(&mut self) {
@@ -108,6 +128,19 @@ mod tests {
         assert_eq!(a.on_barrier(0, barrier(1)), Alignment::Pending);
         assert_eq!(a.on_end_of_input(1), Alignment::Complete(barrier(1)));
         assert_eq!(a.on_barrier(0, barrier(2)), Alignment::Complete(barrier(2)), "only one live channel left");
+    }
+
+    #[test]
+    fn a_declined_checkpoint_unblocks_and_its_barriers_are_ignored() {
+        let mut a = BarrierAligner::new(CheckpointingMode::ExactlyOnce, 2);
+        a.on_barrier(1, barrier(3));
+        assert!(a.is_blocked(1));
+        a.decline(CheckpointId(3));
+        assert!(!a.is_blocked(1) && a.current().is_none());
+        assert_eq!(a.on_barrier(0, barrier(3)), Alignment::Pending);
+        assert!(!a.is_blocked(0), "a declined checkpoint's barrier blocks nothing");
+        a.on_barrier(0, barrier(4));
+        assert_eq!(a.on_barrier(1, barrier(4)), Alignment::Complete(barrier(4)));
     }
 
     #[test]

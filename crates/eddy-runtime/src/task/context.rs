@@ -35,8 +35,10 @@ pub enum TaskReport {
     /// The task finished its input. No barrier reaches it any more: it snapshots its final
     /// state for each later checkpoint when asked directly.
     Finished { task: usize },
-    /// Its part of `checkpoint` (of `kind`) could not be written.
-    Declined { task: usize, checkpoint: CheckpointId, kind: SnapshotKind, reason: String },
+    /// Its part of `checkpoint` (of `kind`) could not be written, or the task could not
+    /// take part (`counts_as_failure: false`: not ready, as Flink's declines that do not
+    /// count against the tolerable failures).
+    Declined { task: usize, checkpoint: CheckpointId, kind: SnapshotKind, reason: String, counts_as_failure: bool },
 }
 
 /// How a task's snapshots reach checkpoint storage and the coordinator.
@@ -99,16 +101,33 @@ impl TaskShared {
             let written = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| writer.write(id, kind, snapshots)));
             let report = match written {
                 Ok(Ok(ack)) => TaskReport::Acknowledge { task, checkpoint: id, ack },
-                Ok(Err(e)) => TaskReport::Declined { task, checkpoint: id, kind, reason: e.to_string() },
+                Ok(Err(e)) => {
+                    TaskReport::Declined { task, checkpoint: id, kind, reason: e.to_string(), counts_as_failure: true }
+                }
                 Err(_) => TaskReport::Declined {
                     task,
                     checkpoint: id,
                     kind,
+                    counts_as_failure: true,
                     reason: "writing the state panicked (internal error, please report)".into(),
                 },
             };
             let _ = reports.send(report);
         }));
+    }
+
+    /// This task cannot take part in checkpoint `barrier` (it is not ready): the checkpoint
+    /// is aborted without counting as a failure.
+    pub fn decline(&self, barrier: &CheckpointBarrier, reason: &str) {
+        if let Some(c) = self.checkpointing.borrow().as_ref() {
+            let _ = c.reports.send(TaskReport::Declined {
+                task: c.task,
+                checkpoint: barrier.id,
+                kind: barrier.kind,
+                reason: reason.to_string(),
+                counts_as_failure: false,
+            });
+        }
     }
 
     /// Whether this task snapshotted checkpoint `id` already (by its barrier, before the

@@ -14,7 +14,7 @@ use super::alignment::{Alignment, BarrierAligner};
 use super::context::TaskShared;
 use super::gate::{InputChannel, InputGate};
 use super::mailbox::{Control, MailboxReceiver};
-use crate::channel::{BatchReceiver, CheckpointBarrier, StreamMessage, FLUSH_INTERVAL_MS};
+use crate::channel::{BatchReceiver, CheckpointBarrier, CheckpointEvent, StreamMessage, FLUSH_INTERVAL_MS};
 use crate::error::TaskError;
 use crate::output::{Lifecycle, Output};
 use crossbeam_channel::{Select, TryRecvError};
@@ -67,12 +67,16 @@ pub(super) fn snapshot_and_acknowledge(
     Ok(())
 }
 
-/// Takes every waiting control message. Triggers only reach sources (`is_source`).
+/// Takes every waiting control message. Triggers only reach sources (`is_source`). A
+/// checkpoint aborted elsewhere is no longer aligned here (`aligner`): its barrier may
+/// never come on the channels still waiting for it, and the channels it holds are read
+/// again.
 fn take_controls(
     mailbox: &MailboxReceiver,
     shared: &TaskShared,
     head: &mut dyn Lifecycle,
     is_source: bool,
+    mut aligner: Option<&mut BarrierAligner>,
 ) -> Result<(), TaskError> {
     loop {
         match mailbox.try_recv() {
@@ -80,6 +84,9 @@ fn take_controls(
             Ok(Control::TriggerCheckpoint(barrier)) if is_source => snapshot_and_acknowledge(head, shared, &barrier)?,
             Ok(Control::TriggerCheckpoint(_)) | Ok(Control::JobFinished) => {}
             Ok(Control::Checkpoint(event)) => {
+                if let (CheckpointEvent::Aborted(id), Some(aligner)) = (event, aligner.as_deref_mut()) {
+                    aligner.decline(id);
+                }
                 shared.checkpoint_event(event);
                 head.notify_checkpoint(event)?;
                 shared.check()?;
@@ -196,7 +203,7 @@ impl<T> TaskDriver for OneInputDriver<T> {
         if self.gate.ended() {
             return Ok(StepResult::Finished);
         }
-        take_controls(&self.mailbox, &self.shared, &mut self.head, false)?;
+        take_controls(&self.mailbox, &self.shared, &mut self.head, false, Some(&mut self.aligner))?;
         let aligner = &self.aligner;
         match self.gate.poll(&|c| aligner.is_blocked(c))? {
             Some((channel, message)) => self.handle(channel, message),
@@ -243,6 +250,8 @@ pub struct TwoInputDriver<A, B> {
     flush: FlushTimer,
     /// Read input 2 to its end before any of input 1 (Flink's `InputSelectable`).
     second_first: bool,
+    /// Which input the next step tries first, alternating, so that neither starves.
+    second_next: bool,
 }
 
 impl<A: Send + 'static, B: Send + 'static> TwoInputDriver<A, B> {
@@ -265,16 +274,15 @@ impl<A: Send + 'static, B: Send + 'static> TwoInputDriver<A, B> {
             flush: FlushTimer::new(&shared),
             shared,
             second_first,
+            second_next: false,
         }
     }
 }
 
 impl<A, B> TwoInputDriver<A, B> {
-    /// Whether input 1 is held: while input 2 is read first, unless every open channel of
-    /// input 2 waits for alignment (a barrier on input 2 needs input 1's too).
+    /// Whether input 1 is held: while input 2 is read to its end first.
     fn hold_first(&self) -> bool {
-        let offset = self.first.len();
-        self.second_first && !self.second.ended() && !self.second.all_blocked(&|c| self.aligner.is_blocked(offset + c))
+        self.second_first && !self.second.ended()
     }
 
     /// Handles one message of channel `channel` of the aligner (input 2's come after
@@ -289,6 +297,16 @@ impl<A, B> TwoInputDriver<A, B> {
             StreamMessage::Records(batch) => {
                 for record in batch {
                     process(&mut self.head, record);
+                }
+                Alignment::Pending
+            }
+            StreamMessage::Barrier(barrier) if self.hold_first() => {
+                // Aligning needs input 1's barrier, and input 1 is not read until input 2
+                // ended: this task cannot take part in the checkpoint. It declines it, which
+                // does not count as a failure (Flink's "task not ready").
+                if self.aligner.current().is_none_or(|current| current.id <= barrier.id) {
+                    self.aligner.decline(barrier.id);
+                    self.shared.decline(&barrier, "it reads its second input to the end before its first");
                 }
                 Alignment::Pending
             }
@@ -319,12 +337,13 @@ impl<A, B> TaskDriver for TwoInputDriver<A, B> {
         if self.first.ended() && self.second.ended() {
             return Ok(StepResult::Finished);
         }
-        take_controls(&self.mailbox, &self.shared, &mut self.head, false)?;
+        take_controls(&self.mailbox, &self.shared, &mut self.head, false, Some(&mut self.aligner))?;
         let offset = self.first.len();
         let aligner = &self.aligner;
-        // Input 2 first when it is read first; else input 1 first, then input 2, so that
-        // neither starves: each step takes one batch.
-        let second_turn = self.second_first || self.first.ended();
+        // Input 2 first when it is read first; else the inputs take turns, so that neither
+        // starves: each step takes one batch.
+        self.second_next = !self.second_next;
+        let second_turn = self.second_first || self.first.ended() || self.second_next;
         let order: [bool; 2] = if second_turn { [true, false] } else { [false, true] };
         for second in order {
             if second {
@@ -401,7 +420,7 @@ impl TaskDriver for SourceDriver {
     }
 
     fn step(&mut self) -> Result<StepResult, TaskError> {
-        take_controls(&self.mailbox, &self.shared, &mut self.source, true)?;
+        take_controls(&self.mailbox, &self.shared, &mut self.source, true, None)?;
         let status = self.source.emit();
         self.shared.check()?;
         match status {

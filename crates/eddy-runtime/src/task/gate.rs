@@ -35,7 +35,8 @@ pub struct InputGate<T> {
     channels: Vec<Box<dyn InputChannel<T>>>,
     ended: Vec<bool>,
     open: usize,
-    /// Where the next poll starts, so that no channel starves the others.
+    /// Where the next poll starts: after the channel read last, so that a busy channel
+    /// never starves the others.
     next: usize,
 }
 
@@ -84,15 +85,13 @@ impl<T> InputGate<T> {
                         self.ended[channel] = true;
                         self.open -= 1;
                     }
-                    // Stay on a busy channel for its next batch; move on once it is empty.
-                    self.next = channel;
+                    self.next = (channel + 1) % n;
                     return Ok(Some((channel, message)));
                 }
                 Err(TryRecvError::Empty) => {}
                 Err(TryRecvError::Disconnected) => return Err(TaskError::Cancelled),
             }
         }
-        self.next = (self.next + 1) % n.max(1);
         Ok(None)
     }
 
@@ -132,6 +131,19 @@ mod tests {
         assert!(gate.ended() && gate.all_blocked(&none));
         drop(a_tx);
         assert!(gate.poll(&none).unwrap().is_none(), "ended channels are not read again");
+    }
+
+    #[test]
+    fn a_busy_channel_does_not_starve_the_others() {
+        let (a_tx, a_rx) = bounded(64);
+        let (b_tx, b_rx) = bounded(64);
+        let mut gate: InputGate<u32> = InputGate::new(vec![Box::new(a_rx), Box::new(b_rx)]);
+        for value in 0..10 {
+            a_tx.send(StreamMessage::Records(vec![value])).unwrap();
+        }
+        b_tx.send(StreamMessage::Records(vec![100])).unwrap();
+        let read: Vec<usize> = (0..3).map(|_| gate.poll(&|_| false).unwrap().unwrap().0).collect();
+        assert!(read.contains(&1), "channel 1 is read among the first batches: {read:?}");
     }
 
     #[test]
