@@ -35,15 +35,21 @@ pub struct InputGate<T> {
     channels: Vec<Box<dyn InputChannel<T>>>,
     ended: Vec<bool>,
     open: usize,
-    /// Where the next poll starts: after the channel read last, so that a busy channel
-    /// never starves the others.
+    /// Where the next poll starts.
     next: usize,
+    /// Batches read in a row from the channel at `next`.
+    streak: u32,
 }
+
+/// Batches read in a row from one channel before the gate moves on: a few, for locality
+/// (the producer's next batch is usually there already), and never more, so that a busy
+/// channel cannot starve the others.
+const STREAK_BATCHES_MAX: u32 = 4;
 
 impl<T> InputGate<T> {
     pub fn new(channels: Vec<Box<dyn InputChannel<T>>>) -> Self {
         let n = channels.len();
-        Self { channels, ended: vec![false; n], open: n, next: 0 }
+        Self { channels, ended: vec![false; n], open: n, next: 0, streak: 0 }
     }
 
     /// Number of channels.
@@ -85,7 +91,11 @@ impl<T> InputGate<T> {
                         self.ended[channel] = true;
                         self.open -= 1;
                     }
-                    self.next = (channel + 1) % n;
+                    self.streak = if channel == self.next { self.streak + 1 } else { 1 };
+                    self.next = channel;
+                    if self.streak >= STREAK_BATCHES_MAX {
+                        (self.next, self.streak) = ((channel + 1) % n, 0);
+                    }
                     return Ok(Some((channel, message)));
                 }
                 Err(TryRecvError::Empty) => {}
@@ -142,7 +152,7 @@ mod tests {
             a_tx.send(StreamMessage::Records(vec![value])).unwrap();
         }
         b_tx.send(StreamMessage::Records(vec![100])).unwrap();
-        let read: Vec<usize> = (0..3).map(|_| gate.poll(&|_| false).unwrap().unwrap().0).collect();
+        let read: Vec<usize> = (0..STREAK_BATCHES_MAX + 1).map(|_| gate.poll(&|_| false).unwrap().unwrap().0).collect();
         assert!(read.contains(&1), "channel 1 is read among the first batches: {read:?}");
     }
 
