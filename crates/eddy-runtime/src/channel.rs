@@ -20,6 +20,8 @@ pub enum StreamMessage<T> {
     Records(Vec<T>),
     /// Checkpoint barrier n: every record before it belongs to checkpoint n.
     Barrier(CheckpointBarrier),
+    /// Event time reached this point on this channel.
+    Watermark(eddy_types::Watermark),
     /// The producer has no more records.
     EndOfInput,
 }

@@ -4,6 +4,7 @@
 
 use crate::channel::{CheckpointBarrier, CheckpointEvent};
 use eddy_checkpoint::OperatorSnapshot;
+use eddy_types::Watermark;
 
 /// The lifecycle of an operator, and through it of everything downstream in its chain:
 /// what every chain member, record writer, chain head and erased port answers to. One
@@ -29,6 +30,9 @@ pub trait Lifecycle {
     /// A checkpoint completed everywhere (two-phase-commit sinks commit here), or was
     /// aborted.
     fn notify_checkpoint(&mut self, event: CheckpointEvent) -> Result<(), crate::TaskError>;
+    /// Event time reached `watermark` at this operator's input: it reacts (fires what is
+    /// due), then passes it on; writers send it on every channel, behind their records.
+    fn on_watermark(&mut self, watermark: Watermark) -> Result<(), crate::TaskError>;
 }
 
 impl<L: Lifecycle + ?Sized> Lifecycle for Box<L> {
@@ -53,6 +57,9 @@ impl<L: Lifecycle + ?Sized> Lifecycle for Box<L> {
     }
     fn notify_checkpoint(&mut self, event: CheckpointEvent) -> Result<(), crate::TaskError> {
         (**self).notify_checkpoint(event)
+    }
+    fn on_watermark(&mut self, watermark: Watermark) -> Result<(), crate::TaskError> {
+        (**self).on_watermark(watermark)
     }
 }
 
@@ -117,6 +124,9 @@ impl<T> Lifecycle for FanOut<T> {
     fn notify_checkpoint(&mut self, event: CheckpointEvent) -> Result<(), crate::TaskError> {
         self.outputs.iter_mut().try_for_each(|o| o.notify_checkpoint(event))
     }
+    fn on_watermark(&mut self, watermark: Watermark) -> Result<(), crate::TaskError> {
+        self.outputs.iter_mut().try_for_each(|o| o.on_watermark(watermark))
+    }
 }
 
 /// The output of a port nobody consumes (an unused side output).
@@ -145,6 +155,9 @@ impl Lifecycle for Discard {
         Ok(())
     }
     fn notify_checkpoint(&mut self, _event: CheckpointEvent) -> Result<(), crate::TaskError> {
+        Ok(())
+    }
+    fn on_watermark(&mut self, _watermark: Watermark) -> Result<(), crate::TaskError> {
         Ok(())
     }
 }
@@ -227,5 +240,8 @@ impl<T> Lifecycle for TypedOutput<T> {
     }
     fn notify_checkpoint(&mut self, event: CheckpointEvent) -> Result<(), crate::TaskError> {
         self.0.notify_checkpoint(event)
+    }
+    fn on_watermark(&mut self, watermark: Watermark) -> Result<(), crate::TaskError> {
+        self.0.on_watermark(watermark)
     }
 }

@@ -169,4 +169,17 @@ impl<T: Clone> Lifecycle for RecordWriter<T> {
     fn notify_checkpoint(&mut self, _event: CheckpointEvent) -> Result<(), TaskError> {
         Ok(())
     }
+
+    /// Behind the records before it, on every channel: each consumer takes the minimum
+    /// over its producers.
+    fn on_watermark(&mut self, watermark: eddy_types::Watermark) -> Result<(), TaskError> {
+        if self.ended {
+            return Ok(());
+        }
+        self.flush()?;
+        for target in 0..self.targets.len() {
+            self.send(target, StreamMessage::Watermark(watermark));
+        }
+        self.shared.check()
+    }
 }

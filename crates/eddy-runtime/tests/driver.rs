@@ -52,6 +52,10 @@ impl Lifecycle for Probe {
         self.0.borrow_mut().push(format!("{event:?}"));
         Ok(())
     }
+    fn on_watermark(&mut self, watermark: eddy_types::Watermark) -> Result<(), TaskError> {
+        self.0.borrow_mut().push(format!("watermark {watermark}"));
+        Ok(())
+    }
 }
 
 fn records(values: &[u32]) -> StreamMessage<u32> {
@@ -88,7 +92,7 @@ fn a_task_finishes_only_after_every_producer_ended() {
     tx[1].send(end()).unwrap();
     assert_eq!(driver.step().unwrap(), StepResult::Finished);
     driver.close();
-    assert_eq!(*probe.0.borrow(), vec!["open", "record 1", "record 2", "record 3", "end", "close"]);
+    assert_eq!(*probe.0.borrow(), vec!["open", "record 1", "record 2", "record 3", "watermark MAX", "end", "close"]);
 }
 
 #[test]
@@ -290,4 +294,30 @@ fn reading_input_2_first_declines_a_checkpoint_rather_than_read_input_1_early() 
         }
         other => panic!("expected a decline, got {other:?}"),
     }
+}
+
+/// Watermarks flow in band: the task's watermark is the minimum over its channels, it
+/// reaches the chain only when that minimum rises, and an ended input holds nothing back.
+#[test]
+fn a_task_passes_on_the_minimum_watermark_of_its_channels() {
+    use eddy_types::Watermark;
+    let (tx, rx) = channels(2, 16);
+    let (_mailbox_tx, mailbox_rx) = mailbox();
+    let probe = Probe::default();
+    let shared = TaskShared::new(Arc::new(AtomicBool::new(false)));
+    let mut driver = OneInputDriver::new(rx, Box::new(probe.clone()), mailbox_rx, shared);
+    tx[0].send(StreamMessage::Watermark(Watermark(10))).unwrap();
+    tx[1].send(StreamMessage::Watermark(Watermark(4))).unwrap();
+    tx[1].send(StreamMessage::Watermark(Watermark(12))).unwrap();
+    for _ in 0..4 {
+        driver.step().unwrap();
+    }
+    let seen = || -> Vec<String> { probe.0.borrow().iter().filter(|e| *e != "flush").cloned().collect() };
+    assert_eq!(seen(), vec!["watermark 4", "watermark 10"], "channel 0 holds it at 10");
+    tx[0].send(end()).unwrap();
+    driver.step().unwrap();
+    assert_eq!(seen()[2..], ["watermark 12"], "once channel 0 ended, channel 1 alone decides");
+    tx[1].send(end()).unwrap();
+    while driver.step().unwrap() != StepResult::Finished {}
+    assert_eq!(seen()[3..], ["watermark MAX", "end"], "the end of input is the end of event time");
 }

@@ -161,6 +161,17 @@ impl OperatorCore {
         self.flush()
     }
 
+    /// Passes a watermark on to the side outputs and the main output. (Operators that
+    /// react to event time, windows and timers, will fire what is due first.)
+    pub(crate) fn watermark_with<O>(
+        &mut self,
+        main: &mut dyn Output<O>,
+        watermark: eddy_types::Watermark,
+    ) -> Result<(), TaskError> {
+        self.side.ports().try_for_each(|p| p.on_watermark(watermark))?;
+        main.on_watermark(watermark)
+    }
+
     /// Ends the side outputs and the main output.
     pub(crate) fn end_input_with<O>(&mut self, main: &mut dyn Output<O>) -> Result<(), TaskError> {
         self.end_input()?;

@@ -90,4 +90,8 @@ impl<I, O, L: OneInputLogic<I, O>> Lifecycle for OneInputOperator<I, O, L> {
     fn notify_checkpoint(&mut self, event: CheckpointEvent) -> Result<(), TaskError> {
         self.core.notify_with(&mut *self.main, event, self.logic.function())
     }
+
+    fn on_watermark(&mut self, watermark: eddy_types::Watermark) -> Result<(), TaskError> {
+        self.core.watermark_with(&mut *self.main, watermark)
+    }
 }

@@ -58,6 +58,10 @@ impl<T, S: SourceFunction<T>> Lifecycle for SourceOp<T, S> {
     fn notify_checkpoint(&mut self, event: CheckpointEvent) -> Result<(), TaskError> {
         self.core.notify_with(&mut *self.main, event, &mut self.function)
     }
+
+    fn on_watermark(&mut self, watermark: eddy_types::Watermark) -> Result<(), TaskError> {
+        self.core.watermark_with(&mut *self.main, watermark)
+    }
 }
 
 impl<T, S: SourceFunction<T>> SourceOperator for SourceOp<T, S> {

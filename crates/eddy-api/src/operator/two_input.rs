@@ -123,4 +123,8 @@ impl<A, B, O, L: TwoInputLogic<A, B, O>> Lifecycle for TwoInputOp<A, B, O, L> {
     fn notify_checkpoint(&mut self, event: CheckpointEvent) -> Result<(), TaskError> {
         self.core.notify_with(&mut *self.main, event, self.logic.function())
     }
+
+    fn on_watermark(&mut self, watermark: eddy_types::Watermark) -> Result<(), TaskError> {
+        self.core.watermark_with(&mut *self.main, watermark)
+    }
 }

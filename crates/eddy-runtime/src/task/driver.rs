@@ -14,6 +14,7 @@ use super::alignment::{Alignment, BarrierAligner};
 use super::context::TaskShared;
 use super::gate::{InputChannel, InputGate};
 use super::mailbox::{Control, MailboxReceiver};
+use super::watermarks::WatermarkValve;
 use crate::channel::{BatchReceiver, CheckpointBarrier, CheckpointEvent, StreamMessage, FLUSH_INTERVAL_MS};
 use crate::error::TaskError;
 use crate::output::{Lifecycle, Output};
@@ -122,6 +123,7 @@ impl FlushTimer {
 pub struct OneInputDriver<T> {
     gate: InputGate<T>,
     aligner: BarrierAligner,
+    watermarks: WatermarkValve,
     head: Box<dyn Output<T>>,
     mailbox: MailboxReceiver,
     shared: Rc<TaskShared>,
@@ -139,6 +141,7 @@ impl<T: Send + 'static> OneInputDriver<T> {
         let gate = InputGate::new(channels.into_iter().map(|c| Box::new(c) as Box<dyn InputChannel<T>>).collect());
         Self {
             aligner: BarrierAligner::new(shared.checkpointing_mode(), gate.len()),
+            watermarks: WatermarkValve::new(gate.len()),
             gate,
             head,
             mailbox,
@@ -166,9 +169,20 @@ impl<T> OneInputDriver<T> {
                 aligned(&mut self.head, &self.shared, alignment)?;
                 Ok(StepResult::Continue)
             }
+            StreamMessage::Watermark(watermark) => {
+                if let Some(watermark) = self.watermarks.on_watermark(channel, watermark) {
+                    self.head.on_watermark(watermark)?;
+                    self.shared.check()?;
+                }
+                Ok(StepResult::Continue)
+            }
             StreamMessage::EndOfInput => {
                 let alignment = self.aligner.on_end_of_input(channel);
                 aligned(&mut self.head, &self.shared, alignment)?;
+                if let Some(watermark) = self.watermarks.on_end_of_input(channel) {
+                    self.head.on_watermark(watermark)?;
+                    self.shared.check()?;
+                }
                 if self.gate.ended() {
                     self.head.end_input()?;
                     self.shared.check()?;
@@ -244,6 +258,8 @@ pub struct TwoInputDriver<A, B> {
     second: InputGate<B>,
     /// Channels of input 1 first, then those of input 2.
     aligner: BarrierAligner,
+    /// The same channels: the operator's watermark is the minimum over both inputs.
+    watermarks: WatermarkValve,
     head: Box<dyn TwoInputOperator<A, B>>,
     mailbox: MailboxReceiver,
     shared: Rc<TaskShared>,
@@ -267,6 +283,7 @@ impl<A: Send + 'static, B: Send + 'static> TwoInputDriver<A, B> {
         let second = InputGate::new(second.into_iter().map(|c| Box::new(c) as Box<dyn InputChannel<B>>).collect());
         Self {
             aligner: BarrierAligner::new(shared.checkpointing_mode(), first.len() + second.len()),
+            watermarks: WatermarkValve::new(first.len() + second.len()),
             first,
             second,
             head,
@@ -311,7 +328,18 @@ impl<A, B> TwoInputDriver<A, B> {
                 Alignment::Pending
             }
             StreamMessage::Barrier(barrier) => self.aligner.on_barrier(channel, barrier),
-            StreamMessage::EndOfInput => self.aligner.on_end_of_input(channel),
+            StreamMessage::Watermark(watermark) => {
+                if let Some(watermark) = self.watermarks.on_watermark(channel, watermark) {
+                    self.head.on_watermark(watermark)?;
+                }
+                Alignment::Pending
+            }
+            StreamMessage::EndOfInput => {
+                if let Some(watermark) = self.watermarks.on_end_of_input(channel) {
+                    self.head.on_watermark(watermark)?;
+                }
+                self.aligner.on_end_of_input(channel)
+            }
         };
         self.shared.check()?;
         aligned(&mut self.head, &self.shared, alignment)?;

@@ -9,6 +9,7 @@ mod gate;
 mod mailbox;
 mod panic;
 mod runner;
+mod watermarks;
 
 pub use alignment::{Alignment, BarrierAligner};
 pub use async_work::{AsyncJob, AsyncWork, AsyncWorkers, QueuedWork};
@@ -21,3 +22,4 @@ pub use gate::{InputChannel, InputGate};
 pub use mailbox::{mailbox, Control, MailboxReceiver, MailboxSender, Mailboxes, FINAL_CHECKPOINT};
 pub use panic::{catch_task_panic, install_panic_capture};
 pub use runner::Task;
+pub use watermarks::WatermarkValve;
