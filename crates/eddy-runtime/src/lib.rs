@@ -3,14 +3,17 @@
 //! - [`graph`]: the job graph as the runtime sees it (types erased behind factories), and
 //!   the chaining pass that fuses forward-connected operators of equal parallelism.
 //! - [`output`]: the [`Output`] trait every chained operator and every record writer
-//!   implements: records flow through a chain as plain function calls.
-//! - [`channel`] and [`writer`]: bounded queues of record *batches* between subtasks, and
-//!   the writers that partition records into them (forward, rebalance, shuffle, broadcast,
-//!   key groups).
-//! - [`task`]: one OS thread per subtask running a mailbox loop ([`task::TaskDriver::step`]);
-//!   control messages are taken between batches, never inside a user callback.
-//! - [`executor`]: the embedded local executor that wires channels, spawns the subtasks
-//!   and turns the first failure into a job error naming the operator and subtask.
+//!   implements (records flow through a chain as plain function calls), and the one
+//!   [`Lifecycle`] every chain member answers to.
+//! - [`channel`] and [`writer`]: bounded queues of record *batches*, barriers and
+//!   watermarks between subtasks (one per producer and consumer), and the writers that
+//!   partition records into them (forward, rebalance, shuffle, broadcast, key groups).
+//! - [`task`]: a subtask's input gates, barrier alignment, watermark valve and mailbox
+//!   loop; a step never blocks ([`task::TaskDriver::step`]), so a subtask runs on its own
+//!   thread or, simulated, beside every other on one. Control messages are taken between
+//!   batches, never inside a user callback; snapshots are written off the task thread.
+//! - [`executor`]: the embedded local executor that wires channels, runs the subtasks and
+//!   the checkpoint coordinator, restarts, and the deterministic simulator.
 //!
 //! Depends on `eddy-types` and `eddy-state`; the DataStream API (`eddy-api`) sits above and
 //! instantiates the runtime's generic pieces with the user's types.

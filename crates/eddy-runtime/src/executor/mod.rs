@@ -2,19 +2,22 @@
 //! and plays the JobManager's part for it: the checkpoint coordinator, checkpoint
 //! storage, restarts from the latest completed checkpoint, savepoints.
 //!
-//! It wires one bounded channel per input gate and subtask, hands every subtask its
+//! It wires one bounded channel per producer and consumer subtask, hands every subtask its
 //! receivers and its writers' senders, builds each chain on its own thread (operators
-//! never cross threads), and then loops: task reports (acknowledgements, finished tasks),
-//! task exits, and a tick that triggers checkpoints. The first failure cancels the
-//! attempt; the restart strategy decides whether another attempt follows.
+//! never cross threads), and then loops: task reports (acknowledgement handles, finished
+//! tasks, declines), task exits, and a tick that triggers checkpoints. Tasks write their
+//! own state; the coordinator holds handles. The first failure cancels the attempt; the
+//! restart strategy decides whether another attempt follows. Under simulation
+//! ([`simulation`]) one thread steps every task and the coordinator instead.
 //!
 //! - this file: the restart loop ([`LocalExecutor::execute`]) and what a job reports;
 //! - [`attempt`]: one attempt, its subtask threads and the coordinator's part for it
 //!   (checkpoint triggers, acknowledgements, timeouts, storing and retaining checkpoints,
 //!   failures): the JobManager's part, to move into its own process;
-//! - [`restore`]: finding the checkpoint to restore and planning which subtask restores
-//!   what (rescaling by key groups and operator-state kind), CLAIM mode;
-//! - [`wiring`]: the channels between subtasks and the chain each subtask thread builds.
+//! - [`restore`]: finding the checkpoint to restore (its files checked) and assigning its
+//!   task state handles to the new subtasks, which read their own; CLAIM mode;
+//! - [`simulation`]: the deterministic simulator and its seeded faults;
+//! - [`wiring`]: the channels between subtasks and the chain each subtask builds.
 
 mod attempt;
 mod restore;

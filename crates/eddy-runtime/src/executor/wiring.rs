@@ -1,4 +1,4 @@
-//! Wiring: one bounded channel per input gate and subtask, and each subtask's thread,
+//! Wiring: one bounded channel per producer and consumer subtask, and each subtask's thread,
 //! which builds its chain (operators never cross threads) and drives it.
 
 use super::restore::RestorePlan;
