@@ -61,19 +61,10 @@ pub mod state {
 
 /// Everything a job usually needs, in one `use`.
 pub mod prelude {
+    pub use crate::checkpoint;
     pub use crate::state::*;
     pub use eddy_api::sink::CollectSink;
     pub use eddy_api::*;
-    /// Checkpoints: their configuration, formats and storage (the filesystem and object-store
-    /// storage included).
-    pub mod checkpoint {
-        pub use eddy_checkpoint::*;
-        /// Where checkpoints go: the storage interface, memory, and filesystem / object store.
-        pub mod storage {
-            pub use eddy_checkpoint::storage::*;
-            pub use eddy_checkpoint_object::*;
-        }
-    }
     pub use eddy_runtime::graph::RestoreMode;
     pub use eddy_runtime::{CheckpointStats, Collector, FailureKind, JobError, JobResult};
 }

@@ -80,15 +80,21 @@ impl<T: Data + Sync> TransactionalSink<T> for Committed<T> {
     }
 }
 
-/// Counts per key in a `ValueState` and emits `(key, count)` after every record (W1).
+/// Counts per key in a `ValueState` and emits `(key, count)` after every record (W1);
+/// with `ttl_ms`, an entry lives that long after its last write.
 #[derive(Clone, Default)]
 struct CountPerKey {
+    ttl_ms: Option<u64>,
     count: Option<ValueState<u64>>,
 }
 
 impl RichFunction for CountPerKey {
     fn open(&mut self, ctx: &mut RuntimeContext<'_>) -> FunctionResult {
-        self.count = Some(ctx.get_state(&ValueStateDescriptor::new("count"))?);
+        let mut descriptor = ValueStateDescriptor::new("count");
+        if let Some(ttl_ms) = self.ttl_ms {
+            descriptor = descriptor.with_ttl(eddy::state::StateTtlConfig::new(ttl_ms));
+        }
+        self.count = Some(ctx.get_state(&descriptor)?);
         Ok(())
     }
 }
@@ -299,35 +305,6 @@ impl eddy::state::KeyedBackendFactory for NamedBackend {
     }
 }
 
-/// Counts per key in a `ValueState` whose entries live 5 ms after their last write.
-#[derive(Clone, Default)]
-struct ForgetfulCount {
-    count: Option<ValueState<u64>>,
-}
-
-impl RichFunction for ForgetfulCount {
-    fn open(&mut self, ctx: &mut RuntimeContext<'_>) -> FunctionResult {
-        let descriptor = ValueStateDescriptor::new("count").with_ttl(eddy::state::StateTtlConfig::new(5));
-        self.count = Some(ctx.get_state(&descriptor)?);
-        Ok(())
-    }
-}
-
-impl KeyedProcessFunction<u64, u64, (u64, u64)> for ForgetfulCount {
-    fn process_element(
-        &mut self,
-        _event: u64,
-        ctx: &mut KeyedContext<'_, u64>,
-        out: &mut Collector<'_, (u64, u64)>,
-    ) -> FunctionResult {
-        let state = self.count.as_ref().ok_or("count state not declared")?;
-        let count = state.value()?.unwrap_or(0) + 1;
-        state.update(count)?;
-        out.collect((*ctx.current_key(), count));
-        Ok(())
-    }
-}
-
 /// State time-to-live reads the simulated clock: entries expire as the simulated time
 /// passes, the same way for the same seed, however fast the machine runs.
 #[test]
@@ -337,7 +314,10 @@ fn state_time_to_live_follows_the_simulated_clock() {
         env.set_parallelism(1);
         env.simulate(11, 0);
         let sink = CollectSink::new();
-        env.from_sequence(0, 49_999).key_by(|e: &u64| e % 7).process(ForgetfulCount::default()).add_sink(sink.clone());
+        env.from_sequence(0, 49_999)
+            .key_by(|e: &u64| e % 7)
+            .process(CountPerKey { ttl_ms: Some(5), count: None })
+            .add_sink(sink.clone());
         let result = env.execute("ttl simulated").unwrap();
         (sorted(sink.take()), result.duration)
     };
