@@ -2,6 +2,8 @@
 //! Rust idioms. Every function may fail by returning an error (any error type converts
 //! into [`FunctionError`]); a failure fails the job with the operator and subtask named.
 
+use crate::operator::timers::InternalTimers;
+pub use crate::operator::timers::{TimeDomain, TimerService};
 use eddy_runtime::task::OperatorInfo;
 use eddy_runtime::{Collector, PortOutput, TypedOutput};
 use eddy_state::{
@@ -238,14 +240,32 @@ impl Context<'_> {
     }
 }
 
-/// The context of a keyed function call: the current key and side outputs.
+/// The context of a keyed function call (Flink's `KeyedProcessFunction.Context` and
+/// `OnTimerContext`): the current key, the record's timestamp, the timer service and side
+/// outputs.
 pub struct KeyedContext<'a, K> {
-    pub(crate) key: crate::key::CurrentKey<'a, K>,
-    pub(crate) side: &'a mut SideOutputs,
+    key: crate::key::CurrentKey<'a, K>,
+    side: &'a mut SideOutputs,
+    timers: &'a InternalTimers,
+    timestamp: Option<i64>,
+    domain: Option<TimeDomain>,
+}
+
+impl<'a, K> KeyedContext<'a, K> {
+    pub(crate) fn new(
+        key: crate::key::CurrentKey<'a, K>,
+        side: &'a mut SideOutputs,
+        timers: Option<&'a InternalTimers>,
+        timestamp: Option<i64>,
+        domain: Option<TimeDomain>,
+    ) -> Result<Self, FunctionError> {
+        let timers = timers.ok_or("a keyed function runs without its timer service (bug)")?;
+        Ok(Self { key, side, timers, timestamp, domain })
+    }
 }
 
 impl<K: eddy_types::Key> KeyedContext<'_, K> {
-    /// The key of the record being processed.
+    /// The key of the record being processed, or of the timer firing.
     pub fn current_key(&self) -> &K {
         self.key.get()
     }
@@ -255,6 +275,22 @@ impl<K> KeyedContext<'_, K> {
     /// Emits to a side output.
     pub fn output<X: 'static>(&mut self, tag: &OutputTag<X>, value: X) {
         self.side.emit(tag, value)
+    }
+
+    /// The event time of the record being processed (`None` when the stream has no
+    /// timestamps); in `on_timer`, the timer's time.
+    pub fn timestamp(&self) -> Option<i64> {
+        self.timestamp
+    }
+
+    /// Timers for the current key, and the current times.
+    pub fn timer_service(&mut self) -> TimerService<'_> {
+        TimerService { timers: self.timers }
+    }
+
+    /// In `on_timer`: which clock the firing timer followed; `None` for a record.
+    pub fn time_domain(&self) -> Option<TimeDomain> {
+        self.domain
     }
 }
 
@@ -282,6 +318,16 @@ pub trait KeyedProcessFunction<K, I, O>: RichFunction + Clone + Send + Sync + 's
         ctx: &mut KeyedContext<'_, K>,
         out: &mut Collector<'_, O>,
     ) -> FunctionResult;
+    /// A timer registered through `ctx.timer_service()` fired, for `ctx.current_key()`, at
+    /// `timestamp` (`ctx.time_domain()` says on which clock). Timers fire in time order.
+    fn on_timer(
+        &mut self,
+        _timestamp: i64,
+        _ctx: &mut KeyedContext<'_, K>,
+        _out: &mut Collector<'_, O>,
+    ) -> FunctionResult {
+        Ok(())
+    }
 }
 
 /// Flink's `CoFlatMapFunction` (rich): two inputs, one output. On keyed connected streams
@@ -305,6 +351,15 @@ pub trait KeyedCoProcessFunction<K, A, B, O>: RichFunction + Clone + Send + Sync
         ctx: &mut KeyedContext<'_, K>,
         out: &mut Collector<'_, O>,
     ) -> FunctionResult;
+    /// A timer fired, as [`KeyedProcessFunction::on_timer`].
+    fn on_timer(
+        &mut self,
+        _timestamp: i64,
+        _ctx: &mut KeyedContext<'_, K>,
+        _out: &mut Collector<'_, O>,
+    ) -> FunctionResult {
+        Ok(())
+    }
 }
 
 /// The context of [`BroadcastProcessFunction::process_element`]: broadcast state is

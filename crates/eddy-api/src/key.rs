@@ -89,6 +89,13 @@ impl<T, K: Key> KeyScope<T, K> {
         with_backend("<current key>", |backend| backend.set_current_key(bytes, hash).map(|_| ()))
     }
 
+    /// Takes `encoded` as the current key's bytes (the backend's current key is set
+    /// already: a timer's).
+    pub(crate) fn adopt(&mut self, encoded: &[u8]) {
+        self.scratch.clear();
+        self.scratch.extend_from_slice(encoded);
+    }
+
     /// The encoded current key, after [`KeyScope::enter`].
     pub(crate) fn current(&self) -> CurrentKey<'_, K> {
         CurrentKey { bytes: &self.scratch, key: OnceCell::new() }

@@ -16,12 +16,15 @@ mod operator;
 pub mod sink;
 pub mod source;
 pub mod stream;
+pub mod time;
+pub mod window;
 
 pub use eddy_types::{CheckpointId, SubtaskIndex};
 pub use env::Env;
 pub use function::*;
 pub use stream::{
     BroadcastConnectedStream, ConnectedStreams, DataStream, DataStreamSink, KeyedConnectedStreams, KeyedStream,
+    WindowedStream,
 };
 
 /// What a stream's records must be: cloneable (fan-out and broadcast copy them), sendable

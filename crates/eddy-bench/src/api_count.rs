@@ -1,5 +1,6 @@
 //! W1 `api-count`: requests per API path, a keyed `ValueState<u64>` per path.
 
+use crate::checksum::ChecksumSink;
 use crate::generator::{splitmix64, Event};
 use crate::rate::RateLimiter;
 use crate::{Args, Report};
@@ -36,48 +37,15 @@ impl KeyedProcessFunction<String, Event, (String, u64)> for CountPerPath {
     }
 }
 
-/// Folds `splitmix64(key) * count` over what it receives. The running sum is operator
-/// state, and it is published only when the job finished (the final checkpoint), so the
-/// checksum survives failures and restores like any exactly-once output.
-#[derive(Clone)]
-struct ChecksumSink {
-    local: u64,
-    total: Arc<AtomicU64>,
-}
-
-const CHECKSUM_STATE: &str = "checksum";
-
-impl RichFunction for ChecksumSink {
-    fn initialize_state(&mut self, ctx: &mut RuntimeContext<'_>) -> FunctionResult {
-        let state = ctx.operator_state().list_state(&ListStateDescriptor::<u64>::new(CHECKSUM_STATE))?;
-        self.local = state.as_slice().iter().fold(0u64, |a, b| a.wrapping_add(*b));
-        Ok(())
-    }
-
-    fn snapshot_state(&mut self, ctx: &mut SnapshotContext<'_>) -> FunctionResult {
-        ctx.operator_state().list_state(&ListStateDescriptor::<u64>::new(CHECKSUM_STATE))?.update(vec![self.local]);
-        Ok(())
-    }
-
-    fn notify_job_finished(&mut self) -> FunctionResult {
-        self.total.fetch_add(self.local, Ordering::SeqCst);
-        Ok(())
-    }
-}
-
-impl Sink<(String, u64)> for ChecksumSink {
-    #[inline]
-    fn invoke(&mut self, (path, count): (String, u64)) -> FunctionResult {
-        self.local = self.local.wrapping_add(checksum_of(&path, count)?);
-        Ok(())
-    }
-}
-
 /// W1's checksum term of one emitted `(path, count)`: `splitmix64(key) * count`.
 #[inline]
 pub fn checksum_of(path: &str, count: u64) -> Result<u64, String> {
     let key = Event::key_of_path(path).ok_or_else(|| format!("not an API path: {path}"))?;
     Ok(splitmix64(key).wrapping_mul(count))
+}
+
+fn checksum_term((path, count): &(String, u64)) -> Result<u64, String> {
+    checksum_of(path, *count)
 }
 
 pub fn run(args: &Args) -> anyhow::Result<Report> {
@@ -100,7 +68,7 @@ pub fn run(args: &Args) -> anyhow::Result<Report> {
         .process(CountPerPath::default())
         .name("count per path")
         .uid("count-per-path");
-    counts.add_sink(ChecksumSink { local: 0, total: total.clone() }).name("checksum").uid("checksum");
+    counts.add_sink(ChecksumSink::new(checksum_term, total.clone())).name("checksum").uid("checksum");
     if let Some(dir) = &args.checkpoints.output {
         // W1's output: one line per emitted record, `/api/<key> <count>`.
         counts

@@ -82,3 +82,33 @@ pub fn join(args: &Args) -> anyhow::Result<Report> {
         extra: vec![("emitted".to_string(), emitted.to_string())],
     })
 }
+
+/// W3: a count per key for the current window; the window's counts are emitted when an
+/// event of a later window comes (the timestamps only rise: the watermark's work), and
+/// the last window's at the end.
+pub fn window(args: &Args) -> anyhow::Result<Report> {
+    check(args, "window")?;
+    let keys = args.keys();
+    let size = args.window_ms as i64;
+    let started = Instant::now();
+    let mut counts: HashMap<u64, u64> = HashMap::new();
+    let mut current_start = i64::MIN;
+    let mut checksum = 0u64;
+    let mut emit = |start: i64, counts: &mut HashMap<u64, u64>| {
+        for (key, count) in counts.drain() {
+            checksum = checksum.wrapping_add(splitmix64(key ^ start as u64).wrapping_mul(count));
+        }
+    };
+    for i in 0..args.events {
+        let event = Event::generate(1, i, keys);
+        let timestamp = event.timestamp_ms as i64;
+        let start = timestamp - timestamp.rem_euclid(size);
+        if start != current_start {
+            emit(current_start, &mut counts);
+            current_start = start;
+        }
+        *counts.entry(event.key).or_insert(0) += 1;
+    }
+    emit(current_start, &mut counts);
+    Ok(Report { events: args.events, seconds: started.elapsed().as_secs_f64(), checksum, extra: Vec::new() })
+}

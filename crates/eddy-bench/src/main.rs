@@ -8,10 +8,13 @@
 
 mod api_count;
 mod bare;
+mod checksum;
 mod generator;
 mod join;
 mod options;
 mod rate;
+mod window;
+mod window_replay;
 
 use clap::{Parser, ValueEnum};
 
@@ -29,8 +32,14 @@ enum Workload {
     ApiCount,
     /// W2: two-input keyed join (connect + co-flat-map).
     Join,
+    /// W3: event-time tumbling window count per key.
+    Window,
     /// W4: W1 with 2,000,000 keys on the RocksDB backend.
     LargeState,
+    /// Replays `key,timestamp` lines through an event-time window count, as
+    /// shared/flink-oracle runs Apache Flink (--input, --window, --out-of-orderness,
+    /// --allowed-lateness, --output FILE).
+    WindowReplay,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -80,8 +89,13 @@ pub struct Args {
     /// join): the yardstick for the engine's share of the hardware.
     #[arg(long)]
     pub bare: bool,
+    /// W3: the window size in ms.
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub window_ms: u64,
     #[command(flatten)]
     pub checkpoints: options::CheckpointArgs,
+    #[command(flatten)]
+    pub replay: window_replay::ReplayArgs,
 }
 
 /// Where this run's RocksDB instances keep their working directories.
@@ -127,9 +141,14 @@ fn main() {
     let report = match (cli.workload, cli.args.bare) {
         (Workload::ApiCount, true) => bare::api_count(&cli.args),
         (Workload::Join, true) => bare::join(&cli.args),
-        (Workload::LargeState, true) => Err(anyhow::anyhow!("--bare is for api-count and join")),
+        (Workload::Window, true) => bare::window(&cli.args),
+        (Workload::LargeState | Workload::WindowReplay, true) => {
+            Err(anyhow::anyhow!("--bare is for api-count, join and window"))
+        }
         (Workload::ApiCount | Workload::LargeState, false) => api_count::run(&cli.args),
         (Workload::Join, false) => join::run(&cli.args),
+        (Workload::Window, false) => window::run(&cli.args),
+        (Workload::WindowReplay, false) => window_replay::run(&cli.args.replay, cli.args.checkpoints.output.as_deref()),
     };
     let _ = std::fs::remove_dir_all(rocksdb_dir());
     match report {

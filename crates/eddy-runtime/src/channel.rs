@@ -22,6 +22,8 @@ pub enum StreamMessage<T> {
     Barrier(CheckpointBarrier),
     /// Event time reached this point on this channel.
     Watermark(eddy_types::Watermark),
+    /// The producer went idle (holds no watermark back) or active again.
+    WatermarkStatus(eddy_types::WatermarkStatus),
     /// The producer has no more records.
     EndOfInput,
 }

@@ -4,7 +4,7 @@
 
 use crate::channel::{CheckpointBarrier, CheckpointEvent};
 use eddy_checkpoint::OperatorSnapshot;
-use eddy_types::Watermark;
+use eddy_types::{Watermark, WatermarkStatus};
 
 /// The lifecycle of an operator, and through it of everything downstream in its chain:
 /// what every chain member, record writer, chain head and erased port answers to. One
@@ -33,6 +33,13 @@ pub trait Lifecycle {
     /// Event time reached `watermark` at this operator's input: it reacts (fires what is
     /// due), then passes it on; writers send it on every channel, behind their records.
     fn on_watermark(&mut self, watermark: Watermark) -> Result<(), crate::TaskError>;
+    /// The input went idle or active again (see [`WatermarkStatus`]): passed on as is.
+    fn on_watermark_status(&mut self, status: WatermarkStatus) -> Result<(), crate::TaskError>;
+    /// Processing time reached `now_ms` (the task's wall clock, epoch ms; the simulated
+    /// clock under simulation) and some operator of the chain asked to hear about it
+    /// ([`crate::task::TaskShared::request_processing_time`]): each fires what is due and
+    /// passes it on down the chain. Writers stop it: processing time is per task.
+    fn on_processing_time(&mut self, now_ms: i64) -> Result<(), crate::TaskError>;
 }
 
 impl<L: Lifecycle + ?Sized> Lifecycle for Box<L> {
@@ -60,6 +67,12 @@ impl<L: Lifecycle + ?Sized> Lifecycle for Box<L> {
     }
     fn on_watermark(&mut self, watermark: Watermark) -> Result<(), crate::TaskError> {
         (**self).on_watermark(watermark)
+    }
+    fn on_watermark_status(&mut self, status: WatermarkStatus) -> Result<(), crate::TaskError> {
+        (**self).on_watermark_status(status)
+    }
+    fn on_processing_time(&mut self, now_ms: i64) -> Result<(), crate::TaskError> {
+        (**self).on_processing_time(now_ms)
     }
 }
 
@@ -127,6 +140,12 @@ impl<T> Lifecycle for FanOut<T> {
     fn on_watermark(&mut self, watermark: Watermark) -> Result<(), crate::TaskError> {
         self.outputs.iter_mut().try_for_each(|o| o.on_watermark(watermark))
     }
+    fn on_watermark_status(&mut self, status: WatermarkStatus) -> Result<(), crate::TaskError> {
+        self.outputs.iter_mut().try_for_each(|o| o.on_watermark_status(status))
+    }
+    fn on_processing_time(&mut self, now_ms: i64) -> Result<(), crate::TaskError> {
+        self.outputs.iter_mut().try_for_each(|o| o.on_processing_time(now_ms))
+    }
 }
 
 /// The output of a port nobody consumes (an unused side output).
@@ -158,6 +177,12 @@ impl Lifecycle for Discard {
         Ok(())
     }
     fn on_watermark(&mut self, _watermark: Watermark) -> Result<(), crate::TaskError> {
+        Ok(())
+    }
+    fn on_watermark_status(&mut self, _status: WatermarkStatus) -> Result<(), crate::TaskError> {
+        Ok(())
+    }
+    fn on_processing_time(&mut self, _now_ms: i64) -> Result<(), crate::TaskError> {
         Ok(())
     }
 }
@@ -243,5 +268,11 @@ impl<T> Lifecycle for TypedOutput<T> {
     }
     fn on_watermark(&mut self, watermark: Watermark) -> Result<(), crate::TaskError> {
         self.0.on_watermark(watermark)
+    }
+    fn on_watermark_status(&mut self, status: WatermarkStatus) -> Result<(), crate::TaskError> {
+        self.0.on_watermark_status(status)
+    }
+    fn on_processing_time(&mut self, now_ms: i64) -> Result<(), crate::TaskError> {
+        self.0.on_processing_time(now_ms)
     }
 }

@@ -182,4 +182,19 @@ impl<T: Clone> Lifecycle for RecordWriter<T> {
         }
         self.shared.check()
     }
+
+    fn on_watermark_status(&mut self, status: eddy_types::WatermarkStatus) -> Result<(), TaskError> {
+        if self.ended {
+            return Ok(());
+        }
+        self.flush()?;
+        for target in 0..self.targets.len() {
+            self.send(target, StreamMessage::WatermarkStatus(status));
+        }
+        self.shared.check()
+    }
+
+    fn on_processing_time(&mut self, _now_ms: i64) -> Result<(), TaskError> {
+        Ok(())
+    }
 }

@@ -56,6 +56,14 @@ impl Lifecycle for Probe {
         self.0.borrow_mut().push(format!("watermark {watermark}"));
         Ok(())
     }
+    fn on_watermark_status(&mut self, status: eddy_types::WatermarkStatus) -> Result<(), TaskError> {
+        self.0.borrow_mut().push(format!("{status:?}"));
+        Ok(())
+    }
+    fn on_processing_time(&mut self, now_ms: i64) -> Result<(), TaskError> {
+        self.0.borrow_mut().push(format!("processing time {now_ms}"));
+        Ok(())
+    }
 }
 
 fn records(values: &[u32]) -> StreamMessage<u32> {

@@ -43,6 +43,8 @@ pub enum StateKind {
     Map,
     Reducing,
     Aggregating,
+    /// A keyed operator's timers: kept on the heap on every backend.
+    Timers,
 }
 
 /// What a backend records about a declared state, to recognise a second declaration.

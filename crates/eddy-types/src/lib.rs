@@ -23,4 +23,4 @@ pub use key_group::{
     assign_to_key_group, compute_key_group_for_hash, key_group_range_for_subtask, operator_index_for_key_group,
     KeyGroup, KeyGroupRange, MaxParallelism, DEFAULT_MAX_PARALLELISM, UPPER_BOUND_MAX_PARALLELISM,
 };
-pub use watermark::Watermark;
+pub use watermark::{Watermark, WatermarkStatus};

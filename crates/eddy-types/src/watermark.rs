@@ -21,3 +21,12 @@ impl std::fmt::Display for Watermark {
         }
     }
 }
+
+/// Whether a stream still moves event time on (Flink's `WatermarkStatus`). An idle stream
+/// (a source with nothing to read, marked idle by its watermark strategy) holds no
+/// watermark back: consumers take the minimum over their active channels only.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum WatermarkStatus {
+    Active,
+    Idle,
+}

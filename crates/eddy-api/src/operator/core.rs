@@ -1,12 +1,13 @@
 //! What all operators share: their info, operator state, side outputs, the keyed backend
 //! when they are keyed, and turning function errors into task errors that name them.
 
-use crate::function::{FunctionError, RichFunction, RuntimeContext, SideOutputs, SnapshotContext};
+use super::timers::{InternalTimers, TimeDomain};
+use crate::function::{FunctionError, FunctionResult, RichFunction, RuntimeContext, SideOutputs, SnapshotContext};
 use eddy_checkpoint::{OperatorSnapshot, SnapshotKind};
 use eddy_runtime::channel::{CheckpointBarrier, CheckpointEvent};
 use eddy_runtime::task::{OperatorInfo, FINAL_CHECKPOINT};
 use eddy_runtime::{Output, PortOutput, TaskError};
-use eddy_state::keyed::{install_backend, take_backend, with_backend, BackendInstance};
+use eddy_state::keyed::{install_backend, take_backend, with_backend, BackendInstance, Timer};
 use eddy_state::OperatorStateStore;
 
 pub(crate) struct OperatorCore {
@@ -14,7 +15,13 @@ pub(crate) struct OperatorCore {
     pub(crate) keyed: bool,
     pub(crate) operator_state: OperatorStateStore,
     pub(crate) side: SideOutputs,
+    /// A keyed operator's timers, once open.
+    pub(crate) timers: Option<InternalTimers>,
 }
+
+/// What a timer callback gets: the timer (its key and namespace are current), the timer
+/// service and the side outputs.
+pub(crate) type OnTimer<'a> = dyn FnMut(Timer, TimeDomain, &InternalTimers, &mut SideOutputs) -> FunctionResult + 'a;
 
 impl OperatorCore {
     /// Splits the ports handed over by the runtime into the main output (port 0) and the
@@ -37,7 +44,7 @@ impl OperatorCore {
             None => OperatorStateStore::new(),
         };
         let side = SideOutputs::new(side, info.shared.clone(), info.index);
-        let core = Self { info, keyed, operator_state, side };
+        let core = Self { info, keyed, operator_state, side, timers: None };
         (core, main)
     }
 
@@ -70,6 +77,8 @@ impl OperatorCore {
             let restored = self.info.restored.as_ref().and_then(|s| s.keyed.clone());
             let backend = self.info.state_backend.create(&instance, restored).map_err(|e| self.error(e.into()))?;
             install_backend(backend).map_err(|e| TaskError::Internal(e.to_string()))?;
+            let timers = InternalTimers::declare(self.info.shared.clone()).map_err(|e| self.error(e.into()))?;
+            self.timers = Some(timers);
         }
         let previous = self.info.shared.enter(self.info.index);
         let mut ctx = RuntimeContext::new(&self.info, self.keyed, &mut self.operator_state);
@@ -96,6 +105,7 @@ impl OperatorCore {
         self.info.shared.leave(previous);
         self.side.ports().for_each(|p| p.close());
         if self.keyed {
+            self.timers = None;
             take_backend();
         }
     }
@@ -161,8 +171,7 @@ impl OperatorCore {
         self.flush()
     }
 
-    /// Passes a watermark on to the side outputs and the main output. (Operators that
-    /// react to event time, windows and timers, will fire what is due first.)
+    /// Passes a watermark on to the side outputs and the main output.
     pub(crate) fn watermark_with<O>(
         &mut self,
         main: &mut dyn Output<O>,
@@ -170,6 +179,64 @@ impl OperatorCore {
     ) -> Result<(), TaskError> {
         self.side.ports().try_for_each(|p| p.on_watermark(watermark))?;
         main.on_watermark(watermark)
+    }
+
+    /// Passes a watermark status on to the side outputs and the main output.
+    pub(crate) fn watermark_status_with<O>(
+        &mut self,
+        main: &mut dyn Output<O>,
+        status: eddy_types::WatermarkStatus,
+    ) -> Result<(), TaskError> {
+        self.side.ports().try_for_each(|p| p.on_watermark_status(status))?;
+        main.on_watermark_status(status)
+    }
+
+    /// Event time reached `watermark`: fires the event-time timers it passed, in time
+    /// order (a keyed operator's; others have none).
+    pub(crate) fn advance_watermark(
+        &mut self,
+        watermark: eddy_types::Watermark,
+        on_timer: &mut OnTimer<'_>,
+    ) -> Result<(), TaskError> {
+        if let Some(timers) = &self.timers {
+            timers.set_watermark(watermark);
+        }
+        self.fire_timers(TimeDomain::EventTime, watermark.0, on_timer)
+    }
+
+    /// Processing time reached `now_ms`: fires the processing-time timers due, then asks
+    /// to hear about the next one.
+    pub(crate) fn advance_processing_time(&mut self, now_ms: i64, on_timer: &mut OnTimer<'_>) -> Result<(), TaskError> {
+        self.fire_timers(TimeDomain::ProcessingTime, now_ms, on_timer)?;
+        if let Some(timers) = &self.timers {
+            timers.request_next_processing_time().map_err(|e| self.error(e.into()))?;
+        }
+        Ok(())
+    }
+
+    fn fire_timers(&mut self, domain: TimeDomain, limit: i64, on_timer: &mut OnTimer<'_>) -> Result<(), TaskError> {
+        let Some(timers) = &self.timers else { return Ok(()) };
+        let previous = self.info.shared.enter(self.info.index);
+        let result = loop {
+            match timers.pop_due(domain, limit) {
+                Ok(Some(timer)) => {
+                    if let Err(error) = on_timer(timer, domain, timers, &mut self.side) {
+                        break Err(error);
+                    }
+                }
+                Ok(None) => break Ok(()),
+                Err(error) => break Err(error.into()),
+            }
+        };
+        self.info.shared.leave(previous);
+        result.map_err(|e| self.error(e))?;
+        self.info.shared.check()
+    }
+
+    /// Passes processing time on to the side outputs and the main output.
+    pub(crate) fn processing_time_with<O>(&mut self, main: &mut dyn Output<O>, now_ms: i64) -> Result<(), TaskError> {
+        self.side.ports().try_for_each(|p| p.on_processing_time(now_ms))?;
+        main.on_processing_time(now_ms)
     }
 
     /// Ends the side outputs and the main output.

@@ -2,10 +2,13 @@
 //! Keyed logics set the current key of the state backend before calling the function.
 
 use super::one_input::OneInputLogic;
+use super::timers::{InternalTimers, TimeDomain};
 use super::two_input::TwoInputLogic;
 use crate::function::*;
 use crate::key::KeyScope;
+use crate::time::TimestampFn;
 use eddy_runtime::{Collector, Output};
+use eddy_state::keyed::Timer;
 use eddy_state::OperatorStateStore;
 use eddy_types::Key;
 use std::marker::PhantomData;
@@ -23,7 +26,13 @@ impl<I, O, F: FnMut(I) -> O + 'static> OneInputLogic<I, O> for MapLogic<F> {
         &mut self.1
     }
     #[inline]
-    fn process(&mut self, record: I, main: &mut dyn Output<O>, _side: &mut SideOutputs) -> FunctionResult {
+    fn process(
+        &mut self,
+        record: I,
+        main: &mut dyn Output<O>,
+        _side: &mut SideOutputs,
+        _timers: Option<&InternalTimers>,
+    ) -> FunctionResult {
         main.collect((self.0)(record));
         Ok(())
     }
@@ -37,7 +46,13 @@ impl<I, F: FnMut(&I) -> bool + 'static> OneInputLogic<I, I> for FilterLogic<F> {
         &mut self.1
     }
     #[inline]
-    fn process(&mut self, record: I, main: &mut dyn Output<I>, _side: &mut SideOutputs) -> FunctionResult {
+    fn process(
+        &mut self,
+        record: I,
+        main: &mut dyn Output<I>,
+        _side: &mut SideOutputs,
+        _timers: Option<&InternalTimers>,
+    ) -> FunctionResult {
         if (self.0)(&record) {
             main.collect(record);
         }
@@ -53,7 +68,13 @@ impl<I, O, F: FnMut(I, &mut Collector<'_, O>) + 'static> OneInputLogic<I, O> for
         &mut self.1
     }
     #[inline]
-    fn process(&mut self, record: I, main: &mut dyn Output<O>, _side: &mut SideOutputs) -> FunctionResult {
+    fn process(
+        &mut self,
+        record: I,
+        main: &mut dyn Output<O>,
+        _side: &mut SideOutputs,
+        _timers: Option<&InternalTimers>,
+    ) -> FunctionResult {
         (self.0)(record, &mut Collector::new(main));
         Ok(())
     }
@@ -71,7 +92,13 @@ impl<I: 'static, O, K: Key, F: RichMapFunction<I, O>> OneInputLogic<I, O> for Ri
         &mut self.function
     }
     #[inline]
-    fn process(&mut self, record: I, main: &mut dyn Output<O>, _side: &mut SideOutputs) -> FunctionResult {
+    fn process(
+        &mut self,
+        record: I,
+        main: &mut dyn Output<O>,
+        _side: &mut SideOutputs,
+        _timers: Option<&InternalTimers>,
+    ) -> FunctionResult {
         if let Some(key) = &mut self.key {
             key.enter(&record)?;
         }
@@ -91,7 +118,13 @@ impl<I: 'static, O, K: Key, F: RichFlatMapFunction<I, O>> OneInputLogic<I, O> fo
         &mut self.function
     }
     #[inline]
-    fn process(&mut self, record: I, main: &mut dyn Output<O>, _side: &mut SideOutputs) -> FunctionResult {
+    fn process(
+        &mut self,
+        record: I,
+        main: &mut dyn Output<O>,
+        _side: &mut SideOutputs,
+        _timers: Option<&InternalTimers>,
+    ) -> FunctionResult {
         if let Some(key) = &mut self.key {
             key.enter(&record)?;
         }
@@ -107,15 +140,28 @@ impl<I, O, F: ProcessFunction<I, O>> OneInputLogic<I, O> for ProcessLogic<F> {
         &mut self.0
     }
     #[inline]
-    fn process(&mut self, record: I, main: &mut dyn Output<O>, side: &mut SideOutputs) -> FunctionResult {
+    fn process(
+        &mut self,
+        record: I,
+        main: &mut dyn Output<O>,
+        side: &mut SideOutputs,
+        _timers: Option<&InternalTimers>,
+    ) -> FunctionResult {
         self.0.process_element(record, &mut Context { side }, &mut Collector::new(main))
     }
 }
 
-#[derive(Clone)]
 pub(crate) struct KeyedProcessLogic<I, K: Key, F> {
     pub(crate) function: F,
     pub(crate) key: KeyScope<I, K>,
+    /// The stream's timestamps, for `ctx.timestamp()`.
+    pub(crate) timestamps: Option<TimestampFn<I>>,
+}
+
+impl<I, K: Key, F: Clone> Clone for KeyedProcessLogic<I, K, F> {
+    fn clone(&self) -> Self {
+        Self { function: self.function.clone(), key: self.key.clone(), timestamps: self.timestamps.clone() }
+    }
 }
 
 impl<I: 'static, O, K: Key, F: KeyedProcessFunction<K, I, O>> OneInputLogic<I, O> for KeyedProcessLogic<I, K, F> {
@@ -123,13 +169,29 @@ impl<I: 'static, O, K: Key, F: KeyedProcessFunction<K, I, O>> OneInputLogic<I, O
         &mut self.function
     }
     #[inline]
-    fn process(&mut self, record: I, main: &mut dyn Output<O>, side: &mut SideOutputs) -> FunctionResult {
+    fn process(
+        &mut self,
+        record: I,
+        main: &mut dyn Output<O>,
+        side: &mut SideOutputs,
+        timers: Option<&InternalTimers>,
+    ) -> FunctionResult {
         self.key.enter(&record)?;
-        self.function.process_element(
-            record,
-            &mut KeyedContext { key: self.key.current(), side },
-            &mut Collector::new(main),
-        )
+        let timestamp = self.timestamps.as_ref().map(|f| f(&record));
+        let mut ctx = KeyedContext::new(self.key.current(), side, timers, timestamp, None)?;
+        self.function.process_element(record, &mut ctx, &mut Collector::new(main))
+    }
+    fn on_timer(
+        &mut self,
+        timer: Timer,
+        domain: TimeDomain,
+        main: &mut dyn Output<O>,
+        side: &mut SideOutputs,
+        timers: &InternalTimers,
+    ) -> FunctionResult {
+        self.key.adopt(timer.key());
+        let mut ctx = KeyedContext::new(self.key.current(), side, Some(timers), Some(timer.time()), Some(domain))?;
+        self.function.on_timer(timer.time(), &mut ctx, &mut Collector::new(main))
     }
 }
 
@@ -141,7 +203,13 @@ impl<T, S: Sink<T>> OneInputLogic<T, ()> for SinkLogic<S> {
         &mut self.0
     }
     #[inline]
-    fn process(&mut self, record: T, _main: &mut dyn Output<()>, _side: &mut SideOutputs) -> FunctionResult {
+    fn process(
+        &mut self,
+        record: T,
+        _main: &mut dyn Output<()>,
+        _side: &mut SideOutputs,
+        _timers: Option<&InternalTimers>,
+    ) -> FunctionResult {
         self.0.invoke(record)
     }
     fn end_input(&mut self) -> FunctionResult {
@@ -169,6 +237,7 @@ impl<A: 'static, B: 'static, O, K: Key, F: CoFlatMapFunction<A, B, O>> TwoInputL
         main: &mut dyn Output<O>,
         _side: &mut SideOutputs,
         _state: &mut OperatorStateStore,
+        _timers: Option<&InternalTimers>,
     ) -> FunctionResult {
         if let Some((key, _)) = &mut self.keys {
             key.enter(&record)?;
@@ -182,6 +251,7 @@ impl<A: 'static, B: 'static, O, K: Key, F: CoFlatMapFunction<A, B, O>> TwoInputL
         main: &mut dyn Output<O>,
         _side: &mut SideOutputs,
         _state: &mut OperatorStateStore,
+        _timers: Option<&InternalTimers>,
     ) -> FunctionResult {
         if let Some((_, key)) = &mut self.keys {
             key.enter(&record)?;
@@ -209,13 +279,11 @@ impl<A: 'static, B: 'static, O, K: Key, F: KeyedCoProcessFunction<K, A, B, O>> T
         main: &mut dyn Output<O>,
         side: &mut SideOutputs,
         _state: &mut OperatorStateStore,
+        timers: Option<&InternalTimers>,
     ) -> FunctionResult {
         self.keys.0.enter(&record)?;
-        self.function.process_element1(
-            record,
-            &mut KeyedContext { key: self.keys.0.current(), side },
-            &mut Collector::new(main),
-        )
+        let mut ctx = KeyedContext::new(self.keys.0.current(), side, timers, None, None)?;
+        self.function.process_element1(record, &mut ctx, &mut Collector::new(main))
     }
     #[inline]
     fn process2(
@@ -224,13 +292,23 @@ impl<A: 'static, B: 'static, O, K: Key, F: KeyedCoProcessFunction<K, A, B, O>> T
         main: &mut dyn Output<O>,
         side: &mut SideOutputs,
         _state: &mut OperatorStateStore,
+        timers: Option<&InternalTimers>,
     ) -> FunctionResult {
         self.keys.1.enter(&record)?;
-        self.function.process_element2(
-            record,
-            &mut KeyedContext { key: self.keys.1.current(), side },
-            &mut Collector::new(main),
-        )
+        let mut ctx = KeyedContext::new(self.keys.1.current(), side, timers, None, None)?;
+        self.function.process_element2(record, &mut ctx, &mut Collector::new(main))
+    }
+    fn on_timer(
+        &mut self,
+        timer: Timer,
+        domain: TimeDomain,
+        main: &mut dyn Output<O>,
+        side: &mut SideOutputs,
+        timers: &InternalTimers,
+    ) -> FunctionResult {
+        self.keys.0.adopt(timer.key());
+        let mut ctx = KeyedContext::new(self.keys.0.current(), side, Some(timers), Some(timer.time()), Some(domain))?;
+        self.function.on_timer(timer.time(), &mut ctx, &mut Collector::new(main))
     }
 }
 
@@ -249,6 +327,7 @@ impl<I, B, O, F: BroadcastProcessFunction<I, B, O>> TwoInputLogic<I, B, O> for B
         main: &mut dyn Output<O>,
         side: &mut SideOutputs,
         state: &mut OperatorStateStore,
+        _timers: Option<&InternalTimers>,
     ) -> FunctionResult {
         self.0.process_element(record, &mut ReadOnlyContext { operator_state: state, side }, &mut Collector::new(main))
     }
@@ -259,6 +338,7 @@ impl<I, B, O, F: BroadcastProcessFunction<I, B, O>> TwoInputLogic<I, B, O> for B
         main: &mut dyn Output<O>,
         side: &mut SideOutputs,
         state: &mut OperatorStateStore,
+        _timers: Option<&InternalTimers>,
     ) -> FunctionResult {
         self.0.process_broadcast_element(
             record,

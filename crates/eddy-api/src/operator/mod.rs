@@ -7,4 +7,6 @@ pub(crate) mod core;
 pub(crate) mod logic;
 pub(crate) mod one_input;
 pub(crate) mod source;
+pub(crate) mod timers;
+pub(crate) mod timestamps;
 pub(crate) mod two_input;

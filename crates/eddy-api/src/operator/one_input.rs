@@ -1,6 +1,7 @@
 //! The one-input operator: map, filter, flat-map, process, keyed process, sinks.
 
 use super::core::OperatorCore;
+use super::timers::{InternalTimers, TimeDomain};
 use crate::function::{FunctionResult, RichFunction, SideOutputs};
 use eddy_checkpoint::OperatorSnapshot;
 use eddy_runtime::channel::{CheckpointBarrier, CheckpointEvent};
@@ -8,16 +9,46 @@ use eddy_runtime::graph::{ErasedOutput, OneInputFactory};
 use eddy_runtime::output::Discard;
 use eddy_runtime::task::OperatorInfo;
 use eddy_runtime::{Lifecycle, Output, TaskError, TypedOutput};
+use eddy_state::keyed::Timer;
 use std::marker::PhantomData;
 use std::sync::Arc;
 
 /// What one record does in a one-input operator.
 pub(crate) trait OneInputLogic<I, O>: 'static {
     fn function(&mut self) -> &mut dyn RichFunction;
-    fn process(&mut self, record: I, main: &mut dyn Output<O>, side: &mut SideOutputs) -> FunctionResult;
+    /// `timers`: a keyed operator's timer service (`None` when not keyed).
+    fn process(
+        &mut self,
+        record: I,
+        main: &mut dyn Output<O>,
+        side: &mut SideOutputs,
+        timers: Option<&InternalTimers>,
+    ) -> FunctionResult;
     /// All input has ended (a sink flushes here).
     fn end_input(&mut self) -> FunctionResult {
         Ok(())
+    }
+    /// A timer of a keyed operator fired; its key and namespace are current.
+    fn on_timer(
+        &mut self,
+        _timer: Timer,
+        _domain: TimeDomain,
+        _main: &mut dyn Output<O>,
+        _side: &mut SideOutputs,
+        _timers: &InternalTimers,
+    ) -> FunctionResult {
+        Ok(())
+    }
+    /// Processing time reached `now_ms` (also called once at open): what the logic does
+    /// on its own clock (periodic watermarks). Returns when to be called next.
+    fn on_processing_time(&mut self, _now_ms: i64, _main: &mut dyn Output<O>) -> FunctionResult<Option<i64>> {
+        Ok(None)
+    }
+    /// Whether watermarks and watermark statuses from upstream pass on (false for an
+    /// operator that makes its own, Flink's `TimestampsAndWatermarksOperator`: only the
+    /// end of event time passes).
+    fn passes_upstream_time(&self) -> bool {
+        true
     }
 }
 
@@ -51,7 +82,8 @@ impl<I, O, L: OneInputLogic<I, O>> Output<I> for OneInputOperator<I, O, L> {
     fn collect(&mut self, record: I) {
         let shared = &self.core.info.shared;
         let previous = shared.enter(self.core.info.index);
-        if let Err(error) = self.logic.process(record, &mut *self.main, &mut self.core.side) {
+        let core = &mut self.core;
+        if let Err(error) = self.logic.process(record, &mut *self.main, &mut core.side, core.timers.as_ref()) {
             self.core.fail(error);
         }
         self.core.info.shared.leave(previous);
@@ -60,7 +92,9 @@ impl<I, O, L: OneInputLogic<I, O>> Output<I> for OneInputOperator<I, O, L> {
 
 impl<I, O, L: OneInputLogic<I, O>> Lifecycle for OneInputOperator<I, O, L> {
     fn open(&mut self) -> Result<(), TaskError> {
-        self.core.open_with(&mut *self.main, self.logic.function())
+        self.core.open_with(&mut *self.main, self.logic.function())?;
+        let now_ms = self.core.info.shared.processing_time();
+        self.logic_processing_time(now_ms)
     }
 
     fn flush(&mut self) -> Result<(), TaskError> {
@@ -92,6 +126,43 @@ impl<I, O, L: OneInputLogic<I, O>> Lifecycle for OneInputOperator<I, O, L> {
     }
 
     fn on_watermark(&mut self, watermark: eddy_types::Watermark) -> Result<(), TaskError> {
+        if !self.logic.passes_upstream_time() && watermark != eddy_types::Watermark::MAX {
+            return Ok(());
+        }
+        let (logic, main) = (&mut self.logic, &mut self.main);
+        self.core.advance_watermark(watermark, &mut |timer, domain, timers, side| {
+            logic.on_timer(timer, domain, &mut **main, side, timers)
+        })?;
         self.core.watermark_with(&mut *self.main, watermark)
+    }
+
+    fn on_watermark_status(&mut self, status: eddy_types::WatermarkStatus) -> Result<(), TaskError> {
+        if !self.logic.passes_upstream_time() {
+            return Ok(());
+        }
+        self.core.watermark_status_with(&mut *self.main, status)
+    }
+
+    fn on_processing_time(&mut self, now_ms: i64) -> Result<(), TaskError> {
+        let (logic, main) = (&mut self.logic, &mut self.main);
+        self.core.advance_processing_time(now_ms, &mut |timer, domain, timers, side| {
+            logic.on_timer(timer, domain, &mut **main, side, timers)
+        })?;
+        self.logic_processing_time(now_ms)?;
+        self.core.processing_time_with(&mut *self.main, now_ms)
+    }
+}
+
+impl<I, O, L: OneInputLogic<I, O>> OneInputOperator<I, O, L> {
+    /// The logic's own processing-time work, and its next request.
+    fn logic_processing_time(&mut self, now_ms: i64) -> Result<(), TaskError> {
+        let shared = self.core.info.shared.clone();
+        let previous = shared.enter(self.core.info.index);
+        let next = self.logic.on_processing_time(now_ms, &mut *self.main);
+        shared.leave(previous);
+        if let Some(time) = next.map_err(|e| self.core.error(e))? {
+            shared.request_processing_time(time);
+        }
+        shared.check()
     }
 }

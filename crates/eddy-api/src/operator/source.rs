@@ -62,6 +62,14 @@ impl<T, S: SourceFunction<T>> Lifecycle for SourceOp<T, S> {
     fn on_watermark(&mut self, watermark: eddy_types::Watermark) -> Result<(), TaskError> {
         self.core.watermark_with(&mut *self.main, watermark)
     }
+
+    fn on_watermark_status(&mut self, status: eddy_types::WatermarkStatus) -> Result<(), TaskError> {
+        self.core.watermark_status_with(&mut *self.main, status)
+    }
+
+    fn on_processing_time(&mut self, now_ms: i64) -> Result<(), TaskError> {
+        self.core.processing_time_with(&mut *self.main, now_ms)
+    }
 }
 
 impl<T, S: SourceFunction<T>> SourceOperator for SourceOp<T, S> {

@@ -1,6 +1,7 @@
 //! The two-input operator: connect with co-flat-map, keyed co-process, broadcast process.
 
 use super::core::OperatorCore;
+use super::timers::{InternalTimers, TimeDomain};
 use crate::function::{FunctionResult, RichFunction, SideOutputs};
 use eddy_checkpoint::OperatorSnapshot;
 use eddy_runtime::channel::{CheckpointBarrier, CheckpointEvent};
@@ -8,6 +9,7 @@ use eddy_runtime::graph::{receivers_of, Erased, ErasedOutput, TwoInputDriverFact
 use eddy_runtime::output::Discard;
 use eddy_runtime::task::{OperatorInfo, TwoInputDriver, TwoInputOperator};
 use eddy_runtime::{Lifecycle, Output, TaskError, TypedOutput};
+use eddy_state::keyed::Timer;
 use eddy_state::OperatorStateStore;
 use std::marker::PhantomData;
 use std::sync::Arc;
@@ -21,6 +23,7 @@ pub(crate) trait TwoInputLogic<A, B, O>: 'static {
         main: &mut dyn Output<O>,
         side: &mut SideOutputs,
         state: &mut OperatorStateStore,
+        timers: Option<&InternalTimers>,
     ) -> FunctionResult;
     fn process2(
         &mut self,
@@ -28,7 +31,19 @@ pub(crate) trait TwoInputLogic<A, B, O>: 'static {
         main: &mut dyn Output<O>,
         side: &mut SideOutputs,
         state: &mut OperatorStateStore,
+        timers: Option<&InternalTimers>,
     ) -> FunctionResult;
+    /// A timer of a keyed operator fired; its key and namespace are current.
+    fn on_timer(
+        &mut self,
+        _timer: Timer,
+        _domain: TimeDomain,
+        _main: &mut dyn Output<O>,
+        _side: &mut SideOutputs,
+        _timers: &InternalTimers,
+    ) -> FunctionResult {
+        Ok(())
+    }
 }
 
 pub(crate) struct TwoInputOp<A, B, O, L> {
@@ -78,7 +93,10 @@ impl<A, B, O, L: TwoInputLogic<A, B, O>> TwoInputOperator<A, B> for TwoInputOp<A
     fn process1(&mut self, record: A) {
         let previous = self.core.info.shared.enter(self.core.info.index);
         let core = &mut self.core;
-        if let Err(error) = self.logic.process1(record, &mut *self.main, &mut core.side, &mut core.operator_state) {
+        let timers = core.timers.as_ref();
+        if let Err(error) =
+            self.logic.process1(record, &mut *self.main, &mut core.side, &mut core.operator_state, timers)
+        {
             core.fail(error);
         }
         self.core.info.shared.leave(previous);
@@ -88,7 +106,10 @@ impl<A, B, O, L: TwoInputLogic<A, B, O>> TwoInputOperator<A, B> for TwoInputOp<A
     fn process2(&mut self, record: B) {
         let previous = self.core.info.shared.enter(self.core.info.index);
         let core = &mut self.core;
-        if let Err(error) = self.logic.process2(record, &mut *self.main, &mut core.side, &mut core.operator_state) {
+        let timers = core.timers.as_ref();
+        if let Err(error) =
+            self.logic.process2(record, &mut *self.main, &mut core.side, &mut core.operator_state, timers)
+        {
             core.fail(error);
         }
         self.core.info.shared.leave(previous);
@@ -125,6 +146,22 @@ impl<A, B, O, L: TwoInputLogic<A, B, O>> Lifecycle for TwoInputOp<A, B, O, L> {
     }
 
     fn on_watermark(&mut self, watermark: eddy_types::Watermark) -> Result<(), TaskError> {
+        let (logic, main) = (&mut self.logic, &mut self.main);
+        self.core.advance_watermark(watermark, &mut |timer, domain, timers, side| {
+            logic.on_timer(timer, domain, &mut **main, side, timers)
+        })?;
         self.core.watermark_with(&mut *self.main, watermark)
+    }
+
+    fn on_watermark_status(&mut self, status: eddy_types::WatermarkStatus) -> Result<(), TaskError> {
+        self.core.watermark_status_with(&mut *self.main, status)
+    }
+
+    fn on_processing_time(&mut self, now_ms: i64) -> Result<(), TaskError> {
+        let (logic, main) = (&mut self.logic, &mut self.main);
+        self.core.advance_processing_time(now_ms, &mut |timer, domain, timers, side| {
+            logic.on_timer(timer, domain, &mut **main, side, timers)
+        })?;
+        self.core.processing_time_with(&mut *self.main, now_ms)
     }
 }

@@ -37,7 +37,8 @@ impl<T: Data, K: Key> KeyedStream<T, K> {
     /// A [`KeyedProcessFunction`] per record, with the current key, keyed state and side
     /// outputs.
     pub fn process<O: Data, F: KeyedProcessFunction<K, T, O>>(&self, function: F) -> DataStream<O> {
-        self.stream.one_input("KeyedProcess", KeyedProcessLogic { function, key: self.scope() }, true)
+        let logic = KeyedProcessLogic { function, key: self.scope(), timestamps: self.stream.timestamps.clone() };
+        self.stream.one_input("KeyedProcess", logic, true)
     }
 
     /// A rich map with keyed state.
@@ -74,7 +75,11 @@ impl<T: Data, K: Key> KeyedStream<T, K> {
     {
         self.stream.one_input(
             "Keyed Reduce",
-            KeyedProcessLogic { function: Reducer { reduce, state: None, _type: PhantomData }, key: self.scope() },
+            KeyedProcessLogic {
+                function: Reducer { reduce, state: None, _type: PhantomData },
+                key: self.scope(),
+                timestamps: None,
+            },
             true,
         )
     }

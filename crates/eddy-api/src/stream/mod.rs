@@ -4,16 +4,20 @@
 
 mod connected;
 mod keyed;
+mod windowed;
 
 pub use connected::{BroadcastConnectedStream, ConnectedStreams, KeyedConnectedStreams};
 pub use keyed::KeyedStream;
+pub use windowed::WindowedStream;
 
 use crate::env::{EdgeDraft, Env, NodeDraft};
 use crate::function::*;
 use crate::key::{BorrowedKey, KeyFn, OwnedKey};
 use crate::operator::logic::*;
 use crate::operator::one_input::{OneInputLogic, OneInputOperator};
+use crate::operator::timestamps::TimestampsAndWatermarks;
 use crate::sink::{PrintSink, TextFileSink};
+use crate::time::{TimestampFn, WatermarkStrategy};
 use crate::Data;
 use eddy_runtime::graph::{OperatorFactory, OutputPort, Partitioning, TypedPort};
 use eddy_runtime::Collector;
@@ -31,6 +35,8 @@ pub struct DataStream<T> {
     /// The output ports this stream reads from: one, or several after `union`.
     pub(crate) inputs: Vec<(NodeId, usize)>,
     pub(crate) partitioning: Option<Partitioning>,
+    /// The records' event time, if the stream has timestamps (see [`crate::time`]).
+    pub(crate) timestamps: Option<TimestampFn<T>>,
     pub(crate) _type: PhantomData<fn() -> T>,
 }
 
@@ -40,6 +46,7 @@ impl<T> Clone for DataStream<T> {
             env: self.env.clone(),
             inputs: self.inputs.clone(),
             partitioning: self.partitioning.clone(),
+            timestamps: self.timestamps.clone(),
             _type: PhantomData,
         }
     }
@@ -47,7 +54,7 @@ impl<T> Clone for DataStream<T> {
 
 impl<T: Data> DataStream<T> {
     pub(crate) fn from_port(env: Env, node: NodeId, port: usize) -> Self {
-        Self { env, inputs: vec![(node, port)], partitioning: None, _type: PhantomData }
+        Self { env, inputs: vec![(node, port)], partitioning: None, timestamps: None, _type: PhantomData }
     }
 
     /// The edges from this stream into input `to_input` of a new node.
@@ -131,7 +138,31 @@ impl<T: Data> DataStream<T> {
     where
         F: FnMut(&T) -> bool + Clone + Send + Sync + 'static,
     {
-        self.one_input("Filter", FilterLogic(f, NoLifecycle), false)
+        let mut filtered = self.one_input("Filter", FilterLogic(f, NoLifecycle), false);
+        filtered.timestamps = self.timestamps.clone();
+        filtered
+    }
+
+    /// Gives the records timestamps and makes watermarks from them, per subtask, right
+    /// here (Flink's `assignTimestampsAndWatermarks`): watermarks from upstream are
+    /// replaced by the strategy's. The strategy needs a timestamp assigner.
+    pub fn assign_timestamps_and_watermarks(&self, strategy: WatermarkStrategy<T>) -> DataStream<T> {
+        let Some(timestamps) = strategy.timestamps.clone() else {
+            self.env.inner.borrow_mut().problems.push(
+                "assign_timestamps_and_watermarks: the watermark strategy has no timestamp assigner; add one with `with_timestamp_assigner`".to_string(),
+            );
+            return self.clone();
+        };
+        let logic = TimestampsAndWatermarks::new(strategy, timestamps.clone());
+        let mut stream = self.one_input("Timestamps/Watermarks", logic, false);
+        stream.timestamps = Some(timestamps);
+        stream
+    }
+
+    /// The same stream, whose records' event time is `timestamps` (watermarks come from
+    /// upstream as they are): after an operation that made new records, such as a window.
+    pub fn with_timestamps(&self, timestamps: impl Fn(&T) -> i64 + Send + Sync + 'static) -> DataStream<T> {
+        DataStream { timestamps: Some(Arc::new(timestamps)), ..self.clone() }
     }
 
     /// One record in, any number out through the collector.

@@ -136,6 +136,9 @@ pub(super) fn build_task(
     context: TaskContext,
 ) -> Result<(Task, Rc<TaskShared>), TaskError> {
     let shared = TaskShared::with_clock(context.cancel, context.clock);
+    if let Some(clock) = &context.ttl_clock {
+        shared.set_processing_clock(clock.clone());
+    }
     shared.set_checkpointing_mode(graph.config.checkpoint.mode);
     shared.set_checkpointing(context.checkpointing);
     let task = guarded(&shared, || {

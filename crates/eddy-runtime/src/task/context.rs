@@ -7,7 +7,7 @@ use crate::error::TaskError;
 use eddy_checkpoint::acknowledgement::TaskAcknowledgement;
 use eddy_checkpoint::storage::TaskStateWriter;
 use eddy_checkpoint::{CheckpointId, CheckpointingMode, OperatorSnapshot, SnapshotKind};
-use eddy_types::{Clock, KeyGroupRange, MaxParallelism, SystemClock};
+use eddy_types::{Clock, KeyGroupRange, MaxParallelism, SystemClock, WallClock};
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -24,6 +24,10 @@ pub struct TaskShared {
     /// The newest checkpoint or savepoint this task snapshotted.
     last_snapshot: Cell<Option<CheckpointId>>,
     mode: Cell<CheckpointingMode>,
+    /// Processing time: the wall clock (epoch ms), or the simulated clock.
+    processing_clock: RefCell<Arc<dyn Clock>>,
+    /// The earliest processing time an operator of the chain asked to hear about.
+    processing_deadline: Cell<i64>,
 }
 
 /// What a task tells the checkpoint coordinator, once the asynchronous part of its
@@ -68,7 +72,52 @@ impl TaskShared {
             checkpointing: RefCell::new(None),
             last_snapshot: Cell::new(None),
             mode: Cell::new(CheckpointingMode::ExactlyOnce),
+            processing_clock: RefCell::new(Arc::new(WallClock)),
+            processing_deadline: Cell::new(i64::MAX),
         })
+    }
+
+    /// Processing time comes from `clock` (the simulation's) instead of the wall clock.
+    pub fn set_processing_clock(&self, clock: Arc<dyn Clock>) {
+        *self.processing_clock.borrow_mut() = clock;
+    }
+
+    /// The current processing time, epoch ms (Flink's `currentProcessingTime`).
+    pub fn processing_time(&self) -> i64 {
+        self.processing_clock.borrow().now_ms() as i64
+    }
+
+    /// Asks for [`crate::Lifecycle::on_processing_time`] once processing time reaches
+    /// `time_ms` (the earliest request wins; an operator asks again for its next timer).
+    pub fn request_processing_time(&self, time_ms: i64) {
+        if time_ms < self.processing_deadline.get() {
+            self.processing_deadline.set(time_ms);
+        }
+    }
+
+    /// The current processing time if a requested time is reached; the request is then
+    /// taken, and the chain asks again for what it still waits for.
+    pub fn take_due_processing_time(&self) -> Option<i64> {
+        let deadline = self.processing_deadline.get();
+        if deadline == i64::MAX {
+            return None;
+        }
+        let now = self.processing_time();
+        (now >= deadline).then(|| {
+            self.processing_deadline.set(i64::MAX);
+            now
+        })
+    }
+
+    /// When an idle task must step again at the latest, on the task's clock: `until_ms`, or
+    /// earlier if a processing-time request falls due before.
+    pub fn wake_up_by(&self, until_ms: u64) -> u64 {
+        let deadline = self.processing_deadline.get();
+        if deadline == i64::MAX {
+            return until_ms;
+        }
+        let wait = deadline.saturating_sub(self.processing_time()).max(0) as u64;
+        until_ms.min(self.clock.now_ms().saturating_add(wait))
     }
 
     pub fn set_checkpointing_mode(&self, mode: CheckpointingMode) {

@@ -14,7 +14,7 @@ use super::alignment::{Alignment, BarrierAligner};
 use super::context::TaskShared;
 use super::gate::{InputChannel, InputGate};
 use super::mailbox::{Control, MailboxReceiver};
-use super::watermarks::WatermarkValve;
+use super::watermarks::{ValveOutput, WatermarkValve};
 use crate::channel::{BatchReceiver, CheckpointBarrier, CheckpointEvent, StreamMessage, FLUSH_INTERVAL_MS};
 use crate::error::TaskError;
 use crate::output::{Lifecycle, Output};
@@ -50,9 +50,19 @@ pub trait TaskDriver {
     fn close(&mut self);
 }
 
-/// When an idle task steps again at the latest.
+/// When an idle task steps again at the latest: a look at the cancel flag, or a
+/// processing-time timer, is due.
 fn idle(shared: &TaskShared) -> StepResult {
-    StepResult::Idle { until_ms: shared.clock().now_ms() + IDLE_WAIT_MS }
+    StepResult::Idle { until_ms: shared.wake_up_by(shared.clock().now_ms() + IDLE_WAIT_MS) }
+}
+
+/// Tells the chain processing time moved on, when one of its operators asked.
+fn processing_time(head: &mut dyn Lifecycle, shared: &TaskShared) -> Result<(), TaskError> {
+    if let Some(now_ms) = shared.take_due_processing_time() {
+        head.on_processing_time(now_ms)?;
+        shared.check()?;
+    }
+    Ok(())
 }
 
 /// Snapshots the chain for `barrier` and acknowledges it to the coordinator.
@@ -176,6 +186,12 @@ impl<T> OneInputDriver<T> {
                 }
                 Ok(StepResult::Continue)
             }
+            StreamMessage::WatermarkStatus(status) => {
+                let output = self.watermarks.on_status(channel, status);
+                pass_valve_output(&mut self.head, output)?;
+                self.shared.check()?;
+                Ok(StepResult::Continue)
+            }
             StreamMessage::EndOfInput => {
                 let alignment = self.aligner.on_end_of_input(channel);
                 aligned(&mut self.head, &self.shared, alignment)?;
@@ -192,6 +208,17 @@ impl<T> OneInputDriver<T> {
             }
         }
     }
+}
+
+/// Passes on what the input's watermark and status became.
+fn pass_valve_output(head: &mut dyn Lifecycle, output: ValveOutput) -> Result<(), TaskError> {
+    if let Some(watermark) = output.watermark {
+        head.on_watermark(watermark)?;
+    }
+    if let Some(status) = output.status {
+        head.on_watermark_status(status)?;
+    }
+    Ok(())
 }
 
 /// On a completed alignment: snapshot and acknowledge. The channels it blocked are read
@@ -218,6 +245,7 @@ impl<T> TaskDriver for OneInputDriver<T> {
             return Ok(StepResult::Finished);
         }
         take_controls(&self.mailbox, &self.shared, &mut self.head, false, Some(&mut self.aligner))?;
+        processing_time(&mut self.head, &self.shared)?;
         let aligner = &self.aligner;
         match self.gate.poll(&|c| aligner.is_blocked(c))? {
             Some((channel, message)) => self.handle(channel, message),
@@ -334,6 +362,11 @@ impl<A, B> TwoInputDriver<A, B> {
                 }
                 Alignment::Pending
             }
+            StreamMessage::WatermarkStatus(status) => {
+                let output = self.watermarks.on_status(channel, status);
+                pass_valve_output(&mut self.head, output)?;
+                Alignment::Pending
+            }
             StreamMessage::EndOfInput => {
                 if let Some(watermark) = self.watermarks.on_end_of_input(channel) {
                     self.head.on_watermark(watermark)?;
@@ -366,6 +399,7 @@ impl<A, B> TaskDriver for TwoInputDriver<A, B> {
             return Ok(StepResult::Finished);
         }
         take_controls(&self.mailbox, &self.shared, &mut self.head, false, Some(&mut self.aligner))?;
+        processing_time(&mut self.head, &self.shared)?;
         let offset = self.first.len();
         let aligner = &self.aligner;
         // Input 2 first when it is read first; else the inputs take turns, so that neither
@@ -449,6 +483,7 @@ impl TaskDriver for SourceDriver {
 
     fn step(&mut self) -> Result<StepResult, TaskError> {
         take_controls(&self.mailbox, &self.shared, &mut self.source, true, None)?;
+        processing_time(&mut self.source, &self.shared)?;
         let status = self.source.emit();
         self.shared.check()?;
         match status {

@@ -1,40 +1,111 @@
 //! The watermark of a task's input: the minimum over its channels (Flink's
 //! `StatusWatermarkValve`). Each channel's watermark only rises; the input's watermark
-//! rises when the slowest open channel's does. A channel that ended no longer holds it
-//! back, and once every channel ended the input's watermark is [`Watermark::MAX`].
+//! rises when the slowest channel's does. Channels that ended or went idle hold nothing
+//! back. A channel active again after idling counts only once its watermark caught up with
+//! the input's (until then its records may be late, as in Flink). Once every channel
+//! ended the watermark is [`Watermark::MAX`]; while every open channel is idle, so is the
+//! input, and its consumers stop waiting for it.
 
-use eddy_types::Watermark;
+use eddy_types::{Watermark, WatermarkStatus};
+
+#[derive(Debug, Clone, Copy)]
+struct Channel {
+    watermark: Watermark,
+    ended: bool,
+    idle: bool,
+    /// Counted in the minimum: active and caught up.
+    aligned: bool,
+}
+
+/// What the input's consumers hear after a channel's watermark or status changed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ValveOutput {
+    pub watermark: Option<Watermark>,
+    pub status: Option<WatermarkStatus>,
+}
 
 /// Combines the watermarks of `n` channels.
 #[derive(Debug)]
 pub struct WatermarkValve {
-    channels: Vec<Watermark>,
-    ended: Vec<bool>,
+    channels: Vec<Channel>,
     current: Watermark,
+    status: WatermarkStatus,
 }
 
 impl WatermarkValve {
     pub fn new(channels: usize) -> Self {
-        Self { channels: vec![Watermark::MIN; channels], ended: vec![false; channels], current: Watermark::MIN }
+        let channel = Channel { watermark: Watermark::MIN, ended: false, idle: false, aligned: true };
+        Self { channels: vec![channel; channels], current: Watermark::MIN, status: WatermarkStatus::Active }
     }
 
     /// Channel `channel` reached `watermark`; the input's new watermark if it rose.
     pub fn on_watermark(&mut self, channel: usize, watermark: Watermark) -> Option<Watermark> {
-        if watermark > self.channels[channel] {
-            self.channels[channel] = watermark;
+        let state = &mut self.channels[channel];
+        if watermark > state.watermark {
+            state.watermark = watermark;
+        }
+        if !state.idle && state.watermark >= self.current {
+            state.aligned = true;
         }
         self.advance()
     }
 
+    /// Channel `channel` went idle or active again.
+    pub fn on_status(&mut self, channel: usize, status: WatermarkStatus) -> ValveOutput {
+        let state = &mut self.channels[channel];
+        let mut output = ValveOutput::default();
+        match status {
+            WatermarkStatus::Idle => {
+                state.idle = true;
+                state.aligned = false;
+                if self.all_idle() {
+                    // The last active channel went idle: event time moves to the furthest
+                    // any channel got, as Flink does, then the input is idle.
+                    output.watermark = self.raise_to_max();
+                } else {
+                    output.watermark = self.advance();
+                }
+            }
+            WatermarkStatus::Active => {
+                state.idle = false;
+                state.aligned = state.watermark >= self.current;
+            }
+        }
+        let now = if self.all_idle() { WatermarkStatus::Idle } else { WatermarkStatus::Active };
+        if now != self.status {
+            self.status = now;
+            output.status = Some(now);
+        }
+        output
+    }
+
     /// Channel `channel` ended; the input's new watermark if it rose.
     pub fn on_end_of_input(&mut self, channel: usize) -> Option<Watermark> {
-        self.ended[channel] = true;
+        self.channels[channel].ended = true;
         self.advance()
     }
 
+    fn all_idle(&self) -> bool {
+        let mut open = self.channels.iter().filter(|c| !c.ended).peekable();
+        open.peek().is_some() && open.all(|c| c.idle)
+    }
+
+    fn raise_to_max(&mut self) -> Option<Watermark> {
+        let max = self.channels.iter().filter(|c| !c.ended).map(|c| c.watermark).max()?;
+        (max > self.current).then(|| {
+            self.current = max;
+            max
+        })
+    }
+
     fn advance(&mut self) -> Option<Watermark> {
-        let open = self.channels.iter().zip(&self.ended).filter(|(_, ended)| !**ended);
-        let minimum = open.map(|(w, _)| *w).min().unwrap_or(Watermark::MAX);
+        if self.channels.iter().all(|c| c.ended) {
+            return (Watermark::MAX > self.current).then(|| {
+                self.current = Watermark::MAX;
+                Watermark::MAX
+            });
+        }
+        let minimum = self.channels.iter().filter(|c| !c.ended && c.aligned).map(|c| c.watermark).min()?;
         (minimum > self.current).then(|| {
             self.current = minimum;
             minimum
@@ -55,5 +126,30 @@ mod tests {
         assert_eq!(valve.on_watermark(1, Watermark(9)), Some(Watermark(5)));
         assert_eq!(valve.on_end_of_input(0), Some(Watermark(9)), "an ended channel holds nothing back");
         assert_eq!(valve.on_end_of_input(1), Some(Watermark::MAX));
+    }
+
+    #[test]
+    fn an_idle_channel_holds_nothing_back_until_it_is_active_and_caught_up() {
+        let mut valve = WatermarkValve::new(2);
+        assert_eq!(valve.on_watermark(0, Watermark(10)), None, "channel 1 holds it back");
+        let idle = valve.on_status(1, WatermarkStatus::Idle);
+        assert_eq!(idle, ValveOutput { watermark: Some(Watermark(10)), status: None });
+        assert_eq!(valve.on_watermark(0, Watermark(20)), Some(Watermark(20)));
+        assert_eq!(valve.on_status(1, WatermarkStatus::Active), ValveOutput::default());
+        assert_eq!(valve.on_watermark(0, Watermark(30)), Some(Watermark(30)), "channel 1 is behind: not counted");
+        assert_eq!(valve.on_watermark(1, Watermark(35)), None, "caught up: counted again");
+        assert_eq!(valve.on_watermark(0, Watermark(40)), Some(Watermark(35)));
+    }
+
+    #[test]
+    fn when_every_channel_is_idle_the_input_is_idle_at_the_furthest_watermark() {
+        let mut valve = WatermarkValve::new(2);
+        valve.on_watermark(0, Watermark(7));
+        valve.on_watermark(1, Watermark(3));
+        assert_eq!(valve.on_status(0, WatermarkStatus::Idle).status, None);
+        let all = valve.on_status(1, WatermarkStatus::Idle);
+        assert_eq!(all, ValveOutput { watermark: Some(Watermark(7)), status: Some(WatermarkStatus::Idle) });
+        let back = valve.on_status(1, WatermarkStatus::Active);
+        assert_eq!(back.status, Some(WatermarkStatus::Active));
     }
 }

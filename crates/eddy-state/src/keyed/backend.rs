@@ -22,7 +22,13 @@ pub struct StateId {
 pub struct CurrentKey {
     /// The key's stable encoding ([`eddy_types::Key::encode_key`]).
     pub bytes: Vec<u8>,
+    /// The hash tables look `bytes` up by: the key's hash, or with a namespace that of
+    /// the key and the namespace together.
     pub hash: u64,
+    /// The key's own hash, which picked its key group.
+    pub key_hash: u64,
+    /// How many of `bytes` are the key; the rest is the namespace (a window), if any.
+    pub key_len: usize,
     pub key_group: u32,
     /// `key_group - range.start`: the index of the key group's table.
     pub local_group: usize,
@@ -76,6 +82,47 @@ impl InlineKey {
 impl Default for InlineKey {
     fn default() -> Self {
         Self::of(&[])
+    }
+}
+
+/// An encoded key as an entry holds it: short keys (numbers, short strings: most keys)
+/// inline, in the form of [`InlineKey`], so that a lookup compares two fixed-size arrays
+/// and reads no other cache line than the entry's.
+#[derive(Clone)]
+pub(crate) enum StoredKey {
+    Inline(InlineKey),
+    Boxed(Box<[u8]>),
+}
+
+impl StoredKey {
+    pub(crate) fn new(key: &[u8]) -> Self {
+        let inline = InlineKey::of(key);
+        if inline.is_some() {
+            StoredKey::Inline(inline)
+        } else {
+            StoredKey::Boxed(key.into())
+        }
+    }
+
+    /// Whether this is the current key.
+    #[inline]
+    pub(crate) fn matches(&self, key: &CurrentKey) -> bool {
+        match self {
+            StoredKey::Inline(inline) => *inline == key.inline,
+            StoredKey::Boxed(bytes) => **bytes == *key.bytes,
+        }
+    }
+}
+
+impl std::ops::Deref for StoredKey {
+    type Target = [u8];
+
+    #[inline]
+    fn deref(&self) -> &[u8] {
+        match self {
+            StoredKey::Inline(inline) => inline.bytes(),
+            StoredKey::Boxed(bytes) => bytes,
+        }
     }
 }
 
@@ -149,6 +196,11 @@ pub trait KeyedStateBackend: Send {
     /// Makes the key with these encoded bytes and hash the current key; returns its key
     /// group. Fails if the key group is not this backend's (a routing bug).
     fn set_current_key(&mut self, encoded_key: &[u8], hash: KeyHash) -> Result<KeyGroup, StateError>;
+    /// Scopes the current key's state to `namespace` (Flink's namespaces: a window's
+    /// contents are the key's state in the window's namespace): state is read and written
+    /// under the key's bytes followed by `namespace`, in the key's key group. An empty
+    /// namespace is the key's own state. Setting a key clears the namespace.
+    fn set_current_namespace(&mut self, namespace: &[u8]);
     /// After this, state access fails until a key is set again.
     fn clear_current_key(&mut self);
     /// Declares a state, or returns the id of the one declared under the same name.
@@ -163,6 +215,8 @@ pub trait KeyedStateBackend: Send {
         id: StateId,
         name: &str,
     ) -> Result<(&CurrentKey, &mut dyn KeyedTable), StateError>;
+    /// The table of state `id`, whatever the current key (timers: the earliest of all keys).
+    fn table_by_id_mut(&mut self, id: StateId, name: &str) -> Result<&mut dyn KeyedTable, StateError>;
     /// Names of the declared states, in declaration order.
     fn state_names(&self) -> Vec<String>;
     /// The table of a declared state, by name.

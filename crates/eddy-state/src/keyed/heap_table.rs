@@ -11,7 +11,7 @@
 //! the task thread's part of a checkpoint does not grow with the state.
 
 use super::backend::TableSpec;
-use super::backend::{CurrentKey, DeferredKeyGroups, InlineKey, KeyedTable};
+use super::backend::{CurrentKey, DeferredKeyGroups, KeyedTable, StoredKey};
 use super::canonical::{append_stored, canonical_key_group, serialize_group, split_stored, stored_spans};
 use super::raw::{HeldWrite, RawLayout, RawTable};
 use crate::descriptor::{StateTtlConfig, TtlUpdateType};
@@ -21,47 +21,6 @@ use eddy_types::{Clock, WallClock};
 use hashbrown::HashTable;
 use std::any::Any;
 use std::sync::Arc;
-
-/// An encoded key as an entry holds it: short keys (numbers, short strings: most keys)
-/// inline, in the form of [`InlineKey`], so that a lookup compares two fixed-size arrays
-/// and reads no other cache line than the entry's.
-#[derive(Clone)]
-enum StoredKey {
-    Inline(InlineKey),
-    Boxed(Box<[u8]>),
-}
-
-impl StoredKey {
-    fn new(key: &[u8]) -> Self {
-        let inline = InlineKey::of(key);
-        if inline.is_some() {
-            StoredKey::Inline(inline)
-        } else {
-            StoredKey::Boxed(key.into())
-        }
-    }
-
-    /// Whether this is the current key.
-    #[inline]
-    fn matches(&self, key: &CurrentKey) -> bool {
-        match self {
-            StoredKey::Inline(inline) => *inline == key.inline,
-            StoredKey::Boxed(bytes) => **bytes == *key.bytes,
-        }
-    }
-}
-
-impl std::ops::Deref for StoredKey {
-    type Target = [u8];
-
-    #[inline]
-    fn deref(&self) -> &[u8] {
-        match self {
-            StoredKey::Inline(inline) => inline.bytes(),
-            StoredKey::Boxed(bytes) => bytes,
-        }
-    }
-}
 
 #[derive(Clone)]
 struct Entry<S> {

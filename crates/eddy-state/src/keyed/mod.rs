@@ -13,6 +13,7 @@
 //!   backend), or a write-back cache of the hot ones over a [`RawTable`] (RocksDB);
 //!   [`TableKeyedStateBackend`] holds one per declared state.
 //! - [`MapEntriesTable`]: a MapState in a raw store, one entry per user key.
+//! - [`TimerQueue`]: a keyed operator's timers, on the heap on every backend.
 //! - [`RawStore`] / [`RawTable`]: the byte store below (implemented by
 //!   `eddy-state-rocksdb`), laid out so that a key group is a range scan.
 //!
@@ -35,6 +36,7 @@ mod raw;
 mod reducing;
 mod shared_work;
 mod table_backend;
+mod timers;
 mod value;
 
 pub use aggregating::AggregatingState;
@@ -53,6 +55,10 @@ pub use raw::{concat_encoded_lists, HeldWrite, RawLayout, RawStore, RawTable};
 pub use reducing::ReducingState;
 pub use shared_work::{SharedWork, Work};
 pub use table_backend::TableKeyedStateBackend;
+pub use timers::{
+    declare_timers, next_timer_time, pop_due_timer, with_timers, Timer, TimerQueue, EVENT_TIME_TIMERS,
+    PROCESSING_TIME_TIMERS,
+};
 pub use value::ValueState;
 
 use crate::descriptor::{StateKind, StateMeta, StateTtlConfig};

@@ -10,10 +10,10 @@ use super::backend::{
 use super::canonical::canonical_key_group;
 use super::native::Unstored;
 use super::raw::{RawLayout, RawStore};
-use crate::descriptor::StateMeta;
+use crate::descriptor::{StateKind, StateMeta};
 use crate::error::StateError;
 use eddy_types::CheckpointId;
-use eddy_types::{assign_to_key_group, KeyGroup, KeyGroupRange, KeyHash, MaxParallelism};
+use eddy_types::{assign_to_key_group, stable_hash, KeyGroup, KeyGroupRange, KeyHash, MaxParallelism};
 use eddy_types::{Clock, WallClock};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -90,6 +90,17 @@ impl TableKeyedStateBackend {
         self.states.iter_mut().try_for_each(|d| d.table.flush())
     }
 
+    /// A declared state's key groups in the canonical form, taken now.
+    fn canonical_entries(&self, declared: &Declared) -> Result<KeyedStateEntries, StateError> {
+        let mut key_groups = Vec::new();
+        for local in 0..self.range.len() as usize {
+            if let Some(bytes) = declared.table.snapshot_key_group(local)? {
+                key_groups.push((self.range.start + local as u32, bytes));
+            }
+        }
+        Ok(KeyedStateEntries { name: declared.meta.name.clone(), ttl: declared.meta.ttl.is_some(), key_groups })
+    }
+
     /// Tables of the raw store that no state declared (restored from native files).
     fn undeclared_raw_tables(&self) -> Vec<(String, RawLayout)> {
         let Some(store) = &self.raw_store else { return Vec::new() };
@@ -116,11 +127,25 @@ impl KeyedStateBackend for TableKeyedStateBackend {
         current.bytes.extend_from_slice(encoded_key);
         current.inline = InlineKey::of(encoded_key);
         current.hash = hash.0;
+        current.key_hash = hash.0;
+        current.key_len = encoded_key.len();
         current.key_group = key_group.0;
         current.local_group = (key_group.0 - self.range.start) as usize;
         current.is_set = true;
         current.epoch = current.epoch.wrapping_add(1).max(1);
         Ok(key_group)
+    }
+
+    fn set_current_namespace(&mut self, namespace: &[u8]) {
+        let current = &mut self.current;
+        if current.bytes.len() == current.key_len && namespace.is_empty() {
+            return;
+        }
+        current.bytes.truncate(current.key_len);
+        current.bytes.extend_from_slice(namespace);
+        current.hash = if namespace.is_empty() { current.key_hash } else { stable_hash(&current.bytes).0 };
+        current.inline = InlineKey::of(&current.bytes);
+        current.epoch = current.epoch.wrapping_add(1).max(1);
     }
 
     fn clear_current_key(&mut self) {
@@ -156,8 +181,9 @@ impl KeyedStateBackend for TableKeyedStateBackend {
         }
         let layout = RawLayout::of(&meta);
         let raw = match self.raw_store.as_mut() {
-            Some(store) => Some(store.table(&meta.name, layout)?),
-            None => None,
+            // Timers stay on the heap on every backend (see `timers.rs`).
+            Some(store) if meta.kind != StateKind::Timers => Some(store.table(&meta.name, layout)?),
+            _ => None,
         };
         let spec = TableSpec {
             layout,
@@ -195,6 +221,16 @@ impl KeyedStateBackend for TableKeyedStateBackend {
         Ok((&self.current, declared.table.as_mut()))
     }
 
+    fn table_by_id_mut(&mut self, id: StateId, name: &str) -> Result<&mut dyn KeyedTable, StateError> {
+        if id.backend_id != self.id {
+            return Err(StateError::ForeignHandle { state: name.to_string() });
+        }
+        match self.states.get_mut(id.index as usize) {
+            Some(declared) => Ok(declared.table.as_mut()),
+            None => Err(StateError::ForeignHandle { state: name.to_string() }),
+        }
+    }
+
     fn state_names(&self) -> Vec<String> {
         self.states.iter().map(|d| d.meta.name.clone()).collect()
     }
@@ -219,17 +255,7 @@ impl KeyedStateBackend for TableKeyedStateBackend {
         self.flush_all()?;
         let mut states = self.restored.clone();
         for declared in &self.states {
-            let mut key_groups = Vec::new();
-            for local in 0..self.range.len() as usize {
-                if let Some(bytes) = declared.table.snapshot_key_group(local)? {
-                    key_groups.push((self.range.start + local as u32, bytes));
-                }
-            }
-            states.push(KeyedStateEntries {
-                name: declared.meta.name.clone(),
-                ttl: declared.meta.ttl.is_some(),
-                key_groups,
-            });
+            states.push(self.canonical_entries(declared)?);
         }
         // Tables restored from native files and not declared since: read from the store.
         let now = self.clock.now_ms();
@@ -267,10 +293,15 @@ impl KeyedStateBackend for TableKeyedStateBackend {
         };
         if let Some(native) = native {
             // Restored canonical states not declared yet cannot go into the store (their
-            // types are unknown), so they travel beside its files.
+            // types are unknown), so they travel beside its files, and so do the states
+            // that live on the heap only (timers).
+            let mut states = self.restored.clone();
+            for declared in self.states.iter().filter(|d| d.meta.kind == StateKind::Timers) {
+                states.push(self.canonical_entries(declared)?);
+            }
             return Ok(KeyedStateSnapshot {
                 key_group_range: Some(self.range),
-                states: self.restored.clone(),
+                states,
                 native: vec![native],
                 deferred: Unstored::default(),
             });

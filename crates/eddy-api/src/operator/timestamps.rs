@@ -1,0 +1,127 @@
+//! The operator a [`WatermarkStrategy`] becomes (Flink's `TimestampsAndWatermarksOperator`):
+//! passes records on, feeds their timestamps to the subtask's watermark generator, and
+//! emits what it makes: after a record (punctuated), every auto-watermark interval of
+//! processing time (periodic), and idleness when nothing came for the strategy's timeout.
+//! Watermarks from upstream are dropped, except the end of event time.
+
+use super::logic::NoLifecycle;
+use super::one_input::OneInputLogic;
+use super::timers::InternalTimers;
+use crate::function::{FunctionError, FunctionResult, RichFunction, SideOutputs};
+use crate::time::{TimestampFn, WatermarkGenerator, WatermarkOutput, WatermarkStrategy};
+use eddy_runtime::Output;
+use eddy_types::{Watermark, WatermarkStatus};
+
+pub(crate) struct TimestampsAndWatermarks<T> {
+    strategy: WatermarkStrategy<T>,
+    timestamps: TimestampFn<T>,
+    /// Made on the first use, in the subtask.
+    generator: Option<Box<dyn WatermarkGenerator<T>>>,
+    output: WatermarkOutput,
+    emitted: i64,
+    idle: bool,
+    /// A record came since the last periodic look.
+    active_since_last_look: bool,
+    last_active_ms: Option<i64>,
+    lifecycle: NoLifecycle,
+}
+
+impl<T> Clone for TimestampsAndWatermarks<T> {
+    fn clone(&self) -> Self {
+        Self::new(self.strategy.clone(), self.timestamps.clone())
+    }
+}
+
+impl<T> TimestampsAndWatermarks<T> {
+    pub(crate) fn new(strategy: WatermarkStrategy<T>, timestamps: TimestampFn<T>) -> Self {
+        Self {
+            strategy,
+            timestamps,
+            generator: None,
+            output: WatermarkOutput::default(),
+            emitted: i64::MIN,
+            idle: false,
+            active_since_last_look: false,
+            last_active_ms: None,
+            lifecycle: NoLifecycle,
+        }
+    }
+
+    /// Sends on what the generator put into its output.
+    fn emit(&mut self, main: &mut dyn Output<T>) -> FunctionResult {
+        let to_error = |e: eddy_runtime::TaskError| -> FunctionError { Box::new(e) };
+        if let Some(watermark) = self.output.watermark.take() {
+            if watermark > self.emitted {
+                self.emitted = watermark;
+                if self.idle {
+                    self.idle = false;
+                    main.on_watermark_status(WatermarkStatus::Active).map_err(to_error)?;
+                }
+                main.on_watermark(Watermark(watermark)).map_err(to_error)?;
+            }
+        }
+        match self.output.idle.take() {
+            Some(true) if !self.idle => {
+                self.idle = true;
+                main.on_watermark_status(WatermarkStatus::Idle).map_err(to_error)?;
+            }
+            Some(false) if self.idle => {
+                self.idle = false;
+                main.on_watermark_status(WatermarkStatus::Active).map_err(to_error)?;
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+}
+
+impl<T: 'static> OneInputLogic<T, T> for TimestampsAndWatermarks<T> {
+    fn function(&mut self) -> &mut dyn RichFunction {
+        &mut self.lifecycle
+    }
+
+    #[inline]
+    fn process(
+        &mut self,
+        record: T,
+        main: &mut dyn Output<T>,
+        _side: &mut SideOutputs,
+        _timers: Option<&InternalTimers>,
+    ) -> FunctionResult {
+        let timestamp = (self.timestamps)(&record);
+        let generator = self.generator.get_or_insert_with(|| (self.strategy.generator)());
+        generator.on_event(&record, timestamp, &mut self.output);
+        self.active_since_last_look = true;
+        if self.idle {
+            self.output.mark_active();
+        }
+        // The record first, then the watermark it may have moved on.
+        main.collect(record);
+        if self.output.watermark.is_some() || self.output.idle.is_some() {
+            self.emit(main)?;
+        }
+        Ok(())
+    }
+
+    fn on_processing_time(&mut self, now_ms: i64, main: &mut dyn Output<T>) -> FunctionResult<Option<i64>> {
+        let generator = self.generator.get_or_insert_with(|| (self.strategy.generator)());
+        let last_active = *self.last_active_ms.get_or_insert(now_ms);
+        if std::mem::take(&mut self.active_since_last_look) {
+            self.last_active_ms = Some(now_ms);
+        }
+        match self.strategy.idleness_ms {
+            Some(timeout)
+                if now_ms.saturating_sub(last_active) >= timeout as i64 && self.last_active_ms == Some(last_active) =>
+            {
+                self.output.mark_idle()
+            }
+            _ => generator.on_periodic_emit(&mut self.output),
+        }
+        self.emit(main)?;
+        Ok(Some(now_ms + self.strategy.interval_ms as i64))
+    }
+
+    fn passes_upstream_time(&self) -> bool {
+        false
+    }
+}

@@ -1,0 +1,591 @@
+//! The window operator, as Flink's `WindowOperator` (and `EvictingWindowOperator`) does
+//! it, step for step, so that what fires, what is late and what is dropped is what Flink
+//! gives on the same input:
+//!
+//! - A record goes into each of its windows that is not late (a window is late once the
+//!   watermark passed its end plus the allowed lateness: its state is gone). A record all
+//!   of whose windows are late is late itself if its timestamp plus the allowed lateness
+//!   is behind the watermark: it goes to the late side output, or is dropped.
+//! - The trigger is asked after the record is added; a firing hands the window's
+//!   contents to the window function. Within the allowed lateness a window fires again,
+//!   with all its contents, for every record that still comes.
+//! - Each window gets a cleanup timer at its end plus the allowed lateness; when it fires
+//!   the window's contents, trigger state and timers go.
+//! - Session windows merge through the key's [`MergingWindowSet`].
+//!
+//! Contents are keyed state in the window's namespace: a [`ValueState`] of the
+//! accumulator for incremental windows (`reduce`, `aggregate`), a [`ListState`] of the
+//! elements and their timestamps for `process` and evicting windows.
+
+use super::assigner::WindowAssigner;
+use super::evictor::Evictor;
+use super::function::{ProcessWindowFunction, WindowContext};
+use super::merging::MergingWindowSet;
+use super::trigger::{Trigger, TriggerContext};
+use super::Window;
+use crate::function::{FunctionResult, OutputTag, RichFunction, SideOutputs};
+use crate::key::KeyScope;
+use crate::operator::one_input::OneInputLogic;
+use crate::operator::timers::{InternalTimers, TimeDomain};
+use crate::time::TimestampFn;
+use eddy_runtime::{Collector, Output};
+use eddy_state::keyed::{with_backend, Timer};
+use eddy_state::{AggregateFunction, ListState, ListStateDescriptor, StateError, ValueState, ValueStateDescriptor};
+use eddy_types::Key;
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+/// Makes `window` (empty bytes: none) the namespace of the current key's state.
+fn enter_namespace<W: Window>(scratch: &mut Vec<u8>, window: Option<&W>) -> Result<(), StateError> {
+    scratch.clear();
+    if let Some(window) = window {
+        window.encode(scratch);
+    }
+    let namespace = &scratch[..];
+    with_backend("<window namespace>", |backend| {
+        backend.set_current_namespace(namespace);
+        Ok(())
+    })
+}
+
+/// A window's contents in keyed state (in the current namespace).
+pub(crate) trait WindowContents<T, W>: Clone + Send + Sync + 'static {
+    /// What the window function gets per element.
+    type Out;
+    /// What moves when windows merge.
+    type Raw;
+    fn add(&mut self, value: T, timestamp: i64) -> FunctionResult;
+    /// Calls `f` with the contents, unless the window has none.
+    fn emit(
+        &mut self,
+        window: &W,
+        f: &mut dyn FnMut(&mut dyn Iterator<Item = Self::Out>) -> FunctionResult,
+    ) -> FunctionResult;
+    fn clear(&mut self) -> FunctionResult;
+    /// Removes and returns the contents (a merged-away state window).
+    fn take(&mut self) -> FunctionResult<Option<Self::Raw>>;
+    /// Merges contents taken from another window into this one's.
+    fn merge(&mut self, raw: Self::Raw) -> FunctionResult;
+}
+
+/// Incremental contents: one accumulator of an [`AggregateFunction`].
+pub(crate) struct AggregateContents<F: AggregateFunction> {
+    function: Arc<F>,
+    state: Option<ValueState<F::Acc>>,
+}
+
+impl<F: AggregateFunction> Clone for AggregateContents<F> {
+    fn clone(&self) -> Self {
+        // A copy for another subtask declares its state there.
+        Self { function: self.function.clone(), state: None }
+    }
+}
+
+impl<F: AggregateFunction> AggregateContents<F> {
+    pub(crate) fn new(function: F) -> Self {
+        Self { function: Arc::new(function), state: None }
+    }
+}
+
+impl<F> AggregateContents<F>
+where
+    F: AggregateFunction,
+    F::Acc: eddy_state::StateValue,
+{
+    fn state(&mut self) -> Result<&ValueState<F::Acc>, StateError> {
+        if self.state.is_none() {
+            self.state = Some(ValueState::declare(&ValueStateDescriptor::new("window-contents"))?);
+        }
+        Ok(self.state.as_ref().expect("declared above"))
+    }
+}
+
+impl<T, W, F> WindowContents<T, W> for AggregateContents<F>
+where
+    F: AggregateFunction<In = T>,
+    F::Acc: eddy_state::StateValue,
+    F::Out: 'static,
+{
+    type Out = F::Out;
+    type Raw = F::Acc;
+
+    #[inline]
+    fn add(&mut self, value: T, _timestamp: i64) -> FunctionResult {
+        let function = self.function.clone();
+        let state = self.state()?;
+        state.update_with(
+            || function.create_accumulator(),
+            |acc| {
+                let previous = std::mem::replace(acc, function.create_accumulator());
+                *acc = function.add(value, previous);
+            },
+        )?;
+        Ok(())
+    }
+
+    fn emit(
+        &mut self,
+        _window: &W,
+        f: &mut dyn FnMut(&mut dyn Iterator<Item = F::Out>) -> FunctionResult,
+    ) -> FunctionResult {
+        let function = self.function.clone();
+        match self.state()?.value()? {
+            Some(acc) => f(&mut std::iter::once(function.get_result(&acc))),
+            None => Ok(()),
+        }
+    }
+
+    fn clear(&mut self) -> FunctionResult {
+        Ok(self.state()?.clear()?)
+    }
+
+    fn take(&mut self) -> FunctionResult<Option<F::Acc>> {
+        let state = self.state()?;
+        let acc = state.value()?;
+        state.clear()?;
+        Ok(acc)
+    }
+
+    fn merge(&mut self, raw: F::Acc) -> FunctionResult {
+        let function = self.function.clone();
+        let state = self.state()?;
+        let merged = match state.value()? {
+            Some(acc) => function.merge(acc, raw),
+            None => raw,
+        };
+        Ok(state.update(merged)?)
+    }
+}
+
+/// All elements with their timestamps, thinned by an optional evictor when the window
+/// fires.
+pub(crate) struct ListContents<T, W> {
+    evictor: Option<Arc<dyn Evictor<T, W>>>,
+    state: Option<ListState<(i64, T)>>,
+}
+
+impl<T, W> Clone for ListContents<T, W> {
+    fn clone(&self) -> Self {
+        Self { evictor: self.evictor.clone(), state: None }
+    }
+}
+
+impl<T: eddy_state::StateValue, W> ListContents<T, W> {
+    pub(crate) fn new(evictor: Option<Arc<dyn Evictor<T, W>>>) -> Self {
+        Self { evictor, state: None }
+    }
+
+    fn state(&mut self) -> Result<&ListState<(i64, T)>, StateError> {
+        if self.state.is_none() {
+            self.state = Some(ListState::declare(&ListStateDescriptor::new("window-contents"))?);
+        }
+        Ok(self.state.as_ref().expect("declared above"))
+    }
+}
+
+impl<T: eddy_state::StateValue, W: Window> WindowContents<T, W> for ListContents<T, W> {
+    type Out = T;
+    type Raw = Vec<(i64, T)>;
+
+    fn add(&mut self, value: T, timestamp: i64) -> FunctionResult {
+        Ok(self.state()?.add((timestamp, value))?)
+    }
+
+    fn emit(&mut self, window: &W, f: &mut dyn FnMut(&mut dyn Iterator<Item = T>) -> FunctionResult) -> FunctionResult {
+        let evictor = self.evictor.clone();
+        let state = self.state()?;
+        let mut elements = state.get()?;
+        if elements.is_empty() {
+            return Ok(());
+        }
+        match evictor {
+            None => f(&mut elements.into_iter().map(|(_, value)| value)),
+            Some(evictor) => {
+                let before = elements.len();
+                evictor.evict_before(&mut elements, window);
+                f(&mut elements.iter().map(|(_, value)| value.clone()))?;
+                evictor.evict_after(&mut elements, window);
+                if elements.len() != before {
+                    state.update(elements)?;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    fn clear(&mut self) -> FunctionResult {
+        Ok(self.state()?.clear()?)
+    }
+
+    fn take(&mut self) -> FunctionResult<Option<Vec<(i64, T)>>> {
+        let state = self.state()?;
+        let elements = state.get()?;
+        state.clear()?;
+        Ok((!elements.is_empty()).then_some(elements))
+    }
+
+    fn merge(&mut self, raw: Vec<(i64, T)>) -> FunctionResult {
+        Ok(self.state()?.add_all(raw)?)
+    }
+}
+
+/// How a windowed stream is set up (the `WindowedStream` builder's settings).
+pub(crate) struct WindowSpec<T, A, Tr> {
+    pub(crate) assigner: A,
+    pub(crate) trigger: Tr,
+    pub(crate) allowed_lateness: i64,
+    pub(crate) late_tag: Option<OutputTag<T>>,
+    pub(crate) timestamps: Option<TimestampFn<T>>,
+}
+
+impl<T, A: Clone, Tr: Clone> Clone for WindowSpec<T, A, Tr> {
+    fn clone(&self) -> Self {
+        Self {
+            assigner: self.assigner.clone(),
+            trigger: self.trigger.clone(),
+            allowed_lateness: self.allowed_lateness,
+            late_tag: self.late_tag.clone(),
+            timestamps: self.timestamps.clone(),
+        }
+    }
+}
+
+/// The logic of the window operator.
+pub(crate) struct WindowLogic<T, K, O, A: WindowAssigner, Tr, C, F> {
+    pub(crate) key: KeyScope<T, K>,
+    pub(crate) spec: WindowSpec<T, A, Tr>,
+    pub(crate) contents: C,
+    pub(crate) function: F,
+    merging: Option<ValueState<Vec<(A::W, A::W)>>>,
+    /// Reused per record.
+    windows: Vec<A::W>,
+    namespace: Vec<u8>,
+    /// Late records dropped for want of a side output.
+    pub(crate) late_dropped: u64,
+    _types: PhantomData<fn() -> O>,
+}
+
+impl<T, K, O, A: WindowAssigner, Tr: Clone, C: Clone, F: Clone> Clone for WindowLogic<T, K, O, A, Tr, C, F> {
+    fn clone(&self) -> Self {
+        Self {
+            key: self.key.clone(),
+            spec: self.spec.clone(),
+            contents: self.contents.clone(),
+            function: self.function.clone(),
+            merging: None,
+            windows: Vec::new(),
+            namespace: Vec::new(),
+            late_dropped: 0,
+            _types: PhantomData,
+        }
+    }
+}
+
+impl<T, K, O, A: WindowAssigner, Tr, C, F> WindowLogic<T, K, O, A, Tr, C, F> {
+    pub(crate) fn new(key: KeyScope<T, K>, spec: WindowSpec<T, A, Tr>, contents: C, function: F) -> Self {
+        Self {
+            key,
+            spec,
+            contents,
+            function,
+            merging: None,
+            windows: Vec::new(),
+            namespace: Vec::new(),
+            late_dropped: 0,
+            _types: PhantomData,
+        }
+    }
+}
+
+const NO_TIMERS: &str = "the window operator runs without its timer service (bug)";
+
+impl<T, K, O, A, Tr, C, F> WindowLogic<T, K, O, A, Tr, C, F>
+where
+    T: Clone + 'static,
+    K: Key,
+    O: 'static,
+    A: WindowAssigner,
+    Tr: Trigger<T, A::W>,
+    C: WindowContents<T, A::W>,
+    F: ProcessWindowFunction<C::Out, O, K, A::W>,
+{
+    /// When `window`'s state goes: its end plus the allowed lateness in event time (the
+    /// end of time if that overflows), its end in processing time.
+    fn cleanup_time(&self, window: &A::W) -> i64 {
+        if self.spec.assigner.is_event_time() {
+            window.max_timestamp().checked_add(self.spec.allowed_lateness).unwrap_or(i64::MAX)
+        } else {
+            window.max_timestamp()
+        }
+    }
+
+    fn is_window_late(&self, window: &A::W, watermark: i64) -> bool {
+        self.spec.assigner.is_event_time() && self.cleanup_time(window) <= watermark
+    }
+
+    fn is_element_late(&self, timestamp: i64, watermark: i64) -> bool {
+        self.spec.assigner.is_event_time() && timestamp.saturating_add(self.spec.allowed_lateness) <= watermark
+    }
+
+    fn cleanup_domain(&self) -> TimeDomain {
+        if self.spec.assigner.is_event_time() {
+            TimeDomain::EventTime
+        } else {
+            TimeDomain::ProcessingTime
+        }
+    }
+
+    /// The cleanup timer of `window` (whose namespace is current).
+    fn register_cleanup_timer(&self, window: &A::W, timers: &InternalTimers) -> FunctionResult {
+        let time = self.cleanup_time(window);
+        if time != i64::MAX {
+            timers.register(self.cleanup_domain(), time)?;
+        }
+        Ok(())
+    }
+
+    fn delete_cleanup_timer(&self, window: &A::W, timers: &InternalTimers) -> FunctionResult {
+        let time = self.cleanup_time(window);
+        if time != i64::MAX {
+            timers.delete(self.cleanup_domain(), time)?;
+        }
+        Ok(())
+    }
+
+    fn merging_state(&mut self) -> Result<ValueState<Vec<(A::W, A::W)>>, StateError> {
+        if self.merging.is_none() {
+            self.merging = Some(ValueState::declare(&ValueStateDescriptor::new("merging-window-set"))?);
+        }
+        Ok(self.merging.clone().expect("declared above"))
+    }
+
+    /// Hands the contents of `window` (its state window's namespace current) to the
+    /// window function.
+    fn emit(
+        &mut self,
+        window: &A::W,
+        main: &mut dyn Output<O>,
+        side: &mut SideOutputs,
+        timers: &InternalTimers,
+    ) -> FunctionResult {
+        let current = self.key.current();
+        let key = current.get();
+        let function = &mut self.function;
+        self.contents.emit(window, &mut |elements| {
+            let mut ctx = WindowContext { window, timers, side: &mut *side };
+            function.process(key, &mut ctx, elements, &mut Collector::new(&mut *main))
+        })
+    }
+
+    /// Non-merging windows; true if every window was late.
+    fn process_windows(
+        &mut self,
+        record: &T,
+        timestamp: i64,
+        windows: &[A::W],
+        main: &mut dyn Output<O>,
+        side: &mut SideOutputs,
+        timers: &InternalTimers,
+    ) -> FunctionResult<bool> {
+        let watermark = timers.watermark().0;
+        let mut skipped = true;
+        for window in windows {
+            if self.is_window_late(window, watermark) {
+                continue;
+            }
+            skipped = false;
+            enter_namespace(&mut self.namespace, Some(window))?;
+            self.contents.add(record.clone(), timestamp)?;
+            let result = self.spec.trigger.on_element(record, timestamp, window, &mut TriggerContext { timers })?;
+            if result.is_fire() {
+                self.emit(window, main, side, timers)?;
+            }
+            if result.is_purge() {
+                self.contents.clear()?;
+            }
+            self.register_cleanup_timer(window, timers)?;
+        }
+        Ok(skipped)
+    }
+
+    /// Session windows; true if the record's window was late.
+    fn process_merging(
+        &mut self,
+        record: &T,
+        timestamp: i64,
+        windows: &[A::W],
+        main: &mut dyn Output<O>,
+        side: &mut SideOutputs,
+        timers: &InternalTimers,
+    ) -> FunctionResult<bool> {
+        let watermark = timers.watermark().0;
+        let merging = self.merging_state()?;
+        enter_namespace::<A::W>(&mut self.namespace, None)?;
+        let mut set = MergingWindowSet::load(&merging)?;
+        let mut skipped = true;
+        for window in windows {
+            let actual = {
+                let this = &mut *self;
+                set.add_window(window.clone(), &this.spec.assigner.clone(), &mut |result, merged, target, sources| {
+                    if this.spec.assigner.is_event_time()
+                        && result.max_timestamp().saturating_add(this.spec.allowed_lateness) <= watermark
+                    {
+                        return Err(format!(
+                            "the end of an event-time window cannot move behind the current watermark by merging (watermark {watermark}, window {result:?})"
+                        )
+                        .into());
+                    }
+                    if !this.spec.assigner.is_event_time() && result.max_timestamp() <= timers.processing_time() {
+                        return Err(format!(
+                            "the end of a processing-time window cannot move behind the current processing time by merging (window {result:?})"
+                        )
+                        .into());
+                    }
+                    enter_namespace(&mut this.namespace, Some(result))?;
+                    this.spec.trigger.on_merge(result, &mut TriggerContext { timers })?;
+                    for window in merged {
+                        enter_namespace(&mut this.namespace, Some(window))?;
+                        this.spec.trigger.clear(window, &mut TriggerContext { timers })?;
+                        this.delete_cleanup_timer(window, timers)?;
+                    }
+                    let mut moved = Vec::with_capacity(sources.len());
+                    for source in sources {
+                        enter_namespace(&mut this.namespace, Some(source))?;
+                        moved.extend(this.contents.take()?);
+                    }
+                    enter_namespace(&mut this.namespace, Some(target))?;
+                    for raw in moved {
+                        this.contents.merge(raw)?;
+                    }
+                    Ok(())
+                })?
+            };
+            if self.is_window_late(&actual, watermark) {
+                set.retire(&actual)?;
+                continue;
+            }
+            skipped = false;
+            let state_window = set.state_window(&actual).ok_or_else(|| {
+                format!("window {actual:?} has no state window in the merging window set (internal error)")
+            })?;
+            enter_namespace(&mut self.namespace, Some(&state_window))?;
+            self.contents.add(record.clone(), timestamp)?;
+            enter_namespace(&mut self.namespace, Some(&actual))?;
+            let result = self.spec.trigger.on_element(record, timestamp, &actual, &mut TriggerContext { timers })?;
+            if result.is_fire() || result.is_purge() {
+                enter_namespace(&mut self.namespace, Some(&state_window))?;
+                if result.is_fire() {
+                    self.emit(&actual, main, side, timers)?;
+                }
+                if result.is_purge() {
+                    self.contents.clear()?;
+                }
+                enter_namespace(&mut self.namespace, Some(&actual))?;
+            }
+            self.register_cleanup_timer(&actual, timers)?;
+        }
+        enter_namespace::<A::W>(&mut self.namespace, None)?;
+        set.persist(&merging)?;
+        Ok(skipped)
+    }
+}
+
+impl<T, K, O, A, Tr, C, F> OneInputLogic<T, O> for WindowLogic<T, K, O, A, Tr, C, F>
+where
+    T: Clone + 'static,
+    K: Key,
+    O: 'static,
+    A: WindowAssigner,
+    Tr: Trigger<T, A::W>,
+    C: WindowContents<T, A::W>,
+    F: ProcessWindowFunction<C::Out, O, K, A::W>,
+{
+    fn function(&mut self) -> &mut dyn RichFunction {
+        &mut self.function
+    }
+
+    fn process(
+        &mut self,
+        record: T,
+        main: &mut dyn Output<O>,
+        side: &mut SideOutputs,
+        timers: Option<&InternalTimers>,
+    ) -> FunctionResult {
+        let timers = timers.ok_or(NO_TIMERS)?;
+        self.key.enter(&record)?;
+        let timestamp = match &self.spec.timestamps {
+            Some(timestamps) if self.spec.assigner.is_event_time() => timestamps(&record),
+            _ => timers.processing_time(),
+        };
+        let mut windows = std::mem::take(&mut self.windows);
+        windows.clear();
+        self.spec.assigner.assign_windows(timestamp, &mut windows);
+        let skipped = if self.spec.assigner.is_merging() {
+            self.process_merging(&record, timestamp, &windows, main, side, timers)
+        } else {
+            self.process_windows(&record, timestamp, &windows, main, side, timers)
+        };
+        self.windows = windows;
+        if skipped? && self.is_element_late(timestamp, timers.watermark().0) {
+            match &self.spec.late_tag {
+                Some(tag) => side.emit(tag, record),
+                None => self.late_dropped += 1,
+            }
+        }
+        Ok(())
+    }
+
+    fn on_timer(
+        &mut self,
+        timer: Timer,
+        domain: TimeDomain,
+        main: &mut dyn Output<O>,
+        side: &mut SideOutputs,
+        timers: &InternalTimers,
+    ) -> FunctionResult {
+        let window = A::W::decode(timer.namespace()).ok_or_else(|| {
+            format!("a window timer's namespace does not decode as a window: {:?}", timer.namespace())
+        })?;
+        self.key.adopt(timer.key());
+        let time = timer.time();
+        let (mut set, state_window) = if self.spec.assigner.is_merging() {
+            let merging = self.merging_state()?;
+            enter_namespace::<A::W>(&mut self.namespace, None)?;
+            let set = MergingWindowSet::load(&merging)?;
+            match set.state_window(&window) {
+                // A timer of a window merged away or cleaned up: nothing left to do.
+                None => return Ok(()),
+                Some(state_window) => (Some((set, merging)), state_window),
+            }
+        } else {
+            (None, window.clone())
+        };
+        enter_namespace(&mut self.namespace, Some(&window))?;
+        let mut ctx = TriggerContext { timers };
+        let result = match domain {
+            TimeDomain::EventTime => self.spec.trigger.on_event_time(time, &window, &mut ctx)?,
+            TimeDomain::ProcessingTime => self.spec.trigger.on_processing_time(time, &window, &mut ctx)?,
+        };
+        enter_namespace(&mut self.namespace, Some(&state_window))?;
+        if result.is_fire() {
+            self.emit(&window, main, side, timers)?;
+        }
+        if result.is_purge() {
+            self.contents.clear()?;
+        }
+        if domain == self.cleanup_domain() && time == self.cleanup_time(&window) {
+            // Everything of the window goes: contents, trigger state and timers.
+            self.contents.clear()?;
+            enter_namespace(&mut self.namespace, Some(&window))?;
+            self.spec.trigger.clear(&window, &mut TriggerContext { timers })?;
+            if let Some((set, _)) = &mut set {
+                set.retire(&window)?;
+            }
+        }
+        if let Some((set, merging)) = &set {
+            enter_namespace::<A::W>(&mut self.namespace, None)?;
+            set.persist(merging)?;
+        }
+        Ok(())
+    }
+}
