@@ -100,6 +100,8 @@ fn map_state_keeps_one_rocksdb_entry_per_user_key() {
     let key = |name: &str| CurrentKey {
         bytes: name.as_bytes().to_vec(),
         hash: 0,
+        key_hash: 0,
+        key_len: name.len(),
         key_group: 7,
         local_group: 7,
         is_set: true,
