@@ -92,6 +92,10 @@ pub struct Args {
     /// W3: the window size in ms.
     #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..))]
     pub window_ms: u64,
+    /// W3: how often the sources emit watermarks, ms of processing time (Flink's
+    /// pipeline.auto-watermark-interval, 200 by default).
+    #[arg(long, default_value_t = 200, value_parser = clap::value_parser!(u64).range(1..))]
+    pub watermark_interval_ms: u64,
     #[command(flatten)]
     pub checkpoints: options::CheckpointArgs,
     #[command(flatten)]

@@ -66,7 +66,9 @@ pub fn run(args: &Args) -> anyhow::Result<Report> {
         .name("generate")
         .uid("generate")
         .assign_timestamps_and_watermarks(
-            WatermarkStrategy::for_monotonous_timestamps().with_timestamp_assigner(|r: &Request| r.timestamp_ms),
+            WatermarkStrategy::for_monotonous_timestamps()
+                .with_timestamp_assigner(|r: &Request| r.timestamp_ms)
+                .with_auto_watermark_interval(Duration::from_millis(args.watermark_interval_ms)),
         )
         .name("timestamps")
         .uid("timestamps")

@@ -12,6 +12,9 @@ use eddy_state::{StateError, ValueState};
 /// window, the state windows whose contents move into that one).
 pub(crate) type MergeFunction<'a, W> = dyn FnMut(&W, &[W], &W, &[W]) -> FunctionResult + 'a;
 
+/// Where a key's set is kept: each in-flight window and its state window.
+pub(crate) type MergingState<W> = ValueState<Vec<(W, W)>>;
+
 pub(crate) struct MergingWindowSet<W> {
     /// Each in-flight window and its state window.
     mapping: Vec<(W, W)>,
@@ -20,12 +23,12 @@ pub(crate) struct MergingWindowSet<W> {
 
 impl<W: Window> MergingWindowSet<W> {
     /// The current key's set (its own namespace must be current).
-    pub(crate) fn load(state: &ValueState<Vec<(W, W)>>) -> Result<Self, StateError> {
+    pub(crate) fn load(state: &MergingState<W>) -> Result<Self, StateError> {
         Ok(Self { mapping: state.value()?.unwrap_or_default(), changed: false })
     }
 
     /// Writes the set back if it changed (its own namespace must be current).
-    pub(crate) fn persist(&self, state: &ValueState<Vec<(W, W)>>) -> Result<(), StateError> {
+    pub(crate) fn persist(&self, state: &MergingState<W>) -> Result<(), StateError> {
         match (self.changed, self.mapping.is_empty()) {
             (false, _) => Ok(()),
             (true, true) => state.clear(),

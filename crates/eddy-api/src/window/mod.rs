@@ -97,8 +97,8 @@ impl Window for TimeWindow {
         self.end - 1
     }
 
-    /// The start, then the length, as the key encodings write integers (sign bit flipped,
-    /// big-endian) without leading zero bytes: short, so that a key and its window most
+    /// The start, then the length, each zigzag-encoded without leading zero bytes: short
+    /// (6 bytes for a second-long window of today), so that a key and its window most
     /// often fit the state tables' inline keys.
     fn encode(&self, out: &mut Vec<u8>) {
         write_compact(self.start, out);
@@ -112,9 +112,10 @@ impl Window for TimeWindow {
     }
 }
 
-/// A length byte, then the value's significant bytes (sign bit flipped, big-endian).
+/// A length byte, then the zigzag form's significant bytes, big-endian.
 fn write_compact(value: i64, out: &mut Vec<u8>) {
-    let bytes = ((value as u64) ^ (1 << 63)).to_be_bytes();
+    let zigzag = ((value << 1) ^ (value >> 63)) as u64;
+    let bytes = zigzag.to_be_bytes();
     let skip = bytes.iter().take_while(|b| **b == 0).count();
     out.push((8 - skip) as u8);
     out.extend_from_slice(&bytes[skip..]);
@@ -128,7 +129,8 @@ fn read_compact(bytes: &[u8]) -> Option<(i64, &[u8])> {
     }
     let mut full = [0u8; 8];
     full[8 - len..].copy_from_slice(&rest[..len]);
-    Some(((u64::from_be_bytes(full) ^ (1 << 63)) as i64, &rest[len..]))
+    let zigzag = u64::from_be_bytes(full);
+    Some((((zigzag >> 1) as i64) ^ -((zigzag & 1) as i64), &rest[len..]))
 }
 
 /// The one window of [`GlobalWindows`]: everything, fired only by a custom trigger.

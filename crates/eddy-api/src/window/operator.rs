@@ -20,7 +20,7 @@
 use super::assigner::WindowAssigner;
 use super::evictor::Evictor;
 use super::function::{ProcessWindowFunction, WindowContext};
-use super::merging::MergingWindowSet;
+use super::merging::{MergingState, MergingWindowSet};
 use super::trigger::{Trigger, TriggerContext};
 use super::Window;
 use crate::function::{FunctionResult, OutputTag, RichFunction, SideOutputs};
@@ -256,7 +256,7 @@ pub(crate) struct WindowLogic<T, K, O, A: WindowAssigner, Tr, C, F> {
     pub(crate) spec: WindowSpec<T, A, Tr>,
     pub(crate) contents: C,
     pub(crate) function: F,
-    merging: Option<ValueState<Vec<(A::W, A::W)>>>,
+    merging: Option<MergingState<A::W>>,
     /// Reused per record.
     windows: Vec<A::W>,
     namespace: Vec<u8>,
@@ -352,7 +352,7 @@ where
         Ok(())
     }
 
-    fn merging_state(&mut self) -> Result<ValueState<Vec<(A::W, A::W)>>, StateError> {
+    fn merging_state(&mut self) -> Result<MergingState<A::W>, StateError> {
         if self.merging.is_none() {
             self.merging = Some(ValueState::declare(&ValueStateDescriptor::new("merging-window-set"))?);
         }

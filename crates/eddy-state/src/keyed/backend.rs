@@ -114,6 +114,18 @@ impl StoredKey {
     }
 }
 
+impl PartialEq for StoredKey {
+    #[inline]
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (StoredKey::Inline(a), StoredKey::Inline(b)) => a == b,
+            (StoredKey::Boxed(a), StoredKey::Boxed(b)) => a == b,
+            // A key is inline exactly when it is short enough: never both ways.
+            _ => false,
+        }
+    }
+}
+
 impl std::ops::Deref for StoredKey {
     type Target = [u8];
 
@@ -201,6 +213,9 @@ pub trait KeyedStateBackend: Send {
     /// under the key's bytes followed by `namespace`, in the key's key group. An empty
     /// namespace is the key's own state. Setting a key clears the namespace.
     fn set_current_namespace(&mut self, namespace: &[u8]);
+    /// [`KeyedStateBackend::set_current_namespace`] with the hash of the key's and the
+    /// namespace's bytes known already (a timer's).
+    fn set_current_namespace_hashed(&mut self, namespace: &[u8], hash: u64);
     /// After this, state access fails until a key is set again.
     fn clear_current_key(&mut self);
     /// Declares a state, or returns the id of the one declared under the same name.

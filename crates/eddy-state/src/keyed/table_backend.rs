@@ -90,6 +90,14 @@ impl TableKeyedStateBackend {
         self.states.iter_mut().try_for_each(|d| d.table.flush())
     }
 
+    /// The current key's bytes took a new namespace whose hash (with the key) is `hash`.
+    fn namespace_set(&mut self, hash: u64) {
+        let current = &mut self.current;
+        current.hash = hash;
+        current.inline = InlineKey::of(&current.bytes);
+        current.epoch = current.epoch.wrapping_add(1).max(1);
+    }
+
     /// A declared state's key groups in the canonical form, taken now.
     fn canonical_entries(&self, declared: &Declared) -> Result<KeyedStateEntries, StateError> {
         let mut key_groups = Vec::new();
@@ -138,14 +146,23 @@ impl KeyedStateBackend for TableKeyedStateBackend {
 
     fn set_current_namespace(&mut self, namespace: &[u8]) {
         let current = &mut self.current;
-        if current.bytes.len() == current.key_len && namespace.is_empty() {
+        if current.bytes[current.key_len..] == *namespace {
             return;
         }
         current.bytes.truncate(current.key_len);
         current.bytes.extend_from_slice(namespace);
-        current.hash = if namespace.is_empty() { current.key_hash } else { stable_hash(&current.bytes).0 };
-        current.inline = InlineKey::of(&current.bytes);
-        current.epoch = current.epoch.wrapping_add(1).max(1);
+        let hash = if namespace.is_empty() { current.key_hash } else { stable_hash(&current.bytes).0 };
+        self.namespace_set(hash);
+    }
+
+    fn set_current_namespace_hashed(&mut self, namespace: &[u8], hash: u64) {
+        let current = &mut self.current;
+        if current.bytes[current.key_len..] == *namespace {
+            return;
+        }
+        current.bytes.truncate(current.key_len);
+        current.bytes.extend_from_slice(namespace);
+        self.namespace_set(hash);
     }
 
     fn clear_current_key(&mut self) {

@@ -11,15 +11,15 @@
 //! checkpoints are its own files, the timers travel beside those files in the canonical
 //! form.
 //!
-//! The queue is a binary heap in time order beside a hash set of the live timers: a
-//! deleted timer leaves the set at once and is skipped when it comes to the top.
+//! The queue keeps a bucket per time, in time order, each with its timers in the order
+//! they were registered and a hash table of them (see [`TimerQueue`]).
 
 use super::backend::{CurrentKey, DeferredKeyGroups, KeyedTable, StoredKey};
 use crate::error::StateError;
 use eddy_types::stable_hash;
+use hashbrown::HashTable;
 use std::any::Any;
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use std::collections::BTreeMap;
 
 /// The state names of an operator's two queues.
 pub const EVENT_TIME_TIMERS: &str = "_timer_service/event-time";
@@ -32,6 +32,9 @@ pub struct Timer {
     time: i64,
     key_len: u16,
     key_hash: u64,
+    /// The hash of `bytes` (the key's own when there is no namespace), as the state
+    /// tables have it: the timer's hash and its order among timers of the same time.
+    hash: u64,
     key_group: u32,
     bytes: StoredKey,
 }
@@ -55,75 +58,72 @@ impl Timer {
         &self.bytes[self.key_len as usize..]
     }
 
-    fn identity(&self) -> (i64, u16, &[u8]) {
-        (self.time, self.key_len, &self.bytes)
+    /// Time, hash, then bytes: timers of one time (all a window's, say) are told apart by
+    /// their hash without comparing bytes.
+    fn identity(&self) -> (i64, u64, u16, &[u8]) {
+        (self.time, self.hash, self.key_len, &self.bytes)
     }
 }
 
 impl PartialEq for Timer {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
-        self.identity() == other.identity()
+        self.time == other.time && self.hash == other.hash && self.key_len == other.key_len && self.bytes == other.bytes
     }
 }
 impl Eq for Timer {}
 
-/// One 64-bit hash of the timer's bytes and time, which [`TimerHasher`] passes through.
-impl std::hash::Hash for Timer {
-    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
-        let bytes = if self.namespace().is_empty() { self.key_hash } else { stable_hash(&self.bytes).0 };
-        state.write_u64(bytes ^ (self.time as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ u64::from(self.key_len));
-    }
-}
-
-/// Takes the one `u64` a [`Timer`] hashes to as is: it is xxh3 already.
+/// The timers of one time, in the order they were registered. A deleted or popped timer
+/// leaves its slot empty and its index; `next` is where popping goes on.
 #[derive(Default)]
-struct TimerHasher(u64);
+struct Bucket {
+    order: Vec<Option<Timer>>,
+    /// Indexes into `order` of the live timers, by their hash.
+    live: HashTable<u32>,
+    next: usize,
+}
 
-impl std::hash::Hasher for TimerHasher {
-    fn finish(&self) -> u64 {
-        self.0
+impl Bucket {
+    fn find(&self, timer: &Timer) -> Option<u32> {
+        self.live.find(timer.hash, |&i| self.order[i as usize].as_ref() == Some(timer)).copied()
     }
-    fn write(&mut self, bytes: &[u8]) {
-        self.0 = stable_hash(bytes).0;
+
+    fn remove(&mut self, timer: &Timer) -> bool {
+        let order = &self.order;
+        match self.live.find_entry(timer.hash, |&i| order[i as usize].as_ref() == Some(timer)) {
+            Ok(entry) => {
+                let (index, _) = entry.remove();
+                self.order[index as usize] = None;
+                true
+            }
+            Err(_) => false,
+        }
     }
-    fn write_u64(&mut self, n: u64) {
-        self.0 = n;
+
+    fn timers(&self) -> impl Iterator<Item = &Timer> {
+        self.order[self.next..].iter().flatten()
     }
 }
 
-type TimerSet = std::collections::HashSet<Timer, std::hash::BuildHasherDefault<TimerHasher>>;
-
-/// Time first, then key and namespace: the same order on every run and after a restore.
-impl Ord for Timer {
-    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        self.identity().cmp(&other.identity())
-    }
-}
-impl PartialOrd for Timer {
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-/// One time domain's timers of one operator instance.
+/// One time domain's timers of one operator instance: buckets by time, each with its
+/// timers in registration order. Timers come in large groups of one time (every window
+/// of a size ends together), so a registration finds its bucket among few and checks a
+/// small hash table, and firing walks a bucket in order.
 pub struct TimerQueue {
     name: String,
     first_key_group: u32,
     group_count: usize,
-    /// Every registered timer not popped yet, deleted ones included until they surface.
-    heap: BinaryHeap<Reverse<Timer>>,
-    live: TimerSet,
+    buckets: BTreeMap<i64, Bucket>,
+    len: usize,
+    /// The current key's epoch and the time of the last registration: a second one for
+    /// the same key, namespace and time (a window's trigger and cleanup timers, when there
+    /// is no allowed lateness) is known to be there without a lookup.
+    last: (u64, i64),
 }
 
 impl TimerQueue {
     pub fn new(name: &str, first_key_group: u32, group_count: usize) -> Self {
-        Self {
-            name: name.to_string(),
-            first_key_group,
-            group_count,
-            heap: BinaryHeap::new(),
-            live: TimerSet::default(),
-        }
+        Self { name: name.to_string(), first_key_group, group_count, buckets: BTreeMap::new(), len: 0, last: (0, 0) }
     }
 
     fn timer(key: &CurrentKey, time: i64) -> Timer {
@@ -131,61 +131,93 @@ impl TimerQueue {
             time,
             key_len: key.key_len as u16,
             key_hash: key.key_hash,
+            hash: key.hash,
             key_group: key.key_group,
             bytes: StoredKey::new(&key.bytes),
         }
     }
 
+    fn insert(&mut self, timer: Timer) -> bool {
+        let bucket = self.buckets.entry(timer.time).or_default();
+        if bucket.find(&timer).is_some() {
+            return false;
+        }
+        let index = bucket.order.len() as u32;
+        let order = &bucket.order;
+        bucket.live.insert_unique(timer.hash, index, |&i| order[i as usize].as_ref().map_or(0, |t| t.hash));
+        bucket.order.push(Some(timer));
+        self.len += 1;
+        true
+    }
+
     /// A timer at `time` for the current key in its current namespace; false if it was
     /// there already.
     pub fn register(&mut self, key: &CurrentKey, time: i64) -> bool {
-        let timer = Self::timer(key, time);
-        if self.live.contains(&timer) {
+        if key.epoch != 0 && self.last == (key.epoch, time) {
             return false;
         }
-        self.live.insert(timer.clone());
-        self.heap.push(Reverse(timer));
-        true
+        self.last = (key.epoch, time);
+        self.insert(Self::timer(key, time))
     }
 
     /// Deletes the current key's timer at `time` in its current namespace, if there is one.
     pub fn delete(&mut self, key: &CurrentKey, time: i64) -> bool {
-        self.live.remove(&Self::timer(key, time))
+        self.last = (0, 0);
+        let Some(bucket) = self.buckets.get_mut(&time) else { return false };
+        let removed = bucket.remove(&Self::timer(key, time));
+        if removed {
+            self.len -= 1;
+            if bucket.live.is_empty() {
+                self.buckets.remove(&time);
+            }
+        }
+        removed
     }
 
     /// The earliest live timer's time.
     pub fn next_time(&mut self) -> Option<i64> {
-        self.drop_deleted_top();
-        self.heap.peek().map(|Reverse(t)| t.time)
+        self.buckets.first_key_value().map(|(time, _)| *time)
     }
 
     /// Takes the earliest live timer if its time is `limit` or earlier.
     pub fn pop_due(&mut self, limit: i64) -> Option<Timer> {
-        self.drop_deleted_top();
-        if self.heap.peek()?.0.time > limit {
-            return None;
+        self.last = (0, 0);
+        loop {
+            let mut entry = self.buckets.first_entry()?;
+            if *entry.key() > limit {
+                return None;
+            }
+            let bucket = entry.get_mut();
+            while bucket.next < bucket.order.len() {
+                let index = bucket.next;
+                bucket.next += 1;
+                if let Some(timer) = bucket.order[index].take() {
+                    if let Ok(found) = bucket.live.find_entry(timer.hash, |&i| i as usize == index) {
+                        found.remove();
+                    }
+                    if bucket.live.is_empty() {
+                        entry.remove();
+                    }
+                    self.len -= 1;
+                    return Some(timer);
+                }
+            }
+            // Only deleted timers were left.
+            entry.remove();
         }
-        let Reverse(timer) = self.heap.pop()?;
-        self.live.remove(&timer);
-        Some(timer)
     }
 
     /// Live timers.
     pub fn len(&self) -> usize {
-        self.live.len()
+        self.len
     }
 
     pub fn is_empty(&self) -> bool {
-        self.live.is_empty()
+        self.len == 0
     }
 
-    fn drop_deleted_top(&mut self) {
-        while let Some(Reverse(top)) = self.heap.peek() {
-            if self.live.contains(top) {
-                return;
-            }
-            self.heap.pop();
-        }
+    fn all(&self) -> impl Iterator<Item = &Timer> {
+        self.buckets.values().flat_map(Bucket::timers)
     }
 }
 
@@ -195,7 +227,7 @@ fn serialize_timers(name: &str, timers: &mut [&Timer]) -> Result<Option<Vec<u8>>
     if timers.is_empty() {
         return Ok(None);
     }
-    timers.sort_unstable();
+    timers.sort_unstable_by(|a, b| a.identity().cmp(&b.identity()));
     let entries: Vec<(i64, u16, &[u8])> = timers.iter().map(|t| (t.time, t.key_len, &*t.bytes)).collect();
     postcard::to_allocvec(&entries)
         .map(Some)
@@ -212,7 +244,7 @@ impl KeyedTable for TimerQueue {
     }
 
     fn key_count(&self) -> usize {
-        self.live.len()
+        self.len
     }
 
     fn flush(&mut self) -> Result<(), StateError> {
@@ -221,7 +253,7 @@ impl KeyedTable for TimerQueue {
 
     fn snapshot_key_group(&self, local_group: usize) -> Result<Option<Vec<u8>>, StateError> {
         let key_group = self.first_key_group + local_group as u32;
-        let mut timers: Vec<&Timer> = self.live.iter().filter(|t| t.key_group == key_group).collect();
+        let mut timers: Vec<&Timer> = self.all().filter(|t| t.key_group == key_group).collect();
         serialize_timers(&self.name, &mut timers)
     }
 
@@ -237,29 +269,30 @@ impl KeyedTable for TimerQueue {
                     message: format!("a timer's key is {key_len} bytes long but it has {} bytes", bytes.len()),
                 });
             }
+            let key_hash = stable_hash(&bytes[..key_len as usize]).0;
             let timer = Timer {
                 time,
                 key_len,
-                key_hash: stable_hash(&bytes[..key_len as usize]).0,
+                key_hash,
+                hash: if key_len as usize == bytes.len() { key_hash } else { stable_hash(&bytes).0 },
                 key_group: self.first_key_group + local_group as u32,
                 bytes: StoredKey::new(&bytes),
             };
-            if self.live.insert(timer.clone()) {
-                self.heap.push(Reverse(timer));
-            }
+            self.insert(timer);
         }
         Ok(())
     }
 
     fn clear_all(&mut self) -> Result<(), StateError> {
-        self.heap.clear();
-        self.live.clear();
+        self.last = (0, 0);
+        self.buckets.clear();
+        self.len = 0;
         Ok(())
     }
 
     /// Copies the live timers now (the heap moves on), serializes them by key group later.
     fn deferred_snapshot(&mut self) -> Option<DeferredKeyGroups> {
-        let timers: Vec<Timer> = self.live.iter().cloned().collect();
+        let timers: Vec<Timer> = self.all().cloned().collect();
         let (name, first, count) = (self.name.clone(), self.first_key_group, self.group_count);
         Some(Box::new(move || {
             let mut by_group: Vec<Vec<&Timer>> = vec![Vec::new(); count];
@@ -311,7 +344,7 @@ pub fn pop_due_timer(id: super::StateId, name: &str, limit: i64) -> Result<Optio
         let queue = table_of(backend, id, name)?;
         let Some(timer) = queue.pop_due(limit) else { return Ok(None) };
         backend.set_current_key(timer.key(), timer.key_hash())?;
-        backend.set_current_namespace(timer.namespace());
+        backend.set_current_namespace_hashed(timer.namespace(), timer.hash);
         Ok(Some(timer))
     })
 }
