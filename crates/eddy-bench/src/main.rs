@@ -152,7 +152,7 @@ fn main() {
         (Workload::ApiCount | Workload::LargeState, false) => api_count::run(&cli.args),
         (Workload::Join, false) => join::run(&cli.args),
         (Workload::Window, false) => window::run(&cli.args),
-        (Workload::WindowReplay, false) => window_replay::run(&cli.args.replay, cli.args.checkpoints.output.as_deref()),
+        (Workload::WindowReplay, false) => window_replay::run(&cli.args),
     };
     let _ = std::fs::remove_dir_all(rocksdb_dir());
     match report {

@@ -156,14 +156,19 @@ where
     lines
 }
 
-pub fn run(args: &ReplayArgs, output: Option<&Path>) -> anyhow::Result<crate::Report> {
+/// Replays at parallelism 1 on the backend (and with the checkpoint flags) of `common`.
+pub fn run(common: &crate::Args) -> anyhow::Result<crate::Report> {
+    let args = &common.replay;
     let input = args.input.as_deref().ok_or_else(|| anyhow!("window-replay needs --input FILE"))?;
     let window = args.window.ok_or_else(|| anyhow!("window-replay needs --window"))?;
-    let output = output.ok_or_else(|| anyhow!("window-replay needs --output FILE"))?;
+    let output = common.checkpoints.output.as_deref().ok_or_else(|| anyhow!("window-replay needs --output FILE"))?;
+    if common.parallelism != 1 {
+        bail!("window-replay runs at parallelism 1, as the oracle does");
+    }
     let records = read_input(input)?;
     let events = records.len() as u64;
     let env = Env::new();
-    env.set_parallelism(1);
+    common.configure(&env)?;
     let lines = match window {
         WindowKind::Tumbling(size) => {
             count_lines(&env, records, TumblingEventTimeWindows::of(Duration::from_millis(size)), args)

@@ -28,6 +28,65 @@ fn api_count_checksum_matches_workloads_md() {
 }
 
 #[test]
+fn window_checksum_matches_workloads_md_at_each_parallelism_backend_and_with_checkpoints() {
+    for p in ["1", "2"] {
+        for backend in ["heap", "rocksdb"] {
+            for checkpoint_ms in ["0", "100"] {
+                let (code, stdout, stderr) = bench(&[
+                    "window",
+                    "--events",
+                    "1000000",
+                    "--keys",
+                    "10000",
+                    "--window-ms",
+                    "1000",
+                    "--parallelism",
+                    p,
+                    "--backend",
+                    backend,
+                    "--checkpoint-ms",
+                    checkpoint_ms,
+                ]);
+                assert_eq!(code, 0, "{stderr}");
+                assert_eq!(
+                    last_line_checksum(&stdout),
+                    "9404401769818326085",
+                    "parallelism {p}, {backend}, checkpoints every {checkpoint_ms} ms"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn window_under_simulation_with_faults_keeps_its_checksum() {
+    let plain = bench(&["window", "--events", "100000", "--keys", "1000", "--window-ms", "100"]);
+    assert_eq!(plain.0, 0, "{}", plain.2);
+    for seed in ["3", "8"] {
+        let (code, stdout, stderr) = bench(&[
+            "window",
+            "--events",
+            "100000",
+            "--keys",
+            "1000",
+            "--window-ms",
+            "100",
+            "--parallelism",
+            "2",
+            "--checkpoint-ms",
+            "50",
+            "--simulate",
+            seed,
+            "--faults",
+            "10",
+        ]);
+        assert_eq!(code, 0, "{stderr}");
+        assert!(stdout.contains("restarts="), "faults were injected: {stdout}");
+        assert_eq!(last_line_checksum(&stdout), last_line_checksum(&plain.1), "seed {seed}");
+    }
+}
+
+#[test]
 fn join_checksum_matches_workloads_md() {
     for p in ["1", "2"] {
         let (code, stdout, stderr) = bench(&["join", "--events", "1000000", "--keys", "10000", "--parallelism", p]);

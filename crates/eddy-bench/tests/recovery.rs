@@ -1,5 +1,6 @@
-//! Recovery of W1 through the command line: a SIGKILL mid-run, then `--restore latest`;
-//! stop-with-savepoint, then restore; both must give exactly the failure-free output.
+//! Recovery of W1 and W3 through the command line: a SIGKILL mid-run, then `--restore
+//! latest`; stop-with-savepoint, then restore, also at other parallelisms and on the other
+//! backend; each must give exactly the failure-free output.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -38,10 +39,10 @@ fn output(dir: &Path) -> Vec<String> {
     lines
 }
 
-fn reference(dir: &Path) -> (String, Vec<String>) {
+fn reference(dir: &Path, workload: &str) -> (String, Vec<String>) {
     let out = dir.join("reference");
     let (code, stdout, stderr) = bench(&[
-        "api-count",
+        workload,
         "--events",
         EVENTS,
         "--keys",
@@ -62,17 +63,19 @@ fn has_complete_checkpoint(dir: &Path) -> bool {
 /// Runs W1 with checkpoints, SIGKILLs it once a checkpoint completed, restarts it with
 /// `--restore latest`: the output must equal a failure-free run's.
 fn kill_and_restore(name: &str, extra: &[&str]) {
-    kill_and_restore_with(name, extra, &[]);
+    kill_and_restore_with(name, "api-count", extra, &[]);
 }
 
-/// [`kill_and_restore`] with `restore_extra` flags for the restored run only.
-fn kill_and_restore_with(name: &str, extra: &[&str], restore_extra: &[&str]) {
+/// [`kill_and_restore`] of `workload` with `restore_extra` flags for the restored run only.
+fn kill_and_restore_with(name: &str, workload: &str, extra: &[&str], restore_extra: &[&str]) {
     let dir = temp_dir(name);
-    let (expected_checksum, expected) = reference(&dir);
-    assert_eq!(expected.len(), 300_000);
+    let (expected_checksum, expected) = reference(&dir, workload);
+    if workload == "api-count" {
+        assert_eq!(expected.len(), 300_000);
+    }
     let (chk, out) = (dir.join("chk"), dir.join("out"));
     let common =
-        [&["api-count", "--events", EVENTS, "--keys", "1000", "--parallelism", "2", "--checkpoint-ms", "100"], extra]
+        [&[workload, "--events", EVENTS, "--keys", "1000", "--parallelism", "2", "--checkpoint-ms", "100"], extra]
             .concat();
     let mut child = Command::new(env!("CARGO_BIN_EXE_eddy-bench"))
         .args(&common)
@@ -116,13 +119,28 @@ fn w1_on_rocksdb_survives_sigkill_like_on_the_heap() {
 
 #[test]
 fn w1_on_rocksdb_with_incremental_checkpoints_survives_sigkill_and_claims_its_checkpoint() {
-    kill_and_restore_with("rocks-incremental-kill", &["--backend", "rocksdb", "--incremental"], &["--claim"]);
+    kill_and_restore_with(
+        "rocks-incremental-kill",
+        "api-count",
+        &["--backend", "rocksdb", "--incremental"],
+        &["--claim"],
+    );
+}
+
+#[test]
+fn w3_windows_and_timers_survive_sigkill() {
+    kill_and_restore_with("w3-kill", "window", &[], &[]);
+}
+
+#[test]
+fn w3_on_rocksdb_with_incremental_checkpoints_survives_sigkill() {
+    kill_and_restore_with("w3-rocks-kill", "window", &["--backend", "rocksdb", "--incremental"], &[]);
 }
 
 #[test]
 fn stop_with_savepoint_then_restore_finishes_like_an_uninterrupted_run() {
     let dir = temp_dir("savepoint");
-    let (expected_checksum, expected) = reference(&dir);
+    let (expected_checksum, expected) = reference(&dir, "api-count");
     let (savepoints, out) = (dir.join("savepoints"), dir.join("out"));
     let common = ["api-count", "--events", EVENTS, "--keys", "1000", "--parallelism", "2"];
     let (code, stdout, stderr) = bench(
@@ -161,14 +179,18 @@ fn stop_with_savepoint_then_restore_finishes_like_an_uninterrupted_run() {
 /// Stops W1 with a savepoint at each (parallelism, backend) of `chain` but the last,
 /// restoring the next step from it; the output must be the uninterrupted run's.
 fn rescale_chain(name: &str, chain: &[(u32, &str)]) {
+    rescale_chain_of(name, "api-count", chain);
+}
+
+fn rescale_chain_of(name: &str, workload: &str, chain: &[(u32, &str)]) {
     let dir = temp_dir(name);
-    let (expected_checksum, expected) = reference(&dir);
+    let (expected_checksum, expected) = reference(&dir, workload);
     let out = dir.join("out");
     let mut savepoint: Option<String> = None;
     for (step, &(parallelism, backend)) in chain.iter().enumerate() {
         let p = parallelism.to_string();
         let mut args: Vec<String> = [
-            "api-count",
+            workload,
             "--events",
             EVENTS,
             "--keys",
@@ -223,4 +245,9 @@ fn w1_rescales_along_1_2_3_1_switching_backends() {
 #[test]
 fn w1_rescales_along_4_2_4_switching_backends() {
     rescale_chain("chain-424", &[(4, "rocksdb"), (2, "heap"), (4, "rocksdb")]);
+}
+
+#[test]
+fn w3_stops_with_a_savepoint_and_resumes_at_other_parallelisms_and_backends() {
+    rescale_chain_of("w3-chain-213", "window", &[(2, "heap"), (1, "rocksdb"), (3, "heap")]);
 }

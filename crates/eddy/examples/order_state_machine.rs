@@ -1,12 +1,16 @@
 //! The order state machine of seed 004: per order (keyed), a `ValueState` holds where the
 //! order is; each event moves it on. A finished order's state is cleared; an event that is
-//! not valid in the current state goes to a side output.
+//! not valid in the current state goes to a side output. With a payment timeout
+//! ([`StateMachine::with_payment_timeout`], on a stream with event timestamps), a created
+//! order sets an event-time timer; if it is still unpaid when the timer fires it is
+//! reported as [`Outcome::Unpaid`] and forgotten (payment deleted the timer).
 //!
 //! ```text
 //! cargo run --release --example order_state_machine
 //! ```
 
 use eddy::prelude::*;
+use eddy::time::WatermarkStrategy;
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -29,6 +33,8 @@ pub enum Action {
 pub struct OrderEvent {
     pub order: u64,
     pub action: Action,
+    /// Event time, ms.
+    pub timestamp: i64,
 }
 
 /// What happened to an order.
@@ -36,6 +42,8 @@ pub struct OrderEvent {
 pub enum Outcome {
     Completed(u64),
     Cancelled(u64),
+    /// Created and not paid within the payment timeout.
+    Unpaid(u64),
 }
 
 /// Where an action takes an order.
@@ -67,11 +75,22 @@ pub fn invalid_tag() -> OutputTag<OrderEvent> {
 #[derive(Clone, Default)]
 pub struct StateMachine {
     state: Option<ValueState<OrderState>>,
+    /// When the unpaid order's timer fires (without a timeout: none).
+    deadline: Option<ValueState<i64>>,
+    payment_timeout_ms: Option<i64>,
+}
+
+impl StateMachine {
+    /// Reports orders not paid within `timeout_ms` of event time after their creation.
+    pub fn with_payment_timeout(timeout_ms: i64) -> Self {
+        Self { payment_timeout_ms: Some(timeout_ms), ..Self::default() }
+    }
 }
 
 impl RichFunction for StateMachine {
     fn open(&mut self, ctx: &mut RuntimeContext<'_>) -> FunctionResult {
         self.state = Some(ctx.get_state(&ValueStateDescriptor::new("order-state"))?);
+        self.deadline = Some(ctx.get_state(&ValueStateDescriptor::new("payment-deadline"))?);
         Ok(())
     }
 }
@@ -84,11 +103,28 @@ impl KeyedProcessFunction<u64, OrderEvent, Outcome> for StateMachine {
         out: &mut Collector<'_, Outcome>,
     ) -> FunctionResult {
         let state = self.state.as_ref().ok_or("state not declared")?;
+        let deadline = self.deadline.as_ref().ok_or("state not declared")?;
         let current = state.value()?;
         match transition(current, event.action) {
-            Transition::To(next) => state.update(next)?,
+            Transition::To(next) => {
+                state.update(next)?;
+                if let Some(timeout) = self.payment_timeout_ms {
+                    if next == OrderState::AwaitingPayment {
+                        let at = ctx.timestamp().ok_or("a payment timeout needs event timestamps")? + timeout;
+                        ctx.timer_service().register_event_time_timer(at)?;
+                        deadline.update(at)?;
+                    } else if let Some(at) = deadline.value()? {
+                        ctx.timer_service().delete_event_time_timer(at)?;
+                        deadline.clear()?;
+                    }
+                }
+            }
             Transition::Finished => {
                 state.clear()?;
+                if let Some(at) = deadline.value()? {
+                    ctx.timer_service().delete_event_time_timer(at)?;
+                    deadline.clear()?;
+                }
                 out.collect(if event.action == Action::Cancel {
                     Outcome::Cancelled(*ctx.current_key())
                 } else {
@@ -99,6 +135,62 @@ impl KeyedProcessFunction<u64, OrderEvent, Outcome> for StateMachine {
         }
         Ok(())
     }
+
+    /// The payment deadline passed (payment or cancellation would have deleted the timer).
+    fn on_timer(
+        &mut self,
+        _timestamp: i64,
+        ctx: &mut KeyedContext<'_, u64>,
+        out: &mut Collector<'_, Outcome>,
+    ) -> FunctionResult {
+        let state = self.state.as_ref().ok_or("state not declared")?;
+        if state.value()? == Some(OrderState::AwaitingPayment) {
+            state.clear()?;
+            self.deadline.as_ref().ok_or("state not declared")?.clear()?;
+            out.collect(Outcome::Unpaid(*ctx.current_key()));
+        }
+        Ok(())
+    }
+}
+
+/// The state machine with a payment timeout on a stream whose watermark follows every
+/// event (its largest timestamp so far − 1): outcomes go to `outcomes` as text lines.
+pub fn job_with_timeout(env: &Env, events: Vec<OrderEvent>, timeout_ms: i64, outcomes: impl Sink<String>) {
+    env.from_collection(events)
+        .uid("orders")
+        .map(|e| {
+            // Slow enough for a savepoint to land mid-run.
+            std::thread::sleep(std::time::Duration::from_micros(100));
+            e
+        })
+        .uid("slow")
+        .set_parallelism(1)
+        // Beside the source, so that watermarks follow the events' order.
+        .assign_timestamps_and_watermarks(
+            WatermarkStrategy::for_generator(|| EveryEvent(i64::MIN))
+                .with_timestamp_assigner(|e: &OrderEvent| e.timestamp),
+        )
+        .uid("timestamps")
+        .set_parallelism(1)
+        .key_by(|e: &OrderEvent| e.order)
+        .process(StateMachine::with_payment_timeout(timeout_ms))
+        .name("order state machine")
+        .uid("order-state-machine")
+        .map(|outcome| format!("{outcome:?}"))
+        .uid("format")
+        .add_sink(outcomes)
+        .uid("outcomes");
+}
+
+/// A watermark after every event: its largest timestamp so far − 1.
+pub struct EveryEvent(i64);
+
+impl eddy::time::WatermarkGenerator<OrderEvent> for EveryEvent {
+    fn on_event(&mut self, _: &OrderEvent, timestamp: i64, output: &mut eddy::time::WatermarkOutput) {
+        self.0 = self.0.max(timestamp);
+        output.emit_watermark(self.0 - 1);
+    }
+    fn on_periodic_emit(&mut self, _: &mut eddy::time::WatermarkOutput) {}
 }
 
 pub fn job(env: &Env, events: Vec<OrderEvent>, outcomes: CollectSink<Outcome>, invalid: CollectSink<OrderEvent>) {
@@ -116,7 +208,7 @@ pub fn job(env: &Env, events: Vec<OrderEvent>, outcomes: CollectSink<Outcome>, i
 pub fn sample_events(orders: u64) -> Vec<OrderEvent> {
     use Action::*;
     let mut events = Vec::new();
-    for step in 0..5 {
+    for step in 0..5u64 {
         for order in 0..orders {
             let plan: &[Action] = match order % 4 {
                 0 => &[Create, Pay, Ship, Receive, Pay],
@@ -124,7 +216,8 @@ pub fn sample_events(orders: u64) -> Vec<OrderEvent> {
                 2 => &[Create, Ship, Pay, Ship, Receive],
                 _ => &[Pay, Create, Cancel, Create, Pay],
             };
-            events.push(OrderEvent { order, action: plan[step] });
+            let timestamp = (step * orders + order) as i64;
+            events.push(OrderEvent { order, action: plan[step as usize], timestamp });
         }
     }
     events

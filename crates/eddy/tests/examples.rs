@@ -12,13 +12,19 @@ mod consumer_lag;
 mod dedup;
 #[path = "../examples/order_state_machine.rs"]
 mod order_state_machine;
+#[path = "../examples/requests_per_minute.rs"]
+mod requests_per_minute;
 #[path = "../examples/two_topic_join.rs"]
 mod two_topic_join;
 #[path = "../examples/word_count.rs"]
 mod word_count;
 
 use eddy::prelude::*;
+use eddy::sink::ExactlyOnceFileSink;
 use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+
+mod common;
 
 fn env(parallelism: u32) -> Env {
     let env = Env::new();
@@ -232,4 +238,189 @@ fn broadcast_rules_flag_every_payment_above_each_rule() {
         env.execute("rules").unwrap();
         assert_eq!(sorted(sink.take()), expected, "parallelism {p}");
     }
+}
+
+/// Runs `build` (which adds sinks writing into `out`) in two steps: stopped with a
+/// savepoint mid-run at `first` parallelism, then restored from it at `second`. The
+/// committed lines of both steps, sorted.
+fn stopped_and_restored(name: &str, first: u32, second: u32, build: impl Fn(&Env, &Path)) -> Vec<String> {
+    let dir = common::temp_dir(name);
+    let out = dir.join("out");
+    let env = env(first);
+    env.stop_with_savepoint_after(dir.join("savepoints"), 30);
+    build(&env, &out);
+    let savepoint = env.execute(name).unwrap().savepoint.expect("stopped with a savepoint mid-run");
+    let partial = committed(&out);
+    let env = self::env(second);
+    env.restore_from(&savepoint);
+    build(&env, &out);
+    env.execute(name).unwrap();
+    let lines = committed(&out);
+    assert!(partial.len() < lines.len(), "{name}: the first step stopped before the end");
+    std::fs::remove_dir_all(&dir).unwrap();
+    lines
+}
+
+fn committed(out: &Path) -> Vec<String> {
+    let mut lines = Vec::new();
+    for entry in std::fs::read_dir(out).into_iter().flatten().flatten() {
+        assert!(!entry.file_name().to_string_lossy().starts_with('.'), "uncommitted file left");
+        lines.extend(std::fs::read_to_string(entry.path()).unwrap().lines().map(String::from));
+    }
+    lines.sort();
+    lines
+}
+
+/// Requests per path and minute, replayed in order with the watermark after every line:
+/// (counts, late lines).
+fn requests_reference(log: &[String]) -> (Vec<(String, i64, u64)>, Vec<(i64, String)>) {
+    use requests_per_minute::*;
+    let mut watermark = i64::MIN;
+    let mut max = i64::MIN;
+    let mut counts: BTreeMap<(String, i64), u64> = BTreeMap::new();
+    let mut late = Vec::new();
+    for line in log {
+        let (timestamp, path) = parse(line).unwrap();
+        let start = timestamp.div_euclid(MINUTE_MS) * MINUTE_MS;
+        if start + MINUTE_MS - 1 <= watermark {
+            late.push((timestamp, path));
+        } else {
+            *counts.entry((path, start)).or_default() += 1;
+        }
+        max = max.max(timestamp);
+        watermark = watermark.max(max - OUT_OF_ORDERNESS_MS as i64 - 1);
+    }
+    (counts.into_iter().map(|((path, start), n)| (path, start, n)).collect(), sorted(late))
+}
+
+#[test]
+fn requests_per_minute_match_a_sequential_replay_and_late_lines_are_reported() {
+    use requests_per_minute::*;
+    let log = access_log(6_000, 1_700_000_000_000);
+    let (expected, expected_late) = requests_reference(&log);
+    assert!(!expected_late.is_empty(), "the log has lines too late for their minute");
+    round_trips(&expected);
+    for p in [1, 3] {
+        let env = env(p);
+        let (counts, late) = (CollectSink::new(), CollectSink::new());
+        let lines = env.from_collection(log.clone());
+        let (per_minute, too_late) = job(&lines, watermark_after_every_line());
+        per_minute.add_sink(counts.clone());
+        too_late.add_sink(late.clone());
+        env.execute("requests per minute").unwrap();
+        assert_eq!(sorted(counts.take()), expected, "parallelism {p}");
+        assert_eq!(sorted(late.take()), expected_late, "parallelism {p}");
+    }
+    // Periodic watermarks drop no more than the per-line ones, and lose nothing else.
+    let env = env(2);
+    let (counts, late) = (CollectSink::new(), CollectSink::new());
+    let lines = env.from_collection(log.clone());
+    let (per_minute, too_late) = job(&lines, periodic_watermarks());
+    per_minute.add_sink(counts.clone());
+    too_late.add_sink(late.clone());
+    env.execute("requests per minute").unwrap();
+    let counted: u64 = counts.take().iter().map(|c| c.2).sum();
+    let late = late.take();
+    assert!(late.len() <= expected_late.len());
+    assert_eq!(counted + late.len() as u64, log.len() as u64, "every line is counted or reported late");
+}
+
+#[test]
+fn requests_per_minute_resume_from_a_savepoint_at_another_parallelism() {
+    use requests_per_minute::*;
+    let log = access_log(6_000, 1_700_000_000_000);
+    let (expected, _) = requests_reference(&log);
+    let expected = sorted(expected.iter().map(|(p, m, n)| format!("{p} {m} {n}")).collect());
+    let lines = stopped_and_restored("requests-restore", 2, 3, |env, out| {
+        let slow = env
+            .from_collection(log.clone())
+            .uid("access-log")
+            .map(|line| {
+                std::thread::sleep(std::time::Duration::from_micros(20));
+                line
+            })
+            .uid("slow")
+            .set_parallelism(1);
+        let (per_minute, _) = job(&slow, watermark_after_every_line());
+        per_minute
+            .map(|(path, minute, n)| format!("{path} {minute} {n}"))
+            .uid("format")
+            .add_sink(ExactlyOnceFileSink::<String>::new_in(out))
+            .uid("file");
+    });
+    assert_eq!(lines, expected);
+}
+
+/// The state machine with a payment timeout, replayed in order: before each event, the
+/// timers its watermark (the largest timestamp so far − 1) passed fire in deadline order.
+fn orders_with_timeout_reference(events: &[order_state_machine::OrderEvent], timeout: i64) -> Vec<String> {
+    use order_state_machine::*;
+    let mut states: HashMap<u64, OrderState> = HashMap::new();
+    let mut deadlines: BTreeMap<(i64, u64), ()> = BTreeMap::new();
+    let mut outcomes = Vec::new();
+    let mut max = i64::MIN;
+    let fire = |watermark: i64,
+                states: &mut HashMap<u64, OrderState>,
+                deadlines: &mut BTreeMap<(i64, u64), ()>,
+                outcomes: &mut Vec<String>| {
+        while let Some((&(at, order), _)) = deadlines.iter().next() {
+            if at > watermark {
+                break;
+            }
+            deadlines.remove(&(at, order));
+            if states.get(&order) == Some(&OrderState::AwaitingPayment) {
+                states.remove(&order);
+                outcomes.push(format!("{:?}", Outcome::Unpaid(order)));
+            }
+        }
+    };
+    for e in events {
+        fire(max.saturating_sub(1), &mut states, &mut deadlines, &mut outcomes);
+        let deadline_of = |deadlines: &BTreeMap<(i64, u64), ()>| deadlines.keys().find(|(_, o)| *o == e.order).copied();
+        match transition(states.get(&e.order).copied(), e.action) {
+            Transition::To(next) => {
+                states.insert(e.order, next);
+                if next == OrderState::AwaitingPayment {
+                    deadlines.insert((e.timestamp + timeout, e.order), ());
+                } else if let Some(key) = deadline_of(&deadlines) {
+                    deadlines.remove(&key);
+                }
+            }
+            Transition::Finished => {
+                states.remove(&e.order);
+                if let Some(key) = deadline_of(&deadlines) {
+                    deadlines.remove(&key);
+                }
+                let outcome =
+                    if e.action == Action::Cancel { Outcome::Cancelled(e.order) } else { Outcome::Completed(e.order) };
+                outcomes.push(format!("{outcome:?}"));
+            }
+            Transition::Invalid => {}
+        }
+        max = max.max(e.timestamp);
+    }
+    fire(i64::MAX, &mut states, &mut deadlines, &mut outcomes);
+    sorted(outcomes)
+}
+
+#[test]
+fn unpaid_orders_are_reported_by_their_timers_also_after_a_restore() {
+    use order_state_machine::*;
+    let orders = 400;
+    let events = sample_events(orders);
+    let timeout = orders as i64 * 3 / 2;
+    let expected = orders_with_timeout_reference(&events, timeout);
+    assert!(expected.iter().any(|o| o.starts_with("Unpaid")), "some orders time out");
+    assert!(expected.iter().any(|o| o.starts_with("Completed")), "and some are paid in time");
+    for p in [1, 3] {
+        let env = env(p);
+        let sink = CollectSink::new();
+        job_with_timeout(&env, events.clone(), timeout, sink.clone());
+        env.execute("orders with timeout").unwrap();
+        assert_eq!(sorted(sink.take()), expected, "parallelism {p}");
+    }
+    let lines = stopped_and_restored("orders-restore", 3, 2, |env, out| {
+        job_with_timeout(env, events.clone(), timeout, ExactlyOnceFileSink::<String>::new_in(out));
+    });
+    assert_eq!(lines, expected);
 }

@@ -1,0 +1,388 @@
+//! Event time, timers and windows end to end: timers that survive savepoints and rescales
+//! on both backends and fire in timestamp order, an idle input that holds the watermark
+//! back until idleness is detected, processing-time timers on the simulated clock, and
+//! window results with late records and allowed lateness checked against a hand-computed
+//! reference. (Flink's own outputs for many more window cases: eddy-bench's
+//! `tests/window_replay.rs`.)
+
+use eddy::prelude::*;
+use eddy::sink::ExactlyOnceFileSink;
+use eddy::time::WatermarkStrategy;
+use eddy::window::{window_function, TimeWindow, TumblingEventTimeWindows};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+mod common;
+
+const EVENTS: u64 = 30_000;
+const KEYS: u64 = 7;
+/// Each record asks for a timer this far after its timestamp.
+const DELAY: i64 = 250;
+
+/// Registers an event-time timer `DELAY` after every record; `on_timer` emits
+/// `(key, time)`.
+#[derive(Clone, Default)]
+struct Remind;
+
+impl RichFunction for Remind {}
+
+impl KeyedProcessFunction<u64, u64, (u64, i64)> for Remind {
+    fn process_element(
+        &mut self,
+        _value: u64,
+        ctx: &mut KeyedContext<'_, u64>,
+        _out: &mut Collector<'_, (u64, i64)>,
+    ) -> FunctionResult {
+        let timestamp = ctx.timestamp().ok_or("the stream has timestamps")?;
+        ctx.timer_service().register_event_time_timer(timestamp + DELAY)?;
+        Ok(())
+    }
+
+    fn on_timer(
+        &mut self,
+        timestamp: i64,
+        ctx: &mut KeyedContext<'_, u64>,
+        out: &mut Collector<'_, (u64, i64)>,
+    ) -> FunctionResult {
+        assert_eq!(ctx.time_domain(), Some(TimeDomain::EventTime));
+        assert!(ctx.timer_service().current_watermark() >= timestamp, "fires once the watermark passed it");
+        out.collect((*ctx.current_key(), timestamp));
+        Ok(())
+    }
+}
+
+fn reminder_job(env: &Env, out: &Path) {
+    env.from_sequence(0, EVENTS - 1)
+        .uid("numbers")
+        .map(|i| {
+            if i.is_multiple_of(200) {
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            i
+        })
+        .uid("slow")
+        .assign_timestamps_and_watermarks(
+            WatermarkStrategy::for_monotonous_timestamps()
+                .with_timestamp_assigner(|i: &u64| *i as i64)
+                .with_auto_watermark_interval(Duration::from_millis(5)),
+        )
+        .uid("timestamps")
+        .key_by(|i: &u64| i % KEYS)
+        .process(Remind)
+        .uid("remind")
+        .map(|(key, time)| format!("{key} {time}"))
+        .uid("format")
+        .add_sink(ExactlyOnceFileSink::<String>::new_in(out))
+        .uid("sink");
+}
+
+/// Lines of each committed file (one subtask's transaction: in emission order).
+fn committed_files(out: &Path) -> Vec<Vec<String>> {
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(out).unwrap().flatten() {
+        assert!(!entry.file_name().to_string_lossy().starts_with('.'), "uncommitted file left");
+        files.push(std::fs::read_to_string(entry.path()).unwrap().lines().map(String::from).collect());
+    }
+    files
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Backend {
+    Heap,
+    #[cfg(feature = "rocksdb")]
+    RocksDbIncremental,
+}
+
+/// Stops with a savepoint at every step but the last and restores the next step, at its
+/// parallelism and backend, from it.
+fn run_reminders(chain: &[(u32, Backend)], name: &str) {
+    let dir = common::temp_dir(name);
+    let out = dir.join("out");
+    let mut savepoint: Option<String> = None;
+    for (step, &(parallelism, backend)) in chain.iter().enumerate() {
+        let env = Env::new();
+        env.set_parallelism(parallelism).set_max_parallelism(32);
+        #[cfg(feature = "rocksdb")]
+        if let Backend::RocksDbIncremental = backend {
+            let rocksdb = RocksDbStateBackend::new(dir.join("rocksdb")).with_cache_entries(4);
+            env.set_state_backend(rocksdb.with_incremental_checkpoints(true));
+            env.enable_checkpointing(15);
+            env.set_checkpoint_dir(dir.join(format!("chk-{step}")));
+        }
+        if let Some(path) = &savepoint {
+            env.restore_from(path);
+        }
+        if step + 1 < chain.len() {
+            env.stop_with_savepoint_after(dir.join(format!("sp-{step}")), 60);
+        }
+        reminder_job(&env, &out);
+        let result = env.execute("reminders").unwrap_or_else(|e| panic!("{name} step {step}: {e}"));
+        if step + 1 < chain.len() {
+            savepoint = Some(result.savepoint.unwrap_or_else(|| panic!("{name} step {step}: no savepoint")));
+        }
+    }
+    let files = committed_files(&out);
+    for file in &files {
+        let mut last: std::collections::HashMap<u64, i64> = std::collections::HashMap::new();
+        for line in file {
+            let (key, time) = line.split_once(' ').unwrap();
+            let (key, time): (u64, i64) = (key.parse().unwrap(), time.parse().unwrap());
+            let previous = last.insert(key, time);
+            assert!(previous.is_none_or(|p| p < time), "{name}: key {key}'s timers fire in time order");
+        }
+    }
+    let mut lines: Vec<String> = files.into_iter().flatten().collect();
+    lines.sort();
+    let mut expected: Vec<String> = (0..EVENTS).map(|i| format!("{} {}", i % KEYS, i as i64 + DELAY)).collect();
+    expected.sort();
+    assert_eq!(lines.len(), expected.len(), "{name}: every timer fires exactly once");
+    assert_eq!(lines, expected, "{name}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn timers_survive_savepoints_and_rescales_and_fire_once_in_time_order() {
+    run_reminders(&[(2, Backend::Heap), (3, Backend::Heap), (1, Backend::Heap)], "timers-heap");
+}
+
+#[cfg(feature = "rocksdb")]
+#[test]
+fn timers_travel_beside_rocksdb_files_and_across_backends() {
+    run_reminders(
+        &[(1, Backend::RocksDbIncremental), (3, Backend::Heap), (2, Backend::RocksDbIncremental)],
+        "timers-rocks",
+    );
+}
+
+/// Emits `count` records with timestamps 0.., then waits (idle) until `release` is set or
+/// `give_up` idle calls passed, then sets `finished` and finishes.
+#[derive(Clone)]
+struct HoldingSource {
+    next: u64,
+    count: u64,
+    release: Arc<AtomicBool>,
+    finished: Arc<AtomicBool>,
+    idle_calls: u64,
+    give_up: u64,
+}
+
+impl RichFunction for HoldingSource {}
+
+impl SourceFunction<(u64, i64)> for HoldingSource {
+    fn emit_batch(&mut self, max: usize, out: &mut Collector<'_, (u64, i64)>) -> FunctionResult<SourceStep> {
+        if self.next < self.count {
+            let end = (self.next + max as u64).min(self.count);
+            for i in self.next..end {
+                out.collect((i % 3, i as i64));
+            }
+            self.next = end;
+            return Ok(SourceStep::More);
+        }
+        self.idle_calls += 1;
+        if self.release.load(Ordering::SeqCst) || self.idle_calls > self.give_up {
+            self.finished.store(true, Ordering::SeqCst);
+            return Ok(SourceStep::Finished);
+        }
+        std::thread::sleep(Duration::from_millis(1));
+        Ok(SourceStep::Idle)
+    }
+}
+
+/// Two sources unioned into a 10 ms window count; the second never emits. Returns how
+/// many windows fired while both sources still ran.
+fn windows_fired_before_the_end(idleness: Option<Duration>) -> u64 {
+    let env = Env::new();
+    env.set_parallelism(1);
+    let release = Arc::new(AtomicBool::new(false));
+    let finished = Arc::new(AtomicBool::new(false));
+    let fired_early = Arc::new(AtomicU64::new(0));
+    let strategy = |idleness: Option<Duration>| {
+        let strategy = WatermarkStrategy::for_monotonous_timestamps()
+            .with_timestamp_assigner(|r: &(u64, i64)| r.1)
+            .with_auto_watermark_interval(Duration::from_millis(5));
+        match idleness {
+            Some(timeout) => strategy.with_idleness(timeout),
+            None => strategy,
+        }
+    };
+    let source = |count| HoldingSource {
+        next: 0,
+        count,
+        release: release.clone(),
+        finished: finished.clone(),
+        idle_calls: 0,
+        give_up: 400,
+    };
+    let busy = env.add_source(source(100)).assign_timestamps_and_watermarks(strategy(idleness));
+    let silent = env.add_source(source(0)).assign_timestamps_and_watermarks(strategy(idleness));
+    let (finished_at_fire, fired) = (finished.clone(), fired_early.clone());
+    busy.union(&[silent])
+        .key_by(|r: &(u64, i64)| r.0)
+        .window(TumblingEventTimeWindows::of(Duration::from_millis(10)))
+        .process(window_function(
+            move |_key: &u64,
+                  _w: &TimeWindow,
+                  _records: &mut dyn Iterator<Item = (u64, i64)>,
+                  out: &mut Collector<'_, u64>| {
+                if !finished_at_fire.load(Ordering::SeqCst) {
+                    fired.fetch_add(1, Ordering::SeqCst);
+                }
+                out.collect(1);
+            },
+        ))
+        .map(move |n| {
+            release.store(true, Ordering::SeqCst);
+            n
+        })
+        .add_sink(CollectSink::new());
+    env.execute("idleness").unwrap();
+    fired_early.load(Ordering::SeqCst)
+}
+
+#[test]
+fn an_idle_input_holds_the_watermark_back_until_idleness_releases_it() {
+    assert_eq!(windows_fired_before_the_end(None), 0, "the silent source holds event time at its start");
+    assert!(
+        windows_fired_before_the_end(Some(Duration::from_millis(30))) > 0,
+        "marked idle after 30 ms, the silent source no longer holds windows back"
+    );
+}
+
+/// Registers a processing-time timer `after_ms` after each key's first record; emits
+/// `(key, timer time, processing time when it fired)`.
+#[derive(Clone)]
+struct Alarm {
+    after_ms: i64,
+    armed: Option<ValueState<bool>>,
+}
+
+impl RichFunction for Alarm {
+    fn open(&mut self, ctx: &mut RuntimeContext<'_>) -> FunctionResult {
+        self.armed = Some(ctx.get_state(&ValueStateDescriptor::new("armed"))?);
+        Ok(())
+    }
+}
+
+impl KeyedProcessFunction<u64, (u64, i64), (u64, i64, i64)> for Alarm {
+    fn process_element(
+        &mut self,
+        _value: (u64, i64),
+        ctx: &mut KeyedContext<'_, u64>,
+        _out: &mut Collector<'_, (u64, i64, i64)>,
+    ) -> FunctionResult {
+        let armed = self.armed.as_ref().ok_or("declared")?;
+        if armed.value()?.is_none() {
+            armed.update(true)?;
+            let now = ctx.timer_service().current_processing_time();
+            ctx.timer_service().register_processing_time_timer(now + self.after_ms)?;
+        }
+        Ok(())
+    }
+
+    fn on_timer(
+        &mut self,
+        timestamp: i64,
+        ctx: &mut KeyedContext<'_, u64>,
+        out: &mut Collector<'_, (u64, i64, i64)>,
+    ) -> FunctionResult {
+        assert_eq!(ctx.time_domain(), Some(TimeDomain::ProcessingTime));
+        let now = ctx.timer_service().current_processing_time();
+        out.collect((*ctx.current_key(), timestamp, now));
+        Ok(())
+    }
+}
+
+/// A job on the simulated clock: three keys arm a 5 s alarm each; the source waits until
+/// all three went off.
+fn simulated_alarms(seed: u64) -> Vec<(u64, i64, i64)> {
+    let env = Env::new();
+    env.set_parallelism(2).simulate(seed, 0);
+    let release = Arc::new(AtomicBool::new(false));
+    let source = HoldingSource {
+        next: 0,
+        count: 30,
+        release: release.clone(),
+        finished: Arc::new(AtomicBool::new(false)),
+        idle_calls: 0,
+        give_up: u64::MAX,
+    };
+    let alarms = CollectSink::new();
+    let seen = Arc::new(AtomicU64::new(0));
+    env.add_source(source)
+        .key_by(|r: &(u64, i64)| r.0)
+        .process(Alarm { after_ms: 5_000, armed: None })
+        .map(move |alarm| {
+            if seen.fetch_add(1, Ordering::SeqCst) + 1 == 3 {
+                release.store(true, Ordering::SeqCst);
+            }
+            alarm
+        })
+        .add_sink(alarms.clone());
+    let started = std::time::Instant::now();
+    env.execute("alarms").unwrap();
+    assert!(started.elapsed() < Duration::from_secs(5), "5 s alarms on the simulated clock take no 5 s");
+    let mut alarms = alarms.take();
+    alarms.sort();
+    alarms
+}
+
+#[test]
+fn processing_time_timers_fire_on_the_simulated_clock() {
+    let alarms = simulated_alarms(11);
+    assert_eq!(alarms.iter().map(|a| a.0).collect::<Vec<_>>(), vec![0, 1, 2], "one alarm per key");
+    for (key, time, fired_at) in &alarms {
+        assert!(fired_at >= time, "key {key}: fired at {fired_at}, before its time {time}");
+    }
+    assert_eq!(simulated_alarms(11), alarms, "the same seed gives the same times");
+}
+
+/// Tumbling 10 ms windows, 5 ms allowed lateness, watermark = largest timestamp − 1 after
+/// every record (no out-of-orderness); records in arrival order.
+#[test]
+fn late_records_update_windows_within_allowed_lateness_and_go_to_the_side_output_after() {
+    struct PerRecord(i64);
+    impl eddy::time::WatermarkGenerator<(String, i64)> for PerRecord {
+        fn on_event(&mut self, _: &(String, i64), timestamp: i64, output: &mut eddy::time::WatermarkOutput) {
+            self.0 = self.0.max(timestamp);
+            output.emit_watermark(self.0 - 1);
+        }
+        fn on_periodic_emit(&mut self, _: &mut eddy::time::WatermarkOutput) {}
+    }
+    let input = [("a", 1), ("a", 12), ("a", 5), ("a", 16), ("a", 3), ("b", 2), ("a", 25), ("a", 14)];
+    let env = Env::new();
+    env.set_parallelism(1);
+    let late = OutputTag::<(String, i64)>::new("late");
+    let records: Vec<(String, i64)> = input.iter().map(|(k, t)| (k.to_string(), *t)).collect();
+    let fired = env
+        .from_collection(records)
+        .assign_timestamps_and_watermarks(
+            WatermarkStrategy::for_generator(|| PerRecord(i64::MIN)).with_timestamp_assigner(|r: &(String, i64)| r.1),
+        )
+        .key_by(|r: &(String, i64)| r.0.clone())
+        .window(TumblingEventTimeWindows::of(Duration::from_millis(10)))
+        .allowed_lateness(Duration::from_millis(5))
+        .side_output_late_data(&late)
+        .process(window_function(
+            |key: &String,
+             w: &TimeWindow,
+             records: &mut dyn Iterator<Item = (String, i64)>,
+             out: &mut Collector<'_, String>| {
+                out.collect(format!("W {key} {} {}", w.start, records.count()));
+            },
+        ));
+    let dropped = fired.side_output(&late).map(|(key, t)| format!("L {key} {t}"));
+    let sink = CollectSink::new();
+    fired.union(&[dropped]).add_sink(sink.clone());
+    env.execute("lateness").unwrap();
+    let mut lines = sink.take();
+    lines.sort();
+    // a,12 moves the watermark to 11: [0,10) fires with 1. a,5 is late within the
+    // lateness (cleanup at 9 + 5 = 14 > 11): fires again with 2. a,16 moves it to 15:
+    // [0,10) is cleaned up, so a,3 is dropped as late. b,2 is late too (2 + 5 <= 15).
+    // a,25 moves it to 24: [10,20) fires with 2 (12, 16) and is cleaned up (19 + 5 = 24),
+    // so a,14 is dropped as late. The end of input fires [20,30) with 1.
+    let expected = ["L a 14", "L a 3", "L b 2", "W a 0 1", "W a 0 2", "W a 10 2", "W a 20 1"];
+    assert_eq!(lines, expected);
+}
