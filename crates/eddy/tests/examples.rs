@@ -273,7 +273,7 @@ fn committed(out: &Path) -> Vec<String> {
 
 /// Requests per path and minute, replayed in order with the watermark after every line:
 /// (counts, late lines).
-fn requests_reference(log: &[String]) -> (Vec<(String, i64, u64)>, Vec<(i64, String)>) {
+fn requests_reference(log: &[String]) -> (Vec<requests_per_minute::MinuteCount>, Vec<requests_per_minute::Request>) {
     use requests_per_minute::*;
     let mut watermark = i64::MIN;
     let mut max = i64::MIN;
