@@ -11,6 +11,7 @@ mod bare;
 mod checksum;
 mod generator;
 mod join;
+mod nexmark;
 mod options;
 mod rate;
 mod window;
@@ -36,6 +37,8 @@ enum Workload {
     Window,
     /// W4: W1 with 2,000,000 keys on the RocksDB backend.
     LargeState,
+    /// W5: the Nexmark queries (--query q0 … q8).
+    Nexmark,
     /// Replays `key,timestamp` lines through an event-time window count, as
     /// shared/flink-oracle runs Apache Flink (--input, --window, --out-of-orderness,
     /// --allowed-lateness, --output FILE).
@@ -89,6 +92,9 @@ pub struct Args {
     /// join): the yardstick for the engine's share of the hardware.
     #[arg(long)]
     pub bare: bool,
+    /// W5: which Nexmark query.
+    #[arg(long, value_enum)]
+    pub query: Option<nexmark::Query>,
     /// W3: the window size in ms.
     #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..))]
     pub window_ms: u64,
@@ -146,12 +152,13 @@ fn main() {
         (Workload::ApiCount, true) => bare::api_count(&cli.args),
         (Workload::Join, true) => bare::join(&cli.args),
         (Workload::Window, true) => bare::window(&cli.args),
-        (Workload::LargeState | Workload::WindowReplay, true) => {
+        (Workload::LargeState | Workload::WindowReplay | Workload::Nexmark, true) => {
             Err(anyhow::anyhow!("--bare is for api-count, join and window"))
         }
         (Workload::ApiCount | Workload::LargeState, false) => api_count::run(&cli.args),
         (Workload::Join, false) => join::run(&cli.args),
         (Workload::Window, false) => window::run(&cli.args),
+        (Workload::Nexmark, false) => nexmark::run(&cli.args),
         (Workload::WindowReplay, false) => window_replay::run(&cli.args),
     };
     let _ = std::fs::remove_dir_all(rocksdb_dir());

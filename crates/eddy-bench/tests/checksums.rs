@@ -142,3 +142,22 @@ fn unknown_flags_and_workloads_are_rejected() {
     assert_eq!(code, 2);
     assert!(stderr.contains("--parallelism"), "{stderr}");
 }
+
+#[test]
+fn nexmark_queries_give_the_same_results_at_any_parallelism_and_on_both_backends() {
+    for query in ["q0", "q1", "q2", "q3", "q4", "q5", "q7", "q8"] {
+        let run = |p: &str, backend: &str| {
+            let (code, stdout, stderr) =
+                bench(&["nexmark", "--query", query, "--events", "200000", "--parallelism", p, "--backend", backend]);
+            assert_eq!(code, 0, "{query}: {stderr}");
+            last_line_checksum(&stdout).to_string()
+        };
+        let reference = run("1", "heap");
+        assert_ne!(reference, "0", "{query} has output");
+        assert_eq!(run("2", "heap"), reference, "{query} at parallelism 2");
+        assert_eq!(run("3", "rocksdb"), reference, "{query} on RocksDB at parallelism 3");
+    }
+    let (code, _, stderr) = bench(&["nexmark", "--events", "1000"]);
+    assert_eq!(code, 1);
+    assert!(stderr.contains("nexmark needs --query"), "{stderr}");
+}
