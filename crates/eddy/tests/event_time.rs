@@ -386,3 +386,100 @@ fn late_records_update_windows_within_allowed_lateness_and_go_to_the_side_output
     let expected = ["L a 14", "L a 3", "L b 2", "W a 0 1", "W a 0 2", "W a 10 2", "W a 20 1"];
     assert_eq!(lines, expected);
 }
+
+/// Global windows with count triggers: `count_window(3)` fires and purges every third
+/// record of a key; `count_window_sliding(4, 2)` fires every second record with the last
+/// four (a count evictor). Records of a key arrive in order, so the sums are exact.
+#[test]
+fn count_windows_fire_every_n_records_per_key() {
+    let env = Env::new();
+    env.set_parallelism(2);
+    let numbers: Vec<(u64, u64)> = (0..40).map(|i| (i % 2, i)).collect();
+    let tumbling = CollectSink::new();
+    let sliding = CollectSink::new();
+    let keyed = env.from_collection(numbers).key_by(|r: &(u64, u64)| r.0);
+    keyed.count_window(3).reduce(|a, b| (a.0, a.1 + b.1)).add_sink(tumbling.clone());
+    keyed
+        .count_window_sliding(4, 2)
+        .process(window_function(
+            |key: &u64,
+             _: &eddy::window::GlobalWindow,
+             records: &mut dyn Iterator<Item = (u64, u64)>,
+             out: &mut Collector<'_, (u64, Vec<u64>)>| {
+                out.collect((*key, records.map(|r| r.1).collect()));
+            },
+        ))
+        .add_sink(sliding.clone());
+    env.execute("count windows").unwrap();
+    let mut expected_tumbling = Vec::new();
+    let mut expected_sliding = Vec::new();
+    for key in 0..2u64 {
+        let values: Vec<u64> = (0..40).filter(|i| i % 2 == key).collect();
+        for chunk in values.chunks_exact(3) {
+            expected_tumbling.push((key, chunk.iter().sum::<u64>()));
+        }
+        for end in (2..=values.len()).step_by(2) {
+            expected_sliding.push((key, values[end.saturating_sub(4)..end].to_vec()));
+        }
+    }
+    let mut tumbling = tumbling.take();
+    tumbling.sort();
+    expected_tumbling.sort();
+    assert_eq!(tumbling, expected_tumbling, "two records of each key never fill a third window");
+    let mut sliding = sliding.take();
+    sliding.sort();
+    expected_sliding.sort();
+    assert_eq!(sliding, expected_sliding);
+}
+
+/// Processing-time tumbling windows on the simulated clock: records of one key arrive 1
+/// ms of simulated time apart (the source idles between them), windows of 50 ms fire as
+/// the clock passes their ends, and every record is counted once.
+#[test]
+fn processing_time_windows_fire_on_the_simulated_clock() {
+    #[derive(Clone)]
+    struct Trickle {
+        next: u64,
+        released: Arc<AtomicBool>,
+    }
+    impl RichFunction for Trickle {}
+    impl SourceFunction<u64> for Trickle {
+        fn emit_batch(&mut self, _max: usize, out: &mut Collector<'_, u64>) -> FunctionResult<SourceStep> {
+            if self.next < 200 {
+                out.collect(self.next);
+                self.next += 1;
+                return Ok(SourceStep::Idle);
+            }
+            // Wait for the last window: the job ends with its input, and processing-time
+            // windows still open then are not fired (as in Flink).
+            Ok(if self.released.load(Ordering::SeqCst) { SourceStep::Finished } else { SourceStep::Idle })
+        }
+    }
+    let env = Env::new();
+    env.set_parallelism(1).simulate(5, 0);
+    let released = Arc::new(AtomicBool::new(false));
+    let counted = Arc::new(AtomicU64::new(0));
+    let sink = CollectSink::new();
+    let (release, total) = (released.clone(), counted.clone());
+    env.add_source(Trickle { next: 0, released })
+        .key_by(|_: &u64| 0u8)
+        .window(eddy::window::TumblingProcessingTimeWindows::of(Duration::from_millis(50)))
+        .process(window_function(
+            move |_: &u8,
+                  w: &TimeWindow,
+                  records: &mut dyn Iterator<Item = u64>,
+                  out: &mut Collector<'_, (i64, u64)>| {
+                let n = records.count() as u64;
+                if total.fetch_add(n, Ordering::SeqCst) + n == 200 {
+                    release.store(true, Ordering::SeqCst);
+                }
+                out.collect((w.start, n));
+            },
+        ))
+        .add_sink(sink.clone());
+    env.execute("processing-time windows").unwrap();
+    let windows = sink.take();
+    assert_eq!(windows.iter().map(|w| w.1).sum::<u64>(), 200, "every record in exactly one window");
+    assert!(windows.len() > 2, "the clock moved through several windows: {windows:?}");
+    assert!(windows.iter().all(|w| w.0 % 50 == 0), "windows aligned to their size");
+}
