@@ -4,7 +4,10 @@
 //! [`DataStream`]s; `map`, `filter`, `flat_map`, `process`, `key_by`, `connect`, `union`
 //! and the partitionings add operators; sinks end streams; [`Env::execute`] runs the job.
 //! User functions implement the traits of [`function`] (or are closures for the simple
-//! operators); keyed functions declare state through their [`RuntimeContext`].
+//! operators); keyed functions declare state through their [`RuntimeContext`] and set
+//! timers through their context's [`TimerService`]. Event time is [`time`] (timestamps and
+//! watermark strategies); [`window`] holds windows, triggers and evictors, used through
+//! [`KeyedStream::window`].
 //!
 //! Depends on `eddy-runtime` (which runs the graph this crate builds), `eddy-state` and
 //! `eddy-types`.
