@@ -56,6 +56,10 @@ pub struct ReplayArgs {
     /// window-replay: how long windows take late records after their end (ms).
     #[arg(long, default_value_t = 0)]
     pub allowed_lateness: u64,
+    /// window-replay: count with a window function over all elements (every window keeps
+    /// its records) instead of an incremental count (sliding windows share panes).
+    #[arg(long)]
+    pub all_elements: bool,
 }
 
 /// One replayed record.
@@ -135,21 +139,29 @@ where
     let strategy = WatermarkStrategy::for_generator(move || PerRecord { out_of_orderness, max: i64::MIN })
         .with_timestamp_assigner(|r: &Record| r.1);
     let late = OutputTag::<Record>::new("late");
-    let fired = env
+    let windows = env
         .from_collection(records)
         .assign_timestamps_and_watermarks(strategy)
         .key_by(|r: &Record| r.0.clone())
         .window(assigner)
         .allowed_lateness(Duration::from_millis(args.allowed_lateness))
-        .side_output_late_data(&late)
-        .aggregate_with(
+        .side_output_late_data(&late);
+    let fired = if args.all_elements {
+        windows.process(window_function(
+            |key: &String, w: &TimeWindow, records: &mut dyn Iterator<Item = Record>, out| {
+                out.collect(format!("W {key} {} {} {}", w.start, w.end, records.count()));
+            },
+        ))
+    } else {
+        windows.aggregate_with(
             CountRecords,
             window_function(|key: &String, w: &TimeWindow, counts: &mut dyn Iterator<Item = u64>, out| {
                 for count in counts {
                     out.collect(format!("W {key} {} {} {count}", w.start, w.end));
                 }
             }),
-        );
+        )
+    };
     let dropped = fired.side_output(&late).map(|(key, timestamp)| format!("L {key} {timestamp}"));
     let lines = CollectSink::new();
     fired.union(&[dropped]).add_sink(lines.clone());

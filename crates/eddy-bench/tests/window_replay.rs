@@ -23,6 +23,10 @@ fn cases() -> Vec<String> {
 
 /// Replays `case` on `backend`; the sorted output lines.
 fn replay(case: &str, backend: &str) -> Vec<String> {
+    replay_with(case, backend, &[])
+}
+
+fn replay_with(case: &str, backend: &str, extra: &[&str]) -> Vec<String> {
     let dir = fixtures();
     let args = std::fs::read_to_string(dir.join(format!("{case}.args"))).unwrap();
     let [window, out_of_orderness, lateness] = args.split_whitespace().collect::<Vec<_>>()[..] else {
@@ -33,7 +37,9 @@ fn replay(case: &str, backend: &str) -> Vec<String> {
         .args(["window-replay", "--input"])
         .arg(dir.join(format!("{case}.input")))
         .args(["--window", window, "--out-of-orderness", out_of_orderness, "--allowed-lateness", lateness])
-        .args(["--backend", backend, "--output"])
+        .args(["--backend", backend])
+        .args(extra)
+        .arg("--output")
         .arg(&output)
         .output()
         .unwrap();
@@ -55,6 +61,15 @@ fn expected(case: &str) -> Vec<String> {
 fn every_case_gives_flinks_output_on_the_heap() {
     for case in cases() {
         assert_eq!(replay(&case, "heap"), expected(&case), "{case}");
+    }
+}
+
+/// Sliding windows of an incremental count share panes; counted over all elements, each
+/// window keeps its own records: both must give Flink's lines.
+#[test]
+fn sliding_windows_give_flinks_output_with_and_without_shared_panes() {
+    for case in cases().into_iter().filter(|c| c.starts_with("sld") || c.starts_with("neg_sld")) {
+        assert_eq!(replay_with(&case, "heap", &["--all-elements"]), expected(&case), "{case}, all elements");
     }
 }
 

@@ -260,10 +260,17 @@ impl<A: 'static, B: 'static, O, K: Key, F: CoFlatMapFunction<A, B, O>> TwoInputL
     }
 }
 
-#[derive(Clone)]
 pub(crate) struct KeyedCoProcessLogic<A, B, K: Key, F> {
     pub(crate) function: F,
     pub(crate) keys: (KeyScope<A, K>, KeyScope<B, K>),
+    /// Each input's timestamps, for `ctx.timestamp()`.
+    pub(crate) timestamps: (Option<TimestampFn<A>>, Option<TimestampFn<B>>),
+}
+
+impl<A, B, K: Key, F: Clone> Clone for KeyedCoProcessLogic<A, B, K, F> {
+    fn clone(&self) -> Self {
+        Self { function: self.function.clone(), keys: self.keys.clone(), timestamps: self.timestamps.clone() }
+    }
 }
 
 impl<A: 'static, B: 'static, O, K: Key, F: KeyedCoProcessFunction<K, A, B, O>> TwoInputLogic<A, B, O>
@@ -282,7 +289,8 @@ impl<A: 'static, B: 'static, O, K: Key, F: KeyedCoProcessFunction<K, A, B, O>> T
         timers: Option<&InternalTimers>,
     ) -> FunctionResult {
         self.keys.0.enter(&record)?;
-        let mut ctx = KeyedContext::new(self.keys.0.current(), side, timers, None, None)?;
+        let timestamp = self.timestamps.0.as_ref().map(|f| f(&record));
+        let mut ctx = KeyedContext::new(self.keys.0.current(), side, timers, timestamp, None)?;
         self.function.process_element1(record, &mut ctx, &mut Collector::new(main))
     }
     #[inline]
@@ -295,7 +303,8 @@ impl<A: 'static, B: 'static, O, K: Key, F: KeyedCoProcessFunction<K, A, B, O>> T
         timers: Option<&InternalTimers>,
     ) -> FunctionResult {
         self.keys.1.enter(&record)?;
-        let mut ctx = KeyedContext::new(self.keys.1.current(), side, timers, None, None)?;
+        let timestamp = self.timestamps.1.as_ref().map(|f| f(&record));
+        let mut ctx = KeyedContext::new(self.keys.1.current(), side, timers, timestamp, None)?;
         self.function.process_element2(record, &mut ctx, &mut Collector::new(main))
     }
     fn on_timer(

@@ -88,7 +88,11 @@ impl<A: Data, B: Data, K: Key> KeyedConnectedStreams<A, B, K> {
             "Co-Process",
             &self.first.stream,
             &self.second.stream,
-            KeyedCoProcessLogic { function, keys },
+            KeyedCoProcessLogic {
+                function,
+                keys,
+                timestamps: (self.first.stream.timestamps.clone(), self.second.stream.timestamps.clone()),
+            },
             true,
             false,
         )

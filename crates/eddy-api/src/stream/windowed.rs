@@ -5,6 +5,7 @@
 use super::{DataStream, KeyedStream};
 use crate::function::{FunctionResult, OutputTag, RichFunction, RuntimeContext};
 use crate::window::operator::{AggregateContents, ListContents, WindowLogic, WindowSpec};
+use crate::window::panes::PaneLogic;
 use crate::window::{
     CountEvictor, CountTrigger, Evictor, GlobalWindows, ProcessWindowFunction, PurgingTrigger, Trigger, WindowAssigner,
     WindowContext,
@@ -22,6 +23,8 @@ pub struct WindowedStream<T, K, A: WindowAssigner, Tr> {
     keyed: KeyedStream<T, K>,
     spec: WindowSpec<T, A, Tr>,
     evictor: Option<Arc<dyn Evictor<T, A::W>>>,
+    /// The assigner's own trigger (no `trigger` call): sliding windows may share panes.
+    default_trigger: bool,
 }
 
 impl<T: Data + Sync, K: Key> KeyedStream<T, K> {
@@ -39,7 +42,7 @@ impl<T: Data + Sync, K: Key> KeyedStream<T, K> {
             late_tag: None,
             timestamps: self.stream.timestamps.clone(),
         };
-        WindowedStream { keyed: self.clone(), spec, evictor: None }
+        WindowedStream { keyed: self.clone(), spec, evictor: None, default_trigger: true }
     }
 
     /// Windows of `size` records per key, each fired once full (Flink's `countWindow`).
@@ -64,7 +67,7 @@ impl<T: Data + Sync, K: Key, A: WindowAssigner, Tr: Trigger<T, A::W>> WindowedSt
             late_tag: self.spec.late_tag,
             timestamps: self.spec.timestamps,
         };
-        WindowedStream { keyed: self.keyed, spec, evictor: self.evictor }
+        WindowedStream { keyed: self.keyed, spec, evictor: self.evictor, default_trigger: false }
     }
 
     /// Thins a firing window's elements (windows then keep every element).
@@ -121,6 +124,19 @@ impl<T: Data + Sync, K: Key, A: WindowAssigner, Tr: Trigger<T, A::W>> WindowedSt
         self.check_merging();
         if self.evictor.is_some() {
             return self.process(AggregateThen { aggregate: Arc::new(aggregate), function, _types: PhantomData });
+        }
+        if let (Some(shape), true) = (self.spec.assigner.sliding_shape(), self.default_trigger) {
+            let logic = PaneLogic::new(
+                self.keyed.scope(),
+                self.spec.assigner.clone(),
+                shape,
+                self.spec.allowed_lateness,
+                self.spec.late_tag.clone(),
+                self.spec.timestamps.clone(),
+                aggregate,
+                function,
+            );
+            return self.keyed.stream.one_input("Window", logic, true);
         }
         let logic =
             WindowLogic::new(self.keyed.scope(), self.spec.clone(), AggregateContents::new(aggregate), function);

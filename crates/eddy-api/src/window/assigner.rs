@@ -22,6 +22,14 @@ pub trait WindowAssigner: Clone + Send + Sync + 'static {
     fn is_merging(&self) -> bool {
         false
     }
+    /// Sliding event-time windows: their shape, so that windows can share panes.
+    fn sliding_shape(&self) -> Option<super::panes::SlidingShape> {
+        None
+    }
+    /// This assigner's window for `window`, if its windows are time windows.
+    fn time_window(&self, _window: TimeWindow) -> Option<Self::W> {
+        None
+    }
 }
 
 fn millis(duration: Duration) -> i64 {
@@ -73,6 +81,12 @@ macro_rules! time_assigner {
             fn is_event_time(&self) -> bool {
                 $event
             }
+            fn time_window(&self, window: TimeWindow) -> Option<TimeWindow> {
+                Some(window)
+            }
+            fn sliding_shape(&self) -> Option<super::panes::SlidingShape> {
+                self.shape()
+            }
         }
     };
 }
@@ -103,11 +117,19 @@ impl TumblingEventTimeWindows {
     pub fn of(size: Duration) -> Self {
         Self { size: millis(size).max(1), offset: 0 }
     }
+
+    fn shape(&self) -> Option<super::panes::SlidingShape> {
+        None
+    }
 }
 
 impl TumblingProcessingTimeWindows {
     pub fn of(size: Duration) -> Self {
         Self { size: millis(size).max(1), offset: 0 }
+    }
+
+    fn shape(&self) -> Option<super::panes::SlidingShape> {
+        None
     }
 }
 
@@ -115,11 +137,21 @@ impl SlidingEventTimeWindows {
     pub fn of(size: Duration, slide: Duration) -> Self {
         Self { size: millis(size).max(1), slide: millis(slide).max(1), offset: 0 }
     }
+
+    /// Windows that overlap share panes (a slide as long as the size is a tumbling window).
+    fn shape(&self) -> Option<super::panes::SlidingShape> {
+        let shape = super::panes::SlidingShape { size: self.size, slide: self.slide, offset: self.offset };
+        (self.slide < self.size).then_some(shape)
+    }
 }
 
 impl SlidingProcessingTimeWindows {
     pub fn of(size: Duration, slide: Duration) -> Self {
         Self { size: millis(size).max(1), slide: millis(slide).max(1), offset: 0 }
+    }
+
+    fn shape(&self) -> Option<super::panes::SlidingShape> {
+        None
     }
 }
 
@@ -194,6 +226,9 @@ macro_rules! session_assigner {
             }
             fn is_merging(&self) -> bool {
                 true
+            }
+            fn time_window(&self, window: TimeWindow) -> Option<TimeWindow> {
+                Some(window)
             }
         }
     };

@@ -3,13 +3,15 @@
 //! namespace, fired by a [`Trigger`], thinned by an [`Evictor`], and handed to a window
 //! function.
 //!
-//! - `window.rs` (here): the windows, [`TimeWindow`] and [`GlobalWindow`].
+//! - here: the windows, [`TimeWindow`] and [`GlobalWindow`].
 //! - `assigner.rs`: tumbling, sliding and session windows in event and processing time,
 //!   and global windows.
 //! - `trigger.rs`: when a window fires, and the built-in triggers.
 //! - `evictor.rs`: count and time evictors.
 //! - `function.rs`: [`ProcessWindowFunction`] and its context.
 //! - `merging.rs`: the set of session windows of a key and how they merge.
+//! - `panes.rs`: sliding windows of an incremental aggregate that share their panes, so
+//!   that a record costs one state update, not one per window.
 //! - `operator.rs`: the window operator, line for line Flink's `WindowOperator`: what is
 //!   late, when state is cleaned up, allowed lateness and late records to a side output.
 //!
@@ -22,6 +24,7 @@ mod evictor;
 mod function;
 mod merging;
 pub(crate) mod operator;
+pub(crate) mod panes;
 mod trigger;
 
 pub use assigner::{

@@ -64,6 +64,16 @@ pub(crate) trait WindowContents<T, W>: Clone + Send + Sync + 'static {
     fn clear(&mut self) -> FunctionResult;
     /// Removes and returns the contents (a merged-away state window).
     fn take(&mut self) -> FunctionResult<Option<Self::Raw>>;
+    /// [`WindowContents::emit`], then [`WindowContents::clear`]: a window that fires as it
+    /// is cleaned up (its end, without allowed lateness).
+    fn emit_and_clear(
+        &mut self,
+        window: &W,
+        f: &mut dyn FnMut(&mut dyn Iterator<Item = Self::Out>) -> FunctionResult,
+    ) -> FunctionResult {
+        self.emit(window, f)?;
+        self.clear()
+    }
     /// Merges contents taken from another window into this one's.
     fn merge(&mut self, raw: Self::Raw) -> FunctionResult;
 }
@@ -140,10 +150,19 @@ where
     }
 
     fn take(&mut self) -> FunctionResult<Option<F::Acc>> {
-        let state = self.state()?;
-        let acc = state.value()?;
-        state.clear()?;
-        Ok(acc)
+        Ok(self.state()?.take()?)
+    }
+
+    fn emit_and_clear(
+        &mut self,
+        _window: &W,
+        f: &mut dyn FnMut(&mut dyn Iterator<Item = F::Out>) -> FunctionResult,
+    ) -> FunctionResult {
+        let function = self.function.clone();
+        match self.state()?.take()? {
+            Some(acc) => f(&mut std::iter::once(function.get_result(&acc))),
+            None => Ok(()),
+        }
     }
 
     fn merge(&mut self, raw: F::Acc) -> FunctionResult {
@@ -299,6 +318,20 @@ impl<T, K, O, A: WindowAssigner, Tr, C, F> WindowLogic<T, K, O, A, Tr, C, F> {
 
 const NO_TIMERS: &str = "the window operator runs without its timer service (bug)";
 
+/// Timestamps this far from zero (about 146,000 years) leave room for window arithmetic
+/// without overflow.
+const TIMESTAMP_LIMIT: i64 = 1 << 62;
+
+/// A record's timestamp, refused with a clear error where window arithmetic would
+/// overflow (Flink refuses `Long.MIN_VALUE`, its "no timestamp").
+pub(crate) fn check_timestamp(timestamp: i64) -> FunctionResult<i64> {
+    if (-TIMESTAMP_LIMIT..=TIMESTAMP_LIMIT).contains(&timestamp) {
+        Ok(timestamp)
+    } else {
+        Err(format!("record timestamp {timestamp} is out of range for windows (|t| <= 2^62 ms)").into())
+    }
+}
+
 impl<T, K, O, A, Tr, C, F> WindowLogic<T, K, O, A, Tr, C, F>
 where
     T: Clone + 'static,
@@ -368,13 +401,30 @@ where
         side: &mut SideOutputs,
         timers: &InternalTimers,
     ) -> FunctionResult {
+        self.emit_then(window, main, side, timers, false)
+    }
+
+    /// [`Self::emit`], and clears the contents too when `clear`.
+    fn emit_then(
+        &mut self,
+        window: &A::W,
+        main: &mut dyn Output<O>,
+        side: &mut SideOutputs,
+        timers: &InternalTimers,
+        clear: bool,
+    ) -> FunctionResult {
         let current = self.key.current();
         let key = current.get();
         let function = &mut self.function;
-        self.contents.emit(window, &mut |elements| {
+        let mut call = |elements: &mut dyn Iterator<Item = C::Out>| {
             let mut ctx = WindowContext { window, timers, side: &mut *side };
             function.process(key, &mut ctx, elements, &mut Collector::new(&mut *main))
-        })
+        };
+        if clear {
+            self.contents.emit_and_clear(window, &mut call)
+        } else {
+            self.contents.emit(window, &mut call)
+        }
     }
 
     /// Non-merging windows; true if every window was late.
@@ -513,13 +563,17 @@ where
     ) -> FunctionResult {
         let timers = timers.ok_or(NO_TIMERS)?;
         self.key.enter(&record)?;
+        // The record's own timestamp if the stream has them (triggers and evictors see it,
+        // as in Flink, even in processing-time or global windows); processing-time
+        // assigners place the record by the processing time.
         let timestamp = match &self.spec.timestamps {
-            Some(timestamps) if self.spec.assigner.is_event_time() => timestamps(&record),
-            _ => timers.processing_time(),
+            Some(timestamps) => check_timestamp(timestamps(&record))?,
+            None => timers.processing_time(),
         };
+        let placed_at = if self.spec.assigner.is_event_time() { timestamp } else { timers.processing_time() };
         let mut windows = std::mem::take(&mut self.windows);
         windows.clear();
-        self.spec.assigner.assign_windows(timestamp, &mut windows);
+        self.spec.assigner.assign_windows(placed_at, &mut windows);
         let skipped = if self.spec.assigner.is_merging() {
             self.process_merging(&record, timestamp, &windows, main, side, timers)
         } else {
@@ -560,23 +614,37 @@ where
         } else {
             (None, window.clone())
         };
-        enter_namespace(&mut self.namespace, Some(&window))?;
+        // The timer made its window's namespace current, unless loading a session's
+        // merging set left the key's own; a session's contents may be in another
+        // window's namespace (its state window).
+        let moved = self.spec.assigner.is_merging();
+        if moved {
+            enter_namespace(&mut self.namespace, Some(&window))?;
+        }
         let mut ctx = TriggerContext { timers };
         let result = match domain {
             TimeDomain::EventTime => self.spec.trigger.on_event_time(time, &window, &mut ctx)?,
             TimeDomain::ProcessingTime => self.spec.trigger.on_processing_time(time, &window, &mut ctx)?,
         };
-        enter_namespace(&mut self.namespace, Some(&state_window))?;
+        let cleanup = domain == self.cleanup_domain() && time == self.cleanup_time(&window);
+        if moved {
+            enter_namespace(&mut self.namespace, Some(&state_window))?;
+        }
         if result.is_fire() {
-            self.emit(&window, main, side, timers)?;
+            // Firing as it is cleaned up: read and clear the contents at once.
+            self.emit_then(&window, main, side, timers, cleanup)?;
         }
         if result.is_purge() {
             self.contents.clear()?;
         }
-        if domain == self.cleanup_domain() && time == self.cleanup_time(&window) {
+        if cleanup {
             // Everything of the window goes: contents, trigger state and timers.
-            self.contents.clear()?;
-            enter_namespace(&mut self.namespace, Some(&window))?;
+            if !result.is_fire() {
+                self.contents.clear()?;
+            }
+            if moved {
+                enter_namespace(&mut self.namespace, Some(&window))?;
+            }
             self.spec.trigger.clear(&window, &mut TriggerContext { timers })?;
             if let Some((set, _)) = &mut set {
                 set.retire(&window)?;

@@ -33,7 +33,8 @@ pub struct CurrentKey {
     /// `key_group - range.start`: the index of the key group's table.
     pub local_group: usize,
     pub is_set: bool,
-    /// Changes with every key set (never 0 then), so that a table can remember where it
+    /// Changes with every key set and every change of namespace (never 0 then), so that a
+    /// table (or the timer queue) can remember where it
     /// found this key and serve a read and the write after it with one lookup; 0: do not
     /// remember.
     pub epoch: u64,
@@ -150,6 +151,21 @@ pub trait KeyedTable: Send {
     /// The entries of one key group (`local_group` = key group − range start), serialized
     /// in the canonical, backend-independent form; `None` when the key group is empty.
     fn snapshot_key_group(&self, local_group: usize) -> Result<Option<Vec<u8>>, StateError>;
+    /// Every non-empty key group's entries, as [`KeyedTable::snapshot_key_group`] gives
+    /// them one by one; a table that can do it in one pass says so here.
+    fn snapshot_all_key_groups(
+        &self,
+        first_key_group: u32,
+        group_count: usize,
+    ) -> Result<Vec<(u32, Vec<u8>)>, StateError> {
+        let mut key_groups = Vec::new();
+        for local in 0..group_count {
+            if let Some(bytes) = self.snapshot_key_group(local)? {
+                key_groups.push((first_key_group + local as u32, bytes));
+            }
+        }
+        Ok(key_groups)
+    }
     /// Adds the entries of one key group written by [`KeyedTable::snapshot_key_group`].
     fn restore_key_group(&mut self, local_group: usize, bytes: &[u8]) -> Result<(), StateError>;
     /// Drops every value.

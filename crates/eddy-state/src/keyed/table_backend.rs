@@ -100,12 +100,7 @@ impl TableKeyedStateBackend {
 
     /// A declared state's key groups in the canonical form, taken now.
     fn canonical_entries(&self, declared: &Declared) -> Result<KeyedStateEntries, StateError> {
-        let mut key_groups = Vec::new();
-        for local in 0..self.range.len() as usize {
-            if let Some(bytes) = declared.table.snapshot_key_group(local)? {
-                key_groups.push((self.range.start + local as u32, bytes));
-            }
-        }
+        let key_groups = declared.table.snapshot_all_key_groups(self.range.start, self.range.len() as usize)?;
         Ok(KeyedStateEntries { name: declared.meta.name.clone(), ttl: declared.meta.ttl.is_some(), key_groups })
     }
 

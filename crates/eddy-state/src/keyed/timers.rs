@@ -6,8 +6,8 @@
 //! A [`TimerQueue`] is a declared state of the keyed backend, so that it is snapshotted by
 //! key group with the rest of the keyed state, restored with it, and redistributed by key
 //! group on a rescale. It lives on the heap on every backend, as Flink's heap timers do: a
-//! timer is touched on every record that opens a window and popped in time order, which a
-//! priority queue does in O(log n) without a read of the store below. On RocksDB, whose
+//! timer is touched on every record that opens a window and popped in time order, which
+//! the heap does without a read of the store below. On RocksDB, whose
 //! checkpoints are its own files, the timers travel beside those files in the canonical
 //! form.
 //!
@@ -30,7 +30,7 @@ pub const PROCESSING_TIME_TIMERS: &str = "_timer_service/processing-time";
 #[derive(Clone)]
 pub struct Timer {
     time: i64,
-    key_len: u16,
+    key_len: u32,
     key_hash: u64,
     /// The hash of `bytes` (the key's own when there is no namespace), as the state
     /// tables have it: the timer's hash and its order among timers of the same time.
@@ -60,7 +60,7 @@ impl Timer {
 
     /// Time, hash, then bytes: timers of one time (all a window's, say) are told apart by
     /// their hash without comparing bytes.
-    fn identity(&self) -> (i64, u64, u16, &[u8]) {
+    fn identity(&self) -> (i64, u64, u32, &[u8]) {
         (self.time, self.hash, self.key_len, &self.bytes)
     }
 }
@@ -129,7 +129,7 @@ impl TimerQueue {
     fn timer(key: &CurrentKey, time: i64) -> Timer {
         Timer {
             time,
-            key_len: key.key_len as u16,
+            key_len: key.key_len as u32,
             key_hash: key.key_hash,
             hash: key.hash,
             key_group: key.key_group,
@@ -228,7 +228,7 @@ fn serialize_timers(name: &str, timers: &mut [&Timer]) -> Result<Option<Vec<u8>>
         return Ok(None);
     }
     timers.sort_unstable_by(|a, b| a.identity().cmp(&b.identity()));
-    let entries: Vec<(i64, u16, &[u8])> = timers.iter().map(|t| (t.time, t.key_len, &*t.bytes)).collect();
+    let entries: Vec<(i64, u32, &[u8])> = timers.iter().map(|t| (t.time, t.key_len, &*t.bytes)).collect();
     postcard::to_allocvec(&entries)
         .map(Some)
         .map_err(|e| StateError::Serialize { state: name.to_string(), message: e.to_string() })
@@ -257,8 +257,12 @@ impl KeyedTable for TimerQueue {
         serialize_timers(&self.name, &mut timers)
     }
 
+    fn snapshot_all_key_groups(&self, _first: u32, _count: usize) -> Result<Vec<(u32, Vec<u8>)>, StateError> {
+        by_key_group(&self.name, self.first_key_group, self.group_count, self.all())
+    }
+
     fn restore_key_group(&mut self, local_group: usize, bytes: &[u8]) -> Result<(), StateError> {
-        let entries: Vec<(i64, u16, Vec<u8>)> = postcard::from_bytes(bytes).map_err(|e| StateError::Deserialize {
+        let entries: Vec<(i64, u32, Vec<u8>)> = postcard::from_bytes(bytes).map_err(|e| StateError::Deserialize {
             state: self.name.clone(),
             message: format!("timers of key group {}: {e}", self.first_key_group + local_group as u32),
         })?;
@@ -290,24 +294,32 @@ impl KeyedTable for TimerQueue {
         Ok(())
     }
 
-    /// Copies the live timers now (the heap moves on), serializes them by key group later.
+    /// Copies the live timers now (the queue moves on), serializes them by key group later.
     fn deferred_snapshot(&mut self) -> Option<DeferredKeyGroups> {
         let timers: Vec<Timer> = self.all().cloned().collect();
         let (name, first, count) = (self.name.clone(), self.first_key_group, self.group_count);
-        Some(Box::new(move || {
-            let mut by_group: Vec<Vec<&Timer>> = vec![Vec::new(); count];
-            for timer in &timers {
-                by_group[(timer.key_group - first) as usize].push(timer);
-            }
-            let mut key_groups = Vec::new();
-            for (local, mut group) in by_group.into_iter().enumerate() {
-                if let Some(bytes) = serialize_timers(&name, &mut group)? {
-                    key_groups.push((first + local as u32, bytes));
-                }
-            }
-            Ok(key_groups)
-        }))
+        Some(Box::new(move || by_key_group(&name, first, count, timers.iter())))
     }
+}
+
+/// The canonical form of `timers`, by key group, in one pass.
+fn by_key_group<'a>(
+    name: &str,
+    first: u32,
+    count: usize,
+    timers: impl Iterator<Item = &'a Timer>,
+) -> Result<Vec<(u32, Vec<u8>)>, StateError> {
+    let mut groups: Vec<Vec<&Timer>> = vec![Vec::new(); count];
+    for timer in timers {
+        groups[(timer.key_group - first) as usize].push(timer);
+    }
+    let mut key_groups = Vec::new();
+    for (local, mut group) in groups.into_iter().enumerate() {
+        if let Some(bytes) = serialize_timers(name, &mut group)? {
+            key_groups.push((first + local as u32, bytes));
+        }
+    }
+    Ok(key_groups)
 }
 
 /// Declares the operator's timer queue `name` on the installed backend (once; later calls

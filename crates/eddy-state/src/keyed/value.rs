@@ -46,6 +46,12 @@ impl<T: StateValue> ValueState<T> {
         with_table::<T, _>(self.id, &self.name, |key, table| table.modify(key, init, f))
     }
 
+    /// Removes the current key's value and returns it (not the default): a read and a
+    /// clear in one lookup.
+    pub fn take(&self) -> Result<Option<T>, StateError> {
+        with_table::<T, _>(self.id, &self.name, |key, table| table.remove(key))
+    }
+
     /// Removes the current key's value.
     pub fn clear(&self) -> Result<(), StateError> {
         with_table::<T, _>(self.id, &self.name, |key, table| table.remove(key).map(|_| ()))
