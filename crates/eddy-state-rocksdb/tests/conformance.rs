@@ -127,3 +127,49 @@ fn map_state_keeps_one_rocksdb_entry_per_user_key() {
     drop((map, reader, store));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A value created and removed between two write-backs never reaches RocksDB (a window's
+/// contents); one removed after a write-back is deleted there and stays gone, also once
+/// the cache no longer holds the key.
+#[test]
+fn values_that_live_between_write_backs_never_touch_rocksdb_and_removals_stick() {
+    use eddy_state::keyed::{install_backend, take_backend, with_backend};
+    use eddy_state::{TableKeyedStateBackend, ValueState, ValueStateDescriptor};
+    use eddy_state_rocksdb::RocksDbRawStore;
+    use eddy_types::{stable_hash, KeyGroupRange, MaxParallelism};
+    let dir = std::env::temp_dir().join(format!("eddy-rocksdb-short-lived-{}", std::process::id()));
+    let max = MaxParallelism::default();
+    let store = RocksDbRawStore::open(&dir, 8 << 20).unwrap();
+    let backend = TableKeyedStateBackend::new(KeyGroupRange::all(max), max).with_raw_store(Box::new(store), 4);
+    install_backend(Box::new(backend)).unwrap();
+    let enter = |key: &str| {
+        with_backend("test", |b| b.set_current_key(key.as_bytes(), stable_hash(key.as_bytes())).map(|_| ())).unwrap()
+    };
+    let count = ValueState::<u64>::declare(&ValueStateDescriptor::new("count")).unwrap();
+    // Written back (a snapshot), then removed: the removal must reach RocksDB.
+    enter("kept-then-removed");
+    count.update_with(|| 0, |c| *c += 1).unwrap();
+    with_backend("test", |b| b.snapshot().map(|_| ())).unwrap();
+    enter("kept-then-removed");
+    assert_eq!(count.take().unwrap(), Some(1));
+    // Short-lived values: created and removed before any write-back.
+    for i in 0..100 {
+        enter(&format!("short-{i}"));
+        count.update_with(|| 0, |c| *c += 1).unwrap();
+        assert_eq!(count.take().unwrap(), Some(1));
+    }
+    // Many other keys push everything out of the 4-entry cache (written back on the way).
+    for i in 0..50 {
+        enter(&format!("filler-{i}"));
+        count.update(i).unwrap();
+    }
+    enter("kept-then-removed");
+    assert_eq!(count.value().unwrap(), None, "a removal after a write-back stays removed");
+    enter("short-7");
+    assert_eq!(count.value().unwrap(), None);
+    let snapshot = with_backend("test", |b| b.snapshot()).unwrap();
+    let entries: usize = snapshot.states.iter().flat_map(|s| &s.key_groups).count();
+    assert!(entries <= 50, "only the fillers are left: {entries} key groups");
+    drop(take_backend());
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -34,6 +34,11 @@ struct Entry<S> {
     changed: u64,
     /// Wall-clock ms after which the value is gone (`u64::MAX`: no time to live).
     expires_ms: u64,
+    /// The epoch it was inserted in, when the raw store was read and had no value for the
+    /// key (0: unknown, or loaded from it). While no write-back came since, the raw store
+    /// still has nothing of it, and removing it needs no delete there: a window's
+    /// contents, created and gone between two checkpoints, never touch RocksDB.
+    absent_in_raw_since: u64,
 }
 
 /// One key group's entries: the table's own, or shared with a snapshot being written
@@ -323,11 +328,14 @@ impl<S: StateValue> HeapTable<S> {
         value: S,
         dirty: bool,
         expires_ms: u64,
+        absent_in_raw: bool,
     ) -> Result<&mut S, StateError> {
         self.make_room()?;
         self.cached += 1;
         let changed = if dirty { self.epoch } else { 0 };
-        let entry = Entry { key: StoredKey::new(&key.bytes), hash: key.hash, value, changed, expires_ms };
+        let absent_in_raw_since = if absent_in_raw { self.epoch } else { 0 };
+        let entry =
+            Entry { key: StoredKey::new(&key.bytes), hash: key.hash, value, changed, expires_ms, absent_in_raw_since };
         let inserted = self.groups[key.local_group].get_mut().insert_unique(key.hash, entry, |e| e.hash);
         // The insert may have grown the table, moving every entry.
         self.last_hit = (key.epoch != 0).then_some((key.epoch, inserted.bucket_index()));
@@ -343,7 +351,7 @@ impl<S: StateValue> HeapTable<S> {
         if let Some(bytes) = raw.get(key.key_group, &key.bytes)? {
             let (expires_ms, value_bytes) = split_stored(&bytes, self.ttl.is_some());
             let value = decode(&self.name, value_bytes)?;
-            self.insert_cached(key, value, false, expires_ms)?;
+            self.insert_cached(key, value, false, expires_ms, false)?;
         }
         Ok(())
     }
@@ -367,7 +375,7 @@ impl<S: StateValue> HeapTable<S> {
                 entry.expires_ms = expires_ms;
             }
             None => {
-                self.insert_cached(key, value, true, expires_ms)?;
+                self.insert_cached(key, value, true, expires_ms, false)?;
             }
         }
         Ok(())
@@ -400,7 +408,9 @@ impl<S: StateValue> HeapTable<S> {
         init: impl FnOnce() -> S,
         change: impl FnOnce(&mut S) -> R,
     ) -> Result<R, StateError> {
-        if self.raw.is_some() {
+        // Loaded: after this, a key the table has not cached is not in the raw store.
+        let loaded = self.raw.is_some();
+        if loaded {
             self.load(key)?;
         }
         self.expire_or_renew(key, false)?;
@@ -411,7 +421,7 @@ impl<S: StateValue> HeapTable<S> {
                 entry.expires_ms = expires_ms;
                 change(&mut entry.value)
             }
-            None => change(self.insert_cached(key, init(), true, expires_ms)?),
+            None => change(self.insert_cached(key, init(), true, expires_ms, loaded)?),
         };
         Ok(result)
     }
@@ -419,12 +429,15 @@ impl<S: StateValue> HeapTable<S> {
     /// Removes the current key's value and returns it.
     pub fn remove(&mut self, key: &CurrentKey) -> Result<Option<S>, StateError> {
         // A key that is not there leaves a shared key group unshared (no copy).
+        let mut never_written = false;
         let cached = if self.find(key).is_some() {
             self.last_hit = None;
             match self.groups[key.local_group].get_mut().find_entry(key.hash, |e| e.key.matches(key)) {
                 Ok(entry) => {
                     self.cached = self.cached.saturating_sub(1);
-                    Some(entry.remove().0.value)
+                    let entry = entry.remove().0;
+                    never_written = entry.absent_in_raw_since > self.written;
+                    Some(entry.value)
                 }
                 Err(_) => None,
             }
@@ -432,6 +445,9 @@ impl<S: StateValue> HeapTable<S> {
             None
         };
         let Some(raw) = self.raw.as_mut() else { return Ok(cached) };
+        if never_written {
+            return Ok(cached);
+        }
         let ttl = self.ttl.is_some();
         let stored = match cached {
             Some(value) => Some(value),
@@ -560,7 +576,8 @@ impl<S: StateValue> KeyedTable for HeapTable<S> {
         };
         for (key, expires_ms, value) in entries {
             let hash = eddy_types::stable_hash(&key).0;
-            let entry = Entry { key: StoredKey::new(&key), hash, value, changed: 0, expires_ms };
+            let entry =
+                Entry { key: StoredKey::new(&key), hash, value, changed: 0, expires_ms, absent_in_raw_since: 0 };
             self.groups[local_group].get_mut().insert_unique(hash, entry, |e| e.hash);
         }
         self.last_hit = None;
