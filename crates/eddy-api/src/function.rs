@@ -252,6 +252,7 @@ pub struct KeyedContext<'a, K> {
 }
 
 impl<'a, K> KeyedContext<'a, K> {
+    #[inline]
     pub(crate) fn new(
         key: crate::key::CurrentKey<'a, K>,
         side: &'a mut SideOutputs,

@@ -7,31 +7,31 @@ use eddy::prelude::*;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-/// A record's term of the checksum.
-pub type Term<T> = fn(&T) -> Result<u64, String>;
-
-pub struct ChecksumSink<T> {
-    term: Term<T>,
+/// Sums `term` (a record's part of the checksum; a function item, so that the call is
+/// inlined) over what it receives.
+pub struct ChecksumSink<T, F> {
+    term: F,
     local: u64,
     total: Arc<AtomicU64>,
+    _type: std::marker::PhantomData<fn(&T)>,
 }
 
-impl<T> Clone for ChecksumSink<T> {
+impl<T, F: Clone> Clone for ChecksumSink<T, F> {
     fn clone(&self) -> Self {
-        Self { term: self.term, local: self.local, total: self.total.clone() }
+        Self { term: self.term.clone(), local: self.local, total: self.total.clone(), _type: std::marker::PhantomData }
     }
 }
 
-impl<T> ChecksumSink<T> {
+impl<T, F: Fn(&T) -> Result<u64, String>> ChecksumSink<T, F> {
     /// Adds `term` of every record into `total` when the job finished.
-    pub fn new(term: Term<T>, total: Arc<AtomicU64>) -> Self {
-        Self { term, local: 0, total }
+    pub fn new(term: F, total: Arc<AtomicU64>) -> Self {
+        Self { term, local: 0, total, _type: std::marker::PhantomData }
     }
 }
 
 const CHECKSUM_STATE: &str = "checksum";
 
-impl<T> RichFunction for ChecksumSink<T> {
+impl<T, F> RichFunction for ChecksumSink<T, F> {
     fn initialize_state(&mut self, ctx: &mut RuntimeContext<'_>) -> FunctionResult {
         let state = ctx.operator_state().list_state(&ListStateDescriptor::<u64>::new(CHECKSUM_STATE))?;
         self.local = state.as_slice().iter().fold(0u64, |a, b| a.wrapping_add(*b));
@@ -49,7 +49,7 @@ impl<T> RichFunction for ChecksumSink<T> {
     }
 }
 
-impl<T: 'static> Sink<T> for ChecksumSink<T> {
+impl<T: 'static, F: Fn(&T) -> Result<u64, String> + Clone + Send + Sync + 'static> Sink<T> for ChecksumSink<T, F> {
     #[inline]
     fn invoke(&mut self, record: T) -> FunctionResult {
         self.local = self.local.wrapping_add((self.term)(&record)?);
