@@ -426,6 +426,66 @@ pub trait BroadcastProcessFunction<I, B, O>: RichFunction + Clone + Send + Sync 
     }
 }
 
+/// The context of a [`KeyedBroadcastProcessFunction`]'s stream element or timer: the keyed
+/// context (current key, timestamp, timers, side outputs) and read-only broadcast state.
+pub struct KeyedReadOnlyContext<'a, K> {
+    pub(crate) keyed: KeyedContext<'a, K>,
+    pub(crate) operator_state: &'a mut OperatorStateStore,
+}
+
+impl<K> KeyedReadOnlyContext<'_, K> {
+    pub fn broadcast_state<MK: MapKey, V: StateValue>(
+        &mut self,
+        descriptor: &MapStateDescriptor<MK, V>,
+    ) -> Result<eddy_state::ReadOnlyBroadcastState<'_, MK, V>, StateError> {
+        self.operator_state.read_only_broadcast_state(descriptor)
+    }
+}
+
+impl<'a, K> std::ops::Deref for KeyedReadOnlyContext<'a, K> {
+    type Target = KeyedContext<'a, K>;
+    fn deref(&self) -> &Self::Target {
+        &self.keyed
+    }
+}
+
+impl<K> std::ops::DerefMut for KeyedReadOnlyContext<'_, K> {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.keyed
+    }
+}
+
+/// Flink's `KeyedBroadcastProcessFunction`: a keyed stream connected with a broadcast
+/// stream. Stream elements have their key's state and timers and read broadcast state;
+/// broadcast elements update broadcast state, which every instance holds alike.
+pub trait KeyedBroadcastProcessFunction<K, I, B, O>: RichFunction + Clone + Send + Sync + 'static {
+    fn process_element(
+        &mut self,
+        value: I,
+        ctx: &mut KeyedReadOnlyContext<'_, K>,
+        out: &mut Collector<'_, O>,
+    ) -> FunctionResult;
+    fn process_broadcast_element(
+        &mut self,
+        value: B,
+        ctx: &mut BroadcastContext<'_>,
+        out: &mut Collector<'_, O>,
+    ) -> FunctionResult;
+    /// A timer set by a stream element fired, for `ctx.current_key()`.
+    fn on_timer(
+        &mut self,
+        _timestamp: i64,
+        _ctx: &mut KeyedReadOnlyContext<'_, K>,
+        _out: &mut Collector<'_, O>,
+    ) -> FunctionResult {
+        Ok(())
+    }
+    /// As [`BroadcastProcessFunction::broadcast_first`].
+    fn broadcast_first(&self) -> bool {
+        false
+    }
+}
+
 /// A user sink (Flink's `SinkFunction`): receives every record of a stream.
 pub trait Sink<T>: RichFunction + Clone + Send + Sync + 'static {
     fn invoke(&mut self, value: T) -> FunctionResult;

@@ -26,8 +26,8 @@ pub use eddy_types::{CheckpointId, SubtaskIndex};
 pub use env::Env;
 pub use function::*;
 pub use stream::{
-    BroadcastConnectedStream, ConnectedStreams, DataStream, DataStreamSink, KeyedConnectedStreams, KeyedStream,
-    WindowedStream,
+    BroadcastConnectedStream, ConnectedStreams, DataStream, DataStreamSink, KeyedBroadcastConnectedStream,
+    KeyedConnectedStreams, KeyedStream, WindowedStream,
 };
 
 /// What a stream's records must be: cloneable (fan-out and broadcast copy them), sendable

@@ -483,3 +483,76 @@ fn processing_time_windows_fire_on_the_simulated_clock() {
     assert!(windows.len() > 2, "the clock moved through several windows: {windows:?}");
     assert!(windows.iter().all(|w| w.0 % 50 == 0), "windows aligned to their size");
 }
+
+/// A keyed stream connected with a broadcast stream: each key arms an event-time timer 10
+/// ms after its record; the timer reports the key with the factor the broadcast side set
+/// (read-only on the keyed side), read when it fires.
+#[derive(Clone)]
+struct Scaled;
+
+impl RichFunction for Scaled {}
+
+fn factor() -> MapStateDescriptor<String, u64> {
+    MapStateDescriptor::new("factor")
+}
+
+impl KeyedBroadcastProcessFunction<u64, (u64, i64), u64, (u64, u64)> for Scaled {
+    fn process_element(
+        &mut self,
+        (_key, timestamp): (u64, i64),
+        ctx: &mut KeyedReadOnlyContext<'_, u64>,
+        _out: &mut Collector<'_, (u64, u64)>,
+    ) -> FunctionResult {
+        assert_eq!(ctx.timestamp(), Some(timestamp));
+        ctx.timer_service().register_event_time_timer(timestamp + 10)?;
+        Ok(())
+    }
+
+    fn process_broadcast_element(
+        &mut self,
+        value: u64,
+        ctx: &mut BroadcastContext<'_>,
+        _out: &mut Collector<'_, (u64, u64)>,
+    ) -> FunctionResult {
+        ctx.broadcast_state(&factor())?.put("factor".to_string(), value);
+        Ok(())
+    }
+
+    fn on_timer(
+        &mut self,
+        _: i64,
+        ctx: &mut KeyedReadOnlyContext<'_, u64>,
+        out: &mut Collector<'_, (u64, u64)>,
+    ) -> FunctionResult {
+        let key = *ctx.current_key();
+        let factor = ctx.broadcast_state(&factor())?.get(&"factor".to_string()).copied().unwrap_or(0);
+        out.collect((key, key * factor));
+        Ok(())
+    }
+
+    fn broadcast_first(&self) -> bool {
+        true
+    }
+}
+
+#[test]
+fn keyed_broadcast_functions_have_timers_and_read_broadcast_state() {
+    let env = Env::new();
+    env.set_parallelism(3);
+    let sink = CollectSink::new();
+    let records: Vec<(u64, i64)> = (0..30).map(|i| (i % 6, i as i64)).collect();
+    let keyed = env
+        .from_collection(records)
+        .assign_timestamps_and_watermarks(
+            WatermarkStrategy::for_monotonous_timestamps().with_timestamp_assigner(|r: &(u64, i64)| r.1),
+        )
+        .key_by(|r: &(u64, i64)| r.0);
+    keyed.connect_broadcast(&env.from_collection(vec![7u64])).process(Scaled).add_sink(sink.clone());
+    env.execute("keyed broadcast").unwrap();
+    let mut fired = sink.take();
+    fired.sort();
+    // Each record's timer is its own (timestamps differ): 30 firings, 5 per key.
+    let mut expected: Vec<(u64, u64)> = (0..30).map(|i| (i % 6, (i % 6) * 7)).collect();
+    expected.sort();
+    assert_eq!(fired, expected);
+}

@@ -20,8 +20,9 @@ pub(crate) struct OperatorCore {
 }
 
 /// What a timer callback gets: the timer (its key and namespace are current), the timer
-/// service and the side outputs.
-pub(crate) type OnTimer<'a> = dyn FnMut(Timer, TimeDomain, &InternalTimers, &mut SideOutputs) -> FunctionResult + 'a;
+/// service, the side outputs and operator state (broadcast state).
+pub(crate) type OnTimer<'a> =
+    dyn FnMut(Timer, TimeDomain, &InternalTimers, &mut SideOutputs, &mut OperatorStateStore) -> FunctionResult + 'a;
 
 impl OperatorCore {
     /// Splits the ports handed over by the runtime into the main output (port 0) and the
@@ -220,7 +221,7 @@ impl OperatorCore {
         let result = loop {
             match timers.pop_due(domain, limit) {
                 Ok(Some(timer)) => {
-                    if let Err(error) = on_timer(timer, domain, timers, &mut self.side) {
+                    if let Err(error) = on_timer(timer, domain, timers, &mut self.side, &mut self.operator_state) {
                         break Err(error);
                     }
                 }

@@ -313,6 +313,7 @@ impl<A: 'static, B: 'static, O, K: Key, F: KeyedCoProcessFunction<K, A, B, O>> T
         domain: TimeDomain,
         main: &mut dyn Output<O>,
         side: &mut SideOutputs,
+        _state: &mut OperatorStateStore,
         timers: &InternalTimers,
     ) -> FunctionResult {
         self.keys.0.adopt(timer.key());
@@ -354,6 +355,70 @@ impl<I, B, O, F: BroadcastProcessFunction<I, B, O>> TwoInputLogic<I, B, O> for B
             &mut BroadcastContext { operator_state: state, side },
             &mut Collector::new(main),
         )
+    }
+}
+
+/// Input 1 is the keyed stream, input 2 the broadcast stream (Flink's
+/// `KeyedBroadcastProcessFunction`): stream elements and timers have a current key and
+/// read broadcast state; broadcast elements write it and have no key.
+pub(crate) struct KeyedBroadcastLogic<I, K: Key, F> {
+    pub(crate) function: F,
+    pub(crate) key: KeyScope<I, K>,
+    pub(crate) timestamps: Option<TimestampFn<I>>,
+}
+
+impl<I, K: Key, F: Clone> Clone for KeyedBroadcastLogic<I, K, F> {
+    fn clone(&self) -> Self {
+        Self { function: self.function.clone(), key: self.key.clone(), timestamps: self.timestamps.clone() }
+    }
+}
+
+impl<I: 'static, B, O, K: Key, F: KeyedBroadcastProcessFunction<K, I, B, O>> TwoInputLogic<I, B, O>
+    for KeyedBroadcastLogic<I, K, F>
+{
+    fn function(&mut self) -> &mut dyn RichFunction {
+        &mut self.function
+    }
+    #[inline]
+    fn process1(
+        &mut self,
+        record: I,
+        main: &mut dyn Output<O>,
+        side: &mut SideOutputs,
+        state: &mut OperatorStateStore,
+        timers: Option<&InternalTimers>,
+    ) -> FunctionResult {
+        self.key.enter(&record)?;
+        let timestamp = self.timestamps.as_ref().map(|f| f(&record));
+        let keyed = KeyedContext::new(self.key.current(), side, timers, timestamp, None)?;
+        let mut ctx = KeyedReadOnlyContext { keyed, operator_state: state };
+        self.function.process_element(record, &mut ctx, &mut Collector::new(main))
+    }
+    #[inline]
+    fn process2(
+        &mut self,
+        record: B,
+        main: &mut dyn Output<O>,
+        side: &mut SideOutputs,
+        state: &mut OperatorStateStore,
+        _timers: Option<&InternalTimers>,
+    ) -> FunctionResult {
+        let mut ctx = BroadcastContext { operator_state: state, side };
+        self.function.process_broadcast_element(record, &mut ctx, &mut Collector::new(main))
+    }
+    fn on_timer(
+        &mut self,
+        timer: Timer,
+        domain: TimeDomain,
+        main: &mut dyn Output<O>,
+        side: &mut SideOutputs,
+        state: &mut OperatorStateStore,
+        timers: &InternalTimers,
+    ) -> FunctionResult {
+        self.key.adopt(timer.key());
+        let keyed = KeyedContext::new(self.key.current(), side, Some(timers), Some(timer.time()), Some(domain))?;
+        let mut ctx = KeyedReadOnlyContext { keyed, operator_state: state };
+        self.function.on_timer(timer.time(), &mut ctx, &mut Collector::new(main))
     }
 }
 

@@ -130,7 +130,7 @@ impl<I, O, L: OneInputLogic<I, O>> Lifecycle for OneInputOperator<I, O, L> {
             return Ok(());
         }
         let (logic, main) = (&mut self.logic, &mut self.main);
-        self.core.advance_watermark(watermark, &mut |timer, domain, timers, side| {
+        self.core.advance_watermark(watermark, &mut |timer, domain, timers, side, _state| {
             logic.on_timer(timer, domain, &mut **main, side, timers)
         })?;
         self.core.watermark_with(&mut *self.main, watermark)
@@ -145,7 +145,7 @@ impl<I, O, L: OneInputLogic<I, O>> Lifecycle for OneInputOperator<I, O, L> {
 
     fn on_processing_time(&mut self, now_ms: i64) -> Result<(), TaskError> {
         let (logic, main) = (&mut self.logic, &mut self.main);
-        self.core.advance_processing_time(now_ms, &mut |timer, domain, timers, side| {
+        self.core.advance_processing_time(now_ms, &mut |timer, domain, timers, side, _state| {
             logic.on_timer(timer, domain, &mut **main, side, timers)
         })?;
         self.logic_processing_time(now_ms)?;

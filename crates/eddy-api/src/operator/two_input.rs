@@ -40,6 +40,7 @@ pub(crate) trait TwoInputLogic<A, B, O>: 'static {
         _domain: TimeDomain,
         _main: &mut dyn Output<O>,
         _side: &mut SideOutputs,
+        _state: &mut OperatorStateStore,
         _timers: &InternalTimers,
     ) -> FunctionResult {
         Ok(())
@@ -147,8 +148,8 @@ impl<A, B, O, L: TwoInputLogic<A, B, O>> Lifecycle for TwoInputOp<A, B, O, L> {
 
     fn on_watermark(&mut self, watermark: eddy_types::Watermark) -> Result<(), TaskError> {
         let (logic, main) = (&mut self.logic, &mut self.main);
-        self.core.advance_watermark(watermark, &mut |timer, domain, timers, side| {
-            logic.on_timer(timer, domain, &mut **main, side, timers)
+        self.core.advance_watermark(watermark, &mut |timer, domain, timers, side, state| {
+            logic.on_timer(timer, domain, &mut **main, side, state, timers)
         })?;
         self.core.watermark_with(&mut *self.main, watermark)
     }
@@ -159,8 +160,8 @@ impl<A, B, O, L: TwoInputLogic<A, B, O>> Lifecycle for TwoInputOp<A, B, O, L> {
 
     fn on_processing_time(&mut self, now_ms: i64) -> Result<(), TaskError> {
         let (logic, main) = (&mut self.logic, &mut self.main);
-        self.core.advance_processing_time(now_ms, &mut |timer, domain, timers, side| {
-            logic.on_timer(timer, domain, &mut **main, side, timers)
+        self.core.advance_processing_time(now_ms, &mut |timer, domain, timers, side, state| {
+            logic.on_timer(timer, domain, &mut **main, side, state, timers)
         })?;
         self.core.processing_time_with(&mut *self.main, now_ms)
     }

@@ -113,3 +113,21 @@ impl<I: Data, B: Data> BroadcastConnectedStream<I, B> {
         two_input("Broadcast Process", &self.stream, &self.broadcast, BroadcastLogic(function), false, broadcast_first)
     }
 }
+
+/// A keyed stream connected with a broadcast stream (Flink's `BroadcastConnectedStream`
+/// of a `KeyedStream`).
+pub struct KeyedBroadcastConnectedStream<I, B, K> {
+    pub(crate) keyed: KeyedStream<I, K>,
+    pub(crate) broadcast: DataStream<B>,
+}
+
+impl<I: Data, B: Data, K: Key> KeyedBroadcastConnectedStream<I, B, K> {
+    /// A [`KeyedBroadcastProcessFunction`]: keyed state and timers for stream elements,
+    /// broadcast state written by broadcast elements.
+    pub fn process<O: Data, F: KeyedBroadcastProcessFunction<K, I, B, O>>(&self, function: F) -> DataStream<O> {
+        let second_first = function.broadcast_first();
+        let logic =
+            KeyedBroadcastLogic { function, key: self.keyed.scope(), timestamps: self.keyed.stream.timestamps.clone() };
+        two_input("Keyed Broadcast Process", &self.keyed.stream, &self.broadcast, logic, true, second_first)
+    }
+}

@@ -1,6 +1,6 @@
 //! [`KeyedStream`]: a stream partitioned by key, whose functions have keyed state.
 
-use super::{DataStream, KeyedConnectedStreams};
+use super::{DataStream, KeyedBroadcastConnectedStream, KeyedConnectedStreams};
 use crate::function::*;
 use crate::key::{HashingSelector, KeyFn, KeyScope};
 use crate::operator::logic::*;
@@ -88,6 +88,12 @@ impl<T: Data, K: Key> KeyedStream<T, K> {
     /// state of a key (seed 000's two-topic join).
     pub fn connect<B: Data>(&self, other: &KeyedStream<B, K>) -> KeyedConnectedStreams<T, B, K> {
         KeyedConnectedStreams { first: self.clone(), second: other.clone() }
+    }
+
+    /// Connects with a stream whose records go to every subtask and update broadcast
+    /// state (Flink's `connect(broadcastStream)` on a keyed stream).
+    pub fn connect_broadcast<B: Data>(&self, broadcast: &DataStream<B>) -> KeyedBroadcastConnectedStream<T, B, K> {
+        KeyedBroadcastConnectedStream { keyed: self.clone(), broadcast: broadcast.broadcast() }
     }
 
     /// The stream with its key partitioning, for non-keyed operations.

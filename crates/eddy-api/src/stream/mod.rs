@@ -6,7 +6,7 @@ mod connected;
 mod keyed;
 mod windowed;
 
-pub use connected::{BroadcastConnectedStream, ConnectedStreams, KeyedConnectedStreams};
+pub use connected::{BroadcastConnectedStream, ConnectedStreams, KeyedBroadcastConnectedStream, KeyedConnectedStreams};
 pub use keyed::KeyedStream;
 pub use windowed::WindowedStream;
 
