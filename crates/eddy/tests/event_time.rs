@@ -556,3 +556,70 @@ fn keyed_broadcast_functions_have_timers_and_read_broadcast_state() {
     expected.sort();
     assert_eq!(fired, expected);
 }
+
+/// Emits `count` records with timestamps 0, 1, 2, … ms, one per call, sleeping `pause`
+/// after each; records how far it got in `progress`.
+#[derive(Clone)]
+struct Paced {
+    next: u64,
+    count: u64,
+    pause: Duration,
+    progress: Arc<AtomicU64>,
+}
+
+impl RichFunction for Paced {}
+
+impl SourceFunction<(u8, i64)> for Paced {
+    fn emit_batch(&mut self, _max: usize, out: &mut Collector<'_, (u8, i64)>) -> FunctionResult<SourceStep> {
+        if self.next == self.count {
+            return Ok(SourceStep::Finished);
+        }
+        out.collect((0, self.next as i64));
+        self.progress.store(self.next, Ordering::SeqCst);
+        self.next += 1;
+        std::thread::sleep(self.pause);
+        Ok(SourceStep::More)
+    }
+}
+
+/// A fast and a slow source, with or without an alignment group of 20 ms drift: the
+/// largest lead of the fast one over the slow one, in event time, seen by the fast one.
+fn largest_lead(aligned: bool) -> u64 {
+    let env = Env::new();
+    env.set_parallelism(1);
+    let (fast_progress, slow_progress) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+    let strategy = || {
+        let strategy = WatermarkStrategy::for_monotonous_timestamps()
+            .with_timestamp_assigner(|r: &(u8, i64)| r.1)
+            .with_auto_watermark_interval(Duration::from_millis(2));
+        if aligned {
+            strategy.with_watermark_alignment("sources", Duration::from_millis(20), Duration::from_millis(2))
+        } else {
+            strategy
+        }
+    };
+    let fast = Paced { next: 0, count: 1500, pause: Duration::from_micros(20), progress: fast_progress.clone() };
+    let slow = Paced { next: 0, count: 1500, pause: Duration::from_micros(700), progress: slow_progress.clone() };
+    let lead = Arc::new(AtomicU64::new(0));
+    let (seen_lead, seen_slow) = (lead.clone(), slow_progress.clone());
+    let fast = env.add_source(fast).assign_timestamps_and_watermarks(strategy()).map(move |r: (u8, i64)| {
+        let slow = seen_slow.load(Ordering::SeqCst);
+        seen_lead.fetch_max((r.1 as u64).saturating_sub(slow), Ordering::SeqCst);
+        r
+    });
+    let slow = env.add_source(slow).assign_timestamps_and_watermarks(strategy());
+    fast.union(&[slow]).add_sink(CollectSink::new());
+    env.execute("alignment").unwrap();
+    lead.load(Ordering::SeqCst)
+}
+
+#[test]
+fn watermark_alignment_keeps_a_fast_source_within_the_drift_of_a_slow_one() {
+    let free = largest_lead(false);
+    assert!(free > 600, "unaligned, the fast source runs far ahead: {free} ms");
+    let aligned = largest_lead(true);
+    eprintln!("lead: free {free} ms, aligned {aligned} ms");
+    // Drift 20 ms, plus what the fast source emits between two looks (2 ms, ~100 records)
+    // and how far the slow one's watermark trails it: well below the free run.
+    assert!(aligned < 300, "aligned, the fast source waits for the slow one: {aligned} ms ahead at most");
+}

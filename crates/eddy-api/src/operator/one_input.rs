@@ -44,6 +44,13 @@ pub(crate) trait OneInputLogic<I, O>: 'static {
     fn on_processing_time(&mut self, _now_ms: i64, _main: &mut dyn Output<O>) -> FunctionResult<Option<i64>> {
         Ok(None)
     }
+    /// Called once when the operator opens, with what it knows about itself.
+    fn attach(&mut self, _info: &OperatorInfo) {}
+    /// Whether the chain's source must wait (watermark alignment); `None`: not this
+    /// operator's say.
+    fn source_pause(&self) -> Option<bool> {
+        None
+    }
     /// Whether watermarks and watermark statuses from upstream pass on (false for an
     /// operator that makes its own, Flink's `TimestampsAndWatermarksOperator`: only the
     /// end of event time passes).
@@ -93,6 +100,7 @@ impl<I, O, L: OneInputLogic<I, O>> Output<I> for OneInputOperator<I, O, L> {
 impl<I, O, L: OneInputLogic<I, O>> Lifecycle for OneInputOperator<I, O, L> {
     fn open(&mut self) -> Result<(), TaskError> {
         self.core.open_with(&mut *self.main, self.logic.function())?;
+        self.logic.attach(&self.core.info);
         let now_ms = self.core.info.shared.processing_time();
         self.logic_processing_time(now_ms)
     }
@@ -162,6 +170,9 @@ impl<I, O, L: OneInputLogic<I, O>> OneInputOperator<I, O, L> {
         shared.leave(previous);
         if let Some(time) = next.map_err(|e| self.core.error(e))? {
             shared.request_processing_time(time);
+        }
+        if let Some(paused) = self.logic.source_pause() {
+            shared.set_source_paused(paused);
         }
         shared.check()
     }

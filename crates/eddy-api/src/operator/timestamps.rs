@@ -2,13 +2,15 @@
 //! passes records on, feeds their timestamps to the subtask's watermark generator, and
 //! emits what it makes: after a record (punctuated), every auto-watermark interval of
 //! processing time (periodic), and idleness when nothing came for the strategy's timeout.
-//! Watermarks from upstream are dropped, except the end of event time.
+//! Watermarks from upstream are dropped, except the end of event time. In a watermark
+//! alignment group it pauses its task's source while it is too far ahead.
 
 use super::logic::NoLifecycle;
 use super::one_input::OneInputLogic;
 use super::timers::InternalTimers;
 use crate::function::{FunctionError, FunctionResult, RichFunction, SideOutputs};
-use crate::time::{TimestampFn, WatermarkGenerator, WatermarkOutput, WatermarkStrategy};
+use crate::time::{AlignmentMember, TimestampFn, WatermarkGenerator, WatermarkOutput, WatermarkStrategy};
+use eddy_runtime::task::OperatorInfo;
 use eddy_runtime::Output;
 use eddy_types::{Watermark, WatermarkStatus};
 
@@ -23,6 +25,9 @@ pub(crate) struct TimestampsAndWatermarks<T> {
     /// A record came since the last periodic look.
     active_since_last_look: bool,
     last_active_ms: Option<i64>,
+    /// Membership of a watermark alignment group, once open, and whether the source must
+    /// wait.
+    alignment: Option<(AlignmentMember, bool)>,
     lifecycle: NoLifecycle,
 }
 
@@ -43,6 +48,7 @@ impl<T> TimestampsAndWatermarks<T> {
             idle: false,
             active_since_last_look: false,
             last_active_ms: None,
+            alignment: None,
             lifecycle: NoLifecycle,
         }
     }
@@ -118,7 +124,25 @@ impl<T: 'static> OneInputLogic<T, T> for TimestampsAndWatermarks<T> {
             _ => generator.on_periodic_emit(&mut self.output),
         }
         self.emit(main)?;
-        Ok(Some(now_ms + self.strategy.interval_ms as i64))
+        let mut next = self.strategy.interval_ms;
+        if let (Some((member, paused)), Some(alignment)) = (&mut self.alignment, &self.strategy.alignment) {
+            // An idle source reports nothing: it holds nobody back.
+            let own = (!self.idle).then_some(self.emitted);
+            *paused = member.report(own);
+            next = next.min(alignment.update_interval_ms);
+        }
+        Ok(Some(now_ms + next as i64))
+    }
+
+    fn attach(&mut self, info: &OperatorInfo) {
+        if let Some(alignment) = &self.strategy.alignment {
+            let member = AlignmentMember::join(alignment, info.seed.0, format!("{}-{}", info.uid, info.subtask));
+            self.alignment = Some((member, false));
+        }
+    }
+
+    fn source_pause(&self) -> Option<bool> {
+        self.alignment.as_ref().map(|(_, paused)| *paused)
     }
 
     fn passes_upstream_time(&self) -> bool {

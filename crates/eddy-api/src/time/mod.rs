@@ -10,9 +10,14 @@
 //!
 //! Watermarks are made by a [`WatermarkStrategy`]'s generator, per subtask, right after
 //! the source, and travel in band: each task's watermark is the minimum over its input
-//! channels (see `eddy_runtime::task::WatermarkValve`).
+//! channels (see `eddy_runtime::task::WatermarkValve`). Sources of one alignment group
+//! pause while they are too far ahead of the group's slowest (`alignment.rs`).
 
+mod alignment;
 mod strategy;
+
+pub(crate) use alignment::AlignmentMember;
+pub use alignment::WatermarkAlignment;
 
 pub use strategy::{
     BoundedOutOfOrderness, WatermarkGenerator, WatermarkOutput, WatermarkStrategy, DEFAULT_AUTO_WATERMARK_INTERVAL_MS,

@@ -77,6 +77,7 @@ pub struct WatermarkStrategy<T> {
     pub(crate) timestamps: Option<TimestampFn<T>>,
     pub(crate) idleness_ms: Option<u64>,
     pub(crate) interval_ms: u64,
+    pub(crate) alignment: Option<super::WatermarkAlignment>,
 }
 
 impl<T> Clone for WatermarkStrategy<T> {
@@ -86,6 +87,7 @@ impl<T> Clone for WatermarkStrategy<T> {
             timestamps: self.timestamps.clone(),
             idleness_ms: self.idleness_ms,
             interval_ms: self.interval_ms,
+            alignment: self.alignment.clone(),
         }
     }
 }
@@ -102,6 +104,7 @@ impl<T: 'static> WatermarkStrategy<T> {
             timestamps: None,
             idleness_ms: None,
             interval_ms: DEFAULT_AUTO_WATERMARK_INTERVAL_MS,
+            alignment: None,
         }
     }
 
@@ -126,6 +129,14 @@ impl<T: 'static> WatermarkStrategy<T> {
     /// holds no watermark back downstream until it emits again (Flink's `withIdleness`).
     pub fn with_idleness(mut self, timeout: Duration) -> Self {
         self.idleness_ms = Some(timeout.as_millis() as u64);
+        self
+    }
+
+    /// Keeps the sources of `group` within `max_drift` of event time of the group's
+    /// slowest, looking every `update_interval` (Flink's `withWatermarkAlignment`). Apply
+    /// the strategy right after the source (in its task): the source is what pauses.
+    pub fn with_watermark_alignment(mut self, group: &str, max_drift: Duration, update_interval: Duration) -> Self {
+        self.alignment = Some(super::WatermarkAlignment::new(group, max_drift, update_interval));
         self
     }
 

@@ -28,6 +28,8 @@ pub struct TaskShared {
     processing_clock: RefCell<Arc<dyn Clock>>,
     /// The earliest processing time an operator of the chain asked to hear about.
     processing_deadline: Cell<i64>,
+    /// The chain's source waits (watermark alignment: it is too far ahead of its group).
+    source_paused: Cell<bool>,
 }
 
 /// What a task tells the checkpoint coordinator, once the asynchronous part of its
@@ -74,7 +76,18 @@ impl TaskShared {
             mode: Cell::new(CheckpointingMode::ExactlyOnce),
             processing_clock: RefCell::new(Arc::new(WallClock)),
             processing_deadline: Cell::new(i64::MAX),
+            source_paused: Cell::new(false),
         })
+    }
+
+    /// Pauses or resumes the chain's source (watermark alignment); checkpoints and
+    /// processing time go on while it waits.
+    pub fn set_source_paused(&self, paused: bool) {
+        self.source_paused.set(paused);
+    }
+
+    pub fn is_source_paused(&self) -> bool {
+        self.source_paused.get()
     }
 
     /// Processing time comes from `clock` (the simulation's) instead of the wall clock.

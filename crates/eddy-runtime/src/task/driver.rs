@@ -484,6 +484,11 @@ impl TaskDriver for SourceDriver {
     fn step(&mut self) -> Result<StepResult, TaskError> {
         take_controls(&self.mailbox, &self.shared, &mut self.source, true, None)?;
         processing_time(&mut self.source, &self.shared)?;
+        if self.shared.is_source_paused() {
+            // Ahead of its alignment group: wait for the next look (a processing-time call).
+            self.source.flush()?;
+            return Ok(idle(&self.shared));
+        }
         let status = self.source.emit();
         self.shared.check()?;
         match status {
