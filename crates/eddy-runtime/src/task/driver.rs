@@ -195,10 +195,9 @@ impl<T> OneInputDriver<T> {
             StreamMessage::EndOfInput => {
                 let alignment = self.aligner.on_end_of_input(channel);
                 aligned(&mut self.head, &self.shared, alignment)?;
-                if let Some(watermark) = self.watermarks.on_end_of_input(channel) {
-                    self.head.on_watermark(watermark)?;
-                    self.shared.check()?;
-                }
+                let output = self.watermarks.on_end_of_input(channel);
+                pass_valve_output(&mut self.head, output)?;
+                self.shared.check()?;
                 if self.gate.ended() {
                     self.head.end_input()?;
                     self.shared.check()?;
@@ -368,9 +367,8 @@ impl<A, B> TwoInputDriver<A, B> {
                 Alignment::Pending
             }
             StreamMessage::EndOfInput => {
-                if let Some(watermark) = self.watermarks.on_end_of_input(channel) {
-                    self.head.on_watermark(watermark)?;
-                }
+                let output = self.watermarks.on_end_of_input(channel);
+                pass_valve_output(&mut self.head, output)?;
                 self.aligner.on_end_of_input(channel)
             }
         };

@@ -71,18 +71,25 @@ impl WatermarkValve {
                 state.aligned = state.watermark >= self.current;
             }
         }
-        let now = if self.all_idle() { WatermarkStatus::Idle } else { WatermarkStatus::Active };
-        if now != self.status {
-            self.status = now;
-            output.status = Some(now);
-        }
+        output.status = self.status_change();
         output
     }
 
-    /// Channel `channel` ended; the input's new watermark if it rose.
-    pub fn on_end_of_input(&mut self, channel: usize) -> Option<Watermark> {
+    /// Channel `channel` ended: the input's new watermark if it rose, and its new status
+    /// if the channels still open are all idle.
+    pub fn on_end_of_input(&mut self, channel: usize) -> ValveOutput {
         self.channels[channel].ended = true;
-        self.advance()
+        let watermark = self.advance();
+        ValveOutput { watermark, status: self.status_change() }
+    }
+
+    /// The input's status, if it changed: idle while every open channel is.
+    fn status_change(&mut self) -> Option<WatermarkStatus> {
+        let now = if self.all_idle() { WatermarkStatus::Idle } else { WatermarkStatus::Active };
+        (now != self.status).then(|| {
+            self.status = now;
+            now
+        })
     }
 
     fn all_idle(&self) -> bool {
@@ -124,8 +131,8 @@ mod tests {
         assert_eq!(valve.on_watermark(1, Watermark(3)), Some(Watermark(3)));
         assert_eq!(valve.on_watermark(1, Watermark(2)), None, "a channel's watermark never goes back");
         assert_eq!(valve.on_watermark(1, Watermark(9)), Some(Watermark(5)));
-        assert_eq!(valve.on_end_of_input(0), Some(Watermark(9)), "an ended channel holds nothing back");
-        assert_eq!(valve.on_end_of_input(1), Some(Watermark::MAX));
+        assert_eq!(valve.on_end_of_input(0).watermark, Some(Watermark(9)), "an ended channel holds nothing back");
+        assert_eq!(valve.on_end_of_input(1).watermark, Some(Watermark::MAX));
     }
 
     #[test]
@@ -151,5 +158,13 @@ mod tests {
         assert_eq!(all, ValveOutput { watermark: Some(Watermark(7)), status: Some(WatermarkStatus::Idle) });
         let back = valve.on_status(1, WatermarkStatus::Active);
         assert_eq!(back.status, Some(WatermarkStatus::Active));
+    }
+
+    #[test]
+    fn the_input_is_idle_once_the_only_active_channel_ends() {
+        let mut valve = WatermarkValve::new(2);
+        valve.on_status(1, WatermarkStatus::Idle);
+        let ended = valve.on_end_of_input(0);
+        assert_eq!(ended.status, Some(WatermarkStatus::Idle), "the channel left open is idle");
     }
 }

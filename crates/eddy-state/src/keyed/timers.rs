@@ -103,6 +103,25 @@ impl Bucket {
     fn timers(&self) -> impl Iterator<Item = &Timer> {
         self.order[self.next..].iter().flatten()
     }
+
+    /// Drops the empty slots once they outnumber the live timers (a key whose timer is
+    /// deleted and set again at the same time, over and over, would grow `order`).
+    fn compact_if_sparse(&mut self) {
+        let slots = self.order.len() - self.next;
+        if slots <= 2 * self.live.len() + 16 {
+            return;
+        }
+        let live: Vec<Timer> = self.order.drain(self.next..).flatten().collect();
+        self.order.clear();
+        self.next = 0;
+        self.live.clear();
+        for timer in live {
+            let index = self.order.len() as u32;
+            let order = &self.order;
+            self.live.insert_unique(timer.hash, index, |&i| order[i as usize].as_ref().map_or(0, |t| t.hash));
+            self.order.push(Some(timer));
+        }
+    }
 }
 
 /// One time domain's timers of one operator instance: buckets by time, each with its
@@ -169,6 +188,8 @@ impl TimerQueue {
             self.len -= 1;
             if bucket.live.is_empty() {
                 self.buckets.remove(&time);
+            } else {
+                bucket.compact_if_sparse();
             }
         }
         removed
@@ -373,4 +394,74 @@ fn table_of<'a>(
 ) -> Result<&'a mut TimerQueue, StateError> {
     let table = backend.table_by_id_mut(id, name)?;
     table.as_any_mut().downcast_mut::<TimerQueue>().ok_or_else(|| StateError::ForeignHandle { state: name.to_string() })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::keyed::backend::InlineKey;
+
+    fn key(name: &str, namespace: &[u8]) -> CurrentKey {
+        let mut bytes = name.as_bytes().to_vec();
+        let key_hash = stable_hash(&bytes).0;
+        bytes.extend_from_slice(namespace);
+        CurrentKey {
+            hash: if namespace.is_empty() { key_hash } else { stable_hash(&bytes).0 },
+            key_hash,
+            key_len: name.len(),
+            key_group: 0,
+            local_group: 0,
+            is_set: true,
+            epoch: 0,
+            inline: InlineKey::of(&bytes),
+            bytes,
+        }
+    }
+
+    #[test]
+    fn timers_pop_in_time_order_once_each_and_deleted_ones_never() {
+        let mut queue = TimerQueue::new("t", 0, 1);
+        assert!(queue.register(&key("a", b""), 20));
+        assert!(queue.register(&key("b", b""), 10));
+        assert!(!queue.register(&key("a", b""), 20), "the same key and time is one timer");
+        assert!(queue.register(&key("a", b"w1"), 20), "another namespace is another timer");
+        assert!(queue.delete(&key("b", b""), 10));
+        assert_eq!(queue.len(), 2);
+        assert_eq!(queue.next_time(), Some(20));
+        assert!(queue.pop_due(19).is_none());
+        let first = queue.pop_due(20).unwrap();
+        let second = queue.pop_due(20).unwrap();
+        assert_eq!((first.key(), first.namespace()), (&b"a"[..], &b""[..]), "registration order within a time");
+        assert_eq!(second.namespace(), b"w1");
+        assert!(queue.pop_due(i64::MAX).is_none() && queue.is_empty());
+    }
+
+    #[test]
+    fn a_timer_deleted_and_set_again_does_not_grow_its_bucket() {
+        let mut queue = TimerQueue::new("t", 0, 1);
+        queue.register(&key("stays", b""), 5);
+        for _ in 0..10_000 {
+            queue.register(&key("moves", b""), 5);
+            queue.delete(&key("moves", b""), 5);
+        }
+        let bucket = queue.buckets.get(&5).unwrap();
+        assert!(bucket.order.len() < 64, "{} slots for one live timer", bucket.order.len());
+        assert_eq!(queue.pop_due(5).unwrap().key(), b"stays");
+    }
+
+    #[test]
+    fn timers_round_trip_through_their_canonical_form_by_key_group() {
+        let mut queue = TimerQueue::new("t", 0, 1);
+        queue.register(&key("a", b"ns"), 7);
+        queue.register(&key("b", b""), 3);
+        let groups = queue.snapshot_all_key_groups(0, 1).unwrap();
+        let mut restored = TimerQueue::new("t", 0, 1);
+        for (group, bytes) in &groups {
+            restored.restore_key_group(*group as usize, bytes).unwrap();
+        }
+        assert_eq!(restored.pop_due(i64::MAX).unwrap().time(), 3);
+        let second = restored.pop_due(i64::MAX).unwrap();
+        assert_eq!((second.time(), second.key(), second.namespace()), (7, &b"a"[..], &b"ns"[..]));
+        assert!(restored.restore_key_group(0, b"not postcard").is_err(), "a corrupt group is an error, not a panic");
+    }
 }
