@@ -623,3 +623,93 @@ fn watermark_alignment_keeps_a_fast_source_within_the_drift_of_a_slow_one() {
     // and how far the slow one's watermark trails it: well below the free run.
     assert!(aligned < 300, "aligned, the fast source waits for the slow one: {aligned} ms ahead at most");
 }
+
+/// Keyed state a window function declares is the key's (Flink's global state): it counts
+/// a key's firings across its windows, and the windows' own contents stay apart.
+#[derive(Clone, Default)]
+struct FiringsPerKey {
+    firings: Option<ValueState<u64>>,
+}
+
+impl RichFunction for FiringsPerKey {
+    fn open(&mut self, ctx: &mut RuntimeContext<'_>) -> FunctionResult {
+        self.firings = Some(ctx.get_state(&ValueStateDescriptor::new("firings"))?);
+        Ok(())
+    }
+}
+
+impl eddy::window::ProcessWindowFunction<u64, (u64, i64, u64, u64), u64, TimeWindow> for FiringsPerKey {
+    fn process(
+        &mut self,
+        key: &u64,
+        ctx: &mut eddy::window::WindowContext<'_, TimeWindow>,
+        counts: &mut dyn Iterator<Item = u64>,
+        out: &mut Collector<'_, (u64, i64, u64, u64)>,
+    ) -> FunctionResult {
+        let firings = self.firings.as_ref().ok_or("opened")?;
+        let n = firings.value()?.unwrap_or(0) + 1;
+        firings.update(n)?;
+        for count in counts {
+            out.collect((*key, ctx.window().start, count, n));
+        }
+        Ok(())
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+struct CountAll;
+
+impl AggregateFunction for CountAll {
+    type In = (u64, i64);
+    type Acc = u64;
+    type Out = u64;
+    fn create_accumulator(&self) -> u64 {
+        0
+    }
+    fn add(&self, _: (u64, i64), n: u64) -> u64 {
+        n + 1
+    }
+    fn get_result(&self, n: &u64) -> u64 {
+        *n
+    }
+    fn merge(&self, a: u64, b: u64) -> u64 {
+        a + b
+    }
+}
+
+#[test]
+fn a_window_functions_keyed_state_is_per_key_across_windows() {
+    for sliding in [false, true] {
+        let env = Env::new();
+        env.set_parallelism(2);
+        let sink = CollectSink::new();
+        let records: Vec<(u64, i64)> = (0..60).map(|i| (i % 2, i as i64)).collect();
+        let keyed = env
+            .from_collection(records)
+            .assign_timestamps_and_watermarks(
+                WatermarkStrategy::for_monotonous_timestamps().with_timestamp_assigner(|r: &(u64, i64)| r.1),
+            )
+            .key_by(|r: &(u64, i64)| r.0);
+        let fired = if sliding {
+            keyed
+                .window(eddy::window::SlidingEventTimeWindows::of(Duration::from_millis(40), Duration::from_millis(20)))
+                .aggregate_with(CountAll, FiringsPerKey::default())
+        } else {
+            keyed
+                .window(TumblingEventTimeWindows::of(Duration::from_millis(20)))
+                .aggregate_with(CountAll, FiringsPerKey::default())
+        };
+        fired.add_sink(sink.clone());
+        env.execute("firings").unwrap();
+        let mut fired = sink.take();
+        fired.sort();
+        // Tumbling: [0,20) [20,40) [40,60), 10 records of a key each. Sliding 40 by 20
+        // (shared panes): [-20,20) 10, [0,40) 20, [20,60) 20, [40,80) 10.
+        let windows: Vec<(i64, u64)> =
+            if sliding { vec![(-20, 10), (0, 20), (20, 20), (40, 10)] } else { vec![(0, 10), (20, 10), (40, 10)] };
+        let expected: Vec<(u64, i64, u64, u64)> = (0..2u64)
+            .flat_map(|key| windows.iter().enumerate().map(move |(i, &(start, n))| (key, start, n, i as u64 + 1)))
+            .collect();
+        assert_eq!(fired, expected, "sliding {sliding}: firings counted per key across windows");
+    }
+}

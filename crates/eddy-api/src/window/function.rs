@@ -35,9 +35,8 @@ impl<W> WindowContext<'_, W> {
 /// Receives a firing window's contents (Flink's `ProcessWindowFunction`): all elements
 /// (`process`), or the single result of an incremental `reduce` / `aggregate`.
 ///
-/// Unlike Flink's, keyed state the function declares in `open` is read and written in the
-/// firing window's namespace, not the key's, and is not cleared with the window: keep
-/// per-key state in a keyed process function after the window instead.
+/// Keyed state the function declares in `open` is the key's (Flink's global state), the
+/// same for all of the key's windows.
 pub trait ProcessWindowFunction<IN, OUT, K, W>: RichFunction + Clone + Send + Sync + 'static {
     fn process(
         &mut self,

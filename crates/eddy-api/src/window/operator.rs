@@ -41,7 +41,11 @@ fn enter_namespace<W: Window>(scratch: &mut Vec<u8>, window: Option<&W>) -> Resu
     if let Some(window) = window {
         window.encode(scratch);
     }
-    let namespace = &scratch[..];
+    set_namespace(scratch)
+}
+
+/// Makes the encoded `namespace` current (empty: the key's own state).
+pub(crate) fn set_namespace(namespace: &[u8]) -> Result<(), StateError> {
     with_backend("<window namespace>", |backend| {
         backend.set_current_namespace(namespace);
         Ok(())
@@ -397,17 +401,21 @@ where
     fn emit(
         &mut self,
         window: &A::W,
+        state_window: &A::W,
         main: &mut dyn Output<O>,
         side: &mut SideOutputs,
         timers: &InternalTimers,
     ) -> FunctionResult {
-        self.emit_then(window, main, side, timers, false)
+        self.emit_then(window, state_window, main, side, timers, false)
     }
 
-    /// [`Self::emit`], and clears the contents too when `clear`.
+    /// [`Self::emit`], and clears the contents too when `clear`. The window function runs
+    /// in the key's own namespace, so that keyed state it declared is the key's, as in
+    /// Flink; the state window's namespace is current again afterwards.
     fn emit_then(
         &mut self,
         window: &A::W,
+        state_window: &A::W,
         main: &mut dyn Output<O>,
         side: &mut SideOutputs,
         timers: &InternalTimers,
@@ -416,15 +424,20 @@ where
         let current = self.key.current();
         let key = current.get();
         let function = &mut self.function;
+        let mut state_namespace = std::mem::take(&mut self.namespace);
+        state_namespace.clear();
+        state_window.encode(&mut state_namespace);
         let mut call = |elements: &mut dyn Iterator<Item = C::Out>| {
+            set_namespace(&[])?;
             let mut ctx = WindowContext { window, timers, side: &mut *side };
-            function.process(key, &mut ctx, elements, &mut Collector::new(&mut *main))
+            let result = function.process(key, &mut ctx, elements, &mut Collector::new(&mut *main));
+            set_namespace(&state_namespace)?;
+            result
         };
-        if clear {
-            self.contents.emit_and_clear(window, &mut call)
-        } else {
-            self.contents.emit(window, &mut call)
-        }
+        let emitted =
+            if clear { self.contents.emit_and_clear(window, &mut call) } else { self.contents.emit(window, &mut call) };
+        self.namespace = state_namespace;
+        emitted
     }
 
     /// Non-merging windows; true if every window was late.
@@ -448,7 +461,7 @@ where
             self.contents.add(record.clone(), timestamp)?;
             let result = self.spec.trigger.on_element(record, timestamp, window, &mut TriggerContext { timers })?;
             if result.is_fire() {
-                self.emit(window, main, side, timers)?;
+                self.emit(window, window, main, side, timers)?;
             }
             if result.is_purge() {
                 self.contents.clear()?;
@@ -525,7 +538,7 @@ where
             if result.is_fire() || result.is_purge() {
                 enter_namespace(&mut self.namespace, Some(&state_window))?;
                 if result.is_fire() {
-                    self.emit(&actual, main, side, timers)?;
+                    self.emit(&actual, &state_window, main, side, timers)?;
                 }
                 if result.is_purge() {
                     self.contents.clear()?;
@@ -632,7 +645,7 @@ where
         }
         if result.is_fire() {
             // Firing as it is cleaned up: read and clear the contents at once.
-            self.emit_then(&window, main, side, timers, cleanup)?;
+            self.emit_then(&window, &state_window, main, side, timers, cleanup)?;
         }
         if result.is_purge() {
             self.contents.clear()?;

@@ -191,6 +191,8 @@ where
             .assigner
             .time_window(self.window(end))
             .ok_or("sliding panes need an assigner of time windows (internal error)")?;
+        // The function's own keyed state is the key's (the panes set theirs as they go).
+        super::operator::set_namespace(&[])?;
         let current = self.key.current();
         let mut ctx = WindowContext { window: &window, timers, side };
         self.function.process(current.get(), &mut ctx, &mut std::iter::once(result), &mut Collector::new(main))?;
