@@ -36,7 +36,7 @@ use std::marker::PhantomData;
 use std::sync::Arc;
 
 /// Makes `window` (empty bytes: none) the namespace of the current key's state.
-fn enter_namespace<W: Window>(scratch: &mut Vec<u8>, window: Option<&W>) -> Result<(), StateError> {
+pub(crate) fn enter_namespace<W: Window>(scratch: &mut Vec<u8>, window: Option<&W>) -> Result<(), StateError> {
     scratch.clear();
     if let Some(window) = window {
         window.encode(scratch);
@@ -320,7 +320,7 @@ impl<T, K, O, A: WindowAssigner, Tr, C, F> WindowLogic<T, K, O, A, Tr, C, F> {
     }
 }
 
-const NO_TIMERS: &str = "the window operator runs without its timer service (bug)";
+pub(crate) const NO_TIMERS: &str = "the window operator runs without its timer service (bug)";
 
 /// Timestamps this far from zero (about 146,000 years) leave room for window arithmetic
 /// without overflow.

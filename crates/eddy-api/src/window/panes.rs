@@ -21,6 +21,7 @@
 
 use super::assigner::WindowAssigner;
 use super::function::{ProcessWindowFunction, WindowContext};
+use super::operator::{check_timestamp, enter_namespace, set_namespace, NO_TIMERS};
 use super::TimeWindow;
 use super::Window;
 use crate::function::{FunctionResult, OutputTag, RichFunction, SideOutputs};
@@ -29,7 +30,7 @@ use crate::operator::one_input::OneInputLogic;
 use crate::operator::timers::{InternalTimers, TimeDomain};
 use crate::time::TimestampFn;
 use eddy_runtime::{Collector, Output};
-use eddy_state::keyed::{with_backend, Timer};
+use eddy_state::keyed::Timer;
 use eddy_state::{AggregateFunction, StateError, StateValue, ValueState, ValueStateDescriptor};
 use eddy_types::Key;
 use std::marker::PhantomData;
@@ -140,13 +141,7 @@ where
     }
 
     fn enter(&mut self, window: &TimeWindow) -> Result<(), StateError> {
-        self.namespace.clear();
-        window.encode(&mut self.namespace);
-        let namespace = &self.namespace[..];
-        with_backend("<window namespace>", |backend| {
-            backend.set_current_namespace(namespace);
-            Ok(())
-        })
+        enter_namespace(&mut self.namespace, Some(window))
     }
 
     /// When a window ending at `end` is gone: its end plus the allowed lateness (the end
@@ -192,7 +187,7 @@ where
             .time_window(self.window(end))
             .ok_or("sliding panes need an assigner of time windows (internal error)")?;
         // The function's own keyed state is the key's (the panes set theirs as they go).
-        super::operator::set_namespace(&[])?;
+        set_namespace(&[])?;
         let current = self.key.current();
         let mut ctx = WindowContext { window: &window, timers, side };
         self.function.process(current.get(), &mut ctx, &mut std::iter::once(result), &mut Collector::new(main))?;
@@ -221,9 +216,9 @@ where
         side: &mut SideOutputs,
         timers: Option<&InternalTimers>,
     ) -> FunctionResult {
-        let timers = timers.ok_or("the window operator runs without its timer service (bug)")?;
+        let timers = timers.ok_or(NO_TIMERS)?;
         let timestamp = self.timestamps.as_ref().map(|f| f(&record)).ok_or("an event-time window needs timestamps")?;
-        let timestamp = super::operator::check_timestamp(timestamp)?;
+        let timestamp = check_timestamp(timestamp)?;
         let watermark = timers.watermark().0;
         let SlidingShape { size, slide, offset } = self.shape;
         // The newest window holding the record starts at its slide; it is the last to go.
