@@ -7,6 +7,7 @@ use crate::stream::DataStream;
 use crate::Data;
 use eddy_checkpoint::restart::RestartStrategy;
 use eddy_checkpoint::{CheckpointConfig, CheckpointingMode};
+use eddy_runtime::cluster::ClusterTarget;
 use eddy_runtime::graph::{
     JobConfig, OperatorFactory, OutputPort, Partitioning, RestoreFrom, RestoreMode, SavepointRequest, StorageChoice,
     StreamEdge, StreamGraph, StreamNode, TypedPort,
@@ -338,8 +339,23 @@ impl Env {
 
     /// Runs the job on the embedded local runtime until every source is exhausted, or
     /// until the first failure, which the error names (operator and subtask).
+    ///
+    /// Started with `--jobmanager HOST:PORT --secret-file FILE` among its arguments (or
+    /// after [`Env::set_cluster`]), the program submits the job to that cluster instead and
+    /// coordinates it from here; every TaskManager runs this same program with the same
+    /// arguments to rebuild the graph (application mode).
     pub fn execute(&self, job_name: &str) -> Result<JobResult, JobError> {
-        let graph = self.stream_graph(job_name)?;
+        let mut graph = self.stream_graph(job_name)?;
+        if graph.config.cluster.is_none() {
+            graph.config.cluster = ClusterTarget::from_process_args()
+                .map_err(|e| JobError::Cluster { job: job_name.to_string(), message: e.to_string() })?;
+        }
         LocalExecutor::new().execute(graph)
+    }
+
+    /// Submits the job to a cluster on `execute`, whatever the program's arguments say.
+    pub fn set_cluster(&self, target: ClusterTarget) -> &Self {
+        self.inner.borrow_mut().config.cluster = Some(target);
+        self
     }
 }

@@ -19,6 +19,21 @@ pub type FunctionError = Box<dyn std::error::Error + Send + Sync>;
 /// What user functions return.
 pub type FunctionResult<T = ()> = Result<T, FunctionError>;
 
+/// A counter of one subtask, summed over the job's subtasks into its result (Flink's
+/// `LongCounter` accumulator). Additions wrap around.
+#[derive(Debug, Clone)]
+pub struct LongCounter(std::sync::Arc<std::sync::atomic::AtomicU64>);
+
+impl LongCounter {
+    pub fn add(&self, value: u64) {
+        self.0.fetch_add(value, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    pub fn get(&self) -> u64 {
+        self.0.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
 /// What a function learns about where it runs, and where it declares its state (Flink's
 /// `RuntimeContext`). Keyed state can only be declared by functions on a keyed stream.
 pub struct RuntimeContext<'a> {
@@ -48,6 +63,15 @@ impl<'a> RuntimeContext<'a> {
     /// The operator's name.
     pub fn task_name(&self) -> &str {
         &self.info.name
+    }
+
+    /// The counter `name` (Flink's `getLongCounter`): what this subtask adds to it, summed
+    /// over every subtask, is in [`JobResult::accumulators`](eddy_runtime::JobResult)
+    /// once the job finished, whichever process each subtask ran in. Only the attempt
+    /// that finished the job counts: add what the job's state holds (as a sink publishing
+    /// its total in `notify_job_finished`), and a restart never counts twice.
+    pub fn long_counter(&self, name: &str) -> LongCounter {
+        LongCounter(self.info.shared.long_counter(name))
     }
 
     fn keyed(&self, state: &str) -> Result<(), StateError> {

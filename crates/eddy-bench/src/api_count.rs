@@ -1,13 +1,11 @@
 //! W1 `api-count`: requests per API path, a keyed `ValueState<u64>` per path.
 
-use crate::checksum::ChecksumSink;
+use crate::checksum::{checksum_of_job, ChecksumSink};
 use crate::generator::{splitmix64, Event};
 use crate::rate::RateLimiter;
 use crate::{Args, Report};
 use eddy::prelude::*;
 use eddy::sink::ExactlyOnceFileSink;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
 
 /// Counts per path and emits `(path, count)` after every event.
 #[derive(Clone, Default)]
@@ -53,7 +51,6 @@ pub fn run(args: &Args) -> anyhow::Result<Report> {
     args.configure(&env)?;
     let keys = args.keys();
     let mut limiter = RateLimiter::new(args.rate / u64::from(args.parallelism));
-    let total = Arc::new(AtomicU64::new(0));
     let counts = env
         .from_sequence(0, args.events - 1)
         .name("events")
@@ -68,7 +65,7 @@ pub fn run(args: &Args) -> anyhow::Result<Report> {
         .process(CountPerPath::default())
         .name("count per path")
         .uid("count-per-path");
-    counts.add_sink(ChecksumSink::new(checksum_term, total.clone())).name("checksum").uid("checksum");
+    counts.add_sink(ChecksumSink::new(checksum_term)).name("checksum").uid("checksum");
     if let Some(dir) = &args.checkpoints.output {
         // W1's output: one line per emitted record, `/api/<key> <count>`.
         counts
@@ -83,7 +80,7 @@ pub fn run(args: &Args) -> anyhow::Result<Report> {
     Ok(Report {
         events: args.events,
         seconds: result.duration.as_secs_f64(),
-        checksum: total.load(Ordering::SeqCst),
+        checksum: checksum_of_job(&result),
         extra: args.checkpoints.report(&result),
     })
 }

@@ -1,31 +1,44 @@
 //! The sink that folds a workload's checksum over what it receives: a sum of per-record
 //! terms, kept in operator state and published only when the job finished (the final
 //! checkpoint), so that the checksum survives failures and restores like any
-//! exactly-once output.
+//! exactly-once output. It is published as the job's counter [`CHECKSUM`], which the
+//! job's result sums over every subtask, in this process or on a cluster's TaskManagers.
 
 use eddy::prelude::*;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+
+/// The counter (accumulator) the checksum is published as.
+pub const CHECKSUM: &str = "checksum";
+
+/// The checksum a finished job published.
+pub fn checksum_of_job(result: &JobResult) -> u64 {
+    result.accumulators.get(CHECKSUM).copied().unwrap_or(0)
+}
 
 /// Sums `term` (a record's part of the checksum; a function item, so that the call is
 /// inlined) over what it receives.
 pub struct ChecksumSink<T, F> {
     term: F,
     local: u64,
-    total: Arc<AtomicU64>,
+    counter: Option<LongCounter>,
     _type: std::marker::PhantomData<fn(&T)>,
 }
 
 impl<T, F: Clone> Clone for ChecksumSink<T, F> {
     fn clone(&self) -> Self {
-        Self { term: self.term.clone(), local: self.local, total: self.total.clone(), _type: std::marker::PhantomData }
+        Self {
+            term: self.term.clone(),
+            local: self.local,
+            counter: self.counter.clone(),
+            _type: std::marker::PhantomData,
+        }
     }
 }
 
 impl<T, F: Fn(&T) -> Result<u64, String>> ChecksumSink<T, F> {
-    /// Adds `term` of every record into `total` when the job finished.
-    pub fn new(term: F, total: Arc<AtomicU64>) -> Self {
-        Self { term, local: 0, total, _type: std::marker::PhantomData }
+    /// Adds `term` of every record into the job's [`CHECKSUM`] counter when the job
+    /// finished.
+    pub fn new(term: F) -> Self {
+        Self { term, local: 0, counter: None, _type: std::marker::PhantomData }
     }
 }
 
@@ -35,6 +48,7 @@ impl<T, F> RichFunction for ChecksumSink<T, F> {
     fn initialize_state(&mut self, ctx: &mut RuntimeContext<'_>) -> FunctionResult {
         let state = ctx.operator_state().list_state(&ListStateDescriptor::<u64>::new(CHECKSUM_STATE))?;
         self.local = state.as_slice().iter().fold(0u64, |a, b| a.wrapping_add(*b));
+        self.counter = Some(ctx.long_counter(CHECKSUM));
         Ok(())
     }
 
@@ -44,7 +58,9 @@ impl<T, F> RichFunction for ChecksumSink<T, F> {
     }
 
     fn notify_job_finished(&mut self) -> FunctionResult {
-        self.total.fetch_add(self.local, Ordering::SeqCst);
+        if let Some(counter) = &self.counter {
+            counter.add(self.local);
+        }
         Ok(())
     }
 }

@@ -1,11 +1,13 @@
 //! W2 `join`: two streams connected by key into one co-flat-map with two ValueStates.
 
+use crate::checksum::{checksum_of_job, CHECKSUM};
 use crate::generator::{splitmix64, Event};
 use crate::rate::RateLimiter;
 use crate::{Args, Report};
 use eddy::prelude::*;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+
+/// The counter of emitted joins.
+const EMITTED: &str = "emitted";
 
 /// Keeps the last `i` of each side per key; emits `(key, a, b)` when the other side is set.
 #[derive(Clone)]
@@ -13,7 +15,7 @@ struct Join {
     a: Option<ValueState<u64>>,
     b: Option<ValueState<u64>>,
     checksum: u64,
-    total: Arc<AtomicU64>,
+    counter: Option<LongCounter>,
 }
 
 impl RichFunction for Join {
@@ -26,6 +28,7 @@ impl RichFunction for Join {
     fn initialize_state(&mut self, ctx: &mut RuntimeContext<'_>) -> FunctionResult {
         let state = ctx.operator_state().list_state(&ListStateDescriptor::<u64>::new("checksum"))?;
         self.checksum = state.as_slice().iter().fold(0u64, |a, b| a.wrapping_add(*b));
+        self.counter = Some(ctx.long_counter(CHECKSUM));
         Ok(())
     }
 
@@ -36,7 +39,9 @@ impl RichFunction for Join {
 
     /// Published when the job finished, so restores never count an input twice.
     fn notify_job_finished(&mut self) -> FunctionResult {
-        self.total.fetch_add(self.checksum, Ordering::SeqCst);
+        if let Some(counter) = &self.counter {
+            counter.add(self.checksum);
+        }
         Ok(())
     }
 }
@@ -70,13 +75,14 @@ impl CoFlatMapFunction<Event, Event, (u64, u64, u64)> for Join {
 #[derive(Clone)]
 struct CountSink {
     local: u64,
-    total: Arc<AtomicU64>,
+    counter: Option<LongCounter>,
 }
 
 impl RichFunction for CountSink {
     fn initialize_state(&mut self, ctx: &mut RuntimeContext<'_>) -> FunctionResult {
         let state = ctx.operator_state().list_state(&ListStateDescriptor::<u64>::new("emitted"))?;
         self.local = state.as_slice().iter().sum();
+        self.counter = Some(ctx.long_counter(EMITTED));
         Ok(())
     }
 
@@ -86,7 +92,9 @@ impl RichFunction for CountSink {
     }
 
     fn notify_job_finished(&mut self) -> FunctionResult {
-        self.total.fetch_add(self.local, Ordering::SeqCst);
+        if let Some(counter) = &self.counter {
+            counter.add(self.local);
+        }
         Ok(())
     }
 }
@@ -115,22 +123,20 @@ pub fn run(args: &Args) -> anyhow::Result<Report> {
             .uid(&format!("generate-{s}"))
             .key_by(|e: &Event| e.key)
     };
-    let checksum = Arc::new(AtomicU64::new(0));
-    let emitted = Arc::new(AtomicU64::new(0));
     stream(1)
         .connect(&stream(2))
-        .co_flat_map(Join { a: None, b: None, checksum: 0, total: checksum.clone() })
+        .co_flat_map(Join { a: None, b: None, checksum: 0, counter: None })
         .name("join")
         .uid("join")
-        .add_sink(CountSink { local: 0, total: emitted.clone() })
+        .add_sink(CountSink { local: 0, counter: None })
         .name("count")
         .uid("count");
     let result = env.execute("W2 join")?;
     Ok(Report {
         events: 2 * args.events,
         seconds: result.duration.as_secs_f64(),
-        checksum: checksum.load(Ordering::SeqCst),
-        extra: [("emitted".to_string(), emitted.load(Ordering::SeqCst).to_string())]
+        checksum: checksum_of_job(&result),
+        extra: [("emitted".to_string(), result.accumulators.get(EMITTED).copied().unwrap_or(0).to_string())]
             .into_iter()
             .chain(args.checkpoints.report(&result))
             .collect(),

@@ -106,6 +106,9 @@ pub struct Args {
     pub checkpoints: options::CheckpointArgs,
     #[command(flatten)]
     pub replay: window_replay::ReplayArgs,
+    /// `--jobmanager HOST:PORT --secret-file FILE`: run on a cluster.
+    #[command(flatten)]
+    pub cluster: eddy::cluster::SubmitArgs,
 }
 
 /// Where this run's RocksDB instances keep their working directories.
@@ -143,6 +146,8 @@ pub struct Report {
 }
 
 fn main() {
+    // `eddy-bench jobmanager …` / `eddy-bench taskmanager …`: a cluster role.
+    eddy::cluster::serve_role();
     let mut cli = Cli::parse();
     eddy::log_to_stderr();
     let large = matches!(cli.workload, Workload::LargeState);

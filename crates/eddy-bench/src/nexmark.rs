@@ -7,15 +7,13 @@
 //! depend on parallelism or on the order of outputs (q4's running average does, and is
 //! left out of its hash).
 
-use crate::checksum::ChecksumSink;
+use crate::checksum::{checksum_of_job, ChecksumSink};
 use crate::generator::splitmix64;
 use crate::{Args, Report};
 use eddy::prelude::*;
 use eddy::time::WatermarkStrategy;
 use eddy::window::{window_function, SlidingEventTimeWindows, TimeWindow, TumblingEventTimeWindows};
 use eddy_nexmark::{event, Auction, Bid, Event, GeneratorConfig, Person, WATERMARK_DELAY_MS};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
 use std::time::Duration;
 
 /// Which query: `q0`…`q8` (q6 is not part of W5).
@@ -94,17 +92,16 @@ pub fn run(args: &Args) -> anyhow::Result<Report> {
         )
         .name("timestamps")
         .uid("timestamps");
-    let total = Arc::new(AtomicU64::new(0));
     match query {
         Query::Q0 => {
-            bids(&events).add_sink(ChecksumSink::new(q0_term, total.clone())).name("q0").uid("q0");
+            bids(&events).add_sink(ChecksumSink::new(q0_term)).name("q0").uid("q0");
         }
         Query::Q1 => {
             bids(&events)
                 .map(|b| (b.auction, b.bidder, b.price * 908 / 1000, b.date_time))
                 .name("dollars to euros")
                 .uid("q1")
-                .add_sink(ChecksumSink::new(q1_term, total.clone()));
+                .add_sink(ChecksumSink::new(q1_term));
         }
         Query::Q2 => {
             bids(&events)
@@ -113,7 +110,7 @@ pub fn run(args: &Args) -> anyhow::Result<Report> {
                 .uid("q2-filter")
                 .map(|b| (b.auction, b.price))
                 .uid("q2")
-                .add_sink(ChecksumSink::new(q2_term, total.clone()));
+                .add_sink(ChecksumSink::new(q2_term));
         }
         Query::Q3 => {
             let sellers = persons(&events)
@@ -127,7 +124,7 @@ pub fn run(args: &Args) -> anyhow::Result<Report> {
                 .co_process(LocalItems::default())
                 .name("local item suggestion")
                 .uid("q3")
-                .add_sink(ChecksumSink::new(q3_term, total.clone()));
+                .add_sink(ChecksumSink::new(q3_term));
         }
         Query::Q4 => {
             let closed = auctions(&events)
@@ -141,7 +138,7 @@ pub fn run(args: &Args) -> anyhow::Result<Report> {
                 .process(AveragePrice::default())
                 .name("average price per category")
                 .uid("q4")
-                .add_sink(ChecksumSink::new(q4_term, total.clone()));
+                .add_sink(ChecksumSink::new(q4_term));
         }
         Query::Q5 => {
             bids(&events)
@@ -162,7 +159,7 @@ pub fn run(args: &Args) -> anyhow::Result<Report> {
                 .process(HotItems::default())
                 .name("hot items")
                 .uid("q5")
-                .add_sink(ChecksumSink::new(q5_term, total.clone()));
+                .add_sink(ChecksumSink::new(q5_term));
         }
         Query::Q7 => {
             bids(&events)
@@ -183,7 +180,7 @@ pub fn run(args: &Args) -> anyhow::Result<Report> {
                 .process(HighestOfWindow::default())
                 .name("highest bid")
                 .uid("q7")
-                .add_sink(ChecksumSink::new(q7_term, total.clone()));
+                .add_sink(ChecksumSink::new(q7_term));
         }
         Query::Q8 => {
             let people = persons(&events).map(|p| NewUser::Person(p.id, p.name, p.date_time)).uid("q8-persons");
@@ -213,14 +210,14 @@ pub fn run(args: &Args) -> anyhow::Result<Report> {
                 ))
                 .name("new users who sell")
                 .uid("q8")
-                .add_sink(ChecksumSink::new(q8_term, total.clone()));
+                .add_sink(ChecksumSink::new(q8_term));
         }
     }
     let result = env.execute(&format!("nexmark {query:?}"))?;
     Ok(Report {
         events: args.events,
         seconds: result.duration.as_secs_f64(),
-        checksum: total.load(Ordering::SeqCst),
+        checksum: checksum_of_job(&result),
         extra: args.checkpoints.report(&result),
     })
 }

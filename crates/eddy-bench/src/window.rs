@@ -1,7 +1,7 @@
 //! W3 `window`: an event-time tumbling window count per key, with watermarks that follow
 //! the timestamps (no out-of-orderness).
 
-use crate::checksum::ChecksumSink;
+use crate::checksum::{checksum_of_job, ChecksumSink};
 use crate::generator::{splitmix64, Event};
 use crate::rate::RateLimiter;
 use crate::{Args, Report};
@@ -9,8 +9,6 @@ use eddy::prelude::*;
 use eddy::sink::ExactlyOnceFileSink;
 use eddy::time::WatermarkStrategy;
 use eddy::window::{window_function, TimeWindow, TumblingEventTimeWindows};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
 use std::time::Duration;
 
 /// What W3 keeps of an event: its key and timestamp.
@@ -53,7 +51,6 @@ pub fn run(args: &Args) -> anyhow::Result<Report> {
     let keys = args.keys();
     let window_ms = args.window_ms;
     let mut limiter = RateLimiter::new(args.rate / u64::from(args.parallelism));
-    let total = Arc::new(AtomicU64::new(0));
     let counts = env
         .from_sequence(0, args.events - 1)
         .name("events")
@@ -84,7 +81,7 @@ pub fn run(args: &Args) -> anyhow::Result<Report> {
         )
         .name("count per key and window")
         .uid("window-count");
-    counts.add_sink(ChecksumSink::new(checksum_term, total.clone())).name("checksum").uid("checksum");
+    counts.add_sink(ChecksumSink::new(checksum_term)).name("checksum").uid("checksum");
     if let Some(dir) = &args.checkpoints.output {
         counts
             .map(|(key, start, count)| format!("{key} {start} {count}"))
@@ -98,7 +95,7 @@ pub fn run(args: &Args) -> anyhow::Result<Report> {
     Ok(Report {
         events: args.events,
         seconds: result.duration.as_secs_f64(),
-        checksum: total.load(Ordering::SeqCst),
+        checksum: checksum_of_job(&result),
         extra: args.checkpoints.report(&result),
     })
 }

@@ -29,7 +29,7 @@ pub enum StreamMessage<T> {
 }
 
 /// The marker sources emit in band when checkpoint `id` is triggered.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct CheckpointBarrier {
     pub id: eddy_checkpoint::CheckpointId,
     pub kind: eddy_checkpoint::SnapshotKind,
@@ -65,7 +65,7 @@ impl ChannelCapacity {
 }
 
 /// What became of a checkpoint, as the tasks are told.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum CheckpointEvent {
     /// Stored: two-phase-commit sinks commit what they pre-committed up to it.
     Completed(eddy_checkpoint::CheckpointId),

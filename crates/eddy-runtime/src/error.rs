@@ -1,7 +1,7 @@
 //! The one error type of `eddy-runtime`, split by who must act.
 
 /// Why one subtask stopped.
-#[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
+#[derive(Debug, Clone, thiserror::Error, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum TaskError {
     /// A user function returned an error or panicked; the user must act.
     #[error("operator '{operator}' failed: {message}")]
@@ -16,6 +16,11 @@ pub enum TaskError {
     /// A bug in eddy; please report.
     #[error("internal error (please report): {0}")]
     Internal(String),
+    /// The subtask lost its TaskManager, or a connection to another one (a process was
+    /// killed, a machine or the network failed): whoever runs the cluster must act, and
+    /// the job restarts under its restart strategy.
+    #[error("{0}")]
+    Lost(String),
 }
 
 impl TaskError {
@@ -39,6 +44,7 @@ impl TaskError {
             TaskError::Operator { .. } => FailureKind::UserCode,
             TaskError::StateBackend { .. } => FailureKind::StateBackend,
             TaskError::Cancelled | TaskError::Internal(_) => FailureKind::Internal,
+            TaskError::Lost(_) => FailureKind::Cluster,
         }
     }
 }
@@ -52,6 +58,8 @@ pub enum FailureKind {
     StateBackend,
     /// eddy itself; please report.
     Internal,
+    /// A TaskManager or a connection between processes of the cluster.
+    Cluster,
 }
 
 impl std::fmt::Display for FailureKind {
@@ -60,6 +68,7 @@ impl std::fmt::Display for FailureKind {
             FailureKind::UserCode => "",
             FailureKind::StateBackend => "state backend: ",
             FailureKind::Internal => "internal error (please report): ",
+            FailureKind::Cluster => "cluster: ",
         })
     }
 }
@@ -91,6 +100,43 @@ pub enum JobError {
     CheckpointFailover { job: String, message: String },
     #[error("job '{job}': internal error (please report): {message}")]
     Internal { job: String, message: String },
+    /// The cluster cannot run the job: too few slots, a TaskManager whose binary builds
+    /// another graph, the JobManager gone, a refused secret. The message says which.
+    #[error("job '{job}': {message}")]
+    Cluster { job: String, message: String },
+}
+
+/// Why a cluster process (JobManager, TaskManager, CLI, a job's client) cannot go on, or
+/// why a peer was refused.
+#[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
+pub enum ClusterError {
+    /// The secret file is missing, unreadable or too short.
+    #[error("{0}")]
+    Secret(String),
+    /// A peer was refused, or refused this process (secret, protocol version, role).
+    #[error("refused: {0}")]
+    Refused(String),
+    /// A connection could not be made, broke, or carried something unreadable.
+    #[error("{peer}: {context}: {message}")]
+    Io { peer: String, context: String, message: String },
+    /// The peer sent something this process did not expect at this point.
+    #[error("{0}")]
+    Protocol(String),
+    /// A command line or configuration that cannot work.
+    #[error("{0}")]
+    Config(String),
+}
+
+impl ClusterError {
+    pub fn io(peer: &str, context: &str, error: std::io::Error) -> Self {
+        let message = match error.kind() {
+            std::io::ErrorKind::UnexpectedEof => "the connection was closed".to_string(),
+            std::io::ErrorKind::ConnectionRefused => "connection refused (is it running, at this address?)".to_string(),
+            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => "no answer in time".to_string(),
+            _ => error.to_string(),
+        };
+        ClusterError::Io { peer: peer.to_string(), context: context.to_string(), message }
+    }
 }
 
 impl JobError {

@@ -19,6 +19,7 @@
 //! instantiates the runtime's generic pieces with the user's types.
 
 pub mod channel;
+pub mod cluster;
 pub mod error;
 pub mod executor;
 pub mod graph;

@@ -26,6 +26,7 @@
 //! assert_eq!(counts.last(), Some(&("c".to_string(), 1)));
 //! ```
 
+pub mod cluster;
 mod logging;
 
 pub use eddy_api::*;

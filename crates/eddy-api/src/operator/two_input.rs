@@ -77,7 +77,7 @@ impl<A: Send + 'static, B: Send + 'static, O: 'static, L: TwoInputLogic<A, B, O>
             let operator = *operator
                 .downcast::<Box<dyn TwoInputOperator<A, B>>>()
                 .expect("two-input operator of the declared types");
-            Box::new(TwoInputDriver::new(
+            Box::new(TwoInputDriver::from_channels(
                 receivers_of::<A>(first),
                 receivers_of::<B>(second),
                 operator,

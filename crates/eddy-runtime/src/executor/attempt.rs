@@ -17,7 +17,7 @@ use eddy_checkpoint::storage::{CheckpointStorage, TaskStateWriter};
 use eddy_checkpoint::{CheckpointError, CheckpointId, SnapshotKind};
 use eddy_types::{Clock, NodeId, RunSeed, WallClock};
 use std::cell::RefCell;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -30,7 +30,7 @@ use super::{CheckpointStats, JobResult, LocalExecutor};
 const COORDINATOR_TICK_MS: u64 = 5;
 
 /// How one attempt ended.
-pub(super) enum AttemptEnd {
+pub(crate) enum AttemptEnd {
     Finished,
     /// Stopped after a stop-with-savepoint.
     Stopped,
@@ -39,24 +39,24 @@ pub(super) enum AttemptEnd {
 
 /// Where an attempt starts: the state it restores, the number of its first checkpoint,
 /// and the seed it names what it creates by.
-pub(super) struct AttemptStart {
-    pub(super) restore: Option<Arc<RestorePlan>>,
-    pub(super) next_checkpoint_id: u64,
-    pub(super) seed: RunSeed,
+pub(crate) struct AttemptStart {
+    pub(crate) restore: Option<Arc<RestorePlan>>,
+    pub(crate) next_checkpoint_id: u64,
+    pub(crate) seed: RunSeed,
 }
 
 /// What a subtask thread hands back: its task index and how it ended.
-type TaskExit = (usize, Result<(), TaskError>);
+pub(crate) type TaskExit = (usize, Result<(), TaskError>);
 
 /// A subtask about to start: what it is wired to, and what it gets from the attempt.
-pub(super) type PendingTask = (TaskSetup, TaskContext);
+pub(crate) type PendingTask = (TaskSetup, TaskContext);
 
 /// What the coordinator holds per task for a checkpoint: its handle.
 type Acknowledged = TaskAcknowledgement;
 
 impl LocalExecutor {
     /// One run of the job from `restore`, until it finished, stopped or failed.
-    pub(super) fn attempt(
+    pub(crate) fn attempt(
         &self,
         graph: &Arc<StreamGraph>,
         plan: &Arc<ChainPlan>,
@@ -74,6 +74,20 @@ impl LocalExecutor {
                 Err(e) => return AttemptEnd::Failed(JobError::Checkpoint { job, message: format!("savepoint: {e}") }),
             },
         };
+        if let Some(client) = &self.cluster {
+            let source = restore.as_ref().map(|plan| plan.source().clone());
+            let start = AttemptStart { restore, next_checkpoint_id, seed };
+            return self.remote_attempt(
+                client,
+                graph,
+                plan,
+                start,
+                (storage, retained),
+                savepoint_storage,
+                source.as_ref(),
+                result,
+            );
+        }
         // Where the asynchronous part of snapshots runs: worker threads, or the
         // simulator's turns.
         let queued = Arc::new(QueuedWork::default());
@@ -134,28 +148,14 @@ impl LocalExecutor {
         drop(reports_tx);
         drop(work);
 
-        let mut run = AttemptRun {
-            graph,
-            plan,
-            storage,
-            retained,
-            mailboxes: Mailboxes::new(mailboxes),
-            tasks,
-            cancel,
-            started_ms: self.clock.now_ms(),
-            clock: self.clock.clone(),
-            coordinator: CheckpointCoordinator::new(config.checkpoint.clone(), pending.len(), next_checkpoint_id),
-            triggered_at: HashMap::new(),
-            failure: None,
-            stopping: false,
-            savepoint_triggered: false,
-            job_finished_sent: false,
-            final_checkpoint: None,
-            savepoint_storage,
-            sources_running: 0,
-            trace: self.simulator.as_ref().map(|_| Vec::new()),
-        };
-        run.sources_running = run.tasks.iter().filter(|(head, _)| run.is_source(*head)).count();
+        let mut run = AttemptRun::new(
+            (graph, plan),
+            (storage, retained, savepoint_storage),
+            (Mailboxes::new(mailboxes), tasks, cancel),
+            self.clock.clone(),
+            next_checkpoint_id,
+            self.simulator.is_some(),
+        );
         match &self.simulator {
             Some(simulator) => simulator.run_attempt(&mut run, pending, &queued, &reports_rx, result),
             None => run.run_on_threads(pending, &reports_rx, result),
@@ -167,20 +167,14 @@ impl LocalExecutor {
         if let Some(workers) = workers {
             workers.stop();
         }
-        run.clean_up(&reports_rx);
-        result.trace.extend(run.trace.take().into_iter().flatten());
-        match run.failure.take() {
-            Some(error) => AttemptEnd::Failed(error),
-            None if run.stopping => AttemptEnd::Stopped,
-            None => AttemptEnd::Finished,
-        }
+        run.end(&reports_rx, result)
     }
 }
 
 /// The coordinator side of one attempt.
-pub(super) struct AttemptRun<'a> {
-    pub(super) graph: &'a Arc<StreamGraph>,
-    pub(super) plan: &'a Arc<ChainPlan>,
+pub(crate) struct AttemptRun<'a> {
+    pub(crate) graph: &'a Arc<StreamGraph>,
+    pub(crate) plan: &'a Arc<ChainPlan>,
     storage: &'a Arc<dyn CheckpointStorage>,
     retained: &'a RefCell<RetainedCheckpoints>,
     mailboxes: Mailboxes,
@@ -203,23 +197,96 @@ pub(super) struct AttemptRun<'a> {
     /// Source tasks still running: checkpoints are triggered at sources only.
     sources_running: usize,
     /// What happened, for [`JobResult::trace`]; `None` unless simulating.
-    pub(super) trace: Option<Vec<String>>,
+    pub(crate) trace: Option<Vec<String>>,
+    /// The counters of the tasks that ended well, summed.
+    accumulators: BTreeMap<String, u64>,
 }
 
-impl AttemptRun<'_> {
+impl<'a> AttemptRun<'a> {
+    /// The coordinator of an attempt whose tasks (head, subtask) are reached through
+    /// `mailboxes` and stop when `cancel` is set.
+    #[allow(clippy::type_complexity)]
+    pub(crate) fn new(
+        (graph, plan): (&'a Arc<StreamGraph>, &'a Arc<ChainPlan>),
+        (storage, retained, savepoint_storage): (
+            &'a Arc<dyn CheckpointStorage>,
+            &'a RefCell<RetainedCheckpoints>,
+            Option<Arc<dyn CheckpointStorage>>,
+        ),
+        (mailboxes, tasks, cancel): (Mailboxes, Vec<(NodeId, u32)>, Arc<AtomicBool>),
+        clock: Arc<dyn Clock>,
+        next_checkpoint_id: u64,
+        traced: bool,
+    ) -> Self {
+        let mut run = AttemptRun {
+            graph,
+            plan,
+            storage,
+            retained,
+            mailboxes,
+            cancel,
+            started_ms: clock.now_ms(),
+            clock,
+            coordinator: CheckpointCoordinator::new(graph.config.checkpoint.clone(), tasks.len(), next_checkpoint_id),
+            tasks,
+            triggered_at: HashMap::new(),
+            failure: None,
+            stopping: false,
+            savepoint_triggered: false,
+            job_finished_sent: false,
+            final_checkpoint: None,
+            savepoint_storage,
+            sources_running: 0,
+            trace: traced.then(Vec::new),
+            accumulators: BTreeMap::new(),
+        };
+        run.sources_running = run.tasks.iter().filter(|(head, _)| run.is_source(*head)).count();
+        run
+    }
+
+    /// How the attempt ended, once its tasks exited; what it left pending is cleaned up.
+    /// Counters count only from the attempt that ended the job (Flink drops a failed
+    /// attempt's accumulators too).
+    pub(crate) fn end(mut self, reports: &Receiver<TaskReport>, result: &mut JobResult) -> AttemptEnd {
+        self.clean_up(reports);
+        result.trace.extend(self.trace.take().into_iter().flatten());
+        match self.failure.take() {
+            Some(error) => AttemptEnd::Failed(error),
+            None => {
+                result.accumulators = std::mem::take(&mut self.accumulators);
+                if self.stopping {
+                    AttemptEnd::Stopped
+                } else {
+                    AttemptEnd::Finished
+                }
+            }
+        }
+    }
+
+    fn accumulate(&mut self, values: Vec<(String, u64)>) {
+        for (name, value) in values {
+            let sum = self.accumulators.entry(name).or_default();
+            *sum = sum.wrapping_add(value);
+        }
+    }
+
     fn is_source(&self, head: NodeId) -> bool {
         matches!(self.graph.node(head).factory, OperatorFactory::Source(_))
     }
 
     /// Records an event of the run's trace, when there is one.
-    pub(super) fn note(&mut self, event: impl FnOnce() -> String) {
+    pub(crate) fn note(&mut self, event: impl FnOnce() -> String) {
         if let Some(trace) = self.trace.as_mut() {
             trace.push(event());
         }
     }
 
     /// The chain a task runs, for messages.
-    pub(super) fn task_name(&self, index: usize) -> String {
+    pub(crate) fn task_count(&self) -> usize {
+        self.tasks.len()
+    }
+
+    pub(crate) fn task_name(&self, index: usize) -> String {
         self.plan.chain_name(self.graph, self.tasks[index].0)
     }
 
@@ -231,13 +298,13 @@ impl AttemptRun<'_> {
         self.mailboxes.broadcast(&control);
     }
 
-    fn cancel_all(&mut self) {
+    pub(crate) fn cancel_all(&mut self) {
         if !self.cancel.swap(true, Ordering::SeqCst) {
             self.mailboxes.cancel_all();
         }
     }
 
-    fn fail(&mut self, error: JobError) {
+    pub(crate) fn fail(&mut self, error: JobError) {
         if self.failure.is_none() && !self.stopping {
             self.failure = Some(error);
         }
@@ -274,8 +341,28 @@ impl AttemptRun<'_> {
             }
         }
         drop(done_tx);
+        let never = crossbeam_channel::never();
+        self.coordinate(&done_rx, reports, handles.len(), result, (&never, &mut |_, _: (), _| {}));
+        // Reports that raced with the exits (a last acknowledgement) change nothing now.
+        for handle in handles {
+            let _ = handle.join();
+        }
+    }
+
+    /// The coordinator's loop until `tasks` tasks exited: their exits, their reports,
+    /// `events` from elsewhere (a cluster's JobManager) handed to `on_event`, and a tick
+    /// that triggers checkpoints and expires them.
+    #[allow(clippy::type_complexity)]
+    pub(crate) fn coordinate<E>(
+        &mut self,
+        done_rx: &Receiver<TaskExit>,
+        reports: &Receiver<TaskReport>,
+        tasks: usize,
+        result: &mut JobResult,
+        (events, on_event): (&Receiver<E>, &mut dyn FnMut(&mut Self, E, &mut JobResult)),
+    ) {
         let mut exited = 0;
-        while exited < handles.len() {
+        while exited < tasks {
             self.mailboxes.flush();
             if self.stopping && self.mailboxes.all_delivered() {
                 self.cancel_all();
@@ -291,17 +378,18 @@ impl AttemptRun<'_> {
                         self.report(report, result);
                     }
                 }
+                recv(events) -> event => {
+                    if let Ok(event) = event {
+                        on_event(self, event, result);
+                    }
+                }
                 default(Duration::from_millis(COORDINATOR_TICK_MS)) => self.tick(),
             }
-        }
-        // Reports that raced with the exits (a last acknowledgement) change nothing now.
-        for handle in handles {
-            let _ = handle.join();
         }
     }
 
     /// One coordinator turn without waiting: every report that arrived, then the time.
-    pub(super) fn poll(&mut self, reports: &Receiver<TaskReport>, result: &mut JobResult) {
+    pub(crate) fn poll(&mut self, reports: &Receiver<TaskReport>, result: &mut JobResult) {
         self.mailboxes.flush();
         if self.stopping && self.mailboxes.all_delivered() {
             self.cancel_all();
@@ -313,13 +401,13 @@ impl AttemptRun<'_> {
     }
 
     /// A subtask ended, well or not.
-    pub(super) fn task_exited(&mut self, index: usize, outcome: Result<(), TaskError>) {
+    pub(crate) fn task_exited(&mut self, index: usize, outcome: Result<(), TaskError>) {
         if let Err(error) = outcome {
             self.task_failed(index, error);
         }
     }
 
-    fn task_failed(&mut self, index: usize, error: TaskError) {
+    pub(crate) fn task_failed(&mut self, index: usize, error: TaskError) {
         let job = self.graph.job_name.clone();
         if error == TaskError::Cancelled {
             // Stopping after a savepoint, tasks stop one by one as their mailboxes say;
@@ -336,7 +424,9 @@ impl AttemptRun<'_> {
             TaskError::Operator { operator, message } | TaskError::StateBackend { operator, message } => {
                 (operator, message)
             }
-            TaskError::Internal(message) => (self.plan.chain_name(self.graph, head), message),
+            TaskError::Internal(message) | TaskError::Lost(message) => {
+                (self.plan.chain_name(self.graph, head), message)
+            }
             TaskError::Cancelled => (self.plan.chain_name(self.graph, head), "cancelled".to_string()),
         };
         // A root cause replaces a cancellation recorded first.
@@ -411,6 +501,10 @@ impl AttemptRun<'_> {
                     }
                 }
                 self.coordinator.acknowledge(checkpoint, task, ack, now)
+            }
+            TaskReport::Accumulators { values } => {
+                self.accumulate(values);
+                return;
             }
             TaskReport::Finished { task } => {
                 if self.is_source(self.tasks[task].0) {
@@ -589,6 +683,7 @@ impl AttemptRun<'_> {
                 TaskReport::Acknowledge { checkpoint, ack, .. } => self.discard_late(checkpoint, &ack),
                 TaskReport::Declined { checkpoint, kind, .. } => self.discard_written(checkpoint, kind),
                 TaskReport::Finished { .. } => {}
+                TaskReport::Accumulators { values } => self.accumulate(values),
             }
         }
         for (id, kind) in self.coordinator.pending() {
@@ -738,7 +833,7 @@ impl AttemptRun<'_> {
 }
 
 /// Deletes one of the job's checkpoints and the shared files only it referenced.
-pub(super) fn discard_checkpoint(
+pub(crate) fn discard_checkpoint(
     storage: &dyn CheckpointStorage,
     retained: &mut RetainedCheckpoints,
     id: CheckpointId,

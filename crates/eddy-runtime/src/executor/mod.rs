@@ -19,11 +19,14 @@
 //! - [`simulation`]: the deterministic simulator and its seeded faults;
 //! - [`wiring`]: the channels between subtasks and the chain each subtask builds.
 
-mod attempt;
-mod restore;
+pub(crate) mod attempt;
+mod remote;
+pub(crate) mod restore;
 mod simulation;
-mod wiring;
+pub(crate) mod wiring;
 
+use crate::cluster::job_client::JobClient;
+use crate::cluster::ClusterTarget;
 use crate::error::JobError;
 use crate::graph::{plan_chains, validate, JobConfig, RestoreFrom, RestoreMode, StorageChoice, StreamGraph};
 use crate::task::install_panic_capture;
@@ -88,6 +91,9 @@ pub struct JobResult {
     /// The same for the same seed; `eddy-bench` prints its hash as `trace=`. Empty
     /// otherwise: a job that runs for months would grow it without end.
     pub trace: Vec<String>,
+    /// The jobs' counters by name (Flink's accumulators), summed over every subtask of
+    /// the attempt that finished the job.
+    pub accumulators: std::collections::BTreeMap<String, u64>,
 }
 
 /// Runs jobs in this process.
@@ -95,6 +101,8 @@ pub struct LocalExecutor {
     clock: Arc<dyn Clock>,
     /// Set when the job runs under deterministic simulation: one thread steps every task.
     simulator: Option<Simulator>,
+    /// Set when the job runs on a cluster: its link to the JobManager.
+    cluster: Option<Arc<JobClient>>,
 }
 
 impl Default for LocalExecutor {
@@ -111,7 +119,7 @@ impl LocalExecutor {
 
     /// An executor whose subtasks read time from `clock`.
     pub fn with_clock(clock: Arc<dyn Clock>) -> Self {
-        Self { clock, simulator: None }
+        Self { clock, simulator: None, cluster: None }
     }
 
     /// Runs the job to completion (all sources exhausted), restarting from the latest
@@ -120,19 +128,20 @@ impl LocalExecutor {
         if let (Some(simulation), None) = (graph.config.simulation, &self.simulator) {
             let clock = ManualClock::new(0);
             let simulator = Simulator::new(RunSeed(simulation.seed), simulation.faults, clock.clone());
-            return LocalExecutor { clock: Arc::new(clock), simulator: Some(simulator) }.execute(graph);
+            return LocalExecutor { clock: Arc::new(clock), simulator: Some(simulator), cluster: None }.execute(graph);
+        }
+        if crate::cluster::task_executor::launched() {
+            crate::cluster::task_executor::run(graph);
+        }
+        if let (Some(target), None) = (&graph.config.cluster, &self.cluster) {
+            return self.execute_on_cluster(target.clone(), graph);
         }
         let job = graph.job_name.clone();
         let fail = |message: String| JobError::Checkpoint { job: job.clone(), message };
         validate(&graph).map_err(|message| JobError::InvalidJob { job: job.clone(), message })?;
         install_panic_capture();
         let config = graph.config.clone();
-        let storage: Arc<dyn CheckpointStorage> = match &config.storage {
-            StorageChoice::Memory => Arc::new(MemoryCheckpointStorage::new(config.checkpoint.memory_state_bytes_max)),
-            StorageChoice::Directory(dir) => {
-                config.storage_opener.open(&dir.to_string_lossy()).map_err(|e| fail(e.to_string()))?
-            }
-        };
+        let storage = open_job_storage(&config).map_err(|e| fail(e.to_string()))?;
         let storage = match &self.simulator {
             Some(simulator) => simulator.storage(storage),
             None => storage,
@@ -147,6 +156,7 @@ impl LocalExecutor {
             savepoint: None,
             warnings: Vec::new(),
             trace: Vec::new(),
+            accumulators: Default::default(),
         };
         let mut restore = match &config.restore {
             None => None,
@@ -279,6 +289,27 @@ impl LocalExecutor {
         }
     }
 
+    /// Submits the job to the cluster's JobManager and coordinates it from here.
+    fn execute_on_cluster(&self, target: ClusterTarget, graph: StreamGraph) -> Result<JobResult, JobError> {
+        let job = graph.job_name.clone();
+        validate(&graph).map_err(|message| JobError::InvalidJob { job: job.clone(), message })?;
+        let parallelism = graph.nodes.iter().map(|n| n.parallelism).max().unwrap_or(1);
+        let client = JobClient::submit(&target, &job, parallelism).map_err(|e| JobError::Cluster {
+            job: job.clone(),
+            message: format!("cannot submit the job to the JobManager at {}: {e}", target.jobmanager),
+        })?;
+        let client = Arc::new(client);
+        let executor = LocalExecutor { clock: self.clock.clone(), simulator: None, cluster: Some(client.clone()) };
+        let outcome = executor.execute(graph);
+        client.finish(match &outcome {
+            Ok(result) if result.savepoint.is_some() => "STOPPED",
+            Ok(_) => "FINISHED",
+            Err(JobError::Cancelled { .. }) => "CANCELED",
+            Err(_) => "FAILED",
+        });
+        outcome
+    }
+
     /// What a restart restores: the newest checkpoint this run completed, else what the
     /// run started from, else nothing.
     fn restore_after_failure(
@@ -307,6 +338,14 @@ impl LocalExecutor {
             None => Ok(None),
         }
     }
+}
+
+/// The job's checkpoint storage: the JobManager's memory, or its directory.
+pub(crate) fn open_job_storage(config: &JobConfig) -> Result<Arc<dyn CheckpointStorage>, CheckpointError> {
+    Ok(match &config.storage {
+        StorageChoice::Memory => Arc::new(MemoryCheckpointStorage::new(config.checkpoint.memory_state_bytes_max)),
+        StorageChoice::Directory(dir) => config.storage_opener.open(&dir.to_string_lossy())?,
+    })
 }
 
 /// A checkpoint's location in a trace: its directory name, not where the storage is.

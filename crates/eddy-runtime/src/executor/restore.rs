@@ -21,17 +21,17 @@ use std::sync::Arc;
 
 /// A completed checkpoint or savepoint to restore, its files checked.
 #[derive(Clone)]
-pub(super) struct RestoreSource {
-    pub(super) storage: Arc<dyn CheckpointStorage>,
-    pub(super) location: String,
-    pub(super) metadata: CheckpointMetadata,
+pub(crate) struct RestoreSource {
+    pub(crate) storage: Arc<dyn CheckpointStorage>,
+    pub(crate) location: String,
+    pub(crate) metadata: CheckpointMetadata,
     /// The job owns its native files (its own checkpoint, or one it claimed): later
     /// checkpoints may reference them instead of uploading copies.
-    pub(super) owned: bool,
+    pub(crate) owned: bool,
 }
 
 impl RestoreSource {
-    pub(super) fn id(&self) -> CheckpointId {
+    pub(crate) fn id(&self) -> CheckpointId {
         self.metadata.checkpoint_id
     }
 
@@ -46,7 +46,7 @@ impl RestoreSource {
 }
 
 /// The checkpoint or savepoint in directory `path`, its files checked.
-pub(super) fn open_restore_path(opener: &dyn OpenStorage, path: &Path) -> Result<RestoreSource, CheckpointError> {
+pub(crate) fn open_restore_path(opener: &dyn OpenStorage, path: &Path) -> Result<RestoreSource, CheckpointError> {
     let (storage, location) = opener.open_checkpoint_dir(path)?;
     let metadata = storage.verify(&location)?;
     Ok(RestoreSource { storage, location, metadata, owned: false })
@@ -54,7 +54,7 @@ pub(super) fn open_restore_path(opener: &dyn OpenStorage, path: &Path) -> Result
 
 /// The newest completed checkpoint whose files check out; damaged ones are skipped with
 /// a warning.
-pub(super) fn load_latest(
+pub(crate) fn load_latest(
     storage: &Arc<dyn CheckpointStorage>,
     warnings: &mut Vec<String>,
 ) -> Result<Option<RestoreSource>, CheckpointError> {
@@ -65,7 +65,7 @@ pub(super) fn load_latest(
 /// checkpoint is skipped: when the storage fails to answer, falling back to an older
 /// checkpoint would replay what two-phase-commit sinks already committed, so the error
 /// stops the search.
-pub(super) fn load_latest_of(
+pub(crate) fn load_latest_of(
     storage: &Arc<dyn CheckpointStorage>,
     warnings: &mut Vec<String>,
     accept: &dyn Fn(&str) -> bool,
@@ -91,7 +91,7 @@ pub(super) fn load_latest_of(
 
 /// Checks that a checkpoint fits the job: same max parallelism, every state has an
 /// operator (unless allowed).
-pub(super) fn check_restore(
+pub(crate) fn check_restore(
     graph: &StreamGraph,
     source: &RestoreSource,
     allow_non_restored: bool,
@@ -115,14 +115,14 @@ pub(super) fn check_restore(
 }
 
 /// Which old task states each operator instance of the job reads.
-pub(super) struct RestorePlan {
+pub(crate) struct RestorePlan {
     source: RestoreSource,
     /// (uid, new subtask) → indexes into the metadata's task entries.
     assignments: HashMap<(String, u32), Vec<usize>>,
 }
 
 /// Assigns the checkpoint's task state handles to the job's operator instances.
-pub(super) fn restore_plan(graph: &StreamGraph, source: &RestoreSource) -> RestorePlan {
+pub(crate) fn restore_plan(graph: &StreamGraph, source: &RestoreSource) -> RestorePlan {
     let mut assignments = HashMap::new();
     for node in &graph.nodes {
         let uid = node.effective_uid();
@@ -149,15 +149,20 @@ pub(super) fn restore_plan(graph: &StreamGraph, source: &RestoreSource) -> Resto
 }
 
 impl RestorePlan {
+    /// Where it restores from.
+    pub(crate) fn source(&self) -> &RestoreSource {
+        &self.source
+    }
+
     /// The checkpoint it restores.
-    pub(super) fn id(&self) -> CheckpointId {
+    pub(crate) fn id(&self) -> CheckpointId {
         self.source.id()
     }
 
     /// Task side: reads the state operator `uid` restores as subtask `subtask` of
     /// `parallelism` (`None` when it had none). `cache` keeps the files this subtask read
     /// already: one file holds every operator of an old chain.
-    pub(super) fn operator_state(
+    pub(crate) fn operator_state(
         &self,
         uid: &str,
         subtask: u32,
@@ -189,13 +194,13 @@ impl RestorePlan {
 }
 
 /// The number of a completed checkpoint from its location (`…/chk-7`, `memory:7`).
-pub(super) fn checkpoint_number(location: &str) -> Option<u64> {
+pub(crate) fn checkpoint_number(location: &str) -> Option<u64> {
     location.rsplit(['-', ':']).next()?.parse().ok()
 }
 
 /// Takes over a restored checkpoint (CLAIM mode): it becomes one of the job's retained
 /// checkpoints, its shared files referenced, and its files usable by later checkpoints.
-pub(super) fn claim(
+pub(crate) fn claim(
     source: &mut RestoreSource,
     storage: &dyn CheckpointStorage,
     retained: &mut RetainedCheckpoints,

@@ -165,7 +165,11 @@ impl Simulator {
                     Ok(StepResult::Finished) => {
                         let task = tasks[pick].take().expect("stepped");
                         let checked = task.shared.check();
+                        let shared = task.shared.clone();
                         let outcome = task.close(checked);
+                        if outcome.is_ok() {
+                            shared.publish_accumulators();
+                        }
                         exited += 1;
                         run.task_exited(pick, outcome);
                     }

@@ -3,6 +3,7 @@
 
 use super::restore::RestorePlan;
 use crate::channel::{ChannelCapacity, CHANNEL_BATCHES_MIN};
+use crate::cluster::data::{ChannelKey, InboundChannel, LostReason, OutboundChannel};
 use crate::error::TaskError;
 use crate::graph::{
     ChainPlan, ErasedOutput, ErasedSend, OperatorFactory, Partitioning, StorageChoice, StreamGraph, StreamNode,
@@ -11,6 +12,7 @@ use crate::task::{
     catch_task_panic, mailbox, MailboxReceiver, MailboxSender, OperatorInfo, SourceDriver, Task, TaskCheckpointing,
     TaskDriver, TaskShared,
 };
+use crossbeam_channel::{Receiver, Sender};
 use eddy_types::{key_group_range_for_subtask, Clock, NodeId, RunSeed};
 use std::collections::HashMap;
 use std::rc::Rc;
@@ -18,27 +20,65 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 /// A subtask's writer for one edge: its channel into each target subtask.
-pub(super) type WriterTargets = Vec<ErasedSend>;
+pub(crate) type WriterTargets = Vec<ErasedSend>;
 
 /// Everything one subtask needs from the executor, moved to its thread.
-pub(super) struct TaskSetup {
-    pub(super) head: NodeId,
-    pub(super) subtask: u32,
+pub(crate) struct TaskSetup {
+    pub(crate) head: NodeId,
+    pub(crate) subtask: u32,
     /// Per input: one channel per producer subtask of every edge into it, in a fixed
     /// order (the aligner's channel indexes).
-    pub(super) inputs: Vec<Vec<ErasedSend>>,
-    pub(super) writers: HashMap<usize, WriterTargets>,
-    pub(super) mailbox: MailboxReceiver,
+    pub(crate) inputs: Vec<Vec<ErasedSend>>,
+    pub(crate) writers: HashMap<usize, WriterTargets>,
+    pub(crate) mailbox: MailboxReceiver,
 }
 
 /// Creates one channel per producer and consumer subtask of every edge between chains,
 /// and says which subtask gets which end. `capacity`: per input gate, shared out between
 /// its channels (at least [`CHANNEL_BATCHES_MIN`] each) when bounded.
-pub(super) fn wire(
+pub(crate) fn wire(
     graph: &StreamGraph,
     plan: &ChainPlan,
     capacity: ChannelCapacity,
 ) -> Vec<(TaskSetup, MailboxSender)> {
+    wire_placed(graph, plan, capacity, None).0
+}
+
+/// Which task executor of a cluster attempt holds each subtask (by its slot), and which
+/// one this process is.
+pub(crate) struct Placement<'a> {
+    pub(crate) owner: &'a dyn Fn(u32) -> u32,
+    pub(crate) me: u32,
+}
+
+/// The network ends of a task executor's channels: per consuming executor, what this one
+/// sends it; per producing executor, what this one receives from it.
+#[derive(Default)]
+pub(crate) struct RemoteWiring {
+    pub(crate) outbound: HashMap<u32, Vec<(ChannelKey, Box<dyn OutboundChannel>)>>,
+    pub(crate) inbound: HashMap<u32, InboundWiring>,
+}
+
+/// The channels from one producing executor, and where their subtasks return credits.
+pub(crate) struct InboundWiring {
+    pub(crate) channels: HashMap<ChannelKey, Box<dyn InboundChannel>>,
+    pub(crate) credits: (Sender<ChannelKey>, Receiver<ChannelKey>),
+    pub(crate) lost: LostReason,
+    pub(crate) initial_credit: u32,
+}
+
+/// [`wire`] for the subtasks `placement` gives this process (all of them without one):
+/// channels between two of its subtasks stay in-process; a channel to or from another
+/// executor gets a network end ([`RemoteWiring`]).
+pub(crate) fn wire_placed(
+    graph: &StreamGraph,
+    plan: &ChainPlan,
+    capacity: ChannelCapacity,
+    placement: Option<Placement<'_>>,
+) -> (Vec<(TaskSetup, MailboxSender)>, RemoteWiring) {
+    let owner = |subtask: u32| placement.as_ref().map_or(0, |p| (p.owner)(subtask));
+    let me = placement.as_ref().map_or(0, |p| p.me);
+    let mut remote = RemoteWiring::default();
     // Producer channels per gate (node, input) and consumer subtask, for the share.
     let mut producers: HashMap<(NodeId, usize), usize> = HashMap::new();
     for (index, edge) in graph.edges.iter().enumerate() {
@@ -73,12 +113,46 @@ pub(super) fn wire(
                 _ => (0..to.parallelism).collect(),
             };
             let mut senders = Vec::with_capacity(targets.len());
+            let producer_here = owner(producer) == me;
             for target in targets {
-                let (sender, receiver) = port_type.channel(channel_capacity);
-                senders.push(sender);
-                gates.entry((edge.to, edge.to_input, target)).or_default().push(receiver);
+                let consumer_here = owner(target) == me;
+                let key = ChannelKey { edge: index as u16, from: producer as u16, to: target as u16 };
+                match (producer_here, consumer_here) {
+                    (true, true) => {
+                        let (sender, receiver) = port_type.channel(channel_capacity);
+                        senders.push(sender);
+                        gates.entry((edge.to, edge.to_input, target)).or_default().push(receiver);
+                    }
+                    (true, false) => {
+                        // The producer's queue, drained by the connection to the consumer.
+                        let (sender, receiver) = port_type.channel(channel_capacity);
+                        senders.push(sender);
+                        remote.outbound.entry(owner(target)).or_default().push((key, port_type.outbound(receiver)));
+                    }
+                    (false, true) => {
+                        // Bounded by the credits the consumer grants, not by the queue.
+                        let (sender, receiver) = port_type.channel(ChannelCapacity::Unbounded);
+                        let initial_credit = match channel_capacity {
+                            ChannelCapacity::Bounded(batches) => batches as u32,
+                            ChannelCapacity::Unbounded => u32::MAX / 2,
+                        };
+                        let inbound = remote.inbound.entry(owner(producer)).or_insert_with(|| InboundWiring {
+                            channels: HashMap::new(),
+                            credits: crossbeam_channel::unbounded(),
+                            lost: LostReason::default(),
+                            initial_credit,
+                        });
+                        inbound.channels.insert(key, port_type.inbound(sender));
+                        let input =
+                            port_type.remote_input(receiver, key, inbound.credits.0.clone(), inbound.lost.clone());
+                        gates.entry((edge.to, edge.to_input, target)).or_default().push(input);
+                    }
+                    (false, false) => {}
+                }
             }
-            writers.insert((index, producer), senders);
+            if producer_here {
+                writers.insert((index, producer), senders);
+            }
         }
     }
 
@@ -86,7 +160,7 @@ pub(super) fn wire(
     for &head in &plan.heads {
         let node = graph.node(head);
         let members = plan.members(head);
-        for subtask in 0..node.parallelism {
+        for subtask in (0..node.parallelism).filter(|s| owner(*s) == me) {
             let inputs = (0..node.input_count())
                 .map(|input| gates.remove(&(head, input, subtask)).expect("validated: every input is connected"))
                 .collect();
@@ -102,34 +176,36 @@ pub(super) fn wire(
             setups.push((TaskSetup { head, subtask, inputs, writers: own_writers, mailbox: mailbox_rx }, mailbox_tx));
         }
     }
-    setups
+    (setups, remote)
 }
 
 /// What a subtask's thread gets besides its setup.
-pub(super) struct TaskContext {
-    pub(super) cancel: Arc<AtomicBool>,
-    pub(super) clock: Arc<dyn Clock>,
+pub(crate) struct TaskContext {
+    pub(crate) cancel: Arc<AtomicBool>,
+    pub(crate) clock: Arc<dyn Clock>,
     /// Its index among the job's tasks, where its snapshots go, and its reports.
-    pub(super) checkpointing: TaskCheckpointing,
-    pub(super) restore: Option<Arc<RestorePlan>>,
-    pub(super) seed: RunSeed,
+    pub(crate) checkpointing: TaskCheckpointing,
+    pub(crate) restore: Option<Arc<RestorePlan>>,
+    pub(crate) seed: RunSeed,
     /// Under simulation, the clock state time-to-live reads.
-    pub(super) ttl_clock: Option<Arc<dyn Clock>>,
+    pub(crate) ttl_clock: Option<Arc<dyn Clock>>,
 }
 
 /// The body of a subtask's thread.
-pub(super) fn run_task(
+pub(crate) fn run_task(
     graph: &StreamGraph,
     plan: &ChainPlan,
     setup: TaskSetup,
     context: TaskContext,
 ) -> Result<(), TaskError> {
     let (mut task, shared) = build_task(graph, plan, setup, context)?;
-    guarded(&shared, || task.run_on_thread().and_then(|()| shared.check()))
+    guarded(&shared, || task.run_on_thread().and_then(|()| shared.check()))?;
+    shared.publish_accumulators();
+    Ok(())
 }
 
 /// Builds a subtask's chain on the calling thread; a panic while building fails it.
-pub(super) fn build_task(
+pub(crate) fn build_task(
     graph: &StreamGraph,
     plan: &ChainPlan,
     setup: TaskSetup,
@@ -164,7 +240,7 @@ pub(super) fn build_task(
 }
 
 /// Runs part of a subtask's life; a panic in it fails the operator that was running.
-pub(super) fn guarded<R>(shared: &TaskShared, f: impl FnOnce() -> Result<R, TaskError>) -> Result<R, TaskError> {
+pub(crate) fn guarded<R>(shared: &TaskShared, f: impl FnOnce() -> Result<R, TaskError>) -> Result<R, TaskError> {
     match catch_task_panic(f) {
         Ok(result) => result,
         Err(panic_message) => {
@@ -174,7 +250,7 @@ pub(super) fn guarded<R>(shared: &TaskShared, f: impl FnOnce() -> Result<R, Task
 }
 
 /// Builds one subtask's chain, tail first, on the subtask's thread.
-pub(super) struct ChainBuilder<'a> {
+pub(crate) struct ChainBuilder<'a> {
     graph: &'a StreamGraph,
     plan: &'a ChainPlan,
     subtask: u32,

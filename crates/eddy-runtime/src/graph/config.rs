@@ -82,6 +82,8 @@ pub struct JobConfig {
     /// Opens filesystem and object-store checkpoint storage (checkpoint directories,
     /// savepoints, restores); the API sets the `object_store` one.
     pub storage_opener: Arc<dyn OpenStorage>,
+    /// `Some`: submit the job to this cluster's JobManager instead of running it here.
+    pub cluster: Option<crate::cluster::ClusterTarget>,
 }
 
 impl Default for JobConfig {
@@ -98,6 +100,7 @@ impl Default for JobConfig {
             seed: None,
             simulation: None,
             storage_opener: Arc::new(NoFileStorage),
+            cluster: None,
         }
     }
 }

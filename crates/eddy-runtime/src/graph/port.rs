@@ -3,10 +3,17 @@
 
 use super::Partitioning;
 use crate::channel::{BatchReceiver, BatchSender, ChannelCapacity};
+use crate::cluster::data::{
+    ChannelKey, InboundChannel, LostReason, OutboundChannel, RemoteInputChannel, TypedInbound, TypedOutbound,
+};
 use crate::output::{Discard, FanOut, PortOutput, TypedOutput};
+use crate::task::InputChannel;
 use crate::task::{MailboxReceiver, OneInputDriver, TaskDriver, TaskShared};
 use crate::writer::{KeySelectorFactory, Partitioner, RecordWriter};
+use crossbeam_channel::Sender;
 use eddy_types::MaxParallelism;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
 use std::any::Any;
 use std::marker::PhantomData;
 use std::rc::Rc;
@@ -36,6 +43,21 @@ pub trait PortType: Send + Sync {
     fn fan_out(&self, outputs: Vec<ErasedOutput>) -> ErasedOutput;
     /// An output that drops everything.
     fn discard(&self) -> ErasedOutput;
+    /// The network end of a channel's producer side: encodes what `receiver` (a
+    /// `BatchReceiver<T>`) gets into frames.
+    fn outbound(&self, receiver: ErasedSend) -> Box<dyn OutboundChannel>;
+    /// The network end of a channel's consumer side: decodes frames into `sender` (a
+    /// `BatchSender<T>`).
+    fn inbound(&self, sender: ErasedSend) -> Box<dyn InboundChannel>;
+    /// The input channel a consumer reads network frames from: `receiver` (a
+    /// `BatchReceiver<T>`) returning credits to `credits`.
+    fn remote_input(
+        &self,
+        receiver: ErasedSend,
+        key: ChannelKey,
+        credits: Sender<ChannelKey>,
+        lost: LostReason,
+    ) -> ErasedSend;
     /// The driver of a chain whose head (a `Box<dyn Output<T>>`) reads this type from
     /// `channels` (one per producer subtask).
     fn one_input_driver(
@@ -64,12 +86,18 @@ impl<T> Default for TypedPort<T> {
 
 const WRONG_TYPE: &str = "a port was given a value of another type (bug in graph building)";
 
-/// Downcasts erased receivers.
-pub fn receivers_of<T: 'static + Send>(erased: Vec<ErasedSend>) -> Vec<BatchReceiver<T>> {
-    erased.into_iter().map(|r| *r.downcast::<BatchReceiver<T>>().expect(WRONG_TYPE)).collect()
+/// Downcasts erased input channels: in-process receivers, or network channels.
+pub fn receivers_of<T: 'static + Send>(erased: Vec<ErasedSend>) -> Vec<Box<dyn InputChannel<T>>> {
+    erased
+        .into_iter()
+        .map(|r| match r.downcast::<BatchReceiver<T>>() {
+            Ok(receiver) => Box::new(*receiver) as Box<dyn InputChannel<T>>,
+            Err(other) => *other.downcast::<Box<dyn InputChannel<T>>>().expect(WRONG_TYPE),
+        })
+        .collect()
 }
 
-impl<T: Clone + Send + 'static> PortType for TypedPort<T> {
+impl<T: Clone + Send + Serialize + DeserializeOwned + 'static> PortType for TypedPort<T> {
     fn type_name(&self) -> &'static str {
         std::any::type_name::<T>()
     }
@@ -112,6 +140,26 @@ impl<T: Clone + Send + 'static> PortType for TypedPort<T> {
         TypedOutput::<T>::erase(Box::new(Discard))
     }
 
+    fn outbound(&self, receiver: ErasedSend) -> Box<dyn OutboundChannel> {
+        Box::new(TypedOutbound::new(*receiver.downcast::<BatchReceiver<T>>().expect(WRONG_TYPE)))
+    }
+
+    fn inbound(&self, sender: ErasedSend) -> Box<dyn InboundChannel> {
+        Box::new(TypedInbound::new(*sender.downcast::<BatchSender<T>>().expect(WRONG_TYPE)))
+    }
+
+    fn remote_input(
+        &self,
+        receiver: ErasedSend,
+        key: ChannelKey,
+        credits: Sender<ChannelKey>,
+        lost: LostReason,
+    ) -> ErasedSend {
+        let receiver = *receiver.downcast::<BatchReceiver<T>>().expect(WRONG_TYPE);
+        let channel: Box<dyn InputChannel<T>> = Box::new(RemoteInputChannel::new(receiver, key, credits, lost));
+        Box::new(channel)
+    }
+
     fn one_input_driver(
         &self,
         channels: Vec<ErasedSend>,
@@ -119,6 +167,11 @@ impl<T: Clone + Send + 'static> PortType for TypedPort<T> {
         mailbox: MailboxReceiver,
         shared: Rc<TaskShared>,
     ) -> Box<dyn TaskDriver> {
-        Box::new(OneInputDriver::new(receivers_of::<T>(channels), TypedOutput::<T>::unerase(head), mailbox, shared))
+        Box::new(OneInputDriver::from_channels(
+            receivers_of::<T>(channels),
+            TypedOutput::<T>::unerase(head),
+            mailbox,
+            shared,
+        ))
     }
 }

@@ -21,6 +21,7 @@ pub struct TaskShared {
     cancel: Arc<AtomicBool>,
     clock: Arc<dyn Clock>,
     checkpointing: RefCell<Option<TaskCheckpointing>>,
+    accumulators: RefCell<std::collections::BTreeMap<String, Arc<std::sync::atomic::AtomicU64>>>,
     /// The newest checkpoint or savepoint this task snapshotted.
     last_snapshot: Cell<Option<CheckpointId>>,
     mode: Cell<CheckpointingMode>,
@@ -34,7 +35,7 @@ pub struct TaskShared {
 
 /// What a task tells the checkpoint coordinator, once the asynchronous part of its
 /// snapshot is written.
-#[derive(Debug)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub enum TaskReport {
     /// Its part of checkpoint `checkpoint` is written; the handle says where.
     Acknowledge { task: usize, checkpoint: CheckpointId, ack: TaskAcknowledgement },
@@ -45,6 +46,8 @@ pub enum TaskReport {
     /// take part (`counts_as_failure: false`: not ready, as Flink's declines that do not
     /// count against the tolerable failures).
     Declined { task: usize, checkpoint: CheckpointId, kind: SnapshotKind, reason: String, counts_as_failure: bool },
+    /// Its counters, as it ended well.
+    Accumulators { values: Vec<(String, u64)> },
 }
 
 /// How a task's snapshots reach checkpoint storage and the coordinator.
@@ -72,6 +75,7 @@ impl TaskShared {
             cancel,
             clock,
             checkpointing: RefCell::new(None),
+            accumulators: RefCell::default(),
             last_snapshot: Cell::new(None),
             mode: Cell::new(CheckpointingMode::ExactlyOnce),
             processing_clock: RefCell::new(Arc::new(WallClock)),
@@ -196,6 +200,29 @@ impl TaskShared {
     /// coordinator heard it finished and asked again).
     pub fn has_snapshotted(&self, id: CheckpointId) -> bool {
         self.last_snapshot.get().is_some_and(|last| last >= id)
+    }
+
+    /// The task's counter `name` (Flink's `LongCounter` accumulator): its functions add
+    /// to it, and the job's result holds the sum over every subtask once the job finished
+    /// (whichever process the subtasks ran in).
+    pub fn long_counter(&self, name: &str) -> Arc<std::sync::atomic::AtomicU64> {
+        self.accumulators.borrow_mut().entry(name.to_string()).or_default().clone()
+    }
+
+    /// Reports the task's counters, as it ends well.
+    pub fn publish_accumulators(&self) {
+        let values: Vec<(String, u64)> = self
+            .accumulators
+            .borrow()
+            .iter()
+            .map(|(name, value)| (name.clone(), value.load(std::sync::atomic::Ordering::SeqCst)))
+            .collect();
+        if values.is_empty() {
+            return;
+        }
+        if let Some(c) = self.checkpointing.borrow().as_ref() {
+            let _ = c.reports.send(TaskReport::Accumulators { values });
+        }
     }
 
     /// Reports that this task finished its input.

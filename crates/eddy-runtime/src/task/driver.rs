@@ -148,7 +148,18 @@ impl<T: Send + 'static> OneInputDriver<T> {
         mailbox: MailboxReceiver,
         shared: Rc<TaskShared>,
     ) -> Self {
-        let gate = InputGate::new(channels.into_iter().map(|c| Box::new(c) as Box<dyn InputChannel<T>>).collect());
+        let channels = channels.into_iter().map(|c| Box::new(c) as Box<dyn InputChannel<T>>).collect();
+        Self::from_channels(channels, head, mailbox, shared)
+    }
+
+    /// [`OneInputDriver::new`] over any channels: in-process and network ones.
+    pub fn from_channels(
+        channels: Vec<Box<dyn InputChannel<T>>>,
+        head: Box<dyn Output<T>>,
+        mailbox: MailboxReceiver,
+        shared: Rc<TaskShared>,
+    ) -> Self {
+        let gate = InputGate::new(channels);
         Self {
             aligner: BarrierAligner::new(shared.checkpointing_mode(), gate.len()),
             watermarks: WatermarkValve::new(gate.len()),
@@ -306,8 +317,22 @@ impl<A: Send + 'static, B: Send + 'static> TwoInputDriver<A, B> {
         shared: Rc<TaskShared>,
         second_first: bool,
     ) -> Self {
-        let first = InputGate::new(first.into_iter().map(|c| Box::new(c) as Box<dyn InputChannel<A>>).collect());
-        let second = InputGate::new(second.into_iter().map(|c| Box::new(c) as Box<dyn InputChannel<B>>).collect());
+        let first = first.into_iter().map(|c| Box::new(c) as Box<dyn InputChannel<A>>).collect();
+        let second = second.into_iter().map(|c| Box::new(c) as Box<dyn InputChannel<B>>).collect();
+        Self::from_channels(first, second, head, mailbox, shared, second_first)
+    }
+
+    /// [`TwoInputDriver::new`] over any channels: in-process and network ones.
+    pub fn from_channels(
+        first: Vec<Box<dyn InputChannel<A>>>,
+        second: Vec<Box<dyn InputChannel<B>>>,
+        head: Box<dyn TwoInputOperator<A, B>>,
+        mailbox: MailboxReceiver,
+        shared: Rc<TaskShared>,
+        second_first: bool,
+    ) -> Self {
+        let first = InputGate::new(first);
+        let second = InputGate::new(second);
         Self {
             aligner: BarrierAligner::new(shared.checkpointing_mode(), first.len() + second.len()),
             watermarks: WatermarkValve::new(first.len() + second.len()),

@@ -17,6 +17,12 @@ pub trait InputChannel<T>: Send {
     fn try_recv(&self) -> Result<StreamMessage<T>, TryRecvError>;
     /// Registers the channel with `select`, to wait until it has a message.
     fn watch<'a>(&'a self, select: &mut Select<'a>);
+    /// Why the channel is gone when its producer went away without ending it: in-process
+    /// that means the attempt is being cancelled; a network channel names the connection
+    /// it lost.
+    fn disconnected(&self) -> TaskError {
+        TaskError::Cancelled
+    }
 }
 
 impl<T: Send> InputChannel<T> for Receiver<StreamMessage<T>> {
@@ -99,7 +105,7 @@ impl<T> InputGate<T> {
                     return Ok(Some((channel, message)));
                 }
                 Err(TryRecvError::Empty) => {}
-                Err(TryRecvError::Disconnected) => return Err(TaskError::Cancelled),
+                Err(TryRecvError::Disconnected) => return Err(self.channels[channel].disconnected()),
             }
         }
         Ok(None)

@@ -6,7 +6,7 @@ use eddy_checkpoint::CheckpointId;
 use std::collections::VecDeque;
 
 /// Control messages a subtask's loop takes between batches.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Control {
     /// Stop as soon as possible; the job is failing or cancelled.
     Cancel,

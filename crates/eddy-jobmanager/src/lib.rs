@@ -1,0 +1,21 @@
+//! The JobManager: `<binary> jobmanager --bind HOST:PORT --secret-file FILE`.
+//!
+//! It never needs a job's code. It keeps:
+//!
+//! - the TaskManagers and their slots ([`service`]): registration, heartbeats both ways,
+//!   and their loss, at once when a connection drops, else after the heartbeat timeout;
+//! - the jobs submitted by their binaries, which coordinate themselves (their JobMasters,
+//!   see `eddy_runtime::cluster::job_client`): slot requests wait, with a timeout, for
+//!   enough free slots; slots go to the TaskManagers with the most free ones first, and
+//!   one slot holds one subtask of every operator (slot sharing); a TaskManager lost is
+//!   reported to every job with slots on it, which restarts elsewhere;
+//! - the CLI's `list`, and its commands to a job (`status`, `savepoint`, `stop`,
+//!   `cancel`), relayed to the job and answered back ([`client`] is the CLI's side).
+//!
+//! Every connection starts with the cluster's secret handshake; a refusal is logged with
+//! the peer's address.
+
+pub mod client;
+pub mod service;
+
+pub use service::{run_job_manager, JobManagerOptions};

@@ -1,0 +1,476 @@
+//! The JobManager's state and one thread per connection.
+
+use eddy_runtime::cluster::auth::{authenticate_server, PeerRole};
+use eddy_runtime::cluster::messages::{Deployment, ExecutorSlots, JobCommand, JobId, JobSummary, Message};
+use eddy_runtime::cluster::{Connection, Heartbeats, Reader, Secret};
+use eddy_runtime::error::ClusterError;
+use std::collections::{BTreeMap, HashMap};
+use std::net::{TcpListener, TcpStream};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+/// How a JobManager runs.
+#[derive(Debug, Clone)]
+pub struct JobManagerOptions {
+    pub bind: String,
+    pub secret: Secret,
+    pub heartbeats: Heartbeats,
+}
+
+struct TaskManager {
+    connection: Connection,
+    slots: u32,
+}
+
+/// One attempt's slots: (TaskManager, slots there).
+type Allocation = Vec<(u32, u32)>;
+
+struct Job {
+    name: String,
+    connection: Connection,
+    state: String,
+    parallelism: u32,
+    submitted: Instant,
+    ended: Option<Instant>,
+    allocations: HashMap<u32, Allocation>,
+}
+
+#[derive(Default)]
+struct State {
+    task_managers: BTreeMap<u32, TaskManager>,
+    jobs: BTreeMap<JobId, Job>,
+    next_task_manager: u32,
+    next_job: JobId,
+    next_request: u64,
+    /// CLI connections waiting for a job's answer, by request, with the job.
+    waiting: HashMap<u64, (Connection, JobId)>,
+}
+
+impl State {
+    fn used(&self, task_manager: u32) -> u32 {
+        self.jobs
+            .values()
+            .flat_map(|j| j.allocations.values())
+            .flatten()
+            .filter(|(tm, _)| *tm == task_manager)
+            .map(|(_, n)| n)
+            .sum()
+    }
+
+    fn free(&self, task_manager: u32) -> u32 {
+        self.task_managers.get(&task_manager).map_or(0, |tm| tm.slots.saturating_sub(self.used(task_manager)))
+    }
+
+    fn free_total(&self) -> u32 {
+        self.task_managers.keys().map(|&id| self.free(id)).sum()
+    }
+
+    fn slots_total(&self) -> u32 {
+        self.task_managers.values().map(|tm| tm.slots).sum()
+    }
+}
+
+struct Shared {
+    state: Mutex<State>,
+    /// Signalled when slots free up or TaskManagers register.
+    slots_changed: Condvar,
+    options: JobManagerOptions,
+}
+
+impl Shared {
+    fn state(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// Runs the JobManager until the process ends; an error only if it cannot listen.
+pub fn run_job_manager(options: JobManagerOptions) -> Result<(), ClusterError> {
+    options.heartbeats.validate()?;
+    let listener = TcpListener::bind(&options.bind)
+        .map_err(|e| ClusterError::io(&options.bind, "listening (is the address free and local?)", e))?;
+    let address = listener.local_addr().map_err(|e| ClusterError::io(&options.bind, "listening", e))?;
+    tracing::info!(address = %address, "JobManager listening");
+    // The address, for a script or a test that bound port 0.
+    println!("jobmanager listening on {address}");
+    let shared = Arc::new(Shared { state: Mutex::default(), slots_changed: Condvar::new(), options });
+    let heartbeats = shared.clone();
+    std::thread::Builder::new()
+        .name("eddy-heartbeats".into())
+        .spawn(move || send_heartbeats(&heartbeats))
+        .map_err(|e| ClusterError::Config(format!("cannot start a thread: {e}")))?;
+    for stream in listener.incoming() {
+        let Ok(stream) = stream else { continue };
+        let shared = shared.clone();
+        let _ = std::thread::Builder::new().name("eddy-jm-connection".into()).spawn(move || serve(&shared, stream));
+    }
+    Ok(())
+}
+
+fn send_heartbeats(shared: &Shared) {
+    loop {
+        std::thread::sleep(shared.options.heartbeats.interval());
+        let connections: Vec<Connection> = {
+            let state = shared.state();
+            let tms = state.task_managers.values().map(|tm| tm.connection.clone());
+            let jobs = state.jobs.values().filter(|j| j.ended.is_none()).map(|j| j.connection.clone());
+            tms.chain(jobs).collect()
+        };
+        for connection in connections {
+            // A failed send shows up in the connection's reader too.
+            let _ = connection.send(&Message::Heartbeat);
+        }
+    }
+}
+
+fn serve(shared: &Arc<Shared>, mut stream: TcpStream) {
+    let _ = stream.set_nodelay(true);
+    let role = match authenticate_server(&mut stream, &shared.options.secret) {
+        Ok(role) => role,
+        Err(_) => return, // logged with the peer's address
+    };
+    // The CLI waits for long commands (a savepoint) and sends no heartbeats.
+    let timeout = match role {
+        PeerRole::Cli => None,
+        _ => Some(shared.options.heartbeats.timeout()),
+    };
+    let Ok((connection, reader)) = Connection::new(stream, timeout) else { return };
+    match role {
+        PeerRole::TaskManager => serve_task_manager(shared, connection, reader),
+        PeerRole::JobClient => serve_job(shared, connection, reader),
+        PeerRole::Cli => serve_cli(shared, connection, reader),
+        other => {
+            tracing::warn!(peer = %connection.peer(), role = ?other, "this role does not talk to the JobManager; closed");
+            let _ = connection.send(&Message::Refused(format!("a {other:?} does not connect to the JobManager")));
+        }
+    }
+}
+
+fn serve_task_manager(shared: &Shared, connection: Connection, mut reader: Reader) {
+    let (slots, binary, pid) = match reader.next() {
+        Ok(Message::RegisterTaskManager { slots, binary, pid, .. }) => (slots, binary, pid),
+        other => {
+            tracing::warn!(peer = %connection.peer(), first = ?other.map(|m| format!("{m:?}")), "a TaskManager that did not register; closed");
+            return;
+        }
+    };
+    let id = {
+        let mut state = shared.state();
+        state.next_task_manager += 1;
+        let id = state.next_task_manager;
+        state.task_managers.insert(id, TaskManager { connection: connection.clone(), slots });
+        id
+    };
+    if connection.send(&Message::TaskManagerRegistered { id }).is_err() {
+        return lose_task_manager(shared, id, "it went away while registering");
+    }
+    tracing::info!(task_manager = id, slots, peer = %connection.peer(), pid, binary = %binary, "TaskManager joined");
+    shared.slots_changed.notify_all();
+    let reason = loop {
+        match reader.next() {
+            Ok(Message::Heartbeat) => {}
+            Ok(Message::ExecutorExited { job, attempt, executor, status }) => {
+                let client = shared
+                    .state()
+                    .jobs
+                    .get(&job)
+                    .filter(|j| j.allocations.contains_key(&attempt))
+                    .map(|j| j.connection.clone());
+                if let Some(client) = client {
+                    let _ = client.send(&Message::ExecutorFailed { attempt, executor, status });
+                }
+            }
+            Ok(other) => {
+                tracing::warn!(task_manager = id, message = ?other, "unexpected message from a TaskManager; ignored")
+            }
+            Err(e) => break e.to_string(),
+        }
+    };
+    lose_task_manager(shared, id, &reason);
+}
+
+/// A TaskManager left: its slots go, and every job with slots there hears of it.
+fn lose_task_manager(shared: &Shared, id: u32, reason: &str) {
+    let clients: Vec<Connection> = {
+        let mut state = shared.state();
+        if state.task_managers.remove(&id).is_none() {
+            return;
+        }
+        let mut clients = Vec::new();
+        for job in state.jobs.values_mut() {
+            let mut affected = false;
+            for allocation in job.allocations.values_mut() {
+                let before = allocation.len();
+                allocation.retain(|(tm, _)| *tm != id);
+                affected |= allocation.len() != before;
+            }
+            if affected {
+                clients.push(job.connection.clone());
+            }
+        }
+        clients
+    };
+    tracing::warn!(task_manager = id, reason, "TaskManager lost");
+    for client in clients {
+        let _ = client.send(&Message::TaskManagerLost { task_manager: id, reason: reason.to_string() });
+    }
+    shared.slots_changed.notify_all();
+}
+
+fn serve_job(shared: &Arc<Shared>, connection: Connection, mut reader: Reader) {
+    let (name, parallelism, args) = match reader.next() {
+        Ok(Message::SubmitJob { name, parallelism, args }) => (name, parallelism, args),
+        other => {
+            tracing::warn!(peer = %connection.peer(), first = ?other.map(|m| format!("{m:?}")), "a job client that did not submit; closed");
+            return;
+        }
+    };
+    let job = {
+        let mut state = shared.state();
+        state.next_job += 1;
+        let id = state.next_job;
+        let entry = Job {
+            name: name.clone(),
+            connection: connection.clone(),
+            state: "CREATED".into(),
+            parallelism,
+            submitted: Instant::now(),
+            ended: None,
+            allocations: HashMap::new(),
+        };
+        state.jobs.insert(id, entry);
+        id
+    };
+    tracing::info!(job, name = %name, parallelism, peer = %connection.peer(), "job submitted");
+    if connection.send(&Message::JobSubmitted { job }).is_err() {
+        return end_job(shared, job, "its client went away");
+    }
+    let args = Arc::new(args);
+    let reason = loop {
+        match reader.next() {
+            Ok(Message::Heartbeat) => {}
+            Ok(Message::RequestSlots { attempt, slots, timeout_ms, job_master }) => {
+                if let Some(j) = shared.state().jobs.get_mut(&job) {
+                    j.state = "DEPLOYING".into();
+                }
+                let request =
+                    SlotRequest { job, name: name.clone(), attempt, slots, timeout_ms, job_master, args: args.clone() };
+                let (shared, client) = (shared.clone(), connection.clone());
+                let _ = std::thread::Builder::new()
+                    .name("eddy-slot-request".into())
+                    .spawn(move || allocate(&shared, request, &client));
+            }
+            Ok(Message::ReleaseSlots { attempt }) => release(shared, job, attempt),
+            Ok(Message::JobState { state }) => {
+                if let Some(j) = shared.state().jobs.get_mut(&job) {
+                    j.state = state;
+                }
+            }
+            Ok(Message::CommandReply { request, reply }) => {
+                let waiting = shared.state().waiting.remove(&request);
+                if let Some((cli, _)) = waiting {
+                    let _ = cli.send(&Message::CommandReply { request, reply });
+                }
+            }
+            Ok(Message::CommandProgress { request, text }) => {
+                let cli = shared.state().waiting.get(&request).map(|(c, _)| c.clone());
+                if let Some(cli) = cli {
+                    let _ = cli.send(&Message::CommandProgress { request, text });
+                }
+            }
+            Ok(other) => tracing::warn!(job, message = ?other, "unexpected message from a job; ignored"),
+            Err(e) => break e.to_string(),
+        }
+    };
+    end_job(shared, job, &reason);
+}
+
+/// A job's request for the slots of one attempt.
+struct SlotRequest {
+    job: JobId,
+    name: String,
+    attempt: u32,
+    slots: u32,
+    timeout_ms: u64,
+    job_master: String,
+    args: Arc<Vec<String>>,
+}
+
+/// Waits (up to the request's timeout) for enough free slots, takes them from the
+/// TaskManagers in the order they joined, deploys a task executor to each, and tells the
+/// job where its subtasks run.
+fn allocate(shared: &Shared, request: SlotRequest, client: &Connection) {
+    let SlotRequest { job, attempt, slots, .. } = request;
+    let deadline = Instant::now() + Duration::from_millis(request.timeout_ms);
+    let mut state = shared.state();
+    let mut told_waiting = false;
+    loop {
+        match state.jobs.get(&job) {
+            Some(j) if j.ended.is_none() => {}
+            _ => return,
+        }
+        if state.free_total() >= slots {
+            let mut allocation: Allocation = Vec::new();
+            let mut remaining = slots;
+            let ids: Vec<u32> = state.task_managers.keys().copied().collect();
+            for id in ids {
+                let take = state.free(id).min(remaining);
+                if take > 0 {
+                    allocation.push((id, take));
+                    remaining -= take;
+                }
+                if remaining == 0 {
+                    break;
+                }
+            }
+            let mut executors = Vec::new();
+            let mut deployments = Vec::new();
+            let mut first_slot = 0;
+            for (executor, &(task_manager, n)) in allocation.iter().enumerate() {
+                executors.push(ExecutorSlots { task_manager, first_slot, slots: n });
+                first_slot += n;
+                let deployment = Deployment {
+                    job,
+                    job_name: request.name.clone(),
+                    attempt,
+                    executor: executor as u32,
+                    args: request.args.to_vec(),
+                    job_master: request.job_master.clone(),
+                };
+                deployments.push((state.task_managers[&task_manager].connection.clone(), deployment));
+            }
+            if let Some(j) = state.jobs.get_mut(&job) {
+                j.allocations.insert(attempt, allocation.clone());
+                j.state = "RUNNING".into();
+            }
+            drop(state);
+            tracing::info!(job, attempt, slots, task_managers = ?allocation, "slots allocated; deploying");
+            for (connection, deployment) in deployments {
+                // A TaskManager that cannot be told is lost: its reader says so, and the
+                // job hears it.
+                let _ = connection.send(&Message::Deploy(deployment));
+            }
+            let _ = client.send(&Message::SlotsAllocated { attempt, executors });
+            return;
+        }
+        let now = Instant::now();
+        if now >= deadline {
+            let message = format!(
+                "the job needs {slots} slots (its highest parallelism); the cluster has {} free of {} on {} TaskManager(s), and no more came within {} ms (--slot-timeout-ms)",
+                state.free_total(),
+                state.slots_total(),
+                state.task_managers.len(),
+                request.timeout_ms
+            );
+            tracing::warn!(job, attempt, %message, "slot request timed out");
+            drop(state);
+            let _ = client.send(&Message::SlotsUnavailable { attempt, message });
+            return;
+        }
+        if !told_waiting {
+            told_waiting = true;
+            tracing::info!(job, attempt, needed = slots, free = state.free_total(), "waiting for slots");
+        }
+        state = shared.slots_changed.wait_timeout(state, deadline - now).unwrap_or_else(|e| e.into_inner()).0;
+    }
+}
+
+/// An attempt ended: its task executors go, its slots are free again.
+fn release(shared: &Shared, job: JobId, attempt: u32) {
+    let targets: Vec<Connection> = {
+        let mut state = shared.state();
+        let allocation = state.jobs.get_mut(&job).and_then(|j| j.allocations.remove(&attempt)).unwrap_or_default();
+        allocation.iter().filter_map(|(tm, _)| state.task_managers.get(tm).map(|t| t.connection.clone())).collect()
+    };
+    for connection in targets {
+        let _ = connection.send(&Message::CancelExecutor { job, attempt });
+    }
+    shared.slots_changed.notify_all();
+}
+
+/// A job's client went away: every attempt's slots go, and waiting CLIs hear why.
+fn end_job(shared: &Shared, job: JobId, reason: &str) {
+    let attempts: Vec<u32> =
+        shared.state().jobs.get(&job).map(|j| j.allocations.keys().copied().collect()).unwrap_or_default();
+    for attempt in attempts {
+        release(shared, job, attempt);
+    }
+    let waiting: Vec<(u64, Connection)> = {
+        let mut state = shared.state();
+        if let Some(j) = state.jobs.get_mut(&job) {
+            j.ended = Some(Instant::now());
+            if !matches!(j.state.as_str(), "FINISHED" | "FAILED" | "CANCELED" | "STOPPED") {
+                j.state = "LOST".into();
+            }
+            tracing::info!(job, name = %j.name, state = %j.state, reason, "job left the cluster");
+        }
+        let requests: Vec<u64> = state.waiting.iter().filter(|(_, (_, j))| *j == job).map(|(r, _)| *r).collect();
+        requests.into_iter().filter_map(|r| state.waiting.remove(&r).map(|(c, _)| (r, c))).collect()
+    };
+    for (request, cli) in waiting {
+        let _ = cli.send(&Message::CommandReply {
+            request,
+            reply: Err(format!("the job ended before it answered ({reason})")),
+        });
+    }
+}
+
+fn serve_cli(shared: &Shared, connection: Connection, mut reader: Reader) {
+    loop {
+        match reader.next() {
+            Ok(Message::ListJobs) => {
+                let jobs = shared
+                    .state()
+                    .jobs
+                    .iter()
+                    .map(|(id, j)| JobSummary {
+                        id: *id,
+                        name: j.name.clone(),
+                        state: j.state.clone(),
+                        parallelism: j.parallelism,
+                        uptime_ms: j.ended.unwrap_or_else(Instant::now).duration_since(j.submitted).as_millis() as u64,
+                    })
+                    .collect();
+                let _ = connection.send(&Message::Jobs(jobs));
+            }
+            Ok(Message::JobCommand { job, command }) => {
+                if let Err(message) = relay(shared, &connection, &job, command) {
+                    let _ = connection.send(&Message::CommandReply { request: 0, reply: Err(message) });
+                }
+            }
+            Ok(Message::Heartbeat) => {}
+            Ok(other) => {
+                tracing::warn!(peer = %connection.peer(), message = ?other, "unexpected message from the CLI; ignored")
+            }
+            Err(_) => return,
+        }
+    }
+}
+
+/// Hands a CLI's command to the job it names (by id, or by name if one running job has
+/// it); the job's answer goes back to the CLI.
+fn relay(shared: &Shared, cli: &Connection, job: &str, command: JobCommand) -> Result<(), String> {
+    let mut state = shared.state();
+    let id = match job.parse::<JobId>() {
+        Ok(id) if state.jobs.contains_key(&id) => id,
+        _ => {
+            let running: Vec<JobId> =
+                state.jobs.iter().filter(|(_, j)| j.name == job && j.ended.is_none()).map(|(id, _)| *id).collect();
+            match running.as_slice() {
+                [id] => *id,
+                [] => return Err(format!("no running job '{job}' (`list` shows the jobs, by id and name)")),
+                _ => return Err(format!("{} running jobs are named '{job}': name one by its id", running.len())),
+            }
+        }
+    };
+    let entry = &state.jobs[&id];
+    if entry.ended.is_some() {
+        return Err(format!("job {id} ('{}') already ended: {}", entry.name, entry.state));
+    }
+    let client = entry.connection.clone();
+    state.next_request += 1;
+    let request = state.next_request;
+    state.waiting.insert(request, (cli.clone(), id));
+    drop(state);
+    tracing::info!(job = id, command = ?command, "relaying a command from the CLI");
+    client.send(&Message::Command { request, command }).map_err(|e| format!("cannot reach job {id}: {e}"))
+}

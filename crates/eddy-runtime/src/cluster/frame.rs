@@ -1,0 +1,130 @@
+//! Control messages on the wire: a little-endian `u32` length, then the message in
+//! postcard. Control traffic is small and rare (deployments, checkpoint acknowledgements,
+//! heartbeats), so one lock per connection for writers is fine here; records travel on
+//! the data plane ([`super::data`]) instead.
+
+use super::messages::Message;
+use crate::error::ClusterError;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use std::io::{BufReader, Read, Write};
+use std::net::TcpStream;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// A control message larger than this is refused as corrupt (checkpoint metadata of a
+/// job with thousands of subtasks stays far below it).
+const MESSAGE_BYTES_MAX: usize = 256 << 20;
+
+/// Writes one message.
+pub fn write_message(stream: &mut impl Write, message: &Message) -> std::io::Result<()> {
+    write_value(stream, message)
+}
+
+/// Reads one message; `Ok(None)` when the peer closed the connection between messages.
+pub fn read_message(stream: &mut impl Read) -> std::io::Result<Option<Message>> {
+    read_value(stream)
+}
+
+/// Writes any serializable value as one frame.
+pub fn write_value<T: Serialize>(stream: &mut impl Write, message: &T) -> std::io::Result<()> {
+    let body = postcard::to_allocvec(message).map_err(|e| std::io::Error::other(e.to_string()))?;
+    let mut frame = Vec::with_capacity(4 + body.len());
+    frame.extend_from_slice(&(body.len() as u32).to_le_bytes());
+    frame.extend_from_slice(&body);
+    stream.write_all(&frame)?;
+    stream.flush()
+}
+
+/// Reads one frame written by [`write_value`]; `Ok(None)` at a clean end.
+pub fn read_value<T: DeserializeOwned>(stream: &mut impl Read) -> std::io::Result<Option<T>> {
+    let mut length = [0u8; 4];
+    match stream.read_exact(&mut length) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
+        Err(e) => return Err(e),
+    }
+    let length = u32::from_le_bytes(length) as usize;
+    if length > MESSAGE_BYTES_MAX {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("a message of {length} bytes (more than {MESSAGE_BYTES_MAX}): not an eddy message"),
+        ));
+    }
+    let mut body = vec![0u8; length];
+    stream.read_exact(&mut body)?;
+    postcard::from_bytes(&body)
+        .map(Some)
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, format!("an unreadable message: {e}")))
+}
+
+/// One authenticated control connection: a reader for one thread, and a writer any
+/// thread may use.
+#[derive(Clone)]
+pub struct Connection {
+    writer: Arc<Mutex<TcpStream>>,
+    peer: String,
+}
+
+impl Connection {
+    /// Splits `stream` into this writer and a reader. `read_timeout`: how long the reader
+    /// waits for anything (heartbeats included) before it calls the peer lost.
+    pub fn new(stream: TcpStream, read_timeout: Option<Duration>) -> Result<(Self, Reader), ClusterError> {
+        let peer = super::auth::peer_name(&stream);
+        let _ = stream.set_nodelay(true);
+        stream.set_read_timeout(read_timeout).map_err(|e| ClusterError::io(&peer, "setting a read timeout", e))?;
+        let reader = stream.try_clone().map_err(|e| ClusterError::io(&peer, "opening the connection", e))?;
+        Ok((
+            Self { writer: Arc::new(Mutex::new(stream)), peer: peer.clone() },
+            Reader { stream: BufReader::new(reader), peer },
+        ))
+    }
+
+    pub fn peer(&self) -> &str {
+        &self.peer
+    }
+
+    pub fn send(&self, message: &Message) -> Result<(), ClusterError> {
+        let mut stream = self.writer.lock().unwrap_or_else(|e| e.into_inner());
+        write_message(&mut *stream, message).map_err(|e| ClusterError::io(&self.peer, "sending", e))
+    }
+
+    /// Closes both directions: the peer's reader sees the end, and so does ours.
+    pub fn close(&self) {
+        let stream = self.writer.lock().unwrap_or_else(|e| e.into_inner());
+        let _ = stream.shutdown(std::net::Shutdown::Both);
+    }
+}
+
+/// The reading half of a [`Connection`].
+pub struct Reader {
+    stream: BufReader<TcpStream>,
+    peer: String,
+}
+
+impl Reader {
+    /// The next message. The end of the connection, a read timeout (no heartbeat) and
+    /// garbage are all errors that name the peer.
+    pub fn next(&mut self) -> Result<Message, ClusterError> {
+        match read_message(&mut self.stream) {
+            Ok(Some(message)) => Ok(message),
+            Ok(None) => Err(ClusterError::Io {
+                peer: self.peer.clone(),
+                context: "reading".into(),
+                message: "the connection was closed".into(),
+            }),
+            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {
+                Err(ClusterError::Io {
+                    peer: self.peer.clone(),
+                    context: "waiting for a heartbeat".into(),
+                    message: "heartbeat timeout".into(),
+                })
+            }
+            Err(e) => Err(ClusterError::io(&self.peer, "reading", e)),
+        }
+    }
+
+    pub fn peer(&self) -> &str {
+        &self.peer
+    }
+}

@@ -1,0 +1,145 @@
+//! The job's binary as a cluster client: it submits its job to the JobManager, asks it
+//! for slots for every attempt, and coordinates the job itself (its JobMaster, as Flink's
+//! application mode runs `main` and the JobMaster in one place): the task executors the
+//! TaskManagers start connect back here, and the local executor's checkpoint coordinator
+//! and restart loop run over them ([`crate::executor`]'s remote attempts).
+
+use super::auth::{authenticate_client, authenticate_server, PeerRole};
+use super::frame::{Connection, Reader};
+use super::messages::{ExecutorHello, JobId, Message};
+use super::{start_heartbeats, ClusterTarget};
+use crate::error::ClusterError;
+use crossbeam_channel::{Receiver, Sender};
+use std::net::{TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::Arc;
+
+/// A task executor that connected and said hello.
+pub struct ExecutorJoin {
+    pub connection: Connection,
+    pub reader: Reader,
+    pub hello: ExecutorHello,
+}
+
+/// A submitted job's link to its JobManager, and the door its task executors come in by.
+pub struct JobClient {
+    pub job: JobId,
+    pub target: ClusterTarget,
+    jobmanager: Connection,
+    /// Everything the JobManager says but heartbeats; its loss arrives as `Refused`.
+    pub events: Receiver<Message>,
+    pub executors: Receiver<ExecutorJoin>,
+    /// Where task executors reach this process.
+    pub address: String,
+    next_attempt: AtomicU32,
+    stop: Arc<AtomicBool>,
+}
+
+impl std::fmt::Debug for JobClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "JobClient(job {} at {})", self.job, self.target.jobmanager)
+    }
+}
+
+impl JobClient {
+    /// Submits job `name` needing `parallelism` slots to the JobManager `target` names.
+    pub fn submit(target: &ClusterTarget, name: &str, parallelism: u32) -> Result<Self, ClusterError> {
+        let jm = &target.jobmanager;
+        let mut stream = TcpStream::connect(jm).map_err(|e| ClusterError::io(jm, "connecting to the JobManager", e))?;
+        authenticate_client(&mut stream, &target.secret, PeerRole::JobClient)?;
+        let local_ip = stream.local_addr().map_err(|e| ClusterError::io(jm, "connecting", e))?.ip();
+        let (connection, mut reader) = Connection::new(stream, Some(target.heartbeats.timeout()))?;
+        connection.send(&Message::SubmitJob { name: name.to_string(), parallelism, args: target.args.clone() })?;
+        let job = loop {
+            match reader.next()? {
+                Message::JobSubmitted { job } => break job,
+                Message::Heartbeat => {}
+                Message::Refused(why) => return Err(ClusterError::Refused(why)),
+                other => {
+                    return Err(ClusterError::Protocol(format!("the JobManager answered a submission with {other:?}")))
+                }
+            }
+        };
+        let stop = Arc::new(AtomicBool::new(false));
+        start_heartbeats(connection.clone(), target.heartbeats, stop.clone());
+        let (events_tx, events) = crossbeam_channel::unbounded();
+        let jm_name = jm.clone();
+        std::thread::Builder::new()
+            .name("eddy-jobmanager-reader".into())
+            .spawn(move || read_jobmanager(reader, events_tx, jm_name))
+            .map_err(|e| ClusterError::Config(format!("cannot start a thread: {e}")))?;
+        let listener = TcpListener::bind((local_ip, 0))
+            .map_err(|e| ClusterError::io(&local_ip.to_string(), "listening for task executors", e))?;
+        let address = listener.local_addr().map_err(|e| ClusterError::io(jm, "listening", e))?.to_string();
+        let (executors_tx, executors) = crossbeam_channel::unbounded();
+        let (secret, heartbeats) = (target.secret.clone(), target.heartbeats);
+        std::thread::Builder::new()
+            .name("eddy-executor-accept".into())
+            .spawn(move || loop {
+                let Ok((mut stream, _)) = listener.accept() else { continue };
+                match authenticate_server(&mut stream, &secret) {
+                    Ok(PeerRole::TaskExecutor) => {}
+                    Ok(role) => {
+                        tracing::warn!(peer = %super::auth::peer_name(&stream), role = ?role, "not a task executor; closed");
+                        continue;
+                    }
+                    Err(_) => continue,
+                }
+                let Ok((connection, mut reader)) = Connection::new(stream, Some(heartbeats.timeout())) else { continue };
+                match reader.next() {
+                    Ok(Message::ExecutorHello(hello)) => {
+                        if executors_tx.send(ExecutorJoin { connection, reader, hello }).is_err() {
+                            return;
+                        }
+                    }
+                    other => tracing::warn!(peer = %connection.peer(), first = ?other.map(|m| format!("{m:?}")), "a task executor that did not say hello; closed"),
+                }
+            })
+            .map_err(|e| ClusterError::Config(format!("cannot start a thread: {e}")))?;
+        tracing::info!(job, name, jobmanager = %jm, job_master = %address, "job submitted to the cluster");
+        Ok(Self {
+            job,
+            target: target.clone(),
+            jobmanager: connection,
+            events,
+            executors,
+            address,
+            next_attempt: AtomicU32::new(0),
+            stop,
+        })
+    }
+
+    /// A fresh number for the next attempt.
+    pub fn next_attempt(&self) -> u32 {
+        self.next_attempt.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Tells the JobManager something (slot requests, releases, state, command replies).
+    pub fn send(&self, message: &Message) -> Result<(), ClusterError> {
+        self.jobmanager.send(message)
+    }
+
+    /// The job is over: its state for `list`, and goodbye.
+    pub fn finish(&self, state: &str) {
+        let _ = self.send(&Message::JobState { state: state.to_string() });
+        self.stop.store(true, Ordering::Relaxed);
+        self.jobmanager.close();
+    }
+}
+
+fn read_jobmanager(mut reader: Reader, events: Sender<Message>, jm: String) {
+    loop {
+        match reader.next() {
+            Ok(Message::Heartbeat) => {}
+            Ok(message) => {
+                if events.send(message).is_err() {
+                    return;
+                }
+            }
+            Err(e) => {
+                let _ = events.send(Message::Refused(format!("lost the JobManager at {jm}: {e}")));
+                return;
+            }
+        }
+    }
+}

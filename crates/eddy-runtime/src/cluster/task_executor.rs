@@ -1,0 +1,332 @@
+//! A task executor: the process a TaskManager starts for one attempt of one job, from the
+//! job's own binary with the job's arguments (application mode). Its `main` runs as
+//! usual up to `execute`, which finds [`LAUNCH_ENV`] set and comes here instead of running
+//! the job locally:
+//!
+//! 1. read the deployment from standard input (the TaskManager keeps that pipe open: its
+//!    end means the TaskManager is gone, and so must this process be);
+//! 2. say hello to the job's JobMaster with the graph this binary built, and wait for
+//!    the start of the attempt (or a refusal, if the graphs differ);
+//! 3. wire its slots' subtasks: in-process channels between them, network channels to
+//!    the other executors ([`super::data`]);
+//! 4. run each subtask on its own thread, forward the JobMaster's control messages to
+//!    their mailboxes and their reports and exits back;
+//! 5. exit once every subtask ended.
+
+use super::auth::{authenticate_client, PeerRole, Secret};
+use super::data::{start_receivers, start_sender, InboundSet, OutboundSet};
+use super::fingerprint::describe;
+use super::frame::{read_value, write_value, Connection};
+use super::messages::{Deployment, ExecutorHello, Message, StartTasks};
+use super::{start_heartbeats, Heartbeats};
+use crate::channel::{ChannelCapacity, CHANNEL_BATCHES_MAX};
+use crate::error::TaskError;
+use crate::executor::open_job_storage;
+use crate::executor::restore::{restore_plan, RestoreSource};
+use crate::executor::wiring::{run_task, wire_placed, Placement, TaskContext};
+use crate::graph::{plan_chains, validate, RestoreFrom, StreamGraph};
+use crate::task::{install_panic_capture, AsyncWorkers, Control, TaskCheckpointing, TaskReport};
+use eddy_checkpoint::storage::{CheckpointStorage, TaskStateWriter};
+use eddy_types::{RunSeed, SystemClock};
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+use std::net::{TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+/// Set in a task executor's environment by the TaskManager that starts it.
+pub const LAUNCH_ENV: &str = "EDDY_TASK_EXECUTOR";
+
+/// What a TaskManager writes to a task executor's standard input.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Launch {
+    pub deployment: Deployment,
+    pub task_manager: u32,
+    /// The host its data listener binds (the TaskManager's).
+    pub data_host: String,
+    pub secret: Vec<u8>,
+    pub heartbeat_interval_ms: u64,
+    pub heartbeat_timeout_ms: u64,
+}
+
+impl Launch {
+    pub fn write(&self, to: &mut impl std::io::Write) -> std::io::Result<()> {
+        write_value(to, self)
+    }
+}
+
+/// Whether this process is a task executor.
+pub fn launched() -> bool {
+    std::env::var_os(LAUNCH_ENV).is_some()
+}
+
+/// Runs this process as a task executor for `graph`, then exits it: the job's `main`
+/// does not go on past `execute` here.
+pub fn run(graph: StreamGraph) -> ! {
+    let code = match serve(graph) {
+        Ok(()) => 0,
+        Err(message) => {
+            tracing::error!(error = %message, "task executor failed");
+            eprintln!("eddy task executor: {message}");
+            1
+        }
+    };
+    std::process::exit(code)
+}
+
+fn serve(graph: StreamGraph) -> Result<(), String> {
+    let mut stdin = std::io::stdin().lock();
+    let launch: Launch = read_value(&mut stdin)
+        .map_err(|e| format!("cannot read the deployment from the TaskManager: {e}"))?
+        .ok_or("the TaskManager closed the pipe before the deployment")?;
+    drop(stdin);
+    // The TaskManager holds the other end: when it dies, so does this process.
+    std::thread::Builder::new()
+        .name("eddy-taskmanager-watch".into())
+        .spawn(|| {
+            let _ = std::io::copy(&mut std::io::stdin(), &mut std::io::sink());
+            eprintln!("eddy task executor: its TaskManager is gone; exiting");
+            std::process::exit(3);
+        })
+        .map_err(|e| e.to_string())?;
+    let deployment = launch.deployment.clone();
+    let secret = Secret::from_bytes(&launch.secret).map_err(|e| e.to_string())?;
+    let heartbeats = Heartbeats { interval_ms: launch.heartbeat_interval_ms, timeout_ms: launch.heartbeat_timeout_ms };
+    validate(&graph).map_err(|m| format!("the job's graph is invalid here: {m}"))?;
+    install_panic_capture();
+    let plan = Arc::new(plan_chains(&graph));
+    let graph = Arc::new(graph);
+    let listener = TcpListener::bind((launch.data_host.as_str(), 0))
+        .map_err(|e| format!("cannot listen for data on {}: {e}", launch.data_host))?;
+    let data_address = listener.local_addr().map_err(|e| e.to_string())?.to_string();
+
+    let mut stream = TcpStream::connect(&deployment.job_master)
+        .map_err(|e| format!("cannot reach the job's JobMaster at {}: {e}", deployment.job_master))?;
+    authenticate_client(&mut stream, &secret, PeerRole::TaskExecutor).map_err(|e| e.to_string())?;
+    let (connection, mut reader) = Connection::new(stream, Some(heartbeats.timeout())).map_err(|e| e.to_string())?;
+    let binary = std::env::current_exe().map_or_else(|_| "?".into(), |p| p.display().to_string());
+    connection
+        .send(&Message::ExecutorHello(ExecutorHello {
+            attempt: deployment.attempt,
+            executor: deployment.executor,
+            task_manager: launch.task_manager,
+            graph: describe(&graph, &plan),
+            data_address,
+            binary,
+        }))
+        .map_err(|e| e.to_string())?;
+    let stop_heartbeats = Arc::new(AtomicBool::new(false));
+    start_heartbeats(connection.clone(), heartbeats, stop_heartbeats.clone());
+    let start = loop {
+        match reader.next().map_err(|e| format!("the JobMaster went away before the start: {e}"))? {
+            Message::StartTasks(start) => break start,
+            Message::Heartbeat => {}
+            Message::Refused(why) => return Err(format!("refused by the JobMaster: {why}")),
+            Message::CancelAttempt => return Ok(()),
+            other => return Err(format!("unexpected message before the start: {other:?}")),
+        }
+    };
+    let result = run_attempt(&graph, &plan, &launch, &secret, *start, listener, connection.clone(), reader);
+    stop_heartbeats.store(true, Ordering::Relaxed);
+    connection.close();
+    result
+}
+
+/// Runs this executor's subtasks of the attempt until every one ended.
+#[allow(clippy::too_many_arguments)]
+fn run_attempt(
+    graph: &Arc<StreamGraph>,
+    plan: &Arc<crate::graph::ChainPlan>,
+    launch: &Launch,
+    secret: &Secret,
+    start: StartTasks,
+    listener: TcpListener,
+    connection: Connection,
+    mut reader: super::frame::Reader,
+) -> Result<(), String> {
+    let attempt = launch.deployment.attempt;
+    let me = launch.deployment.executor;
+    let slots: Vec<(u32, u32)> = start.executors.iter().map(|(s, _)| (s.first_slot, s.slots)).collect();
+    let owner = |subtask: u32| {
+        slots.iter().position(|(first, n)| subtask >= *first && subtask < first + n).map_or(u32::MAX, |e| e as u32)
+    };
+    let (setups, remote) =
+        wire_placed(graph, plan, ChannelCapacity::Bounded(CHANNEL_BATCHES_MAX), Some(Placement { owner: &owner, me }));
+    // The attempt's task indexes, as the JobMaster numbers them.
+    let mut indexes = HashMap::new();
+    for &head in &plan.heads {
+        for subtask in 0..graph.node(head).parallelism {
+            let next = indexes.len();
+            indexes.insert((head, subtask), next);
+        }
+    }
+
+    let config = &graph.config;
+    let storage = open_job_storage(config).map_err(|e| format!("cannot open the checkpoint storage: {e}"))?;
+    let savepoint_storage: Option<Arc<dyn CheckpointStorage>> = match &config.savepoint {
+        None => None,
+        Some(request) => {
+            Some(config.storage_opener.open(&request.dir.to_string_lossy()).map_err(|e| format!("savepoint: {e}"))?)
+        }
+    };
+    let restore = match &start.restore {
+        None => None,
+        Some(ticket) => {
+            let source_storage = if ticket.in_job_storage {
+                storage.clone()
+            } else {
+                match &config.restore {
+                    Some(RestoreFrom::Path(path)) => config.storage_opener.open_checkpoint_dir(path).map(|(s, _)| s),
+                    Some(RestoreFrom::LatestIn(dir)) => config.storage_opener.open(&dir.to_string_lossy()),
+                    None => return Err(format!("asked to restore {} but started without a restore", ticket.location)),
+                }
+                .map_err(|e| format!("cannot open the state to restore: {e}"))?
+            };
+            let source = RestoreSource {
+                storage: source_storage,
+                location: ticket.location.clone(),
+                metadata: ticket.metadata.clone(),
+                owned: ticket.owned,
+            };
+            Some(Arc::new(restore_plan(graph, &source)))
+        }
+    };
+
+    let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let workers = AsyncWorkers::start(threads.min(setups.len().max(1) * 2))
+        .map_err(|e| format!("cannot start the threads that write snapshots: {e}"))?;
+    let cancel = Arc::new(AtomicBool::new(false));
+    let (reports_tx, reports_rx) = crossbeam_channel::unbounded::<TaskReport>();
+    let (done_tx, done_rx) = crossbeam_channel::unbounded::<(usize, Result<(), TaskError>)>();
+    let clock: Arc<dyn eddy_types::Clock> = Arc::new(SystemClock::new());
+    let mut mailboxes = HashMap::new();
+    let mut handles = Vec::new();
+    for (setup, mailbox_tx) in setups {
+        let index = indexes[&(setup.head, setup.subtask)];
+        mailboxes.insert(index as u32, mailbox_tx);
+        let writer = TaskStateWriter::new(
+            storage.clone(),
+            savepoint_storage.clone(),
+            clock.clone(),
+            plan.chain_name(graph, setup.head),
+            setup.subtask,
+            &graph.node(setup.head).effective_uid(),
+        );
+        let context = TaskContext {
+            cancel: cancel.clone(),
+            clock: clock.clone(),
+            checkpointing: TaskCheckpointing {
+                task: index,
+                reports: reports_tx.clone(),
+                writer: Arc::new(writer),
+                work: workers.queue(),
+            },
+            restore: restore.clone(),
+            seed: RunSeed(start.seed),
+            ttl_clock: None,
+        };
+        let name = format!(
+            "{} ({}/{})",
+            plan.chain_name(graph, setup.head),
+            setup.subtask + 1,
+            graph.node(setup.head).parallelism
+        );
+        let (graph, plan, done) = (graph.clone(), plan.clone(), done_tx.clone());
+        handles.push(
+            std::thread::Builder::new()
+                .name(name)
+                .spawn(move || {
+                    let outcome = run_task(&graph, &plan, setup, context);
+                    let _ = done.send((index, outcome));
+                })
+                .map_err(|e| format!("cannot start a subtask thread: {e}"))?,
+        );
+    }
+    drop(reports_tx);
+    drop(done_tx);
+    let own_tasks = handles.len();
+
+    // The network: receive from every producing executor, send to every consumer.
+    let inbound = remote
+        .inbound
+        .into_iter()
+        .map(|(executor, wiring)| {
+            let producer = format!("task executor {} at {}", executor, start.executors[executor as usize].1);
+            let set = InboundSet {
+                channels: wiring.channels,
+                initial_credit: wiring.initial_credit,
+                credits: wiring.credits.1,
+                lost: wiring.lost,
+                producer,
+            };
+            (executor, set)
+        })
+        .collect();
+    start_receivers(listener, secret.clone(), attempt, inbound).map_err(|e| e.to_string())?;
+    for (executor, channels) in remote.outbound {
+        let address = &start.executors[executor as usize].1;
+        start_sender(address, secret, attempt, me, OutboundSet { channels }, cancel.clone())
+            .map_err(|e| format!("cannot open the data connection to task executor {executor}: {e}"))?;
+    }
+    tracing::info!(attempt, executor = me, subtasks = own_tasks, "task executor running its subtasks");
+
+    // The JobMaster's messages, on a thread of their own.
+    let control_cancel = cancel.clone();
+    std::thread::Builder::new()
+        .name("eddy-jobmaster-reader".into())
+        .spawn(move || loop {
+            match reader.next() {
+                Ok(Message::Control { task, control }) => {
+                    // In order, as the JobMaster posted them; a task gone ignores them.
+                    if let Some(mailbox) = mailboxes.get(&task) {
+                        let _ = mailbox.send(control);
+                    }
+                }
+                Ok(Message::CancelAttempt) => {
+                    control_cancel.store(true, Ordering::SeqCst);
+                    for mailbox in mailboxes.values() {
+                        let _ = mailbox.try_send(Control::Cancel);
+                    }
+                }
+                Ok(Message::Heartbeat) => {}
+                Ok(other) => tracing::warn!(message = ?other, "unexpected message from the JobMaster; ignored"),
+                Err(e) => {
+                    if !control_cancel.swap(true, Ordering::SeqCst) {
+                        tracing::error!(error = %e, "lost the JobMaster; cancelling the subtasks");
+                    }
+                    for mailbox in mailboxes.values() {
+                        let _ = mailbox.try_send(Control::Cancel);
+                    }
+                    return;
+                }
+            }
+        })
+        .map_err(|e| e.to_string())?;
+
+    let mut exited = 0;
+    while exited < own_tasks {
+        crossbeam_channel::select! {
+            recv(done_rx) -> exit => {
+                let Ok((task, outcome)) = exit else { break };
+                exited += 1;
+                while let Ok(report) = reports_rx.try_recv() {
+                    let _ = connection.send(&Message::Report(report));
+                }
+                let _ = connection.send(&Message::TaskExited { task: task as u32, outcome });
+            }
+            recv(reports_rx) -> report => {
+                if let Ok(report) = report {
+                    let _ = connection.send(&Message::Report(report));
+                }
+            }
+        }
+    }
+    for handle in handles {
+        let _ = handle.join();
+    }
+    workers.stop();
+    while let Ok(report) = reports_rx.try_recv() {
+        let _ = connection.send(&Message::Report(report));
+    }
+    Ok(())
+}

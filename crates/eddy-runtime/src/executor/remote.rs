@@ -1,0 +1,364 @@
+//! One attempt of a job on a cluster: the JobMaster's side. It asks the JobManager for
+//! slots, waits for the task executors the TaskManagers start to say hello (refusing one
+//! whose binary builds another graph), starts them, and then coordinates them with the
+//! same [`AttemptRun`] as a local attempt: mailbox messages go out over each executor's
+//! connection, reports and exits come back over it, and a connection lost fails the
+//! executor's subtasks at once.
+
+use super::attempt::{AttemptEnd, AttemptRun, AttemptStart, TaskExit};
+use super::restore::RestoreSource;
+use super::{JobResult, LocalExecutor};
+use crate::cluster::fingerprint::{describe, first_difference};
+use crate::cluster::job_client::{ExecutorJoin, JobClient};
+use crate::cluster::messages::{ExecutorSlots, JobCommand, Message, RestoreTicket, StartTasks};
+use crate::cluster::{Connection, Reader};
+use crate::error::{FailureKind, JobError, TaskError};
+use crate::graph::{ChainPlan, StreamGraph};
+use crate::task::{mailbox, MailboxReceiver, Mailboxes, TaskReport};
+use crossbeam_channel::{select, Select, Sender};
+use eddy_checkpoint::retained::RetainedCheckpoints;
+use eddy_checkpoint::storage::CheckpointStorage;
+use eddy_types::NodeId;
+use std::cell::RefCell;
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// How long an attempt waits for its task executors to start and say hello.
+const HELLO_TIMEOUT: Duration = Duration::from_secs(30);
+/// How often a connection's forwarder looks at the attempt's cancel flag.
+const FORWARD_WAIT_MS: u64 = 20;
+
+impl LocalExecutor {
+    /// One attempt on the cluster `client` submitted the job to.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn remote_attempt(
+        &self,
+        client: &JobClient,
+        graph: &Arc<StreamGraph>,
+        plan: &Arc<ChainPlan>,
+        start: AttemptStart,
+        (storage, retained): (&Arc<dyn CheckpointStorage>, &RefCell<RetainedCheckpoints>),
+        savepoint_storage: Option<Arc<dyn CheckpointStorage>>,
+        restore_source: Option<&RestoreSource>,
+        result: &mut JobResult,
+    ) -> AttemptEnd {
+        let job = graph.job_name.clone();
+        let cluster_error = |message: String| AttemptEnd::Failed(JobError::Cluster { job: job.clone(), message });
+        let tasks: Vec<(NodeId, u32)> = plan
+            .heads
+            .iter()
+            .flat_map(|&head| (0..graph.node(head).parallelism).map(move |subtask| (head, subtask)))
+            .collect();
+        let slots = graph.nodes.iter().map(|n| n.parallelism).max().unwrap_or(1);
+        let attempt = client.next_attempt();
+        let request = Message::RequestSlots {
+            attempt,
+            slots,
+            timeout_ms: client.target.slot_timeout_ms,
+            job_master: client.address.clone(),
+        };
+        if let Err(e) = client.send(&request) {
+            return cluster_error(format!("cannot ask the JobManager for slots: {e}"));
+        }
+        tracing::info!(job = %job, attempt, slots, "asking the JobManager for slots");
+        let executors = loop {
+            match client.events.recv() {
+                Ok(Message::SlotsAllocated { attempt: a, executors }) if a == attempt => break executors,
+                Ok(Message::SlotsUnavailable { attempt: a, message }) if a == attempt => return cluster_error(message),
+                Ok(Message::Refused(why)) => return cluster_error(why),
+                Ok(Message::Command { request, .. }) => reply_busy(client, request),
+                Ok(_) => {}
+                Err(_) => return cluster_error("lost the JobManager".into()),
+            }
+        };
+        let release = || {
+            let _ = client.send(&Message::ReleaseSlots { attempt });
+        };
+        let joined = match self.await_executors(client, graph, plan, attempt, &executors) {
+            Ok(joined) => joined,
+            Err(end) => {
+                release();
+                return end;
+            }
+        };
+        let owner = |subtask: u32| {
+            executors.iter().position(|s| subtask >= s.first_slot && subtask < s.first_slot + s.slots).unwrap_or(0)
+        };
+
+        // Mailboxes here, forwarded over each executor's connection.
+        let cancel = Arc::new(AtomicBool::new(false));
+        let (reports_tx, reports_rx) = crossbeam_channel::unbounded::<TaskReport>();
+        let (done_tx, done_rx) = crossbeam_channel::unbounded::<TaskExit>();
+        let mut senders = Vec::new();
+        let mut receivers: Vec<Vec<(u32, MailboxReceiver)>> = executors.iter().map(|_| Vec::new()).collect();
+        let mut owned: Vec<Vec<usize>> = executors.iter().map(|_| Vec::new()).collect();
+        for (index, (_, subtask)) in tasks.iter().enumerate() {
+            let (tx, rx) = mailbox();
+            senders.push(tx);
+            receivers[owner(*subtask)].push((index as u32, rx));
+            owned[owner(*subtask)].push(index);
+        }
+        let addresses: Vec<(ExecutorSlots, String)> =
+            executors.iter().cloned().zip(joined.iter().map(|j| j.hello.data_address.clone())).collect();
+        let restore = restore_source.map(|source| RestoreTicket {
+            location: source.location.clone(),
+            metadata: source.metadata.clone(),
+            owned: source.owned,
+            in_job_storage: source.owned || source.storage.describe() == storage.describe(),
+        });
+        let start_message =
+            Message::StartTasks(Box::new(StartTasks { executors: addresses, seed: start.seed.0, restore }));
+        let attempt_over = Arc::new(AtomicBool::new(false));
+        let mut connections: Vec<(u32, Connection)> = Vec::new();
+        let mut threads = Vec::new();
+        for (executor, (join, mailboxes)) in joined.into_iter().zip(receivers).enumerate() {
+            let ExecutorJoin { connection, reader, hello } = join;
+            let peer = format!("TaskManager {} (task executor at {})", hello.task_manager, connection.peer());
+            connections.push((hello.task_manager, connection.clone()));
+            let (tasks_here, reports, done) = (owned[executor].clone(), reports_tx.clone(), done_tx.clone());
+            threads.push(std::thread::spawn(move || read_executor(reader, reports, done, tasks_here, &peer)));
+            let (forward, cancel, over) = (connection.clone(), cancel.clone(), attempt_over.clone());
+            threads.push(std::thread::spawn(move || forward_mailboxes(&forward, mailboxes, &cancel, &over)));
+            if let Err(e) = connection.send(&start_message) {
+                tracing::warn!(error = %e, "cannot start a task executor; its subtasks fail");
+                connection.close();
+            }
+        }
+        drop(reports_tx);
+        drop(done_tx);
+        tracing::info!(job = %job, attempt, executors = executors.len(), subtasks = tasks.len(), "attempt running on the cluster");
+
+        let task_count = tasks.len();
+        let mut run = AttemptRun::new(
+            (graph, plan),
+            (storage, retained, savepoint_storage),
+            (Mailboxes::new(senders), tasks, cancel),
+            self.clock.clone(),
+            start.next_checkpoint_id,
+            false,
+        );
+        let connections_ref = &connections;
+        let owned_ref = &owned;
+        let mut on_event = |run: &mut AttemptRun<'_>, event: Message, _: &mut JobResult| match event {
+            Message::TaskManagerLost { task_manager, reason } => {
+                for (executor, (tm, connection)) in connections_ref.iter().enumerate() {
+                    if *tm == task_manager {
+                        // Its subtasks fail as the connection goes (a process stopped, not
+                        // killed, keeps its sockets open).
+                        connection.close();
+                        if let Some(&first) = owned_ref[executor].first() {
+                            run.task_failed(
+                                first,
+                                TaskError::Lost(format!("TaskManager {task_manager} was lost: {reason}")),
+                            );
+                        }
+                    }
+                }
+            }
+            Message::ExecutorFailed { executor, status, .. } => {
+                if let Some(&first) = owned_ref.get(executor as usize).and_then(|o| o.first()) {
+                    run.task_failed(first, TaskError::Lost(format!("a task executor exited: {status}")));
+                }
+            }
+            Message::Refused(why) => {
+                // The JobManager is gone: the attempt goes on (its executors are
+                // connected here), but nothing can restart it; it fails at its end.
+                tracing::error!(reason = %why, "lost the JobManager");
+            }
+            Message::Command { request, command } => {
+                let reply = match command {
+                    JobCommand::Cancel => {
+                        run.fail(JobError::Cancelled { job: run.graph.job_name.clone() });
+                        Ok("cancelling".to_string())
+                    }
+                    JobCommand::Status => Ok(run.status_text()),
+                    other => Err(format!("{other:?} is not supported by this job yet")),
+                };
+                let _ = client.send(&Message::CommandReply { request, reply });
+            }
+            _ => {}
+        };
+        run.coordinate(&done_rx, &reports_rx, task_count, result, (&client.events, &mut on_event));
+        attempt_over.store(true, Ordering::SeqCst);
+        for (_, connection) in &connections {
+            let _ = connection.send(&Message::CancelAttempt);
+            connection.close();
+        }
+        release();
+        for thread in threads {
+            let _ = thread.join();
+        }
+        run.end(&reports_rx, result)
+    }
+
+    /// Waits for one hello per executor of `attempt`, checking each one's graph.
+    fn await_executors(
+        &self,
+        client: &JobClient,
+        graph: &StreamGraph,
+        plan: &ChainPlan,
+        attempt: u32,
+        executors: &[ExecutorSlots],
+    ) -> Result<Vec<ExecutorJoin>, AttemptEnd> {
+        let job = graph.job_name.clone();
+        let ours = describe(graph, plan);
+        let mut joined: Vec<Option<ExecutorJoin>> = executors.iter().map(|_| None).collect();
+        let deadline = Instant::now() + HELLO_TIMEOUT;
+        let lost = |message: String| {
+            AttemptEnd::Failed(JobError::TaskFailed {
+                job: job.clone(),
+                operator: "(deployment)".into(),
+                subtask: 0,
+                parallelism: 1,
+                kind: FailureKind::Cluster,
+                message,
+            })
+        };
+        let refused = |message: String| AttemptEnd::Failed(JobError::Cluster { job: job.clone(), message });
+        while joined.iter().any(Option::is_none) {
+            select! {
+                recv(client.executors) -> join => {
+                    let Ok(join) = join else { return Err(refused("the JobMaster stopped listening".into())) };
+                    let hello = &join.hello;
+                    if hello.attempt != attempt || hello.executor as usize >= joined.len() {
+                        join.connection.close();
+                        continue;
+                    }
+                    let tm = executors[hello.executor as usize].task_manager;
+                    if let Some(difference) = first_difference(&ours, &hello.graph) {
+                        let message = format!(
+                            "TaskManager {tm} (binary {}) builds a different graph from the job's arguments: {difference}",
+                            hello.binary
+                        );
+                        let _ = join.connection.send(&Message::Refused(message.clone()));
+                        join.connection.close();
+                        tracing::error!(task_manager = tm, %message, "task executor refused");
+                        return Err(refused(message));
+                    }
+                    let executor = hello.executor as usize;
+                    joined[executor] = Some(join);
+                }
+                recv(client.events) -> event => match event {
+                    Ok(Message::ExecutorFailed { attempt: a, executor, status }) if a == attempt => {
+                        let tm = executors.get(executor as usize).map_or(0, |e| e.task_manager);
+                        return Err(refused(format!(
+                            "the task executor on TaskManager {tm} exited before it could run the job: {status}"
+                        )));
+                    }
+                    Ok(Message::TaskManagerLost { task_manager, reason })
+                        if executors.iter().any(|e| e.task_manager == task_manager) => {
+                        return Err(lost(format!("TaskManager {task_manager} was lost while deploying: {reason}")));
+                    }
+                    Ok(Message::Refused(why)) => return Err(refused(why)),
+                    Ok(Message::Command { request, .. }) => reply_busy(client, request),
+                    Ok(_) => {}
+                    Err(_) => return Err(refused("lost the JobManager".into())),
+                },
+                default(deadline.saturating_duration_since(Instant::now())) => {
+                    let missing: Vec<String> = joined
+                        .iter()
+                        .enumerate()
+                        .filter(|(_, j)| j.is_none())
+                        .map(|(e, _)| format!("TaskManager {}", executors[e].task_manager))
+                        .collect();
+                    return Err(lost(format!(
+                        "no task executor from {} said hello within {} s",
+                        missing.join(", "),
+                        HELLO_TIMEOUT.as_secs()
+                    )));
+                }
+            }
+        }
+        Ok(joined.into_iter().map(|j| j.expect("every executor joined")).collect())
+    }
+}
+
+fn reply_busy(client: &JobClient, request: u64) {
+    let reply = Err("the job is being deployed; try again in a moment".to_string());
+    let _ = client.send(&Message::CommandReply { request, reply });
+}
+
+/// An executor's reports and exits; when its connection goes, its subtasks that have not
+/// exited fail with the reason.
+fn read_executor(
+    mut reader: Reader,
+    reports: Sender<TaskReport>,
+    done: Sender<TaskExit>,
+    tasks: Vec<usize>,
+    peer: &str,
+) {
+    let mut exited = HashSet::new();
+    loop {
+        match reader.next() {
+            Ok(Message::Report(report)) => {
+                let _ = reports.send(report);
+            }
+            Ok(Message::TaskExited { task, outcome }) => {
+                exited.insert(task as usize);
+                let _ = done.send((task as usize, outcome));
+            }
+            Ok(Message::Heartbeat) => {}
+            Ok(other) => tracing::warn!(peer, message = ?other, "unexpected message from a task executor; ignored"),
+            Err(e) => {
+                for &task in tasks.iter().filter(|t| !exited.contains(t)) {
+                    let _ = done.send((task, Err(TaskError::Lost(format!("lost {peer}: {e}")))));
+                }
+                return;
+            }
+        }
+    }
+}
+
+/// Sends what the coordinator posts to an executor's subtasks, in order, and the
+/// attempt's cancellation once the cancel flag is set.
+fn forward_mailboxes(
+    connection: &Connection,
+    mailboxes: Vec<(u32, MailboxReceiver)>,
+    cancel: &AtomicBool,
+    over: &AtomicBool,
+) {
+    let mut cancel_sent = false;
+    loop {
+        // Read the flag first: whatever was posted before it was set is sent before the
+        // cancellation.
+        let cancelled = cancel.load(Ordering::SeqCst);
+        let mut sent = false;
+        for (task, mailbox) in &mailboxes {
+            while let Ok(control) = mailbox.try_recv() {
+                sent = true;
+                if connection.send(&Message::Control { task: *task, control }).is_err() {
+                    return;
+                }
+            }
+        }
+        if cancelled && !cancel_sent {
+            cancel_sent = true;
+            if connection.send(&Message::CancelAttempt).is_err() {
+                return;
+            }
+        }
+        if over.load(Ordering::SeqCst) {
+            return;
+        }
+        if !sent {
+            let mut select = Select::new();
+            for (_, mailbox) in &mailboxes {
+                select.recv(mailbox);
+            }
+            let _ = select.ready_timeout(Duration::from_millis(FORWARD_WAIT_MS));
+        }
+    }
+}
+
+impl AttemptRun<'_> {
+    /// What `status` prints: per subtask, where it runs and its checkpoints.
+    pub(crate) fn status_text(&self) -> String {
+        let mut text = format!("job '{}'\n", self.graph.job_name);
+        for index in 0..self.task_count() {
+            text.push_str(&format!("  {}\n", self.task_name(index)));
+        }
+        text
+    }
+}
