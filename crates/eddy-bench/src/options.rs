@@ -1,5 +1,6 @@
 //! The checkpoint, recovery and output flags every workload shares.
 
+use eddy::checkpoint::restart::RestartStrategy;
 use eddy::checkpoint::{CheckpointConfig, CheckpointingMode};
 use eddy::prelude::*;
 use std::path::PathBuf;
@@ -44,6 +45,12 @@ pub struct CheckpointArgs {
     /// errors, files cut short.
     #[arg(long, default_value_t = 0, requires = "simulate")]
     pub faults: u32,
+    /// Restart after a failure this long after it, up to --restart-attempts times
+    /// (Flink's fixed-delay strategy). Default: Flink's exponential delay from 1 s.
+    #[arg(long)]
+    pub restart_delay_ms: Option<u64>,
+    #[arg(long, default_value_t = 100, requires = "restart_delay_ms")]
+    pub restart_attempts: u32,
 }
 
 impl CheckpointArgs {
@@ -82,6 +89,9 @@ impl CheckpointArgs {
         }
         if let Some(seed) = self.simulate {
             env.simulate(seed, self.faults);
+        }
+        if let Some(delay_ms) = self.restart_delay_ms {
+            env.set_restart_strategy(RestartStrategy::FixedDelay { attempts: self.restart_attempts, delay_ms });
         }
         Ok(())
     }

@@ -69,6 +69,8 @@ pub fn job(env: &Env, rules: Vec<Rule>, payments: Vec<Payment>, sink: CollectSin
 
 #[allow(dead_code)]
 fn main() -> Result<(), Box<dyn std::error::Error>> {
+    // `<example> jobmanager …`, `taskmanager …`, `list` …: a cluster role.
+    eddy::cluster::serve_role();
     eddy::log_to_stderr();
     let env = Env::new();
     let sink = CollectSink::new();

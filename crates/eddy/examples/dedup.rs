@@ -42,6 +42,8 @@ pub fn job(env: &Env, records: Vec<(u64, String)>, sink: CollectSink<(u64, Strin
 
 #[allow(dead_code)]
 fn main() -> Result<(), Box<dyn std::error::Error>> {
+    // `<example> jobmanager …`, `taskmanager …`, `list` …: a cluster role.
+    eddy::cluster::serve_role();
     eddy::log_to_stderr();
     let env = Env::new();
     let sink = CollectSink::new();

@@ -225,6 +225,8 @@ pub fn sample_events(orders: u64) -> Vec<OrderEvent> {
 
 #[allow(dead_code)]
 fn main() -> Result<(), Box<dyn std::error::Error>> {
+    // `<example> jobmanager …`, `taskmanager …`, `list` …: a cluster role.
+    eddy::cluster::serve_role();
     eddy::log_to_stderr();
     let env = Env::new();
     let (outcomes, invalid) = (CollectSink::new(), CollectSink::new());

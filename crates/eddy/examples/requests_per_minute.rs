@@ -134,6 +134,8 @@ pub fn access_log(n: u64, start_ms: i64) -> Vec<String> {
 
 #[allow(dead_code)]
 fn main() -> Result<(), Box<dyn std::error::Error>> {
+    // `<example> jobmanager …`, `taskmanager …`, `list` …: a cluster role.
+    eddy::cluster::serve_role();
     eddy::log_to_stderr();
     let env = Env::new();
     let (counts, late) = (CollectSink::new(), CollectSink::new());

@@ -58,6 +58,8 @@ pub fn job(env: &Env, topic_a: Vec<Record>, topic_b: Vec<Record>, sink: CollectS
 
 #[allow(dead_code)]
 fn main() -> Result<(), Box<dyn std::error::Error>> {
+    // `<example> jobmanager …`, `taskmanager …`, `list` …: a cluster role.
+    eddy::cluster::serve_role();
     eddy::log_to_stderr();
     let env = Env::new();
     env.set_parallelism(2);

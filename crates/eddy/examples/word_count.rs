@@ -27,6 +27,8 @@ pub fn job(env: &Env, lines: Vec<String>, sink: CollectSink<(String, u64)>) {
 
 #[allow(dead_code)]
 fn main() -> Result<(), Box<dyn std::error::Error>> {
+    // `<example> jobmanager …`, `taskmanager …`, `list` …: a cluster role.
+    eddy::cluster::serve_role();
     eddy::log_to_stderr();
     let env = Env::new();
     let sink = CollectSink::new();

@@ -64,6 +64,9 @@ pub struct TaskManagerArgs {
     /// The address other TaskManagers reach its subtasks at.
     #[arg(long, default_value = "127.0.0.1")]
     pub host: String,
+    /// How long it tries to reach the JobManager before it gives up.
+    #[arg(long, default_value_t = 10_000)]
+    pub register_timeout_ms: u64,
     #[command(flatten)]
     pub heartbeats: HeartbeatArgs,
 }
@@ -85,35 +88,139 @@ impl HeartbeatArgs {
     }
 }
 
+/// Where the CLI finds the cluster.
+#[derive(Debug, Clone, clap::Args)]
+pub struct CliArgs {
+    #[arg(long, default_value = "127.0.0.1:6123")]
+    pub jobmanager: String,
+    #[arg(long)]
+    pub secret_file: PathBuf,
+}
+
+/// Job control against a running cluster (`list`, `status`, `savepoint`, `stop`,
+/// `cancel`). A job is named by its id (from `list`) or by its name.
+#[derive(Debug, Clone, clap::Subcommand)]
+pub enum JobControl {
+    /// Lists the jobs: id, name, state, parallelism and uptime.
+    List {
+        #[command(flatten)]
+        cluster: CliArgs,
+    },
+    /// Shows a running job's subtasks and checkpoints.
+    Status {
+        job: String,
+        #[command(flatten)]
+        cluster: CliArgs,
+    },
+    /// Takes a savepoint of a running job into DIR; prints `savepoint=<path>`.
+    Savepoint {
+        job: String,
+        dir: PathBuf,
+        #[command(flatten)]
+        cluster: CliArgs,
+    },
+    /// Takes a savepoint of a running job into DIR, then ends the job; prints
+    /// `savepoint=<path>`. Resume with the job's binary and `--restore <path>`, at any
+    /// parallelism.
+    Stop {
+        job: String,
+        #[arg(long)]
+        savepoint: PathBuf,
+        #[command(flatten)]
+        cluster: CliArgs,
+    },
+    /// Cancels a running job.
+    Cancel {
+        job: String,
+        #[command(flatten)]
+        cluster: CliArgs,
+    },
+}
+
+/// Runs a job-control command; what it prints on success, or why it failed.
+pub fn job_control(command: JobControl) -> Result<String, String> {
+    let connect = |cluster: &CliArgs| -> Result<CliClient, String> {
+        let secret = Secret::from_file(&cluster.secret_file).map_err(|e| e.to_string())?;
+        CliClient::connect(&cluster.jobmanager, &secret).map_err(|e| e.to_string())
+    };
+    let mut progress = |line: &str| eprintln!("{line}");
+    let (job, cluster, command) = match command {
+        JobControl::List { cluster } => {
+            let jobs = connect(&cluster)?.list().map_err(|e| e.to_string())?;
+            let mut out =
+                format!("{:<6} {:<24} {:<10} {:>11} {:>10}\n", "ID", "NAME", "STATE", "PARALLELISM", "UPTIME");
+            for job in jobs {
+                out.push_str(&format!(
+                    "{:<6} {:<24} {:<10} {:>11} {:>9.1}s\n",
+                    job.id,
+                    job.name,
+                    job.state,
+                    job.parallelism,
+                    job.uptime_ms as f64 / 1000.0
+                ));
+            }
+            return Ok(out);
+        }
+        JobControl::Status { job, cluster } => (job, cluster, JobCommand::Status),
+        JobControl::Savepoint { job, dir, cluster } => (job, cluster, JobCommand::Savepoint { dir: absolute(&dir)? }),
+        JobControl::Stop { job, savepoint, cluster } => {
+            (job, cluster, JobCommand::Stop { savepoint_dir: absolute(&savepoint)? })
+        }
+        JobControl::Cancel { job, cluster } => (job, cluster, JobCommand::Cancel),
+    };
+    connect(&cluster)?.command(&job, command, &mut progress).map_err(|e| e.to_string())?
+}
+
+/// A directory as the job's processes see it: absolute (they may run elsewhere).
+fn absolute(dir: &std::path::Path) -> Result<String, String> {
+    let dir = std::path::absolute(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    Ok(dir.display().to_string())
+}
+
 #[derive(Debug, Parser)]
-#[command(about = "eddy cluster role")]
+#[command(about = "eddy cluster role or job control")]
 enum Role {
     /// Runs the JobManager.
     Jobmanager(JobManagerArgs),
     /// Runs a TaskManager.
     Taskmanager(TaskManagerArgs),
+    #[command(flatten)]
+    Control(JobControl),
 }
 
-/// If this process was started as `<binary> jobmanager …` or `<binary> taskmanager …`,
-/// runs that role and exits the process; otherwise returns at once. Call it first thing in
-/// `main`, before the program parses its own arguments.
+/// The words [`serve_role`] takes as a program's first argument.
+pub const ROLE_WORDS: [&str; 7] = ["jobmanager", "taskmanager", "list", "status", "savepoint", "stop", "cancel"];
+
+/// If this process was started as `<binary> jobmanager …` or `<binary> taskmanager …`
+/// (or with a job-control command: `list`, `status`, `savepoint`, `stop`, `cancel`), runs
+/// it and exits the process; otherwise returns at once. Call it first thing in `main`,
+/// before the program parses its own arguments: then every binary of a job can run the
+/// whole cluster and operate it.
 pub fn serve_role() {
     let args: Vec<String> = std::env::args().collect();
-    if !matches!(args.get(1).map(String::as_str), Some("jobmanager" | "taskmanager")) {
+    if !args.get(1).is_some_and(|word| ROLE_WORDS.contains(&word.as_str())) {
         return;
     }
     let role = Role::parse_from(&args);
     crate::log_to_stderr();
     let code = match role {
-        Role::Jobmanager(args) => report(run_jobmanager(&args)),
-        Role::Taskmanager(args) => report(run_taskmanager(&args)),
+        Role::Jobmanager(args) => report(run_jobmanager(&args).map(|()| String::new())),
+        Role::Taskmanager(args) => report(run_taskmanager(&args).map(|()| String::new())),
+        Role::Control(command) => report(job_control(command)),
     };
     std::process::exit(if code == ExitCode::SUCCESS { 0 } else { 1 });
 }
 
-fn report(result: Result<(), String>) -> ExitCode {
+/// Prints what a command says, or its error; the exit code says which.
+pub fn report(result: Result<String, String>) -> ExitCode {
     match result {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(output) => {
+            print!("{output}");
+            if !output.is_empty() && !output.ends_with('\n') {
+                println!();
+            }
+            ExitCode::SUCCESS
+        }
         Err(message) => {
             eprintln!("eddy: {message}");
             ExitCode::FAILURE
@@ -137,6 +244,7 @@ pub fn run_taskmanager(args: &TaskManagerArgs) -> Result<(), String> {
         secret,
         host: args.host.clone(),
         heartbeats: args.heartbeats.heartbeats()?,
+        register_timeout: std::time::Duration::from_millis(args.register_timeout_ms),
     };
     run_task_manager(options).map_err(|e| format!("taskmanager: {e}"))
 }

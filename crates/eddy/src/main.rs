@@ -4,6 +4,10 @@
 //! eddy key-group KEY [--max-parallelism N] [--parallelism P]   where a string key's state lives
 //! eddy example word-count --input PATH [--parallelism P]       run the word-count job on a file
 //! eddy checkpoint inspect PATH                                 what a checkpoint or savepoint holds
+//! eddy jobmanager --bind HOST:PORT --secret-file F              run a cluster's JobManager
+//! eddy taskmanager --jobmanager HOST:PORT --slots N --secret-file F
+//! eddy list | status JOB | savepoint JOB DIR | stop JOB --savepoint DIR | cancel JOB
+//!      --jobmanager HOST:PORT --secret-file F                   control a cluster's jobs
 //! ```
 
 use clap::{Parser, Subcommand};
@@ -46,11 +50,62 @@ enum Command {
         #[command(subcommand)]
         command: CheckpointCommand,
     },
-    /// Looks into savepoints (same as `checkpoint`).
-    Savepoint {
-        #[command(subcommand)]
-        command: CheckpointCommand,
+    /// `savepoint JOB DIR`: takes a savepoint of a running job on a cluster; or, as
+    /// `checkpoint`, looks into savepoints (`savepoint inspect PATH`).
+    Savepoint(SavepointArgs),
+    /// Runs a cluster's JobManager.
+    Jobmanager(eddy::cluster::JobManagerArgs),
+    /// Runs a TaskManager of a cluster. A TaskManager runs jobs of its own binary only: a
+    /// job's binary (`<binary> taskmanager …`) runs the TaskManagers for its jobs.
+    Taskmanager(eddy::cluster::TaskManagerArgs),
+    #[command(flatten)]
+    Control(ClusterControl),
+}
+
+/// The job-control commands but `savepoint` (which shares its word with inspection).
+#[derive(Debug, Subcommand)]
+enum ClusterControl {
+    /// Lists a cluster's jobs: id, name, state, parallelism and uptime.
+    List {
+        #[command(flatten)]
+        cluster: eddy::cluster::CliArgs,
     },
+    /// Shows a running job's subtasks and checkpoints.
+    Status {
+        job: String,
+        #[command(flatten)]
+        cluster: eddy::cluster::CliArgs,
+    },
+    /// Takes a savepoint of a running job into DIR, then ends the job; prints
+    /// `savepoint=<path>`.
+    Stop {
+        job: String,
+        #[arg(long)]
+        savepoint: PathBuf,
+        #[command(flatten)]
+        cluster: eddy::cluster::CliArgs,
+    },
+    /// Cancels a running job.
+    Cancel {
+        job: String,
+        #[command(flatten)]
+        cluster: eddy::cluster::CliArgs,
+    },
+}
+
+#[derive(Debug, clap::Args)]
+#[command(args_conflicts_with_subcommands = true)]
+struct SavepointArgs {
+    #[command(subcommand)]
+    command: Option<CheckpointCommand>,
+    /// The running job (id or name).
+    job: Option<String>,
+    /// Where the savepoint goes.
+    dir: Option<PathBuf>,
+    #[arg(long, default_value = "127.0.0.1:6123")]
+    jobmanager: String,
+    #[arg(long)]
+    secret_file: Option<PathBuf>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -225,17 +280,40 @@ fn clean_shared(dir: &std::path::Path, dry_run: bool) -> Result<String, String> 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     eddy::log_to_stderr();
+    use eddy::cluster::{job_control, report, CliArgs, JobControl};
     let result = match cli.command {
+        Command::Jobmanager(args) => return report(eddy::cluster::run_jobmanager(&args).map(|()| String::new())),
+        Command::Taskmanager(args) => return report(eddy::cluster::run_taskmanager(&args).map(|()| String::new())),
+        Command::Control(control) => {
+            let control = match control {
+                ClusterControl::List { cluster } => JobControl::List { cluster },
+                ClusterControl::Status { job, cluster } => JobControl::Status { job, cluster },
+                ClusterControl::Stop { job, savepoint, cluster } => JobControl::Stop { job, savepoint, cluster },
+                ClusterControl::Cancel { job, cluster } => JobControl::Cancel { job, cluster },
+            };
+            return report(job_control(control));
+        }
+        Command::Savepoint(SavepointArgs { command: None, job, dir, jobmanager, secret_file }) => {
+            match (job, dir, secret_file) {
+                (Some(job), Some(dir), Some(secret_file)) => {
+                    let cluster = CliArgs { jobmanager, secret_file };
+                    return report(job_control(JobControl::Savepoint { job, dir, cluster }));
+                }
+                _ => Err("savepoint JOB DIR --jobmanager HOST:PORT --secret-file FILE takes a savepoint of a running job; savepoint inspect PATH looks into one".to_string()),
+            }
+        }
         Command::KeyGroup { key, max_parallelism, parallelism } => key_group(&key, max_parallelism, parallelism),
         Command::Example { example: Example::WordCount { input, parallelism } } => {
             word_count(input, parallelism).map_err(|e| e.to_string())
         }
         Command::Checkpoint { command: CheckpointCommand::Inspect { path } }
-        | Command::Savepoint { command: CheckpointCommand::Inspect { path } } => inspect(&path),
-        Command::Checkpoint { command: CheckpointCommand::CleanShared { dir, dry_run } }
-        | Command::Savepoint { command: CheckpointCommand::CleanShared { dir, dry_run } } => {
-            clean_shared(&dir, dry_run)
+        | Command::Savepoint(SavepointArgs { command: Some(CheckpointCommand::Inspect { path }), .. }) => {
+            inspect(&path)
         }
+        Command::Checkpoint { command: CheckpointCommand::CleanShared { dir, dry_run } }
+        | Command::Savepoint(SavepointArgs {
+            command: Some(CheckpointCommand::CleanShared { dir, dry_run }), ..
+        }) => clean_shared(&dir, dry_run),
     };
     match result {
         Ok(output) => {

@@ -26,6 +26,9 @@ const NONCE_BYTES: usize = 16;
 const MAC_BYTES: usize = 32;
 /// Shorter secrets are refused: a guessable secret is no secret.
 const SECRET_BYTES_MIN: usize = 16;
+/// How long either side waits for the other's part of the handshake: a peer that
+/// connects and says nothing must not hold a thread forever.
+const HANDSHAKE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Who is connecting, so the accepting side knows what to expect next.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -126,6 +129,13 @@ const REFUSED: u8 = 0;
 
 /// The connecting side's handshake as `role`.
 pub fn authenticate_client(stream: &mut TcpStream, secret: &Secret, role: PeerRole) -> Result<(), ClusterError> {
+    let _ = stream.set_read_timeout(Some(HANDSHAKE_TIMEOUT));
+    let outcome = client_handshake(stream, secret, role);
+    let _ = stream.set_read_timeout(None);
+    outcome
+}
+
+fn client_handshake(stream: &mut TcpStream, secret: &Secret, role: PeerRole) -> Result<(), ClusterError> {
     let peer = peer_name(stream);
     let client_nonce = nonce()?;
     let mut hello = Vec::with_capacity(4 + 2 + 1 + NONCE_BYTES);
@@ -143,11 +153,14 @@ pub fn authenticate_client(stream: &mut TcpStream, secret: &Secret, role: PeerRo
         )));
     }
     let server_nonce = &answer[2..2 + NONCE_BYTES];
-    if !secret.verify(b"server", &client_nonce, server_nonce, role as u8, &answer[2 + NONCE_BYTES..]) {
-        return Err(ClusterError::Refused(format!("{peer} does not hold the cluster's secret (check --secret-file)")));
-    }
+    // Our part goes even when theirs is wrong, so that the server logs the refusal too.
     let tag = secret.mac(b"client", &client_nonce, server_nonce, role as u8);
     stream.write_all(tag.as_ref()).map_err(|e| ClusterError::io(&peer, "sending the handshake", e))?;
+    if !secret.verify(b"server", &client_nonce, server_nonce, role as u8, &answer[2 + NONCE_BYTES..]) {
+        return Err(ClusterError::Refused(format!(
+            "{peer} does not hold this process's secret: the secrets differ (check --secret-file)"
+        )));
+    }
     let mut verdict = [0u8; 1];
     match stream.read_exact(&mut verdict) {
         Ok(()) if verdict[0] == ACCEPTED => Ok(()),
@@ -160,6 +173,13 @@ pub fn authenticate_client(stream: &mut TcpStream, secret: &Secret, role: PeerRo
 /// The accepting side's handshake: the role the peer connects as, once it proved it holds
 /// the secret. A refusal is logged with the peer's address.
 pub fn authenticate_server(stream: &mut TcpStream, secret: &Secret) -> Result<PeerRole, ClusterError> {
+    let _ = stream.set_read_timeout(Some(HANDSHAKE_TIMEOUT));
+    let outcome = server_handshake(stream, secret);
+    let _ = stream.set_read_timeout(None);
+    outcome
+}
+
+fn server_handshake(stream: &mut TcpStream, secret: &Secret) -> Result<PeerRole, ClusterError> {
     let peer = peer_name(stream);
     let refuse = |why: String| {
         tracing::warn!(peer = %peer, reason = %why, "connection refused");
@@ -216,6 +236,7 @@ mod tests {
         });
         let mut stream = TcpStream::connect(addr).unwrap();
         let client = authenticate_client(&mut stream, &Secret::from_bytes(client_secret).unwrap(), PeerRole::Cli);
+        drop(stream);
         (server.join().unwrap(), client)
     }
 

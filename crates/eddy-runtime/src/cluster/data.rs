@@ -625,7 +625,7 @@ mod tests {
         tx.send(StreamMessage::Watermark(Watermark(-5))).unwrap();
         tx.send(StreamMessage::EndOfInput).unwrap();
         drop(tx);
-        let (in_tx, in_rx) = crossbeam_channel::unbounded();
+        let (in_tx, in_rx) = crossbeam_channel::unbounded::<StreamMessage<(u64, String)>>();
         let mut inbound = TypedInbound::new(in_tx);
         let mut frame = Vec::new();
         assert_eq!(outbound.next_frame(&mut frame, false).unwrap(), None, "records need credit");
@@ -637,7 +637,8 @@ mod tests {
         assert_eq!(k, kind::WATERMARK, "an event needs no credit");
         inbound.deliver(k, n, &frame).unwrap();
         frame.clear();
-        let (k, n) = outbound.next_frame(&mut frame, false).unwrap().unwrap();
+        assert_eq!(outbound.next_frame(&mut frame, false).unwrap(), None, "without credit the queue is not read");
+        let (k, n) = outbound.next_frame(&mut frame, true).unwrap().unwrap();
         assert!(inbound.deliver(k, n, &frame).unwrap(), "the end of input ends the channel");
         assert_eq!(outbound.next_frame(&mut frame, true), Err(()));
         let got: Vec<String> = in_rx.try_iter().map(|m| format!("{m:?}")).collect();

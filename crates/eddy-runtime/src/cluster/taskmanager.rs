@@ -20,8 +20,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// How long a TaskManager tries to reach its JobManager before it gives up.
-const CONNECT_PATIENCE: Duration = Duration::from_secs(10);
 /// Lines of a task executor's standard error kept to explain its exit.
 const STDERR_LINES_KEPT: usize = 6;
 
@@ -34,6 +32,8 @@ pub struct TaskManagerOptions {
     /// The host its task executors listen on for data from other TaskManagers.
     pub host: String,
     pub heartbeats: Heartbeats,
+    /// How long it tries to reach its JobManager before it gives up.
+    pub register_timeout: Duration,
 }
 
 type Executors = Arc<Mutex<HashMap<(JobId, u32), Arc<Mutex<Child>>>>>;
@@ -48,14 +48,14 @@ pub fn run_task_manager(options: TaskManagerOptions) -> Result<(), ClusterError>
     let mut stream = loop {
         match TcpStream::connect(&jm) {
             Ok(stream) => break stream,
-            Err(e) if started.elapsed() < CONNECT_PATIENCE => {
+            Err(e) if started.elapsed() < options.register_timeout => {
                 tracing::debug!(jobmanager = %jm, error = %e, "JobManager not reachable yet; trying again");
                 std::thread::sleep(Duration::from_millis(200));
             }
             Err(e) => {
                 return Err(ClusterError::io(
                     &jm,
-                    &format!("reaching the JobManager (tried for {} s)", CONNECT_PATIENCE.as_secs()),
+                    &format!("reaching the JobManager (tried for {} ms)", options.register_timeout.as_millis()),
                     e,
                 ))
             }

@@ -1,0 +1,367 @@
+//! eddy as a cluster, with real processes on loopback: a JobManager and TaskManagers run
+//! from the `eddy-bench` binary (application mode), jobs submitted with `--jobmanager`,
+//! TaskManagers killed with SIGKILL. Every run must give exactly the output of a local,
+//! failure-free run.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+const BENCH: &str = env!("CARGO_BIN_EXE_eddy-bench");
+const SECRET: &str = "the-cluster-secret-of-these-tests";
+
+/// A process whose standard error lines are kept, for waiting on what it logs.
+struct Proc {
+    child: Child,
+    log: Arc<Mutex<Vec<String>>>,
+}
+
+impl Proc {
+    fn start(args: &[&str]) -> Proc {
+        let mut child = Command::new(BENCH)
+            .args(args)
+            .env("EDDY_LOG", "info")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("eddy-bench starts");
+        let log = Arc::new(Mutex::new(Vec::new()));
+        for stream in [
+            Box::new(child.stderr.take().unwrap()) as Box<dyn std::io::Read + Send>,
+            Box::new(child.stdout.take().unwrap()),
+        ] {
+            let log = log.clone();
+            std::thread::spawn(move || {
+                for line in BufReader::new(stream).lines().map_while(Result::ok) {
+                    log.lock().unwrap().push(line);
+                }
+            });
+        }
+        Proc { child, log }
+    }
+
+    fn lines(&self) -> Vec<String> {
+        self.log.lock().unwrap().clone()
+    }
+
+    fn count(&self, pattern: &str) -> usize {
+        self.lines().iter().filter(|l| l.contains(pattern)).count()
+    }
+
+    /// Waits until `count` lines contain `pattern`; panics with the log after `timeout`.
+    fn wait_for(&self, pattern: &str, count: usize, timeout: Duration) {
+        let deadline = Instant::now() + timeout;
+        while self.count(pattern) < count {
+            assert!(
+                Instant::now() < deadline,
+                "no {count}× '{pattern}' within {timeout:?}:\n{}",
+                self.lines().join("\n")
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// Waits for the process to end; its exit code and log.
+    fn finish(mut self, timeout: Duration) -> (i32, String) {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                std::thread::sleep(Duration::from_millis(50)); // the log readers catch up
+                return (status.code().unwrap_or(-1), self.lines().join("\n"));
+            }
+            if Instant::now() > deadline {
+                let _ = self.child.kill();
+                panic!("still running after {timeout:?}:\n{}", self.lines().join("\n"));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A JobManager and TaskManagers, all killed when dropped.
+struct Cluster {
+    dir: PathBuf,
+    secret: PathBuf,
+    address: String,
+    jobmanager: Proc,
+    task_managers: Vec<Proc>,
+}
+
+impl Cluster {
+    fn start(name: &str, slots: &[u32]) -> Cluster {
+        let dir = std::env::temp_dir().join(format!("eddy-cluster-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let secret = dir.join("secret");
+        std::fs::write(&secret, SECRET).unwrap();
+        let jobmanager =
+            Proc::start(&["jobmanager", "--bind", "127.0.0.1:0", "--secret-file", secret.to_str().unwrap()]);
+        jobmanager.wait_for("jobmanager listening on ", 1, Duration::from_secs(20));
+        let address = jobmanager
+            .lines()
+            .iter()
+            .find_map(|l| l.strip_prefix("jobmanager listening on ").map(String::from))
+            .unwrap();
+        let mut cluster = Cluster { dir, secret, address, jobmanager, task_managers: Vec::new() };
+        for &n in slots {
+            cluster.add_task_manager(n);
+        }
+        cluster
+    }
+
+    fn add_task_manager(&mut self, slots: u32) {
+        let joined = self.jobmanager.count("TaskManager joined");
+        let tm = Proc::start(&[
+            "taskmanager",
+            "--jobmanager",
+            &self.address,
+            "--slots",
+            &slots.to_string(),
+            "--secret-file",
+            self.secret.to_str().unwrap(),
+        ]);
+        self.task_managers.push(tm);
+        self.jobmanager.wait_for("TaskManager joined", joined + 1, Duration::from_secs(20));
+    }
+
+    /// The arguments that submit a job to this cluster.
+    fn submit_args(&self) -> Vec<String> {
+        vec!["--jobmanager".into(), self.address.clone(), "--secret-file".into(), self.secret.display().to_string()]
+    }
+
+    fn submit(&self, args: &[&str]) -> Proc {
+        let mut all: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+        all.extend(self.submit_args());
+        let all: Vec<&str> = all.iter().map(String::as_str).collect();
+        Proc::start(&all)
+    }
+
+    /// The TaskManager process with the JobManager's id `id` (from its "joined" line).
+    fn task_manager_by_id(&mut self, id: u32) -> &mut Proc {
+        let pid = self
+            .jobmanager
+            .lines()
+            .iter()
+            .find(|l| l.contains("TaskManager joined") && l.contains(&format!("task_manager={id} ")))
+            .and_then(|l| l.split("pid=").nth(1)?.split_whitespace().next()?.parse::<u32>().ok())
+            .expect("the JobManager logged the TaskManager");
+        self.task_managers.iter_mut().find(|p| p.child.id() == pid).expect("a TaskManager of this cluster")
+    }
+
+    /// The TaskManager ids of the newest slot allocation.
+    fn allocated(&self) -> Vec<u32> {
+        let lines = self.jobmanager.lines();
+        let line = lines.iter().rev().find(|l| l.contains("slots allocated")).expect("an allocation");
+        let list = line.split("task_managers=[").nth(1).unwrap().split(']').next().unwrap();
+        list.split("), (")
+            .map(|pair| pair.trim_matches(|c| c == '(' || c == ')').split(',').next().unwrap().trim().parse().unwrap())
+            .collect()
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        self.task_managers.clear();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn run_local(args: &[&str]) -> String {
+    let out = Command::new(BENCH).args(args).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The last `name=value` in `output`.
+fn field<'a>(output: &'a str, name: &str) -> &'a str {
+    output
+        .split_whitespace()
+        .rev()
+        .find_map(|kv| kv.strip_prefix(name)?.strip_prefix('='))
+        .unwrap_or_else(|| panic!("no {name}= in {output}"))
+}
+
+/// Every committed line of an output directory, sorted; no uncommitted file may remain.
+fn output(dir: &Path) -> Vec<String> {
+    let mut lines = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap().flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        assert!(!name.starts_with('.'), "uncommitted file left: {name}");
+        lines.extend(std::fs::read_to_string(entry.path()).unwrap().lines().map(String::from));
+    }
+    lines.sort();
+    lines
+}
+
+#[test]
+fn w1_w2_w3_across_taskmanagers_give_the_local_checksums() {
+    let cluster = Cluster::start("checksums", &[2, 2]);
+    for (workload, parallelism) in [("api-count", "2"), ("api-count", "4"), ("join", "3"), ("window", "2")] {
+        let args = ["--events", "200000", "--keys", "1000", "--parallelism", parallelism];
+        let mut local_args = vec![workload];
+        local_args.extend(args);
+        let local = run_local(&local_args);
+        let job = cluster.submit(&local_args);
+        let (code, log) = job.finish(Duration::from_secs(120));
+        assert_eq!(code, 0, "{workload} p={parallelism}:\n{log}");
+        assert_eq!(field(&log, "checksum"), field(&local, "checksum"), "{workload} at p={parallelism}");
+    }
+    assert!(cluster.jobmanager.count("job left the cluster") >= 4);
+}
+
+/// Runs W1 with exactly-once checkpoints into the file sink on a cluster, SIGKILLs a
+/// TaskManager running it `kills` times (a fresh TaskManager replaces each), and checks
+/// that the committed output equals a failure-free local run's, record by record.
+fn kill_task_managers(name: &str, kills: usize, events: &str, rate: &str) {
+    let mut cluster = Cluster::start(name, &[1, 1, 1]);
+    let reference = cluster.dir.join("reference");
+    let (out, checkpoints) = (cluster.dir.join("out"), cluster.dir.join("checkpoints"));
+    let base = ["api-count", "--events", events, "--keys", "1000", "--parallelism", "2"];
+    let mut local = base.to_vec();
+    local.extend(["--output", reference.to_str().unwrap()]);
+    let local = run_local(&local);
+    let mut args = base.to_vec();
+    args.extend([
+        "--rate",
+        rate,
+        "--checkpoint-ms",
+        "100",
+        "--checkpoint-dir",
+        checkpoints.to_str().unwrap(),
+        "--output",
+        out.to_str().unwrap(),
+        "--restart-delay-ms",
+        "100",
+    ]);
+    let job = cluster.submit(&args);
+    let mut recoveries = Vec::new();
+    for kill in 0..kills {
+        job.wait_for("attempt running on the cluster", kill + 1, Duration::from_secs(60));
+        job.wait_for("checkpoint completed", kill + 1, Duration::from_secs(60));
+        std::thread::sleep(Duration::from_millis(200 + 97 * (kill as u64 % 4)));
+        let victim = cluster.allocated()[kill % 2];
+        let killed_at = Instant::now();
+        cluster.task_manager_by_id(victim).child.kill().unwrap();
+        job.wait_for("attempt running on the cluster", kill + 2, Duration::from_secs(60));
+        recoveries.push(killed_at.elapsed());
+        cluster.add_task_manager(1);
+    }
+    let (code, log) = job.finish(Duration::from_secs(300));
+    assert_eq!(code, 0, "{log}");
+    assert_eq!(field(&log, "checksum"), field(&local, "checksum"));
+    assert_eq!(field(&log, "restarts"), kills.to_string(), "{log}");
+    assert_eq!(output(&out), output(&reference), "the committed output differs from a failure-free run's");
+    let millis: Vec<u128> = recoveries.iter().map(Duration::as_millis).collect();
+    println!("SIGKILL to running again, ms: {millis:?}");
+    assert!(cluster.jobmanager.count("TaskManager lost") >= kills);
+}
+
+#[test]
+fn a_taskmanager_killed_mid_run_recovers_with_exactly_the_failure_free_output() {
+    kill_task_managers("one-kill", 1, "200000", "100000");
+}
+
+#[test]
+fn ten_taskmanager_kills_in_one_run_lose_and_double_nothing() {
+    kill_task_managers("ten-kills", 10, "600000", "60000");
+}
+
+#[test]
+fn a_job_needing_more_slots_than_the_cluster_has_waits_then_fails_clearly() {
+    let cluster = Cluster::start("slots", &[1]);
+    let job = cluster.submit(&["api-count", "--events", "1000", "--parallelism", "2", "--slot-timeout-ms", "800"]);
+    let (code, log) = job.finish(Duration::from_secs(60));
+    assert_ne!(code, 0);
+    assert!(log.contains("the job needs 2 slots") && log.contains("1 free of 1"), "{log}");
+    assert!(cluster.jobmanager.count("waiting for slots") >= 1);
+}
+
+#[test]
+fn a_wrong_secret_is_refused_and_the_refusal_logged_with_the_peer() {
+    let cluster = Cluster::start("secret", &[]);
+    let wrong = cluster.dir.join("wrong");
+    std::fs::write(&wrong, "not-the-cluster-secret-at-all").unwrap();
+    let tm = Proc::start(&["taskmanager", "--jobmanager", &cluster.address, "--secret-file", wrong.to_str().unwrap()]);
+    let (code, log) = tm.finish(Duration::from_secs(30));
+    assert_ne!(code, 0);
+    assert!(log.contains("secret"), "{log}");
+    cluster.jobmanager.wait_for("connection refused", 1, Duration::from_secs(10));
+    let refusal = cluster.jobmanager.lines().into_iter().find(|l| l.contains("connection refused")).unwrap();
+    assert!(refusal.contains("peer=127.0.0.1:") && refusal.contains("wrong secret"), "{refusal}");
+
+    let cli = Proc::start(&["list", "--jobmanager", &cluster.address, "--secret-file", wrong.to_str().unwrap()]);
+    let (code, log) = cli.finish(Duration::from_secs(30));
+    assert_ne!(code, 0);
+    assert!(log.contains("secret"), "{log}");
+    let missing = Proc::start(&["list", "--jobmanager", &cluster.address, "--secret-file", "/nonexistent/secret"]);
+    let (code, log) = missing.finish(Duration::from_secs(30));
+    assert_ne!(code, 0);
+    assert!(log.contains("cannot read the secret file /nonexistent/secret"), "{log}");
+}
+
+#[test]
+fn a_taskmanager_pointed_at_a_wrong_address_says_so() {
+    let dir = std::env::temp_dir().join(format!("eddy-cluster-address-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let secret = dir.join("secret");
+    std::fs::write(&secret, SECRET).unwrap();
+    let tm = Proc::start(&[
+        "taskmanager",
+        "--jobmanager",
+        "127.0.0.1:1",
+        "--secret-file",
+        secret.to_str().unwrap(),
+        "--register-timeout-ms",
+        "300",
+    ]);
+    let (code, log) = tm.finish(Duration::from_secs(30));
+    assert_ne!(code, 0);
+    assert!(
+        log.contains("127.0.0.1:1") && log.contains("reaching the JobManager") && log.contains("connection refused"),
+        "{log}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_taskmanager_whose_jobmanager_goes_away_stops_with_a_clear_error() {
+    let mut cluster = Cluster::start("jm-gone", &[1]);
+    let _ = cluster.jobmanager.child.kill();
+    let tm = cluster.task_managers.pop().unwrap();
+    let (code, log) = tm.finish(Duration::from_secs(30));
+    assert_ne!(code, 0);
+    assert!(log.contains("went away"), "{log}");
+}
+
+#[test]
+fn the_cli_lists_and_cancels_a_running_job() {
+    let cluster = Cluster::start("cli", &[2]);
+    let job = cluster.submit(&["api-count", "--events", "5000000", "--rate", "100000", "--parallelism", "2"]);
+    job.wait_for("attempt running on the cluster", 1, Duration::from_secs(60));
+    let mut list = vec!["list".to_string()];
+    list.extend(cluster.submit_args());
+    let list: Vec<&str> = list.iter().map(String::as_str).collect();
+    let (code, log) = Proc::start(&list).finish(Duration::from_secs(30));
+    assert_eq!(code, 0, "{log}");
+    let row = log.lines().find(|l| l.contains("W1 api-count")).unwrap_or_else(|| panic!("{log}"));
+    assert!(row.starts_with("1 ") && row.contains("RUNNING") && row.contains(" 2 "), "{row}");
+    let mut cancel = vec!["cancel".to_string(), "1".into()];
+    cancel.extend(cluster.submit_args());
+    let cancel: Vec<&str> = cancel.iter().map(String::as_str).collect();
+    let (code, log) = Proc::start(&cancel).finish(Duration::from_secs(30));
+    assert_eq!(code, 0, "{log}");
+    let (code, log) = job.finish(Duration::from_secs(30));
+    assert_ne!(code, 0);
+    assert!(log.contains("cancelled"), "{log}");
+    let (_, log) = Proc::start(&list).finish(Duration::from_secs(30));
+    assert!(log.lines().any(|l| l.contains("W1 api-count") && l.contains("CANCELED")), "{log}");
+}
