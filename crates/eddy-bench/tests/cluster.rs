@@ -365,3 +365,81 @@ fn the_cli_lists_and_cancels_a_running_job() {
     let (_, log) = Proc::start(&list).finish(Duration::from_secs(30));
     assert!(log.lines().any(|l| l.contains("W1 api-count") && l.contains("CANCELED")), "{log}");
 }
+
+/// Runs a job-control command of this cluster; its exit code and output.
+fn control(cluster: &Cluster, words: &[&str]) -> (i32, String) {
+    let mut args: Vec<String> = words.iter().map(|s| s.to_string()).collect();
+    args.extend(cluster.submit_args());
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    Proc::start(&args).finish(Duration::from_secs(60))
+}
+
+#[test]
+fn status_savepoint_stop_and_a_restore_at_another_parallelism_give_exactly_the_failure_free_output() {
+    let cluster = Cluster::start("savepoints", &[2, 2]);
+    let dir = cluster.dir.clone();
+    let (reference, out) = (dir.join("reference"), dir.join("out"));
+    let base = ["api-count", "--events", "300000", "--keys", "1000"];
+    let mut local = base.to_vec();
+    local.extend(["--parallelism", "2", "--output", reference.to_str().unwrap()]);
+    run_local(&local);
+
+    let mut args = base.to_vec();
+    let checkpoints = dir.join("checkpoints");
+    args.extend(["--parallelism", "2", "--rate", "40000", "--checkpoint-ms", "200"]);
+    args.extend(["--checkpoint-dir", checkpoints.to_str().unwrap(), "--output", out.to_str().unwrap()]);
+    let job = cluster.submit(&args);
+    job.wait_for("attempt running on the cluster", 1, Duration::from_secs(60));
+    job.wait_for("checkpoint completed", 2, Duration::from_secs(60));
+
+    // Counters arrive a few times a second: the sources' records out, the sinks' in.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let (code, status) = control(&cluster, &["status", "1"]);
+        assert_eq!(code, 0, "{status}");
+        assert!(
+            status.contains("RECORDS IN") && status.contains("(2/2)") && status.contains("checkpoint "),
+            "{status}"
+        );
+        let counted = |prefix: &str, column: usize| -> u64 {
+            let line = status.lines().find(|l| l.starts_with(prefix)).unwrap_or_else(|| panic!("{status}"));
+            line.split_whitespace().rev().nth(column).unwrap().parse().unwrap()
+        };
+        if counted("events -> generate (1/2)", 1) > 0 && counted("count per path", 2) > 0 {
+            println!("{status}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "no records counted:\n{status}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+
+    let first = dir.join("savepoint-a");
+    let (code, said) = control(&cluster, &["savepoint", "W1 api-count", first.to_str().unwrap()]);
+    assert_eq!(code, 0, "{said}");
+    assert!(said.contains("triggered"), "progress is shown: {said}");
+    let path = field(&said, "savepoint").to_string();
+    assert!(Path::new(&path).join("_metadata").exists(), "{said}");
+
+    let second = dir.join("savepoint-b");
+    let (code, said) = control(&cluster, &["stop", "1", "--savepoint", second.to_str().unwrap()]);
+    assert_eq!(code, 0, "{said}");
+    let stopped_at = field(&said, "savepoint").to_string();
+    let (code, log) = job.finish(Duration::from_secs(60));
+    assert_eq!(code, 0, "{log}");
+    assert_eq!(field(&log, "savepoint"), stopped_at);
+    let (_, list) = control(&cluster, &["list"]);
+    assert!(list.lines().any(|l| l.starts_with("1 ") && l.contains("STOPPED")), "{list}");
+
+    // Resumed at parallelism 3, from the stop's savepoint, into the same output.
+    let mut resumed = base.to_vec();
+    let checkpoints = dir.join("checkpoints-2");
+    resumed.extend(["--parallelism", "3", "--restore", &stopped_at, "--checkpoint-ms", "200"]);
+    resumed.extend(["--checkpoint-dir", checkpoints.to_str().unwrap(), "--output", out.to_str().unwrap()]);
+    let (code, log) = cluster.submit(&resumed).finish(Duration::from_secs(120));
+    assert_eq!(code, 0, "{log}");
+    assert_eq!(output(&out), output(&reference), "stop and resume lost or doubled records");
+
+    let (code, said) = control(&cluster, &["savepoint", "1", dir.join("late").to_str().unwrap()]);
+    assert_ne!(code, 0);
+    assert!(said.contains("already ended"), "{said}");
+}

@@ -4,8 +4,9 @@
 use crate::channel::{BatchSender, CheckpointBarrier, CheckpointEvent, StreamMessage, BATCH_RECORDS_MAX};
 use crate::error::TaskError;
 use crate::output::{Lifecycle, Output};
+use crate::task::TaskCounters;
 use crate::task::TaskShared;
-use crossbeam_channel::SendTimeoutError;
+use crossbeam_channel::{SendTimeoutError, TrySendError};
 use eddy_checkpoint::OperatorSnapshot;
 use eddy_types::{assign_to_key_group, operator_index_for_key_group, KeyHash, MaxParallelism};
 use std::rc::Rc;
@@ -71,13 +72,14 @@ pub struct RecordWriter<T> {
     shared: Rc<TaskShared>,
     /// End of input was sent: nothing more goes downstream, not even barriers.
     ended: bool,
+    counters: Arc<TaskCounters>,
 }
 
 impl<T: Clone> RecordWriter<T> {
     pub fn new(targets: Vec<BatchSender<T>>, partitioner: Partitioner<T>, shared: Rc<TaskShared>) -> Self {
         assert!(!targets.is_empty(), "a writer needs at least one target");
         let buffers = targets.iter().map(|_| Vec::with_capacity(BATCH_RECORDS_MAX)).collect();
-        Self { targets, buffers, partitioner, shared, ended: false }
+        Self { targets, buffers, partitioner, counters: shared.counters(), shared, ended: false }
     }
 
     #[inline]
@@ -91,12 +93,23 @@ impl<T: Clone> RecordWriter<T> {
 
     fn send_batch(&mut self, target: usize) {
         let batch = std::mem::replace(&mut self.buffers[target], Vec::with_capacity(BATCH_RECORDS_MAX));
+        self.counters.add_out(batch.len());
         self.send(target, StreamMessage::Records(batch));
     }
 
     /// Blocks while the target's queue is full (backpressure), looking at the cancel flag.
     fn send(&mut self, target: usize, message: StreamMessage<T>) {
-        let mut message = message;
+        let mut message = match self.targets[target].try_send(message) {
+            Ok(()) => return,
+            Err(TrySendError::Full(back)) => back,
+            Err(TrySendError::Disconnected(_)) => {
+                self.shared.fail_with(TaskError::Cancelled);
+                return;
+            }
+        };
+        // Full: the time until there is room is backpressure.
+        let waiting = std::time::Instant::now();
+        let _count = WaitCounter { counters: &self.counters, since: waiting };
         loop {
             match self.targets[target].send_timeout(message, Duration::from_millis(SEND_WAIT_MS)) {
                 Ok(()) => return,
@@ -196,5 +209,18 @@ impl<T: Clone> Lifecycle for RecordWriter<T> {
 
     fn on_processing_time(&mut self, _now_ms: i64) -> Result<(), TaskError> {
         Ok(())
+    }
+}
+
+/// Adds the time since `since` to the backpressured time when dropped (however the wait
+/// ends).
+struct WaitCounter<'a> {
+    counters: &'a TaskCounters,
+    since: std::time::Instant,
+}
+
+impl Drop for WaitCounter<'_> {
+    fn drop(&mut self) {
+        self.counters.add_backpressured(self.since.elapsed());
     }
 }

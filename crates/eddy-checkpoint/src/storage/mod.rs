@@ -7,7 +7,7 @@ mod task_writer;
 
 pub use memory::MemoryCheckpointStorage;
 pub use native::{fetch_native_files, file_safe, upload_native_files, KnownFiles, SHARED_DIR};
-pub use task_writer::TaskStateWriter;
+pub use task_writer::{SavepointTargets, TaskStateWriter};
 
 use crate::error::CheckpointError;
 use crate::metadata::{CheckpointMetadata, StateHandle, TaskStateEntry};

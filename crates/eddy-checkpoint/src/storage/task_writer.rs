@@ -15,8 +15,9 @@ use crate::error::CheckpointError;
 use crate::metadata::{encode_task_state, OperatorEntry, TaskStateEntry};
 use crate::snapshot::{CheckpointId, OperatorSnapshot, SnapshotKind};
 use eddy_types::Clock;
-use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::Duration;
 
 #[derive(Default)]
 struct Known {
@@ -26,11 +27,53 @@ struct Known {
     pending: BTreeMap<u64, KnownFiles>,
 }
 
+/// Where each savepoint of an attempt goes, as the coordinator decides while the job
+/// runs (a savepoint the CLI asks for names its directory then): one registry per process,
+/// shared by its task writers. The coordinator registers a savepoint's storage before it
+/// triggers the savepoint; a writer in another process, which hears of it by message,
+/// waits briefly for it.
+#[derive(Clone, Default)]
+pub struct SavepointTargets(Arc<(Mutex<HashMap<u64, Arc<dyn CheckpointStorage>>>, Condvar)>);
+
+/// How long a writer waits for a savepoint's storage to be registered.
+const SAVEPOINT_TARGET_WAIT: Duration = Duration::from_secs(10);
+
+impl SavepointTargets {
+    /// Savepoint `id` goes to `storage`.
+    pub fn set(&self, id: CheckpointId, storage: Arc<dyn CheckpointStorage>) {
+        let (targets, registered) = &*self.0;
+        let mut targets = targets.lock().unwrap_or_else(|p| p.into_inner());
+        // Only the newest few matter: one savepoint runs at a time.
+        targets.retain(|old, _| *old + 16 > id.0);
+        targets.insert(id.0, storage);
+        registered.notify_all();
+    }
+
+    /// Where savepoint `id` goes, waiting up to `wait` for it to be registered.
+    pub fn get(&self, id: CheckpointId, wait: Duration) -> Option<Arc<dyn CheckpointStorage>> {
+        let (targets, registered) = &*self.0;
+        let deadline = std::time::Instant::now() + wait;
+        let mut guard = targets.lock().unwrap_or_else(|p| p.into_inner());
+        loop {
+            if let Some(storage) = guard.get(&id.0) {
+                return Some(storage.clone());
+            }
+            let now = std::time::Instant::now();
+            if now >= deadline {
+                return None;
+            }
+            guard = registered.wait_timeout(guard, deadline - now).unwrap_or_else(|p| p.into_inner()).0;
+        }
+    }
+}
+
 /// Writes one subtask's state for checkpoints and savepoints.
 pub struct TaskStateWriter {
     storage: Arc<dyn CheckpointStorage>,
-    /// Where savepoints go, when the job takes one.
+    /// Where savepoints go, when the job was started with a savepoint directory.
     savepoints: Option<Arc<dyn CheckpointStorage>>,
+    /// Where savepoints decided while the job runs go.
+    targets: SavepointTargets,
     clock: Arc<dyn Clock>,
     /// The chain, for `_metadata`.
     task: String,
@@ -51,7 +94,14 @@ impl TaskStateWriter {
         head_uid: &str,
     ) -> Self {
         let stem = format!("{}-{subtask}", file_safe(head_uid));
-        Self { storage, savepoints, clock, task, subtask, stem, known: Mutex::new(Known::default()) }
+        let targets = SavepointTargets::default();
+        Self { storage, savepoints, targets, clock, task, subtask, stem, known: Mutex::new(Known::default()) }
+    }
+
+    /// Savepoints decided while the job runs go where `targets` says.
+    pub fn with_savepoint_targets(mut self, targets: SavepointTargets) -> Self {
+        self.targets = targets;
+        self
     }
 
     fn known(&self) -> std::sync::MutexGuard<'_, Known> {
@@ -93,11 +143,20 @@ impl TaskStateWriter {
         mut snapshots: Vec<OperatorSnapshot>,
     ) -> Result<TaskAcknowledgement, CheckpointError> {
         let started_ms = self.clock.now_ms();
+        let savepoint_storage;
         let storage = match kind {
-            SnapshotKind::Savepoint => self.savepoints.as_ref().ok_or_else(|| CheckpointError::InvalidLocation {
-                location: format!("savepoint {id}"),
-                message: "the job has no savepoint directory".into(),
-            })?,
+            SnapshotKind::Savepoint => {
+                savepoint_storage = match self.targets.get(id, Duration::ZERO).or_else(|| self.savepoints.clone()) {
+                    Some(storage) => storage,
+                    None => {
+                        self.targets.get(id, SAVEPOINT_TARGET_WAIT).ok_or_else(|| CheckpointError::InvalidLocation {
+                            location: format!("savepoint {id}"),
+                            message: "the job has no savepoint directory".into(),
+                        })?
+                    }
+                };
+                &savepoint_storage
+            }
             SnapshotKind::Checkpoint => &self.storage,
         };
         for keyed in snapshots.iter_mut().filter_map(|s| s.keyed.as_mut()) {

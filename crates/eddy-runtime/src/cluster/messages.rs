@@ -128,6 +128,11 @@ pub enum Message {
     },
     /// The whole attempt stops now (Flink's cancel), beyond what mailboxes say.
     CancelAttempt,
+    /// Savepoint `id` is written into directory `dir` (sent before it is triggered).
+    SavepointTarget {
+        id: u64,
+        dir: String,
+    },
     Report(TaskReport),
     TaskExited {
         task: u32,

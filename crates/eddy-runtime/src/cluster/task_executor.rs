@@ -17,7 +17,7 @@ use super::auth::{authenticate_client, PeerRole, Secret};
 use super::data::{start_receivers, start_sender, InboundSet, OutboundSet};
 use super::fingerprint::describe;
 use super::frame::{read_value, write_value, Connection};
-use super::messages::{Deployment, ExecutorHello, Message, StartTasks};
+use super::messages::{Deployment, ExecutorHello, Message, StartTasks, TaskMetrics};
 use super::{start_heartbeats, Heartbeats};
 use crate::channel::{ChannelCapacity, CHANNEL_BATCHES_MAX};
 use crate::error::TaskError;
@@ -26,13 +26,17 @@ use crate::executor::restore::{restore_plan, RestoreSource};
 use crate::executor::wiring::{run_task, wire_placed, Placement, TaskContext};
 use crate::graph::{plan_chains, validate, RestoreFrom, StreamGraph};
 use crate::task::{install_panic_capture, AsyncWorkers, Control, TaskCheckpointing, TaskReport};
-use eddy_checkpoint::storage::{CheckpointStorage, TaskStateWriter};
+use eddy_checkpoint::storage::{CheckpointStorage, SavepointTargets, TaskStateWriter};
 use eddy_types::{RunSeed, SystemClock};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::net::{TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+
+/// How often a task executor sends its subtasks' counters to the JobMaster (a few
+/// hundred bytes each time).
+const METRICS_INTERVAL: std::time::Duration = std::time::Duration::from_millis(250);
 
 /// Set in a task executor's environment by the TaskManager that starts it.
 pub const LAUNCH_ENV: &str = "EDDY_TASK_EXECUTOR";
@@ -192,6 +196,7 @@ fn run_attempt(
         }
     };
 
+    let targets = SavepointTargets::default();
     let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
     let workers = AsyncWorkers::start(threads.min(setups.len().max(1) * 2))
         .map_err(|e| format!("cannot start the threads that write snapshots: {e}"))?;
@@ -201,6 +206,7 @@ fn run_attempt(
     let clock: Arc<dyn eddy_types::Clock> = Arc::new(SystemClock::new());
     let mut mailboxes = HashMap::new();
     let mut handles = Vec::new();
+    let mut all_counters = Vec::new();
     for (setup, mailbox_tx) in setups {
         let index = indexes[&(setup.head, setup.subtask)];
         mailboxes.insert(index as u32, mailbox_tx);
@@ -211,8 +217,12 @@ fn run_attempt(
             plan.chain_name(graph, setup.head),
             setup.subtask,
             &graph.node(setup.head).effective_uid(),
-        );
+        )
+        .with_savepoint_targets(targets.clone());
+        let counters = Arc::<crate::task::TaskCounters>::default();
+        all_counters.push((index as u32, counters.clone()));
         let context = TaskContext {
+            counters,
             cancel: cancel.clone(),
             clock: clock.clone(),
             checkpointing: TaskCheckpointing {
@@ -270,8 +280,30 @@ fn run_attempt(
     }
     tracing::info!(attempt, executor = me, subtasks = own_tasks, "task executor running its subtasks");
 
+    // What the subtasks counted, for `status`, every second.
+    let (metrics_connection, metrics_cancel) = (connection.clone(), cancel.clone());
+    std::thread::Builder::new()
+        .name("eddy-task-metrics".into())
+        .spawn(move || loop {
+            let metrics = all_counters
+                .iter()
+                .map(|(task, counters)| {
+                    let (records_in, records_out, backpressured_ms) = counters.read();
+                    TaskMetrics { task: *task, records_in, records_out, backpressured_ms }
+                })
+                .collect();
+            if metrics_connection.send(&Message::TaskMetrics(metrics)).is_err()
+                || metrics_cancel.load(Ordering::Relaxed)
+            {
+                return;
+            }
+            std::thread::sleep(METRICS_INTERVAL);
+        })
+        .map_err(|e| e.to_string())?;
+
     // The JobMaster's messages, on a thread of their own.
     let control_cancel = cancel.clone();
+    let opener = config.storage_opener.clone();
     std::thread::Builder::new()
         .name("eddy-jobmaster-reader".into())
         .spawn(move || loop {
@@ -282,6 +314,10 @@ fn run_attempt(
                         let _ = mailbox.send(control);
                     }
                 }
+                Ok(Message::SavepointTarget { id, dir }) => match opener.open(&dir) {
+                    Ok(storage) => targets.set(eddy_checkpoint::CheckpointId(id), storage),
+                    Err(e) => tracing::error!(savepoint = id, dir, error = %e, "cannot open the savepoint directory; the savepoint will fail"),
+                },
                 Ok(Message::CancelAttempt) => {
                     control_cancel.store(true, Ordering::SeqCst);
                     for mailbox in mailboxes.values() {

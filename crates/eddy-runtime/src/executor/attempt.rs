@@ -13,7 +13,7 @@ use eddy_checkpoint::acknowledgement::TaskAcknowledgement;
 use eddy_checkpoint::coordinator::{CheckpointCoordinator, Completed};
 use eddy_checkpoint::metadata::{CheckpointMetadata, StateHandle};
 use eddy_checkpoint::retained::RetainedCheckpoints;
-use eddy_checkpoint::storage::{CheckpointStorage, TaskStateWriter};
+use eddy_checkpoint::storage::{CheckpointStorage, SavepointTargets, TaskStateWriter};
 use eddy_checkpoint::{CheckpointError, CheckpointId, SnapshotKind};
 use eddy_types::{Clock, NodeId, RunSeed, WallClock};
 use std::cell::RefCell;
@@ -113,6 +113,7 @@ impl LocalExecutor {
             None => ChannelCapacity::Bounded(CHANNEL_BATCHES_MAX),
         };
         let setups = wire(graph, plan, capacity);
+        let targets = SavepointTargets::default();
         let cancel = Arc::new(AtomicBool::new(false));
         let (reports_tx, reports_rx) = crossbeam_channel::unbounded::<TaskReport>();
         let mut mailboxes: Vec<MailboxSender> = Vec::new();
@@ -128,7 +129,8 @@ impl LocalExecutor {
                 plan.chain_name(graph, setup.head),
                 setup.subtask,
                 &graph.node(setup.head).effective_uid(),
-            );
+            )
+            .with_savepoint_targets(targets.clone());
             let checkpointing = TaskCheckpointing {
                 task: index,
                 reports: reports_tx.clone(),
@@ -136,6 +138,7 @@ impl LocalExecutor {
                 work: work.clone(),
             };
             let context = TaskContext {
+                counters: Arc::default(),
                 cancel: cancel.clone(),
                 clock: self.clock.clone(),
                 checkpointing,
@@ -156,6 +159,7 @@ impl LocalExecutor {
             next_checkpoint_id,
             self.simulator.is_some(),
         );
+        run.savepoint_targets = targets;
         match &self.simulator {
             Some(simulator) => simulator.run_attempt(&mut run, pending, &queued, &reports_rx, result),
             None => run.run_on_threads(pending, &reports_rx, result),
@@ -200,6 +204,33 @@ pub(crate) struct AttemptRun<'a> {
     pub(crate) trace: Option<Vec<String>>,
     /// The counters of the tasks that ended well, summed.
     accumulators: BTreeMap<String, u64>,
+    /// The savepoint to take next (by the job's configuration, or asked for).
+    savepoint_order: Option<SavepointOrder>,
+    /// The savepoint triggered and not complete yet.
+    savepoint_pending: Option<(CheckpointId, SavepointOrder)>,
+    /// Where savepoints go, for the task writers of this process.
+    pub(crate) savepoint_targets: SavepointTargets,
+    /// On a cluster: how the task executors hear where a savepoint goes, and how the
+    /// CLI hears of its savepoint.
+    pub(crate) hooks: Option<RemoteHooks<'a>>,
+}
+
+/// A savepoint to take: where it goes, whether the job stops after it, and the CLI
+/// request waiting for it.
+pub(crate) struct SavepointOrder {
+    storage: Arc<dyn CheckpointStorage>,
+    dir: String,
+    stop: bool,
+    request: Option<u64>,
+}
+
+/// What a cluster attempt's coordinator tells beyond its tasks' mailboxes.
+pub(crate) struct RemoteHooks<'a> {
+    /// Savepoint `id` goes to directory `dir`: told to every task executor before the
+    /// savepoint is triggered.
+    pub(crate) announce_savepoint: Box<dyn Fn(CheckpointId, &str) + 'a>,
+    /// The answer to a CLI request.
+    pub(crate) reply: Box<dyn Fn(u64, Result<String, String>) + 'a>,
 }
 
 impl<'a> AttemptRun<'a> {
@@ -239,6 +270,10 @@ impl<'a> AttemptRun<'a> {
             sources_running: 0,
             trace: traced.then(Vec::new),
             accumulators: BTreeMap::new(),
+            savepoint_order: None,
+            savepoint_pending: None,
+            savepoint_targets: SavepointTargets::default(),
+            hooks: None,
         };
         run.sources_running = run.tasks.iter().filter(|(head, _)| run.is_source(*head)).count();
         run
@@ -284,6 +319,12 @@ impl<'a> AttemptRun<'a> {
     /// The chain a task runs, for messages.
     pub(crate) fn task_count(&self) -> usize {
         self.tasks.len()
+    }
+
+    /// A subtask as Flink names it: `chain (2/4)`.
+    pub(crate) fn subtask_name(&self, index: usize) -> String {
+        let (head, subtask) = self.tasks[index];
+        format!("{} ({}/{})", self.task_name(index), subtask + 1, self.graph.node(head).parallelism)
     }
 
     pub(crate) fn task_name(&self, index: usize) -> String {
@@ -443,9 +484,16 @@ impl<'a> AttemptRun<'a> {
             return;
         }
         let now = self.now_ms();
-        if let Some(request) = &self.graph.config.savepoint {
-            if !self.savepoint_triggered && now >= request.after_ms && !self.coordinator.all_finished() {
+        if let (Some(request), Some(storage)) = (&self.graph.config.savepoint, &self.savepoint_storage) {
+            let due = !self.savepoint_triggered && now >= request.after_ms && !self.coordinator.all_finished();
+            if due && self.savepoint_pending.is_none() {
                 self.savepoint_triggered = true;
+                self.savepoint_order = Some(SavepointOrder {
+                    storage: storage.clone(),
+                    dir: request.dir.display().to_string(),
+                    stop: request.stop,
+                    request: None,
+                });
                 self.trigger(SnapshotKind::Savepoint, now);
                 return;
             }
@@ -472,8 +520,51 @@ impl<'a> AttemptRun<'a> {
         }
     }
 
+    /// A savepoint into `dir` now, asked for by the CLI (request `request`); the job
+    /// stops after it if `stop`. The answer comes through the reply hook when it completed
+    /// or failed.
+    pub(crate) fn savepoint_now(&mut self, dir: &str, stop: bool, request: u64) -> Result<String, String> {
+        if self.savepoint_pending.is_some() {
+            return Err("a savepoint is being taken already; try again when it completed".into());
+        }
+        if self.cancel.load(Ordering::SeqCst) || self.stopping || self.failure.is_some() {
+            return Err("the job is stopping or restarting; try again".into());
+        }
+        if self.coordinator.all_finished() {
+            return Err("every task finished its input: the job is ending, no savepoint can be taken".into());
+        }
+        let storage = self
+            .graph
+            .config
+            .storage_opener
+            .open(dir)
+            .map_err(|e| format!("cannot open the savepoint directory: {e}"))?;
+        self.savepoint_order = Some(SavepointOrder { storage, dir: dir.to_string(), stop, request: Some(request) });
+        let now = self.now_ms();
+        self.trigger(SnapshotKind::Savepoint, now);
+        let id = self.savepoint_pending.as_ref().map_or(0, |(id, _)| id.0);
+        Ok(format!("savepoint {id} triggered{}", if stop { "; the job stops once it completed" } else { "" }))
+    }
+
+    /// Where savepoint `id` is written.
+    fn savepoint_storage_of(&self, id: CheckpointId) -> Option<Arc<dyn CheckpointStorage>> {
+        match &self.savepoint_pending {
+            Some((pending, order)) if *pending == id => Some(order.storage.clone()),
+            _ => self.savepoint_storage.clone(),
+        }
+    }
+
     fn trigger(&mut self, kind: SnapshotKind, now: u64) {
         let id = self.coordinator.trigger(kind, now);
+        if kind == SnapshotKind::Savepoint {
+            if let Some(order) = self.savepoint_order.take() {
+                self.savepoint_targets.set(id, order.storage.clone());
+                if let Some(hooks) = &self.hooks {
+                    (hooks.announce_savepoint)(id, &order.dir);
+                }
+                self.savepoint_pending = Some((id, order));
+            }
+        }
         self.note(|| format!("{kind:?} {id} triggered"));
         tracing::debug!(checkpoint = %id, kind = ?kind, "checkpoint triggered");
         self.triggered_at.insert(id.0, (self.clock.now_ms(), WallClock.now_ms()));
@@ -638,9 +729,16 @@ impl<'a> AttemptRun<'a> {
         match kind {
             SnapshotKind::Checkpoint => discard_checkpoint(self.storage.as_ref(), &mut self.retained.borrow_mut(), id),
             SnapshotKind::Savepoint => {
-                if let Some(savepoints) = &self.savepoint_storage {
+                if let Some(savepoints) = self.savepoint_storage_of(id) {
                     if let Err(e) = savepoints.discard(id, kind) {
                         tracing::warn!(savepoint = %id, error = %e, "cannot delete an incomplete savepoint; its files stay");
+                    }
+                }
+                if matches!(&self.savepoint_pending, Some((pending, _)) if *pending == id) {
+                    let (_, order) = self.savepoint_pending.take().expect("pending");
+                    if let (Some(request), Some(hooks)) = (order.request, &self.hooks) {
+                        let why = format!("savepoint {id} did not complete (aborted, expired, declined by a task not ready, or the job failed; the job's log says which)");
+                        (hooks.reply)(request, Err(why));
                     }
                 }
             }
@@ -668,7 +766,7 @@ impl<'a> AttemptRun<'a> {
     fn discard_written(&self, id: CheckpointId, kind: SnapshotKind) {
         let storage = match kind {
             SnapshotKind::Checkpoint => Some(self.storage.clone()),
-            SnapshotKind::Savepoint => self.savepoint_storage.clone(),
+            SnapshotKind::Savepoint => self.savepoint_storage_of(id),
         };
         if let Some(Err(e)) = storage.map(|s| s.discard(id, kind)) {
             tracing::warn!(checkpoint = %id, kind = ?kind, error = %e, "cannot delete what was written for an incomplete checkpoint");
@@ -694,21 +792,39 @@ impl<'a> AttemptRun<'a> {
     /// A checkpoint every task acknowledged: store it, tell the tasks, drop old ones.
     fn complete(&mut self, checkpoint: Completed<Acknowledged>, result: &mut JobResult) {
         if checkpoint.kind == SnapshotKind::Savepoint {
-            let Some(request) = self.graph.config.savepoint.clone() else { return };
-            let Some(storage) = self.savepoint_storage.clone() else { return };
-            match self.commit(&checkpoint, storage.as_ref()) {
+            let order = match self.savepoint_pending.take() {
+                Some((id, order)) if id == checkpoint.id => order,
+                other => {
+                    self.savepoint_pending = other;
+                    return;
+                }
+            };
+            let reply = |run: &Self, answer: Result<String, String>| {
+                if let (Some(request), Some(hooks)) = (order.request, &run.hooks) {
+                    (hooks.reply)(request, answer);
+                }
+            };
+            match self.commit(&checkpoint, order.storage.as_ref()) {
                 Ok(stats) => {
                     tracing::info!(savepoint = %stats.id, bytes = stats.bytes, location = %stats.location, "savepoint completed");
                     self.note(|| format!("savepoint {} completed", stats.id));
-                    result.savepoint = Some(stats.location);
+                    reply(self, Ok(format!("savepoint={}", stats.location)));
+                    if order.stop {
+                        result.savepoint = Some(stats.location);
+                    }
                     self.broadcast(Control::Checkpoint(CheckpointEvent::Completed(checkpoint.id)));
-                    if request.stop {
+                    if order.stop {
                         // Every task hears of the savepoint before it stops (its sinks
                         // commit): the stop goes through the mailboxes behind that news,
                         // and the cancel flag follows once everything is delivered.
                         self.stopping = true;
                         self.broadcast(Control::Cancel);
                     }
+                }
+                Err(e) if order.request.is_some() => {
+                    // Asked for by the CLI: the job goes on without it.
+                    tracing::warn!(savepoint = %checkpoint.id, error = %e, "savepoint failed");
+                    reply(self, Err(format!("savepoint {} failed: {e}", checkpoint.id)));
                 }
                 Err(e) => self.fail(JobError::Checkpoint {
                     job: self.graph.job_name.clone(),

@@ -5,12 +5,12 @@
 //! connection, reports and exits come back over it, and a connection lost fails the
 //! executor's subtasks at once.
 
-use super::attempt::{AttemptEnd, AttemptRun, AttemptStart, TaskExit};
+use super::attempt::{AttemptEnd, AttemptRun, AttemptStart, RemoteHooks, TaskExit};
 use super::restore::RestoreSource;
 use super::{JobResult, LocalExecutor};
 use crate::cluster::fingerprint::{describe, first_difference};
 use crate::cluster::job_client::{ExecutorJoin, JobClient};
-use crate::cluster::messages::{ExecutorSlots, JobCommand, Message, RestoreTicket, StartTasks};
+use crate::cluster::messages::{ExecutorSlots, JobCommand, Message, RestoreTicket, StartTasks, TaskMetrics};
 use crate::cluster::{Connection, Reader};
 use crate::error::{FailureKind, JobError, TaskError};
 use crate::graph::{ChainPlan, StreamGraph};
@@ -20,9 +20,9 @@ use eddy_checkpoint::retained::RetainedCheckpoints;
 use eddy_checkpoint::storage::CheckpointStorage;
 use eddy_types::NodeId;
 use std::cell::RefCell;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// How long an attempt waits for its task executors to start and say hello.
@@ -94,6 +94,7 @@ impl LocalExecutor {
         let mut senders = Vec::new();
         let mut receivers: Vec<Vec<(u32, MailboxReceiver)>> = executors.iter().map(|_| Vec::new()).collect();
         let mut owned: Vec<Vec<usize>> = executors.iter().map(|_| Vec::new()).collect();
+        let tasks_owner: Vec<usize> = tasks.iter().map(|(_, subtask)| owner(*subtask)).collect();
         for (index, (_, subtask)) in tasks.iter().enumerate() {
             let (tx, rx) = mailbox();
             senders.push(tx);
@@ -111,6 +112,7 @@ impl LocalExecutor {
         let start_message =
             Message::StartTasks(Box::new(StartTasks { executors: addresses, seed: start.seed.0, restore }));
         let attempt_over = Arc::new(AtomicBool::new(false));
+        let metrics: Arc<Mutex<HashMap<u32, TaskMetrics>>> = Arc::default();
         let mut connections: Vec<(u32, Connection)> = Vec::new();
         let mut threads = Vec::new();
         for (executor, (join, mailboxes)) in joined.into_iter().zip(receivers).enumerate() {
@@ -118,7 +120,9 @@ impl LocalExecutor {
             let peer = format!("TaskManager {} (task executor at {})", hello.task_manager, connection.peer());
             connections.push((hello.task_manager, connection.clone()));
             let (tasks_here, reports, done) = (owned[executor].clone(), reports_tx.clone(), done_tx.clone());
-            threads.push(std::thread::spawn(move || read_executor(reader, reports, done, tasks_here, &peer)));
+            let metrics = metrics.clone();
+            threads
+                .push(std::thread::spawn(move || read_executor(reader, (reports, done, &metrics), tasks_here, &peer)));
             let (forward, cancel, over) = (connection.clone(), cancel.clone(), attempt_over.clone());
             threads.push(std::thread::spawn(move || forward_mailboxes(&forward, mailboxes, &cancel, &over)));
             if let Err(e) = connection.send(&start_message) {
@@ -139,9 +143,23 @@ impl LocalExecutor {
             start.next_checkpoint_id,
             false,
         );
+        let announced: Vec<Connection> = connections.iter().map(|(_, c)| c.clone()).collect();
+        run.hooks = Some(RemoteHooks {
+            announce_savepoint: Box::new(move |id, dir| {
+                for connection in &announced {
+                    // Straight onto each connection, before any mailbox carries the trigger.
+                    let _ = connection.send(&Message::SavepointTarget { id: id.0, dir: dir.to_string() });
+                }
+            }),
+            reply: Box::new(|request, reply| {
+                let _ = client.send(&Message::CommandReply { request, reply });
+            }),
+        });
         let connections_ref = &connections;
         let owned_ref = &owned;
-        let mut on_event = |run: &mut AttemptRun<'_>, event: Message, _: &mut JobResult| match event {
+        let task_managers: Vec<u32> = tasks_owner.iter().map(|&e| executors[e].task_manager).collect();
+        let metrics_ref = &metrics;
+        let mut on_event = |run: &mut AttemptRun<'_>, event: Message, result: &mut JobResult| match event {
             Message::TaskManagerLost { task_manager, reason } => {
                 for (executor, (tm, connection)) in connections_ref.iter().enumerate() {
                     if *tm == task_manager {
@@ -168,13 +186,26 @@ impl LocalExecutor {
                 tracing::error!(reason = %why, "lost the JobManager");
             }
             Message::Command { request, command } => {
+                let stop = matches!(command, JobCommand::Stop { .. });
                 let reply = match command {
                     JobCommand::Cancel => {
                         run.fail(JobError::Cancelled { job: run.graph.job_name.clone() });
                         Ok("cancelling".to_string())
                     }
-                    JobCommand::Status => Ok(run.status_text()),
-                    other => Err(format!("{other:?} is not supported by this job yet")),
+                    JobCommand::Status => {
+                        let counted = metrics_ref.lock().unwrap_or_else(|e| e.into_inner()).clone();
+                        Ok(run.status_text(attempt, &task_managers, &counted, result))
+                    }
+                    JobCommand::Savepoint { dir } | JobCommand::Stop { savepoint_dir: dir } => {
+                        match run.savepoint_now(&dir, stop, request) {
+                            // The answer follows when the savepoint completed.
+                            Ok(progress) => {
+                                let _ = client.send(&Message::CommandProgress { request, text: progress });
+                                return;
+                            }
+                            Err(why) => Err(why),
+                        }
+                    }
                 };
                 let _ = client.send(&Message::CommandReply { request, reply });
             }
@@ -280,12 +311,12 @@ fn reply_busy(client: &JobClient, request: u64) {
     let _ = client.send(&Message::CommandReply { request, reply });
 }
 
-/// An executor's reports and exits; when its connection goes, its subtasks that have not
-/// exited fail with the reason.
+/// An executor's reports, exits and counters; when its connection goes, its subtasks that
+/// have not exited fail with the reason.
+#[allow(clippy::type_complexity)]
 fn read_executor(
     mut reader: Reader,
-    reports: Sender<TaskReport>,
-    done: Sender<TaskExit>,
+    (reports, done, metrics): (Sender<TaskReport>, Sender<TaskExit>, &Mutex<HashMap<u32, TaskMetrics>>),
     tasks: Vec<usize>,
     peer: &str,
 ) {
@@ -298,6 +329,12 @@ fn read_executor(
             Ok(Message::TaskExited { task, outcome }) => {
                 exited.insert(task as usize);
                 let _ = done.send((task as usize, outcome));
+            }
+            Ok(Message::TaskMetrics(counted)) => {
+                let mut metrics = metrics.lock().unwrap_or_else(|e| e.into_inner());
+                for task in counted {
+                    metrics.insert(task.task, task);
+                }
             }
             Ok(Message::Heartbeat) => {}
             Ok(other) => tracing::warn!(peer, message = ?other, "unexpected message from a task executor; ignored"),
@@ -353,11 +390,53 @@ fn forward_mailboxes(
 }
 
 impl AttemptRun<'_> {
-    /// What `status` prints: per subtask, where it runs and its checkpoints.
-    pub(crate) fn status_text(&self) -> String {
-        let mut text = format!("job '{}'\n", self.graph.job_name);
+    /// What `status` prints: per subtask, where it runs, its records and backpressure;
+    /// then the last checkpoints.
+    pub(crate) fn status_text(
+        &self,
+        attempt: u32,
+        task_managers: &[u32],
+        metrics: &HashMap<u32, TaskMetrics>,
+        result: &JobResult,
+    ) -> String {
+        use std::fmt::Write;
+        let mut text = String::new();
+        let _ = writeln!(
+            text,
+            "job '{}': attempt {attempt}, {} restarts, {} checkpoints completed",
+            self.graph.job_name, result.restarts, result.checkpoints_completed
+        );
+        let _ = writeln!(
+            text,
+            "{:<40} {:>4} {:>14} {:>14} {:>14}",
+            "SUBTASK", "TM", "RECORDS IN", "RECORDS OUT", "BACKPRESSURED"
+        );
         for index in 0..self.task_count() {
-            text.push_str(&format!("  {}\n", self.task_name(index)));
+            let counted = metrics.get(&(index as u32)).cloned().unwrap_or_default();
+            let _ = writeln!(
+                text,
+                "{:<40} {:>4} {:>14} {:>14} {:>13.1}s",
+                self.subtask_name(index),
+                task_managers.get(index).copied().unwrap_or(0),
+                counted.records_in,
+                counted.records_out,
+                counted.backpressured_ms as f64 / 1000.0
+            );
+        }
+        let recent = result.checkpoint_history.iter().rev().take(5).collect::<Vec<_>>();
+        if recent.is_empty() {
+            let _ = writeln!(text, "no checkpoint completed yet");
+        }
+        for checkpoint in recent {
+            let _ = writeln!(
+                text,
+                "checkpoint {}: {} ms, {} bytes ({} written), {}",
+                checkpoint.id,
+                checkpoint.duration_ms,
+                checkpoint.bytes,
+                checkpoint.incremental_bytes,
+                checkpoint.location
+            );
         }
         text
     }

@@ -189,6 +189,8 @@ pub(crate) struct TaskContext {
     pub(crate) seed: RunSeed,
     /// Under simulation, the clock state time-to-live reads.
     pub(crate) ttl_clock: Option<Arc<dyn Clock>>,
+    /// Where it counts its records and backpressure.
+    pub(crate) counters: Arc<crate::task::TaskCounters>,
 }
 
 /// The body of a subtask's thread.
@@ -212,6 +214,7 @@ pub(crate) fn build_task(
     context: TaskContext,
 ) -> Result<(Task, Rc<TaskShared>), TaskError> {
     let shared = TaskShared::with_clock(context.cancel, context.clock);
+    shared.set_counters(context.counters.clone());
     if let Some(clock) = &context.ttl_clock {
         shared.set_processing_clock(clock.clone());
     }

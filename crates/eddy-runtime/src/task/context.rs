@@ -22,6 +22,7 @@ pub struct TaskShared {
     clock: Arc<dyn Clock>,
     checkpointing: RefCell<Option<TaskCheckpointing>>,
     accumulators: RefCell<std::collections::BTreeMap<String, Arc<std::sync::atomic::AtomicU64>>>,
+    counters: RefCell<Arc<super::TaskCounters>>,
     /// The newest checkpoint or savepoint this task snapshotted.
     last_snapshot: Cell<Option<CheckpointId>>,
     mode: Cell<CheckpointingMode>,
@@ -76,6 +77,7 @@ impl TaskShared {
             clock,
             checkpointing: RefCell::new(None),
             accumulators: RefCell::default(),
+            counters: RefCell::default(),
             last_snapshot: Cell::new(None),
             mode: Cell::new(CheckpointingMode::ExactlyOnce),
             processing_clock: RefCell::new(Arc::new(WallClock)),
@@ -207,6 +209,15 @@ impl TaskShared {
     /// (whichever process the subtasks ran in).
     pub fn long_counter(&self, name: &str) -> Arc<std::sync::atomic::AtomicU64> {
         self.accumulators.borrow_mut().entry(name.to_string()).or_default().clone()
+    }
+
+    /// Where the task counts its records and backpressure (read elsewhere for `status`).
+    pub fn set_counters(&self, counters: Arc<super::TaskCounters>) {
+        *self.counters.borrow_mut() = counters;
+    }
+
+    pub fn counters(&self) -> Arc<super::TaskCounters> {
+        self.counters.borrow().clone()
     }
 
     /// Reports the task's counters, as it ends well.

@@ -14,12 +14,14 @@ use super::alignment::{Alignment, BarrierAligner};
 use super::context::TaskShared;
 use super::gate::{InputChannel, InputGate};
 use super::mailbox::{Control, MailboxReceiver};
+use super::metrics::TaskCounters;
 use super::watermarks::{ValveOutput, WatermarkValve};
 use crate::channel::{BatchReceiver, CheckpointBarrier, CheckpointEvent, StreamMessage, FLUSH_INTERVAL_MS};
 use crate::error::TaskError;
 use crate::output::{Lifecycle, Output};
 use crossbeam_channel::{Select, TryRecvError};
 use std::rc::Rc;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// How long a subtask with nothing to do waits before it looks at the cancel flag again.
@@ -138,6 +140,7 @@ pub struct OneInputDriver<T> {
     mailbox: MailboxReceiver,
     shared: Rc<TaskShared>,
     flush: FlushTimer,
+    counters: Arc<TaskCounters>,
 }
 
 impl<T: Send + 'static> OneInputDriver<T> {
@@ -167,6 +170,7 @@ impl<T: Send + 'static> OneInputDriver<T> {
             head,
             mailbox,
             flush: FlushTimer::new(&shared),
+            counters: shared.counters(),
             shared,
         }
     }
@@ -176,6 +180,7 @@ impl<T> OneInputDriver<T> {
     fn handle(&mut self, channel: usize, message: StreamMessage<T>) -> Result<StepResult, TaskError> {
         match message {
             StreamMessage::Records(batch) => {
+                self.counters.add_in(batch.len());
                 for record in batch {
                     self.head.collect(record);
                 }
@@ -302,6 +307,7 @@ pub struct TwoInputDriver<A, B> {
     mailbox: MailboxReceiver,
     shared: Rc<TaskShared>,
     flush: FlushTimer,
+    counters: Arc<TaskCounters>,
     /// Read input 2 to its end before any of input 1 (Flink's `InputSelectable`).
     second_first: bool,
     /// Which input the next step tries first, alternating, so that neither starves.
@@ -341,6 +347,7 @@ impl<A: Send + 'static, B: Send + 'static> TwoInputDriver<A, B> {
             head,
             mailbox,
             flush: FlushTimer::new(&shared),
+            counters: shared.counters(),
             shared,
             second_first,
             second_next: false,
@@ -364,6 +371,7 @@ impl<A, B> TwoInputDriver<A, B> {
     ) -> Result<StepResult, TaskError> {
         let alignment = match message {
             StreamMessage::Records(batch) => {
+                self.counters.add_in(batch.len());
                 for record in batch {
                     process(&mut self.head, record);
                 }

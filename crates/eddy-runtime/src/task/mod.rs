@@ -7,6 +7,7 @@ mod context;
 mod driver;
 mod gate;
 mod mailbox;
+mod metrics;
 mod panic;
 mod runner;
 mod watermarks;
@@ -20,6 +21,7 @@ pub use driver::{
 };
 pub use gate::{InputChannel, InputGate};
 pub use mailbox::{mailbox, Control, MailboxReceiver, MailboxSender, Mailboxes, FINAL_CHECKPOINT};
+pub use metrics::TaskCounters;
 pub use panic::{catch_task_panic, install_panic_capture};
 pub use runner::Task;
 pub use watermarks::WatermarkValve;
