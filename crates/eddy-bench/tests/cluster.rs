@@ -91,6 +91,8 @@ impl Drop for Proc {
 struct Cluster {
     dir: PathBuf,
     secret: PathBuf,
+    /// Flags every process of the cluster takes (TLS).
+    common: Vec<String>,
     address: String,
     jobmanager: Proc,
     task_managers: Vec<Proc>,
@@ -98,20 +100,26 @@ struct Cluster {
 
 impl Cluster {
     fn start(name: &str, slots: &[u32]) -> Cluster {
+        Cluster::start_with(name, slots, &[])
+    }
+
+    fn start_with(name: &str, slots: &[u32], common: &[&str]) -> Cluster {
+        let common: Vec<String> = common.iter().map(|s| s.to_string()).collect();
         let dir = std::env::temp_dir().join(format!("eddy-cluster-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         let secret = dir.join("secret");
         std::fs::write(&secret, SECRET).unwrap();
-        let jobmanager =
-            Proc::start(&["jobmanager", "--bind", "127.0.0.1:0", "--secret-file", secret.to_str().unwrap()]);
+        let mut args = vec!["jobmanager", "--bind", "127.0.0.1:0", "--secret-file", secret.to_str().unwrap()];
+        args.extend(common.iter().map(String::as_str));
+        let jobmanager = Proc::start(&args);
         jobmanager.wait_for("jobmanager listening on ", 1, Duration::from_secs(20));
         let address = jobmanager
             .lines()
             .iter()
             .find_map(|l| l.strip_prefix("jobmanager listening on ").map(String::from))
             .unwrap();
-        let mut cluster = Cluster { dir, secret, address, jobmanager, task_managers: Vec::new() };
+        let mut cluster = Cluster { dir, secret, common, address, jobmanager, task_managers: Vec::new() };
         for &n in slots {
             cluster.add_task_manager(n);
         }
@@ -120,22 +128,32 @@ impl Cluster {
 
     fn add_task_manager(&mut self, slots: u32) {
         let joined = self.jobmanager.count("TaskManager joined");
-        let tm = Proc::start(&[
+        let slots = slots.to_string();
+        let mut args = vec![
             "taskmanager",
             "--jobmanager",
             &self.address,
             "--slots",
-            &slots.to_string(),
+            &slots,
             "--secret-file",
             self.secret.to_str().unwrap(),
-        ]);
+        ];
+        args.extend(self.common.iter().map(String::as_str));
+        let tm = Proc::start(&args);
         self.task_managers.push(tm);
         self.jobmanager.wait_for("TaskManager joined", joined + 1, Duration::from_secs(20));
     }
 
     /// The arguments that submit a job to this cluster.
     fn submit_args(&self) -> Vec<String> {
-        vec!["--jobmanager".into(), self.address.clone(), "--secret-file".into(), self.secret.display().to_string()]
+        let mut args = vec![
+            "--jobmanager".into(),
+            self.address.clone(),
+            "--secret-file".into(),
+            self.secret.display().to_string(),
+        ];
+        args.extend(self.common.iter().cloned());
+        args
     }
 
     fn submit(&self, args: &[&str]) -> Proc {
@@ -442,4 +460,25 @@ fn status_savepoint_stop_and_a_restore_at_another_parallelism_give_exactly_the_f
     let (code, said) = control(&cluster, &["savepoint", "1", dir.join("late").to_str().unwrap()]);
     assert_ne!(code, 0);
     assert!(said.contains("already ended"), "{said}");
+}
+
+#[test]
+fn with_tls_on_every_connection_a_job_runs_and_a_plain_client_is_refused() {
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("../eddy-runtime/tests/fixtures/tls");
+    let (cert, key) = (fixtures.join("cert.pem"), fixtures.join("key.pem"));
+    let tls = ["--tls-cert", cert.to_str().unwrap(), "--tls-key", key.to_str().unwrap()];
+    let cluster = Cluster::start_with("tls", &[1, 1], &tls);
+    let args = ["api-count", "--events", "200000", "--keys", "1000", "--parallelism", "2"];
+    let local = run_local(&args);
+    let (code, log) = cluster.submit(&args).finish(Duration::from_secs(120));
+    assert_eq!(code, 0, "{log}");
+    assert_eq!(field(&log, "checksum"), field(&local, "checksum"));
+    assert_eq!(cluster.allocated().len(), 2, "the job ran across both TaskManagers");
+
+    // A client without TLS gets nowhere, and the JobManager says why.
+    let plain =
+        Proc::start(&["list", "--jobmanager", &cluster.address, "--secret-file", cluster.secret.to_str().unwrap()]);
+    let (code, log) = plain.finish(Duration::from_secs(30));
+    assert_ne!(code, 0, "{log}");
+    cluster.jobmanager.wait_for("TLS handshake failed", 1, Duration::from_secs(10));
 }

@@ -1,10 +1,9 @@
 //! The CLI's side: `eddy list | status | savepoint | stop | cancel --jobmanager HOST:PORT`.
 
-use eddy_runtime::cluster::auth::{authenticate_client, PeerRole};
+use eddy_runtime::cluster::auth::PeerRole;
 use eddy_runtime::cluster::messages::{JobCommand, JobSummary, Message};
-use eddy_runtime::cluster::{Connection, Reader, Secret};
+use eddy_runtime::cluster::{Connection, Reader, Security};
 use eddy_runtime::error::ClusterError;
-use std::net::TcpStream;
 
 /// An authenticated CLI connection to a JobManager.
 pub struct CliClient {
@@ -13,10 +12,8 @@ pub struct CliClient {
 }
 
 impl CliClient {
-    pub fn connect(jobmanager: &str, secret: &Secret) -> Result<Self, ClusterError> {
-        let mut stream = TcpStream::connect(jobmanager)
-            .map_err(|e| ClusterError::io(jobmanager, "connecting to the JobManager", e))?;
-        authenticate_client(&mut stream, secret, PeerRole::Cli)?;
+    pub fn connect(jobmanager: &str, security: &Security) -> Result<Self, ClusterError> {
+        let stream = security.connect(jobmanager, PeerRole::Cli, "connecting to the JobManager")?;
         let (connection, reader) = Connection::new(stream, None)?;
         Ok(Self { connection, reader })
     }

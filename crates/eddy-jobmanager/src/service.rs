@@ -1,8 +1,8 @@
 //! The JobManager's state and one thread per connection.
 
-use eddy_runtime::cluster::auth::{authenticate_server, PeerRole};
+use eddy_runtime::cluster::auth::PeerRole;
 use eddy_runtime::cluster::messages::{Deployment, ExecutorSlots, JobCommand, JobId, JobSummary, Message};
-use eddy_runtime::cluster::{Connection, Heartbeats, Reader, Secret};
+use eddy_runtime::cluster::{Connection, Heartbeats, Reader, Security};
 use eddy_runtime::error::ClusterError;
 use std::collections::{BTreeMap, HashMap};
 use std::net::{TcpListener, TcpStream};
@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 #[derive(Debug, Clone)]
 pub struct JobManagerOptions {
     pub bind: String,
-    pub secret: Secret,
+    pub security: Security,
     pub heartbeats: Heartbeats,
 }
 
@@ -122,10 +122,9 @@ fn send_heartbeats(shared: &Shared) {
     }
 }
 
-fn serve(shared: &Arc<Shared>, mut stream: TcpStream) {
-    let _ = stream.set_nodelay(true);
-    let role = match authenticate_server(&mut stream, &shared.options.secret) {
-        Ok(role) => role,
+fn serve(shared: &Arc<Shared>, socket: TcpStream) {
+    let (stream, role) = match shared.options.security.accept(socket) {
+        Ok(accepted) => accepted,
         Err(_) => return, // logged with the peer's address
     };
     // The CLI waits for long commands (a savepoint) and sends no heartbeats.

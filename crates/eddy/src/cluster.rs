@@ -17,7 +17,7 @@ pub use eddy_jobmanager::client::CliClient;
 pub use eddy_jobmanager::{run_job_manager, JobManagerOptions};
 pub use eddy_runtime::cluster::messages::{JobCommand, JobSummary};
 pub use eddy_runtime::cluster::taskmanager::{run_task_manager, TaskManagerOptions};
-pub use eddy_runtime::cluster::{ClusterTarget, Heartbeats, Secret};
+pub use eddy_runtime::cluster::{ClusterTarget, Heartbeats, Secret, Security, TlsConfig, TlsFiles};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -35,6 +35,35 @@ pub struct SubmitArgs {
     /// How long the job waits for enough free slots before it fails.
     #[arg(long)]
     pub slot_timeout_ms: Option<u64>,
+    #[command(flatten)]
+    pub tls: TlsArgs,
+}
+
+/// TLS for every connection of the cluster: all its processes take the same flags.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct TlsArgs {
+    /// The cluster's certificate (PEM); with --tls-key, turns TLS on.
+    #[arg(long, requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// The certificate's private key (PEM).
+    #[arg(long, requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+    /// The CA that signed the certificate (PEM); default: the certificate itself.
+    #[arg(long, requires = "tls_cert")]
+    pub tls_ca: Option<PathBuf>,
+}
+
+/// The secret in `secret_file` and the TLS configuration of `tls`.
+pub fn security(secret_file: &std::path::Path, tls: &TlsArgs) -> Result<Security, String> {
+    let secret = Secret::from_file(secret_file).map_err(|e| e.to_string())?;
+    let tls = match (&tls.tls_cert, &tls.tls_key) {
+        (Some(cert), Some(key)) => Some(
+            TlsConfig::from_files(TlsFiles { cert: cert.clone(), key: key.clone(), ca: tls.tls_ca.clone() })
+                .map_err(|e| e.to_string())?,
+        ),
+        _ => None,
+    };
+    Ok(Security { secret, tls })
 }
 
 /// `jobmanager`'s flags.
@@ -46,6 +75,8 @@ pub struct JobManagerArgs {
     /// The cluster's shared secret: every process must hold the same.
     #[arg(long)]
     pub secret_file: PathBuf,
+    #[command(flatten)]
+    pub tls: TlsArgs,
     #[command(flatten)]
     pub heartbeats: HeartbeatArgs,
 }
@@ -67,6 +98,8 @@ pub struct TaskManagerArgs {
     /// How long it tries to reach the JobManager before it gives up.
     #[arg(long, default_value_t = 10_000)]
     pub register_timeout_ms: u64,
+    #[command(flatten)]
+    pub tls: TlsArgs,
     #[command(flatten)]
     pub heartbeats: HeartbeatArgs,
 }
@@ -95,6 +128,8 @@ pub struct CliArgs {
     pub jobmanager: String,
     #[arg(long)]
     pub secret_file: PathBuf,
+    #[command(flatten)]
+    pub tls: TlsArgs,
 }
 
 /// Job control against a running cluster (`list`, `status`, `savepoint`, `stop`,
@@ -140,8 +175,8 @@ pub enum JobControl {
 /// Runs a job-control command; what it prints on success, or why it failed.
 pub fn job_control(command: JobControl) -> Result<String, String> {
     let connect = |cluster: &CliArgs| -> Result<CliClient, String> {
-        let secret = Secret::from_file(&cluster.secret_file).map_err(|e| e.to_string())?;
-        CliClient::connect(&cluster.jobmanager, &secret).map_err(|e| e.to_string())
+        let security = security(&cluster.secret_file, &cluster.tls)?;
+        CliClient::connect(&cluster.jobmanager, &security).map_err(|e| e.to_string())
     };
     let mut progress = |line: &str| eprintln!("{line}");
     let (job, cluster, command) = match command {
@@ -230,18 +265,17 @@ pub fn report(result: Result<String, String>) -> ExitCode {
 
 /// Runs the JobManager until the process is stopped.
 pub fn run_jobmanager(args: &JobManagerArgs) -> Result<(), String> {
-    let secret = Secret::from_file(&args.secret_file).map_err(|e| e.to_string())?;
-    let options = JobManagerOptions { bind: args.bind.clone(), secret, heartbeats: args.heartbeats.heartbeats()? };
+    let security = security(&args.secret_file, &args.tls)?;
+    let options = JobManagerOptions { bind: args.bind.clone(), security, heartbeats: args.heartbeats.heartbeats()? };
     run_job_manager(options).map_err(|e| format!("jobmanager: {e}"))
 }
 
 /// Runs a TaskManager until its JobManager goes away (an error) or it is stopped.
 pub fn run_taskmanager(args: &TaskManagerArgs) -> Result<(), String> {
-    let secret = Secret::from_file(&args.secret_file).map_err(|e| e.to_string())?;
     let options = TaskManagerOptions {
         jobmanager: args.jobmanager.clone(),
         slots: args.slots,
-        secret,
+        security: security(&args.secret_file, &args.tls)?,
         host: args.host.clone(),
         heartbeats: args.heartbeats.heartbeats()?,
         register_timeout: std::time::Duration::from_millis(args.register_timeout_ms),

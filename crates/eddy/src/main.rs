@@ -106,6 +106,8 @@ struct SavepointArgs {
     jobmanager: String,
     #[arg(long)]
     secret_file: Option<PathBuf>,
+    #[command(flatten)]
+    tls: eddy::cluster::TlsArgs,
 }
 
 #[derive(Debug, Subcommand)]
@@ -293,10 +295,10 @@ fn main() -> ExitCode {
             };
             return report(job_control(control));
         }
-        Command::Savepoint(SavepointArgs { command: None, job, dir, jobmanager, secret_file }) => {
+        Command::Savepoint(SavepointArgs { command: None, job, dir, jobmanager, secret_file, tls }) => {
             match (job, dir, secret_file) {
                 (Some(job), Some(dir), Some(secret_file)) => {
-                    let cluster = CliArgs { jobmanager, secret_file };
+                    let cluster = CliArgs { jobmanager, secret_file, tls };
                     return report(job_control(JobControl::Savepoint { job, dir, cluster }));
                 }
                 _ => Err("savepoint JOB DIR --jobmanager HOST:PORT --secret-file FILE takes a savepoint of a running job; savepoint inspect PATH looks into one".to_string()),

@@ -11,11 +11,11 @@
 //! Nonces are fresh per connection, so a recorded handshake cannot be replayed, and the
 //! MACs are compared in constant time (ring's `verify`).
 
+use super::stream::Stream;
 use super::ClusterError;
 use ring::hmac;
 use ring::rand::{SecureRandom, SystemRandom};
 use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::path::Path;
 
 /// Bumped whenever a message changes shape: processes of different versions refuse each
@@ -128,15 +128,20 @@ const ACCEPTED: u8 = 1;
 const REFUSED: u8 = 0;
 
 /// The connecting side's handshake as `role`.
-pub fn authenticate_client(stream: &mut TcpStream, secret: &Secret, role: PeerRole) -> Result<(), ClusterError> {
+pub fn authenticate_client(stream: &Stream, secret: &Secret, role: PeerRole) -> Result<(), ClusterError> {
     let _ = stream.set_read_timeout(Some(HANDSHAKE_TIMEOUT));
-    let outcome = client_handshake(stream, secret, role);
+    let outcome = client_handshake(&mut &*stream, stream.peer(), secret, role);
     let _ = stream.set_read_timeout(None);
     outcome
 }
 
-fn client_handshake(stream: &mut TcpStream, secret: &Secret, role: PeerRole) -> Result<(), ClusterError> {
-    let peer = peer_name(stream);
+fn client_handshake(
+    stream: &mut (impl Read + Write),
+    peer: &str,
+    secret: &Secret,
+    role: PeerRole,
+) -> Result<(), ClusterError> {
+    let peer = peer.to_string();
     let client_nonce = nonce()?;
     let mut hello = Vec::with_capacity(4 + 2 + 1 + NONCE_BYTES);
     hello.extend_from_slice(MAGIC);
@@ -172,15 +177,15 @@ fn client_handshake(stream: &mut TcpStream, secret: &Secret, role: PeerRole) -> 
 
 /// The accepting side's handshake: the role the peer connects as, once it proved it holds
 /// the secret. A refusal is logged with the peer's address.
-pub fn authenticate_server(stream: &mut TcpStream, secret: &Secret) -> Result<PeerRole, ClusterError> {
+pub fn authenticate_server(stream: &Stream, secret: &Secret) -> Result<PeerRole, ClusterError> {
     let _ = stream.set_read_timeout(Some(HANDSHAKE_TIMEOUT));
-    let outcome = server_handshake(stream, secret);
+    let outcome = server_handshake(&mut &*stream, stream.peer(), secret);
     let _ = stream.set_read_timeout(None);
     outcome
 }
 
-fn server_handshake(stream: &mut TcpStream, secret: &Secret) -> Result<PeerRole, ClusterError> {
-    let peer = peer_name(stream);
+fn server_handshake(stream: &mut (impl Read + Write), peer: &str, secret: &Secret) -> Result<PeerRole, ClusterError> {
+    let peer = peer.to_string();
     let refuse = |why: String| {
         tracing::warn!(peer = %peer, reason = %why, "connection refused");
         ClusterError::Refused(format!("{peer}: {why}"))
@@ -214,15 +219,10 @@ fn server_handshake(stream: &mut TcpStream, secret: &Secret) -> Result<PeerRole,
     Ok(role)
 }
 
-/// The peer's address for messages.
-pub fn peer_name(stream: &TcpStream) -> String {
-    stream.peer_addr().map_or_else(|_| "an unknown peer".to_string(), |a| a.to_string())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::net::TcpListener;
+    use std::net::{TcpListener, TcpStream};
 
     fn pair(
         server_secret: &'static [u8],
@@ -231,11 +231,13 @@ mod tests {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap();
         let server = std::thread::spawn(move || {
-            let (mut stream, _) = listener.accept().unwrap();
-            authenticate_server(&mut stream, &Secret::from_bytes(server_secret).unwrap())
+            let (socket, _) = listener.accept().unwrap();
+            let stream = Stream::accept(socket, None).unwrap();
+            authenticate_server(&stream, &Secret::from_bytes(server_secret).unwrap())
         });
-        let mut stream = TcpStream::connect(addr).unwrap();
-        let client = authenticate_client(&mut stream, &Secret::from_bytes(client_secret).unwrap(), PeerRole::Cli);
+        let stream = Stream::accept(TcpStream::connect(addr).unwrap(), None).unwrap();
+        let client = authenticate_client(&stream, &Secret::from_bytes(client_secret).unwrap(), PeerRole::Cli);
+        stream.shutdown();
         drop(stream);
         (server.join().unwrap(), client)
     }

@@ -22,9 +22,11 @@
 //!
 //! Serialization happens here only, on the connection's threads, never on a task thread.
 
-use super::auth::{authenticate_client, authenticate_server, PeerRole, Secret};
+use super::auth::PeerRole;
 use super::frame::{read_message, write_message};
 use super::messages::Message;
+use super::stream::Stream;
+use super::Security;
 use crate::channel::{BatchReceiver, BatchSender, CheckpointBarrier, StreamMessage};
 use crate::error::{ClusterError, TaskError};
 use crate::task::InputChannel;
@@ -34,7 +36,7 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use std::collections::HashMap;
 use std::io::{BufReader, BufWriter, Read, Write};
-use std::net::{Shutdown, TcpListener, TcpStream};
+use std::net::TcpListener;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -327,18 +329,16 @@ pub struct OutboundSet {
 /// the attempt is cancelled), on threads of their own.
 pub fn start_sender(
     address: &str,
-    secret: &Secret,
+    security: &Security,
     attempt: u32,
     from_executor: u32,
     set: OutboundSet,
     cancel: Arc<AtomicBool>,
 ) -> Result<(), ClusterError> {
-    let mut stream = TcpStream::connect(address).map_err(|e| ClusterError::io(address, "connecting for data", e))?;
-    let _ = stream.set_nodelay(true);
-    authenticate_client(&mut stream, secret, PeerRole::Data)?;
-    write_message(&mut stream, &Message::DataHello { attempt, executor: from_executor })
+    let stream = security.connect(address, PeerRole::Data, "connecting for data")?;
+    write_message(&mut &stream, &Message::DataHello { attempt, executor: from_executor })
         .map_err(|e| ClusterError::io(address, "opening a data connection", e))?;
-    let reader = stream.try_clone().map_err(|e| ClusterError::io(address, "opening a data connection", e))?;
+    let reader = stream.clone();
     let (credit_tx, credit_rx) = crossbeam_channel::unbounded::<Result<(ChannelKey, u32), String>>();
     let peer = address.to_string();
     std::thread::Builder::new()
@@ -358,7 +358,7 @@ pub fn start_sender(
     Ok(())
 }
 
-fn read_credits(stream: TcpStream, credits: Sender<Result<(ChannelKey, u32), String>>) {
+fn read_credits(stream: Stream, credits: Sender<Result<(ChannelKey, u32), String>>) {
     let mut stream = BufReader::new(stream);
     let mut payload = Vec::new();
     loop {
@@ -384,7 +384,7 @@ fn read_credits(stream: TcpStream, credits: Sender<Result<(ChannelKey, u32), Str
 /// The sender's loop (Flink's `PartitionRequestQueue`): one frame per channel with
 /// credit (or an event waiting) per round, so that channels share the connection fairly.
 fn send_frames(
-    stream: TcpStream,
+    stream: Stream,
     set: OutboundSet,
     credit_rx: Receiver<Result<(ChannelKey, u32), String>>,
     cancel: &AtomicBool,
@@ -394,7 +394,7 @@ fn send_frames(
     let mut credits = vec![0u32; channels.len()];
     let mut gone = vec![false; channels.len()];
     let mut open = channels.len();
-    let shutdown = stream.try_clone()?;
+    let shutdown = stream.clone();
     let mut out = BufWriter::with_capacity(2 * NETWORK_BUFFER_BYTES, stream);
     let mut frame = Vec::with_capacity(2 * NETWORK_BUFFER_BYTES);
     while open > 0 {
@@ -453,7 +453,7 @@ fn send_frames(
         }
     }
     out.flush()?;
-    let _ = shutdown.shutdown(Shutdown::Write);
+    shutdown.shutdown_write();
     // Channels keep their queues until here: a producer still sending after a cancel
     // sees its queue disconnected and stops.
     drop(channels);
@@ -476,7 +476,7 @@ pub struct InboundSet {
 /// each served by threads of their own.
 pub fn start_receivers(
     listener: TcpListener,
-    secret: Secret,
+    security: Security,
     attempt: u32,
     mut sets: HashMap<u32, InboundSet>,
 ) -> Result<(), ClusterError> {
@@ -487,19 +487,19 @@ pub fn start_receivers(
         .name("eddy-data-accept".into())
         .spawn(move || {
             while !sets.is_empty() {
-                let mut stream = match listener.accept() {
-                    Ok((stream, _)) => stream,
+                let socket = match listener.accept() {
+                    Ok((socket, _)) => socket,
                     Err(e) => {
                         tracing::warn!(error = %e, "cannot accept a data connection");
                         continue;
                     }
                 };
-                let _ = stream.set_nodelay(true);
-                let peer = super::auth::peer_name(&stream);
-                if !matches!(authenticate_server(&mut stream, &secret), Ok(PeerRole::Data)) {
-                    continue;
-                }
-                let executor = match read_message(&mut stream) {
+                let stream = match security.accept(socket) {
+                    Ok((stream, PeerRole::Data)) => stream,
+                    _ => continue,
+                };
+                let peer = stream.peer().to_string();
+                let executor = match read_message(&mut &stream) {
                     Ok(Some(Message::DataHello { attempt: a, executor })) if a == attempt => executor,
                     other => {
                         tracing::warn!(peer = %peer, answer = ?other.map(|m| m.map(|m| format!("{m:?}"))), "a data connection for another attempt or of another kind; closed");
@@ -519,8 +519,8 @@ pub fn start_receivers(
     Ok(())
 }
 
-fn serve_inbound(stream: TcpStream, set: InboundSet) -> std::io::Result<()> {
-    let writer = stream.try_clone()?;
+fn serve_inbound(stream: Stream, set: InboundSet) -> std::io::Result<()> {
+    let writer = stream.clone();
     let keys: Vec<ChannelKey> = set.channels.keys().copied().collect();
     let (credits, initial) = (set.credits, set.initial_credit);
     std::thread::Builder::new().name(format!("eddy-credits-to-{}", set.producer)).spawn(move || {
@@ -534,7 +534,7 @@ fn serve_inbound(stream: TcpStream, set: InboundSet) -> std::io::Result<()> {
 }
 
 fn write_credits(
-    stream: TcpStream,
+    stream: Stream,
     keys: &[ChannelKey],
     initial: u32,
     credits: &Receiver<ChannelKey>,
@@ -562,7 +562,7 @@ fn write_credits(
 }
 
 fn receive_frames(
-    stream: TcpStream,
+    stream: Stream,
     mut channels: HashMap<ChannelKey, Box<dyn InboundChannel>>,
     lost: &LostReason,
     producer: &str,
@@ -658,5 +658,94 @@ mod tests {
         let mut inbound = TypedInbound::new(in_tx);
         assert!(inbound.deliver(kind::RECORDS, 2, &[7]).is_err());
         assert!(inbound.deliver(kind::BARRIER, 0, &[1, 2]).is_err());
+    }
+
+    /// Sends 5,000 records through a data connection, via a relay that records every
+    /// byte on the wire; what the consumer got, and the wire's bytes.
+    fn through_a_recording_relay(tls: bool) -> (Vec<String>, Vec<u8>) {
+        use crate::cluster::{Secret, TlsConfig, TlsFiles};
+        use std::io::Write as _;
+        use std::net::TcpStream;
+        let fixtures = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/tls");
+        let tls = tls.then(|| {
+            let files = TlsFiles { cert: fixtures.join("cert.pem"), key: fixtures.join("key.pem"), ca: None };
+            TlsConfig::from_files(files).unwrap()
+        });
+        let security = Security { secret: Secret::from_bytes(b"0123456789abcdef-data").unwrap(), tls };
+        let key = ChannelKey { edge: 0, from: 0, to: 0 };
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let consumer = listener.local_addr().unwrap();
+        let (in_tx, in_rx) = crossbeam_channel::unbounded::<StreamMessage<String>>();
+        let (credit_tx, credit_rx) = crossbeam_channel::unbounded();
+        let lost = LostReason::default();
+        let channels = HashMap::from([(key, Box::new(TypedInbound::new(in_tx)) as Box<dyn InboundChannel>)]);
+        let input = RemoteInputChannel::new(in_rx, key, credit_tx, lost.clone());
+        let set = InboundSet { channels, initial_credit: 2, credits: credit_rx, lost, producer: "test".into() };
+        start_receivers(listener, security.clone(), 7, HashMap::from([(1, set)])).unwrap();
+
+        let relay = TcpListener::bind("127.0.0.1:0").unwrap();
+        let relay_address = relay.local_addr().unwrap().to_string();
+        let wire: Arc<Mutex<Vec<u8>>> = Arc::default();
+        let recorder = wire.clone();
+        std::thread::spawn(move || {
+            let (client, _) = relay.accept().unwrap();
+            let server = TcpStream::connect(consumer).unwrap();
+            for (mut from, mut to) in [(client.try_clone().unwrap(), server.try_clone().unwrap()), (server, client)] {
+                let recorder = recorder.clone();
+                std::thread::spawn(move || {
+                    let mut buffer = [0u8; 8192];
+                    while let Ok(n) = from.read(&mut buffer) {
+                        if n == 0 || to.write_all(&buffer[..n]).is_err() {
+                            break;
+                        }
+                        recorder.lock().unwrap().extend_from_slice(&buffer[..n]);
+                    }
+                    let _ = to.shutdown(std::net::Shutdown::Write);
+                });
+            }
+        });
+
+        let (tx, rx) = crossbeam_channel::bounded::<StreamMessage<String>>(4);
+        let outbound =
+            OutboundSet { channels: vec![(key, Box::new(TypedOutbound::new(rx)) as Box<dyn OutboundChannel>)] };
+        start_sender(&relay_address, &security, 7, 1, outbound, Arc::new(AtomicBool::new(false))).unwrap();
+        std::thread::spawn(move || {
+            for batch in 0..50 {
+                let records = (0..100).map(|i| format!("plain-record-{batch}-{i}")).collect();
+                tx.send(StreamMessage::Records(records)).unwrap();
+            }
+            tx.send(StreamMessage::EndOfInput).unwrap();
+        });
+        let mut received = Vec::new();
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            match input.try_recv() {
+                Ok(StreamMessage::Records(records)) => received.extend(records),
+                Ok(StreamMessage::EndOfInput) => break,
+                Ok(other) => panic!("unexpected {other:?}"),
+                Err(_) => {
+                    assert!(std::time::Instant::now() < deadline, "{} records so far", received.len());
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+            }
+        }
+        let bytes = wire.lock().unwrap().clone();
+        (received, bytes)
+    }
+
+    fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+        haystack.windows(needle.len()).any(|w| w == needle)
+    }
+
+    #[test]
+    fn with_tls_no_record_crosses_the_wire_in_the_clear() {
+        let (plain_records, plain_wire) = through_a_recording_relay(false);
+        assert_eq!(plain_records.len(), 5000);
+        assert!(contains(&plain_wire, b"plain-record-49-99"), "without TLS the records are readable on the wire");
+        let (records, wire) = through_a_recording_relay(true);
+        assert_eq!(records, plain_records, "every record arrives, in order");
+        assert!(wire.len() > 5000 * 10, "the records crossed the relay: {} bytes", wire.len());
+        assert!(!contains(&wire, b"plain-record-"), "a record crossed the wire in the clear");
+        assert!(!contains(&wire, b"0123456789abcdef-data"), "the secret crossed the wire");
     }
 }

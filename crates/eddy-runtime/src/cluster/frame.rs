@@ -4,11 +4,11 @@
 //! the data plane ([`super::data`]) instead.
 
 use super::messages::Message;
+use super::stream::Stream;
 use crate::error::ClusterError;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use std::io::{BufReader, Read, Write};
-use std::net::TcpStream;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -62,18 +62,17 @@ pub fn read_value<T: DeserializeOwned>(stream: &mut impl Read) -> std::io::Resul
 /// thread may use.
 #[derive(Clone)]
 pub struct Connection {
-    writer: Arc<Mutex<TcpStream>>,
+    writer: Arc<Mutex<Stream>>,
     peer: String,
 }
 
 impl Connection {
     /// Splits `stream` into this writer and a reader. `read_timeout`: how long the reader
     /// waits for anything (heartbeats included) before it calls the peer lost.
-    pub fn new(stream: TcpStream, read_timeout: Option<Duration>) -> Result<(Self, Reader), ClusterError> {
-        let peer = super::auth::peer_name(&stream);
-        let _ = stream.set_nodelay(true);
+    pub fn new(stream: Stream, read_timeout: Option<Duration>) -> Result<(Self, Reader), ClusterError> {
+        let peer = stream.peer().to_string();
         stream.set_read_timeout(read_timeout).map_err(|e| ClusterError::io(&peer, "setting a read timeout", e))?;
-        let reader = stream.try_clone().map_err(|e| ClusterError::io(&peer, "opening the connection", e))?;
+        let reader = stream.clone();
         Ok((
             Self { writer: Arc::new(Mutex::new(stream)), peer: peer.clone() },
             Reader { stream: BufReader::new(reader), peer },
@@ -92,13 +91,13 @@ impl Connection {
     /// Closes both directions: the peer's reader sees the end, and so does ours.
     pub fn close(&self) {
         let stream = self.writer.lock().unwrap_or_else(|e| e.into_inner());
-        let _ = stream.shutdown(std::net::Shutdown::Both);
+        stream.shutdown();
     }
 }
 
 /// The reading half of a [`Connection`].
 pub struct Reader {
-    stream: BufReader<TcpStream>,
+    stream: BufReader<Stream>,
     peer: String,
 }
 

@@ -4,13 +4,13 @@
 //! TaskManagers start connect back here, and the local executor's checkpoint coordinator
 //! and restart loop run over them ([`crate::executor`]'s remote attempts).
 
-use super::auth::{authenticate_client, authenticate_server, PeerRole};
+use super::auth::PeerRole;
 use super::frame::{Connection, Reader};
 use super::messages::{ExecutorHello, JobId, Message};
 use super::{start_heartbeats, ClusterTarget};
 use crate::error::ClusterError;
 use crossbeam_channel::{Receiver, Sender};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpListener;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Arc;
 
@@ -45,9 +45,8 @@ impl JobClient {
     /// Submits job `name` needing `parallelism` slots to the JobManager `target` names.
     pub fn submit(target: &ClusterTarget, name: &str, parallelism: u32) -> Result<Self, ClusterError> {
         let jm = &target.jobmanager;
-        let mut stream = TcpStream::connect(jm).map_err(|e| ClusterError::io(jm, "connecting to the JobManager", e))?;
-        authenticate_client(&mut stream, &target.secret, PeerRole::JobClient)?;
-        let local_ip = stream.local_addr().map_err(|e| ClusterError::io(jm, "connecting", e))?.ip();
+        let stream = target.security.connect(jm, PeerRole::JobClient, "connecting to the JobManager")?;
+        let local_ip = stream.local_ip().unwrap_or(std::net::Ipv4Addr::LOCALHOST.into());
         let (connection, mut reader) = Connection::new(stream, Some(target.heartbeats.timeout()))?;
         connection.send(&Message::SubmitJob { name: name.to_string(), parallelism, args: target.args.clone() })?;
         let job = loop {
@@ -72,19 +71,19 @@ impl JobClient {
             .map_err(|e| ClusterError::io(&local_ip.to_string(), "listening for task executors", e))?;
         let address = listener.local_addr().map_err(|e| ClusterError::io(jm, "listening", e))?.to_string();
         let (executors_tx, executors) = crossbeam_channel::unbounded();
-        let (secret, heartbeats) = (target.secret.clone(), target.heartbeats);
+        let (security, heartbeats) = (target.security.clone(), target.heartbeats);
         std::thread::Builder::new()
             .name("eddy-executor-accept".into())
             .spawn(move || loop {
-                let Ok((mut stream, _)) = listener.accept() else { continue };
-                match authenticate_server(&mut stream, &secret) {
-                    Ok(PeerRole::TaskExecutor) => {}
-                    Ok(role) => {
-                        tracing::warn!(peer = %super::auth::peer_name(&stream), role = ?role, "not a task executor; closed");
+                let Ok((socket, _)) = listener.accept() else { continue };
+                let stream = match security.accept(socket) {
+                    Ok((stream, PeerRole::TaskExecutor)) => stream,
+                    Ok((stream, role)) => {
+                        tracing::warn!(peer = %stream.peer(), role = ?role, "not a task executor; closed");
                         continue;
                     }
                     Err(_) => continue,
-                }
+                };
                 let Ok((connection, mut reader)) = Connection::new(stream, Some(heartbeats.timeout())) else { continue };
                 match reader.next() {
                     Ok(Message::ExecutorHello(hello)) => {

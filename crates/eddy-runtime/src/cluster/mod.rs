@@ -3,6 +3,8 @@
 //! rebuilds the graph from the job's arguments).
 //!
 //! - [`auth`]: the cluster's secret and the handshake every connection starts with;
+//! - [`stream`] and [`tls`]: connections in plain TCP or TLS (rustls), and [`Security`],
+//!   which opens and accepts them;
 //! - [`frame`] and [`messages`]: control messages, length-prefixed postcard;
 //! - [`data`]: the data plane between task executors, with credit-based flow control;
 //! - [`taskmanager`]: the TaskManager service: registers its slots, heartbeats, and
@@ -23,12 +25,16 @@ pub mod fingerprint;
 pub mod frame;
 pub mod job_client;
 pub mod messages;
+pub mod stream;
 pub mod task_executor;
 pub mod taskmanager;
+pub mod tls;
 
 pub use auth::{PeerRole, Secret};
 pub use frame::{Connection, Reader};
 pub use messages::{JobCommand, JobId, JobSummary, Message};
+pub use stream::Stream;
+pub use tls::{TlsConfig, TlsFiles};
 
 use crate::error::ClusterError;
 use std::path::PathBuf;
@@ -72,11 +78,43 @@ impl Heartbeats {
     }
 }
 
+/// What every connection of a cluster needs: the cluster's secret, and TLS when it is on.
+#[derive(Debug, Clone)]
+pub struct Security {
+    pub secret: Secret,
+    pub tls: Option<TlsConfig>,
+}
+
+impl Security {
+    /// Opens a connection to `address` as `role`: TLS first when on, then the secret's
+    /// handshake.
+    pub fn connect(&self, address: &str, role: PeerRole, context: &str) -> Result<Stream, ClusterError> {
+        let stream = Stream::connect(address, self.tls.as_ref(), context)?;
+        auth::authenticate_client(&stream, &self.secret, role)?;
+        Ok(stream)
+    }
+
+    /// The accepting side of [`Security::connect`]: the peer's role once it is in.
+    pub fn accept(&self, socket: std::net::TcpStream) -> Result<(Stream, PeerRole), ClusterError> {
+        let stream = Stream::accept(socket, self.tls.as_ref())?;
+        let role = auth::authenticate_server(&stream, &self.secret)?;
+        Ok((stream, role))
+    }
+
+    /// The secret file and TLS flags of `args` (`--secret-file`, `--tls-cert`,
+    /// `--tls-key`, `--tls-ca`).
+    pub fn from_args(args: &[String]) -> Result<Option<Self>, ClusterError> {
+        let Some(secret_file) = flag_value(args, "--secret-file")? else { return Ok(None) };
+        let secret = Secret::from_file(&PathBuf::from(secret_file))?;
+        Ok(Some(Self { secret, tls: TlsConfig::from_args(args)? }))
+    }
+}
+
 /// Where a job's binary submits its job (`--jobmanager HOST:PORT --secret-file FILE`).
 #[derive(Debug, Clone)]
 pub struct ClusterTarget {
     pub jobmanager: String,
-    pub secret: Secret,
+    pub security: Security,
     /// The arguments the binary was started with, which every TaskManager runs it with.
     pub args: Vec<String>,
     /// How long the job waits for enough slots before it fails.
@@ -98,19 +136,18 @@ impl ClusterTarget {
 
     pub fn from_args(args: Vec<String>) -> Result<Option<Self>, ClusterError> {
         let Some(jobmanager) = flag_value(&args, "--jobmanager")? else { return Ok(None) };
-        let Some(secret_file) = flag_value(&args, "--secret-file")? else {
+        let Some(security) = Security::from_args(&args)? else {
             return Err(ClusterError::Config(
                 "--jobmanager needs --secret-file FILE: the cluster refuses jobs without its secret".into(),
             ));
         };
-        let secret = Secret::from_file(&PathBuf::from(secret_file))?;
         let slot_timeout_ms = match flag_value(&args, "--slot-timeout-ms")? {
             None => SLOT_TIMEOUT_MS_DEFAULT,
             Some(v) => v
                 .parse()
                 .map_err(|_| ClusterError::Config(format!("--slot-timeout-ms {v}: not a number of milliseconds")))?,
         };
-        Ok(Some(Self { jobmanager, secret, args, slot_timeout_ms, heartbeats: Heartbeats::default() }))
+        Ok(Some(Self { jobmanager, security, args, slot_timeout_ms, heartbeats: Heartbeats::default() }))
     }
 }
 

@@ -13,12 +13,13 @@
 //!    their mailboxes and their reports and exits back;
 //! 5. exit once every subtask ended.
 
-use super::auth::{authenticate_client, PeerRole, Secret};
+use super::auth::{PeerRole, Secret};
 use super::data::{start_receivers, start_sender, InboundSet, OutboundSet};
 use super::fingerprint::describe;
 use super::frame::{read_value, write_value, Connection};
 use super::messages::{Deployment, ExecutorHello, Message, StartTasks, TaskMetrics};
 use super::{start_heartbeats, Heartbeats};
+use super::{Security, TlsConfig, TlsFiles};
 use crate::channel::{ChannelCapacity, CHANNEL_BATCHES_MAX};
 use crate::error::TaskError;
 use crate::executor::open_job_storage;
@@ -30,7 +31,7 @@ use eddy_checkpoint::storage::{CheckpointStorage, SavepointTargets, TaskStateWri
 use eddy_types::{RunSeed, SystemClock};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpListener;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
@@ -49,6 +50,8 @@ pub struct Launch {
     /// The host its data listener binds (the TaskManager's).
     pub data_host: String,
     pub secret: Vec<u8>,
+    /// TLS on: the cluster's certificate files.
+    pub tls: Option<TlsFiles>,
     pub heartbeat_interval_ms: u64,
     pub heartbeat_timeout_ms: u64,
 }
@@ -95,6 +98,11 @@ fn serve(graph: StreamGraph) -> Result<(), String> {
         .map_err(|e| e.to_string())?;
     let deployment = launch.deployment.clone();
     let secret = Secret::from_bytes(&launch.secret).map_err(|e| e.to_string())?;
+    let tls = match &launch.tls {
+        None => None,
+        Some(files) => Some(TlsConfig::from_files(files.clone()).map_err(|e| e.to_string())?),
+    };
+    let security = Security { secret, tls };
     let heartbeats = Heartbeats { interval_ms: launch.heartbeat_interval_ms, timeout_ms: launch.heartbeat_timeout_ms };
     validate(&graph).map_err(|m| format!("the job's graph is invalid here: {m}"))?;
     install_panic_capture();
@@ -104,9 +112,9 @@ fn serve(graph: StreamGraph) -> Result<(), String> {
         .map_err(|e| format!("cannot listen for data on {}: {e}", launch.data_host))?;
     let data_address = listener.local_addr().map_err(|e| e.to_string())?.to_string();
 
-    let mut stream = TcpStream::connect(&deployment.job_master)
-        .map_err(|e| format!("cannot reach the job's JobMaster at {}: {e}", deployment.job_master))?;
-    authenticate_client(&mut stream, &secret, PeerRole::TaskExecutor).map_err(|e| e.to_string())?;
+    let stream = security
+        .connect(&deployment.job_master, PeerRole::TaskExecutor, "reaching the job's JobMaster")
+        .map_err(|e| e.to_string())?;
     let (connection, mut reader) = Connection::new(stream, Some(heartbeats.timeout())).map_err(|e| e.to_string())?;
     let binary = std::env::current_exe().map_or_else(|_| "?".into(), |p| p.display().to_string());
     connection
@@ -130,7 +138,7 @@ fn serve(graph: StreamGraph) -> Result<(), String> {
             other => return Err(format!("unexpected message before the start: {other:?}")),
         }
     };
-    let result = run_attempt(&graph, &plan, &launch, &secret, *start, listener, connection.clone(), reader);
+    let result = run_attempt(&graph, &plan, &launch, &security, *start, listener, connection.clone(), reader);
     stop_heartbeats.store(true, Ordering::Relaxed);
     connection.close();
     result
@@ -142,7 +150,7 @@ fn run_attempt(
     graph: &Arc<StreamGraph>,
     plan: &Arc<crate::graph::ChainPlan>,
     launch: &Launch,
-    secret: &Secret,
+    security: &Security,
     start: StartTasks,
     listener: TcpListener,
     connection: Connection,
@@ -272,10 +280,10 @@ fn run_attempt(
             (executor, set)
         })
         .collect();
-    start_receivers(listener, secret.clone(), attempt, inbound).map_err(|e| e.to_string())?;
+    start_receivers(listener, security.clone(), attempt, inbound).map_err(|e| e.to_string())?;
     for (executor, channels) in remote.outbound {
         let address = &start.executors[executor as usize].1;
-        start_sender(address, secret, attempt, me, OutboundSet { channels }, cancel.clone())
+        start_sender(address, security, attempt, me, OutboundSet { channels }, cancel.clone())
             .map_err(|e| format!("cannot open the data connection to task executor {executor}: {e}"))?;
     }
     tracing::info!(attempt, executor = me, subtasks = own_tasks, "task executor running its subtasks");

@@ -6,10 +6,12 @@
 //! standard input stays a pipe from here, so that it dies with its TaskManager. A lost
 //! JobManager ends the TaskManager (and its executors) with an error that says so.
 
-use super::auth::{authenticate_client, PeerRole, Secret};
+use super::auth::{authenticate_client, PeerRole};
 use super::frame::Connection;
 use super::messages::{Deployment, JobId, Message};
+use super::stream::Stream;
 use super::task_executor::{Launch, LAUNCH_ENV};
+use super::Security;
 use super::{start_heartbeats, Heartbeats};
 use crate::error::ClusterError;
 use std::collections::{HashMap, VecDeque};
@@ -28,7 +30,7 @@ const STDERR_LINES_KEPT: usize = 6;
 pub struct TaskManagerOptions {
     pub jobmanager: String,
     pub slots: u32,
-    pub secret: Secret,
+    pub security: Security,
     /// The host its task executors listen on for data from other TaskManagers.
     pub host: String,
     pub heartbeats: Heartbeats,
@@ -45,7 +47,7 @@ pub fn run_task_manager(options: TaskManagerOptions) -> Result<(), ClusterError>
     }
     let jm = options.jobmanager.clone();
     let started = Instant::now();
-    let mut stream = loop {
+    let stream = loop {
         match TcpStream::connect(&jm) {
             Ok(stream) => break stream,
             Err(e) if started.elapsed() < options.register_timeout => {
@@ -61,7 +63,8 @@ pub fn run_task_manager(options: TaskManagerOptions) -> Result<(), ClusterError>
             }
         }
     };
-    authenticate_client(&mut stream, &options.secret, PeerRole::TaskManager)?;
+    let stream = Stream::client(stream, &jm, options.security.tls.as_ref())?;
+    authenticate_client(&stream, &options.security.secret, PeerRole::TaskManager)?;
     let (connection, mut reader) = Connection::new(stream, Some(options.heartbeats.timeout()))?;
     let binary =
         std::env::current_exe().map_err(|e| ClusterError::Config(format!("cannot find this program's path: {e}")))?;
@@ -140,7 +143,8 @@ fn start_executor(
         deployment: deployment.clone(),
         task_manager,
         data_host: options.host.clone(),
-        secret: options.secret.bytes().to_vec(),
+        secret: options.security.secret.bytes().to_vec(),
+        tls: options.security.tls.as_ref().map(|tls| tls.files.clone()),
         heartbeat_interval_ms: options.heartbeats.interval_ms,
         heartbeat_timeout_ms: options.heartbeats.timeout_ms,
     };

@@ -1,0 +1,99 @@
+//! TLS for every cluster connection (`--tls-cert`, `--tls-key`, `--tls-ca`), with rustls
+//! on ring. Like Flink's internal SSL, every process of a cluster uses the same
+//! certificate and key, and trusts the CA (by default the certificate itself, self
+//! signed): a client checks that the server's certificate names the host it connected
+//! to (an IP address or a DNS name). Who may join is decided by the cluster's secret,
+//! inside the TLS session; TLS keeps everything on the wire private.
+
+use crate::error::ClusterError;
+use rustls::crypto::ring::default_provider;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+use rustls::{ClientConfig, ClientConnection, RootCertStore, ServerConfig, ServerConnection};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// Where a cluster's certificate, key and CA are.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct TlsFiles {
+    pub cert: PathBuf,
+    pub key: PathBuf,
+    /// The CA to trust; `None`: the certificate itself.
+    pub ca: Option<PathBuf>,
+}
+
+/// Both sides' TLS configuration of one process.
+#[derive(Clone)]
+pub struct TlsConfig {
+    client: Arc<ClientConfig>,
+    server: Arc<ServerConfig>,
+    pub files: TlsFiles,
+}
+
+impl std::fmt::Debug for TlsConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "TlsConfig({})", self.files.cert.display())
+    }
+}
+
+fn certificates(path: &Path) -> Result<Vec<CertificateDer<'static>>, ClusterError> {
+    let certs: Result<Vec<_>, _> = CertificateDer::pem_file_iter(path)
+        .map_err(|e| ClusterError::Config(format!("cannot read the certificate file {}: {e}", path.display())))?
+        .collect();
+    let certs = certs.map_err(|e| ClusterError::Config(format!("{}: not a PEM certificate: {e}", path.display())))?;
+    if certs.is_empty() {
+        return Err(ClusterError::Config(format!("{} holds no certificate", path.display())));
+    }
+    Ok(certs)
+}
+
+impl TlsConfig {
+    pub fn from_files(files: TlsFiles) -> Result<Self, ClusterError> {
+        let certs = certificates(&files.cert)?;
+        let key = PrivateKeyDer::from_pem_file(&files.key)
+            .map_err(|e| ClusterError::Config(format!("cannot read the private key {}: {e}", files.key.display())))?;
+        let mut roots = RootCertStore::empty();
+        for ca in certificates(files.ca.as_deref().unwrap_or(&files.cert))? {
+            roots.add(ca).map_err(|e| ClusterError::Config(format!("a CA certificate rustls refuses: {e}")))?;
+        }
+        let provider = Arc::new(default_provider());
+        let bad = |e: rustls::Error| ClusterError::Config(format!("TLS configuration: {e}"));
+        let client = ClientConfig::builder_with_provider(provider.clone())
+            .with_safe_default_protocol_versions()
+            .map_err(bad)?
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        let server = ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .map_err(bad)?
+            .with_no_client_auth()
+            .with_single_cert(certs, key)
+            .map_err(|e| ClusterError::Config(format!("{} and {}: {e}", files.cert.display(), files.key.display())))?;
+        Ok(Self { client: Arc::new(client), server: Arc::new(server), files })
+    }
+
+    /// The flags `--tls-cert FILE --tls-key FILE [--tls-ca FILE]` of `args`, if given.
+    pub fn from_args(args: &[String]) -> Result<Option<Self>, ClusterError> {
+        let value = |name| super::flag_value(args, name);
+        match (value("--tls-cert")?, value("--tls-key")?) {
+            (None, None) => Ok(None),
+            (Some(cert), Some(key)) => Self::from_files(TlsFiles {
+                cert: cert.into(),
+                key: key.into(),
+                ca: value("--tls-ca")?.map(PathBuf::from),
+            })
+            .map(Some),
+            _ => Err(ClusterError::Config("TLS needs both --tls-cert and --tls-key".into())),
+        }
+    }
+
+    pub(crate) fn client(&self, host: &str) -> Result<ClientConnection, String> {
+        let name = ServerName::try_from(host.trim_start_matches('[').trim_end_matches(']').to_string())
+            .map_err(|e| format!("'{host}' is no host name for TLS: {e}"))?;
+        ClientConnection::new(self.client.clone(), name).map_err(|e| e.to_string())
+    }
+
+    pub(crate) fn server(&self) -> Result<ServerConnection, rustls::Error> {
+        ServerConnection::new(self.server.clone())
+    }
+}
