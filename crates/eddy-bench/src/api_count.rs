@@ -46,6 +46,40 @@ fn checksum_term((path, count): &(String, u64)) -> Result<u64, String> {
     checksum_of(path, *count)
 }
 
+/// Passes records on, waiting `micros` per record in subtask 0 only: a sink that is slow
+/// on one TaskManager.
+#[derive(Clone)]
+struct SlowFirstSubtask {
+    micros: u64,
+    slow: bool,
+}
+
+impl RichFunction for SlowFirstSubtask {
+    fn open(&mut self, ctx: &mut RuntimeContext<'_>) -> FunctionResult {
+        self.slow = ctx.index_of_this_subtask().0 == 0;
+        Ok(())
+    }
+}
+
+impl ProcessFunction<(String, u64), (String, u64)> for SlowFirstSubtask {
+    fn process_element(
+        &mut self,
+        value: (String, u64),
+        _ctx: &mut Context<'_>,
+        out: &mut Collector<'_, (String, u64)>,
+    ) -> FunctionResult {
+        if self.slow {
+            // Spinning, not sleeping: a sleep lasts at least ~60 µs whatever it is asked.
+            let until = std::time::Instant::now() + std::time::Duration::from_micros(self.micros);
+            while std::time::Instant::now() < until {
+                std::hint::spin_loop();
+            }
+        }
+        out.collect(value);
+        Ok(())
+    }
+}
+
 pub fn run(args: &Args) -> anyhow::Result<Report> {
     let env = Env::new();
     args.configure(&env)?;
@@ -65,6 +99,11 @@ pub fn run(args: &Args) -> anyhow::Result<Report> {
         .process(CountPerPath::default())
         .name("count per path")
         .uid("count-per-path");
+    let counts = if args.slow_sink_us > 0 {
+        counts.process(SlowFirstSubtask { micros: args.slow_sink_us, slow: false }).name("slow").uid("slow")
+    } else {
+        counts
+    };
     counts.add_sink(ChecksumSink::new(checksum_term)).name("checksum").uid("checksum");
     if let Some(dir) = &args.checkpoints.output {
         // W1's output: one line per emitted record, `/api/<key> <count>`.

@@ -106,6 +106,10 @@ pub struct Args {
     pub checkpoints: options::CheckpointArgs,
     #[command(flatten)]
     pub replay: window_replay::ReplayArgs,
+    /// api-count: the first subtask of the sink waits this many microseconds per record (a
+    /// slow sink, to see backpressure).
+    #[arg(long, default_value_t = 0)]
+    pub slow_sink_us: u64,
     /// `--jobmanager HOST:PORT --secret-file FILE`: run on a cluster.
     #[command(flatten)]
     pub cluster: eddy::cluster::SubmitArgs,

@@ -482,3 +482,53 @@ fn with_tls_on_every_connection_a_job_runs_and_a_plain_client_is_refused() {
     assert_ne!(code, 0, "{log}");
     cluster.jobmanager.wait_for("TLS handshake failed", 1, Duration::from_secs(10));
 }
+
+/// The sum of column `column`, counted from the right (0: backpressured, 1: records out,
+/// 2: records in), over the status lines starting with `prefix`.
+fn status_sum(status: &str, prefix: &str, column: usize) -> f64 {
+    status
+        .lines()
+        .filter(|l| l.starts_with(prefix))
+        .map(|l| l.split_whitespace().rev().nth(column).unwrap().trim_end_matches('s').parse::<f64>().unwrap())
+        .sum()
+}
+
+#[test]
+fn a_slow_sink_on_one_taskmanager_makes_the_sources_wait_with_bounded_buffers_and_checkpoints_go_on() {
+    let cluster = Cluster::start("backpressure", &[1, 1]);
+    let checkpoints = cluster.dir.join("checkpoints");
+    let job = cluster.submit(&[
+        "api-count",
+        "--events",
+        "20000000",
+        "--keys",
+        "1000",
+        "--parallelism",
+        "2",
+        "--slow-sink-us",
+        "20",
+        "--checkpoint-ms",
+        "200",
+        "--checkpoint-dir",
+        checkpoints.to_str().unwrap(),
+    ]);
+    job.wait_for("attempt running on the cluster", 1, Duration::from_secs(60));
+    std::thread::sleep(Duration::from_secs(3));
+    let checkpoints_before = job.count("checkpoint completed");
+    let (code, status) = control(&cluster, &["status", "1"]);
+    assert_eq!(code, 0, "{status}");
+    println!("{status}");
+    let produced = status_sum(&status, "events -> generate", 1);
+    let consumed = status_sum(&status, "count per path", 2);
+    let waited = status_sum(&status, "events -> generate", 0);
+    let in_flight = produced - consumed;
+    println!("produced {produced}, consumed {consumed}, in flight {in_flight}, sources backpressured {waited} s");
+    assert!(waited >= 1.0, "the sources waited for room downstream:\n{status}");
+    assert!(produced < 5_000_000.0, "the sources were held back:\n{status}");
+    assert!(in_flight <= 200_000.0, "the buffers between the TaskManagers are bounded:\n{status}");
+    job.wait_for("checkpoint completed", checkpoints_before + 2, Duration::from_secs(30));
+    let (code, said) = control(&cluster, &["cancel", "1"]);
+    assert_eq!(code, 0, "{said}");
+    let (code, _) = job.finish(Duration::from_secs(60));
+    assert_ne!(code, 0);
+}
