@@ -93,6 +93,8 @@ struct Cluster {
     secret: PathBuf,
     /// Flags every process of the cluster takes (TLS).
     common: Vec<String>,
+    /// Flags the JobManager and TaskManagers take (heartbeats).
+    servers: Vec<String>,
     address: String,
     jobmanager: Proc,
     task_managers: Vec<Proc>,
@@ -100,18 +102,19 @@ struct Cluster {
 
 impl Cluster {
     fn start(name: &str, slots: &[u32]) -> Cluster {
-        Cluster::start_with(name, slots, &[])
+        Cluster::start_with(name, slots, &[], &[])
     }
 
-    fn start_with(name: &str, slots: &[u32], common: &[&str]) -> Cluster {
+    fn start_with(name: &str, slots: &[u32], common: &[&str], servers: &[&str]) -> Cluster {
         let common: Vec<String> = common.iter().map(|s| s.to_string()).collect();
+        let servers: Vec<String> = servers.iter().map(|s| s.to_string()).collect();
         let dir = std::env::temp_dir().join(format!("eddy-cluster-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         let secret = dir.join("secret");
         std::fs::write(&secret, SECRET).unwrap();
         let mut args = vec!["jobmanager", "--bind", "127.0.0.1:0", "--secret-file", secret.to_str().unwrap()];
-        args.extend(common.iter().map(String::as_str));
+        args.extend(common.iter().chain(&servers).map(String::as_str));
         let jobmanager = Proc::start(&args);
         jobmanager.wait_for("jobmanager listening on ", 1, Duration::from_secs(20));
         let address = jobmanager
@@ -119,7 +122,7 @@ impl Cluster {
             .iter()
             .find_map(|l| l.strip_prefix("jobmanager listening on ").map(String::from))
             .unwrap();
-        let mut cluster = Cluster { dir, secret, common, address, jobmanager, task_managers: Vec::new() };
+        let mut cluster = Cluster { dir, secret, common, servers, address, jobmanager, task_managers: Vec::new() };
         for &n in slots {
             cluster.add_task_manager(n);
         }
@@ -138,7 +141,7 @@ impl Cluster {
             "--secret-file",
             self.secret.to_str().unwrap(),
         ];
-        args.extend(self.common.iter().map(String::as_str));
+        args.extend(self.common.iter().chain(&self.servers).map(String::as_str));
         let tm = Proc::start(&args);
         self.task_managers.push(tm);
         self.jobmanager.wait_for("TaskManager joined", joined + 1, Duration::from_secs(20));
@@ -467,7 +470,7 @@ fn with_tls_on_every_connection_a_job_runs_and_a_plain_client_is_refused() {
     let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("../eddy-runtime/tests/fixtures/tls");
     let (cert, key) = (fixtures.join("cert.pem"), fixtures.join("key.pem"));
     let tls = ["--tls-cert", cert.to_str().unwrap(), "--tls-key", key.to_str().unwrap()];
-    let cluster = Cluster::start_with("tls", &[1, 1], &tls);
+    let cluster = Cluster::start_with("tls", &[1, 1], &tls, &[]);
     let args = ["api-count", "--events", "200000", "--keys", "1000", "--parallelism", "2"];
     let local = run_local(&args);
     let (code, log) = cluster.submit(&args).finish(Duration::from_secs(120));
@@ -531,4 +534,38 @@ fn a_slow_sink_on_one_taskmanager_makes_the_sources_wait_with_bounded_buffers_an
     assert_eq!(code, 0, "{said}");
     let (code, _) = job.finish(Duration::from_secs(60));
     assert_ne!(code, 0);
+}
+
+#[test]
+fn a_stopped_taskmanager_is_caught_by_its_heartbeat_timeout_and_the_job_recovers_exactly() {
+    let heartbeats = ["--heartbeat-interval-ms", "200", "--heartbeat-timeout-ms", "1000"];
+    let mut cluster = Cluster::start_with("heartbeats", &[1, 1, 1], &[], &heartbeats);
+    let (reference, out) = (cluster.dir.join("reference"), cluster.dir.join("out"));
+    let checkpoints = cluster.dir.join("checkpoints");
+    let base = ["api-count", "--events", "200000", "--keys", "1000", "--parallelism", "2"];
+    let mut local = base.to_vec();
+    local.extend(["--output", reference.to_str().unwrap()]);
+    run_local(&local);
+    let mut args = base.to_vec();
+    args.extend(["--rate", "50000", "--checkpoint-ms", "100", "--checkpoint-dir", checkpoints.to_str().unwrap()]);
+    args.extend(["--output", out.to_str().unwrap(), "--restart-delay-ms", "100"]);
+    let job = cluster.submit(&args);
+    job.wait_for("attempt running on the cluster", 1, Duration::from_secs(60));
+    job.wait_for("checkpoint completed", 1, Duration::from_secs(60));
+    let victim = cluster.allocated()[0];
+    let pid = cluster.task_manager_by_id(victim).child.id().to_string();
+    // Stopped, not killed: its sockets stay open, only the missing heartbeats tell.
+    let stopped_at = Instant::now();
+    assert!(Command::new("kill").args(["-STOP", &pid]).status().unwrap().success());
+    cluster.jobmanager.wait_for("TaskManager lost", 1, Duration::from_secs(10));
+    let detected = stopped_at.elapsed();
+    job.wait_for("attempt running on the cluster", 2, Duration::from_secs(30));
+    let running = stopped_at.elapsed();
+    println!("SIGSTOP: lost after {detected:?}, running again after {running:?}");
+    assert!(detected >= Duration::from_millis(700), "found by the timeout, not before: {detected:?}");
+    let lost = cluster.jobmanager.lines().into_iter().find(|l| l.contains("TaskManager lost")).unwrap();
+    assert!(lost.contains("heartbeat timeout"), "{lost}");
+    let (code, log) = job.finish(Duration::from_secs(120));
+    assert_eq!(code, 0, "{log}");
+    assert_eq!(output(&out), output(&reference), "the committed output differs from a failure-free run's");
 }

@@ -1,0 +1,56 @@
+//! Application mode's guard: a TaskManager runs the job's arguments with its own binary,
+//! and a binary that builds another graph from them is refused before anything runs,
+//! with the first difference. Here the TaskManager is the `dedup` example and the job is
+//! the `api_count` example's.
+
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+mod common;
+
+fn example(name: &str) -> PathBuf {
+    // target/<profile>/deps/<this test> → target/<profile>/examples/<name>
+    let exe = std::env::current_exe().unwrap();
+    exe.parent().unwrap().parent().unwrap().join("examples").join(name)
+}
+
+#[test]
+fn a_taskmanager_whose_binary_builds_another_graph_is_refused_with_the_difference() {
+    let dir = common::temp_dir("cluster-graph");
+    std::fs::create_dir_all(&dir).unwrap();
+    let secret = dir.join("secret");
+    std::fs::write(&secret, "the-secret-of-the-graph-test").unwrap();
+    let secret = secret.to_str().unwrap();
+    let mut jobmanager = Command::new(example("dedup"))
+        .args(["jobmanager", "--bind", "127.0.0.1:0", "--secret-file", secret])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    BufReader::new(jobmanager.stdout.take().unwrap()).read_line(&mut first).unwrap();
+    let address = first.trim().strip_prefix("jobmanager listening on ").unwrap().to_string();
+    let mut taskmanager = Command::new(example("dedup"))
+        .args(["taskmanager", "--jobmanager", &address, "--slots", "2", "--secret-file", secret])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    let job = Command::new(example("api_count"))
+        .args(["--jobmanager", &address, "--secret-file", secret, "--slot-timeout-ms", "20000"])
+        .output()
+        .unwrap();
+    let _ = taskmanager.kill();
+    let _ = jobmanager.kill();
+    let _ = std::fs::remove_dir_all(&dir);
+    let stderr = String::from_utf8_lossy(&job.stderr);
+    assert!(!job.status.success(), "{stderr}");
+    assert!(stderr.contains("builds a different graph from the job's arguments"), "{stderr}");
+    assert!(
+        stderr.contains("job 'api count'") && stderr.contains("job 'dedup'"),
+        "the first difference is named: {stderr}"
+    );
+}
