@@ -348,10 +348,20 @@ pub fn start_sender(
     std::thread::Builder::new()
         .name(format!("eddy-send-to-{peer}"))
         .spawn(move || {
-            if let Err(e) = send_frames(stream, set, credit_rx, &cancel) {
-                if !cancel.load(Ordering::Relaxed) {
-                    tracing::warn!(peer = %peer, error = %e, "data connection lost while sending");
+            let mut sent = Sent::default();
+            match send_frames(stream, set, credit_rx, &cancel, &mut sent) {
+                Ok(()) => tracing::info!(
+                    peer = %peer,
+                    bytes = sent.bytes,
+                    records = sent.records,
+                    frames = sent.frames,
+                    bytes_per_record = format!("{:.1}", sent.bytes as f64 / sent.records.max(1) as f64),
+                    "data connection done"
+                ),
+                Err(e) if !cancel.load(Ordering::Relaxed) => {
+                    tracing::warn!(peer = %peer, error = %e, "data connection lost while sending")
                 }
+                Err(_) => {}
             }
         })
         .map_err(|e| ClusterError::Config(format!("cannot start a network thread: {e}")))?;
@@ -383,11 +393,20 @@ fn read_credits(stream: Stream, credits: Sender<Result<(ChannelKey, u32), String
 
 /// The sender's loop (Flink's `PartitionRequestQueue`): one frame per channel with
 /// credit (or an event waiting) per round, so that channels share the connection fairly.
+/// What a data connection carried: bytes on the wire (before TLS), records, frames.
+#[derive(Debug, Default)]
+struct Sent {
+    bytes: u64,
+    records: u64,
+    frames: u64,
+}
+
 fn send_frames(
     stream: Stream,
     set: OutboundSet,
     credit_rx: Receiver<Result<(ChannelKey, u32), String>>,
     cancel: &AtomicBool,
+    sent: &mut Sent,
 ) -> std::io::Result<()> {
     let index: HashMap<ChannelKey, usize> = set.channels.iter().enumerate().map(|(i, (k, _))| (*k, i)).collect();
     let (keys, mut channels): (Vec<ChannelKey>, Vec<Box<dyn OutboundChannel>>) = set.channels.into_iter().unzip();
@@ -425,7 +444,10 @@ fn send_frames(
                 Ok(Some((frame_kind, value))) => {
                     if frame_kind == kind::RECORDS {
                         credits[i] -= 1;
+                        sent.records += u64::from(value);
                     }
+                    sent.bytes += frame.len() as u64;
+                    sent.frames += 1;
                     let payload = (frame.len() - HEADER_BYTES) as u32;
                     let header = Header { payload, kind: frame_kind, key: keys[i], value };
                     frame[..HEADER_BYTES].copy_from_slice(&encode_header(&header));

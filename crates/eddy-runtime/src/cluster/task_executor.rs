@@ -372,5 +372,17 @@ fn run_attempt(
     while let Ok(report) = reports_rx.try_recv() {
         let _ = connection.send(&Message::Report(report));
     }
+    tracing::info!(attempt, executor = me, peak_rss_mb = peak_rss_mb(), "task executor done");
     Ok(())
+}
+
+/// This process's peak resident memory in MiB (Linux; 0 elsewhere), for the log.
+fn peak_rss_mb() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|status| {
+            let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+            line.split_whitespace().nth(1)?.parse::<u64>().ok()
+        })
+        .map_or(0, |kb| kb / 1024)
 }
