@@ -22,7 +22,7 @@ impl CliClient {
     pub fn list(&mut self) -> Result<Vec<JobSummary>, ClusterError> {
         self.connection.send(&Message::ListJobs)?;
         loop {
-            match self.reader.next()? {
+            match self.reader.receive()? {
                 Message::Jobs(jobs) => return Ok(jobs),
                 Message::Heartbeat => {}
                 other => return Err(ClusterError::Protocol(format!("the JobManager answered `list` with {other:?}"))),
@@ -41,7 +41,7 @@ impl CliClient {
     ) -> Result<Result<String, String>, ClusterError> {
         self.connection.send(&Message::JobCommand { job: job.to_string(), command })?;
         loop {
-            match self.reader.next()? {
+            match self.reader.receive()? {
                 Message::CommandReply { reply, .. } => return Ok(reply),
                 Message::CommandProgress { text, .. } => progress(&text),
                 Message::Heartbeat => {}

@@ -145,7 +145,7 @@ fn serve(shared: &Arc<Shared>, socket: TcpStream) {
 }
 
 fn serve_task_manager(shared: &Shared, connection: Connection, mut reader: Reader) {
-    let (slots, binary, pid) = match reader.next() {
+    let (slots, binary, pid) = match reader.receive() {
         Ok(Message::RegisterTaskManager { slots, binary, pid, .. }) => (slots, binary, pid),
         other => {
             tracing::warn!(peer = %connection.peer(), first = ?other.map(|m| format!("{m:?}")), "a TaskManager that did not register; closed");
@@ -165,7 +165,7 @@ fn serve_task_manager(shared: &Shared, connection: Connection, mut reader: Reade
     tracing::info!(task_manager = id, slots, peer = %connection.peer(), pid, binary = %binary, "TaskManager joined");
     shared.slots_changed.notify_all();
     let reason = loop {
-        match reader.next() {
+        match reader.receive() {
             Ok(Message::Heartbeat) => {}
             Ok(Message::ExecutorExited { job, attempt, executor, status }) => {
                 let client = shared
@@ -216,7 +216,7 @@ fn lose_task_manager(shared: &Shared, id: u32, reason: &str) {
 }
 
 fn serve_job(shared: &Arc<Shared>, connection: Connection, mut reader: Reader) {
-    let (name, parallelism, args) = match reader.next() {
+    let (name, parallelism, args) = match reader.receive() {
         Ok(Message::SubmitJob { name, parallelism, args }) => (name, parallelism, args),
         other => {
             tracing::warn!(peer = %connection.peer(), first = ?other.map(|m| format!("{m:?}")), "a job client that did not submit; closed");
@@ -245,7 +245,7 @@ fn serve_job(shared: &Arc<Shared>, connection: Connection, mut reader: Reader) {
     }
     let args = Arc::new(args);
     let reason = loop {
-        match reader.next() {
+        match reader.receive() {
             Ok(Message::Heartbeat) => {}
             Ok(Message::RequestSlots { attempt, slots, timeout_ms, job_master }) => {
                 if let Some(j) = shared.state().jobs.get_mut(&job) {
@@ -415,7 +415,7 @@ fn end_job(shared: &Shared, job: JobId, reason: &str) {
 
 fn serve_cli(shared: &Shared, connection: Connection, mut reader: Reader) {
     loop {
-        match reader.next() {
+        match reader.receive() {
             Ok(Message::ListJobs) => {
                 let jobs = shared
                     .state()

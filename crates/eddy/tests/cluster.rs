@@ -43,8 +43,10 @@ fn a_taskmanager_whose_binary_builds_another_graph_is_refused_with_the_differenc
         .args(["--jobmanager", &address, "--secret-file", secret, "--slot-timeout-ms", "20000"])
         .output()
         .unwrap();
-    let _ = taskmanager.kill();
-    let _ = jobmanager.kill();
+    for process in [&mut taskmanager, &mut jobmanager] {
+        let _ = process.kill();
+        let _ = process.wait();
+    }
     let _ = std::fs::remove_dir_all(&dir);
     let stderr = String::from_utf8_lossy(&job.stderr);
     assert!(!job.status.success(), "{stderr}");

@@ -33,7 +33,9 @@ struct Known {
 /// triggers the savepoint; a writer in another process, which hears of it by message,
 /// waits briefly for it.
 #[derive(Clone, Default)]
-pub struct SavepointTargets(Arc<(Mutex<HashMap<u64, Arc<dyn CheckpointStorage>>>, Condvar)>);
+pub struct SavepointTargets(Arc<(Mutex<TargetsById>, Condvar)>);
+
+type TargetsById = HashMap<u64, Arc<dyn CheckpointStorage>>;
 
 /// How long a writer waits for a savepoint's storage to be registered.
 const SAVEPOINT_TARGET_WAIT: Duration = Duration::from_secs(10);

@@ -121,6 +121,13 @@ fn read_frame(stream: &mut impl Read, payload: &mut Vec<u8>) -> std::io::Result<
     Ok(Some(header))
 }
 
+/// A channel's producer is gone, and everything it queued was sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProducerGone;
+
+/// The channels one producing executor sends over one connection.
+pub type OutboundChannels = Vec<(ChannelKey, Box<dyn OutboundChannel>)>;
+
 /// The producer's end of a network channel, made where the record type is known
 /// ([`crate::graph::PortType::outbound`]): takes what the producing subtask queued and
 /// encodes it into frames.
@@ -132,7 +139,7 @@ pub trait OutboundChannel: Send {
     /// Appends the next frame's payload to `out` and says its kind and value; `Ok(None)`
     /// when nothing can go (nothing queued, or records without `credit`); `Err` when the
     /// producer is gone and everything it queued went.
-    fn next_frame(&mut self, out: &mut Vec<u8>, credit: bool) -> Result<Option<(u8, u32)>, ()>;
+    fn next_frame(&mut self, out: &mut Vec<u8>, credit: bool) -> Result<Option<(u8, u32)>, ProducerGone>;
 }
 
 /// The consumer's end of a network channel: decodes frames into the queue its subtask
@@ -182,14 +189,14 @@ impl<T: Serialize + Send> OutboundChannel for TypedOutbound<T> {
         self.stash.is_some()
     }
 
-    fn next_frame(&mut self, out: &mut Vec<u8>, credit: bool) -> Result<Option<(u8, u32)>, ()> {
+    fn next_frame(&mut self, out: &mut Vec<u8>, credit: bool) -> Result<Option<(u8, u32)>, ProducerGone> {
         let first = match self.stash.take() {
             Some(message) => message,
             None if !credit => return Ok(None),
             None => match self.queue.try_recv() {
                 Ok(message) => message,
                 Err(TryRecvError::Empty) => return Ok(None),
-                Err(TryRecvError::Disconnected) => return Err(()),
+                Err(TryRecvError::Disconnected) => return Err(ProducerGone),
             },
         };
         let StreamMessage::Records(batch) = first else {
@@ -322,7 +329,7 @@ impl<T: Send> InputChannel<T> for RemoteInputChannel<T> {
 
 /// The channels one producing task executor sends to one consuming task executor.
 pub struct OutboundSet {
-    pub channels: Vec<(ChannelKey, Box<dyn OutboundChannel>)>,
+    pub channels: OutboundChannels,
 }
 
 /// Connects to the consumer at `address` and sends `set`'s channels until each ended (or
@@ -455,7 +462,7 @@ fn send_frames(
                     progress = true;
                 }
                 Ok(None) => {}
-                Err(()) => {
+                Err(ProducerGone) => {
                     gone[i] = true;
                     open -= 1;
                     progress = true;
@@ -662,7 +669,7 @@ mod tests {
         assert_eq!(outbound.next_frame(&mut frame, false).unwrap(), None, "without credit the queue is not read");
         let (k, n) = outbound.next_frame(&mut frame, true).unwrap().unwrap();
         assert!(inbound.deliver(k, n, &frame).unwrap(), "the end of input ends the channel");
-        assert_eq!(outbound.next_frame(&mut frame, true), Err(()));
+        assert_eq!(outbound.next_frame(&mut frame, true), Err(ProducerGone));
         let got: Vec<String> = in_rx.try_iter().map(|m| format!("{m:?}")).collect();
         assert_eq!(
             got,

@@ -104,7 +104,7 @@ pub struct Reader {
 impl Reader {
     /// The next message. The end of the connection, a read timeout (no heartbeat) and
     /// garbage are all errors that name the peer.
-    pub fn next(&mut self) -> Result<Message, ClusterError> {
+    pub fn receive(&mut self) -> Result<Message, ClusterError> {
         match read_message(&mut self.stream) {
             Ok(Some(message)) => Ok(message),
             Ok(None) => Err(ClusterError::Io {

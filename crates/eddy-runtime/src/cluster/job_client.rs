@@ -50,7 +50,7 @@ impl JobClient {
         let (connection, mut reader) = Connection::new(stream, Some(target.heartbeats.timeout()))?;
         connection.send(&Message::SubmitJob { name: name.to_string(), parallelism, args: target.args.clone() })?;
         let job = loop {
-            match reader.next()? {
+            match reader.receive()? {
                 Message::JobSubmitted { job } => break job,
                 Message::Heartbeat => {}
                 Message::Refused(why) => return Err(ClusterError::Refused(why)),
@@ -85,7 +85,7 @@ impl JobClient {
                     Err(_) => continue,
                 };
                 let Ok((connection, mut reader)) = Connection::new(stream, Some(heartbeats.timeout())) else { continue };
-                match reader.next() {
+                match reader.receive() {
                     Ok(Message::ExecutorHello(hello)) => {
                         if executors_tx.send(ExecutorJoin { connection, reader, hello }).is_err() {
                             return;
@@ -128,7 +128,7 @@ impl JobClient {
 
 fn read_jobmanager(mut reader: Reader, events: Sender<Message>, jm: String) {
     loop {
-        match reader.next() {
+        match reader.receive() {
             Ok(Message::Heartbeat) => {}
             Ok(message) => {
                 if events.send(message).is_err() {

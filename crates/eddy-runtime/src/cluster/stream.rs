@@ -30,7 +30,7 @@ pub struct Stream {
 
 enum Inner {
     Plain(TcpStream),
-    Tls(TlsStream),
+    Tls(Box<TlsStream>),
 }
 
 struct TlsStream {
@@ -106,7 +106,7 @@ impl Stream {
             writer: Mutex::new(writer),
             state: Mutex::new(TlsState { connection, pending: Vec::new() }),
         };
-        Ok(Stream { inner: Arc::new(Inner::Tls(tls)), peer })
+        Ok(Stream { inner: Arc::new(Inner::Tls(Box::new(tls))), peer })
     }
 
     /// The peer's address, for messages.

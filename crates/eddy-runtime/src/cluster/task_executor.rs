@@ -130,7 +130,7 @@ fn serve(graph: StreamGraph) -> Result<(), String> {
     let stop_heartbeats = Arc::new(AtomicBool::new(false));
     start_heartbeats(connection.clone(), heartbeats, stop_heartbeats.clone());
     let start = loop {
-        match reader.next().map_err(|e| format!("the JobMaster went away before the start: {e}"))? {
+        match reader.receive().map_err(|e| format!("the JobMaster went away before the start: {e}"))? {
             Message::StartTasks(start) => break start,
             Message::Heartbeat => {}
             Message::Refused(why) => return Err(format!("refused by the JobMaster: {why}")),
@@ -315,7 +315,7 @@ fn run_attempt(
     std::thread::Builder::new()
         .name("eddy-jobmaster-reader".into())
         .spawn(move || loop {
-            match reader.next() {
+            match reader.receive() {
                 Ok(Message::Control { task, control }) => {
                     // In order, as the JobMaster posted them; a task gone ignores them.
                     if let Some(mailbox) = mailboxes.get(&task) {

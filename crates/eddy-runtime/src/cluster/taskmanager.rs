@@ -75,7 +75,7 @@ pub fn run_task_manager(options: TaskManagerOptions) -> Result<(), ClusterError>
         data_host: options.host.clone(),
     })?;
     let id = loop {
-        match reader.next()? {
+        match reader.receive()? {
             Message::TaskManagerRegistered { id } => break id,
             Message::Heartbeat => {}
             Message::Refused(why) => return Err(ClusterError::Refused(why)),
@@ -89,7 +89,7 @@ pub fn run_task_manager(options: TaskManagerOptions) -> Result<(), ClusterError>
     start_heartbeats(connection.clone(), options.heartbeats, stop.clone());
     let executors: Executors = Arc::default();
     let error: ClusterError = loop {
-        match reader.next() {
+        match reader.receive() {
             Ok(Message::Heartbeat) => {}
             Ok(Message::Deploy(deployment)) => {
                 if let Err(e) = start_executor(&options, id, &binary, deployment.clone(), &connection, &executors) {

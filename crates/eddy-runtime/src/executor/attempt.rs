@@ -224,11 +224,14 @@ pub(crate) struct SavepointOrder {
     request: Option<u64>,
 }
 
+/// Tells every task executor where a savepoint goes.
+pub(crate) type AnnounceSavepoint<'a> = Box<dyn Fn(CheckpointId, &str) + 'a>;
+
 /// What a cluster attempt's coordinator tells beyond its tasks' mailboxes.
 pub(crate) struct RemoteHooks<'a> {
     /// Savepoint `id` goes to directory `dir`: told to every task executor before the
     /// savepoint is triggered.
-    pub(crate) announce_savepoint: Box<dyn Fn(CheckpointId, &str) + 'a>,
+    pub(crate) announce_savepoint: AnnounceSavepoint<'a>,
     /// The answer to a CLI request.
     pub(crate) reply: Box<dyn Fn(u64, Result<String, String>) + 'a>,
 }

@@ -322,7 +322,7 @@ fn read_executor(
 ) {
     let mut exited = HashSet::new();
     loop {
-        match reader.next() {
+        match reader.receive() {
             Ok(Message::Report(report)) => {
                 let _ = reports.send(report);
             }

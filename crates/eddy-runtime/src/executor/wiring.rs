@@ -3,7 +3,7 @@
 
 use super::restore::RestorePlan;
 use crate::channel::{ChannelCapacity, CHANNEL_BATCHES_MIN};
-use crate::cluster::data::{ChannelKey, InboundChannel, LostReason, OutboundChannel};
+use crate::cluster::data::{ChannelKey, InboundChannel, LostReason, OutboundChannels};
 use crate::error::TaskError;
 use crate::graph::{
     ChainPlan, ErasedOutput, ErasedSend, OperatorFactory, Partitioning, StorageChoice, StreamGraph, StreamNode,
@@ -55,7 +55,7 @@ pub(crate) struct Placement<'a> {
 /// sends it; per producing executor, what this one receives from it.
 #[derive(Default)]
 pub(crate) struct RemoteWiring {
-    pub(crate) outbound: HashMap<u32, Vec<(ChannelKey, Box<dyn OutboundChannel>)>>,
+    pub(crate) outbound: HashMap<u32, OutboundChannels>,
     pub(crate) inbound: HashMap<u32, InboundWiring>,
 }
 
