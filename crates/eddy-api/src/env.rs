@@ -353,6 +353,14 @@ impl Env {
         LocalExecutor::new().execute(graph)
     }
 
+    /// How often partial batches (and network buffers) are sent while input keeps coming
+    /// (Flink's `setBufferTimeout`; 100 ms by default); 0 sends every record at once. A
+    /// task with nothing more waiting sends what it has at once, whatever the timeout.
+    pub fn set_buffer_timeout(&self, timeout_ms: u64) -> &Self {
+        self.inner.borrow_mut().config.buffer_timeout_ms = timeout_ms;
+        self
+    }
+
     /// Submits the job to a cluster on `execute`, whatever the program's arguments say.
     pub fn set_cluster(&self, target: ClusterTarget) -> &Self {
         self.inner.borrow_mut().config.cluster = Some(target);

@@ -106,6 +106,10 @@ pub struct Args {
     pub checkpoints: options::CheckpointArgs,
     #[command(flatten)]
     pub replay: window_replay::ReplayArgs,
+    /// How often partial batches and network buffers go out while input keeps coming
+    /// (Flink's execution.buffer-timeout); 0: every record at once.
+    #[arg(long, default_value_t = eddy::runtime_defaults::BUFFER_TIMEOUT_MS)]
+    pub buffer_timeout_ms: u64,
     /// api-count: the first subtask of the sink waits this many microseconds per record (a
     /// slow sink, to see backpressure).
     #[arg(long, default_value_t = 0)]
@@ -128,6 +132,7 @@ impl Args {
     /// Applies the parallelism, backend and checkpoint flags to a job's environment.
     pub fn configure(&self, env: &eddy::Env) -> anyhow::Result<()> {
         env.set_parallelism(self.parallelism);
+        env.set_buffer_timeout(self.buffer_timeout_ms);
         if self.backend == Some(Backend::Rocksdb) {
             let backend = eddy::state::RocksDbStateBackend::new(rocksdb_dir())
                 .with_memory_per_slot(self.rocksdb_memory_mb as usize * 1024 * 1024)

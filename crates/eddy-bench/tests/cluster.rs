@@ -226,24 +226,50 @@ fn output(dir: &Path) -> Vec<String> {
 #[test]
 fn w1_w2_w3_across_taskmanagers_give_the_local_checksums() {
     let cluster = Cluster::start("checksums", &[2, 2]);
-    for (workload, parallelism) in [("api-count", "2"), ("api-count", "4"), ("join", "3"), ("window", "2")] {
-        let args = ["--events", "200000", "--keys", "1000", "--parallelism", parallelism];
-        let mut local_args = vec![workload];
-        local_args.extend(args);
-        let local = run_local(&local_args);
-        let job = cluster.submit(&local_args);
+    let runs: [(&str, &str, &str, &[&str]); 6] = [
+        ("api-count", "2", "200000", &[]),
+        ("api-count", "4", "200000", &[]),
+        ("api-count", "2", "30000", &["--buffer-timeout-ms", "0"]),
+        ("join", "3", "200000", &[]),
+        ("window", "2", "200000", &[]),
+        ("window", "4", "200000", &["--backend", "rocksdb"]),
+    ];
+    for (workload, parallelism, events, extra) in runs {
+        let mut args = vec![workload, "--events", events, "--keys", "1000", "--parallelism", parallelism];
+        args.extend(extra);
+        let local = run_local(&args);
+        let job = cluster.submit(&args);
         let (code, log) = job.finish(Duration::from_secs(120));
-        assert_eq!(code, 0, "{workload} p={parallelism}:\n{log}");
-        assert_eq!(field(&log, "checksum"), field(&local, "checksum"), "{workload} at p={parallelism}");
+        assert_eq!(code, 0, "{args:?}:\n{log}");
+        assert_eq!(field(&log, "checksum"), field(&local, "checksum"), "{args:?}");
     }
-    assert!(cluster.jobmanager.count("job left the cluster") >= 4);
+    assert!(cluster.jobmanager.count("job left the cluster") >= runs.len());
+}
+
+#[test]
+fn two_jobs_run_at_once_on_one_cluster() {
+    let cluster = Cluster::start("two-jobs", &[2, 2]);
+    let first = ["api-count", "--events", "400000", "--keys", "1000", "--parallelism", "2", "--rate", "200000"];
+    let second = ["join", "--events", "200000", "--keys", "1000", "--parallelism", "2", "--rate", "200000"];
+    let (a, b) = (cluster.submit(&first), cluster.submit(&second));
+    a.wait_for("attempt running on the cluster", 1, Duration::from_secs(60));
+    b.wait_for("attempt running on the cluster", 1, Duration::from_secs(60));
+    let (_, list) = control(&cluster, &["list"]);
+    assert_eq!(list.lines().filter(|l| l.contains("RUNNING")).count(), 2, "{list}");
+    for (job, args) in [(a, &first[..]), (b, &second[..])] {
+        let (code, log) = job.finish(Duration::from_secs(120));
+        assert_eq!(code, 0, "{log}");
+        let local: Vec<&str> = args.iter().take(7).copied().collect();
+        assert_eq!(field(&log, "checksum"), field(&run_local(&local), "checksum"));
+    }
 }
 
 /// Runs W1 with exactly-once checkpoints into the file sink on a cluster, SIGKILLs a
 /// TaskManager running it `kills` times (a fresh TaskManager replaces each), and checks
-/// that the committed output equals a failure-free local run's, record by record.
-fn kill_task_managers(name: &str, kills: usize, events: &str, rate: &str) {
-    let mut cluster = Cluster::start(name, &[1, 1, 1]);
+/// that the committed output equals a failure-free local run's, record by record. With a
+/// `spare` TaskManager the job restarts at once; without, it waits for the replacement.
+fn kill_task_managers(name: &str, kills: usize, events: &str, rate: &str, spare: bool) {
+    let mut cluster = Cluster::start(name, if spare { &[1, 1, 1] } else { &[1, 1] });
     let reference = cluster.dir.join("reference");
     let (out, checkpoints) = (cluster.dir.join("out"), cluster.dir.join("checkpoints"));
     let base = ["api-count", "--events", events, "--keys", "1000", "--parallelism", "2"];
@@ -272,9 +298,18 @@ fn kill_task_managers(name: &str, kills: usize, events: &str, rate: &str) {
         let victim = cluster.allocated()[kill % 2];
         let killed_at = Instant::now();
         cluster.task_manager_by_id(victim).child.kill().unwrap();
-        job.wait_for("attempt running on the cluster", kill + 2, Duration::from_secs(60));
-        recoveries.push(killed_at.elapsed());
-        cluster.add_task_manager(1);
+        if spare {
+            job.wait_for("attempt running on the cluster", kill + 2, Duration::from_secs(60));
+            recoveries.push(killed_at.elapsed());
+            cluster.add_task_manager(1);
+        } else {
+            // One slot left for two subtasks: the job waits for a TaskManager to join.
+            cluster.jobmanager.wait_for("waiting for slots", kill + 1, Duration::from_secs(30));
+            std::thread::sleep(Duration::from_millis(300));
+            assert_eq!(job.count("attempt running on the cluster"), kill + 1, "no attempt runs on too few slots");
+            cluster.add_task_manager(1);
+            job.wait_for("attempt running on the cluster", kill + 2, Duration::from_secs(60));
+        }
     }
     let (code, log) = job.finish(Duration::from_secs(300));
     assert_eq!(code, 0, "{log}");
@@ -288,12 +323,17 @@ fn kill_task_managers(name: &str, kills: usize, events: &str, rate: &str) {
 
 #[test]
 fn a_taskmanager_killed_mid_run_recovers_with_exactly_the_failure_free_output() {
-    kill_task_managers("one-kill", 1, "200000", "100000");
+    kill_task_managers("one-kill", 1, "200000", "100000", true);
+}
+
+#[test]
+fn after_a_kill_the_job_waits_for_a_taskmanager_that_joins_later_and_recovers_exactly() {
+    kill_task_managers("late-join", 1, "200000", "100000", false);
 }
 
 #[test]
 fn ten_taskmanager_kills_in_one_run_lose_and_double_nothing() {
-    kill_task_managers("ten-kills", 10, "600000", "60000");
+    kill_task_managers("ten-kills", 10, "600000", "60000", true);
 }
 
 #[test]

@@ -11,8 +11,10 @@ pub const BATCH_RECORDS_MAX: usize = 1024;
 pub const CHANNEL_BATCHES_MAX: usize = 16;
 /// Batches one channel holds at least, so that a producer can run ahead a little.
 pub const CHANNEL_BATCHES_MIN: usize = 4;
-/// A partial batch is sent at the latest this long after its first record.
-pub const FLUSH_INTERVAL_MS: u64 = 10;
+/// While a task keeps receiving input, its partial batches (and so partial network
+/// buffers) are sent at the latest this often (Flink's `execution.buffer-timeout`,
+/// 100 ms); a task with nothing more waiting sends them at once. 0: every record at once.
+pub const DEFAULT_BUFFER_TIMEOUT_MS: u64 = 100;
 
 /// One element of a stream between subtasks.
 #[derive(Debug)]

@@ -73,20 +73,23 @@ pub struct RecordWriter<T> {
     /// End of input was sent: nothing more goes downstream, not even barriers.
     ended: bool,
     counters: Arc<TaskCounters>,
+    /// Records per batch: [`BATCH_RECORDS_MAX`], or 1 with a buffer timeout of 0.
+    batch_records: usize,
 }
 
 impl<T: Clone> RecordWriter<T> {
     pub fn new(targets: Vec<BatchSender<T>>, partitioner: Partitioner<T>, shared: Rc<TaskShared>) -> Self {
         assert!(!targets.is_empty(), "a writer needs at least one target");
         let buffers = targets.iter().map(|_| Vec::with_capacity(BATCH_RECORDS_MAX)).collect();
-        Self { targets, buffers, partitioner, counters: shared.counters(), shared, ended: false }
+        let batch_records = if shared.buffer_timeout_ms() == 0 { 1 } else { BATCH_RECORDS_MAX };
+        Self { targets, buffers, partitioner, counters: shared.counters(), shared, ended: false, batch_records }
     }
 
     #[inline]
     fn push(&mut self, target: usize, record: T) {
         let buffer = &mut self.buffers[target];
         buffer.push(record);
-        if buffer.len() >= BATCH_RECORDS_MAX {
+        if buffer.len() >= self.batch_records {
             self.send_batch(target);
         }
     }

@@ -144,7 +144,7 @@ fn producers_gone_without_end_of_input_mean_cancellation() {
 
 #[test]
 fn partial_batches_are_flushed_once_the_flush_interval_passed() {
-    use eddy_runtime::channel::FLUSH_INTERVAL_MS;
+    use eddy_runtime::channel::DEFAULT_BUFFER_TIMEOUT_MS as FLUSH_INTERVAL_MS;
     use eddy_types::ManualClock;
     let (tx, rx) = channels(1, 8);
     let (_mailbox_tx, mailbox_rx) = mailbox();

@@ -27,6 +27,12 @@
 //! ```
 
 pub mod cluster;
+
+/// Defaults of the runtime a job's command line may want to show.
+pub mod runtime_defaults {
+    /// Flink's `execution.buffer-timeout`: see `Env::set_buffer_timeout`.
+    pub const BUFFER_TIMEOUT_MS: u64 = eddy_runtime::channel::DEFAULT_BUFFER_TIMEOUT_MS;
+}
 mod logging;
 
 pub use eddy_api::*;

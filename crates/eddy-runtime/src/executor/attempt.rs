@@ -812,7 +812,9 @@ impl<'a> AttemptRun<'a> {
                     tracing::info!(savepoint = %stats.id, bytes = stats.bytes, location = %stats.location, "savepoint completed");
                     self.note(|| format!("savepoint {} completed", stats.id));
                     reply(self, Ok(format!("savepoint={}", stats.location)));
-                    if order.stop {
+                    // The job's own savepoints (its configuration's, or the one it stops
+                    // with) are its result's; one the CLI took went to the CLI.
+                    if order.stop || order.request.is_none() {
                         result.savepoint = Some(stats.location);
                     }
                     self.broadcast(Control::Checkpoint(CheckpointEvent::Completed(checkpoint.id)));

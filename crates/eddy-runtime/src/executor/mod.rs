@@ -84,6 +84,8 @@ pub struct JobResult {
     pub restarts: u32,
     /// Where the savepoint of a stop-with-savepoint went.
     pub savepoint: Option<String>,
+    /// The job ended by a stop-with-savepoint (not by the end of its input).
+    pub stopped: bool,
     /// Things that went wrong without failing the job (a corrupt checkpoint skipped…).
     pub warnings: Vec<String>,
     /// Under simulation, what happened, in order, without machine paths: checkpoints
@@ -154,6 +156,7 @@ impl LocalExecutor {
             checkpoint_history: Vec::new(),
             restarts: 0,
             savepoint: None,
+            stopped: false,
             warnings: Vec::new(),
             trace: Vec::new(),
             accumulators: Default::default(),
@@ -223,6 +226,7 @@ impl LocalExecutor {
             result.duration = Duration::from_millis(elapsed_ms());
             match end {
                 AttemptEnd::Finished | AttemptEnd::Stopped => {
+                    result.stopped = matches!(end, AttemptEnd::Stopped);
                     if config.savepoint.is_some() && result.savepoint.is_none() {
                         result
                             .warnings
@@ -302,7 +306,7 @@ impl LocalExecutor {
         let executor = LocalExecutor { clock: self.clock.clone(), simulator: None, cluster: Some(client.clone()) };
         let outcome = executor.execute(graph);
         client.finish(match &outcome {
-            Ok(result) if result.savepoint.is_some() => "STOPPED",
+            Ok(result) if result.stopped => "STOPPED",
             Ok(_) => "FINISHED",
             Err(JobError::Cancelled { .. }) => "CANCELED",
             Err(_) => "FAILED",

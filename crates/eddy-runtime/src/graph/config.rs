@@ -82,6 +82,9 @@ pub struct JobConfig {
     /// Opens filesystem and object-store checkpoint storage (checkpoint directories,
     /// savepoints, restores); the API sets the `object_store` one.
     pub storage_opener: Arc<dyn OpenStorage>,
+    /// How often partial batches and network buffers are sent while input keeps coming
+    /// (Flink's `execution.buffer-timeout`); 0: after every record.
+    pub buffer_timeout_ms: u64,
     /// `Some`: submit the job to this cluster's JobManager instead of running it here.
     pub cluster: Option<crate::cluster::ClusterTarget>,
 }
@@ -101,6 +104,7 @@ impl Default for JobConfig {
             simulation: None,
             storage_opener: Arc::new(NoFileStorage),
             cluster: None,
+            buffer_timeout_ms: crate::channel::DEFAULT_BUFFER_TIMEOUT_MS,
         }
     }
 }

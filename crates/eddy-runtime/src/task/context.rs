@@ -23,6 +23,7 @@ pub struct TaskShared {
     checkpointing: RefCell<Option<TaskCheckpointing>>,
     accumulators: RefCell<std::collections::BTreeMap<String, Arc<std::sync::atomic::AtomicU64>>>,
     counters: RefCell<Arc<super::TaskCounters>>,
+    buffer_timeout_ms: Cell<u64>,
     /// The newest checkpoint or savepoint this task snapshotted.
     last_snapshot: Cell<Option<CheckpointId>>,
     mode: Cell<CheckpointingMode>,
@@ -77,6 +78,7 @@ impl TaskShared {
             clock,
             checkpointing: RefCell::new(None),
             accumulators: RefCell::default(),
+            buffer_timeout_ms: Cell::new(crate::channel::DEFAULT_BUFFER_TIMEOUT_MS),
             counters: RefCell::default(),
             last_snapshot: Cell::new(None),
             mode: Cell::new(CheckpointingMode::ExactlyOnce),
@@ -209,6 +211,15 @@ impl TaskShared {
     /// (whichever process the subtasks ran in).
     pub fn long_counter(&self, name: &str) -> Arc<std::sync::atomic::AtomicU64> {
         self.accumulators.borrow_mut().entry(name.to_string()).or_default().clone()
+    }
+
+    /// How often partial batches go out while input keeps coming; 0: after every record.
+    pub fn set_buffer_timeout_ms(&self, timeout_ms: u64) {
+        self.buffer_timeout_ms.set(timeout_ms);
+    }
+
+    pub fn buffer_timeout_ms(&self) -> u64 {
+        self.buffer_timeout_ms.get()
     }
 
     /// Where the task counts its records and backpressure (read elsewhere for `status`).

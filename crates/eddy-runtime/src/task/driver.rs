@@ -16,7 +16,7 @@ use super::gate::{InputChannel, InputGate};
 use super::mailbox::{Control, MailboxReceiver};
 use super::metrics::TaskCounters;
 use super::watermarks::{ValveOutput, WatermarkValve};
-use crate::channel::{BatchReceiver, CheckpointBarrier, CheckpointEvent, StreamMessage, FLUSH_INTERVAL_MS};
+use crate::channel::{BatchReceiver, CheckpointBarrier, CheckpointEvent, StreamMessage};
 use crate::error::TaskError;
 use crate::output::{Lifecycle, Output};
 use crossbeam_channel::{Select, TryRecvError};
@@ -110,7 +110,8 @@ fn take_controls(
     }
 }
 
-/// Flushes partial batches at least every [`FLUSH_INTERVAL_MS`] while input keeps coming.
+/// Flushes partial batches at least every buffer timeout
+/// ([`crate::channel::DEFAULT_BUFFER_TIMEOUT_MS`] by default) while input keeps coming.
 struct FlushTimer {
     last_ms: u64,
 }
@@ -122,7 +123,7 @@ impl FlushTimer {
 
     fn due(&mut self, shared: &TaskShared) -> bool {
         let now_ms = shared.clock().now_ms();
-        if now_ms.saturating_sub(self.last_ms) >= FLUSH_INTERVAL_MS {
+        if now_ms.saturating_sub(self.last_ms) >= shared.buffer_timeout_ms() {
             self.last_ms = now_ms;
             true
         } else {
