@@ -346,7 +346,9 @@ impl Env {
     /// arguments to rebuild the graph (application mode).
     pub fn execute(&self, job_name: &str) -> Result<JobResult, JobError> {
         let mut graph = self.stream_graph(job_name)?;
-        if graph.config.cluster.is_none() {
+        // A task executor got its secret from its TaskManager: the job client's files need
+        // not exist on its machine.
+        if graph.config.cluster.is_none() && !eddy_runtime::cluster::task_executor::launched() {
             graph.config.cluster = ClusterTarget::from_process_args()
                 .map_err(|e| JobError::Cluster { job: job_name.to_string(), message: e.to_string() })?;
         }

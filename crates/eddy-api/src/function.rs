@@ -60,6 +60,13 @@ impl<'a> RuntimeContext<'a> {
         self.info.max_parallelism.get()
     }
 
+    /// This run of the job: differs on every restart and in every run (derived from the
+    /// run's seed, so the same under the same simulation seed). Transactional sinks put
+    /// it in their transactions' names.
+    pub fn attempt_id(&self) -> u64 {
+        self.info.seed.0
+    }
+
     /// The operator's name.
     pub fn task_name(&self) -> &str {
         &self.info.name

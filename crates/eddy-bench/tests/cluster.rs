@@ -609,3 +609,16 @@ fn a_stopped_taskmanager_is_caught_by_its_heartbeat_timeout_and_the_job_recovers
     assert_eq!(code, 0, "{log}");
     assert_eq!(output(&out), output(&reference), "the committed output differs from a failure-free run's");
 }
+
+#[test]
+fn a_job_without_checkpoints_runs_longer_than_a_heartbeat_timeout() {
+    // Nothing but heartbeats crosses the control connections for 7 s: each side must
+    // hear the other's (default timeout 5 s).
+    let cluster = Cluster::start("quiet", &[1, 1]);
+    let args = ["api-count", "--events", "350000", "--keys", "1000", "--parallelism", "2", "--rate", "50000"];
+    let (code, log) = cluster.submit(&args).finish(Duration::from_secs(120));
+    assert_eq!(code, 0, "{log}");
+    let local = ["api-count", "--events", "350000", "--keys", "1000", "--parallelism", "2"];
+    assert_eq!(field(&log, "checksum"), field(&run_local(&local), "checksum"));
+    assert!(!log.contains("restarting"), "{log}");
+}

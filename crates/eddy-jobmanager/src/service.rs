@@ -240,7 +240,13 @@ fn serve_job(shared: &Arc<Shared>, connection: Connection, mut reader: Reader) {
         id
     };
     tracing::info!(job, name = %name, parallelism, peer = %connection.peer(), "job submitted");
-    if connection.send(&Message::JobSubmitted { job }).is_err() {
+    let heartbeats = shared.options.heartbeats;
+    let submitted = Message::JobSubmitted {
+        job,
+        heartbeat_interval_ms: heartbeats.interval_ms,
+        heartbeat_timeout_ms: heartbeats.timeout_ms,
+    };
+    if connection.send(&submitted).is_err() {
         return end_job(shared, job, "its client went away");
     }
     let args = Arc::new(args);
@@ -299,7 +305,10 @@ struct SlotRequest {
 /// job where its subtasks run.
 fn allocate(shared: &Shared, request: SlotRequest, client: &Connection) {
     let SlotRequest { job, attempt, slots, .. } = request;
-    let deadline = Instant::now() + Duration::from_millis(request.timeout_ms);
+    // A timeout beyond any deadline a clock can hold waits "for ever" (a year).
+    let deadline = Instant::now()
+        .checked_add(Duration::from_millis(request.timeout_ms))
+        .unwrap_or_else(|| Instant::now() + Duration::from_secs(365 * 24 * 3600));
     let mut state = shared.state();
     let mut told_waiting = false;
     loop {
@@ -388,15 +397,24 @@ fn release(shared: &Shared, job: JobId, attempt: u32) {
 
 /// A job's client went away: every attempt's slots go, and waiting CLIs hear why.
 fn end_job(shared: &Shared, job: JobId, reason: &str) {
-    let attempts: Vec<u32> =
-        shared.state().jobs.get(&job).map(|j| j.allocations.keys().copied().collect()).unwrap_or_default();
+    // Ended and its attempts collected in one step: a slot request still waiting sees the
+    // job ended and allocates nothing more.
+    let attempts: Vec<u32> = {
+        let mut state = shared.state();
+        match state.jobs.get_mut(&job) {
+            Some(j) => {
+                j.ended = Some(Instant::now());
+                j.allocations.keys().copied().collect()
+            }
+            None => Vec::new(),
+        }
+    };
     for attempt in attempts {
         release(shared, job, attempt);
     }
     let waiting: Vec<(u64, Connection)> = {
         let mut state = shared.state();
         if let Some(j) = state.jobs.get_mut(&job) {
-            j.ended = Some(Instant::now());
             if !matches!(j.state.as_str(), "FINISHED" | "FAILED" | "CANCELED" | "STOPPED") {
                 j.state = "LOST".into();
             }

@@ -1,6 +1,9 @@
 //! An exactly-once file sink on two-phase commit: each transaction is a file, hidden while
-//! it is written (`.part-S-N.inprogress`) and while it waits for its checkpoint
-//! (`.part-S-N.pending`), visible once committed (`part-S-N`).
+//! it is written (`.part-S-N-A.inprogress`) and while it waits for its checkpoint
+//! (`.part-S-N-A.pending`), visible once committed (`part-S-N-A`). `A` names the attempt
+//! (run) that wrote it: after a restart the new attempt's transactions never share a name
+//! with the old one's, so an old subtask still running somewhere (a TaskManager cut off,
+//! not yet dead) can neither write into nor delete the new attempt's files.
 
 use super::two_phase::{TransactionalSink, TwoPhaseCommitSink};
 use crate::function::FunctionResult;
@@ -18,11 +21,13 @@ use std::sync::Arc;
 pub struct PartFile {
     pub subtask: u32,
     pub sequence: u64,
+    /// The attempt that wrote it ([`RuntimeContext::attempt_id`](crate::RuntimeContext)).
+    pub attempt: u64,
 }
 
 impl PartFile {
     fn name(&self) -> String {
-        format!("part-{}-{:010}", self.subtask, self.sequence)
+        format!("part-{}-{:010}-{:016x}", self.subtask, self.sequence, self.attempt)
     }
 }
 
@@ -30,12 +35,13 @@ impl PartFile {
 pub struct FileTransactions<T> {
     dir: Arc<PathBuf>,
     writer: Option<BufWriter<File>>,
+    attempt: u64,
     _type: PhantomData<fn(T)>,
 }
 
 impl<T> Clone for FileTransactions<T> {
     fn clone(&self) -> Self {
-        Self { dir: self.dir.clone(), writer: None, _type: PhantomData }
+        Self { dir: self.dir.clone(), writer: None, attempt: self.attempt, _type: PhantomData }
     }
 }
 
@@ -45,7 +51,12 @@ pub type ExactlyOnceFileSink<T> = TwoPhaseCommitSink<FileTransactions<T>, T>;
 impl<T: Display + 'static> TwoPhaseCommitSink<FileTransactions<T>, T> {
     /// Committed output appears in `dir` as `part-<subtask>-<n>` files.
     pub fn new_in(dir: impl Into<PathBuf>) -> Self {
-        TwoPhaseCommitSink::new(FileTransactions { dir: Arc::new(dir.into()), writer: None, _type: PhantomData })
+        TwoPhaseCommitSink::new(FileTransactions {
+            dir: Arc::new(dir.into()),
+            writer: None,
+            attempt: 0,
+            _type: PhantomData,
+        })
     }
 }
 
@@ -67,7 +78,7 @@ impl<T: Display + 'static> TransactionalSink<T> for FileTransactions<T> {
 
     fn begin(&mut self, subtask: SubtaskIndex, sequence: u64) -> FunctionResult<PartFile> {
         std::fs::create_dir_all(&*self.dir).map_err(|e| io_error("create directory", &self.dir, e))?;
-        let part = PartFile { subtask: subtask.0, sequence };
+        let part = PartFile { subtask: subtask.0, sequence, attempt: self.attempt };
         let path = self.path(&part, "inprogress");
         let file = File::create(&path).map_err(|e| io_error("create", &path, e))?;
         self.writer = Some(BufWriter::new(file));
@@ -109,6 +120,10 @@ impl<T: Display + 'static> TransactionalSink<T> for FileTransactions<T> {
             let _ = std::fs::remove_file(self.path(&part, state));
         }
         Ok(())
+    }
+
+    fn start_attempt(&mut self, attempt: u64) {
+        self.attempt = attempt;
     }
 
     fn abort_leftovers(&mut self, subtask: SubtaskIndex, parallelism: u32) -> FunctionResult {

@@ -23,6 +23,9 @@ pub trait TransactionalSink<T>: Clone + Send + Sync + 'static {
     /// Makes it visible. Called again after recovery: must be idempotent.
     fn commit(&mut self, transaction: Self::Transaction) -> FunctionResult;
     fn abort(&mut self, transaction: Self::Transaction) -> FunctionResult;
+    /// The attempt (run) about to begin transactions: systems whose transactions have
+    /// names put it in them, so that two attempts never share one.
+    fn start_attempt(&mut self, _attempt: u64) {}
     /// On start, after restored transactions were committed: remove whatever an earlier
     /// run left unfinished of its subtasks `s` with `s % parallelism == subtask` (after a
     /// rescale, old subtasks beyond the new parallelism are cleaned up too).
@@ -91,6 +94,7 @@ impl<S: TransactionalSink<T>, T> TwoPhaseCommitSink<S, T> {
 impl<S: TransactionalSink<T>, T> RichFunction for TwoPhaseCommitSink<S, T> {
     fn initialize_state(&mut self, ctx: &mut RuntimeContext<'_>) -> FunctionResult {
         self.subtask = ctx.index_of_this_subtask();
+        self.system.start_attempt(ctx.attempt_id());
         let parallelism = ctx.number_of_parallel_subtasks();
         let store = ctx.operator_state();
         // Pending transactions are even-split: after a rescale some subtask commits each.

@@ -39,6 +39,8 @@ type TargetsById = HashMap<u64, Arc<dyn CheckpointStorage>>;
 
 /// How long a writer waits for a savepoint's storage to be registered.
 const SAVEPOINT_TARGET_WAIT: Duration = Duration::from_secs(10);
+/// The same, when the job has a savepoint directory of its own to fall back to.
+const LATE_TARGET_WAIT: Duration = Duration::from_secs(2);
 
 impl SavepointTargets {
     /// Savepoint `id` goes to `storage`.
@@ -148,15 +150,17 @@ impl TaskStateWriter {
         let savepoint_storage;
         let storage = match kind {
             SnapshotKind::Savepoint => {
-                savepoint_storage = match self.targets.get(id, Duration::ZERO).or_else(|| self.savepoints.clone()) {
-                    Some(storage) => storage,
-                    None => {
-                        self.targets.get(id, SAVEPOINT_TARGET_WAIT).ok_or_else(|| CheckpointError::InvalidLocation {
-                            location: format!("savepoint {id}"),
-                            message: "the job has no savepoint directory".into(),
-                        })?
-                    }
-                };
+                // A target announced a little late still wins over the job's configured
+                // directory: a savepoint the CLI asked for goes where it said.
+                let announced = self.targets.get(id, Duration::ZERO).or_else(|| {
+                    let wait = if self.savepoints.is_some() { LATE_TARGET_WAIT } else { SAVEPOINT_TARGET_WAIT };
+                    self.targets.get(id, wait)
+                });
+                savepoint_storage =
+                    announced.or_else(|| self.savepoints.clone()).ok_or_else(|| CheckpointError::InvalidLocation {
+                        location: format!("savepoint {id}"),
+                        message: "the job has no savepoint directory".into(),
+                    })?;
                 &savepoint_storage
             }
             SnapshotKind::Checkpoint => &self.storage,

@@ -126,4 +126,12 @@ impl Reader {
     pub fn peer(&self) -> &str {
         &self.peer
     }
+
+    /// How long it waits for anything before calling the peer lost.
+    pub fn set_read_timeout(&self, timeout: Option<Duration>) -> Result<(), ClusterError> {
+        self.stream
+            .get_ref()
+            .set_read_timeout(timeout)
+            .map_err(|e| ClusterError::io(&self.peer, "setting a read timeout", e))
+    }
 }

@@ -7,7 +7,7 @@
 use super::auth::PeerRole;
 use super::frame::{Connection, Reader};
 use super::messages::{ExecutorHello, JobId, Message};
-use super::{start_heartbeats, ClusterTarget};
+use super::{start_heartbeats, ClusterTarget, Heartbeats};
 use crate::error::ClusterError;
 use crossbeam_channel::{Receiver, Sender};
 use std::net::TcpListener;
@@ -49,9 +49,11 @@ impl JobClient {
         let local_ip = stream.local_ip().unwrap_or(std::net::Ipv4Addr::LOCALHOST.into());
         let (connection, mut reader) = Connection::new(stream, Some(target.heartbeats.timeout()))?;
         connection.send(&Message::SubmitJob { name: name.to_string(), parallelism, args: target.args.clone() })?;
-        let job = loop {
+        let (job, heartbeats) = loop {
             match reader.receive()? {
-                Message::JobSubmitted { job } => break job,
+                Message::JobSubmitted { job, heartbeat_interval_ms, heartbeat_timeout_ms } => {
+                    break (job, Heartbeats { interval_ms: heartbeat_interval_ms, timeout_ms: heartbeat_timeout_ms })
+                }
                 Message::Heartbeat => {}
                 Message::Refused(why) => return Err(ClusterError::Refused(why)),
                 other => {
@@ -60,7 +62,9 @@ impl JobClient {
             }
         };
         let stop = Arc::new(AtomicBool::new(false));
-        start_heartbeats(connection.clone(), target.heartbeats, stop.clone());
+        heartbeats.validate()?;
+        reader.set_read_timeout(Some(heartbeats.timeout()))?;
+        start_heartbeats(connection.clone(), heartbeats, stop.clone());
         let (events_tx, events) = crossbeam_channel::unbounded();
         let jm_name = jm.clone();
         std::thread::Builder::new()
@@ -71,7 +75,7 @@ impl JobClient {
             .map_err(|e| ClusterError::io(&local_ip.to_string(), "listening for task executors", e))?;
         let address = listener.local_addr().map_err(|e| ClusterError::io(jm, "listening", e))?.to_string();
         let (executors_tx, executors) = crossbeam_channel::unbounded();
-        let (security, heartbeats) = (target.security.clone(), target.heartbeats);
+        let security = target.security.clone();
         std::thread::Builder::new()
             .name("eddy-executor-accept".into())
             .spawn(move || loop {
@@ -85,6 +89,8 @@ impl JobClient {
                     Err(_) => continue,
                 };
                 let Ok((connection, mut reader)) = Connection::new(stream, Some(heartbeats.timeout())) else { continue };
+                // Heartbeats from here on, until the connection closes with its attempt.
+                start_heartbeats(connection.clone(), heartbeats, Arc::new(AtomicBool::new(false)));
                 match reader.receive() {
                     Ok(Message::ExecutorHello(hello)) => {
                         if executors_tx.send(ExecutorJoin { connection, reader, hello }).is_err() {

@@ -82,8 +82,11 @@ pub enum Message {
         text: String,
     },
     // JobManager → job client
+    /// With the cluster's heartbeat settings, which the job's connections follow.
     JobSubmitted {
         job: JobId,
+        heartbeat_interval_ms: u64,
+        heartbeat_timeout_ms: u64,
     },
     SlotsAllocated {
         attempt: u32,

@@ -26,7 +26,7 @@ use crate::executor::open_job_storage;
 use crate::executor::restore::{restore_plan, RestoreSource};
 use crate::executor::wiring::{run_task, wire_placed, Placement, TaskContext};
 use crate::graph::{plan_chains, validate, RestoreFrom, StreamGraph};
-use crate::task::{install_panic_capture, AsyncWorkers, Control, TaskCheckpointing, TaskReport};
+use crate::task::{install_panic_capture, AsyncWorkers, Mailboxes, TaskCheckpointing, TaskReport};
 use eddy_checkpoint::storage::{CheckpointStorage, SavepointTargets, TaskStateWriter};
 use eddy_types::{RunSeed, SystemClock};
 use serde::{Deserialize, Serialize};
@@ -162,6 +162,13 @@ fn run_attempt(
     let owner = |subtask: u32| {
         slots.iter().position(|(first, n)| subtask >= *first && subtask < first + n).map_or(u32::MAX, |e| e as u32)
     };
+    let total_slots: u32 = slots.iter().map(|(_, n)| n).sum();
+    if let Some(node) = graph.nodes.iter().find(|n| n.parallelism > total_slots) {
+        return Err(format!(
+            "the attempt's {total_slots} slots cannot hold operator '{}' at parallelism {}",
+            node.name, node.parallelism
+        ));
+    }
     let (setups, remote) =
         wire_placed(graph, plan, ChannelCapacity::Bounded(CHANNEL_BATCHES_MAX), Some(Placement { owner: &owner, me }));
     // The attempt's task indexes, as the JobMaster numbers them.
@@ -212,12 +219,16 @@ fn run_attempt(
     let (reports_tx, reports_rx) = crossbeam_channel::unbounded::<TaskReport>();
     let (done_tx, done_rx) = crossbeam_channel::unbounded::<(usize, Result<(), TaskError>)>();
     let clock: Arc<dyn eddy_types::Clock> = Arc::new(SystemClock::new());
-    let mut mailboxes = HashMap::new();
+    // Mailboxes by the attempt's task index; posted to without waiting (an outbox per
+    // task), so a subtask with a full mailbox holds up nothing else.
+    let mut mailbox_of: HashMap<u32, usize> = HashMap::new();
+    let mut mailbox_senders = Vec::new();
     let mut handles = Vec::new();
     let mut all_counters = Vec::new();
     for (setup, mailbox_tx) in setups {
         let index = indexes[&(setup.head, setup.subtask)];
-        mailboxes.insert(index as u32, mailbox_tx);
+        mailbox_of.insert(index as u32, mailbox_senders.len());
+        mailbox_senders.push(mailbox_tx);
         let writer = TaskStateWriter::new(
             storage.clone(),
             savepoint_storage.clone(),
@@ -312,14 +323,19 @@ fn run_attempt(
     // The JobMaster's messages, on a thread of their own.
     let control_cancel = cancel.clone();
     let opener = config.storage_opener.clone();
+    let all_exited = Arc::new(AtomicBool::new(false));
+    let done_reading = all_exited.clone();
+    let mut mailboxes = Mailboxes::new(mailbox_senders);
     std::thread::Builder::new()
         .name("eddy-jobmaster-reader".into())
         .spawn(move || loop {
+            // Heartbeats come every interval, so outboxes move on at least as often.
+            mailboxes.flush();
             match reader.receive() {
                 Ok(Message::Control { task, control }) => {
                     // In order, as the JobMaster posted them; a task gone ignores them.
-                    if let Some(mailbox) = mailboxes.get(&task) {
-                        let _ = mailbox.send(control);
+                    if let Some(&mailbox) = mailbox_of.get(&task) {
+                        mailboxes.post(mailbox, control);
                     }
                 }
                 Ok(Message::SavepointTarget { id, dir }) => match opener.open(&dir) {
@@ -328,20 +344,19 @@ fn run_attempt(
                 },
                 Ok(Message::CancelAttempt) => {
                     control_cancel.store(true, Ordering::SeqCst);
-                    for mailbox in mailboxes.values() {
-                        let _ = mailbox.try_send(Control::Cancel);
-                    }
+                    mailboxes.cancel_all();
                 }
                 Ok(Message::Heartbeat) => {}
                 Ok(other) => tracing::warn!(message = ?other, "unexpected message from the JobMaster; ignored"),
+                Err(_) if done_reading.load(Ordering::SeqCst) => return,
                 Err(e) => {
-                    if !control_cancel.swap(true, Ordering::SeqCst) {
-                        tracing::error!(error = %e, "lost the JobMaster; cancelling the subtasks");
-                    }
-                    for mailbox in mailboxes.values() {
-                        let _ = mailbox.try_send(Control::Cancel);
-                    }
-                    return;
+                    // Fenced off: the JobMaster may already run the next attempt, so this
+                    // one's subtasks stop at once, without closing anything (a sink
+                    // aborting its transaction could touch what the next attempt wrote).
+                    // The next attempt cleans up what they leave.
+                    tracing::error!(error = %e, "lost the JobMaster; this task executor stops now");
+                    eprintln!("eddy task executor: lost the JobMaster ({e}); stopping");
+                    std::process::exit(2);
                 }
             }
         })
@@ -349,6 +364,10 @@ fn run_attempt(
 
     let mut exited = 0;
     while exited < own_tasks {
+        if exited + 1 == own_tasks {
+            // The JobMaster closes the connection once it heard the last exit.
+            all_exited.store(true, Ordering::SeqCst);
+        }
         crossbeam_channel::select! {
             recv(done_rx) -> exit => {
                 let Ok((task, outcome)) = exit else { break };

@@ -320,6 +320,11 @@ impl<'a> AttemptRun<'a> {
     }
 
     /// The chain a task runs, for messages.
+    /// Set once the attempt is being cancelled.
+    pub(crate) fn cancel_flag(&self) -> Arc<AtomicBool> {
+        self.cancel.clone()
+    }
+
     pub(crate) fn task_count(&self) -> usize {
         self.tasks.len()
     }

@@ -27,6 +27,8 @@ use std::time::{Duration, Instant};
 
 /// How long an attempt waits for its task executors to start and say hello.
 const HELLO_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long subtasks may take to stop after a cancel before their executors are dropped.
+const CANCEL_GRACE: Duration = Duration::from_secs(30);
 /// How often a connection's forwarder looks at the attempt's cancel flag.
 const FORWARD_WAIT_MS: u64 = 20;
 
@@ -63,9 +65,12 @@ impl LocalExecutor {
             return cluster_error(format!("cannot ask the JobManager for slots: {e}"));
         }
         tracing::info!(job = %job, attempt, slots, "asking the JobManager for slots");
+        // TaskManagers lost while the JobManager answers: slots it gives there are gone.
+        let mut lost_meanwhile = Vec::new();
         let executors = loop {
             match client.events.recv() {
                 Ok(Message::SlotsAllocated { attempt: a, executors }) if a == attempt => break executors,
+                Ok(Message::TaskManagerLost { task_manager, .. }) => lost_meanwhile.push(task_manager),
                 Ok(Message::SlotsUnavailable { attempt: a, message }) if a == attempt => return cluster_error(message),
                 Ok(Message::Refused(why)) => return cluster_error(why),
                 Ok(Message::Command { request, .. }) => reply_busy(client, request),
@@ -76,6 +81,17 @@ impl LocalExecutor {
         let release = || {
             let _ = client.send(&Message::ReleaseSlots { attempt });
         };
+        if let Some(tm) = executors.iter().map(|e| e.task_manager).find(|tm| lost_meanwhile.contains(tm)) {
+            release();
+            return AttemptEnd::Failed(JobError::TaskFailed {
+                job: job.clone(),
+                operator: "(deployment)".into(),
+                subtask: 0,
+                parallelism: 1,
+                kind: FailureKind::Cluster,
+                message: format!("TaskManager {tm} was lost while its slots were given to the job"),
+            });
+        }
         let joined = match self.await_executors(client, graph, plan, attempt, &executors) {
             Ok(joined) => joined,
             Err(end) => {
@@ -175,7 +191,7 @@ impl LocalExecutor {
                     }
                 }
             }
-            Message::ExecutorFailed { executor, status, .. } => {
+            Message::ExecutorFailed { attempt: failed, executor, status } if failed == attempt => {
                 if let Some(&first) = owned_ref.get(executor as usize).and_then(|o| o.first()) {
                     run.task_failed(first, TaskError::Lost(format!("a task executor exited: {status}")));
                 }
@@ -211,6 +227,33 @@ impl LocalExecutor {
             }
             _ => {}
         };
+        // A subtask that does not stop within the grace period after a cancel must not hold
+        // the job: its executor's connection goes, which fails what is left of it, and the
+        // released slots make its TaskManager kill the process.
+        let (watch_cancel, watch_over) = (run.cancel_flag(), attempt_over.clone());
+        let watched: Vec<Connection> = connections.iter().map(|(_, c)| c.clone()).collect();
+        threads.push(std::thread::spawn(move || {
+            while !watch_cancel.load(Ordering::SeqCst) {
+                if watch_over.load(Ordering::SeqCst) {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            let deadline = Instant::now() + CANCEL_GRACE;
+            while Instant::now() < deadline {
+                if watch_over.load(Ordering::SeqCst) {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            tracing::warn!(
+                grace_s = CANCEL_GRACE.as_secs(),
+                "subtasks still running after a cancel; dropping their task executors"
+            );
+            for connection in watched {
+                connection.close();
+            }
+        }));
         run.coordinate(&done_rx, &reports_rx, task_count, result, (&client.events, &mut on_event));
         attempt_over.store(true, Ordering::SeqCst);
         for (_, connection) in &connections {
@@ -323,12 +366,14 @@ fn read_executor(
     let mut exited = HashSet::new();
     loop {
         match reader.receive() {
-            Ok(Message::Report(report)) => {
+            // Only its own subtasks, each exiting once: anything else is a confused peer.
+            Ok(Message::Report(report)) if report.task().is_none_or(|t| tasks.contains(&t)) => {
                 let _ = reports.send(report);
             }
-            Ok(Message::TaskExited { task, outcome }) => {
-                exited.insert(task as usize);
-                let _ = done.send((task as usize, outcome));
+            Ok(Message::TaskExited { task, outcome }) if tasks.contains(&(task as usize)) => {
+                if exited.insert(task as usize) {
+                    let _ = done.send((task as usize, outcome));
+                }
             }
             Ok(Message::TaskMetrics(counted)) => {
                 let mut metrics = metrics.lock().unwrap_or_else(|e| e.into_inner());

@@ -52,6 +52,18 @@ pub enum TaskReport {
     Accumulators { values: Vec<(String, u64)> },
 }
 
+impl TaskReport {
+    /// The task it is about (counters are about none in particular).
+    pub fn task(&self) -> Option<usize> {
+        match self {
+            TaskReport::Acknowledge { task, .. }
+            | TaskReport::Finished { task }
+            | TaskReport::Declined { task, .. } => Some(*task),
+            TaskReport::Accumulators { .. } => None,
+        }
+    }
+}
+
 /// How a task's snapshots reach checkpoint storage and the coordinator.
 pub struct TaskCheckpointing {
     /// The task's index among the job's tasks.
