@@ -9,6 +9,9 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+mod common;
+use common::output;
+
 const BENCH: &str = env!("CARGO_BIN_EXE_eddy-bench");
 const SECRET: &str = "the-cluster-secret-of-these-tests";
 
@@ -209,18 +212,6 @@ fn field<'a>(output: &'a str, name: &str) -> &'a str {
         .rev()
         .find_map(|kv| kv.strip_prefix(name)?.strip_prefix('='))
         .unwrap_or_else(|| panic!("no {name}= in {output}"))
-}
-
-/// Every committed line of an output directory, sorted; no uncommitted file may remain.
-fn output(dir: &Path) -> Vec<String> {
-    let mut lines = Vec::new();
-    for entry in std::fs::read_dir(dir).unwrap().flatten() {
-        let name = entry.file_name().to_string_lossy().into_owned();
-        assert!(!name.starts_with('.'), "uncommitted file left: {name}");
-        lines.extend(std::fs::read_to_string(entry.path()).unwrap().lines().map(String::from));
-    }
-    lines.sort();
-    lines
 }
 
 #[test]

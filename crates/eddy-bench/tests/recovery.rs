@@ -6,6 +6,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+mod common;
+use common::output;
+
 const EVENTS: &str = "300000";
 
 fn bench(args: &[&str]) -> (i32, String, String) {
@@ -25,18 +28,6 @@ fn temp_dir(name: &str) -> PathBuf {
 
 fn checksum(stdout: &str) -> String {
     stdout.lines().last().unwrap().rsplit("checksum=").next().unwrap().to_string()
-}
-
-/// Every committed line of an output directory, sorted; no hidden files may remain.
-fn output(dir: &Path) -> Vec<String> {
-    let mut lines = Vec::new();
-    for entry in std::fs::read_dir(dir).unwrap().flatten() {
-        let name = entry.file_name().to_string_lossy().into_owned();
-        assert!(!name.starts_with('.'), "uncommitted file left: {name}");
-        lines.extend(std::fs::read_to_string(entry.path()).unwrap().lines().map(String::from));
-    }
-    lines.sort();
-    lines
 }
 
 fn reference(dir: &Path, workload: &str) -> (String, Vec<String>) {

@@ -1,0 +1,16 @@
+//! What the process tests share: reading what an exactly-once file sink committed.
+
+use std::path::Path;
+
+/// Every committed line of an output directory, sorted; no uncommitted (hidden) file may
+/// remain.
+pub fn output(dir: &Path) -> Vec<String> {
+    let mut lines = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap().flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        assert!(!name.starts_with('.'), "uncommitted file left: {name}");
+        lines.extend(std::fs::read_to_string(entry.path()).unwrap().lines().map(String::from));
+    }
+    lines.sort();
+    lines
+}
