@@ -98,22 +98,23 @@ impl Secret {
     }
 
     fn mac(&self, side: &[u8], client_nonce: &[u8], server_nonce: &[u8], role: u8) -> hmac::Tag {
-        let mut context = hmac::Context::with_key(&self.key);
-        context.update(side);
-        context.update(client_nonce);
-        context.update(server_nonce);
-        context.update(&[role]);
-        context.sign()
+        hmac::sign(&self.key, &signed(side, client_nonce, server_nonce, role))
     }
 
+    /// Whether `tag` is [`Secret::mac`] of the same, compared in constant time.
     fn verify(&self, side: &[u8], client_nonce: &[u8], server_nonce: &[u8], role: u8, tag: &[u8]) -> bool {
-        let mut message = Vec::with_capacity(side.len() + 2 * NONCE_BYTES + 1);
-        message.extend_from_slice(side);
-        message.extend_from_slice(client_nonce);
-        message.extend_from_slice(server_nonce);
-        message.push(role);
-        hmac::verify(&self.key, &message, tag).is_ok()
+        hmac::verify(&self.key, &signed(side, client_nonce, server_nonce, role), tag).is_ok()
     }
+}
+
+/// What a handshake's MAC covers: which side, both nonces, the role.
+fn signed(side: &[u8], client_nonce: &[u8], server_nonce: &[u8], role: u8) -> Vec<u8> {
+    let mut message = Vec::with_capacity(side.len() + 2 * NONCE_BYTES + 1);
+    message.extend_from_slice(side);
+    message.extend_from_slice(client_nonce);
+    message.extend_from_slice(server_nonce);
+    message.push(role);
+    message
 }
 
 fn nonce() -> Result<[u8; NONCE_BYTES], ClusterError> {

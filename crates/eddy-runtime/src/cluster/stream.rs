@@ -38,6 +38,9 @@ struct TlsStream {
     socket: TcpStream,
     writer: Mutex<TcpStream>,
     state: Mutex<TlsState>,
+    /// Where the reader takes ciphertext off the socket, kept between reads (one reader
+    /// per connection: never contended).
+    chunk: Mutex<Vec<u8>>,
 }
 
 struct TlsState {
@@ -105,6 +108,7 @@ impl Stream {
             socket,
             writer: Mutex::new(writer),
             state: Mutex::new(TlsState { connection, pending: Vec::new() }),
+            chunk: Mutex::new(vec![0u8; READ_CHUNK]),
         };
         Ok(Stream { inner: Arc::new(Inner::Tls(Box::new(tls))), peer })
     }
@@ -177,7 +181,7 @@ fn peer_of(socket: &TcpStream) -> Arc<str> {
 
 impl TlsStream {
     fn read(&self, buf: &mut [u8]) -> std::io::Result<usize> {
-        let mut chunk = vec![0u8; READ_CHUNK];
+        let mut chunk = lock(&self.chunk);
         loop {
             {
                 let mut state = lock(&self.state);
@@ -201,7 +205,7 @@ impl TlsStream {
                     continue;
                 }
             }
-            let n = (&self.socket).read(&mut chunk)?;
+            let n = (&self.socket).read(&mut chunk[..])?;
             if n == 0 {
                 return Ok(0);
             }
