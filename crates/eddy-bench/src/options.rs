@@ -77,6 +77,14 @@ impl CheckpointArgs {
                     .ok_or_else(|| anyhow::anyhow!("--restore latest needs --checkpoint-dir"))?;
                 env.restore_latest_from(dir);
             }
+            // A checkpoint or savepoint directory holds `_metadata`; any other directory is
+            // one to restore the latest checkpoint of (a job directory, or a checkpoint
+            // directory holding one job's).
+            Some(path)
+                if !std::path::Path::new(path).join("_metadata").exists() && std::path::Path::new(path).is_dir() =>
+            {
+                env.restore_latest_from(path);
+            }
             Some(path) => {
                 env.restore_from(path);
             }

@@ -47,8 +47,47 @@ fn reference(dir: &Path, workload: &str) -> (String, Vec<String>) {
     (checksum(&stdout), output(&out))
 }
 
+/// The job directories under a checkpoint directory (one per job run into it).
+fn job_dirs(dir: &Path) -> Vec<PathBuf> {
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map(|d| d.flatten().map(|e| e.path()).filter(|p| p.is_dir()).collect())
+        .unwrap_or_default();
+    dirs.sort();
+    dirs
+}
+
+/// Whether the job directory `job` holds a complete checkpoint.
+fn holds_checkpoint(job: &Path) -> bool {
+    std::fs::read_dir(job).map(|d| d.flatten().any(|e| e.path().join("_metadata").exists())).unwrap_or(false)
+}
+
+/// Whether a job wrote a complete checkpoint under the checkpoint directory `dir`.
 fn has_complete_checkpoint(dir: &Path) -> bool {
-    std::fs::read_dir(dir).map(|d| d.flatten().any(|e| e.path().join("_metadata").exists())).unwrap_or(false)
+    job_dirs(dir).iter().any(|job| holds_checkpoint(job))
+}
+
+/// Starts W1 with checkpoints every 100 ms into `chk` and output into `out`, rate-limited
+/// so that it runs for seconds.
+fn start_w1(events: &str, keys: &str, chk: &Path, out: &Path) -> std::process::Child {
+    Command::new(env!("CARGO_BIN_EXE_eddy-bench"))
+        .args(["api-count", "--events", events, "--keys", keys, "--parallelism", "2", "--checkpoint-ms", "100"])
+        .args(["--checkpoint-dir", chk.to_str().unwrap(), "--output", out.to_str().unwrap(), "--rate", "100000"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+/// SIGKILLs `child` once `among` job directories under `chk` hold a complete checkpoint.
+fn kill_after_a_checkpoint(child: &mut std::process::Child, chk: &Path, among: usize) {
+    let started = Instant::now();
+    while job_dirs(chk).iter().filter(|job| holds_checkpoint(job)).count() < among {
+        assert!(started.elapsed() < Duration::from_secs(20), "no checkpoint completed");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    child.kill().unwrap(); // SIGKILL
+    assert!(!child.wait().unwrap().success(), "killed mid-run");
 }
 
 /// Runs W1 with checkpoints, SIGKILLs it once a checkpoint completed, restarts it with
@@ -241,4 +280,111 @@ fn w1_rescales_along_4_2_4_switching_backends() {
 #[test]
 fn w3_stops_with_a_savepoint_and_resumes_at_other_parallelisms_and_backends() {
     rescale_chain_of("w3-chain-213", "window", &[(2, "heap"), (1, "rocksdb"), (3, "heap")]);
+}
+
+/// Issue 18: job A is killed, job B (same name, other input) runs to its end on the same
+/// checkpoint directory, then A is restored from the latest checkpoint there: before job
+/// directories, A restored from B's newer checkpoint and ended "successfully" with most of
+/// its records missing. Now A finds its own (the interrupted job of its name, not the
+/// finished one), and its committed output is exactly the failure-free run's.
+#[test]
+fn two_jobs_on_one_checkpoint_directory_keep_apart_and_a_restore_reads_its_own() {
+    let dir = temp_dir("shared-dir");
+    let (_, expected) = reference(&dir, "api-count");
+    let chk = dir.join("chk");
+    let (out_a, out_b) = (dir.join("out-a"), dir.join("out-b"));
+    let mut a = start_w1(EVENTS, "1000", &chk, &out_a);
+    kill_after_a_checkpoint(&mut a, &chk, 1);
+    assert_eq!(job_dirs(&chk).len(), 1, "job A has a directory of its own");
+
+    // While A's directory is free, a second job B runs through beside it.
+    let b_args = ["api-count", "--events", "200000", "--keys", "500", "--parallelism", "2", "--checkpoint-ms", "100"];
+    let (code, _, stderr) = bench(
+        &[&b_args[..], &["--checkpoint-dir", chk.to_str().unwrap(), "--output", out_b.to_str().unwrap()]].concat(),
+    );
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(output(&out_b).len(), 200_000);
+    let dirs = job_dirs(&chk);
+    assert_eq!(dirs.len(), 2, "B wrote into a directory of its own: {dirs:?}");
+    let finished: Vec<_> = dirs.iter().filter(|d| d.join("_job.finished").exists()).collect();
+    assert_eq!(finished.len(), 1, "B's directory says it finished (eddy-bench keeps checkpoints): {dirs:?}");
+
+    let restore = ["api-count", "--events", EVENTS, "--keys", "1000", "--parallelism", "2", "--checkpoint-ms", "100"];
+    let (code, _, stderr) = bench(
+        &[
+            &restore[..],
+            &["--checkpoint-dir", chk.to_str().unwrap(), "--output", out_a.to_str().unwrap(), "--restore", "latest"],
+        ]
+        .concat(),
+    );
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(output(&out_a), expected, "A's output is exactly the failure-free run's");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Two jobs of one name killed on one checkpoint directory: a restore of "the latest"
+/// cannot tell whose it is and says so, naming both job directories; restored from its
+/// own job directory by name, A's output is exact. A job directory held by a running job
+/// is refused to a second process.
+#[test]
+fn a_restore_of_the_latest_among_two_killed_jobs_is_refused_until_one_is_named() {
+    let dir = temp_dir("two-killed");
+    let (_, expected) = reference(&dir, "api-count");
+    let chk = dir.join("chk");
+    let (out_a, out_b) = (dir.join("out-a"), dir.join("out-b"));
+    let mut a = start_w1(EVENTS, "1000", &chk, &out_a);
+    kill_after_a_checkpoint(&mut a, &chk, 1);
+    let a_dir = job_dirs(&chk).pop().unwrap();
+    let mut b = start_w1("2000000", "500", &chk, &out_b);
+    kill_after_a_checkpoint(&mut b, &chk, 2);
+    assert_eq!(job_dirs(&chk).len(), 2);
+
+    let restore = ["api-count", "--events", EVENTS, "--keys", "1000", "--parallelism", "2", "--checkpoint-ms", "100"];
+    let with = |from: &Path| {
+        bench(
+            &[
+                &restore[..],
+                &[
+                    "--checkpoint-dir",
+                    chk.to_str().unwrap(),
+                    "--output",
+                    out_a.to_str().unwrap(),
+                    "--restore",
+                    from.to_str().unwrap(),
+                ],
+            ]
+            .concat(),
+        )
+    };
+    let (code, _, stderr) = with(&chk);
+    assert_eq!(code, 1, "{stderr}");
+    for job in job_dirs(&chk) {
+        assert!(stderr.contains(job.file_name().unwrap().to_str().unwrap()), "names {job:?}: {stderr}");
+    }
+    assert!(stderr.contains("2 jobs named") && !stderr.contains("panicked"), "{stderr}");
+
+    // A second process on a job directory in use is refused.
+    let mut holder = Command::new(env!("CARGO_BIN_EXE_eddy-bench"))
+        .args(["api-count", "--events", EVENTS, "--keys", "1000", "--parallelism", "2", "--checkpoint-ms", "100"])
+        .args(["--checkpoint-dir", chk.to_str().unwrap(), "--output", out_a.to_str().unwrap(), "--rate", "20000"])
+        .args(["--restore", a_dir.to_str().unwrap()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    while std::fs::read_to_string(a_dir.join("_job.lock")).map_or(true, |s| !s.contains(&holder.id().to_string())) {
+        assert!(started.elapsed() < Duration::from_secs(20), "the restored job never took its directory");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let (code, _, stderr) = with(&a_dir);
+    assert_eq!(code, 1, "{stderr}");
+    assert!(stderr.contains("in use by another running process"), "{stderr}");
+    holder.kill().unwrap();
+    holder.wait().unwrap();
+
+    let (code, _, stderr) = with(&a_dir);
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(output(&out_a), expected, "A's output is exactly the failure-free run's");
+    std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -325,6 +325,13 @@ impl CheckpointStorage for ObjectCheckpointStorage {
         Ok(complete)
     }
 
+    fn subdirectories(&self) -> Result<Vec<String>, CheckpointError> {
+        let listing = self.runtime.block_on(self.store.list_with_delimiter(None)).map_err(|e| io(&self.root, e))?;
+        let mut dirs: Vec<String> = listing.common_prefixes.iter().map(|p| self.full(p.as_ref())).collect();
+        dirs.sort();
+        Ok(dirs)
+    }
+
     fn load(&self, location: &str) -> Result<CompletedCheckpoint, CheckpointError> {
         self.load_dir(self.relative(location))
     }

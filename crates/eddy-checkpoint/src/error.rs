@@ -15,6 +15,10 @@ pub enum CheckpointError {
     StateTooLarge { task: String, bytes: usize, cap: usize },
     #[error("cannot encode checkpoint data: {0}")]
     Encode(String),
+    #[error("cannot restore the latest checkpoint in '{dir}': {message}")]
+    AmbiguousRestore { dir: String, message: String },
+    #[error("the job directory '{location}' is in use by another running process ({holder}); one job directory runs one job at a time")]
+    InUse { location: String, holder: String },
     #[error("invalid checkpoint location '{location}': {message}")]
     InvalidLocation { location: String, message: String },
 }

@@ -10,9 +10,13 @@ use std::path::{Path, PathBuf};
 mod common;
 use std::process::Command;
 
+/// The completed checkpoints under the checkpoint directory `dir`, in its job directories.
 fn checkpoint_dirs(dir: &Path) -> Vec<PathBuf> {
-    let mut dirs: Vec<PathBuf> =
-        std::fs::read_dir(dir).unwrap().flatten().map(|e| e.path()).filter(|p| p.join("_metadata").exists()).collect();
+    let mut dirs: Vec<PathBuf> = common::job_dirs(dir)
+        .iter()
+        .flat_map(|job| std::fs::read_dir(job).unwrap().flatten().map(|e| e.path()))
+        .filter(|p| p.join("_metadata").exists())
+        .collect();
     dirs.sort_by_key(|p| p.file_name().unwrap().to_string_lossy()[4..].parse::<u64>().unwrap());
     dirs
 }
@@ -343,7 +347,7 @@ fn an_expired_checkpoint_leaves_no_files_of_late_acknowledgements() {
     env.execute("late acknowledgements").unwrap();
     let events = log.lock().unwrap().1.clone();
     assert_eq!(events.first().map(String::as_str), Some("aborted 1"), "{events:?}");
-    let leftovers: Vec<_> = std::fs::read_dir(&dir)
+    let leftovers: Vec<_> = std::fs::read_dir(common::job_dir(&dir))
         .unwrap()
         .flatten()
         .map(|e| e.path())
@@ -459,11 +463,13 @@ fn a_checkpoint_directory_that_cannot_be_listed_stops_the_job_before_it_reuses_a
     assert_eq!(earlier.len(), 1);
     let metadata = std::fs::read(earlier[0].join("_metadata")).unwrap();
     // A name the store cannot list (not UTF-8): the next run cannot tell which ids exist.
-    std::fs::write(dir.join(std::ffi::OsStr::from_bytes(b"stray-\xff")), b"x").unwrap();
+    std::fs::write(common::job_dir(&dir).join(std::ffi::OsStr::from_bytes(b"stray-\xff")), b"x").unwrap();
 
+    // Restored from it, the job goes on in the same job directory.
     let env = Env::new();
     env.set_checkpoint_config(CheckpointConfig { interval_ms: 20, ..CheckpointConfig::default() });
     env.set_checkpoint_dir(&dir);
+    env.restore_from(&earlier[0]);
     counting_job(&env, 20_000, CollectSink::new());
     let error = env.execute("count").unwrap_err().to_string();
     assert!(error.contains("cannot list") && error.contains("non-unicode"), "{error}");

@@ -249,9 +249,12 @@ fn final_counts(dir: &Path) -> BTreeMap<String, u64> {
     final_counts_of(dir, "count")
 }
 
-/// The `count` state of operator `uid` in the newest checkpoint in `dir`, per path.
+/// The `count` state of operator `uid` in the newest checkpoint in the checkpoint
+/// directory `dir` (in the one job directory there), per path.
 fn final_counts_of(dir: &Path, uid: &str) -> BTreeMap<String, u64> {
-    let storage = ObjectCheckpointStorage::local(dir).unwrap();
+    let jobs = ObjectCheckpointStorage::local(dir).unwrap().subdirectories().unwrap();
+    assert_eq!(jobs.len(), 1, "one job directory: {jobs:?}");
+    let storage = ObjectCheckpointStorage::local(&jobs[0]).unwrap();
     let latest = storage.load(&storage.completed().unwrap()[0]).unwrap();
     let mut counts = BTreeMap::new();
     for op in latest.operators.iter().filter(|o| o.uid == uid) {

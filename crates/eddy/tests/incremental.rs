@@ -99,11 +99,26 @@ fn rocksdb(dir: &Path) -> RocksDbStateBackend {
     RocksDbStateBackend::new(dir.join("working")).with_incremental_checkpoints(true)
 }
 
+/// The completed checkpoints in `dir` or in the job directories under it.
 fn checkpoint_dirs(dir: &Path) -> Vec<PathBuf> {
-    let mut dirs: Vec<PathBuf> =
-        std::fs::read_dir(dir).unwrap().flatten().map(|e| e.path()).filter(|p| p.join("_metadata").exists()).collect();
+    let children = |d: &Path| std::fs::read_dir(d).map(|d| d.flatten().map(|e| e.path()).collect()).unwrap_or(vec![]);
+    let mut dirs: Vec<PathBuf> = children(dir)
+        .into_iter()
+        .flat_map(|c| {
+            let mut found = children(&c);
+            found.push(c);
+            found
+        })
+        .filter(|p| p.join("_metadata").exists())
+        .collect();
     dirs.sort();
     dirs
+}
+
+/// The shared area of the one job directory under the checkpoint directory `dir`
+/// (`dir/shared` when there is none: it holds nothing then).
+fn shared_dir(dir: &Path) -> PathBuf {
+    common::job_dirs(dir).first().unwrap_or(&dir.to_path_buf()).join("shared")
 }
 
 /// The shared files (relative to the storage root) the checkpoint in `dir` references.
@@ -189,7 +204,7 @@ fn incremental_checkpoints_upload_little_keep_what_retained_ones_need_and_restor
     assert_eq!(retained.len(), 3, "{retained:?}");
     let needed: BTreeSet<String> = retained.iter().flat_map(|d| referenced_shared_files(d)).collect();
     assert!(!needed.is_empty());
-    assert_eq!(files_in(&checkpoints.join("shared")), needed, "no shared file missing, none left over");
+    assert_eq!(files_in(&shared_dir(&checkpoints)), needed, "no shared file missing, none left over");
 
     // Each retained checkpoint restores to exactly its state: a job reading every key once
     // more (from a new source) sees each count one above the checkpoint's.
@@ -213,7 +228,7 @@ fn incremental_checkpoints_upload_little_keep_what_retained_ones_need_and_restor
     let older: BTreeSet<String> = retained[..2].iter().flat_map(|d| referenced_shared_files(d)).collect();
     let only_newest: Vec<String> = referenced_shared_files(&retained[2]).difference(&older).cloned().collect();
     assert!(!only_newest.is_empty(), "the newest checkpoint has files of its own");
-    let victim = checkpoints.join(&only_newest[0]);
+    let victim = common::job_dir(&checkpoints).join(&only_newest[0]);
     let original = std::fs::read(&victim).unwrap();
     let mut flipped = original.clone();
     flipped[original.len() / 2] ^= 0x20;
@@ -234,7 +249,7 @@ fn incremental_checkpoints_upload_little_keep_what_retained_ones_need_and_restor
     assert!(message.contains("restore it with the rocksdb backend, or take a savepoint"), "{message}");
 
     assert_eq!(checkpoint_dirs(&checkpoints), retained, "restored jobs deleted none of the retained checkpoints");
-    assert_eq!(files_in(&checkpoints.join("shared")), needed, "nor any of their shared files");
+    assert_eq!(files_in(&shared_dir(&checkpoints)), needed, "nor any of their shared files");
 
     // `eddy checkpoint inspect` lists the files and verifies them; a missing one is named.
     let inspect = |checkpoint: &Path| {
@@ -290,7 +305,7 @@ fn restore_modes_decide_who_owns_the_restored_checkpoint() {
         env.execute("a").unwrap();
         let from_a = checkpoint_dirs(&checkpoints);
         assert_eq!(from_a.len(), 1, "the final checkpoint of A");
-        let files_of_a = files_in(&checkpoints.join("shared"));
+        let files_of_a = files_in(&shared_dir(&checkpoints));
 
         let env = Env::new();
         env.set_seed(42);
@@ -308,12 +323,12 @@ fn restore_modes_decide_who_owns_the_restored_checkpoint() {
             RestoreMode::Claim => {
                 assert!(last.incremental_bytes * 10 < last.bytes, "B references A's files: {last:?}");
                 assert!(checkpoint_dirs(&checkpoints).is_empty(), "B deleted the claimed checkpoint with its own");
-                assert!(files_in(&checkpoints.join("shared")).is_empty(), "and every shared file");
+                assert!(files_in(&shared_dir(&checkpoints)).is_empty(), "and every shared file");
             }
             RestoreMode::NoClaim => {
                 assert!(last.incremental_bytes * 10 > last.bytes * 9, "B uploads its own copy: {last:?}");
                 assert_eq!(checkpoint_dirs(&checkpoints), from_a, "A's checkpoint stays");
-                assert_eq!(files_in(&checkpoints.join("shared")), files_of_a, "with all its files");
+                assert_eq!(files_in(&shared_dir(&checkpoints)), files_of_a, "with all its files");
                 load_checkpoint_dir(&from_a[0]).expect("and still loads, every file verified");
             }
         }
@@ -366,7 +381,9 @@ fn clean_shared_deletes_only_unreferenced_files() {
     env.set_checkpoint_dir(&checkpoints);
     keys_job(&env, "all", 0..1_000);
     env.execute("a").unwrap();
-    let kept = files_in(&checkpoints.join("shared"));
+    // The command reads one job directory.
+    let checkpoints = common::job_dir(&checkpoints);
+    let kept = files_in(&shared_dir(&checkpoints));
     let some = checkpoints.join(kept.iter().next().unwrap());
     std::fs::copy(&some, checkpoints.join("shared/orphan-000042.sst")).unwrap();
     let clean = |extra: &[&str]| {
@@ -383,7 +400,7 @@ fn clean_shared_deletes_only_unreferenced_files() {
     assert!(checkpoints.join("shared/orphan-000042.sst").exists());
     let done = clean(&[]);
     assert!(done.contains("deleted shared/orphan-000042.sst"), "{done}");
-    assert_eq!(files_in(&checkpoints.join("shared")), kept, "the referenced files stay");
+    assert_eq!(files_in(&shared_dir(&checkpoints)), kept, "the referenced files stay");
     load_checkpoint_dir(&checkpoint_dirs(&checkpoints)[0]).expect("the checkpoint still loads");
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -111,9 +111,12 @@ fn checkpoints_and_savepoints_live_in_an_s3_compatible_store() {
     let savepoint = result.savepoint.clone().unwrap_or_else(|| panic!("no savepoint: {result:?}"));
     assert!(savepoint.starts_with("s3://eddy-test/savepoints/savepoint-"), "{savepoint}");
 
-    let storage = ObjectCheckpointStorage::open("s3://eddy-test/checkpoints").unwrap();
+    // In a job directory of its own under the checkpoint directory.
+    let jobs = ObjectCheckpointStorage::open("s3://eddy-test/checkpoints").unwrap().subdirectories().unwrap();
+    assert_eq!(jobs.len(), 1, "{jobs:?}");
+    let storage = ObjectCheckpointStorage::open(&jobs[0]).unwrap();
     let completed = storage.completed().unwrap();
-    assert!(!completed.is_empty() && completed[0].starts_with("s3://eddy-test/checkpoints/chk-"), "{completed:?}");
+    assert!(!completed.is_empty() && completed[0].starts_with(&format!("{}/chk-", jobs[0])), "{completed:?}");
     assert!(storage.load(&completed[0]).unwrap().state_for("count", 0).is_some());
 
     let env = Env::new();

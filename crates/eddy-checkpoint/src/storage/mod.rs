@@ -1,10 +1,12 @@
 //! Checkpoint storage: where completed checkpoints and savepoints live (Flink's
 //! `CheckpointStorage`), apart from the state backend that holds working state.
 
+mod job_dir;
 mod memory;
 mod native;
 mod task_writer;
 
+pub use job_dir::{choose_latest, is_job_dir_of, FoundJob, JobDirId, JobDirLock, JOB_FINISHED_FILE, JOB_LOCK_FILE};
 pub use memory::MemoryCheckpointStorage;
 pub use native::{fetch_native_files, file_safe, upload_native_files, KnownFiles, SHARED_DIR};
 pub use task_writer::{SavepointTargets, TaskStateWriter};
@@ -56,6 +58,11 @@ pub trait CheckpointStorage: Send + Sync {
     fn discard(&self, id: CheckpointId, kind: SnapshotKind) -> Result<(), CheckpointError>;
     /// Locations of completed checkpoints (not savepoints), newest first.
     fn completed(&self) -> Result<Vec<String>, CheckpointError>;
+    /// Locations of the directories directly under the storage's root (the job
+    /// directories under a checkpoint directory); none in memory.
+    fn subdirectories(&self) -> Result<Vec<String>, CheckpointError> {
+        Ok(Vec::new())
+    }
     /// Reads a completed checkpoint and verifies every file; the files of native
     /// snapshots are fetched into local directories.
     fn load(&self, location: &str) -> Result<CompletedCheckpoint, CheckpointError>;

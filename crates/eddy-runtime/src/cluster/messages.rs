@@ -211,6 +211,8 @@ pub struct StartTasks {
     pub executors: Vec<(ExecutorSlots, String)>,
     pub seed: u64,
     pub restore: Option<RestoreTicket>,
+    /// The job directory checkpoints go to; `None`: the JobManager's memory.
+    pub job_dir: Option<String>,
 }
 
 /// The checkpoint an attempt restores: its metadata, read and checked by the JobMaster,
@@ -220,8 +222,10 @@ pub struct RestoreTicket {
     pub location: String,
     pub metadata: CheckpointMetadata,
     pub owned: bool,
-    /// In the job's own checkpoint storage (else a directory of its own, opened by path).
+    /// In the job's own checkpoint storage (else in the storage at `storage_root`).
     pub in_job_storage: bool,
+    /// The root of the storage it is in, to open it.
+    pub storage_root: String,
 }
 
 /// What `status` shows per subtask.

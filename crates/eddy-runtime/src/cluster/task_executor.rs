@@ -22,10 +22,10 @@ use super::{start_heartbeats, Heartbeats};
 use super::{Security, TlsConfig, TlsFiles};
 use crate::channel::{ChannelCapacity, CHANNEL_BATCHES_MAX};
 use crate::error::TaskError;
-use crate::executor::open_job_storage;
+use crate::executor::open_task_storage;
 use crate::executor::restore::{restore_plan, RestoreSource};
 use crate::executor::wiring::{run_task, wire_placed, Placement, TaskContext};
-use crate::graph::{plan_chains, validate, RestoreFrom, StreamGraph};
+use crate::graph::{plan_chains, validate, StreamGraph};
 use crate::task::{install_panic_capture, AsyncWorkers, Mailboxes, TaskCheckpointing, TaskReport};
 use eddy_checkpoint::storage::{CheckpointStorage, SavepointTargets, TaskStateWriter};
 use eddy_types::{RunSeed, SystemClock};
@@ -181,7 +181,8 @@ fn run_attempt(
     }
 
     let config = &graph.config;
-    let storage = open_job_storage(config).map_err(|e| format!("cannot open the checkpoint storage: {e}"))?;
+    let storage = open_task_storage(config, start.job_dir.as_deref())
+        .map_err(|e| format!("cannot open the checkpoint storage: {e}"))?;
     let savepoint_storage: Option<Arc<dyn CheckpointStorage>> = match &config.savepoint {
         None => None,
         Some(request) => {
@@ -194,12 +195,10 @@ fn run_attempt(
             let source_storage = if ticket.in_job_storage {
                 storage.clone()
             } else {
-                match &config.restore {
-                    Some(RestoreFrom::Path(path)) => config.storage_opener.open_checkpoint_dir(path).map(|(s, _)| s),
-                    Some(RestoreFrom::LatestIn(dir)) => config.storage_opener.open(&dir.to_string_lossy()),
-                    None => return Err(format!("asked to restore {} but started without a restore", ticket.location)),
-                }
-                .map_err(|e| format!("cannot open the state to restore: {e}"))?
+                config
+                    .storage_opener
+                    .open(&ticket.storage_root)
+                    .map_err(|e| format!("cannot open the state to restore: {e}"))?
             };
             let source = RestoreSource {
                 storage: source_storage,

@@ -43,6 +43,9 @@ pub(crate) struct AttemptStart {
     pub(crate) restore: Option<Arc<RestorePlan>>,
     pub(crate) next_checkpoint_id: u64,
     pub(crate) seed: RunSeed,
+    /// The job directory its checkpoints go to (`None`: the JobManager's memory), for task
+    /// executors in other processes.
+    pub(crate) job_dir: Option<String>,
 }
 
 /// What a subtask thread hands back: its task index and how it ended.
@@ -60,7 +63,7 @@ impl LocalExecutor {
         &self,
         graph: &Arc<StreamGraph>,
         plan: &Arc<ChainPlan>,
-        AttemptStart { restore, next_checkpoint_id, seed }: AttemptStart,
+        AttemptStart { restore, next_checkpoint_id, seed, job_dir }: AttemptStart,
         (storage, retained): (&Arc<dyn CheckpointStorage>, &RefCell<RetainedCheckpoints>),
         result: &mut JobResult,
     ) -> AttemptEnd {
@@ -76,7 +79,7 @@ impl LocalExecutor {
         };
         if let Some(client) = &self.cluster {
             let source = restore.as_ref().map(|plan| plan.source().clone());
-            let start = AttemptStart { restore, next_checkpoint_id, seed };
+            let start = AttemptStart { restore, next_checkpoint_id, seed, job_dir };
             return self.remote_attempt(
                 client,
                 graph,

@@ -20,6 +20,7 @@
 //! - [`wiring`]: the channels between subtasks and the chain each subtask builds.
 
 pub(crate) mod attempt;
+mod job_storage;
 mod remote;
 pub(crate) mod restore;
 mod simulation;
@@ -28,7 +29,7 @@ pub(crate) mod wiring;
 use crate::cluster::job_client::JobClient;
 use crate::cluster::ClusterTarget;
 use crate::error::JobError;
-use crate::graph::{plan_chains, validate, JobConfig, RestoreFrom, RestoreMode, StorageChoice, StreamGraph};
+use crate::graph::{plan_chains, validate, JobConfig, RestoreMode, StreamGraph};
 use crate::task::install_panic_capture;
 use attempt::{discard_checkpoint, AttemptEnd, AttemptStart};
 use eddy_checkpoint::restart::RestartBackoff;
@@ -36,10 +37,8 @@ use eddy_checkpoint::retained::RetainedCheckpoints;
 use eddy_checkpoint::storage::{CheckpointStorage, MemoryCheckpointStorage};
 use eddy_checkpoint::{CheckpointError, CheckpointId};
 use eddy_types::{Clock, ManualClock, RunSeed, SystemClock};
-use restore::{
-    check_restore, checkpoint_number, claim, load_latest, load_latest_of, open_restore_path, restore_plan,
-    RestoreSource,
-};
+use job_storage::JobStorage;
+use restore::{check_restore, checkpoint_number, claim, load_latest_of, restore_plan, RestoreSource};
 use simulation::Simulator;
 use std::cell::RefCell;
 use std::sync::Arc;
@@ -143,10 +142,13 @@ impl LocalExecutor {
         validate(&graph).map_err(|message| JobError::InvalidJob { job: job.clone(), message })?;
         install_panic_capture();
         let config = graph.config.clone();
-        let storage = open_job_storage(&config).map_err(|e| fail(e.to_string()))?;
+        let mut warnings = Vec::new();
+        let simulated_seed = config.simulation.map(|s| RunSeed(s.seed));
+        let job_storage = JobStorage::open(&config, &job, simulated_seed, &mut warnings)
+            .map_err(|e| fail(format!("cannot start: {e}")))?;
         let storage = match &self.simulator {
-            Some(simulator) => simulator.storage(storage),
-            None => storage,
+            Some(simulator) => simulator.storage(job_storage.storage.clone()),
+            None => job_storage.storage.clone(),
         };
         let mut result = JobResult {
             job_name: job.clone(),
@@ -157,26 +159,14 @@ impl LocalExecutor {
             restarts: 0,
             savepoint: None,
             stopped: false,
-            warnings: Vec::new(),
+            warnings,
             trace: Vec::new(),
             accumulators: Default::default(),
         };
-        let mut restore = match &config.restore {
-            None => None,
-            Some(RestoreFrom::Path(path)) => Some(
-                open_restore_path(config.storage_opener.as_ref(), path)
-                    .map_err(|e| fail(format!("cannot restore: {e}")))?,
-            ),
-            Some(RestoreFrom::LatestIn(dir)) => {
-                let dir_storage: Arc<dyn CheckpointStorage> =
-                    config.storage_opener.open(&dir.to_string_lossy()).map_err(|e| fail(e.to_string()))?;
-                let latest = load_latest(&dir_storage, &mut result.warnings)
-                    .map_err(|e| fail(format!("cannot restore: {e}")))?;
-                Some(latest.ok_or_else(|| {
-                    fail(format!("cannot restore: {}", CheckpointError::NoCheckpoint(dir.display().to_string())))
-                })?)
-            }
-        };
+        // What the job started from: a restart with no checkpoint of its own since goes
+        // back to it (never to a newer checkpoint another job left in the directory).
+        let initial = job_storage.restore.clone();
+        let mut restore = job_storage.restore.clone();
         if let Some(checkpoint) = &restore {
             check_restore(&graph, checkpoint, config.allow_non_restored_state).map_err(fail)?;
         }
@@ -193,7 +183,9 @@ impl LocalExecutor {
             seed = %seed.hex(),
             subtasks = plan.heads.iter().map(|head| graph.node(*head).parallelism).sum::<u32>(),
             storage = %storage.describe(),
+            checkpoint_dir = job_storage.job_dir.as_deref().unwrap_or("JobManager memory"),
             restore_from = restore.as_ref().map_or("nothing", |c| c.location.as_str()),
+            restore_of_job = restore.as_ref().map_or("", |c| c.metadata.job_name.as_str()),
             "job starting"
         );
         let graph = Arc::new(graph);
@@ -221,7 +213,12 @@ impl LocalExecutor {
             let mut part = u64::from(result.restarts).to_le_bytes().to_vec();
             part.extend_from_slice(&next_id.to_le_bytes());
             let attempt_seed = seed.derive(&part);
-            let start = AttemptStart { restore: restored, next_checkpoint_id: next_id, seed: attempt_seed };
+            let start = AttemptStart {
+                restore: restored,
+                next_checkpoint_id: next_id,
+                seed: attempt_seed,
+                job_dir: job_storage.job_dir.clone(),
+            };
             let end = self.attempt(&graph, &plan, start, checkpoints, &mut result);
             result.duration = Duration::from_millis(elapsed_ms());
             match end {
@@ -238,6 +235,7 @@ impl LocalExecutor {
                             discard_checkpoint(storage.as_ref(), &mut retained, id);
                         }
                     }
+                    job_storage.finish();
                     tracing::info!(
                         job = %job,
                         duration_ms = result.duration.as_millis() as u64,
@@ -259,7 +257,7 @@ impl LocalExecutor {
                     };
                     result.restarts = backoff.restarts();
                     self.clock.sleep_ms(delay_ms);
-                    match self.restore_after_failure(&config, &storage, &retained, &mut result.warnings) {
+                    match self.restore_after_failure(initial.as_ref(), &storage, &retained, &mut result.warnings) {
                         Ok(from) => {
                             restore = from;
                             let from =
@@ -318,7 +316,7 @@ impl LocalExecutor {
     /// run started from, else nothing.
     fn restore_after_failure(
         &self,
-        config: &JobConfig,
+        initial: Option<&RestoreSource>,
         storage: &Arc<dyn CheckpointStorage>,
         retained: &RefCell<RetainedCheckpoints>,
         warnings: &mut Vec<String>,
@@ -332,23 +330,27 @@ impl LocalExecutor {
             source.owned = true;
             return Ok(Some(source));
         }
-        // Nothing completed since: start again from what the job started from.
-        match &config.restore {
-            Some(RestoreFrom::Path(path)) => open_restore_path(config.storage_opener.as_ref(), path).map(Some),
-            Some(RestoreFrom::LatestIn(dir)) => {
-                let dir_storage = config.storage_opener.open(&dir.to_string_lossy())?;
-                load_latest(&dir_storage, warnings)
+        // Nothing completed since: start again from what the job started from, its files
+        // checked again.
+        match initial {
+            Some(source) => {
+                let metadata = source.storage.verify(&source.location)?;
+                Ok(Some(RestoreSource { metadata, ..source.clone() }))
             }
             None => Ok(None),
         }
     }
 }
 
-/// The job's checkpoint storage: the JobManager's memory, or its directory.
-pub(crate) fn open_job_storage(config: &JobConfig) -> Result<Arc<dyn CheckpointStorage>, CheckpointError> {
-    Ok(match &config.storage {
-        StorageChoice::Memory => Arc::new(MemoryCheckpointStorage::new(config.checkpoint.memory_state_bytes_max)),
-        StorageChoice::Directory(dir) => config.storage_opener.open(&dir.to_string_lossy())?,
+/// The checkpoint storage a task executor's subtasks write to: the job directory its
+/// JobMaster chose, else the JobManager's memory (the state travels in acknowledgements).
+pub(crate) fn open_task_storage(
+    config: &JobConfig,
+    job_dir: Option<&str>,
+) -> Result<Arc<dyn CheckpointStorage>, CheckpointError> {
+    Ok(match job_dir {
+        None => Arc::new(MemoryCheckpointStorage::new(config.checkpoint.memory_state_bytes_max)),
+        Some(dir) => config.storage_opener.open(dir)?,
     })
 }
 

@@ -124,9 +124,14 @@ impl LocalExecutor {
             metadata: source.metadata.clone(),
             owned: source.owned,
             in_job_storage: source.owned || source.storage.describe() == storage.describe(),
+            storage_root: source.storage.describe(),
         });
-        let start_message =
-            Message::StartTasks(Box::new(StartTasks { executors: addresses, seed: start.seed.0, restore }));
+        let start_message = Message::StartTasks(Box::new(StartTasks {
+            executors: addresses,
+            seed: start.seed.0,
+            restore,
+            job_dir: start.job_dir.clone(),
+        }));
         let attempt_over = Arc::new(AtomicBool::new(false));
         let metrics: Arc<Mutex<HashMap<u32, TaskMetrics>>> = Arc::default();
         let mut connections: Vec<(u32, Connection)> = Vec::new();

@@ -66,3 +66,20 @@ pub fn assert_counts_continue(resumed: &[(u64, u64)], per_key: u64) {
         }
     }
 }
+
+/// The job directories under the checkpoint directory `dir` (each job writes its
+/// checkpoints into a directory of its own there), oldest name first.
+pub fn job_dirs(dir: &std::path::Path) -> Vec<PathBuf> {
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map(|d| d.flatten().map(|e| e.path()).filter(|p| p.is_dir()).collect())
+        .unwrap_or_default();
+    dirs.sort();
+    dirs
+}
+
+/// The one job directory under the checkpoint directory `dir`.
+pub fn job_dir(dir: &std::path::Path) -> PathBuf {
+    let dirs = job_dirs(dir);
+    assert_eq!(dirs.len(), 1, "one job directory under {}: {dirs:?}", dir.display());
+    dirs[0].clone()
+}
