@@ -98,11 +98,16 @@ pub fn unframe<'a>(path: &str, bytes: &'a [u8]) -> Result<&'a [u8], CheckpointEr
             supported: FORMAT_VERSION,
         });
     }
-    let length = u64::from_le_bytes(bytes[12..20].try_into().expect("8 bytes")) as usize;
-    let expected = HEADER_BYTES + length + 4;
-    if bytes.len() != expected {
-        return Err(corrupt(format!("truncated or padded: {} bytes, expected {expected}", bytes.len())));
-    }
+    // The length is the file's word: checked before any arithmetic on it.
+    let length = u64::from_le_bytes(bytes[12..20].try_into().expect("8 bytes"));
+    let expected = usize::try_from(length).ok().and_then(|l| l.checked_add(HEADER_BYTES + 4));
+    let Some(expected) = expected.filter(|&e| e == bytes.len()) else {
+        return Err(corrupt(format!(
+            "truncated or padded: {} bytes, its header announces a payload of {length}",
+            bytes.len()
+        )));
+    };
+    let length = expected - HEADER_BYTES - 4;
     let payload = &bytes[HEADER_BYTES..HEADER_BYTES + length];
     let stored = u32::from_le_bytes(bytes[expected - 4..].try_into().expect("4 bytes"));
     let actual = crc32fast::hash(payload);

@@ -21,6 +21,10 @@ pub enum TaskError {
     /// the job restarts under its restart strategy.
     #[error("{0}")]
     Lost(String),
+    /// Records cannot cross to another process (their type does not serialize): the
+    /// user must act, and no restart mends it.
+    #[error("{0}")]
+    Unsendable(String),
 }
 
 impl TaskError {
@@ -45,6 +49,7 @@ impl TaskError {
             TaskError::StateBackend { .. } => FailureKind::StateBackend,
             TaskError::Cancelled | TaskError::Internal(_) => FailureKind::Internal,
             TaskError::Lost(_) => FailureKind::Cluster,
+            TaskError::Unsendable(_) => FailureKind::Unsendable,
         }
     }
 }
@@ -60,6 +65,9 @@ pub enum FailureKind {
     Internal,
     /// A TaskManager or a connection between processes of the cluster.
     Cluster,
+    /// A record type that cannot be serialized to cross processes: a restart cannot
+    /// mend it, so the job fails at once.
+    Unsendable,
 }
 
 impl std::fmt::Display for FailureKind {
@@ -69,6 +77,7 @@ impl std::fmt::Display for FailureKind {
             FailureKind::StateBackend => "state backend: ",
             FailureKind::Internal => "internal error (please report): ",
             FailureKind::Cluster => "cluster: ",
+            FailureKind::Unsendable => "",
         })
     }
 }
@@ -142,7 +151,11 @@ impl ClusterError {
 impl JobError {
     /// Whether the restart strategy may restart the job after this error.
     pub fn is_restartable(&self) -> bool {
-        matches!(self, JobError::TaskFailed { .. } | JobError::CheckpointFailover { .. })
+        match self {
+            JobError::TaskFailed { kind, .. } => *kind != FailureKind::Unsendable,
+            JobError::CheckpointFailover { .. } => true,
+            _ => false,
+        }
     }
 }
 

@@ -6,7 +6,8 @@ use eddy_runtime::channel::{
 };
 use eddy_runtime::output::{Lifecycle, Output};
 use eddy_runtime::task::{
-    mailbox, Control, OneInputDriver, StepResult, TaskDriver, TaskShared, TwoInputDriver, TwoInputOperator,
+    mailbox, Control, DeclineCause, OneInputDriver, StepResult, TaskDriver, TaskShared, TwoInputDriver,
+    TwoInputOperator,
 };
 use eddy_runtime::TaskError;
 use std::cell::RefCell;
@@ -297,8 +298,8 @@ fn reading_input_2_first_declines_a_checkpoint_rather_than_read_input_1_early() 
     let seen: Vec<String> = probe.0.borrow().iter().filter(|e| *e != "flush").cloned().collect();
     assert_eq!(seen, vec!["in2 100", "in2 101", "in1 1"], "input 1 only after input 2 ended, no snapshot");
     match reports_rx.try_recv() {
-        Ok(TaskReport::Declined { checkpoint, counts_as_failure, .. }) => {
-            assert_eq!((checkpoint, counts_as_failure), (CheckpointId(1), false));
+        Ok(TaskReport::Declined { checkpoint, cause, .. }) => {
+            assert_eq!((checkpoint, cause), (CheckpointId(1), DeclineCause::NotReady));
         }
         other => panic!("expected a decline, got {other:?}"),
     }

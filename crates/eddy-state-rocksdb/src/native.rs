@@ -125,7 +125,8 @@ pub(crate) fn restore_store(
     std::fs::create_dir_all(dir)
         .map_err(|e| error(&format!("cannot create working directory '{}'", dir.display()), e))?;
     for file in &native.files {
-        let (source, target) = (from.join(&file.name), dir.join(&file.name));
+        let name = file.checked_name()?;
+        let (source, target) = (from.join(name), dir.join(name));
         let linked = file.shared_name.is_some() && std::fs::hard_link(&source, &target).is_ok();
         if !linked {
             std::fs::copy(&source, &target)

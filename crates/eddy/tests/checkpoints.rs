@@ -127,6 +127,39 @@ fn memory_storage_refuses_state_above_its_cap_clearly() {
     assert!(message.contains("above the JobManager memory storage cap of 200 bytes"), "{message}");
 }
 
+/// Issue 18: a checkpoint above the memory storage's cap fails the same way after every
+/// restart (the restore goes back to the same state), so under the default restart
+/// strategy the job restarted for minutes with growing delays. It must fail at once,
+/// naming the cap.
+#[test]
+fn a_checkpoint_that_cannot_fit_its_storage_fails_the_job_at_once_despite_restarts() {
+    let (done_tx, done_rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let env = Env::new();
+        env.set_parallelism(1);
+        env.set_checkpoint_config(CheckpointConfig {
+            interval_ms: 20,
+            memory_state_bytes_max: 200,
+            ..CheckpointConfig::default()
+        });
+        env.from_sequence(0, 50_000)
+            .map(|i| {
+                if i % 100 == 0 {
+                    std::thread::sleep(std::time::Duration::from_millis(1));
+                }
+                i
+            })
+            .key_by(|i: &u64| *i)
+            .process(Count::default())
+            .add_sink(CollectSink::new());
+        let _ = done_tx.send(env.execute("big state").map(|r| r.restarts));
+    });
+    let outcome = done_rx.recv_timeout(std::time::Duration::from_secs(30)).expect("the job ends, not a restart loop");
+    let message = outcome.unwrap_err().to_string();
+    assert!(message.contains("above the JobManager memory storage cap of 200 bytes"), "{message}");
+    assert!(message.contains("cannot be stored"), "{message}");
+}
+
 #[test]
 fn without_a_restart_strategy_the_first_failure_fails_the_job() {
     let env = Env::new();

@@ -56,3 +56,57 @@ fn a_taskmanager_whose_binary_builds_another_graph_is_refused_with_the_differenc
         "the first difference is named: {stderr}"
     );
 }
+
+/// Issue 18: a record type whose `Serialize` fails on an edge between two TaskManagers
+/// panicked a connection thread, and the job ended "cancelled" with the cause only on a
+/// task executor's stderr. Now the job fails at once (checkpoints on, so the default
+/// restart strategy would restart it), naming the type.
+#[test]
+fn a_record_type_that_cannot_serialize_on_a_cluster_edge_fails_the_job_naming_it() {
+    let dir = common::temp_dir("cluster-unsendable");
+    std::fs::create_dir_all(&dir).unwrap();
+    let secret = dir.join("secret");
+    std::fs::write(&secret, "the-secret-of-the-unsendable-test").unwrap();
+    let secret = secret.to_str().unwrap();
+    let binary = example("unserializable_record");
+    let mut jobmanager = Command::new(&binary)
+        .args(["jobmanager", "--bind", "127.0.0.1:0", "--secret-file", secret])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    BufReader::new(jobmanager.stdout.take().unwrap()).read_line(&mut first).unwrap();
+    let address = first.trim().strip_prefix("jobmanager listening on ").unwrap().to_string();
+    let mut taskmanagers: Vec<_> = (0..2)
+        .map(|_| {
+            Command::new(&binary)
+                .args(["taskmanager", "--jobmanager", &address, "--slots", "1", "--secret-file", secret])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(500));
+    let started = std::time::Instant::now();
+    let job = Command::new(&binary)
+        .args(["--jobmanager", &address, "--secret-file", secret, "--slot-timeout-ms", "20000"])
+        .output()
+        .unwrap();
+    let took = started.elapsed();
+    for process in taskmanagers.iter_mut().chain([&mut jobmanager]) {
+        let _ = process.kill();
+        let _ = process.wait();
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    let stderr = String::from_utf8_lossy(&job.stderr);
+    assert_eq!(job.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("Error: job 'unserializable record' failed")
+            && stderr.contains("a record of type `unserializable_record::Unsendable` cannot be serialized"),
+        "the job's error names the type: {stderr}"
+    );
+    assert!(!stderr.contains("restarting") && !stderr.contains("panicked"), "{stderr}");
+    assert!(took < Duration::from_secs(20), "failed at once, not after restarts: {took:?}");
+}

@@ -16,7 +16,7 @@ pub struct MemoryCheckpointStorage {
 }
 
 impl MemoryCheckpointStorage {
-    /// `state_bytes_max`: the cap per task (Flink's default is 5 MiB).
+    /// `state_bytes_max`: the cap per task (64 MiB by default, Flink's is 5 MiB).
     pub fn new(state_bytes_max: usize) -> Self {
         Self { state_bytes_max, completed: Mutex::new(BTreeMap::new()) }
     }

@@ -96,7 +96,10 @@ pub fn fetch_native_files(
             std::fs::create_dir_all(&dir).map_err(|e| local_io(&dir, e))?;
             let local = LocalFiles::new(dir.clone());
             for file in &native.files {
-                storage.download_file(&file.location, &dir.join(&file.name), file.bytes, file.crc32)?;
+                let name = file
+                    .checked_name()
+                    .map_err(|e| CheckpointError::Corrupt { path: file.location.clone(), message: e.to_string() })?;
+                storage.download_file(&file.location, &dir.join(name), file.bytes, file.crc32)?;
             }
             native.local = Unstored(Some(local));
         }

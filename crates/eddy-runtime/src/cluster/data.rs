@@ -57,6 +57,9 @@ mod kind {
     pub const WATERMARK_STATUS: u8 = 4;
     pub const END_OF_INPUT: u8 = 5;
     pub const CREDIT: u8 = 6;
+    /// The producer cannot send the channel's records (a record that does not
+    /// serialize): the payload says why, and the consumer fails with it.
+    pub const UNSENDABLE: u8 = 7;
 }
 
 /// One channel on a connection: edge index, producer subtask, consumer subtask.
@@ -69,7 +72,8 @@ pub struct ChannelKey {
 
 impl std::fmt::Display for ChannelKey {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "edge {} from subtask {} to subtask {}", self.edge, self.from + 1, self.to + 1)
+        let (from, to) = (u32::from(self.from) + 1, u32::from(self.to) + 1);
+        write!(f, "edge {} from subtask {from} to subtask {to}", self.edge)
     }
 }
 
@@ -121,9 +125,15 @@ fn read_frame(stream: &mut impl Read, payload: &mut Vec<u8>) -> std::io::Result<
     Ok(Some(header))
 }
 
-/// A channel's producer is gone, and everything it queued was sent.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ProducerGone;
+/// Why a channel sends no more frames.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ChannelEnd {
+    /// Its producer is gone, and everything it queued was sent.
+    ProducerGone,
+    /// A record cannot be sent (its type does not serialize, or a batch is larger than a
+    /// frame may be): the message names the type. No restart mends that.
+    Unsendable(String),
+}
 
 /// The channels one producing executor sends over one connection.
 pub type OutboundChannels = Vec<(ChannelKey, Box<dyn OutboundChannel>)>;
@@ -139,7 +149,7 @@ pub trait OutboundChannel: Send {
     /// Appends the next frame's payload to `out` and says its kind and value; `Ok(None)`
     /// when nothing can go (nothing queued, or records without `credit`); `Err` when the
     /// producer is gone and everything it queued went.
-    fn next_frame(&mut self, out: &mut Vec<u8>, credit: bool) -> Result<Option<(u8, u32)>, ProducerGone>;
+    fn next_frame(&mut self, out: &mut Vec<u8>, credit: bool) -> Result<Option<(u8, u32)>, ChannelEnd>;
 }
 
 /// The consumer's end of a network channel: decodes frames into the queue its subtask
@@ -189,14 +199,14 @@ impl<T: Serialize + Send> OutboundChannel for TypedOutbound<T> {
         self.stash.is_some()
     }
 
-    fn next_frame(&mut self, out: &mut Vec<u8>, credit: bool) -> Result<Option<(u8, u32)>, ProducerGone> {
+    fn next_frame(&mut self, out: &mut Vec<u8>, credit: bool) -> Result<Option<(u8, u32)>, ChannelEnd> {
         let first = match self.stash.take() {
             Some(message) => message,
             None if !credit => return Ok(None),
             None => match self.queue.try_recv() {
                 Ok(message) => message,
                 Err(TryRecvError::Empty) => return Ok(None),
-                Err(TryRecvError::Disconnected) => return Err(ProducerGone),
+                Err(TryRecvError::Disconnected) => return Err(ChannelEnd::ProducerGone),
             },
         };
         let StreamMessage::Records(batch) = first else {
@@ -211,13 +221,26 @@ impl<T: Serialize + Send> OutboundChannel for TypedOutbound<T> {
         let mut batch = batch;
         loop {
             for record in &batch {
-                // Postcard writes into the buffer in place; a record type it cannot encode
-                // is a bug in the type's Serialize impl.
+                // Postcard writes into the buffer in place. A type whose Serialize fails
+                // (a map of unknown length, a custom error) fails the job, named.
                 let buffer = std::mem::take(out);
-                *out = postcard::to_extend(record, buffer).expect("a record serializes");
+                *out = postcard::to_extend(record, buffer).map_err(|e| {
+                    ChannelEnd::Unsendable(format!(
+                        "a record of type `{}` cannot be serialized to go to another process: {e}",
+                        std::any::type_name::<T>()
+                    ))
+                })?;
             }
-            count += batch.len() as u32;
-            if out.len() - start >= NETWORK_BUFFER_BYTES {
+            if out.len() - HEADER_BYTES > FRAME_BYTES_MAX {
+                return Err(ChannelEnd::Unsendable(format!(
+                    "a batch of records of type `{}` takes {} bytes, more than a network frame may carry ({FRAME_BYTES_MAX})",
+                    std::any::type_name::<T>(),
+                    out.len() - HEADER_BYTES
+                )));
+            }
+            count = count.saturating_add(u32::try_from(batch.len()).unwrap_or(u32::MAX));
+            // Records of no size never fill a buffer: the count bounds a frame too.
+            if out.len() - start >= NETWORK_BUFFER_BYTES || count >= u32::MAX / 2 {
                 break;
             }
             match self.queue.try_recv() {
@@ -289,7 +312,7 @@ impl<T: DeserializeOwned + Send> InboundChannel for TypedInbound<T> {
 }
 
 /// Why a network channel's connection is gone, shared by its consumer's channels.
-pub type LostReason = Arc<Mutex<Option<String>>>;
+pub type LostReason = Arc<Mutex<Option<TaskError>>>;
 
 /// The input channel a consuming subtask reads from the network: the frames its
 /// connection decoded, and one credit back per records frame taken.
@@ -322,9 +345,9 @@ impl<T: Send> InputChannel<T> for RemoteInputChannel<T> {
 
     fn disconnected(&self) -> TaskError {
         let reason = self.lost.lock().unwrap_or_else(|e| e.into_inner()).clone();
-        TaskError::Lost(
-            reason.unwrap_or_else(|| format!("the network channel ({}) closed before its end of input", self.key)),
-        )
+        reason.unwrap_or_else(|| {
+            TaskError::Lost(format!("the network channel ({}) closed before its end of input", self.key))
+        })
     }
 }
 
@@ -463,10 +486,23 @@ fn send_frames(
                     progress = true;
                 }
                 Ok(None) => {}
-                Err(ProducerGone) => {
+                Err(ChannelEnd::ProducerGone) => {
                     gone[i] = true;
                     open -= 1;
                     progress = true;
+                }
+                Err(ChannelEnd::Unsendable(why)) => {
+                    // The consumer fails with the reason (the JobMaster hears it from
+                    // there); the channels stay until the cancel, so that the producer
+                    // waits instead of failing first with a vaguer "consumer gone".
+                    let header = Header { payload: why.len() as u32, kind: kind::UNSENDABLE, key: keys[i], value: 0 };
+                    out.write_all(&encode_header(&header))?;
+                    out.write_all(why.as_bytes())?;
+                    out.flush()?;
+                    while !cancel.load(Ordering::Relaxed) {
+                        std::thread::sleep(Duration::from_millis(IDLE_WAIT_MS));
+                    }
+                    return Err(std::io::Error::other(why));
                 }
             }
         }
@@ -624,24 +660,36 @@ fn receive_frames(
             return;
         }
         match read_frame(&mut input, &mut payload) {
+            Ok(Some(header)) if header.kind == kind::UNSENDABLE => {
+                break TaskError::Unsendable(format!(
+                    "{} ({}, from {producer})",
+                    String::from_utf8_lossy(&payload),
+                    header.key
+                ));
+            }
             Ok(Some(header)) => {
                 let Some(channel) = channels.get_mut(&header.key) else {
-                    break format!("{producer} sent a frame for a channel it does not have ({})", header.key);
+                    break TaskError::Lost(format!(
+                        "{producer} sent a frame for a channel it does not have ({})",
+                        header.key
+                    ));
                 };
                 match channel.deliver(header.kind, header.value, &payload) {
                     Ok(false) => {}
                     Ok(true) => {
                         channels.remove(&header.key);
                     }
-                    Err(e) => break format!("{producer} sent an unreadable frame on {}: {e}", header.key),
+                    Err(e) => {
+                        break TaskError::Lost(format!("{producer} sent an unreadable frame on {}: {e}", header.key))
+                    }
                 }
             }
             Ok(None) => {
-                break format!(
+                break TaskError::Lost(format!(
                     "the connection to {producer} was closed before its channels ended (was its TaskManager lost?)"
-                )
+                ))
             }
-            Err(e) => break format!("the connection to {producer} failed: {e}"),
+            Err(e) => break TaskError::Lost(format!("the connection to {producer} failed: {e}")),
         }
     };
     *lost.lock().unwrap_or_else(|e| e.into_inner()) = Some(failure);
@@ -690,7 +738,7 @@ mod tests {
         assert_eq!(outbound.next_frame(&mut frame, false).unwrap(), None, "without credit the queue is not read");
         let (k, n) = outbound.next_frame(&mut frame, true).unwrap().unwrap();
         assert!(inbound.deliver(k, n, &frame).unwrap(), "the end of input ends the channel");
-        assert_eq!(outbound.next_frame(&mut frame, true), Err(ProducerGone));
+        assert_eq!(outbound.next_frame(&mut frame, true), Err(ChannelEnd::ProducerGone));
         let got: Vec<String> = in_rx.try_iter().map(|m| format!("{m:?}")).collect();
         assert_eq!(
             got,

@@ -6,7 +6,7 @@ use crate::channel::{ChannelCapacity, CheckpointBarrier, CheckpointEvent, CHANNE
 use crate::error::{JobError, TaskError};
 use crate::graph::{ChainPlan, OperatorFactory, StreamGraph};
 use crate::task::{
-    AsyncWork, AsyncWorkers, Control, MailboxSender, Mailboxes, QueuedWork, TaskCheckpointing, TaskReport,
+    AsyncWork, AsyncWorkers, Control, DeclineCause, MailboxSender, Mailboxes, QueuedWork, TaskCheckpointing, TaskReport,
 };
 use crossbeam_channel::{select, Receiver};
 use eddy_checkpoint::acknowledgement::TaskAcknowledgement;
@@ -476,7 +476,7 @@ impl<'a> AttemptRun<'a> {
             TaskError::Operator { operator, message } | TaskError::StateBackend { operator, message } => {
                 (operator, message)
             }
-            TaskError::Internal(message) | TaskError::Lost(message) => {
+            TaskError::Internal(message) | TaskError::Lost(message) | TaskError::Unsendable(message) => {
                 (self.plan.chain_name(self.graph, head), message)
             }
             TaskError::Cancelled => (self.plan.chain_name(self.graph, head), "cancelled".to_string()),
@@ -485,7 +485,9 @@ impl<'a> AttemptRun<'a> {
         if matches!(self.failure, Some(JobError::Cancelled { .. })) {
             self.failure = None;
         }
-        tracing::warn!(operator = %operator, subtask, parallelism, kind = ?kind, cause = %message, "task failed; cancelling the attempt");
+        // Subtasks count from 1 in what people read, as Flink's `(2/4)` and the job's error do.
+        let numbered = format!("{}/{parallelism}", subtask + 1);
+        tracing::warn!(operator = %operator, subtask = %numbered, kind = ?kind, cause = %message, "task failed; cancelling the attempt");
         self.note(|| format!("task {index} ({operator} {subtask}) failed: {kind:?}"));
         self.fail(JobError::TaskFailed { job, operator, subtask, parallelism, kind, message });
     }
@@ -618,9 +620,18 @@ impl<'a> AttemptRun<'a> {
                 }
                 None
             }
-            TaskReport::Declined { task, checkpoint, kind, reason, counts_as_failure } => {
+            TaskReport::Declined { task, checkpoint, kind, reason, cause } => {
                 match self.coordinator.pending_kind(checkpoint) {
-                    Some(kind) if counts_as_failure => {
+                    Some(kind) if cause == DeclineCause::CannotFit => {
+                        // Every later checkpoint would fail the same way, and a restart
+                        // goes back to the same state: the job fails now, naming the cap
+                        // (before the abort counts it as a failure to restart after).
+                        let reason = format!("{kind:?} {checkpoint} cannot be stored: {reason}");
+                        let message = reason.clone();
+                        self.fail(JobError::Checkpoint { job: self.graph.job_name.clone(), message });
+                        self.abort_checkpoint(checkpoint, kind, &reason, result);
+                    }
+                    Some(kind) if cause == DeclineCause::WriteFailed => {
                         let reason = format!("{} could not write its part: {reason}", self.task_name(task));
                         self.abort_checkpoint(checkpoint, kind, &reason, result);
                     }

@@ -204,7 +204,9 @@ impl LocalExecutor {
                 .map_err(|e| fail(format!("cannot list the checkpoints already stored, to number new ones: {e}")))?;
             let newest_stored = stored.iter().filter_map(|l| checkpoint_number(l)).max();
             let restored_id = restored.as_ref().map(|plan| plan.id().0);
-            let next_id = newest_stored.max(restored_id).unwrap_or(0) + 1;
+            let next_id = newest_stored.max(restored_id).unwrap_or(0).checked_add(1).ok_or_else(|| {
+                fail("the stored checkpoints are numbered up to the largest number there is; no next one".into())
+            })?;
             let checkpoints = (&storage, &retained);
             // Every attempt names what it creates anew (its backends' instances), from the
             // restart count and its first checkpoint number: a later run into the same

@@ -6,7 +6,7 @@ use crate::channel::{CheckpointBarrier, CheckpointEvent};
 use crate::error::TaskError;
 use eddy_checkpoint::acknowledgement::TaskAcknowledgement;
 use eddy_checkpoint::storage::TaskStateWriter;
-use eddy_checkpoint::{CheckpointId, CheckpointingMode, OperatorSnapshot, SnapshotKind};
+use eddy_checkpoint::{CheckpointError, CheckpointId, CheckpointingMode, OperatorSnapshot, SnapshotKind};
 use eddy_types::{Clock, KeyGroupRange, MaxParallelism, SystemClock, WallClock};
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
@@ -45,9 +45,8 @@ pub enum TaskReport {
     /// state for each later checkpoint when asked directly.
     Finished { task: usize },
     /// Its part of `checkpoint` (of `kind`) could not be written, or the task could not
-    /// take part (`counts_as_failure: false`: not ready, as Flink's declines that do not
-    /// count against the tolerable failures).
-    Declined { task: usize, checkpoint: CheckpointId, kind: SnapshotKind, reason: String, counts_as_failure: bool },
+    /// take part; `cause` says which.
+    Declined { task: usize, checkpoint: CheckpointId, kind: SnapshotKind, reason: String, cause: DeclineCause },
     /// Its counters, as it ended well.
     Accumulators { values: Vec<(String, u64)> },
 }
@@ -62,6 +61,20 @@ impl TaskReport {
             TaskReport::Accumulators { .. } => None,
         }
     }
+}
+
+/// Why a task declined a checkpoint, and so what the coordinator does about it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum DeclineCause {
+    /// The task was not ready to take part: the checkpoint is aborted without counting
+    /// against the tolerable failures (as Flink's such declines).
+    NotReady,
+    /// Writing its part failed (storage I/O, a snapshot that could not be made): a
+    /// failed checkpoint, within the tolerable failures; a later one may succeed.
+    WriteFailed,
+    /// Its part can never fit the checkpoint storage (above the JobManager memory
+    /// storage's cap): no restart mends that, so the job fails at once, saying so.
+    CannotFit,
 }
 
 /// How a task's snapshots reach checkpoint storage and the coordinator.
@@ -184,13 +197,17 @@ impl TaskShared {
             let report = match written {
                 Ok(Ok(ack)) => TaskReport::Acknowledge { task, checkpoint: id, ack },
                 Ok(Err(e)) => {
-                    TaskReport::Declined { task, checkpoint: id, kind, reason: e.to_string(), counts_as_failure: true }
+                    let cause = match e {
+                        CheckpointError::StateTooLarge { .. } => DeclineCause::CannotFit,
+                        _ => DeclineCause::WriteFailed,
+                    };
+                    TaskReport::Declined { task, checkpoint: id, kind, reason: e.to_string(), cause }
                 }
                 Err(_) => TaskReport::Declined {
                     task,
                     checkpoint: id,
                     kind,
-                    counts_as_failure: true,
+                    cause: DeclineCause::WriteFailed,
                     reason: "writing the state panicked (internal error, please report)".into(),
                 },
             };
@@ -207,7 +224,7 @@ impl TaskShared {
                 checkpoint: barrier.id,
                 kind: barrier.kind,
                 reason: reason.to_string(),
-                counts_as_failure: false,
+                cause: DeclineCause::NotReady,
             });
         }
     }

@@ -14,7 +14,7 @@ mod watermarks;
 
 pub use alignment::{Alignment, BarrierAligner};
 pub use async_work::{AsyncJob, AsyncWork, AsyncWorkers, QueuedWork};
-pub use context::{OperatorInfo, TaskCheckpointing, TaskReport, TaskShared};
+pub use context::{DeclineCause, OperatorInfo, TaskCheckpointing, TaskReport, TaskShared};
 pub use driver::{
     OneInputDriver, SourceDriver, SourceOperator, SourceStatus, StepResult, TaskDriver, TwoInputDriver,
     TwoInputOperator,

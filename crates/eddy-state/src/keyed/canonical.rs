@@ -68,11 +68,12 @@ pub(crate) fn stored_spans<'a, S: StateValue>(
     let corrupt = |message: String| StateError::Deserialize { state: name.to_string(), message };
     let truncated = || corrupt("truncated entries".into());
     let (count, mut rest) = read_varint(bytes).ok_or_else(truncated)?;
-    let mut spans = Vec::with_capacity(count.min(1 << 20) as usize);
+    // Each entry takes at least a byte: the count cannot reserve more than the input holds.
+    let mut spans = Vec::with_capacity(count.min(bytes.len() as u64) as usize);
     for _ in 0..count {
         let (key_len, after_len) = read_varint(rest).ok_or_else(truncated)?;
         let key_len = usize::try_from(key_len).map_err(|_| truncated())?;
-        if after_len.len() < key_len + if ttl { 8 } else { 0 } {
+        if key_len.checked_add(if ttl { 8 } else { 0 }).is_none_or(|needed| after_len.len() < needed) {
             return Err(truncated());
         }
         let (key, stored) = after_len.split_at(key_len);

@@ -96,6 +96,21 @@ pub struct NativeFile {
     pub crc32: u32,
 }
 
+impl NativeFile {
+    /// The file's name, if it is one plain name: it comes from a checkpoint, and a name
+    /// such as `../x` or `/etc/x` would have a restore write or copy a file anywhere.
+    pub fn checked_name(&self) -> Result<&str, StateError> {
+        let mut parts = std::path::Path::new(&self.name).components();
+        match (parts.next(), parts.next()) {
+            (Some(std::path::Component::Normal(_)), None) => Ok(&self.name),
+            _ => Err(StateError::Backend(format!(
+                "the snapshot names a native file '{}', which is not a plain file name (a corrupt or crafted checkpoint)",
+                self.name
+            ))),
+        }
+    }
+}
+
 impl NativeSnapshot {
     /// The local directory with the files, or an error naming the backend.
     pub fn local_dir(&self) -> Result<&Path, StateError> {

@@ -161,7 +161,8 @@ pub fn concat_encoded_lists<'a>(parts: impl IntoIterator<Item = &'a [u8]>) -> Op
     let mut body = Vec::new();
     for part in parts {
         let (n, elements) = read_varint(part)?;
-        count += n;
+        // Counts from restored files: a sum that overflows is not a list.
+        count = count.checked_add(n)?;
         body.extend_from_slice(elements);
     }
     let mut out = Vec::with_capacity(body.len() + 10);
