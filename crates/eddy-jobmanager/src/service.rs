@@ -53,8 +53,7 @@ impl State {
             .flat_map(|j| j.allocations.values())
             .flatten()
             .filter(|(tm, _)| *tm == task_manager)
-            .map(|(_, n)| n)
-            .sum()
+            .fold(0u32, |used, (_, n)| used.saturating_add(*n))
     }
 
     fn free(&self, task_manager: u32) -> u32 {
@@ -62,11 +61,11 @@ impl State {
     }
 
     fn free_total(&self) -> u32 {
-        self.task_managers.keys().map(|&id| self.free(id)).sum()
+        self.task_managers.keys().fold(0u32, |total, &id| total.saturating_add(self.free(id)))
     }
 
     fn slots_total(&self) -> u32 {
-        self.task_managers.values().map(|tm| tm.slots).sum()
+        self.task_managers.values().fold(0u32, |total, tm| total.saturating_add(tm.slots))
     }
 }
 

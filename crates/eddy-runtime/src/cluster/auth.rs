@@ -257,6 +257,42 @@ mod tests {
         assert!(matches!(client, Err(ClusterError::Refused(m)) if m.contains("secret")));
     }
 
+    /// A peer that says `input` and hears whatever the other side writes.
+    struct Scripted {
+        input: std::io::Cursor<Vec<u8>>,
+        heard: Vec<u8>,
+    }
+
+    impl Read for Scripted {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            self.input.read(buf)
+        }
+    }
+
+    impl Write for Scripted {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.heard.extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig { cases: 1_000, ..Default::default() })]
+
+        /// Random bytes where a handshake is expected, on either side: refused, no panic.
+        #[test]
+        fn random_bytes_never_pass_a_handshake(input in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..200)) {
+            let secret = Secret::from_bytes(b"0123456789abcdef-one").unwrap();
+            let mut peer = Scripted { input: std::io::Cursor::new(input.clone()), heard: Vec::new() };
+            proptest::prop_assert!(server_handshake(&mut peer, "fuzz", &secret).is_err());
+            let mut peer = Scripted { input: std::io::Cursor::new(input), heard: Vec::new() };
+            proptest::prop_assert!(client_handshake(&mut peer, "fuzz", &secret, PeerRole::Cli).is_err());
+        }
+    }
+
     #[test]
     fn a_short_secret_is_refused() {
         assert!(matches!(Secret::from_bytes(b"short"), Err(ClusterError::Secret(_))));

@@ -231,11 +231,11 @@ impl<T: Serialize + Send> OutboundChannel for TypedOutbound<T> {
                     ))
                 })?;
             }
-            if out.len() - HEADER_BYTES > FRAME_BYTES_MAX {
+            if out.len().saturating_sub(HEADER_BYTES) > FRAME_BYTES_MAX {
                 return Err(ChannelEnd::Unsendable(format!(
                     "a batch of records of type `{}` takes {} bytes, more than a network frame may carry ({FRAME_BYTES_MAX})",
                     std::any::type_name::<T>(),
-                    out.len() - HEADER_BYTES
+                    out.len().saturating_sub(HEADER_BYTES)
                 )));
             }
             count = count.saturating_add(u32::try_from(batch.len()).unwrap_or(u32::MAX));

@@ -29,6 +29,17 @@ pub fn read_message(stream: &mut impl Read) -> std::io::Result<Option<Message>> 
 /// Writes any serializable value as one frame.
 pub fn write_value<T: Serialize>(stream: &mut impl Write, message: &T) -> std::io::Result<()> {
     let body = postcard::to_allocvec(message).map_err(|e| std::io::Error::other(e.to_string()))?;
+    // The reader's limit, enforced here too: a message it would refuse is an error at
+    // its source, naming its size, not a peer that calls it "not an eddy message".
+    if body.len() > MESSAGE_BYTES_MAX {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!(
+                "a control message of {} bytes, more than the {MESSAGE_BYTES_MAX} a connection carries (state kept in the JobManager's memory that outgrew it? use a checkpoint directory)",
+                body.len()
+            ),
+        ));
+    }
     let mut frame = Vec::with_capacity(4 + body.len());
     frame.extend_from_slice(&(body.len() as u32).to_le_bytes());
     frame.extend_from_slice(&body);
@@ -51,8 +62,12 @@ pub fn read_value<T: DeserializeOwned>(stream: &mut impl Read) -> std::io::Resul
             format!("a message of {length} bytes (more than {MESSAGE_BYTES_MAX}): not an eddy message"),
         ));
     }
-    let mut body = vec![0u8; length];
-    stream.read_exact(&mut body)?;
+    // Read as the bytes come, so that a length alone reserves nothing.
+    let mut body = Vec::new();
+    stream.take(length as u64).read_to_end(&mut body)?;
+    if body.len() < length {
+        return Err(std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "a message cut short"));
+    }
     postcard::from_bytes(&body)
         .map(Some)
         .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, format!("an unreadable message: {e}")))

@@ -179,6 +179,31 @@ pub struct ExecutorSlots {
     pub slots: u32,
 }
 
+/// Which executor of an allocation runs each subtask index `0..parallelism`, the one
+/// reading of an allocation that the JobMaster and every task executor share. The
+/// allocation arrives over the network: it must give the executors contiguous slots from
+/// 0 that cover `parallelism`, else it is refused.
+pub fn slot_owners(executors: &[ExecutorSlots], parallelism: u32) -> Result<Vec<usize>, String> {
+    let mut owners = Vec::new();
+    for (index, executor) in executors.iter().enumerate() {
+        let end = executor.first_slot.checked_add(executor.slots);
+        if executor.first_slot as usize != owners.len() || end.is_none() || executor.slots == 0 {
+            return Err(format!(
+                "an allocation whose executor {index} holds slots from {} ({} slots) where slot {} was due",
+                executor.first_slot,
+                executor.slots,
+                owners.len()
+            ));
+        }
+        let missing = (parallelism as usize).saturating_sub(owners.len());
+        owners.extend(std::iter::repeat_n(index, (executor.slots as usize).min(missing)));
+    }
+    if owners.len() < parallelism as usize {
+        return Err(format!("an allocation of {} slots for parallelism {parallelism}", owners.len()));
+    }
+    Ok(owners)
+}
+
 /// What a TaskManager starts: a task executor, the job's binary run with the job's
 /// arguments, which rebuilds the graph and reports to the JobMaster.
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -68,7 +68,7 @@ impl Heartbeats {
 
     /// Checks the pair: a timeout must leave room for a few missed heartbeats.
     pub fn validate(&self) -> Result<(), ClusterError> {
-        if self.interval_ms == 0 || self.timeout_ms < 2 * self.interval_ms {
+        if self.interval_ms == 0 || self.timeout_ms < self.interval_ms.saturating_mul(2) {
             return Err(ClusterError::Config(format!(
                 "heartbeat timeout {} ms must be at least twice the interval {} ms (and the interval above 0)",
                 self.timeout_ms, self.interval_ms

@@ -17,7 +17,7 @@ use super::auth::{PeerRole, Secret};
 use super::data::{start_receivers, start_sender, InboundSet, OutboundSet};
 use super::fingerprint::describe;
 use super::frame::{read_value, write_value, Connection};
-use super::messages::{Deployment, ExecutorHello, Message, StartTasks, TaskMetrics};
+use super::messages::{slot_owners, Deployment, ExecutorHello, ExecutorSlots, Message, StartTasks, TaskMetrics};
 use super::{start_heartbeats, Heartbeats};
 use super::{Security, TlsConfig, TlsFiles};
 use crate::channel::{ChannelCapacity, CHANNEL_BATCHES_MAX};
@@ -158,27 +158,17 @@ fn run_attempt(
 ) -> Result<(), String> {
     let attempt = launch.deployment.attempt;
     let me = launch.deployment.executor;
-    let slots: Vec<(u32, u32)> = start.executors.iter().map(|(s, _)| (s.first_slot, s.slots)).collect();
-    let owner = |subtask: u32| {
-        slots.iter().position(|(first, n)| subtask >= *first && subtask < first + n).map_or(u32::MAX, |e| e as u32)
-    };
-    let total_slots: u32 = slots.iter().map(|(_, n)| n).sum();
-    if let Some(node) = graph.nodes.iter().find(|n| n.parallelism > total_slots) {
-        return Err(format!(
-            "the attempt's {total_slots} slots cannot hold operator '{}' at parallelism {}",
-            node.name, node.parallelism
-        ));
+    let slots: Vec<ExecutorSlots> = start.executors.iter().map(|(s, _)| s.clone()).collect();
+    let parallelism = graph.nodes.iter().map(|n| n.parallelism).max().unwrap_or(1);
+    let owners = slot_owners(&slots, parallelism).map_err(|e| format!("the JobMaster sent {e}"))?;
+    let owner = |subtask: u32| owners[subtask as usize] as u32;
+    if me as usize >= start.executors.len() {
+        return Err(format!("the JobMaster started {} executors, not this one ({me})", start.executors.len()));
     }
     let (setups, remote) =
         wire_placed(graph, plan, ChannelCapacity::Bounded(CHANNEL_BATCHES_MAX), Some(Placement { owner: &owner, me }));
     // The attempt's task indexes, as the JobMaster numbers them.
-    let mut indexes = HashMap::new();
-    for &head in &plan.heads {
-        for subtask in 0..graph.node(head).parallelism {
-            let next = indexes.len();
-            indexes.insert((head, subtask), next);
-        }
-    }
+    let indexes: HashMap<_, usize> = plan.tasks(graph).into_iter().enumerate().map(|(i, t)| (t, i)).collect();
 
     let config = &graph.config;
     let storage = open_task_storage(config, start.job_dir.as_deref())

@@ -10,7 +10,9 @@ use super::restore::RestoreSource;
 use super::{JobResult, LocalExecutor};
 use crate::cluster::fingerprint::{describe, first_difference};
 use crate::cluster::job_client::{ExecutorJoin, JobClient};
-use crate::cluster::messages::{ExecutorSlots, JobCommand, Message, RestoreTicket, StartTasks, TaskMetrics};
+use crate::cluster::messages::{
+    slot_owners, ExecutorSlots, JobCommand, Message, RestoreTicket, StartTasks, TaskMetrics,
+};
 use crate::cluster::{Connection, Reader};
 use crate::error::{FailureKind, JobError, TaskError};
 use crate::graph::{ChainPlan, StreamGraph};
@@ -48,11 +50,7 @@ impl LocalExecutor {
     ) -> AttemptEnd {
         let job = graph.job_name.clone();
         let cluster_error = |message: String| AttemptEnd::Failed(JobError::Cluster { job: job.clone(), message });
-        let tasks: Vec<(NodeId, u32)> = plan
-            .heads
-            .iter()
-            .flat_map(|&head| (0..graph.node(head).parallelism).map(move |subtask| (head, subtask)))
-            .collect();
+        let tasks: Vec<(NodeId, u32)> = plan.tasks(graph);
         let slots = graph.nodes.iter().map(|n| n.parallelism).max().unwrap_or(1);
         let attempt = client.next_attempt();
         let request = Message::RequestSlots {
@@ -99,9 +97,15 @@ impl LocalExecutor {
                 return end;
             }
         };
-        let owner = |subtask: u32| {
-            executors.iter().position(|s| subtask >= s.first_slot && subtask < s.first_slot + s.slots).unwrap_or(0)
+        let parallelism = graph.nodes.iter().map(|n| n.parallelism).max().unwrap_or(1);
+        let owners = match slot_owners(&executors, parallelism) {
+            Ok(owners) => owners,
+            Err(e) => {
+                release();
+                return cluster_error(format!("the JobManager sent {e}"));
+            }
         };
+        let owner = |subtask: u32| owners[subtask as usize];
 
         // Mailboxes here, forwarded over each executor's connection.
         let cancel = Arc::new(AtomicBool::new(false));

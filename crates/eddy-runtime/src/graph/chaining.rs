@@ -21,6 +21,15 @@ impl ChainPlan {
         (0..self.head_of.len() as u32).map(NodeId).filter(|n| self.head_of[n.0 as usize] == head).collect()
     }
 
+    /// The attempt's tasks (chain head, subtask) in the order every process numbers them:
+    /// a task's index is its position here.
+    pub fn tasks(&self, graph: &StreamGraph) -> Vec<(NodeId, u32)> {
+        self.heads
+            .iter()
+            .flat_map(|&head| (0..graph.node(head).parallelism).map(move |subtask| (head, subtask)))
+            .collect()
+    }
+
     /// Flink-style chain name: `Source: numbers -> Map -> Filter`.
     pub fn chain_name(&self, graph: &StreamGraph, head: NodeId) -> String {
         self.members(head).iter().map(|n| graph.node(*n).name.as_str()).collect::<Vec<_>>().join(" -> ")

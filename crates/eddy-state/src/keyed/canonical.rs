@@ -175,3 +175,22 @@ pub(crate) fn split_map_key(composite: &[u8]) -> Option<(&[u8], &[u8])> {
     let length = usize::try_from(length).ok()?;
     (rest.len() >= length).then(|| rest.split_at(length))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 2_000, ..ProptestConfig::default() })]
+
+        /// A restored key group's bytes, random: entries or an error naming the state.
+        #[test]
+        fn random_key_group_bytes_are_refused_without_a_panic(bytes in proptest::collection::vec(any::<u8>(), 0..128), ttl in any::<bool>()) {
+            if let Err(e) = stored_spans::<(u64, String)>("count", &bytes, ttl) {
+                prop_assert!(e.to_string().contains("count"));
+            }
+            let _ = crate::keyed::concat_encoded_lists([bytes.as_slice(), bytes.as_slice()]);
+        }
+    }
+}

@@ -464,4 +464,16 @@ mod tests {
         assert_eq!((second.time(), second.key(), second.namespace()), (7, &b"a"[..], &b"ns"[..]));
         assert!(restored.restore_key_group(0, b"not postcard").is_err(), "a corrupt group is an error, not a panic");
     }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig { cases: 2_000, ..Default::default() })]
+
+        /// Restored timers, random bytes: restored or refused, and the queue still works.
+        #[test]
+        fn random_timer_bytes_are_refused_without_a_panic(bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..128)) {
+            let mut queue = TimerQueue::new("t", 0, 1);
+            let _ = queue.restore_key_group(0, &bytes);
+            while queue.pop_due(i64::MAX).is_some() {}
+        }
+    }
 }
