@@ -613,3 +613,53 @@ fn a_job_without_checkpoints_runs_longer_than_a_heartbeat_timeout() {
     assert_eq!(field(&log, "checksum"), field(&run_local(&local), "checksum"));
     assert!(!log.contains("restarting"), "{log}");
 }
+
+/// Issue 18: random bytes sent to the JobManager's port and to a task executor's data
+/// listener are refused (logged, no panic); the cluster goes on serving, and the job
+/// running meanwhile ends with the local checksum.
+#[test]
+fn random_bytes_at_the_jobmanager_and_a_data_connection_harm_nothing() {
+    use std::io::Write;
+    let cluster = Cluster::start("random-bytes", &[2]);
+    let args = ["api-count", "--events", "300000", "--rate", "150000", "--parallelism", "2"];
+    let expected = run_local(&args);
+    let job = cluster.submit(&args);
+    cluster.task_managers[0].wait_for("task executor running its subtasks", 1, Duration::from_secs(60));
+    let line = cluster.task_managers[0]
+        .lines()
+        .into_iter()
+        .find(|l| l.contains("task executor running its subtasks"))
+        .unwrap();
+    let data = line.split("data_address=").nth(1).unwrap().split_whitespace().next().unwrap().to_string();
+    let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+    let mut noise = |n: usize| -> Vec<u8> {
+        (0..n)
+            .map(|_| {
+                seed ^= seed << 13;
+                seed ^= seed >> 7;
+                seed ^= seed << 17;
+                seed as u8
+            })
+            .collect()
+    };
+    // Random bytes, then a handshake's magic with garbage after it, then bytes that claim
+    // huge lengths: each on a connection of its own, to both listeners.
+    let mut magic = b"EDDY".to_vec();
+    magic.extend(noise(60));
+    for address in [&cluster.address, &data] {
+        for payload in [noise(4096), magic.clone(), vec![0xff; 64]] {
+            if let Ok(mut socket) = std::net::TcpStream::connect(address) {
+                let _ = socket.write_all(&payload);
+                let _ = socket.shutdown(std::net::Shutdown::Write);
+            }
+        }
+    }
+    let (code, log) = job.finish(Duration::from_secs(120));
+    assert_eq!(code, 0, "{log}");
+    assert_eq!(field(&log, "checksum"), field(&expected, "checksum"), "the job ran through");
+    let (code, listed) = control(&cluster, &["list"]);
+    assert_eq!(code, 0, "the JobManager still serves: {listed}");
+    let all = [cluster.jobmanager.lines(), cluster.task_managers[0].lines()].concat().join("\n");
+    assert!(!all.contains("panicked"), "{all}");
+    assert!(cluster.jobmanager.lines().iter().any(|l| l.contains("connection refused")), "the refusals are logged");
+}

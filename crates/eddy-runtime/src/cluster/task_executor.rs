@@ -280,13 +280,14 @@ fn run_attempt(
             (executor, set)
         })
         .collect();
+    let data_address = listener.local_addr().map_or_else(|_| "?".to_string(), |a| a.to_string());
     start_receivers(listener, security.clone(), attempt, inbound).map_err(|e| e.to_string())?;
     for (executor, channels) in remote.outbound {
         let address = &start.executors[executor as usize].1;
         start_sender(address, security, attempt, me, OutboundSet { channels }, cancel.clone())
             .map_err(|e| format!("cannot open the data connection to task executor {executor}: {e}"))?;
     }
-    tracing::info!(attempt, executor = me, subtasks = own_tasks, "task executor running its subtasks");
+    tracing::info!(attempt, executor = me, subtasks = own_tasks, data_address = %data_address, "task executor running its subtasks");
 
     // What the subtasks counted, for `status`, every second.
     let (metrics_connection, metrics_cancel) = (connection.clone(), cancel.clone());
