@@ -21,6 +21,11 @@ pub enum TaskError {
     /// the job restarts under its restart strategy.
     #[error("{0}")]
     Lost(String),
+    /// An operator's state does not read as the type it declares (the type changed since
+    /// the checkpoint, or the snapshot is damaged): every restart would read the same
+    /// bytes, so the job fails at once.
+    #[error("operator '{operator}' cannot read its state: {message}")]
+    StateUnreadable { operator: String, message: String },
     /// Records cannot cross to another process (their type does not serialize): the
     /// user must act, and no restart mends it.
     #[error("{0}")]
@@ -35,6 +40,7 @@ impl TaskError {
         let operator = operator.to_string();
         match error.downcast_ref::<StateError>() {
             Some(StateError::Backend(message)) => TaskError::StateBackend { operator, message: message.clone() },
+            Some(e @ StateError::Deserialize { .. }) => TaskError::StateUnreadable { operator, message: e.to_string() },
             Some(e @ (StateError::KeyGroupOutOfRange { .. } | StateError::BackendAlreadyInstalled)) => {
                 TaskError::Internal(format!("operator '{operator}': {e}"))
             }
@@ -50,6 +56,7 @@ impl TaskError {
             TaskError::Cancelled | TaskError::Internal(_) => FailureKind::Internal,
             TaskError::Lost(_) => FailureKind::Cluster,
             TaskError::Unsendable(_) => FailureKind::Unsendable,
+            TaskError::StateUnreadable { .. } => FailureKind::StateUnreadable,
         }
     }
 }
@@ -68,6 +75,8 @@ pub enum FailureKind {
     /// A record type that cannot be serialized to cross processes: a restart cannot
     /// mend it, so the job fails at once.
     Unsendable,
+    /// Restored state that does not read as its declared type: no restart mends it.
+    StateUnreadable,
 }
 
 impl std::fmt::Display for FailureKind {
@@ -78,6 +87,7 @@ impl std::fmt::Display for FailureKind {
             FailureKind::Internal => "internal error (please report): ",
             FailureKind::Cluster => "cluster: ",
             FailureKind::Unsendable => "",
+            FailureKind::StateUnreadable => "",
         })
     }
 }
@@ -152,7 +162,9 @@ impl JobError {
     /// Whether the restart strategy may restart the job after this error.
     pub fn is_restartable(&self) -> bool {
         match self {
-            JobError::TaskFailed { kind, .. } => *kind != FailureKind::Unsendable,
+            JobError::TaskFailed { kind, .. } => {
+                !matches!(kind, FailureKind::Unsendable | FailureKind::StateUnreadable)
+            }
             JobError::CheckpointFailover { .. } => true,
             _ => false,
         }

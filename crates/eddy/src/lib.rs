@@ -70,7 +70,13 @@ pub mod state {
 pub mod prelude {
     pub use crate::checkpoint;
     pub use crate::state::*;
-    pub use eddy_api::sink::CollectSink;
+    pub use eddy_api::sink::{CollectSink, ExactlyOnceFileSink};
+    pub use eddy_api::time::WatermarkStrategy;
+    pub use eddy_api::window::{
+        EventTimeSessionWindows, GlobalWindows, ProcessWindowFunction, ProcessingTimeSessionWindows,
+        SlidingEventTimeWindows, SlidingProcessingTimeWindows, TimeWindow, TumblingEventTimeWindows,
+        TumblingProcessingTimeWindows, WindowContext,
+    };
     pub use eddy_api::*;
     pub use eddy_runtime::graph::RestoreMode;
     pub use eddy_runtime::{CheckpointStats, Collector, FailureKind, JobError, JobResult};

@@ -601,3 +601,73 @@ fn restart_delays_and_durations_follow_the_executors_clock() {
     assert!(result.duration >= std::time::Duration::from_secs(3_600), "{:?}", result.duration);
     assert!(records >= 100, "the second attempt ran to the end");
 }
+
+/// What a state value must be, here.
+trait Stored: serde::Serialize + serde::de::DeserializeOwned + Clone + Send + Sync + Default + 'static {}
+impl<T: serde::Serialize + serde::de::DeserializeOwned + Clone + Send + Sync + Default + 'static> Stored for T {}
+
+/// A keyed running total in a `ValueState<T>` named "total".
+#[derive(Clone, Default)]
+struct Total<T: Stored> {
+    total: Option<ValueState<T>>,
+}
+
+impl<T: Stored> RichFunction for Total<T> {
+    fn open(&mut self, ctx: &mut RuntimeContext<'_>) -> FunctionResult {
+        self.total = Some(ctx.get_state(&ValueStateDescriptor::new("total"))?);
+        Ok(())
+    }
+}
+
+impl<T: Stored> KeyedProcessFunction<u64, u64, u64> for Total<T> {
+    fn process_element(
+        &mut self,
+        v: u64,
+        _ctx: &mut KeyedContext<'_, u64>,
+        out: &mut Collector<'_, u64>,
+    ) -> FunctionResult {
+        let total = self.total.as_ref().ok_or("state not declared")?;
+        let now = total.value()?.unwrap_or_default();
+        total.update(now)?;
+        out.collect(v);
+        Ok(())
+    }
+}
+
+/// Issue 18: a state whose type changed between a checkpoint and a restore failed when
+/// first read and then restarted forever (every restart reads the same bytes). It must
+/// fail at once, naming the state.
+#[test]
+fn restored_state_of_another_type_fails_the_job_at_once_naming_the_state() {
+    let dir = temp_dir("state-type");
+    let env = Env::new();
+    env.set_checkpoint_config(CheckpointConfig { interval_ms: 20, retain_on_cancel: true, ..Default::default() });
+    env.set_checkpoint_dir(&dir);
+    env.from_sequence(1, 2_000)
+        .uid("numbers")
+        .key_by(|v: &u64| v % 10)
+        .process(Total::<u64>::default())
+        .uid("total")
+        .add_sink(CollectSink::new());
+    // A first pass writes 0 everywhere; a second adds the values.
+    env.execute("types").unwrap();
+    let checkpoint = checkpoint_dirs(&dir).pop().expect("a retained checkpoint");
+
+    let (done_tx, done_rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let env = Env::new();
+        env.enable_checkpointing(20);
+        env.restore_from(&checkpoint);
+        env.from_sequence(1, 2_000)
+            .uid("numbers")
+            .key_by(|v: &u64| v % 10)
+            .process(Total::<(String, u64)>::default())
+            .uid("total")
+            .add_sink(CollectSink::new());
+        let _ = done_tx.send(env.execute("types").map(|r| r.restarts));
+    });
+    let outcome = done_rx.recv_timeout(std::time::Duration::from_secs(30)).expect("the job ends, not a restart loop");
+    let message = outcome.unwrap_err().to_string();
+    assert!(message.contains("cannot deserialize state 'total'") && message.contains("another type"), "{message}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

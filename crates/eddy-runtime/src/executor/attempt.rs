@@ -473,9 +473,9 @@ impl<'a> AttemptRun<'a> {
         let parallelism = self.graph.node(head).parallelism;
         let kind = error.kind();
         let (operator, message) = match error {
-            TaskError::Operator { operator, message } | TaskError::StateBackend { operator, message } => {
-                (operator, message)
-            }
+            TaskError::Operator { operator, message }
+            | TaskError::StateBackend { operator, message }
+            | TaskError::StateUnreadable { operator, message } => (operator, message),
             TaskError::Internal(message) | TaskError::Lost(message) | TaskError::Unsendable(message) => {
                 (self.plan.chain_name(self.graph, head), message)
             }
