@@ -379,7 +379,10 @@ fn a_restore_of_the_latest_among_two_killed_jobs_is_refused_until_one_is_named()
     }
     let (code, _, stderr) = with(&a_dir);
     assert_eq!(code, 1, "{stderr}");
-    assert!(stderr.contains("in use by another running process"), "{stderr}");
+    assert!(
+        stderr.contains("is running") && stderr.contains(&format!("process {}", holder.id())),
+        "refused, naming the process that runs it: {stderr}"
+    );
     holder.kill().unwrap();
     holder.wait().unwrap();
 

@@ -9,11 +9,15 @@
 //!   of every file.
 //! - [`storage`]: where checkpoints go: the JobManager's memory (capped per task) or a
 //!   filesystem / object store through `object_store`; the coordinator's view (metadata,
-//!   listing, discarding) and the task view ([`storage::TaskStateWriter`]).
+//!   listing, discarding) and the task view ([`storage::TaskStateWriter`]); every job's
+//!   checkpoints in a job directory of its own, locked while it runs
+//!   ([`storage::JobDirLock`]), and which job a restore of "the latest" reads.
 //! - [`coordinator`]: the checkpoint protocol as pure decisions (trigger, acknowledge,
 //!   complete, subsume, expire, retain), no threads and no I/O.
 //! - [`retained`]: the completed checkpoints a job keeps and the reference counts of the
 //!   shared files of incremental checkpoints.
+//! - [`rescale`]: a new subtask's share of old subtasks' state on a restore at another
+//!   parallelism (key groups by range, operator state redistributed).
 //! - [`restart`]: restart strategies with Flink's defaults, as pure back-off state.
 //!
 //! Depends on `eddy-types` and `eddy-state` (whose snapshot forms it stores).

@@ -6,7 +6,7 @@
 //!   and their loss, at once when a connection drops, else after the heartbeat timeout;
 //! - the jobs submitted by their binaries, which coordinate themselves (their JobMasters,
 //!   see `eddy_runtime::cluster::job_client`): slot requests wait, with a timeout, for
-//!   enough free slots; slots go to the TaskManagers with the most free ones first, and
+//!   enough free slots; slots are taken from the TaskManagers in the order they joined, and
 //!   one slot holds one subtask of every operator (slot sharing); a TaskManager lost is
 //!   reported to every job with slots on it, which restarts elsewhere;
 //! - the CLI's `list`, and its commands to a job (`status`, `savepoint`, `stop`,

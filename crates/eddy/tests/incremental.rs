@@ -115,10 +115,15 @@ fn checkpoint_dirs(dir: &Path) -> Vec<PathBuf> {
     dirs
 }
 
-/// The shared area of the one job directory under the checkpoint directory `dir`
-/// (`dir/shared` when there is none: it holds nothing then).
+/// The shared area of the job directory `dir`, or of the one job directory under the
+/// checkpoint directory `dir` (`dir/shared` when there is none: it holds nothing then).
 fn shared_dir(dir: &Path) -> PathBuf {
-    common::job_dirs(dir).first().unwrap_or(&dir.to_path_buf()).join("shared")
+    if dir.join("shared").is_dir() {
+        return dir.join("shared");
+    }
+    let jobs = common::job_dirs(dir);
+    assert!(jobs.len() <= 1, "one job directory at most: {jobs:?}");
+    jobs.first().unwrap_or(&dir.to_path_buf()).join("shared")
 }
 
 /// The shared files (relative to the storage root) the checkpoint in `dir` references.
@@ -263,7 +268,7 @@ fn incremental_checkpoints_upload_little_keep_what_retained_ones_need_and_restor
     assert_eq!(code, Some(0), "{report}");
     assert!(report.contains("rocksdb files (incremental) for key groups") && report.contains("all checksums ok"));
     let victim = referenced_shared_files(&retained[2]).into_iter().next().unwrap();
-    std::fs::remove_file(checkpoints.join(&victim)).unwrap();
+    std::fs::remove_file(common::job_dir(&checkpoints).join(&victim)).unwrap();
     let (code, report) = inspect(&retained[2]);
     assert_eq!(code, Some(1), "{report}");
     assert!(report.contains(&format!("native file {victim}: CORRUPT")), "{report}");

@@ -139,7 +139,9 @@ fn incremental_rocksdb_checkpoints_in_s3() {
     let result = run_until_savepoint(&env, "s3://eddy-test/incremental", "s3://eddy-test/incremental-savepoints", 400);
     // (Uploads to moto are slow: one checkpoint may be all that completes before the stop.)
     assert!(result.checkpoints_completed >= 1, "{result:?}");
-    let storage = ObjectCheckpointStorage::open("s3://eddy-test/incremental").unwrap();
+    let jobs = ObjectCheckpointStorage::open("s3://eddy-test/incremental").unwrap().subdirectories().unwrap();
+    assert_eq!(jobs.len(), 1, "one job directory: {jobs:?}");
+    let storage = ObjectCheckpointStorage::open(&jobs[0]).unwrap();
     let latest = storage.load(&storage.completed().unwrap()[0]).unwrap();
     let native = latest.state_for("count", 0).and_then(|s| s.keyed.as_ref()).map(|k| k.native.len());
     assert_eq!(native, Some(1), "the checkpoint holds RocksDB's files");

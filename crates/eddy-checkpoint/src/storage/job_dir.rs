@@ -172,17 +172,24 @@ impl JobDirLock {
         // Who holds it, for the message of the next process that tries.
         file.set_len(0).map_err(io)?;
         writeln!(file, "job '{job_name}', process {}", std::process::id()).map_err(io)?;
+        // It runs again: no longer a finished job's directory.
+        let _ = std::fs::remove_file(dir.join(JOB_FINISHED_FILE));
         Ok(Some(JobDirLock { file, dir }))
     }
 
     /// Another process holds the lock of the job directory at `location` (local only):
     /// its words, else `None`. Takes the lock for a moment when it is free.
     pub fn holder(location: &str) -> Option<String> {
-        if !is_object_store(location) && !Path::new(location).is_dir() {
+        if is_object_store(location) {
             return None;
         }
-        match Self::acquire(location, "a restore looking for its checkpoint") {
-            Err(CheckpointError::InUse { holder, .. }) => Some(holder),
+        // A probe: opens the lock file if there is one, writes nothing.
+        let path = Path::new(location).join(JOB_LOCK_FILE);
+        let file = std::fs::File::open(&path).ok()?;
+        match file.try_lock() {
+            Err(std::fs::TryLockError::WouldBlock) => {
+                Some(std::fs::read_to_string(&path).unwrap_or_default().trim().to_string())
+            }
             _ => None,
         }
     }
@@ -291,5 +298,22 @@ mod tests {
         assert!(!dir.exists(), "an emptied job directory goes with its lock");
         assert!(JobDirLock::holder(&location).is_none());
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_finished_job_directory_run_again_is_no_longer_finished() {
+        let dir = std::env::temp_dir().join(format!("eddy-job-rerun-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("chk-1")).unwrap();
+        std::fs::write(dir.join("chk-1").join(crate::metadata::METADATA_FILE), b"x").unwrap();
+        let location = dir.display().to_string();
+        JobDirLock::acquire(&location, "job").unwrap().unwrap().finish();
+        assert!(dir.join(JOB_FINISHED_FILE).exists(), "kept checkpoints: marked finished");
+        assert!(JobDirLock::holder(&location).is_none(), "a probe takes nothing");
+        let again = JobDirLock::acquire(&location, "job").unwrap().unwrap();
+        assert!(!dir.join(JOB_FINISHED_FILE).exists(), "running again, it is an interrupted job if killed");
+        assert!(JobDirLock::holder(&location).is_some());
+        drop(again);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -14,7 +14,12 @@ use std::time::Duration;
 
 /// A control message larger than this is refused as corrupt (checkpoint metadata of a
 /// job with thousands of subtasks stays far below it).
-const MESSAGE_BYTES_MAX: usize = 256 << 20;
+pub const MESSAGE_BYTES_MAX: usize = 256 << 20;
+
+/// Whether `message` fits one control frame: its encoded size when it does not.
+pub fn oversized<T: Serialize>(message: &T) -> Option<usize> {
+    postcard::to_allocvec(message).map(|body| body.len()).ok().filter(|&len| len > MESSAGE_BYTES_MAX)
+}
 
 /// Writes one message.
 pub fn write_message(stream: &mut impl Write, message: &Message) -> std::io::Result<()> {

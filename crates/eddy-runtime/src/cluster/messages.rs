@@ -185,16 +185,15 @@ pub struct ExecutorSlots {
 /// 0 that cover `parallelism`, else it is refused.
 pub fn slot_owners(executors: &[ExecutorSlots], parallelism: u32) -> Result<Vec<usize>, String> {
     let mut owners = Vec::new();
+    let mut next_slot = 0u64;
     for (index, executor) in executors.iter().enumerate() {
-        let end = executor.first_slot.checked_add(executor.slots);
-        if executor.first_slot as usize != owners.len() || end.is_none() || executor.slots == 0 {
+        if u64::from(executor.first_slot) != next_slot || executor.slots == 0 {
             return Err(format!(
-                "an allocation whose executor {index} holds slots from {} ({} slots) where slot {} was due",
-                executor.first_slot,
-                executor.slots,
-                owners.len()
+                "an allocation whose executor {index} holds slots from {} ({} slots) where slot {next_slot} was due",
+                executor.first_slot, executor.slots
             ));
         }
+        next_slot += u64::from(executor.slots);
         let missing = (parallelism as usize).saturating_sub(owners.len());
         owners.extend(std::iter::repeat_n(index, (executor.slots as usize).min(missing)));
     }
@@ -260,4 +259,23 @@ pub struct TaskMetrics {
     pub records_in: u64,
     pub records_out: u64,
     pub backpressured_ms: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn slots(ranges: &[(u32, u32)]) -> Vec<ExecutorSlots> {
+        ranges.iter().map(|&(first_slot, slots)| ExecutorSlots { task_manager: 0, first_slot, slots }).collect()
+    }
+
+    #[test]
+    fn an_allocation_names_each_subtasks_executor_and_refuses_gaps_and_shortfalls() {
+        assert_eq!(slot_owners(&slots(&[(0, 2), (2, 1)]), 3).unwrap(), vec![0, 0, 1]);
+        assert_eq!(slot_owners(&slots(&[(0, 3), (3, 1)]), 2).unwrap(), vec![0, 0], "more slots than needed");
+        assert!(slot_owners(&slots(&[(0, 2), (3, 1)]), 3).is_err(), "a gap");
+        assert!(slot_owners(&slots(&[(0, 2)]), 3).is_err(), "too few");
+        assert!(slot_owners(&[], 1).is_err(), "none");
+        assert!(slot_owners(&slots(&[(0, 0), (0, 2)]), 2).is_err(), "an executor of no slots");
+    }
 }

@@ -50,23 +50,30 @@ impl JobStorage {
         };
         let (storage, job_dir): (Arc<dyn CheckpointStorage>, _) = match &config.storage {
             StorageChoice::Memory => {
+                // It writes nothing where it restored from: that directory stays free.
+                lock = None;
                 (Arc::new(MemoryCheckpointStorage::new(config.checkpoint.memory_state_bytes_max)), None)
             }
             StorageChoice::Directory(base) => {
                 let base = base.to_string_lossy().into_owned();
                 let restored_dir = restore.as_ref().map(|r| r.storage.describe());
                 let job_dir = match restored_dir {
-                    // The same job run again: it goes on in its own job directory.
-                    Some(dir) if is_job_dir_of(&base, &dir) => dir,
+                    // The same job run again: it goes on in its own job directory (one
+                    // under the checkpoint directory; checkpoints written straight into
+                    // it, before job directories, are restored into a new one).
+                    Some(dir) if is_job_dir_of(&base, &dir) && !is_job_dir_of(&dir, &base) => dir,
                     _ => {
                         lock = None;
-                        fresh_job_dir(&base, simulation)
+                        fresh_job_dir(&base, job_name, simulation)
                     }
                 };
                 if lock.is_none() {
                     lock = JobDirLock::acquire(&job_dir, job_name)?;
                 }
-                (config.storage_opener.open(&job_dir)?, Some(job_dir))
+                let storage = config.storage_opener.open(&job_dir)?;
+                // As the storage names itself (canonical), for processes elsewhere.
+                let job_dir = storage.describe();
+                (storage, Some(job_dir))
             }
         };
         Ok(JobStorage { storage, job_dir, restore, lock })
@@ -82,8 +89,8 @@ impl JobStorage {
 
 /// A new job directory's location under `base`: named by a random id, or under
 /// simulation by one derived from its seed.
-fn fresh_job_dir(base: &str, simulation: Option<RunSeed>) -> String {
-    let seed = simulation.map_or_else(RunSeed::draw, |s| s.derive(b"job directory"));
+fn fresh_job_dir(base: &str, job_name: &str, simulation: Option<RunSeed>) -> String {
+    let seed = simulation.map_or_else(RunSeed::draw, |s| s.derive(job_name.as_bytes()));
     let id = JobDirId::from_parts(seed.0, seed.derive(b"low").0);
     format!("{}/{id}", base.trim_end_matches('/'))
 }
@@ -101,14 +108,16 @@ fn latest_in(
     let shown = dir.display().to_string();
     let opener = config.storage_opener.as_ref();
     let top = opener.open(&shown)?;
-    if let Some(source) = load_latest(&top, warnings)? {
-        let lock = JobDirLock::acquire(&top.describe(), job_name)?;
-        return Ok((source, lock));
-    }
     let mut found = Vec::new();
     let mut sources = Vec::new();
+    // `dir` itself when it holds checkpoints (a job directory named, or checkpoints from
+    // before job directories), and the job directories under it.
+    let mut candidates = vec![top.clone()];
     for sub in top.subdirectories()? {
-        let storage = opener.open(&sub)?;
+        candidates.push(opener.open(&sub)?);
+    }
+    let named_itself = !top.completed()?.is_empty();
+    for storage in candidates {
         if storage.completed()?.is_empty() {
             continue;
         }
@@ -123,7 +132,11 @@ fn latest_in(
         });
         sources.push(source);
     }
-    let chosen = choose_latest(&shown, job_name, &found)?;
+    // A job directory named by the user is the one meant, whatever its job's name.
+    let chosen = match (named_itself, found.first()) {
+        (true, Some(itself)) if itself.in_use.is_none() => itself,
+        _ => choose_latest(&shown, job_name, &found)?,
+    };
     if chosen.job_name != job_name {
         warnings.push(format!(
             "restoring job '{job_name}' from {}, a checkpoint of job '{}' (the only job in {shown})",

@@ -14,6 +14,8 @@
 //! - [`attempt`]: one attempt, its subtask threads and the coordinator's part for it
 //!   (checkpoint triggers, acknowledgements, timeouts, storing and retaining checkpoints,
 //!   failures): the JobManager's part, to move into its own process;
+//! - [`job_storage`]: the job's checkpoint storage, its job directory (locked while the job
+//!   runs) and which checkpoint "the latest" is;
 //! - [`restore`]: finding the checkpoint to restore (its files checked) and assigning its
 //!   task state handles to the new subtasks, which read their own; CLAIM mode;
 //! - [`simulation`]: the deterministic simulator and its seeded faults;

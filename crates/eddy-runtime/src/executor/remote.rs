@@ -136,6 +136,18 @@ impl LocalExecutor {
             restore,
             job_dir: start.job_dir.clone(),
         }));
+        // The restored metadata travels in the start: state kept inline (JobManager memory)
+        // can outgrow a control frame, and would on every restart.
+        if let Some(bytes) = crate::cluster::frame::oversized(&start_message) {
+            release();
+            return AttemptEnd::Failed(JobError::Checkpoint {
+                job: job.clone(),
+                message: format!(
+                    "the checkpoint to restore holds {bytes} bytes of state in the JobManager's memory, more than a control message carries ({}); use a checkpoint directory",
+                    crate::cluster::frame::MESSAGE_BYTES_MAX
+                ),
+            });
+        }
         let attempt_over = Arc::new(AtomicBool::new(false));
         let metrics: Arc<Mutex<HashMap<u32, TaskMetrics>>> = Arc::default();
         let mut connections: Vec<(u32, Connection)> = Vec::new();

@@ -1,8 +1,11 @@
 //! The mailbox loop of a subtask, one [`TaskDriver::step`] at a time: take control
 //! messages if there are any, else one batch of input (or, for a source, produce one
-//! batch), then check the failure slot. A step never blocks: with nothing to do it says
-//! so ([`StepResult::Idle`]), and whoever drives the task decides how to wait — a thread
-//! of its own blocks in [`TaskDriver::wait_for_input`], the simulator steps another task.
+//! batch), then check the failure slot. A step never waits for input: with nothing to do
+//! it says so ([`StepResult::Idle`]), and whoever drives the task decides how to wait — a
+//! thread of its own blocks in [`TaskDriver::wait_for_input`], the simulator steps another
+//! task. It does wait for room downstream: a writer whose bounded queue is full blocks in
+//! `RecordWriter::send` (that is backpressure) until there is room or the task is
+//! cancelled; under simulation the queues are unbounded, so a step there never blocks.
 //! A test can drive a task by calling `step` itself.
 //!
 //! Barriers travel in band. A task with inputs aligns them ([`BarrierAligner`]): a channel
@@ -39,10 +42,12 @@ pub enum StepResult {
     Finished,
 }
 
-/// A subtask's loop, as the executor sees it. No method blocks but `wait_for_input`.
+/// A subtask's loop, as the executor sees it. No method waits for input but
+/// `wait_for_input`; `step` may wait for room downstream (backpressure).
 pub trait TaskDriver {
     fn open(&mut self) -> Result<(), TaskError>;
-    /// Takes control messages, then one batch of input; never blocks.
+    /// Takes control messages, then one batch of input; never waits for input (it may
+    /// wait for room in a full output queue).
     fn step(&mut self) -> Result<StepResult, TaskError>;
     /// Blocks until an input channel or the mailbox has something, or `timeout` passed.
     /// Takes nothing: the next `step` does.

@@ -1,7 +1,8 @@
 //! A subtask's life around its driver: open, steps until its input ended, the final
 //! snapshot, waiting for the job's end (two-phase-commit sinks commit only then), close.
-//! [`Task::step`] never blocks, so one thread can drive many tasks (the simulator) and a
-//! task's own thread decides how to wait ([`Task::run_on_thread`]).
+//! [`Task::step`] never waits for input (only for room in a full output queue, which
+//! simulation's unbounded queues never are), so one thread can drive many tasks (the
+//! simulator) and a task's own thread decides how to wait ([`Task::run_on_thread`]).
 
 use super::driver::{snapshot_and_acknowledge, StepResult, TaskDriver, IDLE_WAIT_MS};
 use super::mailbox::{Control, FINAL_CHECKPOINT};
@@ -39,7 +40,7 @@ impl Task {
         self.driver.open()
     }
 
-    /// One step; never blocks. `Finished` once the task is done for good.
+    /// One step; never waits for input. `Finished` once the task is done for good.
     pub fn step(&mut self) -> Result<StepResult, TaskError> {
         match self.phase {
             Phase::Running => match self.driver.step()? {
