@@ -103,8 +103,9 @@ fn a_corrupt_newest_checkpoint_falls_back_to_the_older_one_and_is_named() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
-#[test]
-fn memory_storage_refuses_state_above_its_cap_clearly() {
+/// A job whose keyed state outgrows a JobManager memory storage capped at 200 bytes per
+/// task, checkpointing every 20 ms (its restart strategy left to the caller).
+fn big_state_job() -> Env {
     let env = Env::new();
     env.set_parallelism(1);
     env.set_checkpoint_config(CheckpointConfig {
@@ -112,7 +113,6 @@ fn memory_storage_refuses_state_above_its_cap_clearly() {
         memory_state_bytes_max: 200,
         ..CheckpointConfig::default()
     });
-    env.set_restart_strategy(RestartStrategy::None);
     env.from_sequence(0, 50_000)
         .map(|i| {
             if i % 100 == 0 {
@@ -123,6 +123,13 @@ fn memory_storage_refuses_state_above_its_cap_clearly() {
         .key_by(|i: &u64| *i)
         .process(Count::default())
         .add_sink(CollectSink::new());
+    env
+}
+
+#[test]
+fn memory_storage_refuses_state_above_its_cap_clearly() {
+    let env = big_state_job();
+    env.set_restart_strategy(RestartStrategy::None);
     let message = env.execute("big state").unwrap_err().to_string();
     assert!(message.contains("above the JobManager memory storage cap of 200 bytes"), "{message}");
 }
@@ -135,23 +142,7 @@ fn memory_storage_refuses_state_above_its_cap_clearly() {
 fn a_checkpoint_that_cannot_fit_its_storage_fails_the_job_at_once_despite_restarts() {
     let (done_tx, done_rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
-        let env = Env::new();
-        env.set_parallelism(1);
-        env.set_checkpoint_config(CheckpointConfig {
-            interval_ms: 20,
-            memory_state_bytes_max: 200,
-            ..CheckpointConfig::default()
-        });
-        env.from_sequence(0, 50_000)
-            .map(|i| {
-                if i % 100 == 0 {
-                    std::thread::sleep(std::time::Duration::from_millis(1));
-                }
-                i
-            })
-            .key_by(|i: &u64| *i)
-            .process(Count::default())
-            .add_sink(CollectSink::new());
+        let env = big_state_job();
         let _ = done_tx.send(env.execute("big state").map(|r| r.restarts));
     });
     let outcome = done_rx.recv_timeout(std::time::Duration::from_secs(30)).expect("the job ends, not a restart loop");

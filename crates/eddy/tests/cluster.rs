@@ -16,14 +16,9 @@ fn example(name: &str) -> PathBuf {
     exe.parent().unwrap().parent().unwrap().join("examples").join(name)
 }
 
-#[test]
-fn a_taskmanager_whose_binary_builds_another_graph_is_refused_with_the_difference() {
-    let dir = common::temp_dir("cluster-graph");
-    std::fs::create_dir_all(&dir).unwrap();
-    let secret = dir.join("secret");
-    std::fs::write(&secret, "the-secret-of-the-graph-test").unwrap();
-    let secret = secret.to_str().unwrap();
-    let mut jobmanager = Command::new(example("dedup"))
+/// Starts `binary` as a JobManager on a free port of loopback; the process and its address.
+fn start_jobmanager(binary: &std::path::Path, secret: &str) -> (std::process::Child, String) {
+    let mut jobmanager = Command::new(binary)
         .args(["jobmanager", "--bind", "127.0.0.1:0", "--secret-file", secret])
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
@@ -32,6 +27,17 @@ fn a_taskmanager_whose_binary_builds_another_graph_is_refused_with_the_differenc
     let mut first = String::new();
     BufReader::new(jobmanager.stdout.take().unwrap()).read_line(&mut first).unwrap();
     let address = first.trim().strip_prefix("jobmanager listening on ").unwrap().to_string();
+    (jobmanager, address)
+}
+
+#[test]
+fn a_taskmanager_whose_binary_builds_another_graph_is_refused_with_the_difference() {
+    let dir = common::temp_dir("cluster-graph");
+    std::fs::create_dir_all(&dir).unwrap();
+    let secret = dir.join("secret");
+    std::fs::write(&secret, "the-secret-of-the-graph-test").unwrap();
+    let secret = secret.to_str().unwrap();
+    let (mut jobmanager, address) = start_jobmanager(&example("dedup"), secret);
     let mut taskmanager = Command::new(example("dedup"))
         .args(["taskmanager", "--jobmanager", &address, "--slots", "2", "--secret-file", secret])
         .stdout(Stdio::null())
@@ -69,15 +75,7 @@ fn a_record_type_that_cannot_serialize_on_a_cluster_edge_fails_the_job_naming_it
     std::fs::write(&secret, "the-secret-of-the-unsendable-test").unwrap();
     let secret = secret.to_str().unwrap();
     let binary = example("unserializable_record");
-    let mut jobmanager = Command::new(&binary)
-        .args(["jobmanager", "--bind", "127.0.0.1:0", "--secret-file", secret])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut first = String::new();
-    BufReader::new(jobmanager.stdout.take().unwrap()).read_line(&mut first).unwrap();
-    let address = first.trim().strip_prefix("jobmanager listening on ").unwrap().to_string();
+    let (mut jobmanager, address) = start_jobmanager(&binary, secret);
     let mut taskmanagers: Vec<_> = (0..2)
         .map(|_| {
             Command::new(&binary)
