@@ -7,11 +7,11 @@ use crate::stream::DataStream;
 use crate::Data;
 use eddy_checkpoint::restart::RestartStrategy;
 use eddy_checkpoint::{CheckpointConfig, CheckpointingMode};
-use eddy_runtime::cluster::ClusterTarget;
 use eddy_runtime::graph::{
     JobConfig, OperatorFactory, OutputPort, Partitioning, RestoreFrom, RestoreMode, SavepointRequest, StorageChoice,
     StreamEdge, StreamGraph, StreamNode, TypedPort,
 };
+use eddy_runtime::ClusterTarget;
 use eddy_runtime::{JobError, JobResult, LocalExecutor};
 use eddy_types::{MaxParallelism, NodeId, DEFAULT_MAX_PARALLELISM};
 use std::cell::RefCell;
@@ -340,19 +340,14 @@ impl Env {
     /// Runs the job on the embedded local runtime until every source is exhausted, or
     /// until the first failure, which the error names (operator and subtask).
     ///
-    /// Started with `--jobmanager HOST:PORT --secret-file FILE` among its arguments (or
-    /// after [`Env::set_cluster`]), the program submits the job to that cluster instead and
-    /// coordinates it from here; every TaskManager runs this same program with the same
-    /// arguments to rebuild the graph (application mode).
+    /// After [`Env::set_cluster`] the program submits the job to that cluster instead and
+    /// coordinates it from here (its JobMaster); every TaskManager runs this same program
+    /// with the same arguments to rebuild the graph (application mode). In such a run,
+    /// `execute` returns once this process's subtasks ended, with
+    /// [`JobResult::task_executor`] set: the job's own result is its JobMaster's. The
+    /// program's arguments are never read here ([`eddy_runtime::ExecutionMode`]).
     pub fn execute(&self, job_name: &str) -> Result<JobResult, JobError> {
-        let mut graph = self.stream_graph(job_name)?;
-        // A task executor got its secret from its TaskManager: the job client's files need
-        // not exist on its machine.
-        if graph.config.cluster.is_none() && !eddy_runtime::cluster::task_executor::launched() {
-            graph.config.cluster = ClusterTarget::from_process_args()
-                .map_err(|e| JobError::Cluster { job: job_name.to_string(), message: e.to_string() })?;
-        }
-        LocalExecutor::new().execute(graph)
+        LocalExecutor::new().execute(self.stream_graph(job_name)?)
     }
 
     /// How often partial batches (and network buffers) are sent while input keeps coming
@@ -363,7 +358,9 @@ impl Env {
         self
     }
 
-    /// Submits the job to a cluster on `execute`, whatever the program's arguments say.
+    /// Submits the job to a cluster on `execute` (the JobManager, the cluster's
+    /// credentials, the arguments task executors run this program with). `eddy`'s
+    /// `cluster::SubmitArgs` builds one from the usual flags.
     pub fn set_cluster(&self, target: ClusterTarget) -> &Self {
         self.inner.borrow_mut().config.cluster = Some(target);
         self

@@ -141,6 +141,7 @@ impl Args {
         } else if self.incremental {
             anyhow::bail!("--incremental needs --backend rocksdb (the heap backend takes full checkpoints)");
         }
+        self.cluster.apply_to(env).map_err(anyhow::Error::msg)?;
         self.checkpoints.apply(env)
     }
 }

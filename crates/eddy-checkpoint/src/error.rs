@@ -1,7 +1,7 @@
 //! The one error type of `eddy-checkpoint`.
 
 /// What went wrong with a checkpoint or savepoint; messages name the file or checkpoint.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum CheckpointError {
     #[error("checkpoint storage I/O at '{path}': {message}")]
     Io { path: String, message: String },

@@ -1,9 +1,7 @@
 //! The CLI's side: `eddy list | status | savepoint | stop | cancel --jobmanager HOST:PORT`.
 
-use eddy_runtime::cluster::auth::PeerRole;
-use eddy_runtime::cluster::messages::{JobCommand, JobSummary, Message};
-use eddy_runtime::cluster::{Connection, Reader, Security};
-use eddy_runtime::error::ClusterError;
+use eddy_rpc::messages::{CliMessage, JobCommand, JobSummary};
+use eddy_rpc::{ClusterError, Connection, PeerRole, Reader, Security};
 
 /// An authenticated CLI connection to a JobManager.
 pub struct CliClient {
@@ -20,11 +18,10 @@ impl CliClient {
 
     /// The jobs the JobManager knows, running and ended.
     pub fn list(&mut self) -> Result<Vec<JobSummary>, ClusterError> {
-        self.connection.send(&Message::ListJobs)?;
+        self.connection.send(&CliMessage::ListJobs)?;
         loop {
             match self.reader.receive()? {
-                Message::Jobs(jobs) => return Ok(jobs),
-                Message::Heartbeat => {}
+                CliMessage::Jobs(jobs) => return Ok(jobs),
                 other => return Err(ClusterError::Protocol(format!("the JobManager answered `list` with {other:?}"))),
             }
         }
@@ -39,12 +36,11 @@ impl CliClient {
         command: JobCommand,
         progress: &mut dyn FnMut(&str),
     ) -> Result<Result<String, String>, ClusterError> {
-        self.connection.send(&Message::JobCommand { job: job.to_string(), command })?;
+        self.connection.send(&CliMessage::JobCommand { job: job.to_string(), command })?;
         loop {
             match self.reader.receive()? {
-                Message::CommandReply { reply, .. } => return Ok(reply),
-                Message::CommandProgress { text, .. } => progress(&text),
-                Message::Heartbeat => {}
+                CliMessage::CommandReply { reply } => return Ok(reply),
+                CliMessage::CommandProgress { text } => progress(&text),
                 other => {
                     return Err(ClusterError::Protocol(format!("the JobManager answered a command with {other:?}")))
                 }

@@ -5,15 +5,15 @@
 //! - the TaskManagers and their slots ([`service`]): registration, heartbeats both ways,
 //!   and their loss, at once when a connection drops, else after the heartbeat timeout;
 //! - the jobs submitted by their binaries, which coordinate themselves (their JobMasters,
-//!   see `eddy_runtime::cluster::job_client`): slot requests wait, with a timeout, for
-//!   enough free slots; slots are taken from the TaskManagers in the order they joined, and
-//!   one slot holds one subtask of every operator (slot sharing); a TaskManager lost is
-//!   reported to every job with slots on it, which restarts elsewhere;
+//!   `eddy_runtime::jobmaster`): slot requests wait, with a timeout, for enough free
+//!   slots; slots are taken from the TaskManagers in the order they joined, and one slot
+//!   holds one subtask of every operator (slot sharing); a TaskManager lost is reported to
+//!   every job with slots on it, which restarts elsewhere;
 //! - the CLI's `list`, and its commands to a job (`status`, `savepoint`, `stop`,
 //!   `cancel`), relayed to the job and answered back ([`client`] is the CLI's side).
 //!
 //! Every connection starts with the cluster's secret handshake; a refusal is logged with
-//! the peer's address.
+//! the peer's address. Depends on `eddy-rpc` only (the wire, ids and service messages).
 
 pub mod client;
 pub mod service;

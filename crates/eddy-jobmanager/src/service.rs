@@ -1,9 +1,12 @@
 //! The JobManager's state and one thread per connection.
 
-use eddy_runtime::cluster::auth::PeerRole;
-use eddy_runtime::cluster::messages::{Deployment, ExecutorSlots, JobCommand, JobId, JobSummary, Message};
-use eddy_runtime::cluster::{Connection, Heartbeats, Reader, Security};
-use eddy_runtime::error::ClusterError;
+use eddy_rpc::launch::Deployment;
+use eddy_rpc::messages::{CliMessage, JobCommand, JobMasterMessage, JobSummary, TaskManagerMessage};
+use eddy_rpc::slots::ExecutorSlots;
+use eddy_rpc::{
+    AttemptId, ClusterError, Connection, ExecutorIndex, Heartbeats, JobId, JobState, PeerRole, Reader, Security,
+    TaskManagerId,
+};
 use std::collections::{BTreeMap, HashMap};
 use std::net::{TcpListener, TcpStream};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -23,31 +26,31 @@ struct TaskManager {
 }
 
 /// One attempt's slots: (TaskManager, slots there).
-type Allocation = Vec<(u32, u32)>;
+type Allocation = Vec<(TaskManagerId, u32)>;
 
 struct Job {
     name: String,
     connection: Connection,
-    state: String,
+    state: JobState,
     parallelism: u32,
     submitted: Instant,
     ended: Option<Instant>,
-    allocations: HashMap<u32, Allocation>,
+    allocations: HashMap<AttemptId, Allocation>,
 }
 
 #[derive(Default)]
 struct State {
-    task_managers: BTreeMap<u32, TaskManager>,
+    task_managers: BTreeMap<TaskManagerId, TaskManager>,
     jobs: BTreeMap<JobId, Job>,
     next_task_manager: u32,
-    next_job: JobId,
+    next_job: u64,
     next_request: u64,
     /// CLI connections waiting for a job's answer, by request, with the job.
     waiting: HashMap<u64, (Connection, JobId)>,
 }
 
 impl State {
-    fn used(&self, task_manager: u32) -> u32 {
+    fn used(&self, task_manager: TaskManagerId) -> u32 {
         self.jobs
             .values()
             .flat_map(|j| j.allocations.values())
@@ -56,7 +59,7 @@ impl State {
             .fold(0u32, |used, (_, n)| used.saturating_add(*n))
     }
 
-    fn free(&self, task_manager: u32) -> u32 {
+    fn free(&self, task_manager: TaskManagerId) -> u32 {
         self.task_managers.get(&task_manager).map_or(0, |tm| tm.slots.saturating_sub(self.used(task_manager)))
     }
 
@@ -108,15 +111,18 @@ pub fn run_job_manager(options: JobManagerOptions) -> Result<(), ClusterError> {
 fn send_heartbeats(shared: &Shared) {
     loop {
         std::thread::sleep(shared.options.heartbeats.interval());
-        let connections: Vec<Connection> = {
+        let (task_managers, jobs): (Vec<Connection>, Vec<Connection>) = {
             let state = shared.state();
             let tms = state.task_managers.values().map(|tm| tm.connection.clone());
             let jobs = state.jobs.values().filter(|j| j.ended.is_none()).map(|j| j.connection.clone());
-            tms.chain(jobs).collect()
+            (tms.collect(), jobs.collect())
         };
-        for connection in connections {
-            // A failed send shows up in the connection's reader too.
-            let _ = connection.send(&Message::Heartbeat);
+        // A failed send shows up in the connection's reader too.
+        for connection in task_managers {
+            let _ = connection.send(&TaskManagerMessage::Heartbeat);
+        }
+        for connection in jobs {
+            let _ = connection.send(&JobMasterMessage::Heartbeat);
         }
     }
 }
@@ -134,18 +140,18 @@ fn serve(shared: &Arc<Shared>, socket: TcpStream) {
     let Ok((connection, reader)) = Connection::new(stream, timeout) else { return };
     match role {
         PeerRole::TaskManager => serve_task_manager(shared, connection, reader),
-        PeerRole::JobClient => serve_job(shared, connection, reader),
+        PeerRole::JobMaster => serve_job(shared, connection, reader),
         PeerRole::Cli => serve_cli(shared, connection, reader),
         other => {
             tracing::warn!(peer = %connection.peer(), role = ?other, "this role does not talk to the JobManager; closed");
-            let _ = connection.send(&Message::Refused(format!("a {other:?} does not connect to the JobManager")));
+            // Its own message kind is unknown here; the log and the closed connection say it.
         }
     }
 }
 
 fn serve_task_manager(shared: &Shared, connection: Connection, mut reader: Reader) {
     let (slots, binary, pid) = match reader.receive() {
-        Ok(Message::RegisterTaskManager { slots, binary, pid, .. }) => (slots, binary, pid),
+        Ok(TaskManagerMessage::Register { slots, binary, pid, .. }) => (slots, binary, pid),
         other => {
             tracing::warn!(peer = %connection.peer(), first = ?other.map(|m| format!("{m:?}")), "a TaskManager that did not register; closed");
             return;
@@ -154,19 +160,19 @@ fn serve_task_manager(shared: &Shared, connection: Connection, mut reader: Reade
     let id = {
         let mut state = shared.state();
         state.next_task_manager += 1;
-        let id = state.next_task_manager;
+        let id = TaskManagerId(state.next_task_manager);
         state.task_managers.insert(id, TaskManager { connection: connection.clone(), slots });
         id
     };
-    if connection.send(&Message::TaskManagerRegistered { id }).is_err() {
+    if connection.send(&TaskManagerMessage::Registered { id }).is_err() {
         return lose_task_manager(shared, id, "it went away while registering");
     }
-    tracing::info!(task_manager = id, slots, peer = %connection.peer(), pid, binary = %binary, "TaskManager joined");
+    tracing::info!(task_manager = %id, slots, peer = %connection.peer(), pid, binary = %binary, "TaskManager joined");
     shared.slots_changed.notify_all();
     let reason = loop {
         match reader.receive() {
-            Ok(Message::Heartbeat) => {}
-            Ok(Message::ExecutorExited { job, attempt, executor, status }) => {
+            Ok(TaskManagerMessage::Heartbeat) => {}
+            Ok(TaskManagerMessage::ExecutorExited { job, attempt, executor, status }) => {
                 let client = shared
                     .state()
                     .jobs
@@ -174,11 +180,11 @@ fn serve_task_manager(shared: &Shared, connection: Connection, mut reader: Reade
                     .filter(|j| j.allocations.contains_key(&attempt))
                     .map(|j| j.connection.clone());
                 if let Some(client) = client {
-                    let _ = client.send(&Message::ExecutorFailed { attempt, executor, status });
+                    let _ = client.send(&JobMasterMessage::ExecutorFailed { attempt, executor, status });
                 }
             }
             Ok(other) => {
-                tracing::warn!(task_manager = id, message = ?other, "unexpected message from a TaskManager; ignored")
+                tracing::warn!(task_manager = %id, message = ?other, "unexpected message from a TaskManager; ignored")
             }
             Err(e) => break e.to_string(),
         }
@@ -187,7 +193,7 @@ fn serve_task_manager(shared: &Shared, connection: Connection, mut reader: Reade
 }
 
 /// A TaskManager left: its slots go, and every job with slots there hears of it.
-fn lose_task_manager(shared: &Shared, id: u32, reason: &str) {
+fn lose_task_manager(shared: &Shared, id: TaskManagerId, reason: &str) {
     let clients: Vec<Connection> = {
         let mut state = shared.state();
         if state.task_managers.remove(&id).is_none() {
@@ -207,29 +213,29 @@ fn lose_task_manager(shared: &Shared, id: u32, reason: &str) {
         }
         clients
     };
-    tracing::warn!(task_manager = id, reason, "TaskManager lost");
+    tracing::warn!(task_manager = %id, reason, "TaskManager lost");
     for client in clients {
-        let _ = client.send(&Message::TaskManagerLost { task_manager: id, reason: reason.to_string() });
+        let _ = client.send(&JobMasterMessage::TaskManagerLost { task_manager: id, reason: reason.to_string() });
     }
     shared.slots_changed.notify_all();
 }
 
 fn serve_job(shared: &Arc<Shared>, connection: Connection, mut reader: Reader) {
     let (name, parallelism, args) = match reader.receive() {
-        Ok(Message::SubmitJob { name, parallelism, args }) => (name, parallelism, args),
+        Ok(JobMasterMessage::Submit { name, parallelism, args }) => (name, parallelism, args),
         other => {
-            tracing::warn!(peer = %connection.peer(), first = ?other.map(|m| format!("{m:?}")), "a job client that did not submit; closed");
+            tracing::warn!(peer = %connection.peer(), first = ?other.map(|m| format!("{m:?}")), "a JobMaster that did not submit; closed");
             return;
         }
     };
     let job = {
         let mut state = shared.state();
         state.next_job += 1;
-        let id = state.next_job;
+        let id = JobId(state.next_job);
         let entry = Job {
             name: name.clone(),
             connection: connection.clone(),
-            state: "CREATED".into(),
+            state: JobState::Created,
             parallelism,
             submitted: Instant::now(),
             ended: None,
@@ -238,23 +244,23 @@ fn serve_job(shared: &Arc<Shared>, connection: Connection, mut reader: Reader) {
         state.jobs.insert(id, entry);
         id
     };
-    tracing::info!(job, name = %name, parallelism, peer = %connection.peer(), "job submitted");
+    tracing::info!(job = %job, name = %name, parallelism, peer = %connection.peer(), "job submitted");
     let heartbeats = shared.options.heartbeats;
-    let submitted = Message::JobSubmitted {
+    let submitted = JobMasterMessage::Submitted {
         job,
         heartbeat_interval_ms: heartbeats.interval_ms,
         heartbeat_timeout_ms: heartbeats.timeout_ms,
     };
     if connection.send(&submitted).is_err() {
-        return end_job(shared, job, "its client went away");
+        return end_job(shared, job, "its JobMaster went away");
     }
     let args = Arc::new(args);
     let reason = loop {
         match reader.receive() {
-            Ok(Message::Heartbeat) => {}
-            Ok(Message::RequestSlots { attempt, slots, timeout_ms, job_master }) => {
+            Ok(JobMasterMessage::Heartbeat) => {}
+            Ok(JobMasterMessage::RequestSlots { attempt, slots, timeout_ms, job_master }) => {
                 if let Some(j) = shared.state().jobs.get_mut(&job) {
-                    j.state = "DEPLOYING".into();
+                    j.state = JobState::Deploying;
                 }
                 let request =
                     SlotRequest { job, name: name.clone(), attempt, slots, timeout_ms, job_master, args: args.clone() };
@@ -263,25 +269,25 @@ fn serve_job(shared: &Arc<Shared>, connection: Connection, mut reader: Reader) {
                     .name("eddy-slot-request".into())
                     .spawn(move || allocate(&shared, request, &client));
             }
-            Ok(Message::ReleaseSlots { attempt }) => release(shared, job, attempt),
-            Ok(Message::JobState { state }) => {
+            Ok(JobMasterMessage::ReleaseSlots { attempt }) => release(shared, job, attempt),
+            Ok(JobMasterMessage::State(state)) => {
                 if let Some(j) = shared.state().jobs.get_mut(&job) {
                     j.state = state;
                 }
             }
-            Ok(Message::CommandReply { request, reply }) => {
+            Ok(JobMasterMessage::CommandReply { request, reply }) => {
                 let waiting = shared.state().waiting.remove(&request);
                 if let Some((cli, _)) = waiting {
-                    let _ = cli.send(&Message::CommandReply { request, reply });
+                    let _ = cli.send(&CliMessage::CommandReply { reply });
                 }
             }
-            Ok(Message::CommandProgress { request, text }) => {
+            Ok(JobMasterMessage::CommandProgress { request, text }) => {
                 let cli = shared.state().waiting.get(&request).map(|(c, _)| c.clone());
                 if let Some(cli) = cli {
-                    let _ = cli.send(&Message::CommandProgress { request, text });
+                    let _ = cli.send(&CliMessage::CommandProgress { text });
                 }
             }
-            Ok(other) => tracing::warn!(job, message = ?other, "unexpected message from a job; ignored"),
+            Ok(other) => tracing::warn!(job = %job, message = ?other, "unexpected message from a job; ignored"),
             Err(e) => break e.to_string(),
         }
     };
@@ -292,7 +298,7 @@ fn serve_job(shared: &Arc<Shared>, connection: Connection, mut reader: Reader) {
 struct SlotRequest {
     job: JobId,
     name: String,
-    attempt: u32,
+    attempt: AttemptId,
     slots: u32,
     timeout_ms: u64,
     job_master: String,
@@ -318,7 +324,7 @@ fn allocate(shared: &Shared, request: SlotRequest, client: &Connection) {
         if state.free_total() >= slots {
             let mut allocation: Allocation = Vec::new();
             let mut remaining = slots;
-            let ids: Vec<u32> = state.task_managers.keys().copied().collect();
+            let ids: Vec<TaskManagerId> = state.task_managers.keys().copied().collect();
             for id in ids {
                 let take = state.free(id).min(remaining);
                 if take > 0 {
@@ -339,7 +345,7 @@ fn allocate(shared: &Shared, request: SlotRequest, client: &Connection) {
                     job,
                     job_name: request.name.clone(),
                     attempt,
-                    executor: executor as u32,
+                    executor: ExecutorIndex(executor as u32),
                     args: request.args.to_vec(),
                     job_master: request.job_master.clone(),
                 };
@@ -347,16 +353,16 @@ fn allocate(shared: &Shared, request: SlotRequest, client: &Connection) {
             }
             if let Some(j) = state.jobs.get_mut(&job) {
                 j.allocations.insert(attempt, allocation.clone());
-                j.state = "RUNNING".into();
+                j.state = JobState::Running;
             }
             drop(state);
-            tracing::info!(job, attempt, slots, task_managers = ?allocation, "slots allocated; deploying");
+            tracing::info!(job = %job, attempt = %attempt, slots, task_managers = ?allocation, "slots allocated; deploying");
             for (connection, deployment) in deployments {
                 // A TaskManager that cannot be told is lost: its reader says so, and the
                 // job hears it.
-                let _ = connection.send(&Message::Deploy(deployment));
+                let _ = connection.send(&TaskManagerMessage::Deploy(deployment));
             }
-            let _ = client.send(&Message::SlotsAllocated { attempt, executors });
+            let _ = client.send(&JobMasterMessage::SlotsAllocated { attempt, executors });
             return;
         }
         let now = Instant::now();
@@ -368,37 +374,37 @@ fn allocate(shared: &Shared, request: SlotRequest, client: &Connection) {
                 state.task_managers.len(),
                 request.timeout_ms
             );
-            tracing::warn!(job, attempt, %message, "slot request timed out");
+            tracing::warn!(job = %job, attempt = %attempt, %message, "slot request timed out");
             drop(state);
-            let _ = client.send(&Message::SlotsUnavailable { attempt, message });
+            let _ = client.send(&JobMasterMessage::SlotsUnavailable { attempt, message });
             return;
         }
         if !told_waiting {
             told_waiting = true;
-            tracing::info!(job, attempt, needed = slots, free = state.free_total(), "waiting for slots");
+            tracing::info!(job = %job, attempt = %attempt, needed = slots, free = state.free_total(), "waiting for slots");
         }
         state = shared.slots_changed.wait_timeout(state, deadline - now).unwrap_or_else(|e| e.into_inner()).0;
     }
 }
 
 /// An attempt ended: its task executors go, its slots are free again.
-fn release(shared: &Shared, job: JobId, attempt: u32) {
+fn release(shared: &Shared, job: JobId, attempt: AttemptId) {
     let targets: Vec<Connection> = {
         let mut state = shared.state();
         let allocation = state.jobs.get_mut(&job).and_then(|j| j.allocations.remove(&attempt)).unwrap_or_default();
         allocation.iter().filter_map(|(tm, _)| state.task_managers.get(tm).map(|t| t.connection.clone())).collect()
     };
     for connection in targets {
-        let _ = connection.send(&Message::CancelExecutor { job, attempt });
+        let _ = connection.send(&TaskManagerMessage::CancelExecutor { job, attempt });
     }
     shared.slots_changed.notify_all();
 }
 
-/// A job's client went away: every attempt's slots go, and waiting CLIs hear why.
+/// A job's JobMaster went away: every attempt's slots go, and waiting CLIs hear why.
 fn end_job(shared: &Shared, job: JobId, reason: &str) {
     // Ended and its attempts collected in one step: a slot request still waiting sees the
     // job ended and allocates nothing more.
-    let attempts: Vec<u32> = {
+    let attempts: Vec<AttemptId> = {
         let mut state = shared.state();
         match state.jobs.get_mut(&job) {
             Some(j) => {
@@ -414,26 +420,24 @@ fn end_job(shared: &Shared, job: JobId, reason: &str) {
     let waiting: Vec<(u64, Connection)> = {
         let mut state = shared.state();
         if let Some(j) = state.jobs.get_mut(&job) {
-            if !matches!(j.state.as_str(), "FINISHED" | "FAILED" | "CANCELED" | "STOPPED") {
-                j.state = "LOST".into();
+            if !j.state.is_terminal() {
+                j.state = JobState::Lost;
             }
-            tracing::info!(job, name = %j.name, state = %j.state, reason, "job left the cluster");
+            tracing::info!(job = %job, name = %j.name, state = %j.state, reason, "job left the cluster");
         }
         let requests: Vec<u64> = state.waiting.iter().filter(|(_, (_, j))| *j == job).map(|(r, _)| *r).collect();
         requests.into_iter().filter_map(|r| state.waiting.remove(&r).map(|(c, _)| (r, c))).collect()
     };
-    for (request, cli) in waiting {
-        let _ = cli.send(&Message::CommandReply {
-            request,
-            reply: Err(format!("the job ended before it answered ({reason})")),
-        });
+    for (_, cli) in waiting {
+        let _ =
+            cli.send(&CliMessage::CommandReply { reply: Err(format!("the job ended before it answered ({reason})")) });
     }
 }
 
 fn serve_cli(shared: &Shared, connection: Connection, mut reader: Reader) {
     loop {
         match reader.receive() {
-            Ok(Message::ListJobs) => {
+            Ok(CliMessage::ListJobs) => {
                 let jobs = shared
                     .state()
                     .jobs
@@ -441,19 +445,18 @@ fn serve_cli(shared: &Shared, connection: Connection, mut reader: Reader) {
                     .map(|(id, j)| JobSummary {
                         id: *id,
                         name: j.name.clone(),
-                        state: j.state.clone(),
+                        state: j.state,
                         parallelism: j.parallelism,
                         uptime_ms: j.ended.unwrap_or_else(Instant::now).duration_since(j.submitted).as_millis() as u64,
                     })
                     .collect();
-                let _ = connection.send(&Message::Jobs(jobs));
+                let _ = connection.send(&CliMessage::Jobs(jobs));
             }
-            Ok(Message::JobCommand { job, command }) => {
+            Ok(CliMessage::JobCommand { job, command }) => {
                 if let Err(message) = relay(shared, &connection, &job, command) {
-                    let _ = connection.send(&Message::CommandReply { request: 0, reply: Err(message) });
+                    let _ = connection.send(&CliMessage::CommandReply { reply: Err(message) });
                 }
             }
-            Ok(Message::Heartbeat) => {}
             Ok(other) => {
                 tracing::warn!(peer = %connection.peer(), message = ?other, "unexpected message from the CLI; ignored")
             }
@@ -466,7 +469,7 @@ fn serve_cli(shared: &Shared, connection: Connection, mut reader: Reader) {
 /// it); the job's answer goes back to the CLI.
 fn relay(shared: &Shared, cli: &Connection, job: &str, command: JobCommand) -> Result<(), String> {
     let mut state = shared.state();
-    let id = match job.parse::<JobId>() {
+    let id = match job.parse::<u64>().map(JobId) {
         Ok(id) if state.jobs.contains_key(&id) => id,
         _ => {
             let running: Vec<JobId> =
@@ -487,6 +490,6 @@ fn relay(shared: &Shared, cli: &Connection, job: &str, command: JobCommand) -> R
     let request = state.next_request;
     state.waiting.insert(request, (cli.clone(), id));
     drop(state);
-    tracing::info!(job = id, command = ?command, "relaying a command from the CLI");
-    client.send(&Message::Command { request, command }).map_err(|e| format!("cannot reach job {id}: {e}"))
+    tracing::info!(job = %id, command = ?command, "relaying a command from the CLI");
+    client.send(&JobMasterMessage::Command { request, command }).map_err(|e| format!("cannot reach job {id}: {e}"))
 }

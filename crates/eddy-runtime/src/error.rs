@@ -108,9 +108,16 @@ pub enum JobError {
     TaskFailed { job: String, operator: String, subtask: u32, parallelism: u32, kind: FailureKind, message: String },
     #[error("job '{job}' was cancelled")]
     Cancelled { job: String },
-    /// Checkpoints could not be taken, stored or restored.
-    #[error("job '{job}': {message}")]
-    Checkpoint { job: String, message: String },
+    /// Checkpoints could not be taken, stored or restored. `source`, when the storage
+    /// said why, tells a damaged checkpoint from a storage that did not answer
+    /// ([`eddy_checkpoint::CheckpointError::is_damaged_checkpoint`]).
+    #[error("job '{job}': {message}{}", caused(.source))]
+    Checkpoint {
+        job: String,
+        message: String,
+        #[source]
+        source: Option<eddy_checkpoint::CheckpointError>,
+    },
     /// Checkpoints failed more often in a row than tolerated, the final checkpoint could
     /// not be stored, or the state to restart from could not be read: the job fails over
     /// and restarts under its restart strategy, as a failed task does (Flink's
@@ -120,42 +127,22 @@ pub enum JobError {
     #[error("job '{job}': internal error (please report): {message}")]
     Internal { job: String, message: String },
     /// The cluster cannot run the job: too few slots, a TaskManager whose binary builds
-    /// another graph, the JobManager gone, a refused secret. The message says which.
-    #[error("job '{job}': {message}")]
-    Cluster { job: String, message: String },
+    /// another graph, the JobManager gone, a refused secret. The message says which;
+    /// `source`, the connection's error when there was one.
+    #[error("job '{job}': {message}{}", caused(.source))]
+    Cluster {
+        job: String,
+        message: String,
+        #[source]
+        source: Option<ClusterError>,
+    },
 }
 
-/// Why a cluster process (JobManager, TaskManager, CLI, a job's client) cannot go on, or
-/// why a peer was refused.
-#[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
-pub enum ClusterError {
-    /// The secret file is missing, unreadable or too short.
-    #[error("{0}")]
-    Secret(String),
-    /// A peer was refused, or refused this process (secret, protocol version, role).
-    #[error("refused: {0}")]
-    Refused(String),
-    /// A connection could not be made, broke, or carried something unreadable.
-    #[error("{peer}: {context}: {message}")]
-    Io { peer: String, context: String, message: String },
-    /// The peer sent something this process did not expect at this point.
-    #[error("{0}")]
-    Protocol(String),
-    /// A command line or configuration that cannot work.
-    #[error("{0}")]
-    Config(String),
-}
+pub use eddy_rpc::ClusterError;
 
-impl ClusterError {
-    pub fn io(peer: &str, context: &str, error: std::io::Error) -> Self {
-        let message = match error.kind() {
-            std::io::ErrorKind::UnexpectedEof => "the connection was closed".to_string(),
-            std::io::ErrorKind::ConnectionRefused => "connection refused (is it running, at this address?)".to_string(),
-            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => "no answer in time".to_string(),
-            _ => error.to_string(),
-        };
-        ClusterError::Io { peer: peer.to_string(), context: context.to_string(), message }
-    }
+/// ": the cause" after a message, when there is a cause.
+fn caused(source: &Option<impl std::fmt::Display>) -> String {
+    source.as_ref().map_or_else(String::new, |e| format!(": {e}"))
 }
 
 impl JobError {

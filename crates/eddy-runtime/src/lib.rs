@@ -13,27 +13,36 @@
 //!   in a full output queue, backpressure), so a subtask runs on its own
 //!   thread or, simulated, beside every other on one. Control messages are taken between
 //!   batches, never inside a user callback; snapshots are written off the task thread.
-//! - [`executor`]: the embedded local executor that wires channels, runs the subtasks and
-//!   the checkpoint coordinator, restarts, the job's checkpoint storage and job directory,
-//!   restores, and the deterministic simulator.
-//! - [`cluster`]: the cluster's processes but the JobManager: the secret handshake and TLS,
-//!   control messages and their framing, the data plane with credits, the TaskManager,
-//!   task executors and the job's link to its JobManager.
+//! - [`deployment`]: one process's part of an attempt, shared by every mode: the channels
+//!   between subtasks, which old state each reads on a restore, and the subtasks built and
+//!   started;
+//! - [`jobmaster`]: the JobMaster: the job's life over its attempts (restart strategy,
+//!   checkpoint storage and retention, restores), each attempt's checkpoint coordinator
+//!   and savepoints, and on a cluster its link to the JobManager and its remote attempts;
+//! - [`executor`]: the one place that chooses how a job runs ([`ExecutionMode`]: locally,
+//!   simulated, as a task executor, or on a cluster), the local thread launch, and the
+//!   deterministic simulator;
+//! - [`cluster`]: what runs the job's code on a cluster: the task executor ⇄ JobMaster
+//!   messages, the data plane with credits, the task executor itself; the wire under
+//!   them (handshake, TLS, frames, ids) is `eddy-rpc`'s;
 //! - [`error`]: the crate's errors, by who must act, and which failures a restart mends.
 //!
-//! Depends on `eddy-types`, `eddy-state` and `eddy-checkpoint` (formats, storage interface,
-//! coordinator decisions); the DataStream API (`eddy-api`) sits above and instantiates the
+//! Depends on `eddy-types`, `eddy-state`, `eddy-checkpoint` (formats, storage interface,
+//! coordinator decisions) and `eddy-rpc` (the cluster's wire); the DataStream API (`eddy-api`) sits above and instantiates the
 //! runtime's generic pieces with the user's types.
 
 pub mod channel;
 pub mod cluster;
+pub(crate) mod deployment;
 pub mod error;
 pub mod executor;
 pub mod graph;
+pub mod jobmaster;
 pub mod output;
 pub mod task;
 pub mod writer;
 
 pub use error::{FailureKind, JobError, TaskError};
-pub use executor::{CheckpointStats, JobResult, LocalExecutor};
+pub use executor::{ExecutionMode, LocalExecutor};
+pub use jobmaster::{CheckpointStats, ClusterTarget, JobResult};
 pub use output::{Collector, FanOut, Lifecycle, Output, PortOutput, TypedOutput};

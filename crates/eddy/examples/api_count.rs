@@ -73,6 +73,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     eddy::cluster::serve_role();
     eddy::log_to_stderr();
     let env = Env::new();
+    // `--jobmanager HOST:PORT --secret-file FILE`: submit the job to a cluster.
+    eddy::cluster::SubmitArgs::from_process_args().apply_to(&env)?;
     let sink = CollectSink::new();
     job(&env, access_log(100_000), sink.clone());
     let result = env.execute("api count")?;

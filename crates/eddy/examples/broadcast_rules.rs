@@ -73,6 +73,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     eddy::cluster::serve_role();
     eddy::log_to_stderr();
     let env = Env::new();
+    // `--jobmanager HOST:PORT --secret-file FILE`: submit the job to a cluster.
+    eddy::cluster::SubmitArgs::from_process_args().apply_to(&env)?;
     let sink = CollectSink::new();
     let payments = (0..10).map(|id| Payment { id, amount: id * 100 }).collect();
     job(&env, vec![("large".into(), 500), ("huge".into(), 800)], payments, sink.clone());

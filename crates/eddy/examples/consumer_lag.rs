@@ -35,6 +35,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     eddy::cluster::serve_role();
     eddy::log_to_stderr();
     let env = Env::new();
+    // `--jobmanager HOST:PORT --secret-file FILE`: submit the job to a cluster.
+    eddy::cluster::SubmitArgs::from_process_args().apply_to(&env)?;
     let sink = CollectSink::new();
     // The seed's picture: the producer is at 15, the consumers at 10, 7 and 12.
     job(&env, vec![Progress { timestamp: 1, producer_offset: 15, consumer_offsets: vec![10, 7, 12] }], sink.clone());

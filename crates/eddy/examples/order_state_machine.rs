@@ -229,6 +229,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     eddy::cluster::serve_role();
     eddy::log_to_stderr();
     let env = Env::new();
+    // `--jobmanager HOST:PORT --secret-file FILE`: submit the job to a cluster.
+    eddy::cluster::SubmitArgs::from_process_args().apply_to(&env)?;
     let (outcomes, invalid) = (CollectSink::new(), CollectSink::new());
     job(&env, sample_events(8), outcomes.clone(), invalid.clone());
     env.execute("order state machine")?;

@@ -138,6 +138,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     eddy::cluster::serve_role();
     eddy::log_to_stderr();
     let env = Env::new();
+    // `--jobmanager HOST:PORT --secret-file FILE`: submit the job to a cluster.
+    eddy::cluster::SubmitArgs::from_process_args().apply_to(&env)?;
     let (counts, late) = (CollectSink::new(), CollectSink::new());
     let log = env.from_collection(access_log(10_000, 1_700_000_000_000)).uid("access-log");
     let (per_minute, too_late) = job(&log, periodic_watermarks());

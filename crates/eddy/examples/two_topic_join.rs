@@ -62,6 +62,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     eddy::cluster::serve_role();
     eddy::log_to_stderr();
     let env = Env::new();
+    // `--jobmanager HOST:PORT --secret-file FILE`: submit the job to a cluster.
+    eddy::cluster::SubmitArgs::from_process_args().apply_to(&env)?;
     env.set_parallelism(2);
     let sink = CollectSink::new();
     let rec = |key: &str, value| Record { key: key.into(), value };

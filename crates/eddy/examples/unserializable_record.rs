@@ -31,6 +31,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     eddy::cluster::serve_role();
     eddy::log_to_stderr();
     let env = Env::new();
+    // `--jobmanager HOST:PORT --secret-file FILE`: submit the job to a cluster.
+    eddy::cluster::SubmitArgs::from_process_args().apply_to(&env)?;
     env.set_parallelism(2);
     // With checkpoints, the default restart strategy would restart a failed job.
     env.enable_checkpointing(200);

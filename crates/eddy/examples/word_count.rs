@@ -25,14 +25,25 @@ pub fn job(env: &Env, lines: Vec<String>, sink: CollectSink<(String, u64)>) {
     words(&env.from_collection(lines)).add_sink(sink);
 }
 
+/// `word_count [FILE]`, and the flags that submit it to a cluster.
+#[derive(clap::Parser)]
+struct Args {
+    /// A text file whose words to count (default: two lines of Hamlet).
+    file: Option<String>,
+    #[command(flatten)]
+    cluster: eddy::cluster::SubmitArgs,
+}
+
 #[allow(dead_code)]
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     // `<example> jobmanager …`, `taskmanager …`, `list` …: a cluster role.
     eddy::cluster::serve_role();
     eddy::log_to_stderr();
+    let args = <Args as clap::Parser>::parse();
     let env = Env::new();
+    args.cluster.apply_to(&env)?;
     let sink = CollectSink::new();
-    match std::env::args().nth(1) {
+    match args.file {
         Some(path) => {
             words(&env.read_text_file(path)).add_sink(sink.clone());
         }

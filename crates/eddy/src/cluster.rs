@@ -8,22 +8,27 @@
 //! eddy list|status|savepoint|stop|cancel --jobmanager 127.0.0.1:6123 --secret-file SECRET
 //! ```
 //!
-//! A binary takes the roles by calling [`serve_role`] first thing in `main`; the `eddy`
-//! CLI has them as subcommands. Every TaskManager must run the same binary as the job it
-//! runs: it starts that binary with the job's arguments to rebuild the job's graph.
+//! Both are explicit in a program: it takes the roles by calling [`serve_role`] first
+//! thing in `main` (the `eddy` CLI has them as subcommands), and it submits its job to a
+//! cluster by parsing [`SubmitArgs`] (flattened into its own parser, or alone with
+//! [`SubmitArgs::from_process_args`]) and applying them to its `Env`
+//! ([`SubmitArgs::apply_to`]). Nothing else reads a program's arguments. Every
+//! TaskManager must run the same binary as the job it runs: it starts that binary with
+//! the job's arguments to rebuild the job's graph.
 
 use clap::Parser;
 pub use eddy_jobmanager::client::CliClient;
 pub use eddy_jobmanager::{run_job_manager, JobManagerOptions};
-pub use eddy_runtime::cluster::messages::{JobCommand, JobSummary};
-pub use eddy_runtime::cluster::taskmanager::{run_task_manager, TaskManagerOptions};
-pub use eddy_runtime::cluster::{ClusterTarget, Heartbeats, Secret, Security, TlsConfig, TlsFiles};
+pub use eddy_rpc::messages::{JobCommand, JobSummary};
+pub use eddy_rpc::{Heartbeats, JobId, JobState, Secret, Security, TlsConfig, TlsFiles};
+pub use eddy_runtime::jobmaster::SLOT_TIMEOUT_MS_DEFAULT;
+pub use eddy_runtime::ClusterTarget;
+pub use eddy_taskmanager::{run_task_manager, TaskManagerOptions};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 /// The flags a job's binary accepts to submit its job to a cluster; flatten them into
-/// its own parser. [`Env::execute`](crate::Env::execute) reads them from the process's
-/// arguments itself.
+/// its own parser, then [`SubmitArgs::apply_to`] its `Env`.
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct SubmitArgs {
     /// Submit the job to this JobManager instead of running it here.
@@ -37,6 +42,50 @@ pub struct SubmitArgs {
     pub slot_timeout_ms: Option<u64>,
     #[command(flatten)]
     pub tls: TlsArgs,
+}
+
+/// A program whose only flags are these.
+#[derive(Debug, Parser)]
+struct OnlySubmitArgs {
+    #[command(flatten)]
+    cluster: SubmitArgs,
+}
+
+impl SubmitArgs {
+    /// Parses the process's arguments as these flags and nothing else (a program with no
+    /// flags of its own, as the examples); a wrong flag ends the process with clap's
+    /// message.
+    pub fn from_process_args() -> Self {
+        OnlySubmitArgs::parse().cluster
+    }
+
+    /// The cluster these flags name, if `--jobmanager` is given; task executors run the
+    /// program with the same arguments.
+    pub fn target(&self) -> Result<Option<ClusterTarget>, String> {
+        let Some(jobmanager) = &self.jobmanager else { return Ok(None) };
+        let Some(secret_file) = &self.secret_file else {
+            return Err("--jobmanager needs --secret-file FILE: the cluster refuses jobs without its secret".into());
+        };
+        let mut target = ClusterTarget::new(jobmanager.clone(), security(secret_file, &self.tls)?);
+        if let Some(timeout_ms) = self.slot_timeout_ms {
+            target.slot_timeout_ms = timeout_ms;
+        }
+        Ok(Some(target))
+    }
+
+    /// Submits `env`'s jobs to the cluster these flags name, if any. In a task executor
+    /// (a TaskManager started this program for a cluster job) it does nothing: the
+    /// TaskManager gave it the cluster's credentials, and the secret file named here need
+    /// not exist on its machine.
+    pub fn apply_to(&self, env: &crate::Env) -> Result<(), String> {
+        if eddy_rpc::launch::launched() {
+            return Ok(());
+        }
+        if let Some(target) = self.target()? {
+            env.set_cluster(target);
+        }
+        Ok(())
+    }
 }
 
 /// TLS for every connection of the cluster: all its processes take the same flags.

@@ -1,6 +1,7 @@
 //! A task executor: the process a TaskManager starts for one attempt of one job, from the
 //! job's own binary with the job's arguments (application mode). Its `main` runs as
-//! usual up to `execute`, which finds [`LAUNCH_ENV`] set and comes here instead of running
+//! usual up to `execute`, which finds `eddy_rpc::launch::LAUNCH_ENV` set
+//! ([`crate::executor::ExecutionMode::TaskExecutor`]) and comes here instead of running
 //! the job locally:
 //!
 //! 1. read the deployment from standard input (the TaskManager keeps that pipe open: its
@@ -11,25 +12,28 @@
 //!    the other executors ([`super::data`]);
 //! 4. run each subtask on its own thread, forward the JobMaster's control messages to
 //!    their mailboxes and their reports and exits back;
-//! 5. exit once every subtask ended.
+//! 5. return once every subtask ended (`execute` returns a result that says it ran as a
+//!    task executor; the job's own result is its JobMaster's).
 
-use super::auth::{PeerRole, Secret};
 use super::data::{start_receivers, start_sender, InboundSet, OutboundSet};
+use super::executor_link::{ExecutorHello, ExecutorMessage, StartTasks, TaskMetrics};
 use super::fingerprint::describe;
-use super::frame::{read_value, write_value, Connection};
-use super::messages::{slot_owners, Deployment, ExecutorHello, ExecutorSlots, Message, StartTasks, TaskMetrics};
-use super::{start_heartbeats, Heartbeats};
-use super::{Security, TlsConfig, TlsFiles};
 use crate::channel::{ChannelCapacity, CHANNEL_BATCHES_MAX};
-use crate::error::TaskError;
-use crate::executor::open_task_storage;
-use crate::executor::restore::{restore_plan, RestoreSource};
-use crate::executor::wiring::{run_task, wire_placed, Placement, TaskContext};
-use crate::graph::{plan_chains, validate, StreamGraph};
-use crate::task::{install_panic_capture, AsyncWorkers, Mailboxes, TaskCheckpointing, TaskReport};
-use eddy_checkpoint::storage::{CheckpointStorage, SavepointTargets, TaskStateWriter};
+use crate::deployment::restore::{restore_plan, RestoreSource};
+use crate::deployment::subtasks::{
+    open_task_storage, prepare_subtasks, start_snapshot_workers, start_subtask_threads, SubtaskEnv, Subtasks, TaskExit,
+};
+use crate::deployment::wiring::{wire_placed, Placement};
+use crate::error::JobError;
+use crate::graph::{plan_chains, validate, ChainPlan, StreamGraph};
+use crate::jobmaster::JobResult;
+use crate::task::{install_panic_capture, Mailboxes, TaskReport};
+use eddy_checkpoint::storage::{CheckpointStorage, SavepointTargets};
+use eddy_rpc::frame::read_value;
+use eddy_rpc::launch::Launch;
+use eddy_rpc::slots::{slot_owners, ExecutorSlots};
+use eddy_rpc::{start_heartbeats, ClusterError, Connection, Heartbeats, PeerRole, Reader, Secret, Security, TlsConfig};
 use eddy_types::{RunSeed, SystemClock};
-use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::net::TcpListener;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -39,53 +43,57 @@ use std::sync::Arc;
 /// hundred bytes each time).
 const METRICS_INTERVAL: std::time::Duration = std::time::Duration::from_millis(250);
 
-/// Set in a task executor's environment by the TaskManager that starts it.
-pub const LAUNCH_ENV: &str = "EDDY_TASK_EXECUTOR";
-
-/// What a TaskManager writes to a task executor's standard input.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Launch {
-    pub deployment: Deployment,
-    pub task_manager: u32,
-    /// The host its data listener binds (the TaskManager's).
-    pub data_host: String,
-    pub secret: Vec<u8>,
-    /// TLS on: the cluster's certificate files.
-    pub tls: Option<TlsFiles>,
-    pub heartbeat_interval_ms: u64,
-    pub heartbeat_timeout_ms: u64,
+/// Why a task executor cannot run its part of an attempt.
+#[derive(Debug, thiserror::Error)]
+pub enum TaskExecutorError {
+    /// Its TaskManager, its JobMaster or another task executor could not be reached, or
+    /// said something unexpected.
+    #[error("{context}")]
+    Cluster {
+        context: String,
+        #[source]
+        source: ClusterError,
+    },
+    /// This process cannot do its part (a thread, a listener, the job's storage, the
+    /// graph it built).
+    #[error("{0}")]
+    Local(String),
 }
 
-impl Launch {
-    pub fn write(&self, to: &mut impl std::io::Write) -> std::io::Result<()> {
-        write_value(to, self)
+impl TaskExecutorError {
+    fn cluster(context: impl Into<String>) -> impl FnOnce(ClusterError) -> Self {
+        let context = context.into();
+        move |source| TaskExecutorError::Cluster { context, source }
     }
 }
 
-/// Whether this process is a task executor.
-pub fn launched() -> bool {
-    std::env::var_os(LAUNCH_ENV).is_some()
-}
-
-/// Runs this process as a task executor for `graph`, then exits it: the job's `main`
-/// does not go on past `execute` here.
-pub fn run(graph: StreamGraph) -> ! {
-    let code = match serve(graph) {
-        Ok(()) => 0,
-        Err(message) => {
-            tracing::error!(error = %message, "task executor failed");
-            eprintln!("eddy task executor: {message}");
-            1
+/// Runs this process as a task executor for `graph` until its subtasks of the attempt
+/// ended: the job's `main` gets a result that says so, or the reason it could not run.
+pub fn run(graph: StreamGraph) -> Result<JobResult, JobError> {
+    let job = graph.job_name.clone();
+    match serve(graph) {
+        Ok(()) => Ok(JobResult::of_task_executor(job)),
+        Err(error) => {
+            tracing::error!(error = %error, "task executor failed");
+            let message = "task executor failed".to_string();
+            Err(match error {
+                TaskExecutorError::Cluster { context, source } => {
+                    JobError::Cluster { job, message: format!("{message}: {context}"), source: Some(source) }
+                }
+                TaskExecutorError::Local(why) => {
+                    JobError::Cluster { job, message: format!("{message}: {why}"), source: None }
+                }
+            })
         }
-    };
-    std::process::exit(code)
+    }
 }
 
-fn serve(graph: StreamGraph) -> Result<(), String> {
+fn serve(graph: StreamGraph) -> Result<(), TaskExecutorError> {
+    let local = TaskExecutorError::Local;
     let mut stdin = std::io::stdin().lock();
     let launch: Launch = read_value(&mut stdin)
-        .map_err(|e| format!("cannot read the deployment from the TaskManager: {e}"))?
-        .ok_or("the TaskManager closed the pipe before the deployment")?;
+        .map_err(|e| local(format!("cannot read the deployment from the TaskManager: {e}")))?
+        .ok_or_else(|| local("the TaskManager closed the pipe before the deployment".into()))?;
     drop(stdin);
     // The TaskManager holds the other end: when it dies, so does this process.
     std::thread::Builder::new()
@@ -95,30 +103,34 @@ fn serve(graph: StreamGraph) -> Result<(), String> {
             eprintln!("eddy task executor: its TaskManager is gone; exiting");
             std::process::exit(3);
         })
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| local(format!("cannot start a thread: {e}")))?;
     let deployment = launch.deployment.clone();
-    let secret = Secret::from_bytes(&launch.secret).map_err(|e| e.to_string())?;
+    let secret =
+        Secret::from_bytes(&launch.secret).map_err(TaskExecutorError::cluster("the secret from the TaskManager"))?;
     let tls = match &launch.tls {
         None => None,
-        Some(files) => Some(TlsConfig::from_files(files.clone()).map_err(|e| e.to_string())?),
+        Some(files) => {
+            Some(TlsConfig::from_files(files.clone()).map_err(TaskExecutorError::cluster("the cluster's TLS files"))?)
+        }
     };
     let security = Security { secret, tls };
     let heartbeats = Heartbeats { interval_ms: launch.heartbeat_interval_ms, timeout_ms: launch.heartbeat_timeout_ms };
-    validate(&graph).map_err(|m| format!("the job's graph is invalid here: {m}"))?;
+    validate(&graph).map_err(|m| local(format!("the job's graph is invalid here: {m}")))?;
     install_panic_capture();
     let plan = Arc::new(plan_chains(&graph));
     let graph = Arc::new(graph);
     let listener = TcpListener::bind((launch.data_host.as_str(), 0))
-        .map_err(|e| format!("cannot listen for data on {}: {e}", launch.data_host))?;
-    let data_address = listener.local_addr().map_err(|e| e.to_string())?.to_string();
+        .map_err(|e| local(format!("cannot listen for data on {}: {e}", launch.data_host)))?;
+    let data_address = listener.local_addr().map_err(|e| local(e.to_string()))?.to_string();
 
     let stream = security
         .connect(&deployment.job_master, PeerRole::TaskExecutor, "reaching the job's JobMaster")
-        .map_err(|e| e.to_string())?;
-    let (connection, mut reader) = Connection::new(stream, Some(heartbeats.timeout())).map_err(|e| e.to_string())?;
+        .map_err(TaskExecutorError::cluster("reaching the job's JobMaster"))?;
+    let (connection, mut reader) = Connection::new(stream, Some(heartbeats.timeout()))
+        .map_err(TaskExecutorError::cluster("the connection to the JobMaster"))?;
     let binary = std::env::current_exe().map_or_else(|_| "?".into(), |p| p.display().to_string());
     connection
-        .send(&Message::ExecutorHello(ExecutorHello {
+        .send(&ExecutorMessage::Hello(ExecutorHello {
             attempt: deployment.attempt,
             executor: deployment.executor,
             task_manager: launch.task_manager,
@@ -126,16 +138,16 @@ fn serve(graph: StreamGraph) -> Result<(), String> {
             data_address,
             binary,
         }))
-        .map_err(|e| e.to_string())?;
+        .map_err(TaskExecutorError::cluster("saying hello to the JobMaster"))?;
     let stop_heartbeats = Arc::new(AtomicBool::new(false));
-    start_heartbeats(connection.clone(), heartbeats, stop_heartbeats.clone());
+    start_heartbeats(connection.clone(), heartbeats, stop_heartbeats.clone(), ExecutorMessage::Heartbeat);
     let start = loop {
-        match reader.receive().map_err(|e| format!("the JobMaster went away before the start: {e}"))? {
-            Message::StartTasks(start) => break start,
-            Message::Heartbeat => {}
-            Message::Refused(why) => return Err(format!("refused by the JobMaster: {why}")),
-            Message::CancelAttempt => return Ok(()),
-            other => return Err(format!("unexpected message before the start: {other:?}")),
+        match reader.receive().map_err(TaskExecutorError::cluster("the JobMaster went away before the start"))? {
+            ExecutorMessage::Start(start) => break start,
+            ExecutorMessage::Heartbeat => {}
+            ExecutorMessage::Refused(why) => return Err(local(format!("refused by the JobMaster: {why}"))),
+            ExecutorMessage::CancelAttempt => return Ok(()),
+            other => return Err(local(format!("unexpected message from the JobMaster before the start: {other:?}"))),
         }
     };
     let result = run_attempt(&graph, &plan, &launch, &security, *start, listener, connection.clone(), reader);
@@ -148,22 +160,23 @@ fn serve(graph: StreamGraph) -> Result<(), String> {
 #[allow(clippy::too_many_arguments)]
 fn run_attempt(
     graph: &Arc<StreamGraph>,
-    plan: &Arc<crate::graph::ChainPlan>,
+    plan: &Arc<ChainPlan>,
     launch: &Launch,
     security: &Security,
     start: StartTasks,
     listener: TcpListener,
     connection: Connection,
-    mut reader: super::frame::Reader,
-) -> Result<(), String> {
+    mut reader: Reader,
+) -> Result<(), TaskExecutorError> {
+    let local = TaskExecutorError::Local;
     let attempt = launch.deployment.attempt;
     let me = launch.deployment.executor;
     let slots: Vec<ExecutorSlots> = start.executors.iter().map(|(s, _)| s.clone()).collect();
     let parallelism = graph.nodes.iter().map(|n| n.parallelism).max().unwrap_or(1);
-    let owners = slot_owners(&slots, parallelism).map_err(|e| format!("the JobMaster sent {e}"))?;
-    let owner = |subtask: u32| owners[subtask as usize] as u32;
-    if me as usize >= start.executors.len() {
-        return Err(format!("the JobMaster started {} executors, not this one ({me})", start.executors.len()));
+    let owners = slot_owners(&slots, parallelism).map_err(|e| local(format!("the JobMaster sent {e}")))?;
+    let owner = |subtask: u32| owners[subtask as usize];
+    if me.get() >= start.executors.len() {
+        return Err(local(format!("the JobMaster started {} executors, not this one ({me})", start.executors.len())));
     }
     let (setups, remote) =
         wire_placed(graph, plan, ChannelCapacity::Bounded(CHANNEL_BATCHES_MAX), Some(Placement { owner: &owner, me }));
@@ -172,12 +185,15 @@ fn run_attempt(
 
     let config = &graph.config;
     let storage = open_task_storage(config, start.job_dir.as_deref())
-        .map_err(|e| format!("cannot open the checkpoint storage: {e}"))?;
+        .map_err(|e| local(format!("cannot open the checkpoint storage: {e}")))?;
     let savepoint_storage: Option<Arc<dyn CheckpointStorage>> = match &config.savepoint {
         None => None,
-        Some(request) => {
-            Some(config.storage_opener.open(&request.dir.to_string_lossy()).map_err(|e| format!("savepoint: {e}"))?)
-        }
+        Some(request) => Some(
+            config
+                .storage_opener
+                .open(&request.dir.to_string_lossy())
+                .map_err(|e| local(format!("cannot open the savepoint directory: {e}")))?,
+        ),
     };
     let restore = match &start.restore {
         None => None,
@@ -188,7 +204,7 @@ fn run_attempt(
                 config
                     .storage_opener
                     .open(&ticket.storage_root)
-                    .map_err(|e| format!("cannot open the state to restore: {e}"))?
+                    .map_err(|e| local(format!("cannot open the state to restore: {e}")))?
             };
             let source = RestoreSource {
                 storage: source_storage,
@@ -201,67 +217,37 @@ fn run_attempt(
     };
 
     let targets = SavepointTargets::default();
-    let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
-    let workers = AsyncWorkers::start(threads.min(setups.len().max(1) * 2))
-        .map_err(|e| format!("cannot start the threads that write snapshots: {e}"))?;
+    let workers = start_snapshot_workers(setups.len())
+        .map_err(|e| local(format!("cannot start the threads that write snapshots: {e}")))?;
     let cancel = Arc::new(AtomicBool::new(false));
     let (reports_tx, reports_rx) = crossbeam_channel::unbounded::<TaskReport>();
-    let (done_tx, done_rx) = crossbeam_channel::unbounded::<(usize, Result<(), TaskError>)>();
-    let clock: Arc<dyn eddy_types::Clock> = Arc::new(SystemClock::new());
+    let (done_tx, done_rx) = crossbeam_channel::unbounded::<TaskExit>();
+    let env = SubtaskEnv {
+        storage,
+        savepoint_storage,
+        savepoint_targets: targets.clone(),
+        clock: Arc::new(SystemClock::new()),
+        cancel: cancel.clone(),
+        reports: reports_tx,
+        work: workers.queue(),
+        restore,
+        seed: RunSeed(start.seed),
+        ttl_clock: None,
+    };
+    let Subtasks { pending, mailboxes, counters: all_counters } =
+        prepare_subtasks(graph, plan, setups, &env, &|head, subtask| indexes[&(head, subtask)]);
+    drop(env);
     // Mailboxes by the attempt's task index; posted to without waiting (an outbox per
     // task), so a subtask with a full mailbox holds up nothing else.
-    let mut mailbox_of: HashMap<u32, usize> = HashMap::new();
-    let mut mailbox_senders = Vec::new();
-    let mut handles = Vec::new();
-    let mut all_counters = Vec::new();
-    for (setup, mailbox_tx) in setups {
-        let index = indexes[&(setup.head, setup.subtask)];
-        mailbox_of.insert(index as u32, mailbox_senders.len());
-        mailbox_senders.push(mailbox_tx);
-        let writer = TaskStateWriter::new(
-            storage.clone(),
-            savepoint_storage.clone(),
-            clock.clone(),
-            plan.chain_name(graph, setup.head),
-            setup.subtask,
-            &graph.node(setup.head).effective_uid(),
-        )
-        .with_savepoint_targets(targets.clone());
-        let counters = Arc::<crate::task::TaskCounters>::default();
-        all_counters.push((index as u32, counters.clone()));
-        let context = TaskContext {
-            counters,
-            cancel: cancel.clone(),
-            clock: clock.clone(),
-            checkpointing: TaskCheckpointing {
-                task: index,
-                reports: reports_tx.clone(),
-                writer: Arc::new(writer),
-                work: workers.queue(),
-            },
-            restore: restore.clone(),
-            seed: RunSeed(start.seed),
-            ttl_clock: None,
-        };
-        let name = format!(
-            "{} ({}/{})",
-            plan.chain_name(graph, setup.head),
-            setup.subtask + 1,
-            graph.node(setup.head).parallelism
-        );
-        let (graph, plan, done) = (graph.clone(), plan.clone(), done_tx.clone());
-        handles.push(
-            std::thread::Builder::new()
-                .name(name)
-                .spawn(move || {
-                    let outcome = run_task(&graph, &plan, setup, context);
-                    let _ = done.send((index, outcome));
-                })
-                .map_err(|e| format!("cannot start a subtask thread: {e}"))?,
-        );
-    }
-    drop(reports_tx);
+    let mailbox_of: HashMap<u32, usize> =
+        mailboxes.iter().enumerate().map(|(position, (index, _))| (*index as u32, position)).collect();
+    let mailbox_senders = mailboxes.into_iter().map(|(_, mailbox)| mailbox).collect();
+    let (handles, started) = start_subtask_threads(graph, plan, pending, &done_tx);
     drop(done_tx);
+    if let Err(why) = started {
+        cancel.store(true, Ordering::SeqCst);
+        return Err(local(why));
+    }
     let own_tasks = handles.len();
 
     // The network: receive from every producing executor, send to every consumer.
@@ -269,7 +255,7 @@ fn run_attempt(
         .inbound
         .into_iter()
         .map(|(executor, wiring)| {
-            let producer = format!("task executor {} at {}", executor, start.executors[executor as usize].1);
+            let producer = format!("task executor {} at {}", executor, start.executors[executor.get()].1);
             let set = InboundSet {
                 channels: wiring.channels,
                 initial_credit: wiring.initial_credit,
@@ -281,13 +267,14 @@ fn run_attempt(
         })
         .collect();
     let data_address = listener.local_addr().map_or_else(|_| "?".to_string(), |a| a.to_string());
-    start_receivers(listener, security.clone(), attempt, inbound).map_err(|e| e.to_string())?;
+    start_receivers(listener, security.clone(), attempt, inbound)
+        .map_err(TaskExecutorError::cluster("listening for data connections"))?;
     for (executor, channels) in remote.outbound {
-        let address = &start.executors[executor as usize].1;
+        let address = &start.executors[executor.get()].1;
         start_sender(address, security, attempt, me, OutboundSet { channels }, cancel.clone())
-            .map_err(|e| format!("cannot open the data connection to task executor {executor}: {e}"))?;
+            .map_err(TaskExecutorError::cluster(format!("opening the data connection to task executor {executor}")))?;
     }
-    tracing::info!(attempt, executor = me, subtasks = own_tasks, data_address = %data_address, "task executor running its subtasks");
+    tracing::info!(attempt = %attempt, executor = %me, subtasks = own_tasks, data_address = %data_address, "task executor running its subtasks");
 
     // What the subtasks counted, for `status`, every second.
     let (metrics_connection, metrics_cancel) = (connection.clone(), cancel.clone());
@@ -298,17 +285,17 @@ fn run_attempt(
                 .iter()
                 .map(|(task, counters)| {
                     let (records_in, records_out, backpressured_ms) = counters.read();
-                    TaskMetrics { task: *task, records_in, records_out, backpressured_ms }
+                    TaskMetrics { task: *task as u32, records_in, records_out, backpressured_ms }
                 })
                 .collect();
-            if metrics_connection.send(&Message::TaskMetrics(metrics)).is_err()
+            if metrics_connection.send(&ExecutorMessage::TaskMetrics(metrics)).is_err()
                 || metrics_cancel.load(Ordering::Relaxed)
             {
                 return;
             }
             std::thread::sleep(METRICS_INTERVAL);
         })
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| local(format!("cannot start a thread: {e}")))?;
 
     // The JobMaster's messages, on a thread of their own.
     let control_cancel = cancel.clone();
@@ -322,23 +309,23 @@ fn run_attempt(
             // Heartbeats come every interval, so outboxes move on at least as often.
             mailboxes.flush();
             match reader.receive() {
-                Ok(Message::Control { task, control }) => {
+                Ok(ExecutorMessage::Control { task, control }) => {
                     // In order, as the JobMaster posted them; a task gone ignores them.
                     if let Some(&mailbox) = mailbox_of.get(&task) {
                         mailboxes.post(mailbox, control);
                     }
                 }
-                Ok(Message::SavepointTarget { id, dir }) => match opener.open(&dir) {
+                Ok(ExecutorMessage::SavepointTarget { id, dir }) => match opener.open(&dir) {
                     Ok(storage) => targets.set(eddy_checkpoint::CheckpointId(id), storage),
                     Err(e) => tracing::error!(savepoint = id, dir, error = %e, "cannot open the savepoint directory; the savepoint will fail"),
                 },
-                Ok(Message::CancelAttempt) => {
+                Ok(ExecutorMessage::CancelAttempt) => {
                     control_cancel.store(true, Ordering::SeqCst);
                     mailboxes.cancel_all();
                 }
-                Ok(Message::Heartbeat) => {}
+                Ok(ExecutorMessage::Heartbeat) => {}
                 Ok(other) => tracing::warn!(message = ?other, "unexpected message from the JobMaster; ignored"),
-                Err(_) if done_reading.load(Ordering::SeqCst) => return,
+                Err::<ExecutorMessage, _>(_) if done_reading.load(Ordering::SeqCst) => return,
                 Err(e) => {
                     // Fenced off: the JobMaster may already run the next attempt, so this
                     // one's subtasks stop at once, without closing anything (a sink
@@ -350,7 +337,7 @@ fn run_attempt(
                 }
             }
         })
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| local(format!("cannot start a thread: {e}")))?;
 
     let mut exited = 0;
     while exited < own_tasks {
@@ -363,13 +350,13 @@ fn run_attempt(
                 let Ok((task, outcome)) = exit else { break };
                 exited += 1;
                 while let Ok(report) = reports_rx.try_recv() {
-                    let _ = connection.send(&Message::Report(report));
+                    let _ = connection.send(&ExecutorMessage::Report(report));
                 }
-                let _ = connection.send(&Message::TaskExited { task: task as u32, outcome });
+                let _ = connection.send(&ExecutorMessage::TaskExited { task: task as u32, outcome });
             }
             recv(reports_rx) -> report => {
                 if let Ok(report) = report {
-                    let _ = connection.send(&Message::Report(report));
+                    let _ = connection.send(&ExecutorMessage::Report(report));
                 }
             }
         }
@@ -379,9 +366,9 @@ fn run_attempt(
     }
     workers.stop();
     while let Ok(report) = reports_rx.try_recv() {
-        let _ = connection.send(&Message::Report(report));
+        let _ = connection.send(&ExecutorMessage::Report(report));
     }
-    tracing::info!(attempt, executor = me, peak_rss_mb = peak_rss_mb(), "task executor done");
+    tracing::info!(attempt = %attempt, executor = %me, peak_rss_mb = peak_rss_mb(), "task executor done");
     Ok(())
 }
 

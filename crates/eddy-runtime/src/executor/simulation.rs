@@ -14,10 +14,11 @@
 //!
 //! The heap backend only: RocksDB's own threads do not follow the scheduler.
 
-use super::attempt::{AttemptRun, PendingTask};
-use super::wiring::{build_task, guarded};
-use super::JobResult;
+use crate::deployment::subtasks::PendingTask;
+use crate::deployment::wiring::{build_task, guarded};
 use crate::error::TaskError;
+use crate::jobmaster::coordinator::AttemptCoordinator;
+use crate::jobmaster::JobResult;
 use crate::task::{QueuedWork, StepResult, Task, TaskReport, TaskShared};
 use crossbeam_channel::Receiver;
 use eddy_checkpoint::metadata::{CheckpointMetadata, StateHandle, TaskStateEntry};
@@ -105,7 +106,7 @@ impl Simulator {
     /// Builds every subtask here and steps them, and the coordinator, until all exited.
     pub(super) fn run_attempt(
         &self,
-        run: &mut AttemptRun<'_>,
+        run: &mut AttemptCoordinator<'_>,
         pending: Vec<PendingTask>,
         async_work: &QueuedWork,
         reports: &Receiver<TaskReport>,
@@ -190,7 +191,12 @@ impl Simulator {
     }
 
     /// Maybe injects the next fault; returns the task to fail, if it is a task failure.
-    fn maybe_inject(&self, state: &mut SimState, tasks: &[Option<SimTask>], run: &mut AttemptRun<'_>) -> Option<usize> {
+    fn maybe_inject(
+        &self,
+        state: &mut SimState,
+        tasks: &[Option<SimTask>],
+        run: &mut AttemptCoordinator<'_>,
+    ) -> Option<usize> {
         if state.faults_left == 0 || state.rng.below(TURNS_PER_FAULT) != 0 {
             return None;
         }

@@ -1,5 +1,5 @@
 //! The cluster's secret and the handshake that proves it, before anything else crosses a
-//! connection: every process (JobManager, TaskManager, job client, CLI, task executor,
+//! connection: every process (JobManager, TaskManager, JobMaster, CLI, task executor,
 //! data connection) shows it holds the secret without sending it.
 //!
 //! 1. The connecting side sends `EDDY`, the protocol version, its role and a nonce.
@@ -11,8 +11,8 @@
 //! Nonces are fresh per connection, so a recorded handshake cannot be replayed, and the
 //! MACs are compared in constant time (ring's `verify`).
 
-use super::stream::Stream;
-use super::ClusterError;
+use crate::error::ClusterError;
+use crate::stream::Stream;
 use ring::hmac;
 use ring::rand::{SecureRandom, SystemRandom};
 use std::io::{Read, Write};
@@ -20,7 +20,7 @@ use std::path::Path;
 
 /// Bumped whenever a message changes shape: processes of different versions refuse each
 /// other with a clear error instead of misreading bytes.
-pub const PROTOCOL_VERSION: u16 = 1;
+pub const PROTOCOL_VERSION: u16 = 2;
 const MAGIC: &[u8; 4] = b"EDDY";
 const NONCE_BYTES: usize = 16;
 const MAC_BYTES: usize = 32;
@@ -36,7 +36,7 @@ const HANDSHAKE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5)
 pub enum PeerRole {
     TaskManager = 1,
     /// A job's binary: submits its job and coordinates it (its JobMaster).
-    JobClient = 2,
+    JobMaster = 2,
     /// The `eddy` CLI: list, status, savepoint, stop, cancel.
     Cli = 3,
     /// A TaskManager's process running one job's subtasks, to that job's JobMaster.
@@ -49,7 +49,7 @@ impl PeerRole {
     fn from_byte(byte: u8) -> Option<Self> {
         Some(match byte {
             1 => PeerRole::TaskManager,
-            2 => PeerRole::JobClient,
+            2 => PeerRole::JobMaster,
             3 => PeerRole::Cli,
             4 => PeerRole::TaskExecutor,
             5 => PeerRole::Data,

@@ -1,18 +1,52 @@
-//! The job's binary as a cluster client: it submits its job to the JobManager, asks it
-//! for slots for every attempt, and coordinates the job itself (its JobMaster, as Flink's
-//! application mode runs `main` and the JobMaster in one place): the task executors the
-//! TaskManagers start connect back here, and the local executor's checkpoint coordinator
-//! and restart loop run over them ([`crate::executor`]'s remote attempts).
+//! The JobMaster's link to the cluster: where a job's binary submits its job
+//! ([`ClusterTarget`]), and the [`JobClient`] that holds the connection to the JobManager
+//! (slot requests, the CLI's commands, TaskManagers lost, the job's state) and the door its
+//! task executors come in by. The JobMaster coordinates the job from here, as Flink's
+//! application mode runs `main` and the JobMaster in one place ([`super::remote`]).
 
-use super::auth::PeerRole;
-use super::frame::{Connection, Reader};
-use super::messages::{ExecutorHello, JobId, Message};
-use super::{start_heartbeats, ClusterTarget, Heartbeats};
-use crate::error::ClusterError;
+use crate::cluster::executor_link::{ExecutorHello, ExecutorMessage};
 use crossbeam_channel::{Receiver, Sender};
+use eddy_rpc::messages::JobMasterMessage;
+use eddy_rpc::{
+    start_heartbeats, AttemptId, ClusterError, Connection, Heartbeats, JobId, JobState, PeerRole, Reader, Security,
+};
 use std::net::TcpListener;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Arc;
+
+/// Where a job's binary submits its job: the JobManager, the cluster's credentials, and
+/// the arguments every TaskManager runs the binary with to rebuild the job's graph
+/// (application mode). Built by the program itself (`eddy::cluster::SubmitArgs` parses
+/// the usual flags): nothing reads the process's arguments behind its back.
+#[derive(Debug, Clone)]
+pub struct ClusterTarget {
+    /// `HOST:PORT` of the JobManager.
+    pub jobmanager: String,
+    pub security: Security,
+    /// The arguments the binary was started with, which every TaskManager runs it with.
+    pub args: Vec<String>,
+    /// How long the job waits for enough slots before it fails.
+    pub slot_timeout_ms: u64,
+    pub heartbeats: Heartbeats,
+}
+
+/// How long a job waits for slots by default (Flink's `slot.request.timeout` is 5 min;
+/// a job on a small cluster usually learns sooner that nobody will come).
+pub const SLOT_TIMEOUT_MS_DEFAULT: u64 = 60_000;
+
+impl ClusterTarget {
+    /// The JobManager at `jobmanager`, with `security`; the task executors run this
+    /// process's own arguments.
+    pub fn new(jobmanager: impl Into<String>, security: Security) -> Self {
+        Self {
+            jobmanager: jobmanager.into(),
+            security,
+            args: std::env::args().skip(1).collect(),
+            slot_timeout_ms: SLOT_TIMEOUT_MS_DEFAULT,
+            heartbeats: Heartbeats::default(),
+        }
+    }
+}
 
 /// A task executor that connected and said hello.
 pub struct ExecutorJoin {
@@ -27,7 +61,7 @@ pub struct JobClient {
     pub target: ClusterTarget,
     jobmanager: Connection,
     /// Everything the JobManager says but heartbeats; its loss arrives as `Refused`.
-    pub events: Receiver<Message>,
+    pub events: Receiver<JobMasterMessage>,
     pub executors: Receiver<ExecutorJoin>,
     /// Where task executors reach this process.
     pub address: String,
@@ -45,17 +79,21 @@ impl JobClient {
     /// Submits job `name` needing `parallelism` slots to the JobManager `target` names.
     pub fn submit(target: &ClusterTarget, name: &str, parallelism: u32) -> Result<Self, ClusterError> {
         let jm = &target.jobmanager;
-        let stream = target.security.connect(jm, PeerRole::JobClient, "connecting to the JobManager")?;
+        let stream = target.security.connect(jm, PeerRole::JobMaster, "connecting to the JobManager")?;
         let local_ip = stream.local_ip().unwrap_or(std::net::Ipv4Addr::LOCALHOST.into());
         let (connection, mut reader) = Connection::new(stream, Some(target.heartbeats.timeout()))?;
-        connection.send(&Message::SubmitJob { name: name.to_string(), parallelism, args: target.args.clone() })?;
+        connection.send(&JobMasterMessage::Submit {
+            name: name.to_string(),
+            parallelism,
+            args: target.args.clone(),
+        })?;
         let (job, heartbeats) = loop {
             match reader.receive()? {
-                Message::JobSubmitted { job, heartbeat_interval_ms, heartbeat_timeout_ms } => {
+                JobMasterMessage::Submitted { job, heartbeat_interval_ms, heartbeat_timeout_ms } => {
                     break (job, Heartbeats { interval_ms: heartbeat_interval_ms, timeout_ms: heartbeat_timeout_ms })
                 }
-                Message::Heartbeat => {}
-                Message::Refused(why) => return Err(ClusterError::Refused(why)),
+                JobMasterMessage::Heartbeat => {}
+                JobMasterMessage::Refused(why) => return Err(ClusterError::Refused(why)),
                 other => {
                     return Err(ClusterError::Protocol(format!("the JobManager answered a submission with {other:?}")))
                 }
@@ -64,7 +102,7 @@ impl JobClient {
         let stop = Arc::new(AtomicBool::new(false));
         heartbeats.validate()?;
         reader.set_read_timeout(Some(heartbeats.timeout()))?;
-        start_heartbeats(connection.clone(), heartbeats, stop.clone());
+        start_heartbeats(connection.clone(), heartbeats, stop.clone(), JobMasterMessage::Heartbeat);
         let (events_tx, events) = crossbeam_channel::unbounded();
         let jm_name = jm.clone();
         std::thread::Builder::new()
@@ -90,9 +128,9 @@ impl JobClient {
                 };
                 let Ok((connection, mut reader)) = Connection::new(stream, Some(heartbeats.timeout())) else { continue };
                 // Heartbeats from here on, until the connection closes with its attempt.
-                start_heartbeats(connection.clone(), heartbeats, Arc::new(AtomicBool::new(false)));
+                start_heartbeats(connection.clone(), heartbeats, Arc::new(AtomicBool::new(false)), ExecutorMessage::Heartbeat);
                 match reader.receive() {
-                    Ok(Message::ExecutorHello(hello)) => {
+                    Ok(ExecutorMessage::Hello(hello)) => {
                         if executors_tx.send(ExecutorJoin { connection, reader, hello }).is_err() {
                             return;
                         }
@@ -101,7 +139,7 @@ impl JobClient {
                 }
             })
             .map_err(|e| ClusterError::Config(format!("cannot start a thread: {e}")))?;
-        tracing::info!(job, name, jobmanager = %jm, job_master = %address, "job submitted to the cluster");
+        tracing::info!(job = %job, name, jobmanager = %jm, job_master = %address, "job submitted to the cluster");
         Ok(Self {
             job,
             target: target.clone(),
@@ -115,34 +153,34 @@ impl JobClient {
     }
 
     /// A fresh number for the next attempt.
-    pub fn next_attempt(&self) -> u32 {
-        self.next_attempt.fetch_add(1, Ordering::Relaxed)
+    pub fn next_attempt(&self) -> AttemptId {
+        AttemptId(self.next_attempt.fetch_add(1, Ordering::Relaxed))
     }
 
     /// Tells the JobManager something (slot requests, releases, state, command replies).
-    pub fn send(&self, message: &Message) -> Result<(), ClusterError> {
+    pub fn send(&self, message: &JobMasterMessage) -> Result<(), ClusterError> {
         self.jobmanager.send(message)
     }
 
     /// The job is over: its state for `list`, and goodbye.
-    pub fn finish(&self, state: &str) {
-        let _ = self.send(&Message::JobState { state: state.to_string() });
+    pub fn finish(&self, state: JobState) {
+        let _ = self.send(&JobMasterMessage::State(state));
         self.stop.store(true, Ordering::Relaxed);
         self.jobmanager.close();
     }
 }
 
-fn read_jobmanager(mut reader: Reader, events: Sender<Message>, jm: String) {
+fn read_jobmanager(mut reader: Reader, events: Sender<JobMasterMessage>, jm: String) {
     loop {
         match reader.receive() {
-            Ok(Message::Heartbeat) => {}
+            Ok(JobMasterMessage::Heartbeat) => {}
             Ok(message) => {
                 if events.send(message).is_err() {
                     return;
                 }
             }
             Err(e) => {
-                let _ = events.send(Message::Refused(format!("lost the JobManager at {jm}: {e}")));
+                let _ = events.send(JobMasterMessage::Refused(format!("lost the JobManager at {jm}: {e}")));
                 return;
             }
         }

@@ -13,6 +13,7 @@ use crate::task::{
     TaskDriver, TaskShared,
 };
 use crossbeam_channel::{Receiver, Sender};
+use eddy_rpc::ExecutorIndex;
 use eddy_types::{key_group_range_for_subtask, Clock, NodeId, RunSeed};
 use std::collections::HashMap;
 use std::rc::Rc;
@@ -47,16 +48,16 @@ pub(crate) fn wire(
 /// Which task executor of a cluster attempt holds each subtask (by its slot), and which
 /// one this process is.
 pub(crate) struct Placement<'a> {
-    pub(crate) owner: &'a dyn Fn(u32) -> u32,
-    pub(crate) me: u32,
+    pub(crate) owner: &'a dyn Fn(u32) -> ExecutorIndex,
+    pub(crate) me: ExecutorIndex,
 }
 
 /// The network ends of a task executor's channels: per consuming executor, what this one
 /// sends it; per producing executor, what this one receives from it.
 #[derive(Default)]
 pub(crate) struct RemoteWiring {
-    pub(crate) outbound: HashMap<u32, OutboundChannels>,
-    pub(crate) inbound: HashMap<u32, InboundWiring>,
+    pub(crate) outbound: HashMap<ExecutorIndex, OutboundChannels>,
+    pub(crate) inbound: HashMap<ExecutorIndex, InboundWiring>,
 }
 
 /// The channels from one producing executor, and where their subtasks return credits.
@@ -76,8 +77,8 @@ pub(crate) fn wire_placed(
     capacity: ChannelCapacity,
     placement: Option<Placement<'_>>,
 ) -> (Vec<(TaskSetup, MailboxSender)>, RemoteWiring) {
-    let owner = |subtask: u32| placement.as_ref().map_or(0, |p| (p.owner)(subtask));
-    let me = placement.as_ref().map_or(0, |p| p.me);
+    let owner = |subtask: u32| placement.as_ref().map_or(ExecutorIndex(0), |p| (p.owner)(subtask));
+    let me = placement.as_ref().map_or(ExecutorIndex(0), |p| p.me);
     let mut remote = RemoteWiring::default();
     // Producer channels per gate (node, input) and consumer subtask, for the share.
     let mut producers: HashMap<(NodeId, usize), usize> = HashMap::new();

@@ -8,8 +8,8 @@
 //! writes the ciphertext holding only the socket's write lock (taken before the state
 //! lock is released, so records go out in the order they were sealed).
 
-use super::tls::TlsConfig;
 use crate::error::ClusterError;
+use crate::tls::TlsConfig;
 use rustls::Connection as TlsConnection;
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpStream};

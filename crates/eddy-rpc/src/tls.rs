@@ -72,21 +72,6 @@ impl TlsConfig {
         Ok(Self { client: Arc::new(client), server: Arc::new(server), files })
     }
 
-    /// The flags `--tls-cert FILE --tls-key FILE [--tls-ca FILE]` of `args`, if given.
-    pub fn from_args(args: &[String]) -> Result<Option<Self>, ClusterError> {
-        let value = |name| super::flag_value(args, name);
-        match (value("--tls-cert")?, value("--tls-key")?) {
-            (None, None) => Ok(None),
-            (Some(cert), Some(key)) => Self::from_files(TlsFiles {
-                cert: cert.into(),
-                key: key.into(),
-                ca: value("--tls-ca")?.map(PathBuf::from),
-            })
-            .map(Some),
-            _ => Err(ClusterError::Config("TLS needs both --tls-cert and --tls-key".into())),
-        }
-    }
-
     pub(crate) fn client(&self, host: &str) -> Result<ClientConnection, String> {
         let name = ServerName::try_from(host.trim_start_matches('[').trim_end_matches(']').to_string())
             .map_err(|e| format!("'{host}' is no host name for TLS: {e}"))?;

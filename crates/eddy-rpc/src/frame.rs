@@ -1,11 +1,12 @@
 //! Control messages on the wire: a little-endian `u32` length, then the message in
 //! postcard. Control traffic is small and rare (deployments, checkpoint acknowledgements,
 //! heartbeats), so one lock per connection for writers is fine here; records travel on
-//! the data plane ([`super::data`]) instead.
+//! the runtime's data plane instead. Each kind of connection has its own message enum
+//! ([`crate::messages`], and the runtime's for task executors): [`Connection::send`] and
+//! [`Reader::receive`] take whichever the connection carries.
 
-use super::messages::Message;
-use super::stream::Stream;
 use crate::error::ClusterError;
+use crate::stream::Stream;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use std::io::{BufReader, Read, Write};
@@ -19,16 +20,6 @@ pub const MESSAGE_BYTES_MAX: usize = 256 << 20;
 /// Whether `message` fits one control frame: its encoded size when it does not.
 pub fn oversized<T: Serialize>(message: &T) -> Option<usize> {
     postcard::to_allocvec(message).map(|body| body.len()).ok().filter(|&len| len > MESSAGE_BYTES_MAX)
-}
-
-/// Writes one message.
-pub fn write_message(stream: &mut impl Write, message: &Message) -> std::io::Result<()> {
-    write_value(stream, message)
-}
-
-/// Reads one message; `Ok(None)` when the peer closed the connection between messages.
-pub fn read_message(stream: &mut impl Read) -> std::io::Result<Option<Message>> {
-    read_value(stream)
 }
 
 /// Writes any serializable value as one frame.
@@ -45,8 +36,9 @@ pub fn write_value<T: Serialize>(stream: &mut impl Write, message: &T) -> std::i
             ),
         ));
     }
+    let length = u32::try_from(body.len()).map_err(|_| std::io::Error::other("a control message too long to frame"))?;
     let mut frame = Vec::with_capacity(4 + body.len());
-    frame.extend_from_slice(&(body.len() as u32).to_le_bytes());
+    frame.extend_from_slice(&length.to_le_bytes());
     frame.extend_from_slice(&body);
     stream.write_all(&frame)?;
     stream.flush()
@@ -103,9 +95,10 @@ impl Connection {
         &self.peer
     }
 
-    pub fn send(&self, message: &Message) -> Result<(), ClusterError> {
+    /// Sends one message of the kind this connection carries.
+    pub fn send<M: Serialize>(&self, message: &M) -> Result<(), ClusterError> {
         let mut stream = self.writer.lock().unwrap_or_else(|e| e.into_inner());
-        write_message(&mut *stream, message).map_err(|e| ClusterError::io(&self.peer, "sending", e))
+        write_value(&mut *stream, message).map_err(|e| ClusterError::io(&self.peer, "sending", e))
     }
 
     /// Closes both directions: the peer's reader sees the end, and so does ours.
@@ -124,8 +117,8 @@ pub struct Reader {
 impl Reader {
     /// The next message. The end of the connection, a read timeout (no heartbeat) and
     /// garbage are all errors that name the peer.
-    pub fn receive(&mut self) -> Result<Message, ClusterError> {
-        match read_message(&mut self.stream) {
+    pub fn receive<M: DeserializeOwned>(&mut self) -> Result<M, ClusterError> {
+        match read_value(&mut self.stream) {
             Ok(Some(message)) => Ok(message),
             Ok(None) => Err(ClusterError::Io {
                 peer: self.peer.clone(),

@@ -7,7 +7,8 @@
 //! another job's ([`choose_latest`]); a job restored from a checkpoint of a job directory
 //! under its own checkpoint directory continues in that job directory.
 
-use super::restore::{load_latest, open_restore_path, RestoreSource};
+use super::restore::{load_latest, open_restore_path};
+use crate::deployment::restore::RestoreSource;
 use crate::graph::{JobConfig, RestoreFrom, StorageChoice};
 use eddy_checkpoint::storage::{
     choose_latest, is_job_dir_of, CheckpointStorage, FoundJob, JobDirId, JobDirLock, MemoryCheckpointStorage,

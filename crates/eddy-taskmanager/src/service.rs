@@ -1,19 +1,12 @@
-//! The TaskManager service: `<binary> taskmanager --jobmanager HOST:PORT --slots N`.
-//!
-//! It registers its slots with the JobManager, sends heartbeats, and for each attempt of
-//! a job deployed to it starts a task executor: this same binary, run with the job's
-//! arguments, which rebuilds the job's graph ([`super::task_executor`]). The executor's
-//! standard input stays a pipe from here, so that it dies with its TaskManager. A lost
-//! JobManager ends the TaskManager (and its executors) with an error that says so.
+//! The TaskManager's one loop: register, heartbeats, deployments and cancellations from
+//! the JobManager, and one task executor process per deployment.
 
-use super::auth::{authenticate_client, PeerRole};
-use super::frame::Connection;
-use super::messages::{Deployment, JobId, Message};
-use super::stream::Stream;
-use super::task_executor::{Launch, LAUNCH_ENV};
-use super::Security;
-use super::{start_heartbeats, Heartbeats};
-use crate::error::ClusterError;
+use eddy_rpc::auth::authenticate_client;
+use eddy_rpc::launch::{Deployment, Launch, LAUNCH_ENV};
+use eddy_rpc::messages::TaskManagerMessage;
+use eddy_rpc::{
+    start_heartbeats, AttemptId, ClusterError, Connection, Heartbeats, JobId, PeerRole, Security, Stream, TaskManagerId,
+};
 use std::collections::{HashMap, VecDeque};
 use std::io::{BufRead, BufReader};
 use std::net::TcpStream;
@@ -38,7 +31,7 @@ pub struct TaskManagerOptions {
     pub register_timeout: Duration,
 }
 
-type Executors = Arc<Mutex<HashMap<(JobId, u32), Arc<Mutex<Child>>>>>;
+type Executors = Arc<Mutex<HashMap<(JobId, AttemptId), Arc<Mutex<Child>>>>>;
 
 /// Runs the TaskManager until its JobManager goes away (an error) or it is killed.
 pub fn run_task_manager(options: TaskManagerOptions) -> Result<(), ClusterError> {
@@ -68,7 +61,7 @@ pub fn run_task_manager(options: TaskManagerOptions) -> Result<(), ClusterError>
     let (connection, mut reader) = Connection::new(stream, Some(options.heartbeats.timeout()))?;
     let binary =
         std::env::current_exe().map_err(|e| ClusterError::Config(format!("cannot find this program's path: {e}")))?;
-    connection.send(&Message::RegisterTaskManager {
+    connection.send(&TaskManagerMessage::Register {
         slots: options.slots,
         binary: binary.display().to_string(),
         pid: std::process::id(),
@@ -76,25 +69,25 @@ pub fn run_task_manager(options: TaskManagerOptions) -> Result<(), ClusterError>
     })?;
     let id = loop {
         match reader.receive()? {
-            Message::TaskManagerRegistered { id } => break id,
-            Message::Heartbeat => {}
-            Message::Refused(why) => return Err(ClusterError::Refused(why)),
+            TaskManagerMessage::Registered { id } => break id,
+            TaskManagerMessage::Heartbeat => {}
+            TaskManagerMessage::Refused(why) => return Err(ClusterError::Refused(why)),
             other => {
                 return Err(ClusterError::Protocol(format!("the JobManager answered the registration with {other:?}")))
             }
         }
     };
-    tracing::info!(task_manager = id, slots = options.slots, jobmanager = %jm, "TaskManager registered");
+    tracing::info!(task_manager = %id, slots = options.slots, jobmanager = %jm, "TaskManager registered");
     let stop = Arc::new(AtomicBool::new(false));
-    start_heartbeats(connection.clone(), options.heartbeats, stop.clone());
+    start_heartbeats(connection.clone(), options.heartbeats, stop.clone(), TaskManagerMessage::Heartbeat);
     let executors: Executors = Arc::default();
     let error: ClusterError = loop {
         match reader.receive() {
-            Ok(Message::Heartbeat) => {}
-            Ok(Message::Deploy(deployment)) => {
+            Ok(TaskManagerMessage::Heartbeat) => {}
+            Ok(TaskManagerMessage::Deploy(deployment)) => {
                 if let Err(e) = start_executor(&options, id, &binary, deployment.clone(), &connection, &executors) {
-                    tracing::error!(job = deployment.job, error = %e, "cannot start a task executor");
-                    let _ = connection.send(&Message::ExecutorExited {
+                    tracing::error!(job = %deployment.job, error = %e, "cannot start a task executor");
+                    let _ = connection.send(&TaskManagerMessage::ExecutorExited {
                         job: deployment.job,
                         attempt: deployment.attempt,
                         executor: deployment.executor,
@@ -102,13 +95,13 @@ pub fn run_task_manager(options: TaskManagerOptions) -> Result<(), ClusterError>
                     });
                 }
             }
-            Ok(Message::CancelExecutor { job, attempt }) => {
+            Ok(TaskManagerMessage::CancelExecutor { job, attempt }) => {
                 let child = executors.lock().unwrap_or_else(|e| e.into_inner()).remove(&(job, attempt));
                 if let Some(child) = child {
                     let _ = child.lock().unwrap_or_else(|e| e.into_inner()).kill();
                 }
             }
-            Ok(Message::Refused(why)) => break ClusterError::Refused(why),
+            Ok(TaskManagerMessage::Refused(why)) => break ClusterError::Refused(why),
             Ok(other) => tracing::warn!(message = ?other, "unexpected message from the JobManager; ignored"),
             Err(e) => break e,
         }
@@ -124,13 +117,13 @@ pub fn run_task_manager(options: TaskManagerOptions) -> Result<(), ClusterError>
 /// Starts the task executor of one deployment, and a thread that reports its exit.
 fn start_executor(
     options: &TaskManagerOptions,
-    task_manager: u32,
+    task_manager: TaskManagerId,
     binary: &std::path::Path,
     deployment: Deployment,
     connection: &Connection,
     executors: &Executors,
 ) -> Result<(), String> {
-    tracing::info!(job = deployment.job, name = %deployment.job_name, attempt = deployment.attempt, executor = deployment.executor, "starting a task executor");
+    tracing::info!(job = %deployment.job, name = %deployment.job_name, attempt = %deployment.attempt, executor = %deployment.executor, "starting a task executor");
     let mut child = Command::new(binary)
         .args(&deployment.args)
         .env(LAUNCH_ENV, "1")
@@ -148,11 +141,11 @@ fn start_executor(
         heartbeat_interval_ms: options.heartbeats.interval_ms,
         heartbeat_timeout_ms: options.heartbeats.timeout_ms,
     };
-    let mut stdin = child.stdin.take().expect("piped");
+    let Some(mut stdin) = child.stdin.take() else { return Err("the task executor has no standard input".into()) };
     launch.write(&mut stdin).map_err(|e| format!("cannot hand the deployment to the task executor: {e}"))?;
     // Its last lines of standard error explain an early exit; every line goes on to
     // this process's.
-    let stderr = child.stderr.take().expect("piped");
+    let Some(stderr) = child.stderr.take() else { return Err("the task executor has no standard error".into()) };
     let tail: Arc<Mutex<VecDeque<String>>> = Arc::default();
     let tail_writer = tail.clone();
     let stderr_thread = std::thread::spawn(move || {
@@ -182,10 +175,10 @@ fn start_executor(
         let _ = stderr_thread.join();
         let cancelled = executors.lock().unwrap_or_else(|e| e.into_inner()).remove(&key).is_none();
         let lines: Vec<String> = tail.lock().unwrap_or_else(|e| e.into_inner()).iter().cloned().collect();
-        tracing::info!(job = key.0, attempt = key.1, %status, "task executor exited");
+        tracing::info!(job = %key.0, attempt = %key.1, %status, "task executor exited");
         if !cancelled && !status.success() {
             let status = format!("{status}; its last words: {}", lines.join(" | "));
-            let _ = connection.send(&Message::ExecutorExited {
+            let _ = connection.send(&TaskManagerMessage::ExecutorExited {
                 job: key.0,
                 attempt: key.1,
                 executor: deployment.executor,

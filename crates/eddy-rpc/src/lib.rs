@@ -1,0 +1,42 @@
+//! eddy's cluster wire: what the JobManager, the TaskManagers, a job's JobMaster, its task
+//! executors and the CLI need to talk to each other, without the runtime.
+//!
+//! - [`auth`]: the cluster's secret and the HMAC handshake every connection starts with,
+//!   which also names the peer's role;
+//! - [`stream`] and [`tls`]: connections in plain TCP or TLS (rustls); [`security`] opens
+//!   and accepts them, TLS first, then the handshake;
+//! - [`frame`]: length-prefixed postcard frames, and a [`Connection`] any thread writes to
+//!   with a [`Reader`] for one thread;
+//! - [`heartbeat`]: the heartbeat settings and the thread that sends them;
+//! - [`ids`] and [`job_state`]: newtypes for the cluster's ids, and a job's state;
+//! - [`messages`]: one enum per kind of connection to the JobManager;
+//! - [`slots`]: an attempt's slots, and which task executor runs which subtask;
+//! - [`launch`]: how a TaskManager starts a task executor;
+//! - [`error`]: the crate's one error type.
+//!
+//! Depends on rustls (on ring), serde and postcard only: the JobManager and TaskManager
+//! crates build on it without compiling the runtime. The runtime adds the data plane and
+//! the task executor ⇄ JobMaster messages on the same streams and frames.
+
+pub mod auth;
+pub mod error;
+pub mod frame;
+pub mod heartbeat;
+pub mod ids;
+pub mod job_state;
+pub mod launch;
+pub mod messages;
+pub mod security;
+pub mod slots;
+pub mod stream;
+pub mod tls;
+
+pub use auth::{PeerRole, Secret};
+pub use error::ClusterError;
+pub use frame::{Connection, Reader};
+pub use heartbeat::{start_heartbeats, Heartbeats};
+pub use ids::{AttemptId, ExecutorIndex, JobId, TaskManagerId};
+pub use job_state::JobState;
+pub use security::Security;
+pub use stream::Stream;
+pub use tls::{TlsConfig, TlsFiles};

@@ -1,0 +1,77 @@
+//! A job's JobMaster (in the job's binary) ⇄ JobManager.
+
+use super::cli::JobCommand;
+use crate::ids::{AttemptId, ExecutorIndex, JobId, TaskManagerId};
+use crate::job_state::JobState;
+use crate::slots::ExecutorSlots;
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub enum JobMasterMessage {
+    /// "Still here", both ways.
+    Heartbeat,
+    /// A peer explains why it closes the connection.
+    Refused(String),
+
+    // JobMaster → JobManager
+    Submit {
+        name: String,
+        parallelism: u32,
+        args: Vec<String>,
+    },
+    /// Slots for an attempt; the executors the JobMaster at `job_master` will hear from.
+    /// Waits up to `timeout_ms` for enough slots.
+    RequestSlots {
+        attempt: AttemptId,
+        slots: u32,
+        timeout_ms: u64,
+        job_master: String,
+    },
+    /// The attempt ended: its task executors go, its slots are free.
+    ReleaseSlots {
+        attempt: AttemptId,
+    },
+    /// What `list` shows of the job.
+    State(JobState),
+    /// A command relayed from the CLI is answered.
+    CommandReply {
+        request: u64,
+        reply: Result<String, String>,
+    },
+    /// A line of progress for a command still running.
+    CommandProgress {
+        request: u64,
+        text: String,
+    },
+
+    // JobManager → JobMaster
+    /// With the cluster's heartbeat settings, which the job's connections follow.
+    Submitted {
+        job: JobId,
+        heartbeat_interval_ms: u64,
+        heartbeat_timeout_ms: u64,
+    },
+    SlotsAllocated {
+        attempt: AttemptId,
+        executors: Vec<ExecutorSlots>,
+    },
+    SlotsUnavailable {
+        attempt: AttemptId,
+        message: String,
+    },
+    TaskManagerLost {
+        task_manager: TaskManagerId,
+        reason: String,
+    },
+    /// A task executor exited before its attempt ended (it could not build the job…).
+    ExecutorFailed {
+        attempt: AttemptId,
+        executor: ExecutorIndex,
+        status: String,
+    },
+    /// A command relayed from the CLI, to answer with `CommandReply`.
+    Command {
+        request: u64,
+        command: JobCommand,
+    },
+}

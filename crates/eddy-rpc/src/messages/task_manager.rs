@@ -1,0 +1,39 @@
+//! TaskManager ⇄ JobManager.
+
+use crate::ids::{AttemptId, ExecutorIndex, JobId, TaskManagerId};
+use crate::launch::Deployment;
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub enum TaskManagerMessage {
+    /// "Still here", both ways.
+    Heartbeat,
+    /// A peer explains why it closes the connection.
+    Refused(String),
+
+    // TaskManager → JobManager
+    Register {
+        slots: u32,
+        binary: String,
+        pid: u32,
+        data_host: String,
+    },
+    /// A task executor this TaskManager started for an attempt exited.
+    ExecutorExited {
+        job: JobId,
+        attempt: AttemptId,
+        executor: ExecutorIndex,
+        status: String,
+    },
+
+    // JobManager → TaskManager
+    Registered {
+        id: TaskManagerId,
+    },
+    Deploy(Deployment),
+    /// Stop the task executor of this attempt, if it still runs.
+    CancelExecutor {
+        job: JobId,
+        attempt: AttemptId,
+    },
+}

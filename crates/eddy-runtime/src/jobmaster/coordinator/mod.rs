@@ -1,0 +1,460 @@
+//! The JobMaster's coordinator of one attempt (Flink's `CheckpointCoordinator`, with the
+//! scheduler's handling of task failures): checkpoint triggers, acknowledgements,
+//! declines and timeouts, the final checkpoint of a finished job, the first failure, and
+//! the end of the attempt. The pure decisions (which checkpoint is due, complete,
+//! subsumed or expired) are `eddy_checkpoint::coordinator`'s; this type carries them out
+//! on the attempt's mailboxes and storage.
+//!
+//! - [`savepoints`]: savepoints, by the job's configuration or asked for by the CLI;
+//! - [`storing`]: completing a checkpoint (its metadata), retention, and deleting what an
+//!   incomplete checkpoint left.
+//!
+//! How the attempt's subtasks run is not its business: the local executor's threads, the
+//! simulator's single thread, or task executors on a cluster ([`super::remote`]) drive it
+//! through [`AttemptCoordinator::coordinate`] or [`AttemptCoordinator::poll`].
+
+mod savepoints;
+mod storing;
+
+pub(crate) use savepoints::{RemoteHooks, SavepointOrder};
+pub(crate) use storing::discard_checkpoint;
+
+use super::{AttemptEnd, JobResult, TaskExit};
+use crate::channel::{CheckpointBarrier, CheckpointEvent};
+use crate::error::{JobError, TaskError};
+use crate::graph::{ChainPlan, OperatorFactory, StreamGraph};
+use crate::task::{Control, DeclineCause, Mailboxes, TaskReport};
+use crossbeam_channel::{select, Receiver};
+use eddy_checkpoint::acknowledgement::TaskAcknowledgement;
+use eddy_checkpoint::coordinator::CheckpointCoordinator;
+use eddy_checkpoint::retained::RetainedCheckpoints;
+use eddy_checkpoint::storage::{CheckpointStorage, SavepointTargets};
+use eddy_checkpoint::{CheckpointId, SnapshotKind};
+use eddy_types::{Clock, NodeId, WallClock};
+use std::cell::RefCell;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// How often the coordinator looks at the time (checkpoint triggers, timeouts).
+const COORDINATOR_TICK_MS: u64 = 5;
+
+/// What the coordinator holds per task for a checkpoint: its handle.
+type Acknowledged = TaskAcknowledgement;
+
+/// The JobMaster's coordinator of one attempt: its subtasks are reached through their
+/// mailboxes (in this process, or forwarded to task executors), their reports and exits
+/// come back through channels, and every decision is a step that a test can drive.
+pub(crate) struct AttemptCoordinator<'a> {
+    pub(crate) graph: &'a Arc<StreamGraph>,
+    pub(crate) plan: &'a Arc<ChainPlan>,
+    storage: &'a Arc<dyn CheckpointStorage>,
+    retained: &'a RefCell<RetainedCheckpoints>,
+    mailboxes: Mailboxes,
+    tasks: Vec<(NodeId, u32)>,
+    cancel: Arc<AtomicBool>,
+    /// The executor's clock: every time the coordinator reads or waits for.
+    clock: Arc<dyn Clock>,
+    started_ms: u64,
+    coordinator: CheckpointCoordinator<Acknowledged>,
+    /// Per pending checkpoint: when it was triggered (clock ms, wall-clock ms for the
+    /// metadata).
+    triggered_at: HashMap<u64, (u64, u64)>,
+    failure: Option<JobError>,
+    stopping: bool,
+    savepoint_triggered: bool,
+    job_finished_sent: bool,
+    /// The job's last checkpoint, once every task finished.
+    final_checkpoint: Option<CheckpointId>,
+    savepoint_storage: Option<Arc<dyn CheckpointStorage>>,
+    /// Source tasks still running: checkpoints are triggered at sources only.
+    sources_running: usize,
+    /// What happened, for [`JobResult::trace`]; `None` unless simulating.
+    pub(crate) trace: Option<Vec<String>>,
+    /// The counters of the tasks that ended well, summed.
+    accumulators: BTreeMap<String, u64>,
+    /// The savepoint to take next (by the job's configuration, or asked for).
+    savepoint_order: Option<SavepointOrder>,
+    /// The savepoint triggered and not complete yet.
+    savepoint_pending: Option<(CheckpointId, SavepointOrder)>,
+    /// Where savepoints go, for the task writers of this process.
+    pub(crate) savepoint_targets: SavepointTargets,
+    /// On a cluster: how the task executors hear where a savepoint goes, and how the
+    /// CLI hears of its savepoint.
+    pub(crate) hooks: Option<RemoteHooks<'a>>,
+}
+
+impl<'a> AttemptCoordinator<'a> {
+    /// The coordinator of an attempt whose tasks (head, subtask) are reached through
+    /// `mailboxes` and stop when `cancel` is set.
+    #[allow(clippy::type_complexity)]
+    pub(crate) fn new(
+        (graph, plan): (&'a Arc<StreamGraph>, &'a Arc<ChainPlan>),
+        (storage, retained, savepoint_storage): (
+            &'a Arc<dyn CheckpointStorage>,
+            &'a RefCell<RetainedCheckpoints>,
+            Option<Arc<dyn CheckpointStorage>>,
+        ),
+        (mailboxes, tasks, cancel): (Mailboxes, Vec<(NodeId, u32)>, Arc<AtomicBool>),
+        clock: Arc<dyn Clock>,
+        next_checkpoint_id: u64,
+        traced: bool,
+    ) -> Self {
+        let mut run = AttemptCoordinator {
+            graph,
+            plan,
+            storage,
+            retained,
+            mailboxes,
+            cancel,
+            started_ms: clock.now_ms(),
+            clock,
+            coordinator: CheckpointCoordinator::new(graph.config.checkpoint.clone(), tasks.len(), next_checkpoint_id),
+            tasks,
+            triggered_at: HashMap::new(),
+            failure: None,
+            stopping: false,
+            savepoint_triggered: false,
+            job_finished_sent: false,
+            final_checkpoint: None,
+            savepoint_storage,
+            sources_running: 0,
+            trace: traced.then(Vec::new),
+            accumulators: BTreeMap::new(),
+            savepoint_order: None,
+            savepoint_pending: None,
+            savepoint_targets: SavepointTargets::default(),
+            hooks: None,
+        };
+        run.sources_running = run.tasks.iter().filter(|(head, _)| run.is_source(*head)).count();
+        run
+    }
+
+    /// How the attempt ended, once its tasks exited; what it left pending is cleaned up.
+    /// Counters count only from the attempt that ended the job (Flink drops a failed
+    /// attempt's accumulators too).
+    pub(crate) fn end(mut self, reports: &Receiver<TaskReport>, result: &mut JobResult) -> AttemptEnd {
+        self.clean_up(reports);
+        result.trace.extend(self.trace.take().into_iter().flatten());
+        match self.failure.take() {
+            Some(error) => AttemptEnd::Failed(error),
+            None => {
+                result.accumulators = std::mem::take(&mut self.accumulators);
+                if self.stopping {
+                    AttemptEnd::Stopped
+                } else {
+                    AttemptEnd::Finished
+                }
+            }
+        }
+    }
+
+    fn accumulate(&mut self, values: Vec<(String, u64)>) {
+        for (name, value) in values {
+            let sum = self.accumulators.entry(name).or_default();
+            *sum = sum.wrapping_add(value);
+        }
+    }
+
+    fn is_source(&self, head: NodeId) -> bool {
+        matches!(self.graph.node(head).factory, OperatorFactory::Source(_))
+    }
+
+    /// Records an event of the run's trace, when there is one.
+    pub(crate) fn note(&mut self, event: impl FnOnce() -> String) {
+        if let Some(trace) = self.trace.as_mut() {
+            trace.push(event());
+        }
+    }
+
+    /// The chain a task runs, for messages.
+    /// Set once the attempt is being cancelled.
+    pub(crate) fn cancel_flag(&self) -> Arc<AtomicBool> {
+        self.cancel.clone()
+    }
+
+    pub(crate) fn task_count(&self) -> usize {
+        self.tasks.len()
+    }
+
+    /// A subtask as Flink names it: `chain (2/4)`.
+    pub(crate) fn subtask_name(&self, index: usize) -> String {
+        let (head, subtask) = self.tasks[index];
+        format!("{} ({}/{})", self.task_name(index), subtask + 1, self.graph.node(head).parallelism)
+    }
+
+    pub(crate) fn task_name(&self, index: usize) -> String {
+        self.plan.chain_name(self.graph, self.tasks[index].0)
+    }
+
+    fn now_ms(&self) -> u64 {
+        self.clock.now_ms().saturating_sub(self.started_ms)
+    }
+
+    fn broadcast(&mut self, control: Control) {
+        self.mailboxes.broadcast(&control);
+    }
+
+    pub(crate) fn cancel_all(&mut self) {
+        if !self.cancel.swap(true, Ordering::SeqCst) {
+            self.mailboxes.cancel_all();
+        }
+    }
+
+    pub(crate) fn fail(&mut self, error: JobError) {
+        if self.failure.is_none() && !self.stopping {
+            self.failure = Some(error);
+        }
+        self.cancel_all();
+    }
+
+    /// The coordinator's loop until `tasks` tasks exited: their exits, their reports,
+    /// `events` from elsewhere (a cluster's JobManager) handed to `on_event`, and a tick
+    /// that triggers checkpoints and expires them.
+    #[allow(clippy::type_complexity)]
+    pub(crate) fn coordinate<E>(
+        &mut self,
+        done_rx: &Receiver<TaskExit>,
+        reports: &Receiver<TaskReport>,
+        tasks: usize,
+        result: &mut JobResult,
+        (events, on_event): (&Receiver<E>, &mut dyn FnMut(&mut Self, E, &mut JobResult)),
+    ) {
+        let mut exited = 0;
+        while exited < tasks {
+            self.mailboxes.flush();
+            if self.stopping && self.mailboxes.all_delivered() {
+                self.cancel_all();
+            }
+            select! {
+                recv(done_rx) -> exit => {
+                    let Ok((index, outcome)) = exit else { break };
+                    exited += 1;
+                    self.task_exited(index, outcome);
+                }
+                recv(reports) -> report => {
+                    if let Ok(report) = report {
+                        self.report(report, result);
+                    }
+                }
+                recv(events) -> event => {
+                    if let Ok(event) = event {
+                        on_event(self, event, result);
+                    }
+                }
+                default(Duration::from_millis(COORDINATOR_TICK_MS)) => self.tick(),
+            }
+        }
+    }
+
+    /// One coordinator turn without waiting: every report that arrived, then the time.
+    pub(crate) fn poll(&mut self, reports: &Receiver<TaskReport>, result: &mut JobResult) {
+        self.mailboxes.flush();
+        if self.stopping && self.mailboxes.all_delivered() {
+            self.cancel_all();
+        }
+        while let Ok(report) = reports.try_recv() {
+            self.report(report, result);
+        }
+        self.tick();
+    }
+
+    /// A subtask ended, well or not.
+    pub(crate) fn task_exited(&mut self, index: usize, outcome: Result<(), TaskError>) {
+        if let Err(error) = outcome {
+            self.task_failed(index, error);
+        }
+    }
+
+    pub(crate) fn task_failed(&mut self, index: usize, error: TaskError) {
+        let job = self.graph.job_name.clone();
+        if error == TaskError::Cancelled {
+            // Stopping after a savepoint, tasks stop one by one as their mailboxes say;
+            // the others must still hear everything before them.
+            if !self.cancel.load(Ordering::SeqCst) && !self.stopping {
+                self.fail(JobError::Cancelled { job });
+            }
+            return;
+        }
+        let (head, subtask) = self.tasks[index];
+        let parallelism = self.graph.node(head).parallelism;
+        let kind = error.kind();
+        let (operator, message) = match error {
+            TaskError::Operator { operator, message }
+            | TaskError::StateBackend { operator, message }
+            | TaskError::StateUnreadable { operator, message } => (operator, message),
+            TaskError::Internal(message) | TaskError::Lost(message) | TaskError::Unsendable(message) => {
+                (self.plan.chain_name(self.graph, head), message)
+            }
+            TaskError::Cancelled => (self.plan.chain_name(self.graph, head), "cancelled".to_string()),
+        };
+        // A root cause replaces a cancellation recorded first.
+        if matches!(self.failure, Some(JobError::Cancelled { .. })) {
+            self.failure = None;
+        }
+        // Subtasks count from 1 in what people read, as Flink's `(2/4)` and the job's error do.
+        let numbered = format!("{}/{parallelism}", subtask + 1);
+        tracing::warn!(operator = %operator, subtask = %numbered, kind = ?kind, cause = %message, "task failed; cancelling the attempt");
+        self.note(|| format!("task {index} ({operator} {subtask}) failed: {kind:?}"));
+        self.fail(JobError::TaskFailed { job, operator, subtask, parallelism, kind, message });
+    }
+
+    fn tick(&mut self) {
+        if self.cancel.load(Ordering::SeqCst) {
+            return;
+        }
+        let now = self.now_ms();
+        if let (Some(request), Some(storage)) = (&self.graph.config.savepoint, &self.savepoint_storage) {
+            let due = !self.savepoint_triggered && now >= request.after_ms && !self.coordinator.all_finished();
+            if due && self.savepoint_pending.is_none() {
+                self.savepoint_triggered = true;
+                self.savepoint_order = Some(SavepointOrder {
+                    storage: storage.clone(),
+                    dir: request.dir.display().to_string(),
+                    stop: request.stop,
+                    request: None,
+                });
+                self.trigger(SnapshotKind::Savepoint, now);
+                return;
+            }
+        }
+        // Once every source finished no barrier can start; the final checkpoint follows.
+        if self.sources_running > 0 && self.coordinator.should_trigger(now) {
+            self.trigger(SnapshotKind::Checkpoint, now);
+        }
+        let (expired, counted) = self.coordinator.expire(now);
+        for (id, kind) in expired {
+            self.note(|| format!("checkpoint {id} expired"));
+            self.discard_pending(id, kind);
+            tracing::warn!(checkpoint = %id, timeout_ms = self.graph.config.checkpoint.timeout_ms, "checkpoint expired before every task acknowledged it");
+            self.broadcast(Control::Checkpoint(CheckpointEvent::Aborted(id)));
+        }
+        if let Err(e) = counted {
+            self.fail(JobError::CheckpointFailover {
+                job: self.graph.job_name.clone(),
+                message: format!(
+                    "{} checkpoints in a row timed out or failed (tolerable: {})",
+                    e.consecutive, e.tolerable
+                ),
+            });
+        }
+    }
+
+    fn trigger(&mut self, kind: SnapshotKind, now: u64) {
+        let id = self.coordinator.trigger(kind, now);
+        if kind == SnapshotKind::Savepoint {
+            if let Some(order) = self.savepoint_order.take() {
+                self.savepoint_targets.set(id, order.storage.clone());
+                if let Some(hooks) = &self.hooks {
+                    (hooks.announce_savepoint)(id, &order.dir);
+                }
+                self.savepoint_pending = Some((id, order));
+            }
+        }
+        self.note(|| format!("{kind:?} {id} triggered"));
+        tracing::debug!(checkpoint = %id, kind = ?kind, "checkpoint triggered");
+        self.triggered_at.insert(id.0, (self.clock.now_ms(), WallClock.now_ms()));
+        let barrier = CheckpointBarrier { id, kind };
+        for index in 0..self.tasks.len() {
+            // Sources start the barrier; tasks that finished are asked directly.
+            if self.is_source(self.tasks[index].0) || self.coordinator.is_finished(index) {
+                self.mailboxes.post(index, Control::TriggerCheckpoint(barrier));
+            }
+        }
+    }
+
+    fn report(&mut self, report: TaskReport, result: &mut JobResult) {
+        let now = self.now_ms();
+        let completed = match report {
+            TaskReport::Acknowledge { task, checkpoint, ack } => {
+                let Some(kind) = self.coordinator.pending_kind(checkpoint) else {
+                    // Late: aborted or subsumed meanwhile. What the task wrote for it goes.
+                    self.discard_late(checkpoint, &ack);
+                    return;
+                };
+                if kind == SnapshotKind::Checkpoint {
+                    if let Err(reason) = self.register_shared(checkpoint, &ack) {
+                        return self.abort_checkpoint(checkpoint, kind, &reason, result);
+                    }
+                }
+                self.coordinator.acknowledge(checkpoint, task, ack, now)
+            }
+            TaskReport::Accumulators { values } => {
+                self.accumulate(values);
+                return;
+            }
+            TaskReport::Finished { task } => {
+                if self.is_source(self.tasks[task].0) {
+                    self.sources_running = self.sources_running.saturating_sub(1);
+                }
+                // No barrier reaches it any more: it is asked for what is pending.
+                for (id, kind) in self.coordinator.task_finished(task) {
+                    self.mailboxes.post(task, Control::TriggerCheckpoint(CheckpointBarrier { id, kind }));
+                }
+                None
+            }
+            TaskReport::Declined { task, checkpoint, kind, reason, cause } => {
+                match self.coordinator.pending_kind(checkpoint) {
+                    Some(kind) if cause == DeclineCause::CannotFit => {
+                        // Every later checkpoint would fail the same way, and a restart
+                        // goes back to the same state: the job fails now, naming the cap
+                        // (before the abort counts it as a failure to restart after).
+                        let reason = format!("{kind:?} {checkpoint} cannot be stored: {reason}");
+                        let message = reason.clone();
+                        self.fail(JobError::Checkpoint { job: self.graph.job_name.clone(), message, source: None });
+                        self.abort_checkpoint(checkpoint, kind, &reason, result);
+                    }
+                    Some(kind) if cause == DeclineCause::WriteFailed => {
+                        let reason = format!("{} could not write its part: {reason}", self.task_name(task));
+                        self.abort_checkpoint(checkpoint, kind, &reason, result);
+                    }
+                    Some(kind) => {
+                        tracing::info!(checkpoint = %checkpoint, task = %self.task_name(task), reason, "checkpoint declined by a task not ready for it");
+                        self.note(|| format!("{kind:?} {checkpoint} declined"));
+                        self.coordinator.abort_not_counted(checkpoint);
+                        self.discard_pending(checkpoint, kind);
+                        self.broadcast(Control::Checkpoint(CheckpointEvent::Aborted(checkpoint)));
+                        if kind == SnapshotKind::Savepoint {
+                            // Asked for by the user: tried again once the task is ready.
+                            self.savepoint_triggered = false;
+                        }
+                    }
+                    // Late: the checkpoint is gone, and so must be what the task wrote.
+                    None => self.discard_written(checkpoint, kind),
+                }
+                return;
+            }
+        };
+        if let Some(checkpoint) = completed {
+            for old in &checkpoint.subsumed {
+                self.note(|| format!("checkpoint {old} subsumed"));
+                self.discard_pending(*old, SnapshotKind::Checkpoint);
+                self.broadcast(Control::Checkpoint(CheckpointEvent::Aborted(*old)));
+            }
+            if Some(checkpoint.id) == self.final_checkpoint {
+                self.finish_job(checkpoint, result);
+                return;
+            }
+            self.complete(checkpoint, result);
+        }
+        if self.coordinator.all_finished() && self.final_checkpoint.is_none() && !self.job_finished_sent {
+            if self.cancel.load(Ordering::SeqCst) {
+                return;
+            }
+            if !self.graph.config.checkpointing_enabled() {
+                self.job_finished_sent = true;
+                self.broadcast(Control::JobFinished);
+                return;
+            }
+            // The job's last checkpoint, of every task's final state: every task is asked.
+            if let Some(id) = self.coordinator.final_checkpoint(now) {
+                self.final_checkpoint = Some(id);
+                self.note(|| format!("final checkpoint {id} triggered"));
+                self.triggered_at.insert(id.0, (self.clock.now_ms(), WallClock.now_ms()));
+                let barrier = CheckpointBarrier { id, kind: SnapshotKind::Checkpoint };
+                self.broadcast(Control::TriggerCheckpoint(barrier));
+            }
+        }
+    }
+}

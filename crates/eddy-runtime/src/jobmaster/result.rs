@@ -1,0 +1,87 @@
+//! What a job reports when it ends: its checkpoints, restarts, savepoint, warnings and
+//! counters.
+
+use eddy_checkpoint::CheckpointId;
+use std::time::Duration;
+
+/// Size and duration of a completed checkpoint.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CheckpointStats {
+    pub id: CheckpointId,
+    /// Full size: every file the checkpoint needs, shared ones included.
+    pub bytes: u64,
+    /// Bytes written for this checkpoint (less than `bytes` when it is incremental).
+    pub incremental_bytes: u64,
+    /// The longest synchronous part of an operator (on its task thread, while its input
+    /// waits).
+    pub sync_ms: u64,
+    /// The asynchronous part: writing (and uploading) the state, off the task threads.
+    pub async_ms: u64,
+    /// From trigger to stored metadata.
+    pub duration_ms: u64,
+    /// The longest time an operator's task waited for its state backend's snapshots
+    /// since the previous checkpoint, outside synchronous parts (RocksDB writes held
+    /// while a checkpoint is being made off the task thread).
+    pub wait_ms: u64,
+    pub location: String,
+    /// The task state files written for it, by name (in the metadata when inline).
+    pub files: Vec<String>,
+}
+
+/// What a finished job reports.
+#[derive(Debug, Clone)]
+pub struct JobResult {
+    pub job_name: String,
+    /// From the first subtask's start to the last subtask's end, over all attempts.
+    pub duration: Duration,
+    pub checkpoints_completed: u64,
+    /// The last periodic checkpoint (the final one of a finished job if there was none).
+    pub last_checkpoint: Option<CheckpointStats>,
+    /// Every completed periodic checkpoint, oldest first (Flink's checkpoint history);
+    /// the final checkpoint of a finished job is not one.
+    pub checkpoint_history: Vec<CheckpointStats>,
+    pub restarts: u32,
+    /// Where the savepoint of a stop-with-savepoint went.
+    pub savepoint: Option<String>,
+    /// The job ended by a stop-with-savepoint (not by the end of its input).
+    pub stopped: bool,
+    /// Things that went wrong without failing the job (a corrupt checkpoint skipped…).
+    pub warnings: Vec<String>,
+    /// Under simulation, what happened, in order, without machine paths: checkpoints
+    /// triggered, completed (with their files) and aborted, faults, failures and restarts.
+    /// The same for the same seed; `eddy-bench` prints its hash as `trace=`. Empty
+    /// otherwise: a job that runs for months would grow it without end.
+    pub trace: Vec<String>,
+    /// The jobs' counters by name (Flink's accumulators), summed over every subtask of
+    /// the attempt that finished the job.
+    pub accumulators: std::collections::BTreeMap<String, u64>,
+    /// This process ran as one of a cluster job's task executors
+    /// ([`crate::executor::ExecutionMode::TaskExecutor`]): its subtasks of an attempt
+    /// ended, and nothing else here is the job's; the job's result is its JobMaster's.
+    pub task_executor: bool,
+}
+
+impl JobResult {
+    /// A job's result before anything happened.
+    pub(crate) fn new(job_name: String) -> Self {
+        JobResult {
+            job_name,
+            duration: Duration::ZERO,
+            checkpoints_completed: 0,
+            last_checkpoint: None,
+            checkpoint_history: Vec::new(),
+            restarts: 0,
+            savepoint: None,
+            stopped: false,
+            warnings: Vec::new(),
+            trace: Vec::new(),
+            accumulators: Default::default(),
+            task_executor: false,
+        }
+    }
+
+    /// What a task executor's `execute` returns once its subtasks ended.
+    pub(crate) fn of_task_executor(job_name: String) -> Self {
+        JobResult { task_executor: true, ..JobResult::new(job_name) }
+    }
+}

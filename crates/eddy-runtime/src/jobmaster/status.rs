@@ -1,0 +1,61 @@
+//! What `eddy status` shows of a running job: per subtask, where it runs, its records and
+//! backpressure; then the last checkpoints.
+
+use super::coordinator::AttemptCoordinator;
+use super::JobResult;
+use crate::cluster::executor_link::TaskMetrics;
+use eddy_rpc::{AttemptId, TaskManagerId};
+use std::collections::HashMap;
+
+impl AttemptCoordinator<'_> {
+    /// What `status` prints: per subtask, where it runs, its records and backpressure;
+    /// then the last checkpoints.
+    pub(crate) fn status_text(
+        &self,
+        attempt: AttemptId,
+        task_managers: &[TaskManagerId],
+        metrics: &HashMap<u32, TaskMetrics>,
+        result: &JobResult,
+    ) -> String {
+        use std::fmt::Write;
+        let mut text = String::new();
+        let _ = writeln!(
+            text,
+            "job '{}': attempt {attempt}, {} restarts, {} checkpoints completed",
+            self.graph.job_name, result.restarts, result.checkpoints_completed
+        );
+        let _ = writeln!(
+            text,
+            "{:<40} {:>4} {:>14} {:>14} {:>14}",
+            "SUBTASK", "TM", "RECORDS IN", "RECORDS OUT", "BACKPRESSURED"
+        );
+        for index in 0..self.task_count() {
+            let counted = metrics.get(&(index as u32)).cloned().unwrap_or_default();
+            let _ = writeln!(
+                text,
+                "{:<40} {:>4} {:>14} {:>14} {:>13.1}s",
+                self.subtask_name(index),
+                task_managers.get(index).copied().unwrap_or_default(),
+                counted.records_in,
+                counted.records_out,
+                counted.backpressured_ms as f64 / 1000.0
+            );
+        }
+        let recent = result.checkpoint_history.iter().rev().take(5).collect::<Vec<_>>();
+        if recent.is_empty() {
+            let _ = writeln!(text, "no checkpoint completed yet");
+        }
+        for checkpoint in recent {
+            let _ = writeln!(
+                text,
+                "checkpoint {}: {} ms, {} bytes ({} written), {}",
+                checkpoint.id,
+                checkpoint.duration_ms,
+                checkpoint.bytes,
+                checkpoint.incremental_bytes,
+                checkpoint.location
+            );
+        }
+        text
+    }
+}
