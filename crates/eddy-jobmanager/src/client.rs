@@ -19,11 +19,9 @@ impl CliClient {
     /// The jobs the JobManager knows, running and ended.
     pub fn list(&mut self) -> Result<Vec<JobSummary>, ClusterError> {
         self.connection.send(&CliMessage::ListJobs)?;
-        loop {
-            match self.reader.receive()? {
-                CliMessage::Jobs(jobs) => return Ok(jobs),
-                other => return Err(ClusterError::Protocol(format!("the JobManager answered `list` with {other:?}"))),
-            }
+        match self.reader.receive()? {
+            CliMessage::Jobs(jobs) => Ok(jobs),
+            other => Err(ClusterError::Protocol(format!("the JobManager answered `list` with {other:?}"))),
         }
     }
 

@@ -356,7 +356,7 @@ fn allocate(shared: &Shared, request: SlotRequest, client: &Connection) {
                 j.state = JobState::Running;
             }
             drop(state);
-            tracing::info!(job = %job, attempt = %attempt, slots, task_managers = ?allocation, "slots allocated; deploying");
+            tracing::info!(job = %job, attempt = %attempt, slots, task_managers = %describe(&allocation), "slots allocated; deploying");
             for (connection, deployment) in deployments {
                 // A TaskManager that cannot be told is lost: its reader says so, and the
                 // job hears it.
@@ -385,6 +385,12 @@ fn allocate(shared: &Shared, request: SlotRequest, client: &Connection) {
         }
         state = shared.slots_changed.wait_timeout(state, deadline - now).unwrap_or_else(|e| e.into_inner()).0;
     }
+}
+
+/// An allocation as the log shows it: `[(TaskManager, slots there), …]`.
+fn describe(allocation: &Allocation) -> String {
+    let pairs: Vec<String> = allocation.iter().map(|(tm, slots)| format!("({tm}, {slots})")).collect();
+    format!("[{}]", pairs.join(", "))
 }
 
 /// An attempt ended: its task executors go, its slots are free again.

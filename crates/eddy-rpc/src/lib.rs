@@ -11,6 +11,7 @@
 //! - [`ids`] and [`job_state`]: newtypes for the cluster's ids, and a job's state;
 //! - [`messages`]: one enum per kind of connection to the JobManager;
 //! - [`slots`]: an attempt's slots, and which task executor runs which subtask;
+//! - [`target`]: where a job's binary submits its job;
 //! - [`launch`]: how a TaskManager starts a task executor;
 //! - [`error`]: the crate's one error type.
 //!
@@ -29,6 +30,7 @@ pub mod messages;
 pub mod security;
 pub mod slots;
 pub mod stream;
+pub mod target;
 pub mod tls;
 
 pub use auth::{PeerRole, Secret};
@@ -39,4 +41,5 @@ pub use ids::{AttemptId, ExecutorIndex, JobId, TaskManagerId};
 pub use job_state::JobState;
 pub use security::Security;
 pub use stream::Stream;
+pub use target::{ClusterTarget, SLOT_TIMEOUT_MS_DEFAULT};
 pub use tls::{TlsConfig, TlsFiles};

@@ -22,9 +22,11 @@
 //! - [`executor`]: the one place that chooses how a job runs ([`ExecutionMode`]: locally,
 //!   simulated, as a task executor, or on a cluster), the local thread launch, and the
 //!   deterministic simulator;
+//! - [`network`]: the data plane between task executors of different processes, with
+//!   Flink's credit-based flow control (Flink's `runtime.io.network`);
 //! - [`cluster`]: what runs the job's code on a cluster: the task executor ⇄ JobMaster
-//!   messages, the data plane with credits, the task executor itself; the wire under
-//!   them (handshake, TLS, frames, ids) is `eddy-rpc`'s;
+//!   messages and the task executor itself; the wire under them (handshake, TLS, frames,
+//!   ids) is `eddy-rpc`'s;
 //! - [`error`]: the crate's errors, by who must act, and which failures a restart mends.
 //!
 //! Depends on `eddy-types`, `eddy-state`, `eddy-checkpoint` (formats, storage interface,
@@ -38,6 +40,7 @@ pub mod error;
 pub mod executor;
 pub mod graph;
 pub mod jobmaster;
+pub mod network;
 pub mod output;
 pub mod task;
 pub mod writer;

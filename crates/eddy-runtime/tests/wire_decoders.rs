@@ -4,8 +4,8 @@
 use eddy_rpc::frame::{read_value, write_value};
 use eddy_rpc::messages::{CliMessage, JobCommand, JobMasterMessage, TaskManagerMessage};
 use eddy_rpc::{AttemptId, ExecutorIndex, JobId};
-use eddy_runtime::cluster::data::{InboundChannel, TypedInbound};
 use eddy_runtime::cluster::executor_link::ExecutorMessage;
+use eddy_runtime::network::{InboundChannel, TypedInbound};
 use proptest::prelude::*;
 
 /// One message of every kind of connection, encoded.

@@ -5,6 +5,25 @@ use super::trigger::{EventTimeTrigger, NeverTrigger, ProcessingTimeTrigger};
 use super::{GlobalWindow, TimeWindow, Window};
 use std::time::Duration;
 
+/// The shape of sliding windows: size, slide and offset, ms.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SlidingShape {
+    pub size: i64,
+    pub slide: i64,
+    pub offset: i64,
+}
+
+impl SlidingShape {
+    /// The pane length: the largest slice every window start and end falls on.
+    pub(crate) fn pane(&self) -> i64 {
+        let (mut a, mut b) = (self.size, self.slide);
+        while b != 0 {
+            (a, b) = (b, a % b);
+        }
+        a
+    }
+}
+
 /// Puts a record, by its timestamp, into windows.
 pub trait WindowAssigner: Clone + Send + Sync + 'static {
     type W: Window;
@@ -23,7 +42,7 @@ pub trait WindowAssigner: Clone + Send + Sync + 'static {
         false
     }
     /// Sliding event-time windows: their shape, so that windows can share panes.
-    fn sliding_shape(&self) -> Option<super::panes::SlidingShape> {
+    fn sliding_shape(&self) -> Option<SlidingShape> {
         None
     }
     /// This assigner's window for `window`, if its windows are time windows.
@@ -84,7 +103,7 @@ macro_rules! time_assigner {
             fn time_window(&self, window: TimeWindow) -> Option<TimeWindow> {
                 Some(window)
             }
-            fn sliding_shape(&self) -> Option<super::panes::SlidingShape> {
+            fn sliding_shape(&self) -> Option<SlidingShape> {
                 self.shape()
             }
         }
@@ -118,7 +137,7 @@ impl TumblingEventTimeWindows {
         Self { size: millis(size).max(1), offset: 0 }
     }
 
-    fn shape(&self) -> Option<super::panes::SlidingShape> {
+    fn shape(&self) -> Option<SlidingShape> {
         None
     }
 }
@@ -128,7 +147,7 @@ impl TumblingProcessingTimeWindows {
         Self { size: millis(size).max(1), offset: 0 }
     }
 
-    fn shape(&self) -> Option<super::panes::SlidingShape> {
+    fn shape(&self) -> Option<SlidingShape> {
         None
     }
 }
@@ -139,8 +158,8 @@ impl SlidingEventTimeWindows {
     }
 
     /// Windows that overlap share panes (a slide as long as the size is a tumbling window).
-    fn shape(&self) -> Option<super::panes::SlidingShape> {
-        let shape = super::panes::SlidingShape { size: self.size, slide: self.slide, offset: self.offset };
+    fn shape(&self) -> Option<SlidingShape> {
+        let shape = SlidingShape { size: self.size, slide: self.slide, offset: self.offset };
         (self.slide < self.size).then_some(shape)
     }
 }
@@ -150,7 +169,7 @@ impl SlidingProcessingTimeWindows {
         Self { size: millis(size).max(1), slide: millis(slide).max(1), offset: 0 }
     }
 
-    fn shape(&self) -> Option<super::panes::SlidingShape> {
+    fn shape(&self) -> Option<SlidingShape> {
         None
     }
 }

@@ -19,7 +19,7 @@
 //! `TimeWindow`s told apart by their length; the panes are keyed state in their own
 //! namespaces. Checkpoints, restores and rescales therefore need nothing of their own.
 
-use super::assigner::WindowAssigner;
+use super::assigner::{SlidingShape, WindowAssigner};
 use super::function::{ProcessWindowFunction, WindowContext};
 use super::operator::{check_timestamp, enter_namespace, set_namespace, NO_TIMERS};
 use super::TimeWindow;
@@ -35,25 +35,6 @@ use eddy_state::{AggregateFunction, StateError, StateValue, ValueState, ValueSta
 use eddy_types::Key;
 use std::marker::PhantomData;
 use std::sync::Arc;
-
-/// The shape of sliding windows: size, slide and offset, ms.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct SlidingShape {
-    pub size: i64,
-    pub slide: i64,
-    pub offset: i64,
-}
-
-impl SlidingShape {
-    /// The pane length: the largest slice every window start and end falls on.
-    fn pane(&self) -> i64 {
-        let (mut a, mut b) = (self.size, self.slide);
-        while b != 0 {
-            (a, b) = (b, a % b);
-        }
-        a
-    }
-}
 
 fn gcd_start(timestamp: i64, offset: i64, length: i64) -> i64 {
     TimeWindow::window_start_with_offset(timestamp, offset, length)

@@ -5,15 +5,14 @@
 //!
 //! - [`executor_link`]: the task executor ⇄ JobMaster messages (control messages to
 //!   subtasks, their reports and exits);
-//! - [`data`]: the data plane between task executors, with credit-based flow control;
 //! - [`task_executor`]: the process a TaskManager starts per attempt: rebuilds the graph,
 //!   checks it against the JobMaster's, runs its slots' subtasks, and reports;
 //! - [`fingerprint`]: the graph as one line per operator, compared across processes.
 //!
-//! The job's side (submitting to the JobManager, coordinating the task executors) is the
-//! JobMaster's: [`crate::jobmaster`].
+//! The data plane between task executors is [`crate::network`]; the job's side
+//! (submitting to the JobManager, coordinating the task executors) is the JobMaster's:
+//! [`crate::jobmaster`].
 
-pub mod data;
 pub mod executor_link;
 pub mod fingerprint;
 pub mod task_executor;

@@ -9,13 +9,12 @@
 //! 2. say hello to the job's JobMaster with the graph this binary built, and wait for
 //!    the start of the attempt (or a refusal, if the graphs differ);
 //! 3. wire its slots' subtasks: in-process channels between them, network channels to
-//!    the other executors ([`super::data`]);
+//!    the other executors ([`crate::network`]);
 //! 4. run each subtask on its own thread, forward the JobMaster's control messages to
 //!    their mailboxes and their reports and exits back;
 //! 5. return once every subtask ended (`execute` returns a result that says it ran as a
 //!    task executor; the job's own result is its JobMaster's).
 
-use super::data::{start_receivers, start_sender, InboundSet, OutboundSet};
 use super::executor_link::{ExecutorHello, ExecutorMessage, StartTasks, TaskMetrics};
 use super::fingerprint::describe;
 use crate::channel::{ChannelCapacity, CHANNEL_BATCHES_MAX};
@@ -26,7 +25,7 @@ use crate::deployment::subtasks::{
 use crate::deployment::wiring::{wire_placed, Placement};
 use crate::error::JobError;
 use crate::graph::{plan_chains, validate, ChainPlan, StreamGraph};
-use crate::jobmaster::JobResult;
+use crate::network::{start_receivers, start_sender, InboundSet, OutboundSet};
 use crate::task::{install_panic_capture, Mailboxes, TaskReport};
 use eddy_checkpoint::storage::{CheckpointStorage, SavepointTargets};
 use eddy_rpc::frame::read_value;
@@ -68,11 +67,11 @@ impl TaskExecutorError {
 }
 
 /// Runs this process as a task executor for `graph` until its subtasks of the attempt
-/// ended: the job's `main` gets a result that says so, or the reason it could not run.
-pub fn run(graph: StreamGraph) -> Result<JobResult, JobError> {
+/// ended, or says why it could not.
+pub fn run(graph: StreamGraph) -> Result<(), JobError> {
     let job = graph.job_name.clone();
     match serve(graph) {
-        Ok(()) => Ok(JobResult::of_task_executor(job)),
+        Ok(()) => Ok(()),
         Err(error) => {
             tracing::error!(error = %error, "task executor failed");
             let message = "task executor failed".to_string();

@@ -3,11 +3,11 @@
 
 use super::restore::RestorePlan;
 use crate::channel::{ChannelCapacity, CHANNEL_BATCHES_MIN};
-use crate::cluster::data::{ChannelKey, InboundChannel, LostReason, OutboundChannels};
 use crate::error::TaskError;
 use crate::graph::{
     ChainPlan, ErasedOutput, ErasedSend, OperatorFactory, Partitioning, StorageChoice, StreamGraph, StreamNode,
 };
+use crate::network::{ChannelKey, InboundChannel, LostReason, OutboundChannels};
 use crate::task::{
     catch_task_panic, mailbox, MailboxReceiver, MailboxSender, OperatorInfo, SourceDriver, Task, TaskCheckpointing,
     TaskDriver, TaskShared,

@@ -37,7 +37,7 @@ pub enum ExecutionMode {
     /// `eddy_rpc::launch::LAUNCH_ENV`; no flag of the program's is read).
     TaskExecutor,
     /// Submitted to a cluster (`Env::set_cluster`): this process is the job's JobMaster.
-    Cluster(ClusterTarget),
+    Cluster(Box<ClusterTarget>),
 }
 
 impl ExecutionMode {
@@ -50,7 +50,7 @@ impl ExecutionMode {
             return ExecutionMode::TaskExecutor;
         }
         match &config.cluster {
-            Some(target) => ExecutionMode::Cluster(target.clone()),
+            Some(target) => ExecutionMode::Cluster(Box::new(target.clone())),
             None => ExecutionMode::Local,
         }
     }
@@ -94,8 +94,11 @@ impl LocalExecutor {
                 let launcher = LocalLauncher { clock: Arc::new(clock), simulator: Some(simulator) };
                 JobMaster { launcher: &launcher }.run(graph)
             }
-            ExecutionMode::TaskExecutor => task_executor::run(graph),
-            ExecutionMode::Cluster(target) => RemoteLauncher::execute(target, self.clock.clone(), graph),
+            ExecutionMode::TaskExecutor => {
+                let job = graph.job_name.clone();
+                task_executor::run(graph).map(|()| JobResult::of_task_executor(job))
+            }
+            ExecutionMode::Cluster(target) => RemoteLauncher::execute(*target, self.clock.clone(), graph),
         }
     }
 }

@@ -86,7 +86,7 @@ pub struct JobConfig {
     /// (Flink's `execution.buffer-timeout`); 0: after every record.
     pub buffer_timeout_ms: u64,
     /// `Some`: submit the job to this cluster's JobManager instead of running it here.
-    pub cluster: Option<crate::jobmaster::ClusterTarget>,
+    pub cluster: Option<eddy_rpc::ClusterTarget>,
 }
 
 impl Default for JobConfig {

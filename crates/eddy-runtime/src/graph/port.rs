@@ -3,7 +3,7 @@
 
 use super::Partitioning;
 use crate::channel::{BatchReceiver, BatchSender, ChannelCapacity};
-use crate::cluster::data::{
+use crate::network::{
     ChannelKey, InboundChannel, LostReason, OutboundChannel, RemoteInputChannel, TypedInbound, TypedOutbound,
 };
 use crate::output::{Discard, FanOut, PortOutput, TypedOutput};

@@ -8,45 +8,11 @@ use crate::cluster::executor_link::{ExecutorHello, ExecutorMessage};
 use crossbeam_channel::{Receiver, Sender};
 use eddy_rpc::messages::JobMasterMessage;
 use eddy_rpc::{
-    start_heartbeats, AttemptId, ClusterError, Connection, Heartbeats, JobId, JobState, PeerRole, Reader, Security,
+    start_heartbeats, AttemptId, ClusterError, ClusterTarget, Connection, Heartbeats, JobId, JobState, PeerRole, Reader,
 };
 use std::net::TcpListener;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Arc;
-
-/// Where a job's binary submits its job: the JobManager, the cluster's credentials, and
-/// the arguments every TaskManager runs the binary with to rebuild the job's graph
-/// (application mode). Built by the program itself (`eddy::cluster::SubmitArgs` parses
-/// the usual flags): nothing reads the process's arguments behind its back.
-#[derive(Debug, Clone)]
-pub struct ClusterTarget {
-    /// `HOST:PORT` of the JobManager.
-    pub jobmanager: String,
-    pub security: Security,
-    /// The arguments the binary was started with, which every TaskManager runs it with.
-    pub args: Vec<String>,
-    /// How long the job waits for enough slots before it fails.
-    pub slot_timeout_ms: u64,
-    pub heartbeats: Heartbeats,
-}
-
-/// How long a job waits for slots by default (Flink's `slot.request.timeout` is 5 min;
-/// a job on a small cluster usually learns sooner that nobody will come).
-pub const SLOT_TIMEOUT_MS_DEFAULT: u64 = 60_000;
-
-impl ClusterTarget {
-    /// The JobManager at `jobmanager`, with `security`; the task executors run this
-    /// process's own arguments.
-    pub fn new(jobmanager: impl Into<String>, security: Security) -> Self {
-        Self {
-            jobmanager: jobmanager.into(),
-            security,
-            args: std::env::args().skip(1).collect(),
-            slot_timeout_ms: SLOT_TIMEOUT_MS_DEFAULT,
-            heartbeats: Heartbeats::default(),
-        }
-    }
-}
 
 /// A task executor that connected and said hello.
 pub struct ExecutorJoin {

@@ -29,7 +29,7 @@ mod status;
 #[cfg(test)]
 mod tests;
 
-pub use job_client::{ClusterTarget, SLOT_TIMEOUT_MS_DEFAULT};
+pub use eddy_rpc::{ClusterTarget, SLOT_TIMEOUT_MS_DEFAULT};
 pub use result::{CheckpointStats, JobResult};
 
 use crate::deployment::restore::{restore_plan, RestorePlan, RestoreSource};

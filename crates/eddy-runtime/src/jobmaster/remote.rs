@@ -7,7 +7,7 @@
 //! fails the executor's subtasks at once.
 
 use super::coordinator::{AttemptCoordinator, RemoteHooks};
-use super::job_client::{ClusterTarget, ExecutorJoin, JobClient};
+use super::job_client::{ExecutorJoin, JobClient};
 use super::{Attempt, AttemptEnd, AttemptLauncher, JobMaster, JobResult, TaskExit};
 use crate::cluster::executor_link::{ExecutorMessage, RestoreTicket, StartTasks, TaskMetrics};
 use crate::cluster::fingerprint::{describe, first_difference};
@@ -17,6 +17,7 @@ use crate::task::{mailbox, MailboxReceiver, Mailboxes, TaskReport};
 use crossbeam_channel::{select, Select, Sender};
 use eddy_rpc::messages::{JobCommand, JobMasterMessage};
 use eddy_rpc::slots::{slot_owners, ExecutorSlots};
+use eddy_rpc::ClusterTarget;
 use eddy_rpc::{AttemptId, Connection, JobState, Reader, TaskManagerId};
 use eddy_types::{Clock, NodeId};
 use std::collections::{HashMap, HashSet};

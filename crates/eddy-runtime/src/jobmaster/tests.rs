@@ -1,1 +1,411 @@
+//! The JobMaster's decisions for one attempt, driven step by step without threads: a
+//! manual clock, in-memory checkpoint storage, and mailboxes read back here. Each test
+//! plays the tasks' part by hand (acknowledgements, declines, exits) and checks what the
+//! coordinator told the tasks, what it stored, and how the attempt ended.
 
+use super::coordinator::AttemptCoordinator;
+use super::{AttemptEnd, JobResult};
+use crate::channel::{CheckpointBarrier, CheckpointEvent};
+use crate::error::{FailureKind, JobError, TaskError};
+use crate::graph::{
+    plan_chains, ChainPlan, JobConfig, OperatorFactory, OutputPort, Partitioning, SavepointRequest, StreamEdge,
+    StreamGraph, StreamNode, TypedPort,
+};
+use crate::task::{mailbox, Control, DeclineCause, MailboxReceiver, Mailboxes, TaskReport};
+use crossbeam_channel::{Receiver, Sender};
+use eddy_checkpoint::retained::RetainedCheckpoints;
+use eddy_checkpoint::storage::{CheckpointStorage, MemoryCheckpointStorage, TaskStateWriter};
+use eddy_checkpoint::{CheckpointConfig, CheckpointId, SnapshotKind};
+use eddy_types::{ManualClock, MaxParallelism, NodeId};
+use std::cell::RefCell;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+const INTERVAL_MS: u64 = 100;
+const TIMEOUT_MS: u64 = 1_000;
+
+/// The job: `src` (a source, parallelism 2) → `sink` (parallelism 1), so tasks 0 and 1
+/// are the source's subtasks and task 2 the sink; its checkpoint storage in memory.
+struct Job {
+    graph: Arc<StreamGraph>,
+    plan: Arc<ChainPlan>,
+    storage: Arc<dyn CheckpointStorage>,
+    retained: RefCell<RetainedCheckpoints>,
+    savepoints: Option<Arc<dyn CheckpointStorage>>,
+}
+
+impl Job {
+    fn new(checkpoint: CheckpointConfig, savepoint: Option<SavepointRequest>) -> Self {
+        let port = Arc::new(TypedPort::<u64>::new());
+        let source = StreamNode {
+            id: NodeId(0),
+            name: "src".into(),
+            uid: Some("src".into()),
+            parallelism: 2,
+            keyed: false,
+            factory: OperatorFactory::Source(Arc::new(|_, _| panic!("no task is built in these tests"))),
+            outputs: vec![OutputPort { tag: None, port_type: port.clone() }],
+            chainable: true,
+        };
+        let sink = StreamNode {
+            id: NodeId(1),
+            name: "sink".into(),
+            uid: Some("sink".into()),
+            parallelism: 1,
+            keyed: false,
+            factory: OperatorFactory::OneInput {
+                operator: Arc::new(|_, _| panic!("no task is built in these tests")),
+                input: port,
+            },
+            outputs: Vec::new(),
+            chainable: true,
+        };
+        let savepoints: Option<Arc<dyn CheckpointStorage>> =
+            savepoint.as_ref().map(|_| Arc::new(MemoryCheckpointStorage::new(1 << 20)) as _);
+        let retained = RefCell::new(RetainedCheckpoints::new(checkpoint.retained));
+        let graph = StreamGraph {
+            job_name: "decisions".into(),
+            max_parallelism: MaxParallelism::new(128).unwrap(),
+            config: JobConfig { checkpoint, savepoint, ..JobConfig::default() },
+            nodes: vec![source, sink],
+            edges: vec![StreamEdge {
+                from: NodeId(0),
+                from_port: 0,
+                to: NodeId(1),
+                to_input: 0,
+                partitioning: Partitioning::Rebalance,
+            }],
+        };
+        let plan = plan_chains(&graph);
+        Job {
+            graph: Arc::new(graph),
+            plan: Arc::new(plan),
+            storage: Arc::new(MemoryCheckpointStorage::new(1 << 20)),
+            retained,
+            savepoints,
+        }
+    }
+
+    /// An attempt's coordinator, its first checkpoint numbered `next_id`, and the tasks'
+    /// side of it.
+    fn attempt(&self, next_id: u64) -> (AttemptCoordinator<'_>, Tasks) {
+        let tasks = self.plan.tasks(&self.graph);
+        let (senders, inboxes): (Vec<_>, Vec<_>) = tasks.iter().map(|_| mailbox()).unzip();
+        let clock = ManualClock::new(0);
+        let coordinator = AttemptCoordinator::new(
+            (&self.graph, &self.plan),
+            (&self.storage, &self.retained, self.savepoints.clone()),
+            (Mailboxes::new(senders), tasks.clone(), Arc::new(AtomicBool::new(false))),
+            Arc::new(clock.clone()),
+            next_id,
+            true,
+        );
+        let (reports, reports_rx) = crossbeam_channel::unbounded();
+        let result = JobResult::new(self.graph.job_name.clone());
+        let (storage, savepoints) = (self.storage.clone(), self.savepoints.clone());
+        (
+            coordinator,
+            Tasks {
+                graph: self.graph.clone(),
+                storage,
+                savepoints,
+                tasks,
+                inboxes,
+                reports,
+                reports_rx,
+                clock,
+                result,
+            },
+        )
+    }
+
+    /// The checkpoints stored, by id.
+    fn stored(&self) -> Vec<u64> {
+        let mut ids: Vec<u64> = self
+            .storage
+            .completed()
+            .unwrap()
+            .iter()
+            .map(|location| self.storage.load(location).unwrap().metadata.checkpoint_id.0)
+            .collect();
+        ids.sort();
+        ids
+    }
+}
+
+/// The tasks' side of an attempt: their mailboxes, their reports, the clock, and what the
+/// job reports.
+struct Tasks {
+    graph: Arc<StreamGraph>,
+    storage: Arc<dyn CheckpointStorage>,
+    savepoints: Option<Arc<dyn CheckpointStorage>>,
+    tasks: Vec<(NodeId, u32)>,
+    inboxes: Vec<MailboxReceiver>,
+    reports: Sender<TaskReport>,
+    reports_rx: Receiver<TaskReport>,
+    clock: ManualClock,
+    result: JobResult,
+}
+
+impl Tasks {
+    /// Moves time on by `ms` and lets the coordinator take one turn.
+    fn turn(&mut self, coordinator: &mut AttemptCoordinator<'_>, ms: u64) {
+        self.clock.advance_ms(ms);
+        coordinator.poll(&self.reports_rx, &mut self.result);
+    }
+
+    /// Everything posted to task `task` since the last look.
+    fn posted(&self, task: usize) -> Vec<Control> {
+        self.inboxes[task].try_iter().collect()
+    }
+
+    /// What every task was told since the last look, the same for each.
+    fn posted_to_all(&self) -> Vec<Control> {
+        let first = self.posted(0);
+        for task in 1..self.inboxes.len() {
+            assert_eq!(self.posted(task), first, "task {task} heard something else than task 0");
+        }
+        first
+    }
+
+    /// Task `task` acknowledges checkpoint `id`: its (empty) state written to the job's
+    /// storage as a task writes it.
+    fn acknowledge(&self, task: usize, id: u64, kind: SnapshotKind) {
+        let (head, subtask) = self.tasks[task];
+        let node = self.graph.node(head);
+        let clock = Arc::new(self.clock.clone());
+        let writer = TaskStateWriter::new(
+            self.storage.clone(),
+            self.savepoints.clone(),
+            clock,
+            node.name.clone(),
+            subtask,
+            &node.effective_uid(),
+        );
+        let ack = writer.write(CheckpointId(id), kind, Vec::new()).unwrap();
+        self.reports.send(TaskReport::Acknowledge { task, checkpoint: CheckpointId(id), ack }).unwrap();
+    }
+
+    fn decline(&self, task: usize, id: u64, cause: DeclineCause) {
+        let reason = format!("{cause:?} in a test");
+        let report =
+            TaskReport::Declined { task, checkpoint: CheckpointId(id), kind: SnapshotKind::Checkpoint, reason, cause };
+        self.reports.send(report).unwrap();
+    }
+}
+
+fn checkpointing() -> CheckpointConfig {
+    CheckpointConfig { interval_ms: INTERVAL_MS, timeout_ms: TIMEOUT_MS, ..CheckpointConfig::default() }
+}
+
+fn trigger(id: u64, kind: SnapshotKind) -> Control {
+    Control::TriggerCheckpoint(CheckpointBarrier { id: CheckpointId(id), kind })
+}
+
+fn completed(id: u64) -> Control {
+    Control::Checkpoint(CheckpointEvent::Completed(CheckpointId(id)))
+}
+
+fn aborted(id: u64) -> Control {
+    Control::Checkpoint(CheckpointEvent::Aborted(CheckpointId(id)))
+}
+
+#[test]
+fn a_checkpoint_is_triggered_at_the_sources_after_one_interval_and_completes_when_every_task_acknowledged() {
+    let job = Job::new(checkpointing(), None);
+    let (mut coordinator, mut tasks) = job.attempt(1);
+    tasks.turn(&mut coordinator, INTERVAL_MS - 1);
+    assert_eq!(tasks.posted_to_all(), vec![], "nothing before one interval");
+    tasks.turn(&mut coordinator, 1);
+    assert_eq!(tasks.posted(0), vec![trigger(1, SnapshotKind::Checkpoint)]);
+    assert_eq!(tasks.posted(1), vec![trigger(1, SnapshotKind::Checkpoint)]);
+    assert_eq!(tasks.posted(2), vec![], "barriers reach the sink; the coordinator does not");
+
+    tasks.acknowledge(0, 1, SnapshotKind::Checkpoint);
+    tasks.acknowledge(2, 1, SnapshotKind::Checkpoint);
+    tasks.turn(&mut coordinator, 1);
+    assert_eq!(tasks.result.checkpoints_completed, 0, "two of three tasks acknowledged");
+    assert_eq!(job.stored(), Vec::<u64>::new());
+    tasks.acknowledge(1, 1, SnapshotKind::Checkpoint);
+    tasks.turn(&mut coordinator, 1);
+
+    assert_eq!(tasks.result.checkpoints_completed, 1);
+    assert_eq!(job.stored(), vec![1]);
+    let location = &job.storage.completed().unwrap()[0];
+    let metadata = job.storage.load(location).unwrap().metadata;
+    let entries: Vec<(&str, u32)> = metadata.tasks.iter().map(|t| (t.task.as_str(), t.subtask)).collect();
+    assert_eq!(entries, [("src", 0), ("src", 1), ("sink", 0)], "one entry per task, in task order");
+    assert_eq!(tasks.posted_to_all(), vec![completed(1)], "sinks commit once it is stored");
+    assert_eq!(tasks.result.last_checkpoint.as_ref().map(|c| c.id), Some(CheckpointId(1)));
+}
+
+#[test]
+fn a_task_not_ready_aborts_the_checkpoint_without_counting_it_as_a_failure() {
+    // No failure is tolerated: a counted one would fail the attempt.
+    let job = Job::new(checkpointing(), None);
+    let (mut coordinator, mut tasks) = job.attempt(1);
+    tasks.turn(&mut coordinator, INTERVAL_MS);
+    let _ = (tasks.posted(0), tasks.posted(1));
+    tasks.acknowledge(0, 1, SnapshotKind::Checkpoint);
+    tasks.decline(1, 1, DeclineCause::NotReady);
+    tasks.turn(&mut coordinator, 1);
+    assert_eq!(tasks.posted_to_all(), vec![aborted(1)]);
+    // The next one is triggered one interval after the last trigger, and completes.
+    tasks.turn(&mut coordinator, INTERVAL_MS);
+    assert_eq!(tasks.posted(0), vec![trigger(2, SnapshotKind::Checkpoint)]);
+    for task in 0..3 {
+        tasks.acknowledge(task, 2, SnapshotKind::Checkpoint);
+    }
+    tasks.turn(&mut coordinator, 1);
+    assert_eq!(job.stored(), vec![2]);
+    assert!(matches!(coordinator.end(&tasks.reports_rx, &mut tasks.result), AttemptEnd::Finished));
+}
+
+#[test]
+fn a_part_that_cannot_fit_the_storage_fails_the_job_at_once_and_a_failed_write_counts_against_the_tolerance() {
+    let job = Job::new(checkpointing(), None);
+    let (mut coordinator, mut tasks) = job.attempt(1);
+    tasks.turn(&mut coordinator, INTERVAL_MS);
+    tasks.decline(2, 1, DeclineCause::CannotFit);
+    tasks.turn(&mut coordinator, 1);
+    match coordinator.end(&tasks.reports_rx, &mut tasks.result) {
+        AttemptEnd::Failed(error @ JobError::Checkpoint { .. }) => {
+            assert!(!error.is_restartable(), "a restart would go back to the same state: {error}");
+            assert!(error.to_string().contains("CannotFit in a test"), "{error}");
+        }
+        _ => panic!("a checkpoint that cannot fit must fail the job"),
+    }
+
+    let job = Job::new(CheckpointConfig { tolerable_failures: 1, ..checkpointing() }, None);
+    let (mut coordinator, mut tasks) = job.attempt(1);
+    for id in 1..=2 {
+        tasks.turn(&mut coordinator, INTERVAL_MS);
+        tasks.decline(0, id, DeclineCause::WriteFailed);
+        tasks.turn(&mut coordinator, 1);
+    }
+    match coordinator.end(&tasks.reports_rx, &mut tasks.result) {
+        AttemptEnd::Failed(error @ JobError::CheckpointFailover { .. }) => {
+            assert!(error.is_restartable(), "storage may come back after a restart: {error}");
+            assert!(error.to_string().contains("2 failures in a row (tolerable: 1)"), "{error}");
+        }
+        _ => panic!("two failed checkpoints in a row, one tolerated, must fail the attempt over"),
+    }
+}
+
+#[test]
+fn a_checkpoint_not_acknowledged_within_its_timeout_expires_and_a_late_acknowledgement_changes_nothing() {
+    let job = Job::new(CheckpointConfig { tolerable_failures: 5, ..checkpointing() }, None);
+    let (mut coordinator, mut tasks) = job.attempt(1);
+    tasks.turn(&mut coordinator, INTERVAL_MS);
+    let _ = (tasks.posted(0), tasks.posted(1));
+    tasks.acknowledge(0, 1, SnapshotKind::Checkpoint);
+    tasks.turn(&mut coordinator, TIMEOUT_MS - 1);
+    assert_eq!(tasks.posted(2), vec![], "still pending one ms before its timeout");
+    tasks.turn(&mut coordinator, 1);
+    assert_eq!(tasks.posted(2), vec![aborted(1)], "expired at its timeout");
+    tasks.acknowledge(1, 1, SnapshotKind::Checkpoint);
+    tasks.acknowledge(2, 1, SnapshotKind::Checkpoint);
+    tasks.turn(&mut coordinator, 0);
+    assert_eq!(job.stored(), Vec::<u64>::new(), "a late acknowledgement completes nothing");
+    assert_eq!(tasks.result.checkpoints_completed, 0);
+    assert!(matches!(coordinator.end(&tasks.reports_rx, &mut tasks.result), AttemptEnd::Finished));
+    assert!(tasks.result.trace.iter().any(|line| line == "checkpoint 1 expired"), "{:?}", tasks.result.trace);
+}
+
+#[test]
+fn a_newer_checkpoint_completing_subsumes_an_older_pending_one() {
+    let config = CheckpointConfig { max_concurrent: 2, tolerable_failures: 5, ..checkpointing() };
+    let job = Job::new(config, None);
+    let (mut coordinator, mut tasks) = job.attempt(7);
+    tasks.turn(&mut coordinator, INTERVAL_MS);
+    tasks.turn(&mut coordinator, INTERVAL_MS);
+    assert_eq!(tasks.posted(0), vec![trigger(7, SnapshotKind::Checkpoint), trigger(8, SnapshotKind::Checkpoint)]);
+    for task in 0..3 {
+        tasks.acknowledge(task, 8, SnapshotKind::Checkpoint);
+    }
+    tasks.acknowledge(0, 7, SnapshotKind::Checkpoint);
+    tasks.turn(&mut coordinator, 0);
+    assert_eq!(job.stored(), vec![8]);
+    assert_eq!(tasks.posted(2), vec![aborted(7), completed(8)], "7 is subsumed before 8 is announced");
+    // Retention keeps one: a later checkpoint replaces 8.
+    let _ = (tasks.posted(0), tasks.posted(1));
+    tasks.turn(&mut coordinator, INTERVAL_MS);
+    for task in 0..3 {
+        tasks.acknowledge(task, 9, SnapshotKind::Checkpoint);
+    }
+    tasks.turn(&mut coordinator, 0);
+    assert_eq!(job.stored(), vec![9], "one checkpoint retained");
+    assert!(matches!(coordinator.end(&tasks.reports_rx, &mut tasks.result), AttemptEnd::Finished));
+    assert!(tasks.result.trace.iter().any(|line| line == "checkpoint 7 subsumed"), "{:?}", tasks.result.trace);
+}
+
+#[test]
+fn a_configured_stop_with_savepoint_stores_it_apart_tells_every_task_and_stops_the_job() {
+    let request = SavepointRequest { dir: "/unused".into(), after_ms: 50, stop: true };
+    let job = Job::new(checkpointing(), Some(request));
+    let (mut coordinator, mut tasks) = job.attempt(1);
+    tasks.turn(&mut coordinator, 50);
+    assert_eq!(tasks.posted(0), vec![trigger(1, SnapshotKind::Savepoint)], "due after 50 ms, before any checkpoint");
+    for task in 0..3 {
+        tasks.acknowledge(task, 1, SnapshotKind::Savepoint);
+    }
+    tasks.turn(&mut coordinator, 0);
+    assert_eq!(job.stored(), Vec::<u64>::new(), "a savepoint is not one of the job's checkpoints");
+    assert!(tasks.result.savepoint.is_some(), "the job's result says where its savepoint went");
+    assert_eq!(tasks.posted(2), vec![completed(1), Control::Cancel], "every task hears of it, then stops");
+    assert!(matches!(coordinator.end(&tasks.reports_rx, &mut tasks.result), AttemptEnd::Stopped));
+}
+
+#[test]
+fn the_end_of_an_attempt_reports_the_first_real_failure_and_cleans_up_what_is_pending() {
+    let job = Job::new(checkpointing(), None);
+    let (mut coordinator, mut tasks) = job.attempt(1);
+    tasks.turn(&mut coordinator, INTERVAL_MS);
+    tasks.acknowledge(0, 1, SnapshotKind::Checkpoint);
+    tasks.turn(&mut coordinator, 1);
+    coordinator.task_exited(2, Err(TaskError::Operator { operator: "sink".into(), message: "boom".into() }));
+    // The others are cancelled because of it: that is no cause of its own.
+    coordinator.task_exited(0, Err(TaskError::Cancelled));
+    coordinator.task_exited(1, Err(TaskError::Cancelled));
+    assert!(tasks.posted(0).contains(&Control::Cancel), "the failure cancels every task");
+    match coordinator.end(&tasks.reports_rx, &mut tasks.result) {
+        AttemptEnd::Failed(JobError::TaskFailed { operator, subtask, parallelism, kind, message, .. }) => {
+            assert_eq!((operator.as_str(), subtask, parallelism), ("sink", 0, 1));
+            assert_eq!((kind, message.as_str()), (FailureKind::UserCode, "boom"));
+        }
+        _ => panic!("the sink's failure must end the attempt"),
+    }
+    assert_eq!(job.stored(), Vec::<u64>::new(), "the pending checkpoint left nothing");
+    assert!(
+        tasks.result.trace.iter().any(|line| line == "task 2 (sink 0) failed: UserCode"),
+        "{:?}",
+        tasks.result.trace
+    );
+}
+
+#[test]
+fn when_every_task_finished_the_final_checkpoint_is_asked_of_all_and_the_job_finishes_after_it() {
+    let job = Job::new(checkpointing(), None);
+    let (mut coordinator, mut tasks) = job.attempt(1);
+    for task in 0..3 {
+        tasks.reports.send(TaskReport::Finished { task }).unwrap();
+    }
+    tasks.turn(&mut coordinator, 1);
+    let final_trigger = tasks.posted_to_all();
+    assert_eq!(final_trigger.len(), 1, "{final_trigger:?}");
+    let Control::TriggerCheckpoint(CheckpointBarrier { id, kind: SnapshotKind::Checkpoint }) = final_trigger[0] else {
+        panic!("the final checkpoint, asked of every task: {final_trigger:?}");
+    };
+    tasks.turn(&mut coordinator, INTERVAL_MS * 5);
+    assert_eq!(tasks.posted_to_all(), vec![], "no periodic checkpoint once every source finished");
+    for task in 0..3 {
+        tasks.acknowledge(task, id.0, SnapshotKind::Checkpoint);
+    }
+    tasks.turn(&mut coordinator, 0);
+    assert_eq!(tasks.posted_to_all(), vec![Control::JobFinished], "sinks commit only once it is stored");
+    assert_eq!(job.stored(), vec![id.0]);
+    for task in 0..3 {
+        coordinator.task_exited(task, Ok(()));
+    }
+    assert!(matches!(coordinator.end(&tasks.reports_rx, &mut tasks.result), AttemptEnd::Finished));
+}

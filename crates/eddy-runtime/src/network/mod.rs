@@ -1,4 +1,4 @@
-//! The data plane: records, barriers, watermarks and ends of input between task executors
+//! The data plane (Flink's network stack): records, barriers, watermarks and ends of input between task executors
 //! of different TaskManagers, with Flink's credit-based flow control.
 //!
 //! - One TCP connection per ordered pair of task executors (producer → consumer), shared
