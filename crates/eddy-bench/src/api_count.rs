@@ -117,6 +117,7 @@ pub fn run(args: &Args) -> anyhow::Result<Report> {
     }
     let result = env.execute("W1 api-count")?;
     Ok(Report {
+        task_executor: result.task_executor,
         events: args.events,
         seconds: result.duration.as_secs_f64(),
         checksum: checksum_of_job(&result),

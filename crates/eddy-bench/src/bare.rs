@@ -54,7 +54,13 @@ pub fn api_count(args: &Args) -> anyhow::Result<Report> {
         };
         checksum = checksum.wrapping_add(checksum_of(&event.path, count).map_err(anyhow::Error::msg)?);
     }
-    Ok(Report { events: args.events, seconds: started.elapsed().as_secs_f64(), checksum, extra: Vec::new() })
+    Ok(Report {
+        events: args.events,
+        seconds: started.elapsed().as_secs_f64(),
+        checksum,
+        extra: Vec::new(),
+        task_executor: false,
+    })
 }
 
 /// W2: the last `i` of each stream per key; a join is emitted when the other side is set.
@@ -76,6 +82,7 @@ pub fn join(args: &Args) -> anyhow::Result<Report> {
         }
     }
     Ok(Report {
+        task_executor: false,
         events: 2 * args.events,
         seconds: started.elapsed().as_secs_f64(),
         checksum,
@@ -110,5 +117,11 @@ pub fn window(args: &Args) -> anyhow::Result<Report> {
         *counts.entry(event.key).or_insert(0) += 1;
     }
     emit(current_start, &mut counts);
-    Ok(Report { events: args.events, seconds: started.elapsed().as_secs_f64(), checksum, extra: Vec::new() })
+    Ok(Report {
+        events: args.events,
+        seconds: started.elapsed().as_secs_f64(),
+        checksum,
+        extra: Vec::new(),
+        task_executor: false,
+    })
 }

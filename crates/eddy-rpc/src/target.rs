@@ -6,7 +6,8 @@ use crate::security::Security;
 /// Where a job's binary submits its job: the JobManager, the cluster's credentials, and
 /// the arguments every TaskManager runs the binary with to rebuild the job's graph
 /// (application mode). Built by the program itself (`eddy::cluster::SubmitArgs` parses
-/// the usual flags): nothing reads the process's arguments behind its back.
+/// the usual flags): nothing reads the process's arguments behind its back, but for
+/// [`ClusterTarget::new`], which hands them on whole, as they are, to task executors.
 #[derive(Debug, Clone)]
 pub struct ClusterTarget {
     /// `HOST:PORT` of the JobManager.

@@ -122,8 +122,13 @@ pub enum JobError {
     /// not be stored, or the state to restart from could not be read: the job fails over
     /// and restarts under its restart strategy, as a failed task does (Flink's
     /// `CheckpointFailureManager`).
-    #[error("job '{job}': {message}")]
-    CheckpointFailover { job: String, message: String },
+    #[error("job '{job}': {message}{}", caused(.source))]
+    CheckpointFailover {
+        job: String,
+        message: String,
+        #[source]
+        source: Option<eddy_checkpoint::CheckpointError>,
+    },
     #[error("job '{job}': internal error (please report): {message}")]
     Internal { job: String, message: String },
     /// The cluster cannot run the job: too few slots, a TaskManager whose binary builds

@@ -233,7 +233,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     eddy::cluster::SubmitArgs::from_process_args().apply_to(&env)?;
     let (outcomes, invalid) = (CollectSink::new(), CollectSink::new());
     job(&env, sample_events(8), outcomes.clone(), invalid.clone());
-    env.execute("order state machine")?;
+    let result = env.execute("order state machine")?;
+    if result.task_executor {
+        return Ok(()); // a task executor of a cluster job: its JobMaster reports the job
+    }
     let mut outcomes = outcomes.take();
     outcomes.sort();
     for outcome in outcomes {

@@ -26,7 +26,7 @@ use crate::deployment::wiring::{wire_placed, Placement};
 use crate::error::JobError;
 use crate::graph::{plan_chains, validate, ChainPlan, StreamGraph};
 use crate::network::{start_receivers, start_sender, InboundSet, OutboundSet};
-use crate::task::{install_panic_capture, Mailboxes, TaskReport};
+use crate::task::{install_panic_capture, DeclineCause, Mailboxes, TaskReport};
 use eddy_checkpoint::storage::{CheckpointStorage, SavepointTargets};
 use eddy_rpc::frame::read_value;
 use eddy_rpc::launch::Launch;
@@ -53,8 +53,14 @@ pub enum TaskExecutorError {
         #[source]
         source: ClusterError,
     },
-    /// This process cannot do its part (a thread, a listener, the job's storage, the
-    /// graph it built).
+    /// The job's checkpoint storage, or the state to restore, cannot be opened here.
+    #[error("{context}")]
+    Checkpoint {
+        context: String,
+        #[source]
+        source: eddy_checkpoint::CheckpointError,
+    },
+    /// This process cannot do its part (a thread, a listener, the graph it built).
     #[error("{0}")]
     Local(String),
 }
@@ -63,6 +69,10 @@ impl TaskExecutorError {
     fn cluster(context: impl Into<String>) -> impl FnOnce(ClusterError) -> Self {
         let context = context.into();
         move |source| TaskExecutorError::Cluster { context, source }
+    }
+
+    fn checkpoint(context: &str) -> impl FnOnce(eddy_checkpoint::CheckpointError) -> Self + '_ {
+        move |source| TaskExecutorError::Checkpoint { context: context.to_string(), source }
     }
 }
 
@@ -74,15 +84,23 @@ pub fn run(graph: StreamGraph) -> Result<(), JobError> {
         Ok(()) => Ok(()),
         Err(error) => {
             tracing::error!(error = %error, "task executor failed");
-            let message = "task executor failed".to_string();
-            Err(match error {
+            // The TaskManager keeps a task executor's last lines of standard error to
+            // explain its exit, whatever the program does with the error.
+            let error = match error {
                 TaskExecutorError::Cluster { context, source } => {
-                    JobError::Cluster { job, message: format!("{message}: {context}"), source: Some(source) }
+                    JobError::Cluster { job, message: format!("task executor failed: {context}"), source: Some(source) }
                 }
+                TaskExecutorError::Checkpoint { context, source } => JobError::Checkpoint {
+                    job,
+                    message: format!("task executor failed: {context}"),
+                    source: Some(source),
+                },
                 TaskExecutorError::Local(why) => {
-                    JobError::Cluster { job, message: format!("{message}: {why}"), source: None }
+                    JobError::Cluster { job, message: format!("task executor failed: {why}"), source: None }
                 }
-            })
+            };
+            eprintln!("eddy task executor: {error}");
+            Err(error)
         }
     }
 }
@@ -171,7 +189,7 @@ fn run_attempt(
     let attempt = launch.deployment.attempt;
     let me = launch.deployment.executor;
     let slots: Vec<ExecutorSlots> = start.executors.iter().map(|(s, _)| s.clone()).collect();
-    let parallelism = graph.nodes.iter().map(|n| n.parallelism).max().unwrap_or(1);
+    let parallelism = graph.slots_needed();
     let owners = slot_owners(&slots, parallelism).map_err(|e| local(format!("the JobMaster sent {e}")))?;
     let owner = |subtask: u32| owners[subtask as usize];
     if me.get() >= start.executors.len() {
@@ -184,14 +202,14 @@ fn run_attempt(
 
     let config = &graph.config;
     let storage = open_task_storage(config, start.job_dir.as_deref())
-        .map_err(|e| local(format!("cannot open the checkpoint storage: {e}")))?;
+        .map_err(TaskExecutorError::checkpoint("cannot open the checkpoint storage"))?;
     let savepoint_storage: Option<Arc<dyn CheckpointStorage>> = match &config.savepoint {
         None => None,
         Some(request) => Some(
             config
                 .storage_opener
                 .open(&request.dir.to_string_lossy())
-                .map_err(|e| local(format!("cannot open the savepoint directory: {e}")))?,
+                .map_err(TaskExecutorError::checkpoint("cannot open the savepoint directory"))?,
         ),
     };
     let restore = match &start.restore {
@@ -203,7 +221,7 @@ fn run_attempt(
                 config
                     .storage_opener
                     .open(&ticket.storage_root)
-                    .map_err(|e| local(format!("cannot open the state to restore: {e}")))?
+                    .map_err(TaskExecutorError::checkpoint("cannot open the state to restore"))?
             };
             let source = RestoreSource {
                 storage: source_storage,
@@ -275,7 +293,7 @@ fn run_attempt(
     }
     tracing::info!(attempt = %attempt, executor = %me, subtasks = own_tasks, data_address = %data_address, "task executor running its subtasks");
 
-    // What the subtasks counted, for `status`, every second.
+    // What the subtasks counted, for `status`, every METRICS_INTERVAL.
     let (metrics_connection, metrics_cancel) = (connection.clone(), cancel.clone());
     std::thread::Builder::new()
         .name("eddy-task-metrics".into())
@@ -349,13 +367,13 @@ fn run_attempt(
                 let Ok((task, outcome)) = exit else { break };
                 exited += 1;
                 while let Ok(report) = reports_rx.try_recv() {
-                    let _ = connection.send(&ExecutorMessage::Report(report));
+                    send_report(&connection, report);
                 }
                 let _ = connection.send(&ExecutorMessage::TaskExited { task: task as u32, outcome });
             }
             recv(reports_rx) -> report => {
                 if let Ok(report) = report {
-                    let _ = connection.send(&ExecutorMessage::Report(report));
+                    send_report(&connection, report);
                 }
             }
         }
@@ -365,10 +383,32 @@ fn run_attempt(
     }
     workers.stop();
     while let Ok(report) = reports_rx.try_recv() {
-        let _ = connection.send(&ExecutorMessage::Report(report));
+        send_report(&connection, report);
     }
     tracing::info!(attempt = %attempt, executor = %me, peak_rss_mb = peak_rss_mb(), "task executor done");
     Ok(())
+}
+
+/// Sends a subtask's report to the JobMaster. An acknowledgement too large for a control
+/// message (state kept in the JobManager's memory above what a frame carries) becomes a
+/// decline that says so: every later checkpoint would be as large, so the job fails at
+/// once instead of waiting for acknowledgements that never come.
+fn send_report(connection: &Connection, report: TaskReport) {
+    let message = ExecutorMessage::Report(report);
+    let Some(bytes) = eddy_rpc::frame::oversized(&message) else {
+        let _ = connection.send(&message);
+        return;
+    };
+    let ExecutorMessage::Report(TaskReport::Acknowledge { task, checkpoint, ack }) = message else {
+        tracing::error!(bytes, "a report too large for a control message; dropped");
+        return;
+    };
+    let reason = format!(
+        "its acknowledgement holds {bytes} bytes, more than a control message carries ({}); use a checkpoint directory",
+        eddy_rpc::frame::MESSAGE_BYTES_MAX
+    );
+    let declined = TaskReport::Declined { task, checkpoint, kind: ack.kind, reason, cause: DeclineCause::CannotFit };
+    let _ = connection.send(&ExecutorMessage::Report(declined));
 }
 
 /// This process's peak resident memory in MiB (Linux; 0 elsewhere), for the log.

@@ -8,7 +8,7 @@ use crate::error::TaskError;
 use crate::graph::{ChainPlan, JobConfig, StreamGraph};
 use crate::task::{AsyncWork, AsyncWorkers, MailboxSender, TaskCheckpointing, TaskCounters, TaskReport};
 use crossbeam_channel::Sender;
-use eddy_checkpoint::storage::{CheckpointStorage, MemoryCheckpointStorage, SavepointTargets, TaskStateWriter};
+use eddy_checkpoint::storage::{CheckpointStorage, SavepointTargets, TaskStateWriter};
 use eddy_checkpoint::CheckpointError;
 use eddy_types::{Clock, NodeId, RunSeed};
 use std::sync::atomic::AtomicBool;
@@ -137,7 +137,7 @@ pub(crate) fn open_task_storage(
     job_dir: Option<&str>,
 ) -> Result<Arc<dyn CheckpointStorage>, CheckpointError> {
     Ok(match job_dir {
-        None => Arc::new(MemoryCheckpointStorage::new(config.checkpoint.memory_state_bytes_max)),
+        None => config.memory_storage(),
         Some(dir) => config.storage_opener.open(dir)?,
     })
 }

@@ -65,8 +65,9 @@ impl AttemptLauncher for LocalLauncher {
             Some(workers) => workers.queue(),
             None => queued.clone(),
         };
-        // Tasks are numbered in their wiring's order here.
-        let tasks: Vec<(NodeId, u32)> = setups.iter().map(|(setup, _)| (setup.head, setup.subtask)).collect();
+        // Tasks are numbered as everywhere else (`ChainPlan::tasks`, as a cluster's task
+        // executors number them).
+        let tasks: Vec<(NodeId, u32)> = plan.tasks(graph);
         let numbering: HashMap<(NodeId, u32), usize> = tasks.iter().enumerate().map(|(i, t)| (*t, i)).collect();
         let cancel = Arc::new(AtomicBool::new(false));
         let (reports_tx, reports_rx) = crossbeam_channel::unbounded::<TaskReport>();
@@ -83,9 +84,12 @@ impl AttemptLauncher for LocalLauncher {
             seed: start.seed,
             ttl_clock: self.simulator.as_ref().map(|_| self.clock.clone()),
         };
-        let Subtasks { pending, mailboxes, .. } =
+        let Subtasks { mut pending, mut mailboxes, .. } =
             prepare_subtasks(graph, plan, setups, &env, &|head, subtask| numbering[&(head, subtask)]);
         drop(env);
+        // In task order: the coordinator and the simulator address tasks by position.
+        pending.sort_by_key(|(_, context)| context.checkpointing.task);
+        mailboxes.sort_by_key(|(index, _)| *index);
 
         let mailboxes = Mailboxes::new(mailboxes.into_iter().map(|(_, mailbox)| mailbox).collect());
         let mut coordinator = AttemptCoordinator::new(

@@ -41,18 +41,22 @@ pub enum ExecutionMode {
 }
 
 impl ExecutionMode {
-    /// The mode of a job configured with `config` in this process.
-    pub fn of(config: &JobConfig) -> Self {
+    /// The mode of a job configured with `config` in this process, or why the
+    /// configuration asks for two at once.
+    pub fn of(config: &JobConfig) -> Result<Self, String> {
         if let Some(simulation) = config.simulation {
-            return ExecutionMode::Simulated { seed: simulation.seed, faults: simulation.faults };
+            if config.cluster.is_some() {
+                return Err("a simulated job runs on one thread of this process: it cannot be submitted to a cluster too (drop `simulate` or `set_cluster`)".into());
+            }
+            return Ok(ExecutionMode::Simulated { seed: simulation.seed, faults: simulation.faults });
         }
         if eddy_rpc::launch::launched() {
-            return ExecutionMode::TaskExecutor;
+            return Ok(ExecutionMode::TaskExecutor);
         }
-        match &config.cluster {
+        Ok(match &config.cluster {
             Some(target) => ExecutionMode::Cluster(Box::new(target.clone())),
             None => ExecutionMode::Local,
-        }
+        })
     }
 }
 
@@ -83,7 +87,9 @@ impl LocalExecutor {
     /// [`ExecutionMode`]. In a task executor it returns once this process's subtasks
     /// ended, with a result that says so ([`JobResult::task_executor`]).
     pub fn execute(&self, graph: StreamGraph) -> Result<JobResult, JobError> {
-        match ExecutionMode::of(&graph.config) {
+        let mode = ExecutionMode::of(&graph.config)
+            .map_err(|message| JobError::InvalidJob { job: graph.job_name.clone(), message })?;
+        match mode {
             ExecutionMode::Local => {
                 let launcher = LocalLauncher { clock: self.clock.clone(), simulator: None };
                 JobMaster { launcher: &launcher }.run(graph)

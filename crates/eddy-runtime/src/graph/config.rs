@@ -114,6 +114,12 @@ impl JobConfig {
         self.checkpoint.interval_ms > 0
     }
 
+    /// The JobManager-memory checkpoint storage (Flink's `JobManagerCheckpointStorage`)
+    /// with this job's cap per task: the JobMaster's, and a task executor's.
+    pub fn memory_storage(&self) -> Arc<dyn eddy_checkpoint::storage::CheckpointStorage> {
+        Arc::new(eddy_checkpoint::storage::MemoryCheckpointStorage::new(self.checkpoint.memory_state_bytes_max))
+    }
+
     /// The restart strategy in force.
     pub fn restart_strategy(&self) -> RestartStrategy {
         match &self.restart {

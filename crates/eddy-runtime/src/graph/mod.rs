@@ -126,6 +126,12 @@ pub struct StreamGraph {
 }
 
 impl StreamGraph {
+    /// The slots a job needs: one slot holds one subtask of every operator (slot
+    /// sharing), so as many as its highest parallelism.
+    pub fn slots_needed(&self) -> u32 {
+        self.nodes.iter().map(|n| n.parallelism).max().unwrap_or(1)
+    }
+
     pub fn node(&self, id: NodeId) -> &StreamNode {
         &self.nodes[id.0 as usize]
     }

@@ -11,8 +11,7 @@ use super::restore::{load_latest, open_restore_path};
 use crate::deployment::restore::RestoreSource;
 use crate::graph::{JobConfig, RestoreFrom, StorageChoice};
 use eddy_checkpoint::storage::{
-    choose_latest, is_job_dir_of, CheckpointStorage, FoundJob, JobDirId, JobDirLock, MemoryCheckpointStorage,
-    JOB_FINISHED_FILE,
+    choose_latest, is_job_dir_of, CheckpointStorage, FoundJob, JobDirId, JobDirLock, JOB_FINISHED_FILE,
 };
 use eddy_checkpoint::CheckpointError;
 use eddy_types::RunSeed;
@@ -53,7 +52,7 @@ impl JobStorage {
             StorageChoice::Memory => {
                 // It writes nothing where it restored from: that directory stays free.
                 lock = None;
-                (Arc::new(MemoryCheckpointStorage::new(config.checkpoint.memory_state_bytes_max)), None)
+                (config.memory_storage(), None)
             }
             StorageChoice::Directory(base) => {
                 let base = base.to_string_lossy().into_owned();

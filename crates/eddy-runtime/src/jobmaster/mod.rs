@@ -248,7 +248,8 @@ impl JobMaster<'_> {
                             }
                             error = JobError::CheckpointFailover {
                                 job: job.clone(),
-                                message: format!("cannot restore after a failure: {e}"),
+                                message: "cannot restore after a failure".into(),
+                                source: Some(e),
                             };
                         }
                     }

@@ -48,7 +48,7 @@ impl RemoteLauncher {
     ) -> Result<JobResult, JobError> {
         let job = graph.job_name.clone();
         validate(&graph).map_err(|message| JobError::InvalidJob { job: job.clone(), message })?;
-        let parallelism = graph.nodes.iter().map(|n| n.parallelism).max().unwrap_or(1);
+        let parallelism = graph.slots_needed();
         let client = JobClient::submit(&target, &job, parallelism).map_err(|source| JobError::Cluster {
             job: job.clone(),
             message: format!("cannot submit the job to the JobManager at {}", target.jobmanager),
@@ -81,7 +81,7 @@ impl AttemptLauncher for RemoteLauncher {
         let cluster_error =
             |message: String| AttemptEnd::Failed(JobError::Cluster { job: job.clone(), message, source: None });
         let tasks: Vec<(NodeId, u32)> = plan.tasks(graph);
-        let slots = graph.nodes.iter().map(|n| n.parallelism).max().unwrap_or(1);
+        let slots = graph.slots_needed();
         let attempt = client.next_attempt();
         let request = JobMasterMessage::RequestSlots {
             attempt,
@@ -129,7 +129,7 @@ impl AttemptLauncher for RemoteLauncher {
                 return end;
             }
         };
-        let parallelism = graph.nodes.iter().map(|n| n.parallelism).max().unwrap_or(1);
+        let parallelism = graph.slots_needed();
         let owners = match slot_owners(&executors, parallelism) {
             Ok(owners) => owners,
             Err(e) => {
@@ -431,7 +431,8 @@ fn read_executor(
             }
             Ok(ExecutorMessage::TaskMetrics(counted)) => {
                 let mut metrics = metrics.lock().unwrap_or_else(|e| e.into_inner());
-                for task in counted {
+                // Only its own subtasks' counters.
+                for task in counted.into_iter().filter(|t| tasks.contains(&(t.task as usize))) {
                     metrics.insert(task.task, task);
                 }
             }

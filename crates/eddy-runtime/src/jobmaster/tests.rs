@@ -13,13 +13,87 @@ use crate::graph::{
 };
 use crate::task::{mailbox, Control, DeclineCause, MailboxReceiver, Mailboxes, TaskReport};
 use crossbeam_channel::{Receiver, Sender};
+use eddy_checkpoint::metadata::{CheckpointMetadata, StateHandle, TaskStateEntry};
 use eddy_checkpoint::retained::RetainedCheckpoints;
-use eddy_checkpoint::storage::{CheckpointStorage, MemoryCheckpointStorage, TaskStateWriter};
-use eddy_checkpoint::{CheckpointConfig, CheckpointId, SnapshotKind};
+use eddy_checkpoint::storage::{
+    CheckpointStorage, CompletedCheckpoint, MemoryCheckpointStorage, SavepointTargets, TaskStateWriter,
+};
+use eddy_checkpoint::{CheckpointConfig, CheckpointError, CheckpointId, OperatorSnapshot, SnapshotKind};
 use eddy_types::{ManualClock, MaxParallelism, NodeId};
 use std::cell::RefCell;
+use std::path::Path;
 use std::sync::atomic::AtomicBool;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+
+/// In-memory checkpoint storage that also records which checkpoints were discarded: the
+/// memory storage keeps nothing of a checkpoint before its metadata, so what the
+/// coordinator deletes is seen here.
+struct RecordingStorage {
+    inner: MemoryCheckpointStorage,
+    discarded: Mutex<Vec<u64>>,
+}
+
+impl Default for RecordingStorage {
+    fn default() -> Self {
+        RecordingStorage { inner: MemoryCheckpointStorage::new(1 << 20), discarded: Mutex::default() }
+    }
+}
+
+impl RecordingStorage {
+    fn discarded(&self) -> Vec<u64> {
+        let mut ids = self.discarded.lock().unwrap().clone();
+        ids.sort();
+        ids.dedup();
+        ids
+    }
+}
+
+impl CheckpointStorage for RecordingStorage {
+    fn describe(&self) -> String {
+        self.inner.describe()
+    }
+    fn write_task_state(
+        &self,
+        id: CheckpointId,
+        kind: SnapshotKind,
+        file_stem: &str,
+        framed: Vec<u8>,
+    ) -> Result<StateHandle, CheckpointError> {
+        self.inner.write_task_state(id, kind, file_stem, framed)
+    }
+    fn commit(&self, metadata: &CheckpointMetadata) -> Result<String, CheckpointError> {
+        self.inner.commit(metadata)
+    }
+    fn discard(&self, id: CheckpointId, kind: SnapshotKind) -> Result<(), CheckpointError> {
+        self.discarded.lock().unwrap().push(id.0);
+        self.inner.discard(id, kind)
+    }
+    fn completed(&self) -> Result<Vec<String>, CheckpointError> {
+        self.inner.completed()
+    }
+    fn load(&self, location: &str) -> Result<CompletedCheckpoint, CheckpointError> {
+        self.inner.load(location)
+    }
+    fn verify(&self, location: &str) -> Result<CheckpointMetadata, CheckpointError> {
+        self.inner.verify(location)
+    }
+    fn load_task_state(
+        &self,
+        location: &str,
+        entry: &TaskStateEntry,
+    ) -> Result<Vec<OperatorSnapshot>, CheckpointError> {
+        self.inner.load_task_state(location, entry)
+    }
+    fn upload_file(&self, relative: &str, source: &Path) -> Result<(u64, u32), CheckpointError> {
+        self.inner.upload_file(relative, source)
+    }
+    fn download_file(&self, relative: &str, target: &Path, bytes: u64, crc32: u32) -> Result<(), CheckpointError> {
+        self.inner.download_file(relative, target, bytes, crc32)
+    }
+    fn delete_file(&self, relative: &str) -> Result<(), CheckpointError> {
+        self.inner.delete_file(relative)
+    }
+}
 
 const INTERVAL_MS: u64 = 100;
 const TIMEOUT_MS: u64 = 1_000;
@@ -29,6 +103,7 @@ const TIMEOUT_MS: u64 = 1_000;
 struct Job {
     graph: Arc<StreamGraph>,
     plan: Arc<ChainPlan>,
+    recording: Arc<RecordingStorage>,
     storage: Arc<dyn CheckpointStorage>,
     retained: RefCell<RetainedCheckpoints>,
     savepoints: Option<Arc<dyn CheckpointStorage>>,
@@ -77,10 +152,12 @@ impl Job {
             }],
         };
         let plan = plan_chains(&graph);
+        let recording = Arc::new(RecordingStorage::default());
         Job {
             graph: Arc::new(graph),
             plan: Arc::new(plan),
-            storage: Arc::new(MemoryCheckpointStorage::new(1 << 20)),
+            storage: recording.clone(),
+            recording,
             retained,
             savepoints,
         }
@@ -92,7 +169,7 @@ impl Job {
         let tasks = self.plan.tasks(&self.graph);
         let (senders, inboxes): (Vec<_>, Vec<_>) = tasks.iter().map(|_| mailbox()).unzip();
         let clock = ManualClock::new(0);
-        let coordinator = AttemptCoordinator::new(
+        let mut coordinator = AttemptCoordinator::new(
             (&self.graph, &self.plan),
             (&self.storage, &self.retained, self.savepoints.clone()),
             (Mailboxes::new(senders), tasks.clone(), Arc::new(AtomicBool::new(false))),
@@ -100,6 +177,9 @@ impl Job {
             next_id,
             true,
         );
+        // Where savepoints go, shared with the tasks' writers, as in a local attempt.
+        let targets = SavepointTargets::default();
+        coordinator.savepoint_targets = targets.clone();
         let (reports, reports_rx) = crossbeam_channel::unbounded();
         let result = JobResult::new(self.graph.job_name.clone());
         let (storage, savepoints) = (self.storage.clone(), self.savepoints.clone());
@@ -109,6 +189,7 @@ impl Job {
                 graph: self.graph.clone(),
                 storage,
                 savepoints,
+                targets,
                 tasks,
                 inboxes,
                 reports,
@@ -139,6 +220,7 @@ struct Tasks {
     graph: Arc<StreamGraph>,
     storage: Arc<dyn CheckpointStorage>,
     savepoints: Option<Arc<dyn CheckpointStorage>>,
+    targets: SavepointTargets,
     tasks: Vec<(NodeId, u32)>,
     inboxes: Vec<MailboxReceiver>,
     reports: Sender<TaskReport>,
@@ -181,7 +263,8 @@ impl Tasks {
             node.name.clone(),
             subtask,
             &node.effective_uid(),
-        );
+        )
+        .with_savepoint_targets(self.targets.clone());
         let ack = writer.write(CheckpointId(id), kind, Vec::new()).unwrap();
         self.reports.send(TaskReport::Acknowledge { task, checkpoint: CheckpointId(id), ack }).unwrap();
     }
@@ -303,10 +386,13 @@ fn a_checkpoint_not_acknowledged_within_its_timeout_expires_and_a_late_acknowled
     assert_eq!(tasks.posted(2), vec![], "still pending one ms before its timeout");
     tasks.turn(&mut coordinator, 1);
     assert_eq!(tasks.posted(2), vec![aborted(1)], "expired at its timeout");
+    assert_eq!(job.recording.discarded(), vec![1], "what was written for it goes");
+    job.recording.discarded.lock().unwrap().clear();
     tasks.acknowledge(1, 1, SnapshotKind::Checkpoint);
     tasks.acknowledge(2, 1, SnapshotKind::Checkpoint);
     tasks.turn(&mut coordinator, 0);
     assert_eq!(job.stored(), Vec::<u64>::new(), "a late acknowledgement completes nothing");
+    assert_eq!(job.recording.discarded(), vec![1], "and what it wrote goes too");
     assert_eq!(tasks.result.checkpoints_completed, 0);
     assert!(matches!(coordinator.end(&tasks.reports_rx, &mut tasks.result), AttemptEnd::Finished));
     assert!(tasks.result.trace.iter().any(|line| line == "checkpoint 1 expired"), "{:?}", tasks.result.trace);
@@ -326,6 +412,7 @@ fn a_newer_checkpoint_completing_subsumes_an_older_pending_one() {
     tasks.acknowledge(0, 7, SnapshotKind::Checkpoint);
     tasks.turn(&mut coordinator, 0);
     assert_eq!(job.stored(), vec![8]);
+    assert_eq!(job.recording.discarded(), vec![7], "the subsumed checkpoint's parts go");
     assert_eq!(tasks.posted(2), vec![aborted(7), completed(8)], "7 is subsumed before 8 is announced");
     // Retention keeps one: a later checkpoint replaces 8.
     let _ = (tasks.posted(0), tasks.posted(1));
@@ -335,6 +422,7 @@ fn a_newer_checkpoint_completing_subsumes_an_older_pending_one() {
     }
     tasks.turn(&mut coordinator, 0);
     assert_eq!(job.stored(), vec![9], "one checkpoint retained");
+    assert_eq!(job.recording.discarded(), vec![7, 8], "8 is deleted once 9 replaced it");
     assert!(matches!(coordinator.end(&tasks.reports_rx, &mut tasks.result), AttemptEnd::Finished));
     assert!(tasks.result.trace.iter().any(|line| line == "checkpoint 7 subsumed"), "{:?}", tasks.result.trace);
 }
@@ -376,6 +464,7 @@ fn the_end_of_an_attempt_reports_the_first_real_failure_and_cleans_up_what_is_pe
         _ => panic!("the sink's failure must end the attempt"),
     }
     assert_eq!(job.stored(), Vec::<u64>::new(), "the pending checkpoint left nothing");
+    assert_eq!(job.recording.discarded(), vec![1], "what was written for the pending checkpoint goes");
     assert!(
         tasks.result.trace.iter().any(|line| line == "task 2 (sink 0) failed: UserCode"),
         "{:?}",
@@ -408,4 +497,22 @@ fn when_every_task_finished_the_final_checkpoint_is_asked_of_all_and_the_job_fin
         coordinator.task_exited(task, Ok(()));
     }
     assert!(matches!(coordinator.end(&tasks.reports_rx, &mut tasks.result), AttemptEnd::Finished));
+}
+
+#[test]
+fn a_root_cause_reported_after_a_cancellation_replaces_it() {
+    let job = Job::new(checkpointing(), None);
+    let (mut coordinator, mut tasks) = job.attempt(1);
+    // A task saw the cancellation of another's failure before that failure arrived.
+    coordinator.task_exited(0, Err(TaskError::Cancelled));
+    coordinator.task_exited(1, Err(TaskError::Lost("the connection to task executor 1 failed".into())));
+    coordinator.task_exited(2, Err(TaskError::Cancelled));
+    match coordinator.end(&tasks.reports_rx, &mut tasks.result) {
+        AttemptEnd::Failed(error @ JobError::TaskFailed { kind: FailureKind::Cluster, .. }) => {
+            assert!(error.is_restartable(), "{error}");
+            assert!(error.to_string().contains("(subtask 2/2)"), "{error}");
+        }
+        AttemptEnd::Failed(other) => panic!("the root cause, not the cancellation: {other}"),
+        _ => panic!("the attempt failed"),
+    }
 }

@@ -1,5 +1,6 @@
-//! The data plane (Flink's network stack): records, barriers, watermarks and ends of input between task executors
-//! of different TaskManagers, with Flink's credit-based flow control.
+//! The data plane (Flink's network stack): records, barriers, watermarks and ends of input
+//! between task executors of different TaskManagers, with Flink's credit-based flow
+//! control.
 //!
 //! - One TCP connection per ordered pair of task executors (producer → consumer), shared
 //!   by every channel between their subtasks; the consumer's credits flow back on it.
@@ -18,8 +19,10 @@
 //!   bounded by its credits. Without credit, the sender's bounded queue fills and the
 //!   producing subtask waits: backpressure reaches the source.
 //! - A connection lost while channels are still open fails their consumers with
-//!   [`TaskError::Lost`] naming the peer; the job restarts from its latest checkpoint.
+//!   [`TaskError::Lost`](crate::error::TaskError::Lost) naming the peer; the job restarts
+//!   from its latest checkpoint.
 //!
+//! Serialization happens here only, on the connections' threads, never on a task thread.
 //!
 //! - [`wire`]: the frame header, frame kinds and channel keys;
 //! - [`channel`]: a channel's two ends, where the record type is known (encoding into

@@ -86,8 +86,6 @@ fn read_credits(stream: Stream, credits: Sender<Result<(ChannelKey, u32), String
     }
 }
 
-/// The sender's loop (Flink's `PartitionRequestQueue`): one frame per channel with
-/// credit (or an event waiting) per round, so that channels share the connection fairly.
 /// What a data connection carried: bytes on the wire (before TLS), records, frames.
 #[derive(Debug, Default)]
 struct Sent {
@@ -96,6 +94,8 @@ struct Sent {
     frames: u64,
 }
 
+/// The sender's loop (Flink's `PartitionRequestQueue`): one frame per channel with
+/// credit (or an event waiting) per round, so that channels share the connection fairly.
 fn send_frames(
     stream: Stream,
     set: OutboundSet,

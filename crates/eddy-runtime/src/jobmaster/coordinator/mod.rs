@@ -21,6 +21,7 @@ pub(crate) use storing::discard_checkpoint;
 
 use super::{AttemptEnd, JobResult, TaskExit};
 use crate::channel::{CheckpointBarrier, CheckpointEvent};
+use crate::deployment::subtasks::subtask_name;
 use crate::error::{JobError, TaskError};
 use crate::graph::{ChainPlan, OperatorFactory, StreamGraph};
 use crate::task::{Control, DeclineCause, Mailboxes, TaskReport};
@@ -168,7 +169,6 @@ impl<'a> AttemptCoordinator<'a> {
         }
     }
 
-    /// The chain a task runs, for messages.
     /// Set once the attempt is being cancelled.
     pub(crate) fn cancel_flag(&self) -> Arc<AtomicBool> {
         self.cancel.clone()
@@ -181,7 +181,7 @@ impl<'a> AttemptCoordinator<'a> {
     /// A subtask as Flink names it: `chain (2/4)`.
     pub(crate) fn subtask_name(&self, index: usize) -> String {
         let (head, subtask) = self.tasks[index];
-        format!("{} ({}/{})", self.task_name(index), subtask + 1, self.graph.node(head).parallelism)
+        subtask_name(self.graph, self.plan, head, subtask)
     }
 
     pub(crate) fn task_name(&self, index: usize) -> String {
@@ -337,6 +337,7 @@ impl<'a> AttemptCoordinator<'a> {
                     "{} checkpoints in a row timed out or failed (tolerable: {})",
                     e.consecutive, e.tolerable
                 ),
+                source: None,
             });
         }
     }

@@ -16,6 +16,9 @@ use eddy_checkpoint::storage::CheckpointStorage;
 use eddy_checkpoint::{CheckpointError, CheckpointId, SnapshotKind};
 use std::sync::atomic::Ordering;
 
+/// Room left in a restore's start message for everything but the restored state.
+const RESTORE_MESSAGE_HEADROOM_BYTES: usize = 1 << 20;
+
 impl AttemptCoordinator<'_> {
     /// The final checkpoint completed: store it, then let sinks commit their end-of-input
     /// transactions (only once the checkpoint that holds them is stored).
@@ -25,6 +28,7 @@ impl AttemptCoordinator<'_> {
             return self.fail(JobError::CheckpointFailover {
                 job: self.graph.job_name.clone(),
                 message: format!("the final checkpoint {id} could not be stored; nothing of it was committed"),
+                source: None,
             });
         }
         if !self.cancel.load(Ordering::SeqCst) {
@@ -74,6 +78,7 @@ impl AttemptCoordinator<'_> {
                     "checkpoint {id} aborted: {reason}; {} failures in a row (tolerable: {})",
                     too_many.consecutive, too_many.tolerable
                 ),
+                source: None,
             });
         }
     }
@@ -85,6 +90,7 @@ impl AttemptCoordinator<'_> {
             self.fail(JobError::CheckpointFailover {
                 job: self.graph.job_name.clone(),
                 message: format!("the final checkpoint {id} failed; nothing of it was committed"),
+                source: None,
             });
         }
         match kind {
@@ -215,6 +221,14 @@ impl AttemptCoordinator<'_> {
         periodic: bool,
     ) -> bool {
         let storage = self.storage.clone();
+        if let Some(message) = self.too_large_to_restore_remotely(&checkpoint) {
+            // Every later checkpoint would be as large, and a restart could not restore it:
+            // the job fails now, saying so, rather than at its first restart.
+            discard_checkpoint(storage.as_ref(), &mut self.retained.borrow_mut(), checkpoint.id);
+            tracing::error!(checkpoint = %checkpoint.id, %message, "checkpoint cannot be restored on this cluster");
+            self.fail(JobError::Checkpoint { job: self.graph.job_name.clone(), message, source: None });
+            return false;
+        }
         // Counted at acknowledgement already; counted again (no effect) to check them all.
         let registered = checkpoint.task_states.iter().try_for_each(|ack| self.register_shared(checkpoint.id, ack));
         let written = match registered {
@@ -268,14 +282,36 @@ impl AttemptCoordinator<'_> {
                     self.fail(JobError::CheckpointFailover {
                         job: self.graph.job_name.clone(),
                         message: format!(
-                            "checkpoint {} could not be stored: {e}; {} failures in a row (tolerable: {})",
+                            "checkpoint {} could not be stored; {} failures in a row (tolerable: {})",
                             checkpoint.id, too_many.consecutive, too_many.tolerable
                         ),
+                        source: Some(e),
                     });
                 }
                 false
             }
         }
+    }
+
+    /// On a cluster, a restore hands the checkpoint's metadata to every task executor in
+    /// one control message: state kept in it (the JobManager's memory) must fit one.
+    fn too_large_to_restore_remotely(&self, checkpoint: &Completed<Acknowledged>) -> Option<String> {
+        self.hooks.as_ref()?;
+        let inline: usize = checkpoint
+            .task_states
+            .iter()
+            .map(|ack| match &ack.entry.handle {
+                StateHandle::Inline { payload } => payload.len(),
+                StateHandle::File { .. } => 0,
+            })
+            .sum();
+        let limit = eddy_rpc::frame::MESSAGE_BYTES_MAX - RESTORE_MESSAGE_HEADROOM_BYTES;
+        (inline > limit).then(|| {
+            format!(
+                "checkpoint {} holds {inline} bytes of state in the JobManager's memory; a restore on a cluster carries it to the task executors in one control message of at most {limit} bytes; use a checkpoint directory",
+                checkpoint.id
+            )
+        })
     }
 
     /// Completes a checkpoint or savepoint: its `_metadata`, from the tasks' handles.
