@@ -7,8 +7,8 @@ pub enum CheckpointError {
     Io { path: String, message: String },
     #[error("'{path}' is corrupt: {message}")]
     Corrupt { path: String, message: String },
-    #[error("'{path}' was written by format version {found}; this eddy reads versions up to {supported}")]
-    UnsupportedVersion { path: String, found: u32, supported: u32 },
+    #[error("'{path}' was written by format version {found}; this eddy reads versions {oldest} to {supported}")]
+    UnsupportedVersion { path: String, found: u32, oldest: u32, supported: u32 },
     #[error("no completed checkpoint in '{0}'")]
     NoCheckpoint(String),
     #[error("state of task '{task}' is {bytes} bytes, above the JobManager memory storage cap of {cap} bytes; use a checkpoint directory (filesystem storage) or raise the cap")]

@@ -12,8 +12,11 @@ use crate::snapshot::{CheckpointId, OperatorSnapshot, SnapshotKind};
 use serde::{Deserialize, Serialize};
 
 pub const METADATA_FILE: &str = "_metadata";
-/// The newest format this eddy writes and reads.
-pub const FORMAT_VERSION: u32 = 1;
+/// The format this eddy writes and reads. 2: keyed state records each state's declared
+/// type.
+pub const FORMAT_VERSION: u32 = 2;
+/// The oldest format this eddy reads.
+pub const FORMAT_VERSION_OLDEST: u32 = 2;
 const MAGIC: &[u8; 8] = b"EDDYCKPT";
 const HEADER_BYTES: usize = 8 + 4 + 8;
 
@@ -91,10 +94,11 @@ pub fn unframe<'a>(path: &str, bytes: &'a [u8]) -> Result<&'a [u8], CheckpointEr
         return Err(corrupt("not an eddy checkpoint file (bad magic or too short)".into()));
     }
     let version = u32::from_le_bytes(bytes[8..12].try_into().expect("4 bytes"));
-    if version > FORMAT_VERSION || version == 0 {
+    if !(FORMAT_VERSION_OLDEST..=FORMAT_VERSION).contains(&version) {
         return Err(CheckpointError::UnsupportedVersion {
             path: path.to_string(),
             found: version,
+            oldest: FORMAT_VERSION_OLDEST,
             supported: FORMAT_VERSION,
         });
     }

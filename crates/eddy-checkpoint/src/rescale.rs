@@ -30,6 +30,7 @@ pub fn rescale(
     let keyed = if old.iter().any(|o| o.keyed.is_some()) {
         let mut keyed = KeyedStateSnapshot { key_group_range: Some(range), ..KeyedStateSnapshot::default() };
         for snapshot in old.iter().filter_map(|o| o.keyed.as_ref()) {
+            keyed.add_state_types(&snapshot.state_types);
             for state in &snapshot.states {
                 keyed.add_key_groups(state, range);
             }

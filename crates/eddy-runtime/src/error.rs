@@ -40,7 +40,9 @@ impl TaskError {
         let operator = operator.to_string();
         match error.downcast_ref::<StateError>() {
             Some(StateError::Backend(message)) => TaskError::StateBackend { operator, message: message.clone() },
-            Some(e @ StateError::Deserialize { .. }) => TaskError::StateUnreadable { operator, message: e.to_string() },
+            Some(e @ (StateError::Deserialize { .. } | StateError::RestoredTypeChanged { .. })) => {
+                TaskError::StateUnreadable { operator, message: e.to_string() }
+            }
             Some(e @ (StateError::KeyGroupOutOfRange { .. } | StateError::BackendAlreadyInstalled)) => {
                 TaskError::Internal(format!("operator '{operator}': {e}"))
             }

@@ -119,6 +119,7 @@ impl KeyedBackendFactory for RocksDbStateBackend {
                     )));
                 }
                 canonical.states = snapshot.states;
+                canonical.state_types = snapshot.state_types;
                 match snapshot.native.as_slice() {
                     // The same key groups: open the files as they are.
                     [native] if native.key_group_range == range => restore_store(&dir, &memory, native)?,
@@ -134,7 +135,7 @@ impl KeyedBackendFactory for RocksDbStateBackend {
         let store = store.with_native_snapshots(range, self.incremental).with_instance_id(instance.seed.hex());
         let mut backend = TableKeyedStateBackend::new(range, instance.max_parallelism)
             .with_raw_store(Box::new(store), self.cache_entries);
-        if !canonical.states.is_empty() {
+        if !canonical.states.is_empty() || !canonical.state_types.is_empty() {
             backend.set_restored(canonical);
         }
         Ok(Box::new(backend))

@@ -69,6 +69,12 @@ impl StateMeta {
         }
     }
 
+    /// Its kind and type without the time to live: what a snapshot records
+    /// ([`crate::keyed::StateType`]).
+    pub(crate) fn declared_as(&self) -> String {
+        format!("{:?}State<{}>", self.kind, self.stored_type)
+    }
+
     pub(crate) fn describe(&self) -> String {
         match self.ttl {
             None => format!("{:?}State<{}>", self.kind, self.stored_type),

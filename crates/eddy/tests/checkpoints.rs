@@ -626,12 +626,15 @@ impl<T: Stored> KeyedProcessFunction<u64, u64, u64> for Total<T> {
 }
 
 /// Issue 18: a state whose type changed between a checkpoint and a restore failed when
-/// first read and then restarted forever (every restart reads the same bytes). It must
-/// fail at once, naming the state.
-#[test]
-fn restored_state_of_another_type_fails_the_job_at_once_naming_the_state() {
-    let dir = temp_dir("state-type");
+/// first read and then restarted forever (every restart reads the same bytes). Each
+/// snapshot records every state's declared type: the restore fails at once when the
+/// state is declared again, naming the state and both types, on either backend.
+fn restored_state_of_another_type_fails_at_once(name: &str, backend: fn(&std::path::Path) -> Option<Backend>) {
+    let dir = temp_dir(name);
     let env = Env::new();
+    if let Some(backend) = backend(&dir) {
+        backend.apply(&env);
+    }
     env.set_checkpoint_config(CheckpointConfig { interval_ms: 20, retain_on_cancel: true, ..Default::default() });
     env.set_checkpoint_dir(&dir);
     env.from_sequence(1, 2_000)
@@ -640,13 +643,16 @@ fn restored_state_of_another_type_fails_the_job_at_once_naming_the_state() {
         .process(Total::<u64>::default())
         .uid("total")
         .add_sink(CollectSink::new());
-    // A first pass writes 0 everywhere; a second adds the values.
     env.execute("types").unwrap();
     let checkpoint = checkpoint_dirs(&dir).pop().expect("a retained checkpoint");
 
     let (done_tx, done_rx) = std::sync::mpsc::channel();
+    let restore_dir = dir.clone();
     std::thread::spawn(move || {
         let env = Env::new();
+        if let Some(backend) = backend(&restore_dir) {
+            backend.apply(&env);
+        }
         env.enable_checkpointing(20);
         env.restore_from(&checkpoint);
         env.from_sequence(1, 2_000)
@@ -659,6 +665,41 @@ fn restored_state_of_another_type_fails_the_job_at_once_naming_the_state() {
     });
     let outcome = done_rx.recv_timeout(std::time::Duration::from_secs(30)).expect("the job ends, not a restart loop");
     let message = outcome.unwrap_err().to_string();
-    assert!(message.contains("cannot deserialize state 'total'") && message.contains("another type"), "{message}");
-    std::fs::remove_dir_all(&dir).unwrap();
+    assert!(
+        message.contains("state 'total' was checkpointed as ValueState<u64>")
+            && message.contains("declared as ValueState<(alloc::string::String, u64)>"),
+        "{message}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_dir_all(dir.with_extension("rocksdb"));
+}
+
+/// A state backend for a test, set on an `Env`.
+enum Backend {
+    #[cfg(feature = "rocksdb")]
+    RocksDb(std::path::PathBuf),
+}
+
+impl Backend {
+    fn apply(self, env: &Env) {
+        match self {
+            #[cfg(feature = "rocksdb")]
+            Backend::RocksDb(dir) => {
+                env.set_state_backend(eddy::state::RocksDbStateBackend::new(dir));
+            }
+        }
+    }
+}
+
+#[test]
+fn restored_state_of_another_type_fails_the_job_at_once_naming_the_state_and_both_types() {
+    restored_state_of_another_type_fails_at_once("state-type", |_| None);
+}
+
+#[cfg(feature = "rocksdb")]
+#[test]
+fn on_rocksdb_restored_state_of_another_type_fails_the_job_at_once_naming_both_types() {
+    // The database beside the checkpoint directory, not in it.
+    let backend = |dir: &std::path::Path| Some(Backend::RocksDb(dir.with_extension("rocksdb")));
+    restored_state_of_another_type_fails_at_once("state-type-rocksdb", backend);
 }

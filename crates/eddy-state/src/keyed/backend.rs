@@ -293,6 +293,10 @@ pub struct KeyedStateSnapshot {
     pub key_group_range: Option<KeyGroupRange>,
     pub states: Vec<KeyedStateEntries>,
     pub native: Vec<super::native::NativeSnapshot>,
+    /// Every state of the operator as it was declared (`ValueState<u64>`…), by name, so
+    /// that a restore refuses a state declared again as another type at once, naming
+    /// both (Flink checks serializer compatibility at registration).
+    pub state_types: Vec<StateType>,
     /// States whose key groups the asynchronous part builds (heap values copied in the
     /// synchronous part). Not part of the stored form.
     #[serde(skip)]
@@ -336,6 +340,25 @@ impl KeyedStateSnapshot {
                 ttl: state.ttl,
                 key_groups: taken.collect(),
             }),
+        }
+    }
+}
+
+/// A state's declared kind and type, as its snapshot records it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct StateType {
+    pub name: String,
+    /// `ValueState<u64>`, `MapState<alloc::string::String>`… (the type as Rust names it).
+    pub declared_as: String,
+}
+
+impl KeyedStateSnapshot {
+    /// Adds `types` to the recorded ones, each name once (the first one kept).
+    pub fn add_state_types<'a>(&mut self, types: impl IntoIterator<Item = &'a StateType>) {
+        for state_type in types {
+            if !self.state_types.iter().any(|known| known.name == state_type.name) {
+                self.state_types.push(state_type.clone());
+            }
         }
     }
 }

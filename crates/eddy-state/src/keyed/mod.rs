@@ -42,7 +42,7 @@ mod value;
 pub use aggregating::AggregatingState;
 pub use backend::{
     install_backend, take_backend, with_backend, CurrentKey, DeferredKeyGroups, DeferredState, InlineKey,
-    KeyedStateBackend, KeyedStateEntries, KeyedStateSnapshot, KeyedTable, StateId, TableSpec,
+    KeyedStateBackend, KeyedStateEntries, KeyedStateSnapshot, KeyedTable, StateId, StateType, TableSpec,
 };
 pub use canonical::canonical_key_group;
 pub use factory::{BackendInstance, HeapStateBackend, KeyedBackendFactory};

@@ -5,7 +5,8 @@
 
 use super::backend::TableSpec;
 use super::backend::{
-    CurrentKey, DeferredState, InlineKey, KeyedStateBackend, KeyedStateEntries, KeyedStateSnapshot, KeyedTable, StateId,
+    CurrentKey, DeferredState, InlineKey, KeyedStateBackend, KeyedStateEntries, KeyedStateSnapshot, KeyedTable,
+    StateId, StateType,
 };
 use super::canonical::canonical_key_group;
 use super::native::Unstored;
@@ -36,6 +37,9 @@ pub struct TableKeyedStateBackend {
     /// Restored key groups of states not declared yet; applied when they are declared
     /// (the value types are only known then), carried into snapshots until then.
     restored: Vec<KeyedStateEntries>,
+    /// The declared types of the restored states, checked when each is declared again and
+    /// carried into snapshots while it is not.
+    restored_types: Vec<StateType>,
     /// Where values live when they do not all fit on the heap (RocksDB).
     raw_store: Option<Box<dyn RawStore>>,
     cache_entries_max: usize,
@@ -51,6 +55,7 @@ impl TableKeyedStateBackend {
             current: CurrentKey::default(),
             states: Vec::new(),
             restored: Vec::new(),
+            restored_types: Vec::new(),
             raw_store: None,
             cache_entries_max: 0,
             clock: Arc::new(WallClock),
@@ -102,6 +107,20 @@ impl TableKeyedStateBackend {
     fn canonical_entries(&self, declared: &Declared) -> Result<KeyedStateEntries, StateError> {
         let key_groups = declared.table.snapshot_all_key_groups(self.range.start, self.range.len() as usize)?;
         Ok(KeyedStateEntries { name: declared.meta.name.clone(), ttl: declared.meta.ttl.is_some(), key_groups })
+    }
+
+    /// The declared type of every state: those declared in this run, and the restored
+    /// ones not declared again (their data travels on, and so does their type).
+    fn state_types(&self) -> Vec<StateType> {
+        let mut snapshot = KeyedStateSnapshot::default();
+        let declared: Vec<StateType> = self
+            .states
+            .iter()
+            .map(|d| StateType { name: d.meta.name.clone(), declared_as: d.meta.declared_as() })
+            .collect();
+        snapshot.add_state_types(&declared);
+        snapshot.add_state_types(&self.restored_types);
+        snapshot.state_types
     }
 
     /// Tables of the raw store that no state declared (restored from native files).
@@ -181,6 +200,15 @@ impl KeyedStateBackend for TableKeyedStateBackend {
             return Ok(StateId { backend_id: self.id, index: index as u32 });
         }
         // Checked before the store creates a table under the name.
+        if let Some(restored) = self.restored_types.iter().find(|r| r.name == meta.name) {
+            if restored.declared_as != meta.declared_as() {
+                return Err(StateError::RestoredTypeChanged {
+                    name: meta.name.clone(),
+                    restored: restored.declared_as.clone(),
+                    declared: meta.declared_as(),
+                });
+            }
+        }
         if let Some(restored) = self.restored.iter().find(|r| r.name == meta.name) {
             if restored.ttl != meta.ttl.is_some() {
                 let with = |ttl: bool| if ttl { "with a time to live" } else { "without a time to live" };
@@ -252,6 +280,7 @@ impl KeyedStateBackend for TableKeyedStateBackend {
     }
 
     fn set_restored(&mut self, snapshot: KeyedStateSnapshot) {
+        self.restored_types = snapshot.state_types;
         let range = self.range;
         self.restored = snapshot
             .states
@@ -282,7 +311,13 @@ impl KeyedStateBackend for TableKeyedStateBackend {
             }
             states.push(KeyedStateEntries { name, ttl: layout.has_ttl(), key_groups });
         }
-        Ok(KeyedStateSnapshot { key_group_range: Some(self.range), states, ..KeyedStateSnapshot::default() })
+        let state_types = self.state_types();
+        Ok(KeyedStateSnapshot {
+            key_group_range: Some(self.range),
+            states,
+            state_types,
+            ..KeyedStateSnapshot::default()
+        })
     }
 
     fn snapshot_for_checkpoint(
@@ -315,6 +350,7 @@ impl KeyedStateBackend for TableKeyedStateBackend {
                 key_group_range: Some(self.range),
                 states,
                 native: vec![native],
+                state_types: self.state_types(),
                 deferred: Unstored::default(),
             });
         }
@@ -335,6 +371,7 @@ impl KeyedStateBackend for TableKeyedStateBackend {
             key_group_range: Some(self.range),
             states: self.restored.clone(),
             native: Vec::new(),
+            state_types: self.state_types(),
             deferred: Unstored(deferred),
         })
     }
