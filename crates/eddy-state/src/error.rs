@@ -11,6 +11,8 @@ pub enum StateError {
     IncompatibleDeclaration { name: String, first: String, second: String },
     #[error("state '{name}' was checkpointed as {restored} and is declared as {declared} now: a restore cannot read it as another type; keep its type, or give the new state another name (and allow non-restored state to drop the old one)")]
     RestoredTypeChanged { name: String, restored: String, declared: String },
+    #[error("state '{state}' is used before it was declared: declare it in open() of the function that uses it (ctx.get_state(&descriptor) and the like)")]
+    NotDeclared { state: String },
     #[error("state '{state}' was used re-entrantly (from inside a reduce or aggregate function of a state); state functions must not access state")]
     Reentrant { state: String },
     #[error("state handle '{state}' belongs to another operator instance; declare state in open() of the function that uses it")]

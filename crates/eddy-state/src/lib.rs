@@ -13,11 +13,13 @@
 //! (serde + postcard) only when a snapshot is taken.
 
 pub mod conformance;
+mod declared;
 pub mod descriptor;
 pub mod error;
 pub mod keyed;
 pub mod operator;
 
+pub use declared::DeclaredState;
 pub use descriptor::{
     AggregateFunction, AggregatingStateDescriptor, ListStateDescriptor, MapStateDescriptor, ReducingStateDescriptor,
     StateKind, StateTtlConfig, TtlUpdateType, ValueStateDescriptor,

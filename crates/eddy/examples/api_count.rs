@@ -32,7 +32,7 @@ impl KeyedProcessFunction<String, (String, String), (String, u64)> for CountPerP
         _ctx: &mut KeyedContext<'_, String>,
         out: &mut Collector<'_, (String, u64)>,
     ) -> FunctionResult {
-        let count = self.count.as_ref().ok_or("state not declared")?;
+        let count = self.count.declared("count")?;
         let next = count.value()?.unwrap_or(0) + 1;
         count.update(next)?;
         out.collect((path, next));

@@ -21,7 +21,7 @@ impl RichFunction for FirstOnly {
 
 impl RichFlatMapFunction<(u64, String), (u64, String)> for FirstOnly {
     fn flat_map(&mut self, record: (u64, String), out: &mut Collector<'_, (u64, String)>) -> FunctionResult {
-        let seen = self.seen.as_ref().ok_or("state not declared")?;
+        let seen = self.seen.declared("seen")?;
         if seen.value()?.is_none() {
             seen.update(true)?;
             out.collect(record);

@@ -102,8 +102,8 @@ impl KeyedProcessFunction<u64, OrderEvent, Outcome> for StateMachine {
         ctx: &mut KeyedContext<'_, u64>,
         out: &mut Collector<'_, Outcome>,
     ) -> FunctionResult {
-        let state = self.state.as_ref().ok_or("state not declared")?;
-        let deadline = self.deadline.as_ref().ok_or("state not declared")?;
+        let state = self.state.declared("order-state")?;
+        let deadline = self.deadline.declared("payment-deadline")?;
         let current = state.value()?;
         match transition(current, event.action) {
             Transition::To(next) => {
@@ -143,10 +143,10 @@ impl KeyedProcessFunction<u64, OrderEvent, Outcome> for StateMachine {
         ctx: &mut KeyedContext<'_, u64>,
         out: &mut Collector<'_, Outcome>,
     ) -> FunctionResult {
-        let state = self.state.as_ref().ok_or("state not declared")?;
+        let state = self.state.declared("order-state")?;
         if state.value()? == Some(OrderState::AwaitingPayment) {
             state.clear()?;
-            self.deadline.as_ref().ok_or("state not declared")?.clear()?;
+            self.deadline.declared("payment-deadline")?.clear()?;
             out.collect(Outcome::Unpaid(*ctx.current_key()));
         }
         Ok(())

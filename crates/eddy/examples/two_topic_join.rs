@@ -32,7 +32,7 @@ impl RichFunction for StatefulJoin {
 
 impl CoFlatMapFunction<Record, Record, (String, i64, i64)> for StatefulJoin {
     fn flat_map1(&mut self, r: Record, out: &mut Collector<'_, (String, i64, i64)>) -> FunctionResult {
-        let (a, b) = (self.a.as_ref().ok_or("no state")?, self.b.as_ref().ok_or("no state")?);
+        let (a, b) = (self.a.declared("a")?, self.b.declared("b")?);
         a.update(r.value)?;
         if let Some(other) = b.value()? {
             out.collect((r.key, r.value, other));
@@ -41,7 +41,7 @@ impl CoFlatMapFunction<Record, Record, (String, i64, i64)> for StatefulJoin {
     }
 
     fn flat_map2(&mut self, r: Record, out: &mut Collector<'_, (String, i64, i64)>) -> FunctionResult {
-        let (a, b) = (self.a.as_ref().ok_or("no state")?, self.b.as_ref().ok_or("no state")?);
+        let (a, b) = (self.a.declared("a")?, self.b.declared("b")?);
         b.update(r.value)?;
         if let Some(other) = a.value()? {
             out.collect((r.key, other, r.value));

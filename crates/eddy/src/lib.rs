@@ -54,7 +54,7 @@ pub use logging::{log_to_stderr, LOG_FILTER_VAR};
 /// Keyed and operator state: descriptors, handles and the state backends.
 pub mod state {
     pub use eddy_state::{
-        AggregateFunction, AggregatingState, AggregatingStateDescriptor, BroadcastState, ListState,
+        AggregateFunction, AggregatingState, AggregatingStateDescriptor, BroadcastState, DeclaredState, ListState,
         ListStateDescriptor, MapState, MapStateDescriptor, OperatorListState, OperatorStateStore,
         ReadOnlyBroadcastState, ReducingState, ReducingStateDescriptor, StateError, ValueState, ValueStateDescriptor,
     };

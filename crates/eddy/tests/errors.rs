@@ -179,3 +179,36 @@ fn invalid_graphs_are_rejected_before_running() {
     let env = Env::new();
     assert!(failure(&env).contains("no operators"));
 }
+
+/// Forgets to declare its state in `open()`.
+#[derive(Clone, Default)]
+struct ForgetsToDeclare {
+    total: Option<ValueState<u64>>,
+}
+
+impl RichFunction for ForgetsToDeclare {}
+
+impl KeyedProcessFunction<u64, u64, u64> for ForgetsToDeclare {
+    fn process_element(
+        &mut self,
+        v: u64,
+        _ctx: &mut KeyedContext<'_, u64>,
+        out: &mut Collector<'_, u64>,
+    ) -> FunctionResult {
+        let total = self.total.declared("total")?;
+        total.update(v)?;
+        out.collect(v);
+        Ok(())
+    }
+}
+
+/// Issue 18: reading a state that was never declared gave only the user's own string.
+#[test]
+fn a_state_used_before_it_was_declared_names_the_state_and_the_operator() {
+    let env = Env::new();
+    env.set_parallelism(1);
+    env.from_sequence(0, 10).key_by(|v: &u64| *v).process(ForgetsToDeclare::default()).name("summer");
+    let message = failure(&env);
+    assert!(message.contains("operator 'summer'"), "{message}");
+    assert!(message.contains("state 'total' is used before it was declared"), "{message}");
+}
