@@ -171,8 +171,13 @@ mod tests {
         flipped[HEADER_BYTES + 2] ^= 1;
         assert!(unframe("f", &flipped).unwrap_err().to_string().contains("checksum mismatch"));
         let mut newer = framed.clone();
-        newer[8..12].copy_from_slice(&2u32.to_le_bytes());
-        assert!(unframe("f", &newer).unwrap_err().to_string().contains("format version 2"));
+        newer[8..12].copy_from_slice(&(FORMAT_VERSION + 1).to_le_bytes());
+        let err = unframe("f", &newer).unwrap_err().to_string();
+        assert!(err.contains(&format!("format version {}", FORMAT_VERSION + 1)), "{err}");
+        let mut older = framed.clone();
+        older[8..12].copy_from_slice(&(FORMAT_VERSION_OLDEST - 1).to_le_bytes());
+        let err = unframe("f", &older).unwrap_err().to_string();
+        assert!(err.contains(&format!("reads versions {FORMAT_VERSION_OLDEST} to {FORMAT_VERSION}")), "{err}");
         assert!(unframe("f", b"garbage").unwrap_err().to_string().contains("bad magic"));
     }
 }

@@ -13,7 +13,7 @@
 //!   in a full output queue, backpressure), so a subtask runs on its own
 //!   thread or, simulated, beside every other on one. Control messages are taken between
 //!   batches, never inside a user callback; snapshots are written off the task thread.
-//! - [`deployment`]: one process's part of an attempt, shared by every mode: the channels
+//! - `deployment`: one process's part of an attempt, shared by every mode: the channels
 //!   between subtasks, which old state each reads on a restore, and the subtasks built and
 //!   started;
 //! - [`jobmaster`]: the JobMaster: the job's life over its attempts (restart strategy,

@@ -9,6 +9,11 @@
 //!   state, held per operator instance, and the functions that redistribute them when the
 //!   parallelism changes.
 //!
+//! Functions keep their state handles in `Option`s filled in `open()`; [`DeclaredState`]
+//! reads one, naming the state when it was not declared. Each keyed snapshot records
+//! every state's declared type, so a restore refuses a state declared again as another
+//! type, naming both. [`conformance`] is the one suite every backend passes.
+//!
 //! Depends only on `eddy-types`. Values are kept as Rust values on the heap and serialized
 //! (serde + postcard) only when a snapshot is taken.
 

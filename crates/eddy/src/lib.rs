@@ -3,7 +3,9 @@
 //! This crate is what a job depends on: it re-exports the DataStream API ([`Env`],
 //! [`DataStream`], [`KeyedStream`], the function traits), the state types ([`state`]) and
 //! the runtime's results and errors, and [`log_to_stderr`] for what a running job logs.
-//! The `eddy` binary is the command line.
+//! [`cluster`] is how a program takes a cluster role (JobManager, TaskManager, job
+//! control) and submits its job to a cluster, both explicit calls in its `main`. The
+//! `eddy` binary is the command line.
 //!
 //! ```
 //! use eddy::prelude::*;

@@ -4,9 +4,9 @@
 //! - this file: [`LocalExecutor::execute`] picks the mode once: locally on threads,
 //!   simulated on one thread, as a task executor of a cluster job (when a TaskManager
 //!   started this process for it), or submitted to a cluster as the job's JobMaster;
-//! - [`local`]: an attempt's subtasks on threads of this process (or stepped by the
+//! - `local`: an attempt's subtasks on threads of this process (or stepped by the
 //!   simulator), coordinated by the JobMaster ([`crate::jobmaster`]);
-//! - [`simulation`]: the deterministic simulator and its seeded faults.
+//! - `simulation`: the deterministic simulator and its seeded faults.
 //!
 //! The JobMaster (restarts, checkpoints, savepoints) is the same in every mode but the
 //! task executor's, which runs subtasks for a JobMaster elsewhere.

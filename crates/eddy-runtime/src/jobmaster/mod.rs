@@ -2,21 +2,21 @@
 //! with its `CheckpointCoordinator` and restart strategy). In application mode it runs in
 //! the job's own binary, locally or for a cluster.
 //!
-//! - this file: the job's life over its attempts ([`JobMaster::run`]): its checkpoint
+//! - this file: the job's life over its attempts (`JobMaster::run`): its checkpoint
 //!   storage, what it restores, the restart strategy and what a restart restores;
-//! - [`coordinator`]: one attempt's checkpoint coordinator (triggers, acknowledgements,
+//! - `coordinator`: one attempt's checkpoint coordinator (triggers, acknowledgements,
 //!   declines, timeouts, savepoints, storing and retention, the first failure);
-//! - [`job_storage`]: the job's checkpoint storage, its job directory (locked while the job
+//! - `job_storage`: the job's checkpoint storage, its job directory (locked while the job
 //!   runs) and which checkpoint "the latest" is;
-//! - [`restore`]: finding the checkpoint to restore (its files checked), whether it fits
+//! - `restore`: finding the checkpoint to restore (its files checked), whether it fits
 //!   the job, CLAIM mode;
-//! - [`job_client`] and [`remote`]: on a cluster, the job's link to the JobManager and one
+//! - `job_client` and `remote`: on a cluster, the job's link to the JobManager and one
 //!   attempt run by task executors;
-//! - [`status`]: what `eddy status` shows of a running job;
+//! - `status`: what `eddy status` shows of a running job;
 //! - [`result`]: what a job reports when it ends.
 //!
 //! How an attempt's subtasks run (threads here, the simulator, task executors) is behind
-//! [`AttemptLauncher`]: the local thread launch and the simulator are the executor's
+//! `AttemptLauncher`: the local thread launch and the simulator are the executor's
 //! ([`crate::executor`]), the remote one is here.
 
 pub(crate) mod coordinator;

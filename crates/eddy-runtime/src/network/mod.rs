@@ -24,11 +24,11 @@
 //!
 //! Serialization happens here only, on the connections' threads, never on a task thread.
 //!
-//! - [`wire`]: the frame header, frame kinds and channel keys;
-//! - [`channel`]: a channel's two ends, where the record type is known (encoding into
+//! - `wire`: the frame header, frame kinds and channel keys;
+//! - `channel`: a channel's two ends, where the record type is known (encoding into
 //!   frames, decoding from them), and the input channel a consuming subtask reads;
 //! - [`credits`]: the credit bookkeeping of both sides, a small type of its own;
-//! - [`sender`] and [`receiver`]: one connection's threads on each side.
+//! - `sender` and `receiver`: one connection's threads on each side.
 
 mod channel;
 pub mod credits;

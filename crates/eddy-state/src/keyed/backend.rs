@@ -348,8 +348,11 @@ impl KeyedStateSnapshot {
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct StateType {
     pub name: String,
-    /// `ValueState<u64>`, `MapState<alloc::string::String>`… (the type as Rust names it).
+    /// `ValueState<u64>`, `MapState<alloc::string::String>`… (the type as Rust names it,
+    /// as stored: a time to live wraps values with their expiry).
     pub declared_as: String,
+    /// Declared with a time to live.
+    pub ttl: bool,
 }
 
 impl KeyedStateSnapshot {

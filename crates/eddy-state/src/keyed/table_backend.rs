@@ -116,7 +116,11 @@ impl TableKeyedStateBackend {
         let declared: Vec<StateType> = self
             .states
             .iter()
-            .map(|d| StateType { name: d.meta.name.clone(), declared_as: d.meta.declared_as() })
+            .map(|d| StateType {
+                name: d.meta.name.clone(),
+                declared_as: d.meta.declared_as(),
+                ttl: d.meta.ttl.is_some(),
+            })
             .collect();
         snapshot.add_state_types(&declared);
         snapshot.add_state_types(&self.restored_types);
@@ -200,7 +204,15 @@ impl KeyedStateBackend for TableKeyedStateBackend {
             return Ok(StateId { backend_id: self.id, index: index as u32 });
         }
         // Checked before the store creates a table under the name.
+        let with = |ttl: bool| if ttl { "with a time to live" } else { "without a time to live" };
         if let Some(restored) = self.restored_types.iter().find(|r| r.name == meta.name) {
+            if restored.ttl != meta.ttl.is_some() {
+                return Err(StateError::IncompatibleDeclaration {
+                    name: meta.name.clone(),
+                    first: format!("restored state {}", with(restored.ttl)),
+                    second: meta.describe(),
+                });
+            }
             if restored.declared_as != meta.declared_as() {
                 return Err(StateError::RestoredTypeChanged {
                     name: meta.name.clone(),
@@ -211,7 +223,6 @@ impl KeyedStateBackend for TableKeyedStateBackend {
         }
         if let Some(restored) = self.restored.iter().find(|r| r.name == meta.name) {
             if restored.ttl != meta.ttl.is_some() {
-                let with = |ttl: bool| if ttl { "with a time to live" } else { "without a time to live" };
                 return Err(StateError::IncompatibleDeclaration {
                     name: meta.name.clone(),
                     first: format!("restored state {}", with(restored.ttl)),
