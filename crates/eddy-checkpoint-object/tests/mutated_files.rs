@@ -19,6 +19,7 @@ fn fresh_checkpoint(dir: &Path) -> PathBuf {
     snapshot.operator.lists.push(eddy_state::operator::ListSnapshot {
         name: "offsets".into(),
         distribution: eddy_state::operator::ListDistribution::EvenSplit,
+        element_type: "u8".into(),
         elements: vec![vec![1, 2, 3], vec![4]],
     });
     let handle = storage

@@ -16,6 +16,7 @@ fn snapshot(uid: &str, subtask: u32, marker: u8) -> OperatorSnapshot {
     s.operator.lists.push(eddy_state::operator::ListSnapshot {
         name: "offsets".into(),
         distribution: eddy_state::operator::ListDistribution::EvenSplit,
+        element_type: "u8".into(),
         elements: vec![vec![marker]],
     });
     s

@@ -40,9 +40,12 @@ impl TaskError {
         let operator = operator.to_string();
         match error.downcast_ref::<StateError>() {
             Some(StateError::Backend(message)) => TaskError::StateBackend { operator, message: message.clone() },
-            Some(e @ (StateError::Deserialize { .. } | StateError::RestoredTypeChanged { .. })) => {
-                TaskError::StateUnreadable { operator, message: e.to_string() }
-            }
+            // The same bytes, or the same declarations, after every restart: none mends them.
+            Some(
+                e @ (StateError::Deserialize { .. }
+                | StateError::RestoredTypeChanged { .. }
+                | StateError::IncompatibleDeclaration { .. }),
+            ) => TaskError::StateUnreadable { operator, message: e.to_string() },
             Some(e @ (StateError::KeyGroupOutOfRange { .. } | StateError::BackendAlreadyInstalled)) => {
                 TaskError::Internal(format!("operator '{operator}': {e}"))
             }
@@ -77,7 +80,9 @@ pub enum FailureKind {
     /// A record type that cannot be serialized to cross processes: a restart cannot
     /// mend it, so the job fails at once.
     Unsendable,
-    /// Restored state that does not read as its declared type: no restart mends it.
+    /// Restored state that does not read as its declared type, a state declared again as
+    /// another type (or with a changed time to live), or declared twice with different
+    /// types: no restart mends it.
     StateUnreadable,
 }
 

@@ -96,3 +96,24 @@ fn mixing_distributions_of_one_name_across_instances_is_rejected() {
     let err = redistribute(&[a.snapshot().unwrap(), b.snapshot().unwrap()], 2).unwrap_err();
     assert!(err.to_string().contains("offsets"), "{err}");
 }
+
+/// Issue 18: operator state declared again as another type than its snapshot recorded is
+/// refused at declaration, naming both types, after a rescale too.
+#[test]
+fn operator_state_declared_again_as_another_type_is_refused_naming_both_types() {
+    for snapshot in [snapshots(2).swap_remove(0), redistribute(&snapshots(2), 3).unwrap().swap_remove(1)] {
+        let mut store = OperatorStateStore::restored_from(snapshot.clone());
+        let error = store.list_state(&ListStateDescriptor::<String>::new("offsets")).err().expect("another type");
+        let message = error.to_string();
+        assert!(
+            message.contains("state 'offsets' was checkpointed as EvenSplit ListState<u64>")
+                && message.contains("declared as EvenSplit ListState<alloc::string::String>"),
+            "{message}"
+        );
+        let mut store = OperatorStateStore::restored_from(snapshot);
+        let wrong = MapStateDescriptor::<String, u64>::new("rules");
+        let message = store.broadcast_state(&wrong).err().expect("another type").to_string();
+        assert!(message.contains("BroadcastState<(alloc::string::String, u32)>"), "{message}");
+        assert!(message.contains("BroadcastState<(alloc::string::String, u64)>"), "{message}");
+    }
+}

@@ -78,7 +78,7 @@ impl SubmitArgs {
     /// TaskManager gave it the cluster's credentials, and the secret file named here need
     /// not exist on its machine.
     pub fn apply_to(&self, env: &crate::Env) -> Result<(), String> {
-        if eddy_rpc::launch::launched() {
+        if is_task_executor() {
             return Ok(());
         }
         if let Some(target) = self.target()? {
@@ -86,6 +86,13 @@ impl SubmitArgs {
         }
         Ok(())
     }
+}
+
+/// Whether this process is a task executor: a TaskManager started the program to run
+/// subtasks of a cluster job (whose `execute` then returns with
+/// [`JobResult::task_executor`](crate::JobResult::task_executor) set).
+pub fn is_task_executor() -> bool {
+    eddy_rpc::launch::launched()
 }
 
 /// TLS for every connection of the cluster: all its processes take the same flags.

@@ -80,6 +80,7 @@ pub mod prelude {
         TumblingProcessingTimeWindows, WindowContext,
     };
     pub use eddy_api::*;
+    pub use eddy_checkpoint::restart::RestartStrategy;
     pub use eddy_runtime::graph::RestoreMode;
     pub use eddy_runtime::{CheckpointStats, Collector, FailureKind, JobError, JobResult};
 }

@@ -703,3 +703,73 @@ fn on_rocksdb_restored_state_of_another_type_fails_the_job_at_once_naming_both_t
     let backend = |dir: &std::path::Path| Some(Backend::RocksDb(dir.with_extension("rocksdb")));
     restored_state_of_another_type_fails_at_once("state-type-rocksdb", backend);
 }
+
+/// Keeps a running total, its state declared with a time to live when `ttl_ms` is set.
+#[derive(Clone, Default)]
+struct TotalWithTtl {
+    ttl_ms: Option<u64>,
+    total: Option<ValueState<u64>>,
+}
+
+impl RichFunction for TotalWithTtl {
+    fn open(&mut self, ctx: &mut RuntimeContext<'_>) -> FunctionResult {
+        let mut descriptor = ValueStateDescriptor::new("total");
+        if let Some(ttl_ms) = self.ttl_ms {
+            descriptor = descriptor.with_ttl(eddy::state::StateTtlConfig::new(ttl_ms));
+        }
+        self.total = Some(ctx.get_state(&descriptor)?);
+        Ok(())
+    }
+}
+
+impl KeyedProcessFunction<u64, u64, u64> for TotalWithTtl {
+    fn process_element(
+        &mut self,
+        v: u64,
+        _ctx: &mut KeyedContext<'_, u64>,
+        out: &mut Collector<'_, u64>,
+    ) -> FunctionResult {
+        let total = self.total.declared("total")?;
+        total.update(total.value()?.unwrap_or_default() + v)?;
+        out.collect(v);
+        Ok(())
+    }
+}
+
+/// A restored state declared with a time to live it did not have fails at once, as every
+/// restart would declare it the same way (it used to restart for ever).
+#[test]
+fn a_restored_state_declared_with_another_time_to_live_fails_the_job_at_once() {
+    let dir = temp_dir("state-ttl");
+    let env = Env::new();
+    env.set_checkpoint_config(CheckpointConfig { interval_ms: 20, retain_on_cancel: true, ..Default::default() });
+    env.set_checkpoint_dir(&dir);
+    env.from_sequence(1, 2_000)
+        .uid("numbers")
+        .key_by(|v: &u64| v % 10)
+        .process(TotalWithTtl::default())
+        .uid("total")
+        .add_sink(CollectSink::new());
+    env.execute("ttl").unwrap();
+    let checkpoint = checkpoint_dirs(&dir).pop().expect("a retained checkpoint");
+    let (done_tx, done_rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let env = Env::new();
+        env.enable_checkpointing(20);
+        env.restore_from(&checkpoint);
+        env.from_sequence(1, 2_000)
+            .uid("numbers")
+            .key_by(|v: &u64| v % 10)
+            .process(TotalWithTtl { ttl_ms: Some(60_000), total: None })
+            .uid("total")
+            .add_sink(CollectSink::new());
+        let _ = done_tx.send(env.execute("ttl").map(|r| r.restarts));
+    });
+    let outcome = done_rx.recv_timeout(std::time::Duration::from_secs(30)).expect("the job ends, not a restart loop");
+    let message = outcome.unwrap_err().to_string();
+    assert!(
+        message.contains("state 'total'") && message.contains("restored state without a time to live"),
+        "{message}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -1,6 +1,6 @@
 //! Redistribution of operator state when an operator's parallelism changes from p to p'.
 
-use super::store::{BroadcastSnapshot, ListDistribution, ListSnapshot, OperatorStateSnapshot};
+use super::store::{ListDistribution, ListSnapshot, OperatorStateSnapshot};
 use crate::error::StateError;
 
 /// Cuts `items` into `parts` contiguous pieces whose lengths differ by at most one, the
@@ -26,20 +26,20 @@ pub fn redistribute(
     }
     let mut new = vec![OperatorStateSnapshot::default(); new_parallelism];
 
-    let mut names: Vec<(&str, ListDistribution)> = Vec::new();
+    let mut names: Vec<(&str, ListDistribution, &str)> = Vec::new();
     for list in old.iter().flat_map(|s| &s.lists) {
-        match names.iter().find(|(n, _)| *n == list.name) {
-            Some((_, d)) if *d != list.distribution => {
+        match names.iter().find(|(n, _, _)| *n == list.name) {
+            Some((_, d, _)) if *d != list.distribution => {
                 return Err(StateError::Redistribution(format!(
                     "list state '{}' is {:?} in one instance and {:?} in another",
                     list.name, d, list.distribution
                 )))
             }
             Some(_) => {}
-            None => names.push((&list.name, list.distribution)),
+            None => names.push((&list.name, list.distribution, &list.element_type)),
         }
     }
-    for (name, distribution) in names {
+    for (name, distribution, element_type) in names {
         let all: Vec<Vec<u8>> = old
             .iter()
             .flat_map(|s| s.lists.iter().filter(|l| l.name == name))
@@ -50,19 +50,15 @@ pub fn redistribute(
             ListDistribution::Union => vec![all; new_parallelism],
         };
         for (instance, elements) in new.iter_mut().zip(parts) {
-            instance.lists.push(ListSnapshot { name: name.to_string(), distribution, elements });
+            let element_type = element_type.to_string();
+            instance.lists.push(ListSnapshot { name: name.to_string(), distribution, element_type, elements });
         }
     }
 
     if !old.is_empty() {
         for (i, instance) in new.iter_mut().enumerate() {
             let source = &old[i % old.len()];
-            instance.broadcasts.extend(
-                source
-                    .broadcasts
-                    .iter()
-                    .map(|b| BroadcastSnapshot { name: b.name.clone(), entries: b.entries.clone() }),
-            );
+            instance.broadcasts.extend(source.broadcasts.iter().cloned());
         }
     }
     Ok(new)

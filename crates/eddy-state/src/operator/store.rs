@@ -23,6 +23,8 @@ pub enum ListDistribution {
 pub struct ListSnapshot {
     pub name: String,
     pub distribution: ListDistribution,
+    /// The element type as declared (`u64`…), checked when it is declared again.
+    pub element_type: String,
     pub elements: Vec<Vec<u8>>,
 }
 
@@ -30,6 +32,8 @@ pub struct ListSnapshot {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BroadcastSnapshot {
     pub name: String,
+    /// The entry type as declared (`(K, V)`), checked when it is declared again.
+    pub entry_type: String,
     pub entries: Vec<(Vec<u8>, Vec<u8>)>,
 }
 
@@ -142,6 +146,14 @@ impl OperatorStateStore {
             None => {
                 let mut values: Vec<T> = Vec::new();
                 if let Some(pos) = self.restored.lists.iter().position(|l| l.name == name) {
+                    let restored = &self.restored.lists[pos];
+                    if restored.element_type != type_name::<T>() {
+                        return Err(StateError::RestoredTypeChanged {
+                            name: name.to_string(),
+                            restored: format!("{:?} ListState<{}>", restored.distribution, restored.element_type),
+                            declared: format!("{:?} ListState<{}>", distribution, type_name::<T>()),
+                        });
+                    }
                     let restored = self.restored.lists.swap_remove(pos);
                     values = restored.elements.iter().map(|e| decode_value(e, name)).collect::<Result<_, _>>()?;
                 }
@@ -199,6 +211,14 @@ impl OperatorStateStore {
         }
         let mut map: HashMap<K, V> = HashMap::new();
         if let Some(pos) = self.restored.broadcasts.iter().position(|b| b.name == name) {
+            let restored = &self.restored.broadcasts[pos];
+            if restored.entry_type != type_name::<(K, V)>() {
+                return Err(StateError::RestoredTypeChanged {
+                    name: name.to_string(),
+                    restored: format!("BroadcastState<{}>", restored.entry_type),
+                    declared: format!("BroadcastState<{}>", type_name::<(K, V)>()),
+                });
+            }
             let restored = self.restored.broadcasts.swap_remove(pos);
             for (k, v) in &restored.entries {
                 map.insert(decode_value(k, name)?, decode_value(v, name)?);
@@ -222,12 +242,14 @@ impl OperatorStateStore {
             snapshot.lists.push(ListSnapshot {
                 name: list.name.clone(),
                 distribution: list.distribution,
+                element_type: list.element_type.to_string(),
                 elements: (list.encode)(list.values.as_ref(), &list.name)?,
             });
         }
         for broadcast in &self.broadcasts {
             snapshot.broadcasts.push(BroadcastSnapshot {
                 name: broadcast.name.clone(),
+                entry_type: broadcast.entry_type.to_string(),
                 entries: (broadcast.encode)(broadcast.map.as_ref(), &broadcast.name)?,
             });
         }
