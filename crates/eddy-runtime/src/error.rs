@@ -44,7 +44,8 @@ impl TaskError {
             Some(
                 e @ (StateError::Deserialize { .. }
                 | StateError::RestoredTypeChanged { .. }
-                | StateError::IncompatibleDeclaration { .. }),
+                | StateError::IncompatibleDeclaration { .. }
+                | StateError::NotDeclared { .. }),
             ) => TaskError::StateUnreadable { operator, message: e.to_string() },
             Some(e @ (StateError::KeyGroupOutOfRange { .. } | StateError::BackendAlreadyInstalled)) => {
                 TaskError::Internal(format!("operator '{operator}': {e}"))
@@ -81,8 +82,8 @@ pub enum FailureKind {
     /// mend it, so the job fails at once.
     Unsendable,
     /// Restored state that does not read as its declared type, a state declared again as
-    /// another type (or with a changed time to live), or declared twice with different
-    /// types: no restart mends it.
+    /// another type (or with a changed time to live), declared twice with different types,
+    /// or used without being declared: no restart mends it.
     StateUnreadable,
 }
 

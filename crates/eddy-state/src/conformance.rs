@@ -38,6 +38,42 @@ pub fn run_all(factory: BackendFactory<'_>) {
     restore_by_key_group_range(factory);
     cache_smaller_than_state(factory);
     maps_survive_snapshots(factory);
+    declared_types_survive_snapshots(factory);
+}
+
+/// A state's declared type travels through snapshots, also through a restore that does
+/// not declare it again, and declaring it as another type is refused, naming both.
+fn declared_types_survive_snapshots(factory: BackendFactory<'_>) {
+    let max = MaxParallelism::default();
+    install_backend(factory(KeyGroupRange::all(max), max)).unwrap();
+    let counts = ValueState::declare(&ValueStateDescriptor::<u64>::new("counts")).unwrap();
+    for k in 0..20u64 {
+        set_key(&k);
+        counts.update(k).unwrap();
+    }
+    let first = take_backend().unwrap().snapshot().unwrap();
+    // Restored, not declared, snapshotted again: the type must travel on.
+    let mut carried = factory(KeyGroupRange::all(max), max);
+    carried.set_restored(first);
+    let second = carried.snapshot().unwrap();
+    let mut fresh = factory(KeyGroupRange::all(max), max);
+    fresh.set_restored(second.clone());
+    install_backend(fresh).unwrap();
+    let error = ValueState::declare(&ValueStateDescriptor::<String>::new("counts")).err().expect("another type");
+    assert!(
+        error
+            .to_string()
+            .contains("state 'counts' was checkpointed as ValueState<u64> and is declared as ValueState<String>"),
+        "{error}"
+    );
+    take_backend();
+    let mut fresh = factory(KeyGroupRange::all(max), max);
+    fresh.set_restored(second);
+    install_backend(fresh).unwrap();
+    let counts = ValueState::declare(&ValueStateDescriptor::<u64>::new("counts")).unwrap();
+    set_key(&7u64);
+    assert_eq!(counts.value().unwrap(), Some(7), "the same type reads its values");
+    take_backend();
 }
 
 /// Maps of several entries, some removed, through a snapshot into a fresh backend and

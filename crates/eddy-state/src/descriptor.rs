@@ -72,15 +72,37 @@ impl StateMeta {
     /// Its kind and type without the time to live: what a snapshot records
     /// ([`crate::keyed::StateType`]).
     pub(crate) fn declared_as(&self) -> String {
-        format!("{:?}State<{}>", self.kind, self.stored_type)
+        format!("{:?}State<{}>", self.kind, short_type_name(self.stored_type))
     }
 
     pub(crate) fn describe(&self) -> String {
         match self.ttl {
-            None => format!("{:?}State<{}>", self.kind, self.stored_type),
-            Some(ttl) => format!("{:?}State<{}> with a time to live of {} ms", self.kind, self.stored_type, ttl.ttl_ms),
+            None => self.declared_as(),
+            Some(ttl) => format!("{} with a time to live of {} ms", self.declared_as(), ttl.ttl_ms),
         }
     }
+}
+
+/// A type's name without module paths (`alloc::vec::Vec<app::Order>` → `Vec<Order>`):
+/// how snapshots record a state's type, so that moving a type between modules or
+/// binaries (an example, then the real job) restores, while another type is refused.
+pub(crate) fn short_type_name(full: &str) -> String {
+    let mut out = String::with_capacity(full.len());
+    // Where the path being read started in `out`: a `::` drops what came since.
+    let mut path_start = 0;
+    let mut chars = full.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == ':' && chars.peek() == Some(&':') {
+            chars.next();
+            out.truncate(path_start);
+            continue;
+        }
+        out.push(c);
+        if !(c.is_alphanumeric() || c == '_') {
+            path_start = out.len();
+        }
+    }
+    out
 }
 
 /// Declares a `ValueState<T>`: one value per key, with an optional default returned when
@@ -242,5 +264,21 @@ impl<F: AggregateFunction> AggregatingStateDescriptor<F> {
     pub fn with_ttl(mut self, ttl: StateTtlConfig) -> Self {
         self.ttl = Some(ttl);
         self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::short_type_name;
+
+    #[test]
+    fn type_names_lose_their_module_paths_only() {
+        assert_eq!(short_type_name("u64"), "u64");
+        assert_eq!(short_type_name("alloc::vec::Vec<(u64, u64)>"), "Vec<(u64, u64)>");
+        assert_eq!(
+            short_type_name("std::collections::hash::map::HashMap<alloc::string::String, app::orders::Order>"),
+            "HashMap<String, Order>"
+        );
+        assert_eq!(short_type_name("(alloc::string::String, [u8; 4], &str)"), "(String, [u8; 4], &str)");
     }
 }

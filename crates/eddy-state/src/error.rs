@@ -9,7 +9,7 @@ pub enum StateError {
     NoCurrentKey { state: String },
     #[error("state '{name}' is declared twice with different types: first as {first}, now as {second}; give each state its own name")]
     IncompatibleDeclaration { name: String, first: String, second: String },
-    #[error("state '{name}' was checkpointed as {restored} and is declared as {declared} now: a restore cannot read it as another type; keep its type, or give the new state another name (and allow non-restored state to drop the old one)")]
+    #[error("state '{name}' was checkpointed as {restored} and is declared as {declared} now: a restore cannot read it as another type; keep its type (its name without module paths), or give the new state another name")]
     RestoredTypeChanged { name: String, restored: String, declared: String },
     #[error("state '{state}' is used before it was declared: declare it in open() of the function that uses it (ctx.get_state(&descriptor) and the like)")]
     NotDeclared { state: String },

@@ -107,13 +107,13 @@ fn operator_state_declared_again_as_another_type_is_refused_naming_both_types() 
         let message = error.to_string();
         assert!(
             message.contains("state 'offsets' was checkpointed as EvenSplit ListState<u64>")
-                && message.contains("declared as EvenSplit ListState<alloc::string::String>"),
+                && message.contains("declared as EvenSplit ListState<String>"),
             "{message}"
         );
         let mut store = OperatorStateStore::restored_from(snapshot);
         let wrong = MapStateDescriptor::<String, u64>::new("rules");
         let message = store.broadcast_state(&wrong).err().expect("another type").to_string();
-        assert!(message.contains("BroadcastState<(alloc::string::String, u32)>"), "{message}");
-        assert!(message.contains("BroadcastState<(alloc::string::String, u64)>"), "{message}");
+        assert!(message.contains("BroadcastState<(String, u32)>"), "{message}");
+        assert!(message.contains("BroadcastState<(String, u64)>"), "{message}");
     }
 }

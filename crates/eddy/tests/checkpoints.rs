@@ -628,8 +628,13 @@ impl<T: Stored> KeyedProcessFunction<u64, u64, u64> for Total<T> {
 /// Issue 18: a state whose type changed between a checkpoint and a restore failed when
 /// first read and then restarted forever (every restart reads the same bytes). Each
 /// snapshot records every state's declared type: the restore fails at once when the
-/// state is declared again, naming the state and both types, on either backend.
-fn restored_state_of_another_type_fails_at_once(name: &str, backend: fn(&std::path::Path) -> Option<Backend>) {
+/// state is declared again, naming the state and both types, on either backend, and at
+/// another parallelism (the types cross a rescale).
+fn restored_state_of_another_type_fails_at_once(
+    name: &str,
+    backend: fn(&std::path::Path) -> Option<Backend>,
+    restore_parallelism: u32,
+) {
     let dir = temp_dir(name);
     let env = Env::new();
     if let Some(backend) = backend(&dir) {
@@ -654,6 +659,7 @@ fn restored_state_of_another_type_fails_at_once(name: &str, backend: fn(&std::pa
             backend.apply(&env);
         }
         env.enable_checkpointing(20);
+        env.set_parallelism(restore_parallelism);
         env.restore_from(&checkpoint);
         env.from_sequence(1, 2_000)
             .uid("numbers")
@@ -667,7 +673,7 @@ fn restored_state_of_another_type_fails_at_once(name: &str, backend: fn(&std::pa
     let message = outcome.unwrap_err().to_string();
     assert!(
         message.contains("state 'total' was checkpointed as ValueState<u64>")
-            && message.contains("declared as ValueState<(alloc::string::String, u64)>"),
+            && message.contains("declared as ValueState<(String, u64)>"),
         "{message}"
     );
     let _ = std::fs::remove_dir_all(&dir);
@@ -685,7 +691,7 @@ impl Backend {
         match self {
             #[cfg(feature = "rocksdb")]
             Backend::RocksDb(dir) => {
-                env.set_state_backend(eddy::state::RocksDbStateBackend::new(dir));
+                env.set_state_backend(eddy::state::RocksDbStateBackend::new(dir).with_incremental_checkpoints(true));
             }
         }
     }
@@ -693,15 +699,17 @@ impl Backend {
 
 #[test]
 fn restored_state_of_another_type_fails_the_job_at_once_naming_the_state_and_both_types() {
-    restored_state_of_another_type_fails_at_once("state-type", |_| None);
+    restored_state_of_another_type_fails_at_once("state-type", |_| None, 1);
+    restored_state_of_another_type_fails_at_once("state-type-rescaled", |_| None, 2);
 }
 
 #[cfg(feature = "rocksdb")]
 #[test]
 fn on_rocksdb_restored_state_of_another_type_fails_the_job_at_once_naming_both_types() {
-    // The database beside the checkpoint directory, not in it.
+    // The database beside the checkpoint directory, not in it; incremental (native) snapshots.
     let backend = |dir: &std::path::Path| Some(Backend::RocksDb(dir.with_extension("rocksdb")));
-    restored_state_of_another_type_fails_at_once("state-type-rocksdb", backend);
+    restored_state_of_another_type_fails_at_once("state-type-rocksdb", backend, 1);
+    restored_state_of_another_type_fails_at_once("state-type-rocksdb-rescaled", backend, 2);
 }
 
 /// Keeps a running total, its state declared with a time to live when `ttl_ms` is set.

@@ -113,9 +113,11 @@ impl TableKeyedStateBackend {
     /// ones not declared again (their data travels on, and so does their type).
     fn state_types(&self) -> Vec<StateType> {
         let mut snapshot = KeyedStateSnapshot::default();
+        // Timers are the operator's own (one internal type), covered by the format version.
         let declared: Vec<StateType> = self
             .states
             .iter()
+            .filter(|d| d.meta.kind != StateKind::Timers)
             .map(|d| StateType {
                 name: d.meta.name.clone(),
                 declared_as: d.meta.declared_as(),

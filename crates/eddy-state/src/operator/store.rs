@@ -2,7 +2,7 @@
 
 use super::broadcast::{BroadcastState, ReadOnlyBroadcastState};
 use super::list::OperatorListState;
-use crate::descriptor::{ListStateDescriptor, MapStateDescriptor};
+use crate::descriptor::{short_type_name, ListStateDescriptor, MapStateDescriptor};
 use crate::error::StateError;
 use crate::{MapKey, StateValue};
 use serde::{Deserialize, Serialize};
@@ -147,11 +147,12 @@ impl OperatorStateStore {
                 let mut values: Vec<T> = Vec::new();
                 if let Some(pos) = self.restored.lists.iter().position(|l| l.name == name) {
                     let restored = &self.restored.lists[pos];
-                    if restored.element_type != type_name::<T>() {
+                    let declared = short_type_name(type_name::<T>());
+                    if restored.element_type != declared {
                         return Err(StateError::RestoredTypeChanged {
                             name: name.to_string(),
                             restored: format!("{:?} ListState<{}>", restored.distribution, restored.element_type),
-                            declared: format!("{:?} ListState<{}>", distribution, type_name::<T>()),
+                            declared: format!("{distribution:?} ListState<{declared}>"),
                         });
                     }
                     let restored = self.restored.lists.swap_remove(pos);
@@ -212,11 +213,12 @@ impl OperatorStateStore {
         let mut map: HashMap<K, V> = HashMap::new();
         if let Some(pos) = self.restored.broadcasts.iter().position(|b| b.name == name) {
             let restored = &self.restored.broadcasts[pos];
-            if restored.entry_type != type_name::<(K, V)>() {
+            let declared = short_type_name(type_name::<(K, V)>());
+            if restored.entry_type != declared {
                 return Err(StateError::RestoredTypeChanged {
                     name: name.to_string(),
                     restored: format!("BroadcastState<{}>", restored.entry_type),
-                    declared: format!("BroadcastState<{}>", type_name::<(K, V)>()),
+                    declared: format!("BroadcastState<{declared}>"),
                 });
             }
             let restored = self.restored.broadcasts.swap_remove(pos);
@@ -242,14 +244,14 @@ impl OperatorStateStore {
             snapshot.lists.push(ListSnapshot {
                 name: list.name.clone(),
                 distribution: list.distribution,
-                element_type: list.element_type.to_string(),
+                element_type: short_type_name(list.element_type),
                 elements: (list.encode)(list.values.as_ref(), &list.name)?,
             });
         }
         for broadcast in &self.broadcasts {
             snapshot.broadcasts.push(BroadcastSnapshot {
                 name: broadcast.name.clone(),
-                entry_type: broadcast.entry_type.to_string(),
+                entry_type: short_type_name(broadcast.entry_type),
                 entries: (broadcast.encode)(broadcast.map.as_ref(), &broadcast.name)?,
             });
         }
