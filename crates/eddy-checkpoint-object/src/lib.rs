@@ -143,7 +143,7 @@ impl ObjectCheckpointStorage {
             }
             StateHandle::Inline { payload } => (format!("{}/{METADATA_FILE}", self.full(dir)), payload.clone()),
         };
-        let body = metadata::unframe(&name, &payload)?;
+        let (version, body) = metadata::unframe_versioned(&name, &payload)?;
         if let StateHandle::File { crc32, .. } = &task.handle {
             if crc32fast::hash(body) != *crc32 {
                 return Err(CheckpointError::Corrupt {
@@ -152,7 +152,7 @@ impl ObjectCheckpointStorage {
                 });
             }
         }
-        metadata::decode(&name, body)
+        metadata::decode_task_state(&name, version, body)
     }
 
     fn load_dir(&self, dir: &str) -> Result<CompletedCheckpoint, CheckpointError> {

@@ -26,6 +26,7 @@ pub mod acknowledgement;
 pub mod config;
 pub mod coordinator;
 pub mod error;
+mod legacy;
 pub mod metadata;
 pub mod rescale;
 pub mod restart;

@@ -12,11 +12,12 @@ use crate::snapshot::{CheckpointId, OperatorSnapshot, SnapshotKind};
 use serde::{Deserialize, Serialize};
 
 pub const METADATA_FILE: &str = "_metadata";
-/// The format this eddy writes and reads. 2: keyed state records each state's declared
+/// The format this eddy writes. 2: keyed and operator state record each state's declared
 /// type.
 pub const FORMAT_VERSION: u32 = 2;
-/// The oldest format this eddy reads.
-pub const FORMAT_VERSION_OLDEST: u32 = 2;
+/// The oldest format this eddy reads: task state of format 1 reads with its types unknown
+/// (`legacy.rs`); `_metadata` did not change.
+pub const FORMAT_VERSION_OLDEST: u32 = 1;
 const MAGIC: &[u8; 8] = b"EDDYCKPT";
 const HEADER_BYTES: usize = 8 + 4 + 8;
 
@@ -89,6 +90,11 @@ pub fn frame(payload: &[u8]) -> Vec<u8> {
 
 /// Checks a framed file and returns its payload; `path` names it in errors.
 pub fn unframe<'a>(path: &str, bytes: &'a [u8]) -> Result<&'a [u8], CheckpointError> {
+    unframe_versioned(path, bytes).map(|(_, payload)| payload)
+}
+
+/// [`unframe`], with the format version the file was written in.
+pub fn unframe_versioned<'a>(path: &str, bytes: &'a [u8]) -> Result<(u32, &'a [u8]), CheckpointError> {
     let corrupt = |message: String| CheckpointError::Corrupt { path: path.to_string(), message };
     if bytes.len() < HEADER_BYTES || &bytes[..8] != MAGIC {
         return Err(corrupt("not an eddy checkpoint file (bad magic or too short)".into()));
@@ -118,7 +124,15 @@ pub fn unframe<'a>(path: &str, bytes: &'a [u8]) -> Result<&'a [u8], CheckpointEr
     if stored != actual {
         return Err(corrupt(format!("checksum mismatch: stored {stored:08x}, computed {actual:08x}")));
     }
-    Ok(payload)
+    Ok((version, payload))
+}
+
+/// One task's state from the payload of a file of format `version`.
+pub fn decode_task_state(path: &str, version: u32, payload: &[u8]) -> Result<Vec<OperatorSnapshot>, CheckpointError> {
+    match version {
+        1 => crate::legacy::decode_task_state_v1(path, payload),
+        _ => decode(path, payload),
+    }
 }
 
 pub fn encode<T: Serialize>(value: &T) -> Result<Vec<u8>, CheckpointError> {

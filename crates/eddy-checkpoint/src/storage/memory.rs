@@ -92,7 +92,10 @@ impl CheckpointStorage for MemoryCheckpointStorage {
         entry: &TaskStateEntry,
     ) -> Result<Vec<OperatorSnapshot>, CheckpointError> {
         match &entry.handle {
-            StateHandle::Inline { payload } => metadata::decode(location, metadata::unframe(location, payload)?),
+            StateHandle::Inline { payload } => {
+                let (version, body) = metadata::unframe_versioned(location, payload)?;
+                metadata::decode_task_state(location, version, body)
+            }
             StateHandle::File { name, .. } => Err(CheckpointError::InvalidLocation {
                 location: format!("{location}/{name}"),
                 message: "the JobManager memory storage keeps no files".into(),

@@ -148,7 +148,8 @@ impl OperatorStateStore {
                 if let Some(pos) = self.restored.lists.iter().position(|l| l.name == name) {
                     let restored = &self.restored.lists[pos];
                     let declared = short_type_name(type_name::<T>());
-                    if restored.element_type != declared {
+                    // Unknown in a snapshot of format 1: nothing to check.
+                    if !restored.element_type.is_empty() && restored.element_type != declared {
                         return Err(StateError::RestoredTypeChanged {
                             name: name.to_string(),
                             restored: format!("{:?} ListState<{}>", restored.distribution, restored.element_type),
@@ -214,7 +215,7 @@ impl OperatorStateStore {
         if let Some(pos) = self.restored.broadcasts.iter().position(|b| b.name == name) {
             let restored = &self.restored.broadcasts[pos];
             let declared = short_type_name(type_name::<(K, V)>());
-            if restored.entry_type != declared {
+            if !restored.entry_type.is_empty() && restored.entry_type != declared {
                 return Err(StateError::RestoredTypeChanged {
                     name: name.to_string(),
                     restored: format!("BroadcastState<{}>", restored.entry_type),
