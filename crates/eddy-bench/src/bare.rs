@@ -54,13 +54,7 @@ pub fn api_count(args: &Args) -> anyhow::Result<Report> {
         };
         checksum = checksum.wrapping_add(checksum_of(&event.path, count).map_err(anyhow::Error::msg)?);
     }
-    Ok(Report {
-        events: args.events,
-        seconds: started.elapsed().as_secs_f64(),
-        checksum,
-        extra: Vec::new(),
-        task_executor: false,
-    })
+    Ok(Report::bare(args.events, started, checksum))
 }
 
 /// W2: the last `i` of each stream per key; a join is emitted when the other side is set.
@@ -81,13 +75,9 @@ pub fn join(args: &Args) -> anyhow::Result<Report> {
             }
         }
     }
-    Ok(Report {
-        task_executor: false,
-        events: 2 * args.events,
-        seconds: started.elapsed().as_secs_f64(),
-        checksum,
-        extra: vec![("emitted".to_string(), emitted.to_string())],
-    })
+    let mut report = Report::bare(2 * args.events, started, checksum);
+    report.extra.push(("emitted".to_string(), emitted.to_string()));
+    Ok(report)
 }
 
 /// W3: a count per key for the current window; the window's counts are emitted when an
@@ -117,11 +107,5 @@ pub fn window(args: &Args) -> anyhow::Result<Report> {
         *counts.entry(event.key).or_insert(0) += 1;
     }
     emit(current_start, &mut counts);
-    Ok(Report {
-        events: args.events,
-        seconds: started.elapsed().as_secs_f64(),
-        checksum,
-        extra: Vec::new(),
-        task_executor: false,
-    })
+    Ok(Report::bare(args.events, started, checksum))
 }

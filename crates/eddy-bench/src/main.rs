@@ -157,6 +157,13 @@ pub struct Report {
     pub task_executor: bool,
 }
 
+impl Report {
+    /// What a `--bare` run (one loop, no engine) started at `started` reports.
+    pub fn bare(events: u64, started: std::time::Instant, checksum: u64) -> Self {
+        Report { events, seconds: started.elapsed().as_secs_f64(), checksum, extra: Vec::new(), task_executor: false }
+    }
+}
+
 fn main() {
     // `eddy-bench jobmanager …` / `eddy-bench taskmanager …`: a cluster role.
     eddy::cluster::serve_role();

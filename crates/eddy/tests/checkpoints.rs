@@ -625,6 +625,32 @@ impl<T: Stored> KeyedProcessFunction<u64, u64, u64> for Total<T> {
     }
 }
 
+/// Runs `first` with a checkpoint retained, then restores from it a job that `second`
+/// builds, and returns why that job failed: it must fail within seconds, not restart in a
+/// loop. `first` and `second` also add their operators after `numbers`, keyed by `v % 10`.
+fn restore_fails_at_once(
+    dir: &Path,
+    first: impl Fn(&Env, KeyedStream<u64, u64>),
+    second: impl FnOnce(&Env, KeyedStream<u64, u64>) + Send + 'static,
+) -> String {
+    let env = Env::new();
+    env.set_checkpoint_config(CheckpointConfig { interval_ms: 20, retain_on_cancel: true, ..Default::default() });
+    env.set_checkpoint_dir(dir);
+    first(&env, env.from_sequence(1, 2_000).uid("numbers").key_by(|v: &u64| v % 10));
+    env.execute("restored").unwrap();
+    let checkpoint = checkpoint_dirs(dir).pop().expect("a retained checkpoint");
+    let (done_tx, done_rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let env = Env::new();
+        env.enable_checkpointing(20);
+        env.restore_from(&checkpoint);
+        second(&env, env.from_sequence(1, 2_000).uid("numbers").key_by(|v: &u64| v % 10));
+        let _ = done_tx.send(env.execute("restored").map(|r| r.restarts));
+    });
+    let outcome = done_rx.recv_timeout(std::time::Duration::from_secs(30)).expect("the job ends, not a restart loop");
+    outcome.unwrap_err().to_string()
+}
+
 /// Issue 18: a state whose type changed between a checkpoint and a restore failed when
 /// first read and then restarted forever (every restart reads the same bytes). Each
 /// snapshot records every state's declared type: the restore fails at once when the
@@ -636,41 +662,23 @@ fn restored_state_of_another_type_fails_at_once(
     restore_parallelism: u32,
 ) {
     let dir = temp_dir(name);
-    let env = Env::new();
-    if let Some(backend) = backend(&dir) {
-        backend.apply(&env);
-    }
-    env.set_checkpoint_config(CheckpointConfig { interval_ms: 20, retain_on_cancel: true, ..Default::default() });
-    env.set_checkpoint_dir(&dir);
-    env.from_sequence(1, 2_000)
-        .uid("numbers")
-        .key_by(|v: &u64| v % 10)
-        .process(Total::<u64>::default())
-        .uid("total")
-        .add_sink(CollectSink::new());
-    env.execute("types").unwrap();
-    let checkpoint = checkpoint_dirs(&dir).pop().expect("a retained checkpoint");
-
-    let (done_tx, done_rx) = std::sync::mpsc::channel();
-    let restore_dir = dir.clone();
-    std::thread::spawn(move || {
-        let env = Env::new();
-        if let Some(backend) = backend(&restore_dir) {
-            backend.apply(&env);
-        }
-        env.enable_checkpointing(20);
-        env.set_parallelism(restore_parallelism);
-        env.restore_from(&checkpoint);
-        env.from_sequence(1, 2_000)
-            .uid("numbers")
-            .key_by(|v: &u64| v % 10)
-            .process(Total::<(String, u64)>::default())
-            .uid("total")
-            .add_sink(CollectSink::new());
-        let _ = done_tx.send(env.execute("types").map(|r| r.restarts));
-    });
-    let outcome = done_rx.recv_timeout(std::time::Duration::from_secs(30)).expect("the job ends, not a restart loop");
-    let message = outcome.unwrap_err().to_string();
+    let db = dir.clone();
+    let message = restore_fails_at_once(
+        &dir,
+        |env, numbers| {
+            if let Some(backend) = backend(&dir) {
+                backend.apply(env);
+            }
+            numbers.process(Total::<u64>::default()).uid("total").add_sink(CollectSink::new());
+        },
+        move |env, numbers| {
+            if let Some(backend) = backend(&db) {
+                backend.apply(env);
+            }
+            env.set_parallelism(restore_parallelism);
+            numbers.process(Total::<(String, u64)>::default()).uid("total").add_sink(CollectSink::new());
+        },
+    );
     assert!(
         message.contains("state 'total' was checkpointed as ValueState<u64>")
             && message.contains("declared as ValueState<(String, u64)>"),
@@ -749,32 +757,16 @@ impl KeyedProcessFunction<u64, u64, u64> for TotalWithTtl {
 #[test]
 fn a_restored_state_declared_with_another_time_to_live_fails_the_job_at_once() {
     let dir = temp_dir("state-ttl");
-    let env = Env::new();
-    env.set_checkpoint_config(CheckpointConfig { interval_ms: 20, retain_on_cancel: true, ..Default::default() });
-    env.set_checkpoint_dir(&dir);
-    env.from_sequence(1, 2_000)
-        .uid("numbers")
-        .key_by(|v: &u64| v % 10)
-        .process(TotalWithTtl::default())
-        .uid("total")
-        .add_sink(CollectSink::new());
-    env.execute("ttl").unwrap();
-    let checkpoint = checkpoint_dirs(&dir).pop().expect("a retained checkpoint");
-    let (done_tx, done_rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let env = Env::new();
-        env.enable_checkpointing(20);
-        env.restore_from(&checkpoint);
-        env.from_sequence(1, 2_000)
-            .uid("numbers")
-            .key_by(|v: &u64| v % 10)
-            .process(TotalWithTtl { ttl_ms: Some(60_000), total: None })
-            .uid("total")
-            .add_sink(CollectSink::new());
-        let _ = done_tx.send(env.execute("ttl").map(|r| r.restarts));
-    });
-    let outcome = done_rx.recv_timeout(std::time::Duration::from_secs(30)).expect("the job ends, not a restart loop");
-    let message = outcome.unwrap_err().to_string();
+    let message = restore_fails_at_once(
+        &dir,
+        |_, numbers| {
+            numbers.process(TotalWithTtl::default()).uid("total").add_sink(CollectSink::new());
+        },
+        |_, numbers| {
+            let with_ttl = TotalWithTtl { ttl_ms: Some(60_000), total: None };
+            numbers.process(with_ttl).uid("total").add_sink(CollectSink::new());
+        },
+    );
     assert!(
         message.contains("state 'total'") && message.contains("restored state without a time to live"),
         "{message}"
