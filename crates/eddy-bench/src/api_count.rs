@@ -9,13 +9,25 @@ use eddy::sink::ExactlyOnceFileSink;
 
 /// Counts per path and emits `(path, count)` after every event.
 #[derive(Clone, Default)]
-struct CountPerPath {
+pub(crate) struct CountPerPath {
     count: Option<ValueState<u64>>,
 }
 
 impl RichFunction for CountPerPath {
     fn open(&mut self, ctx: &mut RuntimeContext<'_>) -> FunctionResult {
         self.count = Some(ctx.get_state(&ValueStateDescriptor::new("count"))?);
+        Ok(())
+    }
+}
+
+impl CountPerPath {
+    /// Adds one to `path`'s count and emits `(path, count)`.
+    #[inline]
+    fn count(&self, path: String, out: &mut Collector<'_, (String, u64)>) -> FunctionResult {
+        let state = self.count.as_ref().ok_or("count state not declared")?;
+        let count = state.value()?.unwrap_or(0) + 1;
+        state.update(count)?;
+        out.collect((path, count));
         Ok(())
     }
 }
@@ -27,11 +39,19 @@ impl KeyedProcessFunction<String, Event, (String, u64)> for CountPerPath {
         _ctx: &mut KeyedContext<'_, String>,
         out: &mut Collector<'_, (String, u64)>,
     ) -> FunctionResult {
-        let state = self.count.as_ref().ok_or("count state not declared")?;
-        let count = state.value()?.unwrap_or(0) + 1;
-        state.update(count)?;
-        out.collect((event.path, count));
-        Ok(())
+        self.count(event.path, out)
+    }
+}
+
+/// W1 over paths read from Kafka.
+impl KeyedProcessFunction<String, String, (String, u64)> for CountPerPath {
+    fn process_element(
+        &mut self,
+        path: String,
+        _ctx: &mut KeyedContext<'_, String>,
+        out: &mut Collector<'_, (String, u64)>,
+    ) -> FunctionResult {
+        self.count(path, out)
     }
 }
 
@@ -42,7 +62,7 @@ pub fn checksum_of(path: &str, count: u64) -> Result<u64, String> {
     Ok(splitmix64(key).wrapping_mul(count))
 }
 
-fn checksum_term((path, count): &(String, u64)) -> Result<u64, String> {
+pub(crate) fn checksum_term((path, count): &(String, u64)) -> Result<u64, String> {
     checksum_of(path, *count)
 }
 

@@ -18,6 +18,8 @@ pub fn checksum_of_job(result: &JobResult) -> u64 {
 /// inlined) over what it receives.
 pub struct ChecksumSink<T, F> {
     term: F,
+    /// The counter it publishes into.
+    name: &'static str,
     local: u64,
     counter: Option<LongCounter>,
     _type: std::marker::PhantomData<fn(&T)>,
@@ -27,6 +29,7 @@ impl<T, F: Clone> Clone for ChecksumSink<T, F> {
     fn clone(&self) -> Self {
         Self {
             term: self.term.clone(),
+            name: self.name,
             local: self.local,
             counter: self.counter.clone(),
             _type: std::marker::PhantomData,
@@ -38,7 +41,13 @@ impl<T, F: Fn(&T) -> Result<u64, String>> ChecksumSink<T, F> {
     /// Adds `term` of every record into the job's [`CHECKSUM`] counter when the job
     /// finished.
     pub fn new(term: F) -> Self {
-        Self { term, local: 0, counter: None, _type: std::marker::PhantomData }
+        Self::named(CHECKSUM, term)
+    }
+
+    /// Adds `term` of every record into the job's counter `name` (a count of records,
+    /// exactly once, with a term of 1).
+    pub fn named(name: &'static str, term: F) -> Self {
+        Self { term, name, local: 0, counter: None, _type: std::marker::PhantomData }
     }
 }
 
@@ -48,7 +57,7 @@ impl<T, F> RichFunction for ChecksumSink<T, F> {
     fn initialize_state(&mut self, ctx: &mut RuntimeContext<'_>) -> FunctionResult {
         let state = ctx.operator_state().list_state(&ListStateDescriptor::<u64>::new(CHECKSUM_STATE))?;
         self.local = state.as_slice().iter().fold(0u64, |a, b| a.wrapping_add(*b));
-        self.counter = Some(ctx.long_counter(CHECKSUM));
+        self.counter = Some(ctx.long_counter(self.name));
         Ok(())
     }
 

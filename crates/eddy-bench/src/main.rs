@@ -11,6 +11,7 @@ mod bare;
 mod checksum;
 mod generator;
 mod join;
+mod kafka;
 mod nexmark;
 mod options;
 mod rate;
@@ -39,6 +40,9 @@ enum Workload {
     LargeState,
     /// W5: the Nexmark queries (--query q0 … q8).
     Nexmark,
+    /// Writes W1's events into a Kafka topic (--brokers, --topic, --partitions, --events,
+    /// --keys).
+    KafkaProduce,
     /// Replays `key,timestamp` lines through an event-time window count, as
     /// shared/flink-oracle runs Apache Flink (--input, --window, --out-of-orderness,
     /// --allowed-lateness, --output FILE).
@@ -104,6 +108,8 @@ pub struct Args {
     pub watermark_interval_ms: u64,
     #[command(flatten)]
     pub checkpoints: options::CheckpointArgs,
+    #[command(flatten)]
+    pub kafka: kafka::KafkaArgs,
     #[command(flatten)]
     pub replay: window_replay::ReplayArgs,
     /// How often partial batches and network buffers go out while input keeps coming
@@ -172,7 +178,11 @@ fn main() {
     let large = matches!(cli.workload, Workload::LargeState);
     cli.args.keys.get_or_insert(if large { 2_000_000 } else { 10_000 });
     cli.args.backend.get_or_insert(if large { Backend::Rocksdb } else { Backend::Heap });
+    let on_kafka = cli.args.kafka.kafka.is_some();
     let report = match (cli.workload, cli.args.bare) {
+        (Workload::KafkaProduce, _) => kafka::produce(&cli.args),
+        (Workload::ApiCount, true) if on_kafka => kafka::bare(&cli.args),
+        (Workload::ApiCount, false) if on_kafka => kafka::api_count(&cli.args),
         (Workload::ApiCount, true) => bare::api_count(&cli.args),
         (Workload::Join, true) => bare::join(&cli.args),
         (Workload::Window, true) => bare::window(&cli.args),

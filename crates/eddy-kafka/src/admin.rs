@@ -61,9 +61,10 @@ pub fn add_partitions(brokers: &str, topic: &str, total: usize) -> Result<(), Ka
 }
 
 /// The partitions of `topic` with their end offsets (the offset the next record will
-/// get), in partition order.
+/// get, records of open transactions included), in partition order.
 pub fn end_offsets(brokers: &str, topic: &str) -> Result<Vec<(i32, i64)>, KafkaConnectorError> {
-    let properties = KafkaProperties::default();
+    let mut properties = KafkaProperties::default();
+    properties.set("isolation.level", "read_uncommitted");
     let consumer: BaseConsumer = properties
         .client_config(brokers, &[])
         .create()

@@ -27,6 +27,8 @@ pub mod testing;
 
 pub use client::KafkaProperties;
 pub use error::KafkaConnectorError;
+/// The librdkafka binding the connector is built on, for jobs that need it directly.
+pub use rdkafka;
 pub use sink::{DeliveryGuarantee, KafkaSerializationSchema, KafkaSink};
 pub use source::{
     BadRecord, KafkaDeserializationSchema, KafkaRecord, KafkaSource, OffsetResetStrategy, StartingOffsets,

@@ -214,54 +214,89 @@ pub fn produce(brokers: &str, topic: &str, records: &[(i32, String, Vec<u8>)]) -
 pub type ReadRecord = (i32, Vec<u8>, Vec<u8>);
 
 /// Every record of `topic` a `read_committed` consumer sees, up to each partition's end
-/// (give the writers time to finish first), as `(partition, key, value)` in partition
-/// and offset order.
+/// offset now, open transactions included: the read waits until they are decided (up to
+/// `wait`), as `(partition, key, value)` in partition and offset order.
 pub fn read_committed(brokers: &str, topic: &str, wait: Duration) -> Result<Vec<ReadRecord>, String> {
+    read_topic_as(brokers, topic, "read_committed", wait)
+}
+
+/// Every record of `topic` as an uncommitted reader sees it, up to each partition's end
+/// offset now. What the end-to-end tests compare: tansu 0.6's last stable offset can stay
+/// behind committed transactions for seconds, which stalls committed readers, and tests
+/// that kill a job do so between two of the sink's commits, where nothing is aborted and
+/// both readers see the same records.
+pub fn read_all(brokers: &str, topic: &str, wait: Duration) -> Result<Vec<ReadRecord>, String> {
+    read_topic_as(brokers, topic, "read_uncommitted", wait)
+}
+
+fn read_topic_as(brokers: &str, topic: &str, isolation: &str, wait: Duration) -> Result<Vec<ReadRecord>, String> {
     use rdkafka::consumer::{BaseConsumer, Consumer};
-    use rdkafka::error::KafkaError;
     use rdkafka::message::Message;
     use rdkafka::{Offset, TopicPartitionList};
-    let partitions = crate::admin::end_offsets(brokers, topic).map_err(|e| e.to_string())?;
+    let ends = crate::admin::end_offsets(brokers, topic).map_err(|e| e.to_string())?;
     let consumer: BaseConsumer = crate::KafkaProperties::default()
-        .client_config(
-            brokers,
-            &[
-                ("isolation.level", "read_committed"),
-                ("group.id", "eddy-test-reader"),
-                ("enable.partition.eof", "true"),
-            ],
-        )
+        .client_config(brokers, &[("isolation.level", isolation), ("group.id", "eddy-test-reader")])
         .create()
         .map_err(|e| e.to_string())?;
     let mut assignment = TopicPartitionList::new();
-    for (partition, _) in &partitions {
+    for (partition, _) in &ends {
         assignment.add_partition_offset(topic, *partition, Offset::Beginning).map_err(|e| e.to_string())?;
     }
     consumer.assign(&assignment).map_err(|e| e.to_string())?;
     let mut records: Vec<(i32, i64, Vec<u8>, Vec<u8>)> = Vec::new();
-    let mut at_end = std::collections::HashSet::new();
+    let mut reached: Vec<bool> = ends.iter().map(|(_, end)| *end <= 0).collect();
     let deadline = Instant::now() + wait;
-    while at_end.len() < partitions.len() {
+    while reached.iter().any(|r| !r) {
         match consumer.poll(Duration::from_millis(100)) {
             Some(Ok(message)) => {
-                at_end.remove(&message.partition());
+                let partition = message.partition();
+                if let Some(i) = ends.iter().position(|(p, _)| *p == partition) {
+                    reached[i] |= message.offset() + 1 >= ends[i].1;
+                }
                 records.push((
-                    message.partition(),
+                    partition,
                     message.offset(),
                     message.key().unwrap_or_default().to_vec(),
                     message.payload().unwrap_or_default().to_vec(),
                 ))
             }
-            Some(Err(KafkaError::PartitionEOF(partition))) => {
-                at_end.insert(partition);
-            }
             Some(Err(error)) => return Err(format!("reading {topic}: {error}")),
-            None if Instant::now() > deadline => {
-                return Err(format!("reading {topic} did not reach the end of every partition within {wait:?}"))
+            None => {
+                // Transaction markers at the end move the position without a message.
+                let positions = consumer.position().map_err(|e| e.to_string())?;
+                for (i, (partition, end)) in ends.iter().enumerate() {
+                    if let Some(Offset::Offset(p)) = positions.find_partition(topic, *partition).map(|e| e.offset()) {
+                        reached[i] |= p >= *end;
+                    }
+                }
+                if Instant::now() > deadline {
+                    return Err(format!("reading {topic} did not reach the end offsets {ends:?} within {wait:?}"));
+                }
             }
-            None => {}
         }
     }
     records.sort_by_key(|(partition, offset, _, _)| (*partition, *offset));
     Ok(records.into_iter().map(|(p, _, k, v)| (p, k, v)).collect())
+}
+
+/// Each partition's end offsets as committed and uncommitted readers see them, for the
+/// messages of failed tests.
+pub fn describe_ends(brokers: &str, topic: &str) -> String {
+    use rdkafka::consumer::{BaseConsumer, Consumer};
+    let Ok(partitions) = crate::admin::end_offsets(brokers, topic) else { return format!("{topic}: no metadata") };
+    let mut text = format!("{topic}:");
+    for isolation in ["read_committed", "read_uncommitted"] {
+        let Ok(consumer) = crate::KafkaProperties::default()
+            .client_config(brokers, &[("isolation.level", isolation)])
+            .create::<BaseConsumer>()
+        else {
+            continue;
+        };
+        let ends: Vec<String> = partitions
+            .iter()
+            .map(|(p, _)| format!("{:?}", consumer.fetch_watermarks(topic, *p, Duration::from_secs(10)).map(|w| w.1)))
+            .collect();
+        text.push_str(&format!(" {isolation} {}", ends.join(" ")));
+    }
+    text
 }

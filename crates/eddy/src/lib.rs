@@ -30,6 +30,13 @@
 
 pub mod cluster;
 
+/// Connectors to outside systems, each behind a feature of its own.
+pub mod connector {
+    /// Kafka: `KafkaSource` and `KafkaSink` (feature `kafka`).
+    #[cfg(feature = "kafka")]
+    pub use eddy_kafka as kafka;
+}
+
 /// Defaults of the runtime a job's command line may want to show.
 pub mod runtime_defaults {
     /// Flink's `execution.buffer-timeout`: see `Env::set_buffer_timeout`.

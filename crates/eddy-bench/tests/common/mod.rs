@@ -1,9 +1,13 @@
-//! What the process tests share: reading what an exactly-once file sink committed.
+//! What the process tests share: reading what an exactly-once file sink committed, and
+//! the processes they start (`process`).
+
+pub mod process;
 
 use std::path::Path;
 
 /// Every committed line of an output directory, sorted; no uncommitted (hidden) file may
 /// remain.
+#[allow(dead_code)] // not every test binary reads a file sink
 pub fn output(dir: &Path) -> Vec<String> {
     let mut lines = Vec::new();
     for entry in std::fs::read_dir(dir).unwrap().flatten() {

@@ -63,7 +63,14 @@ pub(crate) fn read_marker(
             .create()
             .map_err(|e| KafkaConnectorError::client("creating a progress reader", brokers, e))
     };
-    let end = crate::admin::probe_end_offsets(brokers, properties, topic, &[0], Duration::from_secs(30))?[0];
+    // The end uncommitted readers see: every marker ever written lies before it, also
+    // those of transactions still open (another slot's, aborted when its new owner fences
+    // it). A committed reader passes it only once they are all decided; stopping at the
+    // last stable offset instead could miss this slot's newest marker behind another
+    // slot's open transaction, and send an epoch again that Kafka already has.
+    let mut uncommitted = properties.clone();
+    uncommitted.set("isolation.level", "read_uncommitted");
+    let end = crate::admin::probe_end_offsets(brokers, &uncommitted, topic, &[0], Duration::from_secs(30))?[0];
     if end <= 0 {
         return Ok(None);
     }
