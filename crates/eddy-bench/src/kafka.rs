@@ -48,6 +48,9 @@ pub struct KafkaArgs {
     /// api-count --kafka: the sink's delivery guarantee.
     #[arg(long, value_enum, default_value_t = Delivery::ExactlyOnce)]
     pub delivery: Delivery,
+    /// kafka-latency: how the output is read (`read_committed` or `read_uncommitted`).
+    #[arg(long, default_value = "read_committed")]
+    pub isolation: String,
 }
 
 fn need<'a>(value: &'a Option<String>, flag: &str) -> anyhow::Result<&'a str> {
@@ -204,4 +207,84 @@ pub fn bare(args: &Args) -> anyhow::Result<Report> {
         }
     }
     Ok(Report::bare(events, started, checksum))
+}
+
+/// `kafka-latency`: writes W1's events into `--topic` at `--rate` while reading
+/// `--output-topic` (as `--isolation` readers do), and reports how long each `(path,
+/// count)` took from its event's send to being readable: end-to-end latency of a job
+/// running `api-count --kafka` between the two (started beforehand, unbounded).
+pub fn latency(args: &Args) -> anyhow::Result<Report> {
+    use eddy::connector::kafka::rdkafka::consumer::{BaseConsumer, Consumer};
+    use eddy::connector::kafka::rdkafka::message::Message;
+    use eddy::connector::kafka::rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+    use eddy::connector::kafka::rdkafka::{ClientConfig, Offset, TopicPartitionList};
+    use std::collections::HashMap;
+    use std::sync::{Arc, Mutex};
+    let brokers = need(&args.kafka.kafka, "--brokers")?.to_string();
+    let topic = need(&args.kafka.topic, "--topic")?.to_string();
+    let output = need(&args.kafka.output_topic, "--output-topic")?.to_string();
+    anyhow::ensure!(args.rate > 0, "kafka-latency needs --rate");
+    let ends = eddy::connector::kafka::admin::end_offsets(&brokers, &output)?;
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", &brokers)
+        .set("group.id", "eddy-bench-latency")
+        .set("isolation.level", args.kafka.isolation.as_str())
+        .create()?;
+    let mut assignment = TopicPartitionList::new();
+    for (partition, end) in &ends {
+        assignment.add_partition_offset(&output, *partition, Offset::Offset(*end))?;
+    }
+    consumer.assign(&assignment)?;
+    let sent: Arc<Mutex<HashMap<(String, u64), Instant>>> = Arc::default();
+    let producer_sent = sent.clone();
+    let (events, keys, rate) = (args.events, args.keys(), args.rate);
+    let producer_thread = std::thread::spawn(move || -> anyhow::Result<()> {
+        let producer: BaseProducer =
+            ClientConfig::new().set("bootstrap.servers", &brokers).set("linger.ms", "1").create()?;
+        let mut limiter = RateLimiter::new(rate);
+        let mut counts: HashMap<String, u64> = HashMap::new();
+        for i in 0..events {
+            limiter.admit();
+            let event = Event::generate(1, i, keys);
+            let count = counts.entry(event.path.clone()).or_insert(0);
+            *count += 1;
+            producer_sent.lock().unwrap().insert((event.path.clone(), *count), Instant::now());
+            let line = format!("{},{},{},{}", event.i, event.method.as_str(), event.timestamp_ms, event.path);
+            let mut record = BaseRecord::to(&topic).key(event.path.as_str()).payload(line.as_str());
+            while let Err((_, back)) = producer.send(record) {
+                record = back;
+                producer.poll(Duration::from_millis(1));
+            }
+            producer.poll(Duration::ZERO);
+        }
+        producer.flush(Duration::from_secs(60))?;
+        Ok(())
+    });
+    let started = Instant::now();
+    let mut latencies_us = Vec::with_capacity(events as usize);
+    let mut quiet_since = Instant::now();
+    while (latencies_us.len() as u64) < events && quiet_since.elapsed() < Duration::from_secs(30) {
+        let Some(message) = consumer.poll(Duration::from_millis(100)) else { continue };
+        let message = message?;
+        let now = Instant::now();
+        quiet_since = now;
+        let value = std::str::from_utf8(message.payload().unwrap_or_default())?;
+        let Some((path, count)) = value.split_once(',') else { continue };
+        let key = (path.to_string(), count.parse::<u64>()?);
+        if let Some(at) = sent.lock().unwrap().remove(&key) {
+            latencies_us.push(now.duration_since(at).as_micros() as u64);
+        }
+    }
+    producer_thread.join().map_err(|_| anyhow::anyhow!("the producer thread panicked"))??;
+    latencies_us.sort_unstable();
+    let at =
+        |q: f64| latencies_us.get(((latencies_us.len() as f64 * q) as usize).min(latencies_us.len().saturating_sub(1)));
+    let ms = |v: Option<&u64>| v.map_or("none".to_string(), |us| format!("{:.1}", *us as f64 / 1000.0));
+    let mut report = Report::bare(latencies_us.len() as u64, started, 0);
+    report.extra = vec![
+        ("latency_p50_ms".into(), ms(at(0.5))),
+        ("latency_p99_ms".into(), ms(at(0.99))),
+        ("latency_max_ms".into(), ms(latencies_us.last())),
+    ];
+    Ok(report)
 }

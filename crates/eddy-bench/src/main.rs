@@ -43,6 +43,9 @@ enum Workload {
     /// Writes W1's events into a Kafka topic (--brokers, --topic, --partitions, --events,
     /// --keys).
     KafkaProduce,
+    /// Writes W1's events into --topic at --rate and measures when each `(path, count)`
+    /// is readable in --output-topic (a job runs `api-count --kafka` between them).
+    KafkaLatency,
     /// Replays `key,timestamp` lines through an event-time window count, as
     /// shared/flink-oracle runs Apache Flink (--input, --window, --out-of-orderness,
     /// --allowed-lateness, --output FILE).
@@ -181,6 +184,7 @@ fn main() {
     let on_kafka = cli.args.kafka.kafka.is_some();
     let report = match (cli.workload, cli.args.bare) {
         (Workload::KafkaProduce, _) => kafka::produce(&cli.args),
+        (Workload::KafkaLatency, _) => kafka::latency(&cli.args),
         (Workload::ApiCount, true) if on_kafka => kafka::bare(&cli.args),
         (Workload::ApiCount, false) if on_kafka => kafka::api_count(&cli.args),
         (Workload::ApiCount, true) => bare::api_count(&cli.args),
