@@ -227,6 +227,7 @@ impl Env {
         function: S,
         non_parallel: bool,
     ) -> DataStream<T> {
+        let timestamps = function.timestamps();
         let node = NodeDraft {
             name: name.to_string(),
             uid: None,
@@ -238,7 +239,11 @@ impl Env {
             chainable: true,
         };
         let id = self.add_node(node, Vec::new());
-        DataStream::from_port(self.clone(), id, 0)
+        let stream = DataStream::from_port(self.clone(), id, 0);
+        match timestamps {
+            Some(timestamps) => DataStream { timestamps: Some(timestamps), ..stream },
+            None => stream,
+        }
     }
 
     /// A parallel source of the numbers `from..=to`, split into contiguous ranges across

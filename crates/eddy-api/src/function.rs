@@ -542,4 +542,15 @@ pub enum SourceStep {
 /// `initialize_state` / `snapshot_state`) to make the source replayable.
 pub trait SourceFunction<T>: RichFunction + Clone + Send + Sync + 'static {
     fn emit_batch(&mut self, max_records: usize, out: &mut Collector<'_, T>) -> FunctionResult<SourceStep>;
+
+    /// The records' event time, for a source that makes its own watermarks: the stream
+    /// it starts has these timestamps (windows read them). Default: none.
+    fn timestamps(&self) -> Option<crate::time::TimestampFn<T>> {
+        None
+    }
+
+    /// A source that tracks event time itself (per split: Flink's per-split watermarks in
+    /// `SourceOperator`) puts its watermark or its idleness here. Asked after every
+    /// `emit_batch`; only a watermark higher than the last one goes downstream.
+    fn emit_watermarks(&mut self, _output: &mut crate::time::WatermarkOutput) {}
 }

@@ -179,7 +179,7 @@ fn bounded_restore_stops_where_the_first_run_would_have() {
             .uid("in")
             .map(|v: String| {
                 // Slow enough that the first run is stopped before it read everything.
-                std::thread::sleep(Duration::from_micros(300));
+                std::thread::sleep(Duration::from_millis(2));
                 v
             })
             .uid("slow")
@@ -191,7 +191,8 @@ fn bounded_restore_stops_where_the_first_run_would_have() {
             .uid("out");
         env.execute("bounded").unwrap()
     };
-    let first = run(None, Some(300));
+    // The savepoint comes after the readers fixed their ends (they start within ~1 s).
+    let first = run(None, Some(1500));
     let savepoint = first.savepoint.expect("stopped with a savepoint");
     let partial = output_counts(&b, "bounded-out").len();
     assert!(partial < 3000, "the first run should have been stopped early, it wrote {partial}");
@@ -269,4 +270,65 @@ fn unreachable_brokers_are_waited_for() {
     let mut got: Vec<u64> = out.take().into_iter().map(|v| v.parse().unwrap()).collect();
     got.sort_unstable();
     assert_eq!(got, (0..2000).collect::<Vec<_>>());
+}
+
+/// Per-partition watermarks: a partition that gets no records goes idle after the
+/// strategy's idleness timeout and holds nobody back, so event-time windows fire while
+/// the job runs; without idleness the same job fires none (the empty partition's
+/// watermark stays at the start of time).
+#[test]
+fn an_idle_partition_does_not_hold_back_event_time() {
+    use eddy_api::time::WatermarkStrategy;
+    use eddy_api::window::{window_function, TimeWindow, TumblingEventTimeWindows};
+    let broker = Broker::start().unwrap();
+    let b = broker.brokers.clone();
+    create_topic(&b, "clicks", 2, &[]).unwrap();
+    // Partition 0: timestamps 0, 100, …, 5000 (value = timestamp); partition 1: nothing.
+    let records: Vec<_> = (0..=50u64).map(|i| (0, i.to_string(), (i * 100).to_string().into_bytes())).collect();
+    produce(&b, "clicks", &records).unwrap();
+    let dir = scratch("idle");
+    let run = |idleness: Option<Duration>, output: &str| {
+        let env = Env::new();
+        env.stop_with_savepoint_after(dir.join(output), 3000);
+        let mut strategy =
+            WatermarkStrategy::for_monotonous_timestamps().with_timestamp_assigner(|(t, _): &(i64, u64)| *t);
+        if let Some(timeout) = idleness {
+            strategy = strategy.with_idleness(timeout);
+        }
+        let clicks = |record: &eddy_kafka::KafkaRecord<'_>| -> Result<Option<(i64, u64)>, String> {
+            let text = std::str::from_utf8(record.value().unwrap_or_default()).map_err(|e| e.to_string())?;
+            Ok(Some((text.parse::<i64>().map_err(|e| e.to_string())?, 1)))
+        };
+        env.add_parallel_source(KafkaSource::new(&b, &["clicks"], clicks).with_watermarks(strategy))
+            .uid("clicks")
+            .key_by(|_: &(i64, u64)| 0u8)
+            .window(TumblingEventTimeWindows::of(Duration::from_millis(1000)))
+            .reduce_with(
+                |(t, a), (_, b)| (t, a + b),
+                window_function(|_: &u8, window: &TimeWindow, sums: &mut dyn Iterator<Item = (i64, u64)>, out| {
+                    for (_, count) in sums {
+                        out.collect(format!("{}:{count}", window.start));
+                    }
+                }),
+            )
+            .uid("windows")
+            .add_sink(
+                KafkaSink::new(&b, output, write_values)
+                    .with_delivery_guarantee(DeliveryGuarantee::ExactlyOnce)
+                    .with_transactional_id_prefix(output),
+            )
+            .uid("out");
+        env.execute("idle partition").unwrap();
+        let mut windows: Vec<String> = read_all(&b, output, WAIT)
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(_, _, v)| String::from_utf8(v).unwrap())
+            .collect();
+        windows.sort_by_key(|w| w.split(':').next().unwrap().parse::<i64>().unwrap());
+        windows
+    };
+    // Watermark 4999 after the record at 5000: windows up to [4000, 5000) fire.
+    let expected: Vec<String> = (0..5).map(|w| format!("{}:10", w * 1000)).collect();
+    assert_eq!(run(Some(Duration::from_millis(300)), "windows-idle"), expected);
+    assert_eq!(run(None, "windows-waiting"), Vec::<String>::new());
 }

@@ -2,6 +2,7 @@
 
 use super::core::OperatorCore;
 use crate::function::{SourceFunction, SourceStep};
+use crate::time::{WatermarkForward, WatermarkOutput};
 use eddy_checkpoint::OperatorSnapshot;
 use eddy_runtime::channel::BATCH_RECORDS_MAX;
 use eddy_runtime::channel::{CheckpointBarrier, CheckpointEvent};
@@ -15,6 +16,9 @@ pub(crate) struct SourceOp<T, S> {
     function: S,
     main: Box<dyn Output<T>>,
     core: OperatorCore,
+    /// What the source says of event time, and what of it went downstream.
+    watermarks: WatermarkOutput,
+    forward: WatermarkForward,
 }
 
 impl<T: 'static, S: SourceFunction<T>> SourceOp<T, S> {
@@ -25,7 +29,13 @@ impl<T: 'static, S: SourceFunction<T>> SourceOp<T, S> {
                 Some(port) => TypedOutput::<T>::unerase(port),
                 None => Box::new(Discard),
             };
-            Box::new(Self { function: prototype.clone(), main, core })
+            Box::new(Self {
+                function: prototype.clone(),
+                main,
+                core,
+                watermarks: WatermarkOutput::default(),
+                forward: WatermarkForward::default(),
+            })
         })
     }
 }
@@ -75,7 +85,13 @@ impl<T, S: SourceFunction<T>> Lifecycle for SourceOp<T, S> {
 impl<T, S: SourceFunction<T>> SourceOperator for SourceOp<T, S> {
     fn emit(&mut self) -> SourceStatus {
         let previous = self.core.info.shared.enter(self.core.info.index);
-        let result = self.function.emit_batch(BATCH_RECORDS_MAX, &mut Collector::new(&mut *self.main));
+        let mut result = self.function.emit_batch(BATCH_RECORDS_MAX, &mut Collector::new(&mut *self.main));
+        if result.is_ok() {
+            self.function.emit_watermarks(&mut self.watermarks);
+            if let Err(error) = self.forward.forward(&mut self.watermarks, &mut *self.main) {
+                result = Err(Box::new(error));
+            }
+        }
         self.core.info.shared.leave(previous);
         match result {
             Ok(SourceStep::More) => SourceStatus::More,

@@ -9,10 +9,11 @@ use super::logic::NoLifecycle;
 use super::one_input::OneInputLogic;
 use super::timers::InternalTimers;
 use crate::function::{FunctionError, FunctionResult, RichFunction, SideOutputs};
-use crate::time::{AlignmentMember, TimestampFn, WatermarkGenerator, WatermarkOutput, WatermarkStrategy};
+use crate::time::{
+    AlignmentMember, TimestampFn, WatermarkForward, WatermarkGenerator, WatermarkOutput, WatermarkStrategy,
+};
 use eddy_runtime::task::OperatorInfo;
 use eddy_runtime::Output;
-use eddy_types::{Watermark, WatermarkStatus};
 
 pub(crate) struct TimestampsAndWatermarks<T> {
     strategy: WatermarkStrategy<T>,
@@ -20,8 +21,7 @@ pub(crate) struct TimestampsAndWatermarks<T> {
     /// Made on the first use, in the subtask.
     generator: Option<Box<dyn WatermarkGenerator<T>>>,
     output: WatermarkOutput,
-    emitted: i64,
-    idle: bool,
+    forward: WatermarkForward,
     /// A record came since the last periodic look.
     active_since_last_look: bool,
     last_active_ms: Option<i64>,
@@ -44,8 +44,7 @@ impl<T> TimestampsAndWatermarks<T> {
             timestamps,
             generator: None,
             output: WatermarkOutput::default(),
-            emitted: i64::MIN,
-            idle: false,
+            forward: WatermarkForward::default(),
             active_since_last_look: false,
             last_active_ms: None,
             alignment: None,
@@ -56,28 +55,7 @@ impl<T> TimestampsAndWatermarks<T> {
     /// Sends on what the generator put into its output.
     fn emit(&mut self, main: &mut dyn Output<T>) -> FunctionResult {
         let to_error = |e: eddy_runtime::TaskError| -> FunctionError { Box::new(e) };
-        if let Some(watermark) = self.output.watermark.take() {
-            if watermark > self.emitted {
-                self.emitted = watermark;
-                if self.idle {
-                    self.idle = false;
-                    main.on_watermark_status(WatermarkStatus::Active).map_err(to_error)?;
-                }
-                main.on_watermark(Watermark(watermark)).map_err(to_error)?;
-            }
-        }
-        match self.output.idle.take() {
-            Some(true) if !self.idle => {
-                self.idle = true;
-                main.on_watermark_status(WatermarkStatus::Idle).map_err(to_error)?;
-            }
-            Some(false) if self.idle => {
-                self.idle = false;
-                main.on_watermark_status(WatermarkStatus::Active).map_err(to_error)?;
-            }
-            _ => {}
-        }
-        Ok(())
+        self.forward.forward(&mut self.output, main).map_err(to_error)
     }
 }
 
@@ -98,7 +76,7 @@ impl<T: 'static> OneInputLogic<T, T> for TimestampsAndWatermarks<T> {
         let generator = self.generator.get_or_insert_with(|| (self.strategy.generator)());
         generator.on_event(&record, timestamp, &mut self.output);
         self.active_since_last_look = true;
-        if self.idle {
+        if self.forward.idle {
             self.output.mark_active();
         }
         // The record first, then the watermark it may have moved on.
@@ -127,7 +105,7 @@ impl<T: 'static> OneInputLogic<T, T> for TimestampsAndWatermarks<T> {
         let mut next = self.strategy.interval_ms;
         if let (Some((member, paused)), Some(alignment)) = (&mut self.alignment, &self.strategy.alignment) {
             // An idle source reports nothing: it holds nobody back.
-            let own = (!self.idle).then_some(self.emitted);
+            let own = (!self.forward.idle).then_some(self.forward.emitted);
             *paused = member.report(own);
             next = next.min(alignment.update_interval_ms);
         }

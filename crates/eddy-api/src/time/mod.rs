@@ -18,6 +18,7 @@ mod strategy;
 
 pub(crate) use alignment::AlignmentMember;
 pub use alignment::WatermarkAlignment;
+pub(crate) use strategy::WatermarkForward;
 
 pub use strategy::{
     BoundedOutOfOrderness, WatermarkGenerator, WatermarkOutput, WatermarkStrategy, DEFAULT_AUTO_WATERMARK_INTERVAL_MS,

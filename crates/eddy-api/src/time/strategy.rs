@@ -33,6 +33,59 @@ impl WatermarkOutput {
     pub fn mark_active(&mut self) {
         self.idle = Some(false);
     }
+
+    /// Takes the highest watermark emitted since the last take (for sources that combine
+    /// the watermarks of their splits).
+    pub fn take_watermark(&mut self) -> Option<i64> {
+        self.watermark.take()
+    }
+}
+
+/// Passes what a [`WatermarkOutput`] holds on downstream: a watermark only if higher
+/// than the last one sent, idleness only when it changes. What the timestamps operator
+/// and sources with their own watermarks share.
+#[derive(Debug)]
+pub(crate) struct WatermarkForward {
+    pub(crate) emitted: i64,
+    pub(crate) idle: bool,
+}
+
+impl Default for WatermarkForward {
+    fn default() -> Self {
+        Self { emitted: i64::MIN, idle: false }
+    }
+}
+
+impl WatermarkForward {
+    pub(crate) fn forward<L: eddy_runtime::Lifecycle + ?Sized>(
+        &mut self,
+        output: &mut WatermarkOutput,
+        main: &mut L,
+    ) -> Result<(), eddy_runtime::TaskError> {
+        use eddy_types::{Watermark, WatermarkStatus};
+        if let Some(watermark) = output.watermark.take() {
+            if watermark > self.emitted {
+                self.emitted = watermark;
+                if self.idle {
+                    self.idle = false;
+                    main.on_watermark_status(WatermarkStatus::Active)?;
+                }
+                main.on_watermark(Watermark(watermark))?;
+            }
+        }
+        match output.idle.take() {
+            Some(true) if !self.idle => {
+                self.idle = true;
+                main.on_watermark_status(WatermarkStatus::Idle)?;
+            }
+            Some(false) if self.idle => {
+                self.idle = false;
+                main.on_watermark_status(WatermarkStatus::Active)?;
+            }
+            _ => {}
+        }
+        Ok(())
+    }
 }
 
 /// Makes watermarks from the records of one subtask (Flink's `WatermarkGenerator`):
@@ -138,6 +191,26 @@ impl<T: 'static> WatermarkStrategy<T> {
     pub fn with_watermark_alignment(mut self, group: &str, max_drift: Duration, update_interval: Duration) -> Self {
         self.alignment = Some(super::WatermarkAlignment::new(group, max_drift, update_interval));
         self
+    }
+
+    /// A new generator, for one subtask or one split (Flink's `createWatermarkGenerator`).
+    pub fn create_watermark_generator(&self) -> Box<dyn WatermarkGenerator<T>> {
+        (self.generator)()
+    }
+
+    /// The timestamp assigner, if the strategy has one.
+    pub fn timestamp_assigner(&self) -> Option<TimestampFn<T>> {
+        self.timestamps.clone()
+    }
+
+    /// After how long without records an input counts as idle, if at all.
+    pub fn idleness(&self) -> Option<std::time::Duration> {
+        self.idleness_ms.map(std::time::Duration::from_millis)
+    }
+
+    /// How often periodic generators are asked for a watermark.
+    pub fn auto_watermark_interval(&self) -> std::time::Duration {
+        std::time::Duration::from_millis(self.interval_ms)
     }
 
     /// How often periodic generators emit (default 200 ms).

@@ -22,6 +22,7 @@ pub use split::{split_owner, PartitionSplit, EARLIEST};
 use crate::admin::probe_end_offsets;
 use crate::{KafkaConnectorError, KafkaProperties};
 use eddy_api::function::{FunctionResult, RichFunction, RuntimeContext, SnapshotContext, SourceFunction, SourceStep};
+use eddy_api::time::{TimestampFn, WatermarkGenerator, WatermarkOutput, WatermarkStrategy};
 use eddy_runtime::Collector;
 use eddy_state::ListStateDescriptor;
 use eddy_types::CheckpointId;
@@ -72,7 +73,22 @@ pub struct KafkaSource<T> {
     commit_offsets_on_checkpoint: bool,
     properties: KafkaProperties,
     schema: Arc<dyn KafkaDeserializationSchema<T>>,
+    watermarks: Option<WatermarkStrategy<T>>,
     reader: Option<Box<Reader>>,
+    /// Event time per split, in the order of the reader's splits.
+    clocks: Vec<SplitClock<T>>,
+    next_periodic: Option<Instant>,
+}
+
+/// One split's event time: its own watermark generator (Flink's per-split watermarks),
+/// the highest watermark it made, and whether records came lately.
+struct SplitClock<T> {
+    generator: Box<dyn WatermarkGenerator<T>>,
+    output: WatermarkOutput,
+    watermark: i64,
+    active_since_last_look: bool,
+    last_active: Instant,
+    idle: bool,
 }
 
 impl<T> Clone for KafkaSource<T> {
@@ -88,7 +104,10 @@ impl<T> Clone for KafkaSource<T> {
             commit_offsets_on_checkpoint: self.commit_offsets_on_checkpoint,
             properties: self.properties.clone(),
             schema: self.schema.clone(),
+            watermarks: self.watermarks.clone(),
             reader: None,
+            clocks: Vec::new(),
+            next_periodic: None,
         }
     }
 }
@@ -106,8 +125,21 @@ impl<T: 'static> KafkaSource<T> {
             commit_offsets_on_checkpoint: true,
             properties: KafkaProperties::default(),
             schema: Arc::new(schema),
+            watermarks: None,
             reader: None,
+            clocks: Vec::new(),
+            next_periodic: None,
         }
+    }
+
+    /// Watermarks per partition (Flink's `fromSource(source, strategy, ..)`): each split
+    /// has its own generator from `strategy`, the source's watermark is the lowest of its
+    /// splits that are not idle, a split without records for the strategy's idleness
+    /// timeout holds nobody back, and a reader without splits is idle at once. The
+    /// stream's records get the strategy's timestamps (it needs a timestamp assigner).
+    pub fn with_watermarks(mut self, strategy: WatermarkStrategy<T>) -> Self {
+        self.watermarks = Some(strategy);
+        self
     }
 
     /// Reads every topic whose name matches `pattern` as a whole (Flink's `setTopicPattern`).
@@ -187,7 +219,10 @@ impl<T: 'static> KafkaSource<T> {
             commit_offsets_on_checkpoint: self.commit_offsets_on_checkpoint,
             properties: self.properties,
             schema: Arc::new(schema),
+            watermarks: None,
             reader: None,
+            clocks: Vec::new(),
+            next_periodic: None,
         }
     }
 }
@@ -305,6 +340,22 @@ impl<T: 'static> KafkaSource<T> {
         reader.splits.extend(added);
         reader.assignment_stale = true;
         Ok(true)
+    }
+
+    /// One clock per split, new splits' clocks made here.
+    fn sync_clocks(&mut self) {
+        let Some(strategy) = &self.watermarks else { return };
+        let splits = self.reader.as_deref().map_or(0, |r| r.splits.len());
+        while self.clocks.len() < splits {
+            self.clocks.push(SplitClock {
+                generator: strategy.create_watermark_generator(),
+                output: WatermarkOutput::default(),
+                watermark: i64::MIN,
+                active_since_last_look: false,
+                last_active: Instant::now(),
+                idle: false,
+            });
+        }
     }
 
     /// Where `partition` ends now ("latest").
@@ -453,6 +504,13 @@ impl<T: 'static> RichFunction for KafkaSource<T> {
             brokers = %self.brokers,
             "Kafka source reader starting"
         );
+        if self.watermarks.as_ref().is_some_and(|w| w.timestamp_assigner().is_none()) {
+            return Err(KafkaConnectorError::Config(
+                "the watermark strategy of a Kafka source needs a timestamp assigner (with_timestamp_assigner)".into(),
+            )
+            .into());
+        }
+        self.clocks.clear();
         self.reader = Some(Box::new(Reader {
             consumer,
             subtask,
@@ -542,6 +600,7 @@ impl<T: 'static> SourceFunction<T> for KafkaSource<T> {
         }
         if self.reader()?.assignment_stale {
             self.assign()?;
+            self.sync_clocks();
         }
         let reader = self.reader.as_deref_mut().expect("initialized");
         if !reader.splits.iter().any(|s| !s.is_finished()) {
@@ -552,6 +611,7 @@ impl<T: 'static> SourceFunction<T> for KafkaSource<T> {
             std::thread::sleep(Duration::from_millis(10));
             return Ok(SourceStep::Idle);
         }
+        let timestamps: Option<TimestampFn<T>> = self.watermarks.as_ref().and_then(|w| w.timestamp_assigner());
         let mut emitted = 0;
         let mut split_finished = false;
         let mut timeout = Duration::from_millis(10);
@@ -567,9 +627,10 @@ impl<T: 'static> SourceFunction<T> for KafkaSource<T> {
             };
             let (partition, offset) = (message.partition(), message.offset());
             let topic = message.topic();
-            let Some(split) = reader.splits.iter_mut().find(|s| s.partition == partition && s.topic == topic) else {
+            let Some(index) = reader.splits.iter().position(|s| s.partition == partition && s.topic == topic) else {
                 continue;
             };
+            let split = &mut reader.splits[index];
             if split.is_finished() || split.stop_offset.is_some_and(|stop| offset >= stop) {
                 continue;
             }
@@ -577,6 +638,10 @@ impl<T: 'static> SourceFunction<T> for KafkaSource<T> {
             split_finished |= split.is_finished();
             match self.schema.deserialize(&KafkaRecord::new(&message)) {
                 Ok(Some(value)) => {
+                    if let (Some(timestamps), Some(clock)) = (&timestamps, self.clocks.get_mut(index)) {
+                        clock.generator.on_event(&value, timestamps(&value), &mut clock.output);
+                        clock.active_since_last_look = true;
+                    }
                     out.collect(value);
                     emitted += 1;
                 }
@@ -599,5 +664,44 @@ impl<T: 'static> SourceFunction<T> for KafkaSource<T> {
             self.check_positions()?;
         }
         Ok(if emitted > 0 { SourceStep::More } else { SourceStep::Idle })
+    }
+
+    fn timestamps(&self) -> Option<TimestampFn<T>> {
+        self.watermarks.as_ref().and_then(|w| w.timestamp_assigner())
+    }
+
+    fn emit_watermarks(&mut self, output: &mut WatermarkOutput) {
+        let Some(strategy) = &self.watermarks else { return };
+        let Some(reader) = self.reader.as_deref() else { return };
+        let now = Instant::now();
+        let periodic = self.next_periodic.is_none_or(|at| now >= at);
+        if periodic {
+            self.next_periodic = Some(now + strategy.auto_watermark_interval());
+        }
+        let idleness = strategy.idleness();
+        let mut lowest: Option<i64> = None;
+        for (split, clock) in reader.splits.iter().zip(&mut self.clocks) {
+            if periodic {
+                clock.generator.on_periodic_emit(&mut clock.output);
+                if std::mem::take(&mut clock.active_since_last_look) {
+                    clock.last_active = now;
+                    clock.idle = false;
+                } else if idleness.is_some_and(|timeout| now.duration_since(clock.last_active) >= timeout) {
+                    clock.idle = true;
+                }
+            }
+            if let Some(watermark) = clock.output.take_watermark() {
+                clock.watermark = clock.watermark.max(watermark);
+            }
+            // Finished and idle splits hold nobody back.
+            if !split.is_finished() && !clock.idle {
+                lowest = Some(lowest.map_or(clock.watermark, |l| l.min(clock.watermark)));
+            }
+        }
+        match lowest {
+            Some(watermark) => output.emit_watermark(watermark),
+            // No split, or all idle: downstream does not wait for this reader.
+            None => output.mark_idle(),
+        }
     }
 }
