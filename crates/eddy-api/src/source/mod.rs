@@ -2,11 +2,13 @@
 //! resumes where the checkpoint was taken.
 
 mod collection;
+mod generator;
 mod sequence;
 mod socket;
 mod text_file;
 
 pub use collection::CollectionSource;
+pub use generator::DataGeneratorSource;
 pub use sequence::SequenceSource;
 pub use socket::SocketTextSource;
 pub use text_file::TextFileSource;
