@@ -695,6 +695,7 @@ enum Backend {
 }
 
 impl Backend {
+    #[cfg_attr(not(feature = "rocksdb"), allow(unused_variables))]
     fn apply(self, env: &Env) {
         match self {
             #[cfg(feature = "rocksdb")]
