@@ -11,8 +11,14 @@ use std::time::Duration;
 /// How long an administrative request may take before it is reported as timed out.
 pub const ADMIN_TIMEOUT: Duration = Duration::from_secs(30);
 
-fn admin(brokers: &str) -> Result<AdminClient<DefaultClientContext>, KafkaConnectorError> {
-    KafkaProperties::default()
+/// A topic's replication factor as the brokers' `default.replication.factor` sets it.
+pub const DEFAULT_REPLICATION: i32 = -1;
+
+fn admin(
+    brokers: &str,
+    properties: &KafkaProperties,
+) -> Result<AdminClient<DefaultClientContext>, KafkaConnectorError> {
+    properties
         .client_config(brokers, &[])
         .create()
         .map_err(|e| KafkaConnectorError::client("creating an admin client", brokers, e))
@@ -26,8 +32,21 @@ pub fn create_topic(
     partitions: i32,
     config: &[(&str, &str)],
 ) -> Result<(), KafkaConnectorError> {
-    let admin = admin(brokers)?;
-    let mut new = NewTopic::new(topic, partitions, TopicReplication::Fixed(1));
+    create_topic_with(brokers, &KafkaProperties::default(), topic, partitions, 1, config)
+}
+
+/// [`create_topic`] with client `properties` and a replication factor
+/// ([`DEFAULT_REPLICATION`]: the brokers' default).
+pub fn create_topic_with(
+    brokers: &str,
+    properties: &KafkaProperties,
+    topic: &str,
+    partitions: i32,
+    replication: i32,
+    config: &[(&str, &str)],
+) -> Result<(), KafkaConnectorError> {
+    let admin = admin(brokers, properties)?;
+    let mut new = NewTopic::new(topic, partitions, TopicReplication::Fixed(replication));
     for (key, value) in config {
         new = new.set(key, value);
     }
@@ -47,7 +66,7 @@ pub fn create_topic(
 
 /// Grows `topic` to `total` partitions.
 pub fn add_partitions(brokers: &str, topic: &str, total: usize) -> Result<(), KafkaConnectorError> {
-    let admin = admin(brokers)?;
+    let admin = admin(brokers, &KafkaProperties::default())?;
     let options = AdminOptions::new().operation_timeout(Some(ADMIN_TIMEOUT));
     let growth = NewPartitions::new(topic, total);
     let results = futures_executor::block_on(admin.create_partitions([&growth], &options))

@@ -58,6 +58,50 @@ impl Epoch {
     }
 }
 
+/// The epochs of a running slot: the one being written, and those sealed by a checkpoint
+/// barrier but not yet known to be in Kafka, in order.
+#[derive(Debug, Default)]
+pub(crate) struct PendingEpochs {
+    pub(crate) current: Epoch,
+    pub(crate) sealed: Vec<Epoch>,
+}
+
+impl PendingEpochs {
+    /// A barrier (`Some(checkpoint)`) or the end of input (`None`) seals the current
+    /// epoch; returns the epoch number the snapshot stands for. After the end of input
+    /// nothing more is sealed: the final epoch stays last, and every later snapshot (a
+    /// finished task's, repeated at each checkpoint) stands for the end of input.
+    pub(crate) fn seal(&mut self, checkpoint: Option<u64>) -> u64 {
+        if self.sealed.last().is_some_and(|e| e.epoch == END_OF_INPUT) {
+            return END_OF_INPUT;
+        }
+        let epoch = checkpoint.unwrap_or(END_OF_INPUT);
+        let mut sealed = std::mem::take(&mut self.current);
+        sealed.epoch = epoch;
+        self.sealed.push(sealed);
+        epoch
+    }
+
+    /// How many sealed epochs a completed checkpoint `last` (or the job's end,
+    /// [`END_OF_INPUT`]) makes due, from the front.
+    pub(crate) fn due(&self, last: u64) -> usize {
+        self.sealed.iter().take_while(|e| e.epoch <= last).count()
+    }
+}
+
+impl SlotState {
+    /// What a restored slot sends again, given the last epoch its marker says Kafka has
+    /// (`None`: none of this lineage): the epochs after it. A marker beyond the snapshot
+    /// means an older checkpoint is being restored, whose records Kafka already has.
+    pub(crate) fn to_resend(&self, committed: Option<u64>) -> Result<Vec<Epoch>, u64> {
+        match committed {
+            Some(committed) if committed > self.snapshot_epoch => Err(committed),
+            Some(committed) => Ok(self.epochs.iter().filter(|e| e.epoch > committed).cloned().collect()),
+            None => Ok(self.epochs.clone()),
+        }
+    }
+}
+
 /// What a sink slot keeps in a checkpoint: the epochs Kafka may not have yet.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct SlotState {
@@ -74,6 +118,39 @@ pub(crate) struct SlotState {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn epoch_numbers(epochs: &[Epoch]) -> Vec<u64> {
+        epochs.iter().map(|e| e.epoch).collect()
+    }
+
+    #[test]
+    fn after_the_end_of_input_later_snapshots_seal_nothing_and_stand_for_the_end() {
+        let mut pending = PendingEpochs::default();
+        pending.current.push(None, b"a");
+        assert_eq!(pending.seal(Some(3)), 3);
+        pending.current.push(None, b"b");
+        assert_eq!(pending.seal(None), END_OF_INPUT);
+        // A finished task's state is taken again at checkpoints 4 and 5.
+        assert_eq!(pending.seal(Some(4)), END_OF_INPUT);
+        assert_eq!(pending.seal(Some(5)), END_OF_INPUT);
+        assert_eq!(epoch_numbers(&pending.sealed), vec![3, END_OF_INPUT]);
+        assert_eq!(pending.due(5), 1, "checkpoint 5 completes epoch 3 only");
+        assert_eq!(pending.due(END_OF_INPUT), 2, "the job's end completes all");
+    }
+
+    #[test]
+    fn a_restored_slot_resends_exactly_the_epochs_after_its_marker() {
+        let epoch = |n| Epoch { epoch: n, records: 0, bytes: Vec::new() };
+        let state = SlotState { slot: 0, lineage: 1, snapshot_epoch: 7, epochs: vec![epoch(6), epoch(7)] };
+        assert_eq!(epoch_numbers(&state.to_resend(None).unwrap()), vec![6, 7]);
+        assert_eq!(epoch_numbers(&state.to_resend(Some(5)).unwrap()), vec![6, 7]);
+        assert_eq!(epoch_numbers(&state.to_resend(Some(6)).unwrap()), vec![7]);
+        assert!(state.to_resend(Some(7)).unwrap().is_empty());
+        assert_eq!(state.to_resend(Some(8)), Err(8), "an older checkpoint than Kafka's marker");
+        let ended = SlotState { snapshot_epoch: END_OF_INPUT, epochs: vec![epoch(7), epoch(END_OF_INPUT)], ..state };
+        assert!(ended.to_resend(Some(END_OF_INPUT)).unwrap().is_empty());
+        assert_eq!(epoch_numbers(&ended.to_resend(Some(7)).unwrap()), vec![END_OF_INPUT]);
+    }
 
     #[test]
     fn records_come_back_in_order_and_a_cut_buffer_is_named() {

@@ -26,7 +26,7 @@ use crate::{KafkaConnectorError, KafkaProperties};
 use eddy_api::function::{FunctionResult, RichFunction, RuntimeContext, Sink, SnapshotContext};
 use eddy_state::ListStateDescriptor;
 use eddy_types::CheckpointId;
-use epochs::{Epoch, SlotState, END_OF_INPUT};
+use epochs::{Epoch, PendingEpochs, SlotState, END_OF_INPUT};
 use producer::{SinkProducer, FLUSH_TIMEOUT};
 use progress::{ensure_progress_topic, marker_key, read_marker, Marker};
 use rdkafka::producer::Producer;
@@ -141,8 +141,7 @@ struct SinkRun {
 struct WriteAhead {
     prefix: String,
     lineage: u64,
-    current: Epoch,
-    pending: Vec<Epoch>,
+    epochs: PendingEpochs,
 }
 
 impl<T: 'static> KafkaSink<T> {
@@ -246,56 +245,30 @@ impl<T: 'static> KafkaSink<T> {
         let (topic, progress_topic) = (self.topic.clone(), self.progress_topic.clone());
         let run = self.run()?;
         let Some(log) = run.log.as_mut() else { return Ok(()) };
-        let due = log.pending.iter().take_while(|e| e.epoch <= last).count();
+        let due = log.epochs.due(last);
         if due == 0 {
             return Ok(());
         }
-        Self::commit_epochs(
-            &mut run.producer,
-            &topic,
-            &progress_topic,
-            &log.prefix,
-            run.slot,
-            log.lineage,
-            &log.pending[..due],
-        )?;
-        log.pending.drain(..due);
+        let epochs = &log.epochs.sealed[..due];
+        Self::commit_epochs(&mut run.producer, &topic, &progress_topic, &log.prefix, run.slot, log.lineage, epochs)?;
+        log.epochs.sealed.drain(..due);
         Ok(())
     }
 
-    /// Exactly-once recovery of one restored slot: fence its id, read its marker, send
-    /// again what Kafka does not have.
-    fn recover(
-        &self,
-        prefix: &str,
-        state: &SlotState,
-        own: Option<&mut SinkProducer>,
-    ) -> Result<(), KafkaConnectorError> {
-        let mut borrowed;
-        let producer = match own {
-            Some(producer) => producer,
-            None => {
-                borrowed = self.fenced_producer(prefix, state.slot)?;
-                &mut borrowed
-            }
-        };
+    /// Exactly-once recovery of one restored slot, its id already fenced by `producer`:
+    /// read its marker, send again what Kafka does not have.
+    fn recover(&self, prefix: &str, state: &SlotState, producer: &mut SinkProducer) -> Result<(), KafkaConnectorError> {
         let marker =
             read_marker(&self.brokers, &self.properties, &self.progress_topic, &marker_key(prefix, state.slot))?;
-        let committed = match marker {
-            Some(marker) if marker.lineage == state.lineage => Some(marker.epoch),
-            _ => None,
-        };
-        if let Some(committed) = committed {
-            if committed > state.snapshot_epoch {
-                return Err(KafkaConnectorError::Recovery(format!(
-                    "the Kafka sink slot {} (transactional id {prefix}-{}) already committed epoch {committed}, after \
-                     the restored checkpoint {}: restoring an older checkpoint or savepoint would write its records \
-                     twice. Restore the latest checkpoint, or use another transactional id prefix (a new output)",
-                    state.slot, state.slot, state.snapshot_epoch
-                )));
-            }
-        }
-        let redo: Vec<Epoch> = state.epochs.iter().filter(|e| committed.is_none_or(|c| e.epoch > c)).cloned().collect();
+        let committed = marker.filter(|m| m.lineage == state.lineage).map(|m| m.epoch);
+        let redo = state.to_resend(committed).map_err(|committed| {
+            KafkaConnectorError::Recovery(format!(
+                "the Kafka sink slot {} (transactional id {prefix}-{}) already committed epoch {committed}, after the \
+                 restored checkpoint {}: restoring an older checkpoint or savepoint would write its records twice. \
+                 Restore the latest checkpoint, or use another transactional id prefix (a new output)",
+                state.slot, state.slot, state.snapshot_epoch
+            ))
+        })?;
         tracing::info!(
             slot = state.slot,
             restored_epochs = ?state.epochs.iter().map(|e| e.epoch).collect::<Vec<_>>(),
@@ -326,6 +299,15 @@ impl<T: 'static> RichFunction for KafkaSink<T> {
         let restored =
             ctx.operator_state().union_list_state(&ListStateDescriptor::<SlotState>::new(SLOTS_STATE))?.get();
         if self.guarantee != DeliveryGuarantee::ExactlyOnce {
+            // An exactly-once sink's buffered epochs would be dropped without a word.
+            if let Some(state) = restored.iter().find(|s| s.epochs.iter().any(|e| e.records > 0)) {
+                return Err(KafkaConnectorError::Recovery(format!(
+                    "the restored state holds records of an exactly-once Kafka sink (slot {}) that may not be in \
+                     Kafka yet; restore it with DeliveryGuarantee::ExactlyOnce (it sends them), not {:?}",
+                    state.slot, self.guarantee
+                ))
+                .into());
+            }
             let producer = self.new_producer(None)?;
             self.run = Some(Box::new(SinkRun { producer, slot, key: Vec::new(), payload: Vec::new(), log: None }));
             return Ok(());
@@ -335,18 +317,25 @@ impl<T: 'static> RichFunction for KafkaSink<T> {
                 "an exactly-once Kafka sink needs a transactional id prefix (with_transactional_id_prefix)".into(),
             )
         })?;
-        ensure_progress_topic(&self.brokers, &self.progress_topic)?;
+        ensure_progress_topic(&self.brokers, &self.properties, &self.progress_topic)?;
         let mut producer = self.fenced_producer(&prefix, slot)?;
         // Slot s's state goes to subtask s mod p: slot j < p stays on subtask j, so no
-        // transactional id is ever used by two subtasks at once.
+        // transactional id is ever used by two subtasks at once. Every id is fenced before
+        // any marker is read: a dead attempt's open transaction on one of them would hold
+        // the markers back until the broker timed it out.
         let mine: Vec<&SlotState> = restored.iter().filter(|s| s.slot % parallelism == slot).collect();
+        let mut others = Vec::new();
+        for state in mine.iter().filter(|s| s.slot != slot) {
+            others.push(self.fenced_producer(&prefix, state.slot)?);
+        }
+        let mut others = others.iter_mut();
         let mut lineage = None;
         for state in mine {
             if state.slot == slot {
-                self.recover(&prefix, state, Some(&mut producer))?;
+                self.recover(&prefix, state, &mut producer)?;
                 lineage = Some(state.lineage);
-            } else {
-                self.recover(&prefix, state, None)?;
+            } else if let Some(other) = others.next() {
+                self.recover(&prefix, state, other)?;
             }
         }
         let lineage = lineage.unwrap_or_else(|| new_lineage(slot));
@@ -356,26 +345,24 @@ impl<T: 'static> RichFunction for KafkaSink<T> {
             slot,
             key: Vec::new(),
             payload: Vec::new(),
-            log: Some(WriteAhead { prefix, lineage, current: Epoch::default(), pending: Vec::new() }),
+            log: Some(WriteAhead { prefix, lineage, epochs: PendingEpochs::default() }),
         }));
         Ok(())
     }
 
     fn snapshot_state(&mut self, ctx: &mut SnapshotContext<'_>) -> FunctionResult {
-        let epoch = ctx.checkpoint_id().map_or(END_OF_INPUT, |c| c.0);
+        let checkpoint = ctx.checkpoint_id().map(|c| c.0);
         let guarantee = self.guarantee;
         let run = self.run()?;
         let mut states = Vec::new();
         match run.log.as_mut() {
             Some(log) => {
-                let mut current = std::mem::take(&mut log.current);
-                current.epoch = epoch;
-                log.pending.push(current);
+                let snapshot_epoch = log.epochs.seal(checkpoint);
                 states.push(SlotState {
                     slot: run.slot,
                     lineage: log.lineage,
-                    snapshot_epoch: epoch,
-                    epochs: log.pending.clone(),
+                    snapshot_epoch,
+                    epochs: log.epochs.sealed.clone(),
                 });
             }
             None if guarantee == DeliveryGuarantee::AtLeastOnce => run.producer.flush()?,
@@ -408,7 +395,7 @@ impl<T: 'static> Sink<T> for KafkaSink<T> {
         let keyed = self.schema.serialize(&value, &mut run.key, &mut run.payload);
         let key = keyed.then_some(run.key.as_slice());
         match run.log.as_mut() {
-            Some(log) => log.current.push(key, &run.payload),
+            Some(log) => log.epochs.current.push(key, &run.payload),
             None => run.producer.send(&self.topic, key, &run.payload)?,
         }
         Ok(())

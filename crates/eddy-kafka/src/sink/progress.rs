@@ -3,7 +3,7 @@
 //! to a one-partition topic. Read back with `read_committed` after fencing, the marker
 //! says which restored epochs Kafka already has (Materialize's progress topic).
 
-use crate::admin::create_topic;
+use crate::admin::{create_topic_with, DEFAULT_REPLICATION};
 use crate::{KafkaConnectorError, KafkaProperties};
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::Message;
@@ -40,9 +40,14 @@ pub(crate) fn marker_key(transactional_id_prefix: &str, slot: u32) -> String {
     format!("{transactional_id_prefix}/{slot}")
 }
 
-/// Creates the progress topic if it is missing: one partition, compacted.
-pub(crate) fn ensure_progress_topic(brokers: &str, topic: &str) -> Result<(), KafkaConnectorError> {
-    create_topic(brokers, topic, 1, &[("cleanup.policy", "compact")])
+/// Creates the progress topic if it is missing: one partition, compacted, replicated as
+/// the brokers' default; through the sink's own client settings (security included).
+pub(crate) fn ensure_progress_topic(
+    brokers: &str,
+    properties: &KafkaProperties,
+    topic: &str,
+) -> Result<(), KafkaConnectorError> {
+    create_topic_with(brokers, properties, topic, 1, DEFAULT_REPLICATION, &[("cleanup.policy", "compact")])
 }
 
 /// The last committed marker under `key`, reading the whole topic up to the end that

@@ -17,7 +17,7 @@ mod split;
 
 pub use offsets::{OffsetResetStrategy, StartingOffsets};
 pub use record::{utf8_values, BadRecord, KafkaDeserializationSchema, KafkaRecord};
-pub use split::{split_owner, PartitionSplit, EARLIEST};
+pub use split::{split_owner, FirstStart, PartitionSplit, EARLIEST};
 
 use crate::admin::probe_end_offsets;
 use crate::{KafkaConnectorError, KafkaProperties};
@@ -34,8 +34,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const SPLITS_STATE: &str = "kafka-source-splits";
-const DISCOVERED_STATE: &str = "kafka-source-initial-discovery-done";
-const BOUNDS_STATE: &str = "kafka-source-bounded-ends";
+const FIRST_START_STATE: &str = "kafka-source-first-start";
 /// Flink's `partition.discovery.interval.ms` default.
 pub const PARTITION_DISCOVERY_INTERVAL_DEFAULT: Duration = Duration::from_secs(300);
 /// How long one metadata or offset request to the brokers may block the source's task.
@@ -234,12 +233,9 @@ struct Reader {
     parallelism: u32,
     /// Owned splits, finished ones included (bounded mode keeps them in its state).
     splits: Vec<PartitionSplit>,
-    initial_discovery_done: bool,
-    /// Bounded mode: every partition of the first start with its start and end offsets, found
-    /// by whichever reader discovered first and kept by all (union state), so that a
-    /// restore stops where the first run would have, also for partitions whose reader
-    /// had not started reading yet.
-    bounds: Vec<(String, i32, i64, i64)>,
+    /// Every partition of the job's first start with where it starts (and in bounded mode
+    /// ends), resolved by whichever reader discovered first and kept by all.
+    first_start: Vec<FirstStart>,
     next_discovery: Option<Instant>,
     assignment_stale: bool,
     /// Positions taken at each checkpoint, committed when it completes.
@@ -265,16 +261,21 @@ impl<T: 'static> KafkaSource<T> {
 
     /// Looks for partitions this reader owns and does not know yet; resolves where they
     /// start (and in bounded mode where they stop). Returns whether any was added.
+    ///
+    /// The first discovery of a job resolves the start (and bounded end) of *every*
+    /// partition, and every reader keeps them (union state): a reader that had not
+    /// discovered yet when a checkpoint was taken still starts its partitions where the
+    /// job's start said, after a restore at any parallelism. Partitions found later start
+    /// at their earliest offset; a bounded source reads only those of the first start.
     fn discover(&mut self) -> Result<bool, KafkaConnectorError> {
         let brokers = self.brokers.clone();
         let (subtask, parallelism) = {
             let reader = self.reader()?;
             (reader.subtask, reader.parallelism)
         };
-        let bounds_known = self.bounded && !self.reader()?.bounds.is_empty();
-        // Bounded after the first start: exactly the partitions of the first start.
-        let partitions: Vec<(String, i32)> = if bounds_known {
-            self.reader()?.bounds.iter().map(|(t, p, _, _)| (t.clone(), *p)).collect()
+        let first_known = !self.reader()?.first_start.is_empty();
+        let partitions: Vec<(String, i32)> = if self.bounded && first_known {
+            self.reader()?.first_start.iter().map(|f| (f.topic.clone(), f.partition)).collect()
         } else {
             let metadata = self
                 .reader()?
@@ -290,20 +291,27 @@ impl<T: 'static> KafkaSource<T> {
             all.sort();
             all
         };
-        if self.bounded && !bounds_known {
-            let mut bounds = Vec::with_capacity(partitions.len());
+        if !first_known {
+            let mut first = Vec::with_capacity(partitions.len());
             let mut rest = partitions.as_slice();
             while let Some((topic, _)) = rest.first() {
                 let same = rest.iter().take_while(|(t, _)| t == topic).count();
                 let ids: Vec<i32> = rest[..same].iter().map(|(_, p)| *p).collect();
-                let ends = probe_end_offsets(&brokers, &self.properties, topic, &ids, REQUEST_TIMEOUT * 5)?;
-                for (partition, end) in ids.into_iter().zip(ends) {
+                let ends = if self.bounded {
+                    probe_end_offsets(&brokers, &self.properties, topic, &ids, REQUEST_TIMEOUT * 5)?
+                        .into_iter()
+                        .map(Some)
+                        .collect()
+                } else {
+                    vec![None; ids.len()]
+                };
+                for (partition, stop) in ids.into_iter().zip(ends) {
                     let start = self.resolve_start(topic, partition)?;
-                    bounds.push((topic.clone(), partition, start, end));
+                    first.push(FirstStart { topic: topic.clone(), partition, start, stop });
                 }
                 rest = &rest[same..];
             }
-            self.reader()?.bounds = bounds;
+            self.reader()?.first_start = first;
         }
         let reader = self.reader()?;
         let found: Vec<(String, i32)> = partitions
@@ -311,22 +319,18 @@ impl<T: 'static> KafkaSource<T> {
             .filter(|(topic, id)| split_owner(topic, *id, parallelism) == subtask)
             .filter(|(topic, id)| !reader.splits.iter().any(|s| s.partition == *id && s.topic == *topic))
             .collect();
-        let initial = !reader.initial_discovery_done;
-        reader.initial_discovery_done = true;
-        if found.is_empty() {
-            return Ok(false);
-        }
         let mut added = Vec::with_capacity(found.len());
         for (topic, partition) in found {
-            let bound = self.reader()?.bounds.iter().find(|(t, p, _, _)| *t == topic && *p == partition).cloned();
-            let (next_offset, stop_offset) = match bound {
-                Some((_, _, start, end)) => (start, Some(end)),
-                None if initial => (self.resolve_start(&topic, partition)?, None),
+            let first = reader.first_start.iter().find(|f| f.topic == topic && f.partition == partition);
+            let (next_offset, stop_offset) = match first {
+                Some(first) => (first.start, first.stop),
                 None => (EARLIEST, None),
             };
             added.push(PartitionSplit { topic, partition, next_offset, stop_offset });
         }
-        let reader = self.reader()?;
+        if added.is_empty() {
+            return Ok(false);
+        }
         for split in &added {
             tracing::info!(
                 subtask = reader.subtask,
@@ -473,14 +477,12 @@ impl<T: 'static> RichFunction for KafkaSource<T> {
         let subtask = ctx.index_of_this_subtask().0;
         let parallelism = ctx.number_of_parallel_subtasks();
         let store = ctx.operator_state();
-        let restored = store.is_restored();
         let all_splits = store.union_list_state(&ListStateDescriptor::<PartitionSplit>::new(SPLITS_STATE))?.get();
-        let discovered = store.union_list_state(&ListStateDescriptor::<bool>::new(DISCOVERED_STATE))?.get();
-        let mut bounds =
-            store.union_list_state(&ListStateDescriptor::<(String, i32, i64, i64)>::new(BOUNDS_STATE))?.get();
-        bounds.sort();
-        bounds.dedup();
-        let all_splits_empty = all_splits.is_empty();
+        let mut first_start = store.union_list_state(&ListStateDescriptor::<FirstStart>::new(FIRST_START_STATE))?.get();
+        // Readers that resolved the first start at slightly different times disagree on
+        // "latest": one entry per partition, the earliest start (nothing is skipped).
+        first_start.sort_by(|a, b| (&a.topic, a.partition, a.start).cmp(&(&b.topic, b.partition, b.start)));
+        first_start.dedup_by(|later, kept| later.topic == kept.topic && later.partition == kept.partition);
         let splits: Vec<PartitionSplit> =
             all_splits.into_iter().filter(|s| split_owner(&s.topic, s.partition, parallelism) == subtask).collect();
         let consumer: BaseConsumer = self
@@ -516,8 +518,7 @@ impl<T: 'static> RichFunction for KafkaSource<T> {
             subtask,
             parallelism,
             splits,
-            initial_discovery_done: restored && (discovered.iter().any(|d| *d) || !all_splits_empty),
-            bounds,
+            first_start,
             next_discovery: Some(Instant::now()),
             assignment_stale: true,
             pending_commits: BTreeMap::new(),
@@ -528,7 +529,7 @@ impl<T: 'static> RichFunction for KafkaSource<T> {
 
     fn snapshot_state(&mut self, ctx: &mut SnapshotContext<'_>) -> FunctionResult {
         let checkpoint = ctx.checkpoint_id();
-        let (splits, discovered, bounds) = match self.reader.as_deref_mut() {
+        let (splits, first_start) = match self.reader.as_deref_mut() {
             Some(reader) => {
                 if let (Some(id), true) = (checkpoint, self.commit_offsets_on_checkpoint) {
                     let positions = reader
@@ -539,14 +540,13 @@ impl<T: 'static> RichFunction for KafkaSource<T> {
                         .collect();
                     reader.pending_commits.insert(id.0, positions);
                 }
-                (reader.splits.clone(), reader.initial_discovery_done, reader.bounds.clone())
+                (reader.splits.clone(), reader.first_start.clone())
             }
-            None => (Vec::new(), false, Vec::new()),
+            None => (Vec::new(), Vec::new()),
         };
         let store = ctx.operator_state();
         store.union_list_state(&ListStateDescriptor::<PartitionSplit>::new(SPLITS_STATE))?.update(splits);
-        store.union_list_state(&ListStateDescriptor::<bool>::new(DISCOVERED_STATE))?.update(vec![discovered]);
-        store.union_list_state(&ListStateDescriptor::<(String, i32, i64, i64)>::new(BOUNDS_STATE))?.update(bounds);
+        store.union_list_state(&ListStateDescriptor::<FirstStart>::new(FIRST_START_STATE))?.update(first_start);
         Ok(())
     }
 
@@ -593,6 +593,10 @@ impl<T: 'static> SourceFunction<T> for KafkaSource<T> {
                 // A broker down or a metadata request that failed: wait and try again.
                 Err(KafkaConnectorError::Client { action, source, .. }) => {
                     reader.warn(&format!("{action} failed"), &source, &brokers);
+                    reader.next_discovery = Some(Instant::now() + Duration::from_secs(1));
+                }
+                Err(timeout @ KafkaConnectorError::Timeout { .. }) => {
+                    reader.warn("discovery", &timeout, &brokers);
                     reader.next_discovery = Some(Instant::now() + Duration::from_secs(1));
                 }
                 Err(other) => return Err(other.into()),
