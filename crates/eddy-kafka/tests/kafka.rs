@@ -39,6 +39,14 @@ fn write_values(value: &String, key: &mut Vec<u8>, payload: &mut Vec<u8>) -> boo
     true
 }
 
+/// An exactly-once sink of strings into `topic` (key and value the string), its
+/// transactional ids named after the topic.
+fn exactly_once_to(brokers: &str, topic: &str) -> KafkaSink<String> {
+    KafkaSink::new(brokers, topic, write_values)
+        .with_delivery_guarantee(DeliveryGuarantee::ExactlyOnce)
+        .with_transactional_id_prefix(topic)
+}
+
 /// How often each value occurs in the committed output.
 fn output_counts(brokers: &str, topic: &str) -> BTreeMap<u64, u32> {
     let mut counts = BTreeMap::new();
@@ -117,11 +125,7 @@ fn rescaled_source_and_exactly_once_sink_keep_every_record_once() {
         env.stop_with_savepoint_after(dir.join(format!("savepoint-{round}")), 2500);
         env.add_parallel_source(KafkaSource::new(&b, &["in"], utf8_values))
             .uid("kafka-in")
-            .add_sink(
-                KafkaSink::new(&b, "out", write_values)
-                    .with_delivery_guarantee(DeliveryGuarantee::ExactlyOnce)
-                    .with_transactional_id_prefix("rescale"),
-            )
+            .add_sink(exactly_once_to(&b, "out"))
             .uid("kafka-out");
         let result = env.execute("kafka rescale").unwrap();
         restore = Some(result.savepoint.clone().expect("stopped with a savepoint"));
@@ -186,11 +190,7 @@ fn bounded_restore_stops_where_the_first_run_would_have() {
                 v
             })
             .uid("slow")
-            .add_sink(
-                KafkaSink::new(&b, "bounded-out", write_values)
-                    .with_delivery_guarantee(DeliveryGuarantee::ExactlyOnce)
-                    .with_transactional_id_prefix("bounded"),
-            )
+            .add_sink(exactly_once_to(&b, "bounded-out"))
             .uid("out");
         env.execute("bounded").unwrap()
     };
@@ -224,11 +224,7 @@ fn splits_found_while_running_are_read_from_the_start() {
             .unwrap()
             .with_partition_discovery_interval(Duration::from_millis(200)),
     )
-    .add_sink(
-        KafkaSink::new(&b, "grow-out", write_values)
-            .with_delivery_guarantee(DeliveryGuarantee::ExactlyOnce)
-            .with_transactional_id_prefix("grow"),
-    );
+    .add_sink(exactly_once_to(&b, "grow-out"));
     let grower = {
         let b = b.clone();
         std::thread::spawn(move || {
@@ -318,11 +314,7 @@ fn an_idle_partition_does_not_hold_back_event_time() {
                 }),
             )
             .uid("windows")
-            .add_sink(
-                KafkaSink::new(&b, output, write_values)
-                    .with_delivery_guarantee(DeliveryGuarantee::ExactlyOnce)
-                    .with_transactional_id_prefix(output),
-            )
+            .add_sink(exactly_once_to(&b, output))
             .uid("out");
         env.execute("idle partition").unwrap();
         let mut windows: Vec<String> =
@@ -373,11 +365,7 @@ fn starting_offsets_by_offset_timestamp_and_latest() {
         KafkaSource::new(&b, &["starts"], utf8_values).with_starting_offsets(StartingOffsets::Latest),
     )
     .uid("in")
-    .add_sink(
-        KafkaSink::new(&b, "latest-out", write_values)
-            .with_delivery_guarantee(DeliveryGuarantee::ExactlyOnce)
-            .with_transactional_id_prefix("latest"),
-    )
+    .add_sink(exactly_once_to(&b, "latest-out"))
     .uid("out");
     let later = {
         let b = b.clone();
@@ -429,11 +417,7 @@ fn a_restore_at_lower_parallelism_recovers_every_slot_exactly_once() {
                 v
             })
             .uid("maybe-fail")
-            .add_sink(
-                KafkaSink::new(&b, "down-out", write_values)
-                    .with_delivery_guarantee(DeliveryGuarantee::ExactlyOnce)
-                    .with_transactional_id_prefix("down"),
-            )
+            .add_sink(exactly_once_to(&b, "down-out"))
             .uid("out");
         env.execute("scale down")
     };
