@@ -7,6 +7,7 @@ use crate::stream::DataStream;
 use crate::Data;
 use eddy_checkpoint::restart::RestartStrategy;
 use eddy_checkpoint::{CheckpointConfig, CheckpointingMode};
+use eddy_runtime::coordination::CoordinatorProvider;
 use eddy_runtime::graph::{
     JobConfig, OperatorFactory, OutputPort, Partitioning, RestoreFrom, RestoreMode, SavepointRequest, StorageChoice,
     StreamEdge, StreamGraph, StreamNode, TypedPort,
@@ -31,6 +32,8 @@ pub(crate) struct NodeDraft {
     pub(crate) factory: OperatorFactory,
     pub(crate) outputs: Vec<OutputPort>,
     pub(crate) chainable: bool,
+    /// A source's coordinator (its split enumerator).
+    pub(crate) coordinator: Option<CoordinatorProvider>,
 }
 
 pub(crate) struct EdgeDraft {
@@ -228,6 +231,7 @@ impl Env {
         non_parallel: bool,
     ) -> DataStream<T> {
         let timestamps = function.timestamps();
+        let coordinator = function.coordinator();
         let node = NodeDraft {
             name: name.to_string(),
             uid: None,
@@ -237,6 +241,7 @@ impl Env {
             factory: OperatorFactory::Source(SourceOp::<T, S>::factory(function)),
             outputs: vec![OutputPort { tag: None, port_type: Arc::new(TypedPort::<T>::new()) }],
             chainable: true,
+            coordinator,
         };
         let id = self.add_node(node, Vec::new());
         let stream = DataStream::from_port(self.clone(), id, 0);
@@ -311,6 +316,7 @@ impl Env {
                 factory: draft.factory.clone(),
                 outputs: draft.outputs.clone(),
                 chainable: draft.chainable,
+                coordinator: draft.coordinator.clone(),
             });
         }
         let edges = inner

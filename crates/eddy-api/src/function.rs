@@ -56,6 +56,12 @@ impl<'a> RuntimeContext<'a> {
         self.info.parallelism
     }
 
+    /// The way to this operator's coordinator ([`SourceFunction::coordinator`]); `None`
+    /// when nothing coordinates the task (a task run alone by a test).
+    pub fn operator_event_gateway(&self) -> Option<eddy_runtime::coordination::OperatorEventGateway> {
+        self.info.shared.operator_event_gateway()
+    }
+
     pub fn max_number_of_parallel_subtasks(&self) -> u32 {
         self.info.max_parallelism.get()
     }
@@ -553,4 +559,18 @@ pub trait SourceFunction<T>: RichFunction + Clone + Send + Sync + 'static {
     /// `SourceOperator`) puts its watermark or its idleness here. Asked after every
     /// `emit_batch`; only a watermark higher than the last one goes downstream.
     fn emit_watermarks(&mut self, _output: &mut crate::time::WatermarkOutput) {}
+
+    /// The source's coordinator, which runs once per job with the JobMaster (a split
+    /// enumerator: Flink's FLIP-27 `SplitEnumerator`): made anew for every attempt, and
+    /// checkpointed with the job ([`eddy_runtime::coordination`]). Default: none.
+    fn coordinator(&self) -> Option<eddy_runtime::coordination::CoordinatorProvider> {
+        None
+    }
+
+    /// An event from the source's coordinator, taken between two batches, in order with
+    /// checkpoints. Events to the coordinator go through
+    /// [`RuntimeContext::operator_event_gateway`].
+    fn handle_operator_event(&mut self, _event: &[u8]) -> FunctionResult {
+        Ok(())
+    }
 }

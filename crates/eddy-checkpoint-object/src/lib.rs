@@ -131,7 +131,7 @@ impl ObjectCheckpointStorage {
         let metadata_path = format!("{dir}/{METADATA_FILE}");
         let shown = self.full(&metadata_path);
         let bytes = self.get(&metadata_path)?;
-        metadata::decode(&shown, metadata::unframe(&shown, &bytes)?)
+        metadata::decode_metadata(&shown, &bytes)
     }
 
     /// Reads and verifies one task's state: framing, checksum in the file and in `_metadata`.

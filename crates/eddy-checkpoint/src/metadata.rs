@@ -13,10 +13,10 @@ use serde::{Deserialize, Serialize};
 
 pub const METADATA_FILE: &str = "_metadata";
 /// The format this eddy writes. 2: keyed and operator state record each state's declared
-/// type.
-pub const FORMAT_VERSION: u32 = 2;
+/// type. 3: `_metadata` holds the state of the operators' coordinators (split enumerators).
+pub const FORMAT_VERSION: u32 = 3;
 /// The oldest format this eddy reads: task state of format 1 reads with its types unknown
-/// (`legacy.rs`); `_metadata` did not change.
+/// (`legacy.rs`); `_metadata` before format 3 reads with no coordinator state.
 pub const FORMAT_VERSION_OLDEST: u32 = 1;
 const MAGIC: &[u8; 8] = b"EDDYCKPT";
 const HEADER_BYTES: usize = 8 + 4 + 8;
@@ -65,6 +65,16 @@ pub struct TaskStateEntry {
     pub handle: StateHandle,
 }
 
+/// The state of one operator's coordinator (Flink's `OperatorCoordinator`: a source's
+/// split enumerator), taken by the JobMaster when the checkpoint was triggered. Small, so
+/// kept in `_metadata` itself.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CoordinatorStateEntry {
+    /// The operator's uid.
+    pub uid: String,
+    pub state: Vec<u8>,
+}
+
 /// A completed checkpoint or savepoint.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CheckpointMetadata {
@@ -75,6 +85,43 @@ pub struct CheckpointMetadata {
     /// Wall-clock time the checkpoint was triggered, ms since the Unix epoch.
     pub timestamp_ms: u64,
     pub tasks: Vec<TaskStateEntry>,
+    pub coordinators: Vec<CoordinatorStateEntry>,
+}
+
+impl CheckpointMetadata {
+    /// The state of the coordinator of operator `uid`, if the checkpoint holds one.
+    pub fn coordinator_state(&self, uid: &str) -> Option<&[u8]> {
+        self.coordinators.iter().find(|c| c.uid == uid).map(|c| c.state.as_slice())
+    }
+}
+
+/// `_metadata` as formats 1 and 2 wrote it: no coordinator state.
+#[derive(Serialize, Deserialize)]
+struct CheckpointMetadataV2 {
+    checkpoint_id: CheckpointId,
+    kind: SnapshotKind,
+    job_name: String,
+    max_parallelism: u32,
+    timestamp_ms: u64,
+    tasks: Vec<TaskStateEntry>,
+}
+
+/// Reads a framed `_metadata` file of any format this eddy reads; `path` names it in errors.
+pub fn decode_metadata(path: &str, bytes: &[u8]) -> Result<CheckpointMetadata, CheckpointError> {
+    let (version, payload) = unframe_versioned(path, bytes)?;
+    if version >= 3 {
+        return decode(path, payload);
+    }
+    let old: CheckpointMetadataV2 = decode(path, payload)?;
+    Ok(CheckpointMetadata {
+        checkpoint_id: old.checkpoint_id,
+        kind: old.kind,
+        job_name: old.job_name,
+        max_parallelism: old.max_parallelism,
+        timestamp_ms: old.timestamp_ms,
+        tasks: old.tasks,
+        coordinators: Vec::new(),
+    })
 }
 
 /// Frames a payload with magic, version, length and checksum.
@@ -168,6 +215,28 @@ pub fn encode_task_state(operators: &[OperatorSnapshot]) -> Result<Vec<u8>, Chec
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn metadata_of_format_2_reads_with_no_coordinator_state() {
+        let old = CheckpointMetadataV2 {
+            checkpoint_id: CheckpointId(4),
+            kind: SnapshotKind::Savepoint,
+            job_name: "job".into(),
+            max_parallelism: 128,
+            timestamp_ms: 9,
+            tasks: Vec::new(),
+        };
+        let mut bytes = frame(&encode(&old).unwrap());
+        bytes[8..12].copy_from_slice(&2u32.to_le_bytes());
+        let read = decode_metadata("_metadata", &bytes).unwrap();
+        assert_eq!((read.checkpoint_id, read.job_name.as_str(), read.coordinators.len()), (CheckpointId(4), "job", 0));
+        let new = CheckpointMetadata {
+            coordinators: vec![CoordinatorStateEntry { uid: "source".into(), state: vec![1, 2] }],
+            ..read
+        };
+        let again = decode_metadata("_metadata", &frame(&encode(&new).unwrap())).unwrap();
+        assert_eq!(again.coordinator_state("source"), Some(&[1u8, 2][..]));
+    }
 
     #[test]
     fn encoding_straight_into_a_frame_gives_the_framed_encoding() {

@@ -1,7 +1,9 @@
 //! No panic from any byte of a checkpoint file: the framing and the decoders of metadata
 //! and task state over random and mutated inputs.
 
-use eddy_checkpoint::metadata::{decode, encode_framed, frame, unframe, CheckpointMetadata};
+use eddy_checkpoint::metadata::{
+    decode, decode_metadata, encode_framed, frame, unframe, CheckpointMetadata, CoordinatorStateEntry,
+};
 use eddy_checkpoint::{CheckpointId, OperatorSnapshot, SnapshotKind};
 use proptest::prelude::*;
 
@@ -13,6 +15,7 @@ fn metadata() -> CheckpointMetadata {
         max_parallelism: 128,
         timestamp_ms: 1_700_000_000_000,
         tasks: Vec::new(),
+        coordinators: vec![CoordinatorStateEntry { uid: "source".into(), state: vec![3, 1, 4] }],
     }
 }
 
@@ -23,6 +26,7 @@ proptest! {
     fn random_bytes_are_refused_without_a_panic(bytes in proptest::collection::vec(any::<u8>(), 0..128)) {
         let _ = unframe("random", &bytes);
         let _ = decode::<CheckpointMetadata>("random", &bytes);
+        let _ = decode_metadata("random", &bytes);
         let _ = decode::<Vec<OperatorSnapshot>>("random", &bytes);
     }
 
@@ -46,7 +50,7 @@ proptest! {
             bytes[at] ^= xor;
         }
         bytes.truncate(cut % (bytes.len() + 1));
-        let read = unframe("_metadata", &bytes).and_then(|payload| decode::<CheckpointMetadata>("_metadata", payload));
+        let read = decode_metadata("_metadata", &bytes);
         if bytes != original {
             prop_assert!(read.is_err(), "a changed file is refused");
         }

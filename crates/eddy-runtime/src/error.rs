@@ -139,6 +139,10 @@ pub enum JobError {
     },
     #[error("job '{job}': internal error (please report): {message}")]
     Internal { job: String, message: String },
+    /// The coordinator of an operator (a source's split enumerator, with the JobMaster)
+    /// failed: the attempt restarts under the restart strategy, as after a task failure.
+    #[error("job '{job}' failed: the coordinator of operator '{operator}' failed: {message}")]
+    CoordinatorFailed { job: String, operator: String, message: String },
     /// The cluster cannot run the job: too few slots, a TaskManager whose binary builds
     /// another graph, the JobManager gone, a refused secret. The message says which;
     /// `source`, the connection's error when there was one.
@@ -165,7 +169,7 @@ impl JobError {
             JobError::TaskFailed { kind, .. } => {
                 !matches!(kind, FailureKind::Unsendable | FailureKind::StateUnreadable)
             }
-            JobError::CheckpointFailover { .. } => true,
+            JobError::CheckpointFailover { .. } | JobError::CoordinatorFailed { .. } => true,
             _ => false,
         }
     }

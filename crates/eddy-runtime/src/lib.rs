@@ -35,6 +35,7 @@
 
 pub mod channel;
 pub mod cluster;
+pub mod coordination;
 pub(crate) mod deployment;
 pub mod error;
 pub mod executor;

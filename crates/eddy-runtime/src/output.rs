@@ -40,11 +40,19 @@ pub trait Lifecycle {
     /// ([`crate::task::TaskShared::request_processing_time`]): each fires what is due and
     /// passes it on down the chain. Writers stop it: processing time is per task.
     fn on_processing_time(&mut self, now_ms: i64) -> Result<(), crate::TaskError>;
+    /// An event from the operator's coordinator ([`crate::coordination`]); only heads of
+    /// operators that have one receive any.
+    fn handle_operator_event(&mut self, _event: Vec<u8>) -> Result<(), crate::TaskError> {
+        Ok(())
+    }
 }
 
 impl<L: Lifecycle + ?Sized> Lifecycle for Box<L> {
     fn open(&mut self) -> Result<(), crate::TaskError> {
         (**self).open()
+    }
+    fn handle_operator_event(&mut self, event: Vec<u8>) -> Result<(), crate::TaskError> {
+        (**self).handle_operator_event(event)
     }
     fn flush(&mut self) -> Result<(), crate::TaskError> {
         (**self).flush()

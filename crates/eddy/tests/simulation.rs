@@ -145,10 +145,21 @@ fn temp_dir(name: &str) -> std::path::PathBuf {
 
 /// Runs W1 under seed `seed`; returns the committed output and the trace.
 fn run_w1(seed: u64) -> (Vec<(u64, u64)>, Vec<String>, u32) {
+    run_w1_from(seed, false)
+}
+
+/// W1 from `from_sequence`, or from the split-based `NumberSequenceSource` (its split
+/// enumerator with the JobMaster, readers asking it for splits).
+fn run_w1_from(seed: u64, split_based: bool) -> (Vec<(u64, u64)>, Vec<String>, u32) {
     let dir = seed.is_multiple_of(10).then(|| temp_dir(&format!("w1-{seed}")));
     let env = simulated_env(seed, dir.as_deref());
     let committed = Committed::new();
-    env.from_sequence(0, W1_EVENTS - 1)
+    let events = if split_based {
+        env.add_parallel_source(eddy::source::NumberSequenceSource::new(0, W1_EVENTS - 1))
+    } else {
+        env.from_sequence(0, W1_EVENTS - 1)
+    };
+    events
         .uid("events")
         .key_by(|e: &u64| key_of(*e))
         .process(CountPerKey::default())
@@ -250,6 +261,21 @@ fn w1_under_100_seeds_with_faults_commits_every_count_exactly_once() {
     // The faults did strike: most of them fail the job over.
     let restarts = restarts.into_inner();
     assert!(restarts >= 100 * FAULTS / 2, "{restarts} restarts: too few for the faults injected");
+}
+
+/// The split enumerator's state and the readers' are taken at the same cut: under faults
+/// and restores, every number is read exactly once.
+#[test]
+fn w1_from_a_split_based_source_under_40_seeds_with_faults_commits_every_count_exactly_once() {
+    let expected = w1_expected();
+    let restarts = std::sync::atomic::AtomicU32::new(0);
+    for_seeds(300..340, |seed| {
+        let (committed, trace, restarted) = run_w1_from(seed, true);
+        assert_eq!(sorted(committed), expected, "seed {seed}: committed output differs; trace: {trace:#?}");
+        restarts.fetch_add(restarted, std::sync::atomic::Ordering::Relaxed);
+    });
+    let restarts = restarts.into_inner();
+    assert!(restarts >= 40 * FAULTS / 2, "{restarts} restarts: too few for the faults injected");
 }
 
 #[test]

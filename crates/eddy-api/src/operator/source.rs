@@ -80,6 +80,13 @@ impl<T, S: SourceFunction<T>> Lifecycle for SourceOp<T, S> {
     fn on_processing_time(&mut self, now_ms: i64) -> Result<(), TaskError> {
         self.core.processing_time_with(&mut *self.main, now_ms)
     }
+
+    fn handle_operator_event(&mut self, event: Vec<u8>) -> Result<(), TaskError> {
+        let previous = self.core.info.shared.enter(self.core.info.index);
+        let result = self.function.handle_operator_event(&event);
+        self.core.info.shared.leave(previous);
+        result.map_err(|e| self.core.error(e))
+    }
 }
 
 impl<T, S: SourceFunction<T>> SourceOperator for SourceOp<T, S> {

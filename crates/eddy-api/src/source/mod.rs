@@ -3,12 +3,14 @@
 
 mod collection;
 mod generator;
+mod number_sequence;
 mod sequence;
 mod socket;
 mod text_file;
 
 pub use collection::CollectionSource;
 pub use generator::DataGeneratorSource;
+pub use number_sequence::NumberSequenceSource;
 pub use sequence::SequenceSource;
 pub use socket::SocketTextSource;
 pub use text_file::TextFileSource;

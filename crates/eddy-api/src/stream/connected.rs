@@ -34,6 +34,7 @@ where
         },
         outputs: vec![OutputPort { tag: None, port_type: Arc::new(TypedPort::<O>::new()) }],
         chainable: true,
+        coordinator: None,
     };
     let mut edges = first.edges(0);
     edges.extend(second.edges(1));

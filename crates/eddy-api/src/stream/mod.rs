@@ -88,6 +88,7 @@ impl<T: Data> DataStream<T> {
             },
             outputs: vec![OutputPort { tag: None, port_type: Arc::new(TypedPort::<O>::new()) }],
             chainable: true,
+            coordinator: None,
         };
         let id = self.env.add_node(node, self.edges(0));
         DataStream::from_port(self.env.clone(), id, 0)
@@ -110,6 +111,7 @@ impl<T: Data> DataStream<T> {
             },
             outputs: Vec::new(),
             chainable: true,
+            coordinator: None,
         };
         let node = self.env.add_node(node, self.edges(0));
         DataStreamSink { env: self.env.clone(), node }

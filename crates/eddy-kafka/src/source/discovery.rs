@@ -1,13 +1,16 @@
-//! Finding a reader's splits: the partitions of the subscribed topics it owns, where
-//! they start (resolved once, at the job's first start) and in bounded mode where they
-//! end; handing them to the consumer.
+//! Finding splits, on the split enumerator's discovery thread: the partitions of the
+//! subscribed topics not known yet, where each starts (the job's starting offsets at its
+//! first discovery, the earliest offset for partitions found later) and in bounded mode
+//! where it stops. Requests to the brokers block here, never on the JobMaster's thread.
 
-use super::split::{split_owner, FirstStart, PartitionSplit, EARLIEST};
-use super::{KafkaSource, OffsetResetStrategy, StartingOffsets, REQUEST_TIMEOUT};
+use super::split::{PartitionSplit, EARLIEST};
+use super::{OffsetResetStrategy, StartingOffsets, REQUEST_TIMEOUT};
 use crate::admin::probe_end_offsets;
-use crate::KafkaConnectorError;
-use rdkafka::consumer::Consumer;
+use crate::{KafkaConnectorError, KafkaProperties};
+use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::{Offset, TopicPartitionList};
+use std::collections::BTreeSet;
+use std::time::Duration;
 
 /// Which topics a source reads.
 #[derive(Debug, Clone)]
@@ -28,127 +31,120 @@ impl Subscription {
     }
 }
 
-impl<T: 'static> KafkaSource<T> {
-    /// Looks for partitions this reader owns and does not know yet; resolves where they
-    /// start (and in bounded mode where they stop). Returns whether any was added.
-    ///
-    /// The first discovery of a job resolves the start (and bounded end) of *every*
-    /// partition, and every reader keeps them (union state): a reader that had not
-    /// discovered yet when a checkpoint was taken still starts its partitions where the
-    /// job's start said, after a restore at any parallelism. Partitions found later start
-    /// at their earliest offset; a bounded source reads only those of the first start.
-    pub(super) fn discover(&mut self) -> Result<bool, KafkaConnectorError> {
-        let brokers = self.brokers.clone();
-        let (subtask, parallelism) = {
-            let reader = self.reader()?;
-            (reader.subtask, reader.parallelism)
-        };
-        let first_known = !self.reader()?.first_start.is_empty();
-        let partitions: Vec<(String, i32)> = if self.bounded && first_known {
-            self.reader()?.first_start.iter().map(|f| (f.topic.clone(), f.partition)).collect()
-        } else {
-            let metadata = self
-                .reader()?
-                .consumer
-                .fetch_metadata(None, REQUEST_TIMEOUT)
-                .map_err(|e| KafkaConnectorError::client("reading the topics' metadata", &brokers, e))?;
-            let mut all = Vec::new();
-            for topic in metadata.topics() {
-                if self.subscription.matches(topic.name()) && topic.error().is_none() {
-                    all.extend(topic.partitions().iter().map(|p| (topic.name().to_string(), p.id())));
+/// What discovery needs of a source's settings.
+#[derive(Clone)]
+pub(super) struct DiscoverySettings {
+    pub(super) brokers: String,
+    pub(super) subscription: Subscription,
+    pub(super) group_id: String,
+    pub(super) starting: StartingOffsets,
+    pub(super) bounded: bool,
+    pub(super) interval: Duration,
+    pub(super) properties: KafkaProperties,
+}
+
+/// The discovery thread's own client and what it found so far.
+pub(super) struct Discovery {
+    settings: DiscoverySettings,
+    consumer: BaseConsumer,
+    /// Every partition already handed out (restored from the enumerator's state).
+    known: BTreeSet<(String, i32)>,
+    /// Whether the job's first discovery is done: later partitions start at the earliest.
+    first_done: bool,
+}
+
+impl Discovery {
+    pub(super) fn new(
+        settings: DiscoverySettings,
+        known: BTreeSet<(String, i32)>,
+        first_done: bool,
+    ) -> Result<Self, KafkaConnectorError> {
+        let consumer: BaseConsumer = settings
+            .properties
+            .client_config(&settings.brokers, &[("group.id", &settings.group_id), ("enable.auto.commit", "false")])
+            .create()
+            .map_err(|e| KafkaConnectorError::client("creating the split enumerator's client", &settings.brokers, e))?;
+        Ok(Self { settings, consumer, known, first_done })
+    }
+
+    pub(super) fn is_first_done(&self) -> bool {
+        self.first_done
+    }
+
+    /// The partitions not known yet, as splits with their start (and bounded stop)
+    /// resolved; they are known from now on. The first successful call of a job resolves
+    /// the job's starting offsets.
+    pub(super) fn discover(&mut self) -> Result<Vec<PartitionSplit>, KafkaConnectorError> {
+        let brokers = self.settings.brokers.clone();
+        let metadata = self
+            .consumer
+            .fetch_metadata(None, REQUEST_TIMEOUT)
+            .map_err(|e| KafkaConnectorError::client("reading the topics' metadata", &brokers, e))?;
+        let mut found: Vec<(String, i32)> = Vec::new();
+        for topic in metadata.topics() {
+            if self.settings.subscription.matches(topic.name()) && topic.error().is_none() {
+                for partition in topic.partitions() {
+                    let key = (topic.name().to_string(), partition.id());
+                    if !self.known.contains(&key) {
+                        found.push(key);
+                    }
                 }
             }
-            all.sort();
-            all
-        };
-        if !first_known {
-            let mut first = Vec::with_capacity(partitions.len());
-            let mut rest = partitions.as_slice();
-            while let Some((topic, _)) = rest.first() {
-                let same = rest.iter().take_while(|(t, _)| t == topic).count();
-                let ids: Vec<i32> = rest[..same].iter().map(|(_, p)| *p).collect();
-                let ends = if self.bounded {
-                    probe_end_offsets(&brokers, &self.properties, topic, &ids, REQUEST_TIMEOUT * 5)?
-                        .into_iter()
-                        .map(Some)
-                        .collect()
-                } else {
-                    vec![None; ids.len()]
-                };
-                for (partition, stop) in ids.into_iter().zip(ends) {
-                    let start = self.resolve_start(topic, partition)?;
-                    first.push(FirstStart { topic: topic.clone(), partition, start, stop });
-                }
-                rest = &rest[same..];
-            }
-            self.reader()?.first_start = first;
         }
-        let reader = self.reader()?;
-        let found: Vec<(String, i32)> = partitions
-            .into_iter()
-            .filter(|(topic, id)| split_owner(topic, *id, parallelism) == subtask)
-            .filter(|(topic, id)| !reader.splits.iter().any(|s| s.partition == *id && s.topic == *topic))
-            .collect();
-        let mut added = Vec::with_capacity(found.len());
-        for (topic, partition) in found {
-            let first = reader.first_start.iter().find(|f| f.topic == topic && f.partition == partition);
-            let (next_offset, stop_offset) = match first {
-                Some(first) => (first.start, first.stop),
-                None => (EARLIEST, None),
+        found.sort();
+        let mut splits = Vec::with_capacity(found.len());
+        let mut rest = found.as_slice();
+        while let Some((topic, _)) = rest.first() {
+            let same = rest.iter().take_while(|(t, _)| t == topic).count();
+            let ids: Vec<i32> = rest[..same].iter().map(|(_, p)| *p).collect();
+            let stops: Vec<Option<i64>> = if self.settings.bounded {
+                let ends = probe_end_offsets(&brokers, &self.settings.properties, topic, &ids, REQUEST_TIMEOUT * 5)?;
+                ends.into_iter().map(Some).collect()
+            } else {
+                vec![None; ids.len()]
             };
-            added.push(PartitionSplit { topic, partition, next_offset, stop_offset });
+            for (partition, stop_offset) in ids.into_iter().zip(stops) {
+                let next_offset = if self.first_done { EARLIEST } else { self.resolve_start(topic, partition)? };
+                splits.push(PartitionSplit { topic: topic.clone(), partition, next_offset, stop_offset });
+            }
+            rest = &rest[same..];
         }
-        if added.is_empty() {
-            return Ok(false);
-        }
-        for split in &added {
-            tracing::info!(
-                subtask = reader.subtask,
-                topic = %split.topic,
-                partition = split.partition,
-                start = split.next_offset,
-                stop = ?split.stop_offset,
-                "Kafka source: split assigned"
-            );
-        }
-        reader.splits.extend(added);
-        reader.assignment_stale = true;
-        Ok(true)
+        self.known.extend(found);
+        self.first_done = true;
+        Ok(splits)
     }
 
     /// Where `partition` ends now ("latest").
-    fn high_watermark(&mut self, topic: &str, partition: i32) -> Result<i64, KafkaConnectorError> {
-        let ends = probe_end_offsets(&self.brokers, &self.properties, topic, &[partition], REQUEST_TIMEOUT * 5)?;
+    fn high_watermark(&self, topic: &str, partition: i32) -> Result<i64, KafkaConnectorError> {
+        let (brokers, properties) = (&self.settings.brokers, &self.settings.properties);
+        let ends = probe_end_offsets(brokers, properties, topic, &[partition], REQUEST_TIMEOUT * 5)?;
         Ok(ends[0])
     }
 
-    /// Where a partition found at the first start begins, as a concrete offset (or
+    /// Where a partition found at the first discovery begins, as a concrete offset (or
     /// [`EARLIEST`]).
-    pub(super) fn resolve_start(&mut self, topic: &str, partition: i32) -> Result<i64, KafkaConnectorError> {
-        let brokers = self.brokers.clone();
-        let fallback = |source: &mut Self, strategy: OffsetResetStrategy| -> Result<i64, KafkaConnectorError> {
+    fn resolve_start(&self, topic: &str, partition: i32) -> Result<i64, KafkaConnectorError> {
+        let brokers = &self.settings.brokers;
+        let fallback = |strategy: &OffsetResetStrategy| -> Result<i64, KafkaConnectorError> {
             match strategy {
                 OffsetResetStrategy::Earliest => Ok(EARLIEST),
-                OffsetResetStrategy::Latest => source.high_watermark(topic, partition),
+                OffsetResetStrategy::Latest => self.high_watermark(topic, partition),
                 OffsetResetStrategy::None => Err(KafkaConnectorError::Config(format!(
                     "no starting offset for {topic}/{partition} and no reset strategy"
                 ))),
             }
         };
-        match self.starting.clone() {
+        match &self.settings.starting {
             StartingOffsets::Earliest => Ok(EARLIEST),
             StartingOffsets::Latest => self.high_watermark(topic, partition),
             StartingOffsets::Timestamp(at) => {
                 let mut query = TopicPartitionList::new();
                 query
-                    .add_partition_offset(topic, partition, Offset::Offset(at))
-                    .map_err(|e| KafkaConnectorError::client("building an offset query", &brokers, e))?;
-                let answer = self.reader()?.consumer.offsets_for_times(query, REQUEST_TIMEOUT).map_err(|e| {
-                    KafkaConnectorError::client(
-                        format!("finding the offset of time {at} in {topic}/{partition}"),
-                        &brokers,
-                        e,
-                    )
+                    .add_partition_offset(topic, partition, Offset::Offset(*at))
+                    .map_err(|e| KafkaConnectorError::client("building an offset query", brokers, e))?;
+                let answer = self.consumer.offsets_for_times(query, REQUEST_TIMEOUT).map_err(|e| {
+                    let action = format!("finding the offset of time {at} in {topic}/{partition}");
+                    KafkaConnectorError::client(action, brokers, e)
                 })?;
                 match answer.find_partition(topic, partition).map(|e| e.offset()) {
                     Some(Offset::Offset(offset)) => Ok(offset),
@@ -159,69 +155,21 @@ impl<T: 'static> KafkaSource<T> {
             StartingOffsets::Committed(strategy) => {
                 let mut query = TopicPartitionList::new();
                 query.add_partition(topic, partition);
-                let answer = self.reader()?.consumer.committed_offsets(query, REQUEST_TIMEOUT).map_err(|e| {
-                    KafkaConnectorError::client(
-                        format!("reading the committed offset of {topic}/{partition}"),
-                        &brokers,
-                        e,
-                    )
+                let answer = self.consumer.committed_offsets(query, REQUEST_TIMEOUT).map_err(|e| {
+                    let action = format!("reading the committed offset of {topic}/{partition}");
+                    KafkaConnectorError::client(action, brokers, e)
                 })?;
                 match answer.find_partition(topic, partition).map(|e| e.offset()) {
                     Some(Offset::Offset(offset)) if offset >= 0 => Ok(offset),
-                    _ => fallback(self, strategy),
+                    _ => fallback(strategy),
                 }
             }
             StartingOffsets::Offsets(offsets, strategy) => {
                 match offsets.iter().find(|(t, p, _)| t == topic && *p == partition) {
                     Some((_, _, offset)) => Ok(*offset),
-                    None => fallback(self, strategy),
+                    None => fallback(strategy),
                 }
             }
         }
-    }
-
-    /// Hands the consumer the unfinished splits at their positions.
-    pub(super) fn assign(&mut self) -> Result<(), KafkaConnectorError> {
-        let brokers = self.brokers.clone();
-        let reader = self.reader()?;
-        let mut assignment = TopicPartitionList::new();
-        for split in reader.splits.iter().filter(|s| !s.is_finished()) {
-            let offset =
-                if split.next_offset == EARLIEST { Offset::Beginning } else { Offset::Offset(split.next_offset) };
-            assignment
-                .add_partition_offset(&split.topic, split.partition, offset)
-                .map_err(|e| KafkaConnectorError::client("building the assignment", &brokers, e))?;
-        }
-        reader
-            .consumer
-            .assign(&assignment)
-            .map_err(|e| KafkaConnectorError::client("assigning partitions", &brokers, e))?;
-        reader.assignment_stale = false;
-        Ok(())
-    }
-
-    /// Bounded mode: a split whose position passed its stop offset without a record
-    /// there (transaction markers, aborted records) is finished too.
-    pub(super) fn check_positions(&mut self) -> Result<(), KafkaConnectorError> {
-        let reader = self.reader()?;
-        if !reader.splits.iter().any(|s| !s.is_finished()) {
-            return Ok(());
-        }
-        let Ok(positions) = reader.consumer.position() else { return Ok(()) };
-        let mut finished_any = false;
-        for split in reader.splits.iter_mut().filter(|s| !s.is_finished()) {
-            if let Some(Offset::Offset(position)) =
-                positions.find_partition(&split.topic, split.partition).map(|e| e.offset())
-            {
-                if split.stop_offset.is_some_and(|stop| position >= stop) {
-                    split.next_offset = split.next_offset.max(split.stop_offset.unwrap_or(0));
-                    finished_any = true;
-                }
-            }
-        }
-        if finished_any {
-            self.assign()?;
-        }
-        Ok(())
     }
 }

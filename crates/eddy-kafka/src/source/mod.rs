@@ -1,37 +1,50 @@
-//! [`KafkaSource`]: reads topics (by list or pattern) as splits, one per partition.
+//! [`KafkaSource`]: reads topics (by list or pattern) as splits, one per partition, on
+//! eddy's split-based sources (Flink's FLIP-27 `Source`).
 //!
-//! Every reader (source subtask) finds the partitions it owns from the brokers' metadata
-//! by [`split_owner`] and reads them with one librdkafka consumer in manual-assignment
-//! mode (`assign`, never `subscribe`: Kafka's group rebalancing would fight eddy's own
-//! assignment). Each split's next offset is union operator state, so after a restore, at
-//! any parallelism, every reader sees every split and keeps exactly those it owns now.
-//! Discovery runs again every `partition_discovery_interval`; a partition found after the
-//! first discovery starts at its earliest offset.
+//! The split enumerator runs with the JobMaster (an operator coordinator): it discovers
+//! partitions on a thread of its own, resolves where each starts (the job's starting
+//! offsets at the first discovery, the earliest offset for partitions found later) and in
+//! bounded mode where it stops, and hands each to its owner reader ([`split_owner`]) as an
+//! event. Its state (the partitions handed out) is in every checkpoint.
+//!
+//! Every reader (source subtask) reads its splits with one librdkafka consumer in
+//! manual-assignment mode (`assign`, never `subscribe`: Kafka's group rebalancing would
+//! fight eddy's own assignment). Each split's next offset is union operator state, so
+//! after a restore, at any parallelism, every reader sees every split and keeps exactly
+//! those it owns now, by the same owner function the enumerator uses.
 //!
 //! Offsets are committed to the consumer group only after a checkpoint completes, for
 //! lag tools; a restore always uses the checkpointed positions (as in Flink).
 //!
 //! - this file: the source's settings, its state, and the read loop;
-//! - `discovery`: which partitions a reader owns, where they start and end;
+//! - `enumerator`: the split enumerator and its events to the readers;
+//! - `discovery`: finding partitions, where they start and end (the enumerator's thread);
+//! - `reader`: a running reader, its splits and its consumer's assignment;
 //! - `event_time`: watermarks per split;
 //! - `split`: a split and the owner function; `offsets`: where a source starts;
 //!   `record`: what a deserialization schema sees.
 
 mod discovery;
+mod enumerator;
 mod event_time;
 mod offsets;
+mod reader;
 mod record;
 mod split;
 
+use discovery::DiscoverySettings;
 pub use discovery::Subscription;
+use enumerator::{KafkaSourceEnumerator, SourceEvent};
 use event_time::SplitClock;
 pub use offsets::{OffsetResetStrategy, StartingOffsets};
+use reader::Reader;
 pub use record::{utf8_values, BadRecord, KafkaDeserializationSchema, KafkaRecord};
-pub use split::{split_owner, FirstStart, PartitionSplit, EARLIEST};
+pub use split::{split_owner, PartitionSplit, EARLIEST};
 
 use crate::{KafkaConnectorError, KafkaProperties};
 use eddy_api::function::{FunctionResult, RichFunction, RuntimeContext, SnapshotContext, SourceFunction, SourceStep};
 use eddy_api::time::{TimestampFn, WatermarkOutput, WatermarkStrategy};
+use eddy_runtime::coordination::CoordinatorProvider;
 use eddy_runtime::Collector;
 use eddy_state::ListStateDescriptor;
 use eddy_types::CheckpointId;
@@ -43,13 +56,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const SPLITS_STATE: &str = "kafka-source-splits";
-const FIRST_START_STATE: &str = "kafka-source-first-start";
 /// Flink's `partition.discovery.interval.ms` default.
 pub const PARTITION_DISCOVERY_INTERVAL_DEFAULT: Duration = Duration::from_secs(300);
-/// How long one metadata or offset request to the brokers may block the source's task.
+/// How long one metadata or offset request to the brokers may block (the enumerator's
+/// discovery thread, or a reader's commit).
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
 /// How often "the brokers cannot be reached" is logged while it lasts.
-const WARN_EVERY: Duration = Duration::from_secs(10);
+pub(crate) const WARN_EVERY: Duration = Duration::from_secs(10);
 
 /// Flink's `KafkaSource`, built like Flink's `KafkaSource.builder()`.
 pub struct KafkaSource<T> {
@@ -205,51 +218,12 @@ impl<T: 'static> KafkaSource<T> {
     }
 }
 
-/// One running reader: its consumer and the splits it owns.
-struct Reader {
-    consumer: BaseConsumer,
-    subtask: u32,
-    parallelism: u32,
-    /// Owned splits, finished ones included (bounded mode keeps them in its state).
-    splits: Vec<PartitionSplit>,
-    /// Every partition of the job's first start with where it starts (and in bounded mode
-    /// ends), resolved by whichever reader discovered first and kept by all.
-    first_start: Vec<FirstStart>,
-    next_discovery: Option<Instant>,
-    assignment_stale: bool,
-    /// Positions taken at each checkpoint, committed when it completes.
-    pending_commits: BTreeMap<u64, Vec<(String, i32, i64)>>,
-    last_warning: Option<Instant>,
-}
-
-impl Reader {
-    fn warn(&mut self, what: &str, error: &dyn std::fmt::Display, brokers: &str) {
-        if self.last_warning.is_none_or(|at| at.elapsed() >= WARN_EVERY) {
-            self.last_warning = Some(Instant::now());
-            tracing::warn!(subtask = self.subtask, brokers, "Kafka source: {what}: {error}; retrying");
-        }
-    }
-}
-
-impl<T: 'static> KafkaSource<T> {
-    fn reader(&mut self) -> Result<&mut Reader, KafkaConnectorError> {
-        self.reader
-            .as_deref_mut()
-            .ok_or_else(|| KafkaConnectorError::Config("the Kafka source was not initialized".into()))
-    }
-}
-
 impl<T: 'static> RichFunction for KafkaSource<T> {
     fn initialize_state(&mut self, ctx: &mut RuntimeContext<'_>) -> FunctionResult {
         let subtask = ctx.index_of_this_subtask().0;
         let parallelism = ctx.number_of_parallel_subtasks();
         let store = ctx.operator_state();
         let all_splits = store.union_list_state(&ListStateDescriptor::<PartitionSplit>::new(SPLITS_STATE))?.get();
-        let mut first_start = store.union_list_state(&ListStateDescriptor::<FirstStart>::new(FIRST_START_STATE))?.get();
-        // Readers that resolved the first start at slightly different times disagree on
-        // "latest": one entry per partition, the earliest start (nothing is skipped).
-        first_start.sort_by(|a, b| (&a.topic, a.partition, a.start).cmp(&(&b.topic, b.partition, b.start)));
-        first_start.dedup_by(|later, kept| later.topic == kept.topic && later.partition == kept.partition);
         let splits: Vec<PartitionSplit> =
             all_splits.into_iter().filter(|s| split_owner(&s.topic, s.partition, parallelism) == subtask).collect();
         let consumer: BaseConsumer = self
@@ -283,10 +257,8 @@ impl<T: 'static> RichFunction for KafkaSource<T> {
         self.reader = Some(Box::new(Reader {
             consumer,
             subtask,
-            parallelism,
             splits,
-            first_start,
-            next_discovery: Some(Instant::now()),
+            no_more_splits: false,
             assignment_stale: true,
             pending_commits: BTreeMap::new(),
             last_warning: None,
@@ -296,7 +268,7 @@ impl<T: 'static> RichFunction for KafkaSource<T> {
 
     fn snapshot_state(&mut self, ctx: &mut SnapshotContext<'_>) -> FunctionResult {
         let checkpoint = ctx.checkpoint_id();
-        let (splits, first_start) = match self.reader.as_deref_mut() {
+        let splits = match self.reader.as_deref_mut() {
             Some(reader) => {
                 if let (Some(id), true) = (checkpoint, self.commit_offsets_on_checkpoint) {
                     let positions = reader
@@ -307,13 +279,12 @@ impl<T: 'static> RichFunction for KafkaSource<T> {
                         .collect();
                     reader.pending_commits.insert(id.0, positions);
                 }
-                (reader.splits.clone(), reader.first_start.clone())
+                reader.splits.clone()
             }
-            None => (Vec::new(), Vec::new()),
+            None => Vec::new(),
         };
         let store = ctx.operator_state();
         store.union_list_state(&ListStateDescriptor::<PartitionSplit>::new(SPLITS_STATE))?.update(splits);
-        store.union_list_state(&ListStateDescriptor::<FirstStart>::new(FIRST_START_STATE))?.update(first_start);
         Ok(())
     }
 
@@ -346,36 +317,13 @@ impl<T: 'static> RichFunction for KafkaSource<T> {
 
 impl<T: 'static> SourceFunction<T> for KafkaSource<T> {
     fn emit_batch(&mut self, max_records: usize, out: &mut Collector<'_, T>) -> FunctionResult<SourceStep> {
-        let reader = self.reader()?;
-        if reader.next_discovery.is_some_and(|at| Instant::now() >= at) {
-            let result = self.discover();
-            let brokers = self.brokers.clone();
-            let (interval, bounded) = (self.discovery_interval, self.bounded);
-            let reader = self.reader()?;
-            match result {
-                Ok(_) => {
-                    reader.next_discovery =
-                        if bounded || interval.is_zero() { None } else { Some(Instant::now() + interval) };
-                }
-                // A broker down or a metadata request that failed: wait and try again.
-                Err(KafkaConnectorError::Client { action, source, .. }) => {
-                    reader.warn(&format!("{action} failed"), &source, &brokers);
-                    reader.next_discovery = Some(Instant::now() + Duration::from_secs(1));
-                }
-                Err(timeout @ KafkaConnectorError::Timeout { .. }) => {
-                    reader.warn("discovery", &timeout, &brokers);
-                    reader.next_discovery = Some(Instant::now() + Duration::from_secs(1));
-                }
-                Err(other) => return Err(other.into()),
-            }
-        }
         if self.reader()?.assignment_stale {
             self.assign()?;
             self.sync_clocks();
         }
         let reader = self.reader.as_deref_mut().expect("initialized");
         if !reader.splits.iter().any(|s| !s.is_finished()) {
-            if self.bounded && reader.next_discovery.is_none() {
+            if reader.is_done() {
                 tracing::info!(subtask = reader.subtask, "Kafka source: every split read to its stop offset");
                 return Ok(SourceStep::Finished);
             }
@@ -442,5 +390,23 @@ impl<T: 'static> SourceFunction<T> for KafkaSource<T> {
 
     fn emit_watermarks(&mut self, output: &mut WatermarkOutput) {
         self.split_watermarks(output);
+    }
+
+    fn coordinator(&self) -> Option<CoordinatorProvider> {
+        let settings = DiscoverySettings {
+            brokers: self.brokers.clone(),
+            subscription: self.subscription.clone(),
+            group_id: self.group_id.clone(),
+            starting: self.starting.clone(),
+            bounded: self.bounded,
+            interval: self.discovery_interval,
+            properties: self.properties.clone(),
+        };
+        Some(Arc::new(move || Box::new(KafkaSourceEnumerator::new(settings.clone()))))
+    }
+
+    fn handle_operator_event(&mut self, event: &[u8]) -> FunctionResult {
+        self.on_event(SourceEvent::decode(event)?)?;
+        Ok(())
     }
 }

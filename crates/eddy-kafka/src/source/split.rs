@@ -25,16 +25,6 @@ impl PartitionSplit {
     }
 }
 
-/// Where a partition of the job's first start begins, and in bounded mode where it ends.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct FirstStart {
-    pub topic: String,
-    pub partition: i32,
-    /// A concrete offset or [`EARLIEST`].
-    pub start: i64,
-    pub stop: Option<i64>,
-}
-
 /// Java's `String.hashCode`, over UTF-16 code units, as Flink's owner function uses it:
 /// the same topic maps to the same readers in eddy as in Flink.
 fn java_string_hash(text: &str) -> i32 {

@@ -101,6 +101,7 @@ impl AttemptLauncher for LocalLauncher {
             self.simulator.is_some(),
         );
         coordinator.savepoint_targets = targets;
+        coordinator.start_operator_coordinators(start.restore.as_deref());
         match &self.simulator {
             Some(simulator) => simulator.run_attempt(&mut coordinator, pending, &queued, &reports_rx, result),
             None => {

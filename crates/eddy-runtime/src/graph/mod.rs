@@ -86,6 +86,8 @@ pub struct StreamNode {
     pub outputs: Vec<OutputPort>,
     /// False when the user disabled chaining for this operator.
     pub chainable: bool,
+    /// Its coordinator with the JobMaster (a source's split enumerator).
+    pub coordinator: Option<crate::coordination::CoordinatorProvider>,
 }
 
 impl StreamNode {

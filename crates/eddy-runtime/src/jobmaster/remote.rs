@@ -213,6 +213,7 @@ impl AttemptLauncher for RemoteLauncher {
             start.next_checkpoint_id,
             false,
         );
+        run.start_operator_coordinators(start.restore.as_deref());
         let announced: Vec<Connection> = connections.iter().map(|(_, c)| c.clone()).collect();
         run.hooks = Some(RemoteHooks {
             announce_savepoint: Box::new(move |id, dir| {

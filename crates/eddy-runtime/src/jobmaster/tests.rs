@@ -121,6 +121,7 @@ impl Job {
             factory: OperatorFactory::Source(Arc::new(|_, _| panic!("no task is built in these tests"))),
             outputs: vec![OutputPort { tag: None, port_type: port.clone() }],
             chainable: true,
+            coordinator: None,
         };
         let sink = StreamNode {
             id: NodeId(1),
@@ -134,6 +135,7 @@ impl Job {
             },
             outputs: Vec::new(),
             chainable: true,
+            coordinator: None,
         };
         let savepoints: Option<Arc<dyn CheckpointStorage>> =
             savepoint.as_ref().map(|_| Arc::new(MemoryCheckpointStorage::new(1 << 20)) as _);

@@ -49,6 +49,8 @@ pub enum TaskReport {
     Declined { task: usize, checkpoint: CheckpointId, kind: SnapshotKind, reason: String, cause: DeclineCause },
     /// Its counters, as it ended well.
     Accumulators { values: Vec<(String, u64)> },
+    /// Its head operator (a source) sent an event to the operator's coordinator.
+    OperatorEvent { task: usize, event: Vec<u8> },
 }
 
 impl TaskReport {
@@ -57,7 +59,8 @@ impl TaskReport {
         match self {
             TaskReport::Acknowledge { task, .. }
             | TaskReport::Finished { task }
-            | TaskReport::Declined { task, .. } => Some(*task),
+            | TaskReport::Declined { task, .. }
+            | TaskReport::OperatorEvent { task, .. } => Some(*task),
             TaskReport::Accumulators { .. } => None,
         }
     }
@@ -177,6 +180,13 @@ impl TaskShared {
     /// Whether a coordinator listens (false in single-task tests).
     pub fn has_coordinator(&self) -> bool {
         self.checkpointing.borrow().is_some()
+    }
+
+    /// The way from this task's head operator to its coordinator (none in single-task
+    /// tests).
+    pub fn operator_event_gateway(&self) -> Option<crate::coordination::OperatorEventGateway> {
+        let checkpointing = self.checkpointing.borrow();
+        checkpointing.as_ref().map(|c| crate::coordination::OperatorEventGateway::new(c.task, c.reports.clone()))
     }
 
     /// Where this task's snapshots and reports go.

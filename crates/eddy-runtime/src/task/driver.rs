@@ -101,6 +101,10 @@ fn take_controls(
             Ok(Control::Cancel) | Err(TryRecvError::Disconnected) => return Err(TaskError::Cancelled),
             Ok(Control::TriggerCheckpoint(barrier)) if is_source => snapshot_and_acknowledge(head, shared, &barrier)?,
             Ok(Control::TriggerCheckpoint(_)) | Ok(Control::JobFinished) => {}
+            Ok(Control::OperatorEvent(event)) => {
+                head.handle_operator_event(event)?;
+                shared.check()?;
+            }
             Ok(Control::Checkpoint(event)) => {
                 if let (CheckpointEvent::Aborted(id), Some(aligner)) = (event, aligner.as_deref_mut()) {
                     aligner.decline(id);

@@ -16,6 +16,9 @@ pub enum Control {
     Checkpoint(CheckpointEvent),
     /// Every task finished and the job's final checkpoint completed: commit and exit.
     JobFinished,
+    /// An event from the coordinator of the task's head operator (a source's split
+    /// enumerator), in order with the checkpoint triggers.
+    OperatorEvent(Vec<u8>),
 }
 
 /// The id under which a finished task's final state is snapshotted; two-phase-commit

@@ -145,7 +145,8 @@ impl Task {
                 Ok(Control::TriggerCheckpoint(barrier)) if !shared.has_snapshotted(barrier.id) => {
                     snapshot_and_acknowledge(head, shared, &barrier)?;
                 }
-                Ok(Control::TriggerCheckpoint(_)) => {}
+                // A source finishes only once its coordinator said nothing more comes.
+                Ok(Control::TriggerCheckpoint(_)) | Ok(Control::OperatorEvent(_)) => {}
                 Ok(Control::Cancel) | Err(TryRecvError::Disconnected) => return Err(TaskError::Cancelled),
                 Err(TryRecvError::Empty) if shared.is_cancelled() => return Err(TaskError::Cancelled),
                 Err(TryRecvError::Empty) => return Ok(false),

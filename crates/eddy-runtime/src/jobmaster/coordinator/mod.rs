@@ -7,12 +7,15 @@
 //!
 //! - [`savepoints`]: savepoints, by the job's configuration or asked for by the CLI;
 //! - [`storing`]: completing a checkpoint (its metadata), retention, and deleting what an
-//!   incomplete checkpoint left.
+//!   incomplete checkpoint left;
+//! - [`operators`]: the operators' own coordinators (split enumerators), their events and
+//!   their state in each checkpoint.
 //!
 //! How the attempt's subtasks run is not its business: the local executor's threads, the
 //! simulator's single thread, or task executors on a cluster ([`super::remote`]) drive it
 //! through [`AttemptCoordinator::coordinate`] or [`AttemptCoordinator::poll`].
 
+mod operators;
 mod savepoints;
 mod storing;
 
@@ -21,6 +24,7 @@ pub(crate) use storing::discard_checkpoint;
 
 use super::{AttemptEnd, JobResult, TaskExit};
 use crate::channel::{CheckpointBarrier, CheckpointEvent};
+use crate::deployment::restore::RestorePlan;
 use crate::deployment::subtasks::subtask_name;
 use crate::error::{JobError, TaskError};
 use crate::graph::{ChainPlan, OperatorFactory, StreamGraph};
@@ -84,6 +88,8 @@ pub(crate) struct AttemptCoordinator<'a> {
     /// On a cluster: how the task executors hear where a savepoint goes, and how the
     /// CLI hears of its savepoint.
     pub(crate) hooks: Option<RemoteHooks<'a>>,
+    /// The operators' coordinators (sources' split enumerators).
+    operators: operators::OperatorCoordinators,
 }
 
 impl<'a> AttemptCoordinator<'a> {
@@ -127,7 +133,9 @@ impl<'a> AttemptCoordinator<'a> {
             savepoint_pending: None,
             savepoint_targets: SavepointTargets::default(),
             hooks: None,
+            operators: operators::OperatorCoordinators::default(),
         };
+        run.operators = operators::OperatorCoordinators::new(graph, &run.tasks);
         run.sources_running = run.tasks.iter().filter(|(head, _)| run.is_source(*head)).count();
         run
     }
@@ -137,6 +145,7 @@ impl<'a> AttemptCoordinator<'a> {
     /// attempt's accumulators too).
     pub(crate) fn end(mut self, reports: &Receiver<TaskReport>, result: &mut JobResult) -> AttemptEnd {
         self.clean_up(reports);
+        self.operators.close();
         result.trace.extend(self.trace.take().into_iter().flatten());
         match self.failure.take() {
             Some(error) => AttemptEnd::Failed(error),
@@ -149,6 +158,25 @@ impl<'a> AttemptCoordinator<'a> {
                 }
             }
         }
+    }
+
+    /// Starts the operators' coordinators, restored from `restore`'s checkpoint; before any
+    /// task runs, so that what they send waits in the mailboxes.
+    pub(crate) fn start_operator_coordinators(&mut self, restore: Option<&RestorePlan>) {
+        if self.operators.is_empty() {
+            return;
+        }
+        let restored = restore.map(|plan| &plan.source().metadata);
+        if let Err(failure) = self.operators.start(restored, &mut self.mailboxes) {
+            self.coordinator_failed(failure);
+        }
+    }
+
+    fn coordinator_failed(&mut self, failure: operators::CoordinatorFailure) {
+        tracing::warn!(operator = %failure.operator, cause = %failure.message, "operator coordinator failed; cancelling the attempt");
+        self.note(|| format!("coordinator of {} failed", failure.operator));
+        let job = self.graph.job_name.clone();
+        self.fail(JobError::CoordinatorFailed { job, operator: failure.operator, message: failure.message });
     }
 
     fn accumulate(&mut self, values: Vec<(String, u64)>) {
@@ -304,6 +332,9 @@ impl<'a> AttemptCoordinator<'a> {
         if self.cancel.load(Ordering::SeqCst) {
             return;
         }
+        if let Err(failure) = self.operators.poll(&mut self.mailboxes) {
+            return self.coordinator_failed(failure);
+        }
         let now = self.now_ms();
         if let (Some(request), Some(storage)) = (&self.graph.config.savepoint, &self.savepoint_storage) {
             let due = !self.savepoint_triggered && now >= request.after_ms && !self.coordinator.all_finished();
@@ -353,6 +384,11 @@ impl<'a> AttemptCoordinator<'a> {
                 self.savepoint_pending = Some((id, order));
             }
         }
+        // The coordinators' state first: what they sent before is ahead of the trigger in
+        // every mailbox, what they send after is behind it.
+        if let Err(failure) = self.operators.checkpoint(id) {
+            return self.coordinator_failed(failure);
+        }
         self.note(|| format!("{kind:?} {id} triggered"));
         tracing::debug!(checkpoint = %id, kind = ?kind, "checkpoint triggered");
         self.triggered_at.insert(id.0, (self.clock.now_ms(), WallClock.now_ms()));
@@ -383,6 +419,14 @@ impl<'a> AttemptCoordinator<'a> {
             }
             TaskReport::Accumulators { values } => {
                 self.accumulate(values);
+                return;
+            }
+            TaskReport::OperatorEvent { task, event } => {
+                if !self.cancel.load(Ordering::SeqCst) {
+                    if let Err(failure) = self.operators.event(task, &event, &mut self.mailboxes) {
+                        self.coordinator_failed(failure);
+                    }
+                }
                 return;
             }
             TaskReport::Finished { task } => {
@@ -450,6 +494,9 @@ impl<'a> AttemptCoordinator<'a> {
             }
             // The job's last checkpoint, of every task's final state: every task is asked.
             if let Some(id) = self.coordinator.final_checkpoint(now) {
+                if let Err(failure) = self.operators.checkpoint(id) {
+                    return self.coordinator_failed(failure);
+                }
                 self.final_checkpoint = Some(id);
                 self.note(|| format!("final checkpoint {id} triggered"));
                 self.triggered_at.insert(id.0, (self.clock.now_ms(), WallClock.now_ms()));

@@ -86,6 +86,7 @@ impl AttemptCoordinator<'_> {
     /// Deletes what tasks wrote for a checkpoint that will never complete. Without the
     /// final checkpoint the job cannot finish: that fails it over.
     pub(super) fn discard_pending(&mut self, id: CheckpointId, kind: SnapshotKind) {
+        self.operators.discard(id);
         if Some(id) == self.final_checkpoint {
             self.fail(JobError::CheckpointFailover {
                 job: self.graph.job_name.clone(),
@@ -147,7 +148,7 @@ impl AttemptCoordinator<'_> {
             match report {
                 TaskReport::Acknowledge { checkpoint, ack, .. } => self.discard_late(checkpoint, &ack),
                 TaskReport::Declined { checkpoint, kind, .. } => self.discard_written(checkpoint, kind),
-                TaskReport::Finished { .. } => {}
+                TaskReport::Finished { .. } | TaskReport::OperatorEvent { .. } => {}
                 TaskReport::Accumulators { values } => self.accumulate(values),
             }
         }
@@ -176,6 +177,7 @@ impl AttemptCoordinator<'_> {
                     tracing::info!(savepoint = %stats.id, bytes = stats.bytes, location = %stats.location, "savepoint completed");
                     self.note(|| format!("savepoint {} completed", stats.id));
                     reply(self, Ok(format!("savepoint={}", stats.location)));
+                    self.operators.completed(checkpoint.id);
                     // The job's own savepoints (its configuration's, or the one it stops
                     // with) are its result's; one the CLI took went to the CLI.
                     if order.stop || order.request.is_none() {
@@ -208,6 +210,7 @@ impl AttemptCoordinator<'_> {
         }
         let id = checkpoint.id;
         if self.store(checkpoint, result, true) {
+            self.operators.completed(id);
             self.broadcast(Control::Checkpoint(CheckpointEvent::Completed(id)));
         }
     }
@@ -330,6 +333,7 @@ impl AttemptCoordinator<'_> {
             max_parallelism: self.graph.max_parallelism.get(),
             timestamp_ms,
             tasks: acks.iter().map(|a| a.entry.clone()).collect(),
+            coordinators: self.operators.states(checkpoint.id),
         };
         let location = storage.commit(&metadata)?;
         let max = |f: fn(&TaskAcknowledgement) -> u64| acks.iter().map(f).max().unwrap_or(0);

@@ -1,0 +1,225 @@
+//! The Kafka source's split enumerator (Flink's `KafkaSourceEnumerator`), the source's
+//! coordinator with the JobMaster: a thread of its own discovers partitions
+//! ([`super::discovery`]); the enumerator hands each new one to its owner reader
+//! ([`split_owner`]) as an event, and in bounded mode tells every reader that no more
+//! splits come once the first discovery is handed out.
+//!
+//! Its checkpointed state is the set of partitions handed out and whether the job's first
+//! discovery is done; the readers' states hold the splits' positions. A split handed out
+//! after a checkpoint's trigger is in neither, and is found and handed out again after a
+//! restore of that checkpoint.
+
+use super::discovery::{Discovery, DiscoverySettings};
+use super::split::{split_owner, PartitionSplit};
+use crate::KafkaConnectorError;
+use eddy_runtime::coordination::{CoordinatorContext, OperatorCoordinator};
+use eddy_types::CheckpointId;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeSet;
+use std::sync::mpsc::{channel, Receiver, RecvTimeoutError, Sender};
+use std::time::{Duration, Instant};
+
+/// How long the discovery thread waits after the brokers did not answer.
+const RETRY_AFTER: Duration = Duration::from_secs(1);
+/// How often "the brokers cannot be reached" is logged while it lasts.
+const WARN_EVERY: Duration = Duration::from_secs(10);
+
+/// What the enumerator sends its readers.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(super) enum SourceEvent {
+    /// Splits the reader owns from now on.
+    AddSplits(Vec<PartitionSplit>),
+    /// Bounded mode: every split is handed out; a reader that read its own ends.
+    NoMoreSplits,
+}
+
+impl SourceEvent {
+    pub(super) fn encode(&self) -> Vec<u8> {
+        postcard::to_allocvec(self).expect("a source event always encodes")
+    }
+
+    pub(super) fn decode(bytes: &[u8]) -> Result<Self, KafkaConnectorError> {
+        postcard::from_bytes(bytes)
+            .map_err(|e| KafkaConnectorError::Config(format!("an unreadable event from the split enumerator: {e}")))
+    }
+}
+
+/// What a checkpoint holds of the enumerator.
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct EnumeratorState {
+    assigned: BTreeSet<(String, i32)>,
+    first_done: bool,
+}
+
+/// What the discovery thread reports.
+enum Found {
+    Splits(Vec<PartitionSplit>),
+    /// A failure no retry mends (a bad setting).
+    Failed(String),
+}
+
+pub(super) struct KafkaSourceEnumerator {
+    settings: DiscoverySettings,
+    state: EnumeratorState,
+    found: Option<Receiver<Found>>,
+    /// Dropped to stop the discovery thread.
+    stop: Option<Sender<()>>,
+}
+
+impl KafkaSourceEnumerator {
+    pub(super) fn new(settings: DiscoverySettings) -> Self {
+        Self { settings, state: EnumeratorState::default(), found: None, stop: None }
+    }
+
+    fn no_more_splits(ctx: &mut CoordinatorContext<'_>) {
+        let event = SourceEvent::NoMoreSplits.encode();
+        for reader in 0..ctx.parallelism() {
+            ctx.send_event(reader, event.clone());
+        }
+    }
+}
+
+impl OperatorCoordinator for KafkaSourceEnumerator {
+    fn start(&mut self, restored: Option<&[u8]>, ctx: &mut CoordinatorContext<'_>) -> Result<(), String> {
+        if let Some(bytes) = restored {
+            self.state = postcard::from_bytes(bytes)
+                .map_err(|e| format!("cannot read the Kafka split enumerator's checkpointed state: {e}"))?;
+        }
+        tracing::info!(
+            brokers = %self.settings.brokers,
+            restored_partitions = self.state.assigned.len(),
+            first_discovery_done = self.state.first_done,
+            "Kafka split enumerator starting"
+        );
+        if self.settings.bounded && self.state.first_done {
+            // Every split of a bounded source is with the readers (in their state).
+            Self::no_more_splits(ctx);
+            return Ok(());
+        }
+        let (found_tx, found_rx) = channel();
+        let (stop_tx, stop_rx) = channel();
+        let (settings, known, first_done) = (self.settings.clone(), self.state.assigned.clone(), self.state.first_done);
+        std::thread::Builder::new()
+            .name("kafka-split-discovery".into())
+            .spawn(move || discover_until_stopped(settings, known, first_done, &found_tx, &stop_rx))
+            .map_err(|e| format!("cannot start the Kafka split discovery thread: {e}"))?;
+        self.found = Some(found_rx);
+        self.stop = Some(stop_tx);
+        Ok(())
+    }
+
+    fn handle_event(&mut self, subtask: u32, _event: &[u8], _ctx: &mut CoordinatorContext<'_>) -> Result<(), String> {
+        tracing::debug!(subtask, "Kafka split enumerator: unexpected event from a reader, ignored");
+        Ok(())
+    }
+
+    fn poll(&mut self, ctx: &mut CoordinatorContext<'_>) -> Result<(), String> {
+        let Some(found) = &self.found else { return Ok(()) };
+        while let Ok(found) = found.try_recv() {
+            let splits = match found {
+                Found::Splits(splits) => splits,
+                Found::Failed(message) => return Err(message),
+            };
+            let readers = ctx.parallelism();
+            let mut per_reader: Vec<Vec<PartitionSplit>> = vec![Vec::new(); readers as usize];
+            for split in splits {
+                if self.state.assigned.insert((split.topic.clone(), split.partition)) {
+                    let owner = split_owner(&split.topic, split.partition, readers);
+                    tracing::info!(
+                        reader = owner,
+                        topic = %split.topic,
+                        partition = split.partition,
+                        start = split.next_offset,
+                        stop = ?split.stop_offset,
+                        "Kafka source: split assigned"
+                    );
+                    per_reader[owner as usize].push(split);
+                }
+            }
+            for (reader, splits) in per_reader.into_iter().enumerate() {
+                if !splits.is_empty() {
+                    ctx.send_event(reader as u32, SourceEvent::AddSplits(splits).encode());
+                }
+            }
+            if !self.state.first_done {
+                self.state.first_done = true;
+                if self.settings.bounded {
+                    Self::no_more_splits(ctx);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn checkpoint(&mut self, _checkpoint: CheckpointId) -> Result<Vec<u8>, String> {
+        postcard::to_allocvec(&self.state).map_err(|e| format!("cannot encode the Kafka split enumerator's state: {e}"))
+    }
+
+    fn close(&mut self) {
+        // The thread sees the channel gone at its next wait and ends.
+        self.stop = None;
+        self.found = None;
+    }
+}
+
+/// The discovery thread: discovers at once, then every interval (once in bounded mode),
+/// retrying while the brokers do not answer, until the enumerator closes.
+fn discover_until_stopped(
+    settings: DiscoverySettings,
+    known: BTreeSet<(String, i32)>,
+    first_done: bool,
+    found: &Sender<Found>,
+    stop: &Receiver<()>,
+) {
+    let brokers = settings.brokers.clone();
+    let (bounded, interval) = (settings.bounded, settings.interval);
+    let mut discovery = match Discovery::new(settings, known, first_done) {
+        Ok(discovery) => discovery,
+        Err(e) => {
+            let _ = found.send(Found::Failed(e.to_string()));
+            return;
+        }
+    };
+    let mut last_warning: Option<Instant> = None;
+    loop {
+        let wait = match discovery.discover() {
+            Ok(splits) => {
+                if found.send(Found::Splits(splits)).is_err() || bounded || interval.is_zero() {
+                    return;
+                }
+                interval
+            }
+            // A broker down or a request that failed: wait and try again.
+            Err(e @ (KafkaConnectorError::Client { .. } | KafkaConnectorError::Timeout { .. })) => {
+                if last_warning.is_none_or(|at| at.elapsed() >= WARN_EVERY) {
+                    last_warning = Some(Instant::now());
+                    let what = if discovery.is_first_done() { "partition discovery" } else { "the first discovery" };
+                    tracing::warn!(brokers = %brokers, "Kafka split enumerator: {what} failed: {e}; retrying");
+                }
+                RETRY_AFTER
+            }
+            Err(e) => {
+                let _ = found.send(Found::Failed(e.to_string()));
+                return;
+            }
+        };
+        match stop.recv_timeout(wait) {
+            Err(RecvTimeoutError::Timeout) => {}
+            Ok(()) | Err(RecvTimeoutError::Disconnected) => return,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn events_and_state_read_back() {
+        let split = PartitionSplit { topic: "t".into(), partition: 3, next_offset: 7, stop_offset: Some(9) };
+        for event in [SourceEvent::AddSplits(vec![split]), SourceEvent::NoMoreSplits] {
+            assert_eq!(SourceEvent::decode(&event.encode()).unwrap(), event);
+        }
+        assert!(SourceEvent::decode(&[0xff, 0xff]).is_err());
+    }
+}
