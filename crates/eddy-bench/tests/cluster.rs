@@ -42,7 +42,7 @@ fn two_jobs_run_at_once_on_one_cluster() {
     let (a, b) = (cluster.submit(&first), cluster.submit(&second));
     a.wait_for("attempt running on the cluster", 1, Duration::from_secs(60));
     b.wait_for("attempt running on the cluster", 1, Duration::from_secs(60));
-    let (_, list) = control(&cluster, &["list"]);
+    let (_, list) = cluster.control(&["list"]);
     assert_eq!(list.lines().filter(|l| l.contains("RUNNING")).count(), 2, "{list}");
     for (job, args) in [(a, &first[..]), (b, &second[..])] {
         let (code, log) = job.finish(Duration::from_secs(120));
@@ -215,14 +215,6 @@ fn the_cli_lists_and_cancels_a_running_job() {
     assert!(log.lines().any(|l| l.contains("W1 api-count") && l.contains("CANCELED")), "{log}");
 }
 
-/// Runs a job-control command of this cluster; its exit code and output.
-fn control(cluster: &Cluster, words: &[&str]) -> (i32, String) {
-    let mut args: Vec<String> = words.iter().map(|s| s.to_string()).collect();
-    args.extend(cluster.submit_args());
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    Proc::start(&args).finish(Duration::from_secs(60))
-}
-
 #[test]
 fn status_savepoint_stop_and_a_restore_at_another_parallelism_give_exactly_the_failure_free_output() {
     let cluster = Cluster::start("savepoints", &[2, 2]);
@@ -244,7 +236,7 @@ fn status_savepoint_stop_and_a_restore_at_another_parallelism_give_exactly_the_f
     // Counters arrive a few times a second: the sources' records out, the sinks' in.
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
-        let (code, status) = control(&cluster, &["status", "1"]);
+        let (code, status) = cluster.control(&["status", "1"]);
         assert_eq!(code, 0, "{status}");
         assert!(
             status.contains("RECORDS IN") && status.contains("(2/2)") && status.contains("checkpoint "),
@@ -263,20 +255,20 @@ fn status_savepoint_stop_and_a_restore_at_another_parallelism_give_exactly_the_f
     }
 
     let first = dir.join("savepoint-a");
-    let (code, said) = control(&cluster, &["savepoint", "W1 api-count", first.to_str().unwrap()]);
+    let (code, said) = cluster.control(&["savepoint", "W1 api-count", first.to_str().unwrap()]);
     assert_eq!(code, 0, "{said}");
     assert!(said.contains("triggered"), "progress is shown: {said}");
     let path = field(&said, "savepoint").to_string();
     assert!(Path::new(&path).join("_metadata").exists(), "{said}");
 
     let second = dir.join("savepoint-b");
-    let (code, said) = control(&cluster, &["stop", "1", "--savepoint", second.to_str().unwrap()]);
+    let (code, said) = cluster.control(&["stop", "1", "--savepoint", second.to_str().unwrap()]);
     assert_eq!(code, 0, "{said}");
     let stopped_at = field(&said, "savepoint").to_string();
     let (code, log) = job.finish(Duration::from_secs(60));
     assert_eq!(code, 0, "{log}");
     assert_eq!(field(&log, "savepoint"), stopped_at);
-    let (_, list) = control(&cluster, &["list"]);
+    let (_, list) = cluster.control(&["list"]);
     assert!(list.lines().any(|l| l.starts_with("1 ") && l.contains("STOPPED")), "{list}");
 
     // Resumed at parallelism 3, from the stop's savepoint, into the same output.
@@ -288,7 +280,7 @@ fn status_savepoint_stop_and_a_restore_at_another_parallelism_give_exactly_the_f
     assert_eq!(code, 0, "{log}");
     assert_eq!(output(&out), output(&reference), "stop and resume lost or doubled records");
 
-    let (code, said) = control(&cluster, &["savepoint", "1", dir.join("late").to_str().unwrap()]);
+    let (code, said) = cluster.control(&["savepoint", "1", dir.join("late").to_str().unwrap()]);
     assert_ne!(code, 0);
     assert!(said.contains("already ended"), "{said}");
 }
@@ -346,7 +338,7 @@ fn a_slow_sink_on_one_taskmanager_makes_the_sources_wait_with_bounded_buffers_an
     job.wait_for("attempt running on the cluster", 1, Duration::from_secs(60));
     std::thread::sleep(Duration::from_secs(3));
     let checkpoints_before = job.count("checkpoint completed");
-    let (code, status) = control(&cluster, &["status", "1"]);
+    let (code, status) = cluster.control(&["status", "1"]);
     assert_eq!(code, 0, "{status}");
     println!("{status}");
     let produced = status_sum(&status, "events -> generate", 1);
@@ -358,7 +350,7 @@ fn a_slow_sink_on_one_taskmanager_makes_the_sources_wait_with_bounded_buffers_an
     assert!(produced < 5_000_000.0, "the sources were held back:\n{status}");
     assert!(in_flight <= 200_000.0, "the buffers between the TaskManagers are bounded:\n{status}");
     job.wait_for("checkpoint completed", checkpoints_before + 2, Duration::from_secs(30));
-    let (code, said) = control(&cluster, &["cancel", "1"]);
+    let (code, said) = cluster.control(&["cancel", "1"]);
     assert_eq!(code, 0, "{said}");
     let (code, _) = job.finish(Duration::from_secs(60));
     assert_ne!(code, 0);
@@ -454,7 +446,7 @@ fn random_bytes_at_the_jobmanager_and_a_data_connection_harm_nothing() {
     let (code, log) = job.finish(Duration::from_secs(120));
     assert_eq!(code, 0, "{log}");
     assert_eq!(field(&log, "checksum"), field(&expected, "checksum"), "the job ran through");
-    let (code, listed) = control(&cluster, &["list"]);
+    let (code, listed) = cluster.control(&["list"]);
     assert_eq!(code, 0, "the JobManager still serves: {listed}");
     let all = [cluster.jobmanager.lines(), cluster.task_managers[0].lines()].concat().join("\n");
     assert!(!all.contains("panicked"), "{all}");

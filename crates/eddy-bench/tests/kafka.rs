@@ -112,6 +112,56 @@ fn assert_same_output(brokers: &str, reference: &str, recovered: &str) {
     assert_eq!(expected, got);
 }
 
+/// Consumer lag (seed 004) in `eddy status` while a rate-limited Kafka job runs on a
+/// cluster: per partition of the input, its end offset, the readers' position and the
+/// lag between, as the readers report them to the source's split enumerator with the
+/// JobMaster.
+#[test]
+fn eddy_status_shows_the_consumer_lag_of_every_partition() {
+    let broker = Broker::start().unwrap();
+    let b = broker.brokers.clone();
+    produce(&b, "events", "20000");
+    let cluster = Cluster::start("kafka-lag", &[2]);
+    let mut args = api_count_args(&b, "events", "out");
+    let delivery = args.len() - 1;
+    args[delivery] = "none";
+    args.extend(["--rate", "2000"]);
+    let job = cluster.submit(&args);
+    job.wait_for("attempt running on the cluster", 1, WAIT);
+    let deadline = Instant::now() + WAIT;
+    let lags = loop {
+        let (code, status) = cluster.control(&["status", "1"]);
+        assert_eq!(code, 0, "{status}");
+        // "Kafka Source: consumer lag events/2: 1234 (end offset 5000, position 3766)"
+        let lags: Vec<(i64, i64, i64)> = status
+            .lines()
+            .filter_map(|l| l.split_once("consumer lag events/")?.1.split_once(": "))
+            .map(|(_, rest)| {
+                let numbers: Vec<i64> = rest
+                    .split(|c: char| !c.is_ascii_digit())
+                    .filter(|w| !w.is_empty())
+                    .map(|w| w.parse().unwrap())
+                    .collect();
+                (numbers[0], numbers[1], numbers[2])
+            })
+            .collect();
+        if lags.len() == 4 && lags.iter().all(|(_, _, position)| *position > 0) {
+            break lags;
+        }
+        assert!(Instant::now() < deadline, "no consumer lag of 4 partitions in the status:\n{status}");
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let ends: i64 = lags.iter().map(|(_, end, _)| end).sum();
+    assert_eq!(ends, 20000, "the end offsets of the 4 partitions hold every event: {lags:?}");
+    for (lag, end, position) in &lags {
+        assert_eq!(*lag, end - position, "{lags:?}");
+    }
+    // At 2000 events/s, the readers are behind a topic filled beforehand.
+    assert!(lags.iter().map(|(lag, _, _)| lag).sum::<i64>() > 0, "{lags:?}");
+    let (code, log) = job.finish(Duration::from_secs(120));
+    assert_eq!(code, 0, "{log}");
+}
+
 /// One test, its two cases one after the other: each freezes its job between two
 /// commits, which takes a machine that is not also running the other.
 #[test]

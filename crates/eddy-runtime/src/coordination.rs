@@ -45,6 +45,11 @@ pub trait OperatorCoordinator: Send {
 
     /// The attempt ended; release what it holds (threads, connections).
     fn close(&mut self) {}
+
+    /// Lines for `eddy status` (a source's consumer lag per partition); default none.
+    fn status(&self) -> Vec<String> {
+        Vec::new()
+    }
 }
 
 /// Makes an operator's coordinator, once per attempt (Flink's `OperatorCoordinator.Provider`).

@@ -171,6 +171,12 @@ impl Cluster {
         Proc::start(&all)
     }
 
+    /// Runs a control command (`status 1`, `savepoint 1 DIR`, ...) against this cluster:
+    /// its exit code and output.
+    pub fn control(&self, words: &[&str]) -> (i32, String) {
+        self.submit(words).finish(Duration::from_secs(60))
+    }
+
     /// The TaskManager process with the JobManager's id `id` (from its "joined" line).
     pub fn task_manager_by_id(&mut self, id: u32) -> &mut Proc {
         let pid = self

@@ -15,7 +15,7 @@ use crate::KafkaConnectorError;
 use eddy_runtime::coordination::{CoordinatorContext, OperatorCoordinator};
 use eddy_types::CheckpointId;
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::mpsc::{channel, Receiver, RecvTimeoutError, Sender};
 use std::time::{Duration, Instant};
 
@@ -23,6 +23,8 @@ use std::time::{Duration, Instant};
 const RETRY_AFTER: Duration = Duration::from_secs(1);
 /// How often "the brokers cannot be reached" is logged while it lasts.
 const WARN_EVERY: Duration = Duration::from_secs(10);
+/// How often the consumer lag is logged while the job runs.
+const LAG_LOG_EVERY: Duration = Duration::from_secs(10);
 
 /// What the enumerator sends its readers.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -44,6 +46,28 @@ impl SourceEvent {
     }
 }
 
+/// What a reader sends the enumerator.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(super) enum ReaderEvent {
+    /// Where its unfinished splits are, and where they end.
+    Progress(Vec<SplitProgress>),
+}
+
+/// One split's position (the next offset to read) and end offset.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(super) struct SplitProgress {
+    pub(super) topic: String,
+    pub(super) partition: i32,
+    pub(super) position: i64,
+    pub(super) end: i64,
+}
+
+impl ReaderEvent {
+    pub(super) fn encode(&self) -> Vec<u8> {
+        postcard::to_allocvec(self).expect("a reader event always encodes")
+    }
+}
+
 /// What a checkpoint holds of the enumerator.
 #[derive(Debug, Default, Serialize, Deserialize)]
 struct EnumeratorState {
@@ -61,6 +85,9 @@ enum Found {
 pub(super) struct KafkaSourceEnumerator {
     settings: DiscoverySettings,
     state: EnumeratorState,
+    /// Per partition, the latest (position, end offset) its reader reported.
+    progress: BTreeMap<(String, i32), (i64, i64)>,
+    last_lag_log: Option<Instant>,
     found: Option<Receiver<Found>>,
     /// Dropped to stop the discovery thread.
     stop: Option<Sender<()>>,
@@ -68,7 +95,19 @@ pub(super) struct KafkaSourceEnumerator {
 
 impl KafkaSourceEnumerator {
     pub(super) fn new(settings: DiscoverySettings) -> Self {
-        Self { settings, state: EnumeratorState::default(), found: None, stop: None }
+        Self {
+            settings,
+            state: EnumeratorState::default(),
+            progress: BTreeMap::new(),
+            last_lag_log: None,
+            found: None,
+            stop: None,
+        }
+    }
+
+    /// Per partition: end offset minus position (Kafka's consumer lag).
+    fn lags(&self) -> impl Iterator<Item = (&(String, i32), i64, i64, i64)> {
+        self.progress.iter().map(|(key, &(position, end))| (key, position, end, (end - position).max(0)))
     }
 
     fn no_more_splits(ctx: &mut CoordinatorContext<'_>) {
@@ -108,9 +147,26 @@ impl OperatorCoordinator for KafkaSourceEnumerator {
         Ok(())
     }
 
-    fn handle_event(&mut self, subtask: u32, _event: &[u8], _ctx: &mut CoordinatorContext<'_>) -> Result<(), String> {
-        tracing::debug!(subtask, "Kafka split enumerator: unexpected event from a reader, ignored");
+    fn handle_event(&mut self, subtask: u32, event: &[u8], _ctx: &mut CoordinatorContext<'_>) -> Result<(), String> {
+        let ReaderEvent::Progress(splits) = postcard::from_bytes(event)
+            .map_err(|e| format!("an unreadable event from Kafka source reader {subtask}: {e}"))?;
+        for split in splits {
+            self.progress.insert((split.topic, split.partition), (split.position, split.end));
+        }
+        if self.last_lag_log.is_none_or(|at| at.elapsed() >= LAG_LOG_EVERY) {
+            self.last_lag_log = Some(Instant::now());
+            let (total, max) = self.lags().fold((0, 0), |(total, max), (_, _, _, lag)| (total + lag, max.max(lag)));
+            tracing::info!(partitions = self.progress.len(), total, max, "Kafka consumer lag");
+        }
         Ok(())
+    }
+
+    fn status(&self) -> Vec<String> {
+        self.lags()
+            .map(|((topic, partition), position, end, lag)| {
+                format!("consumer lag {topic}/{partition}: {lag} (end offset {end}, position {position})")
+            })
+            .collect()
     }
 
     fn poll(&mut self, ctx: &mut CoordinatorContext<'_>) -> Result<(), String> {
@@ -220,6 +276,9 @@ mod tests {
         for event in [SourceEvent::AddSplits(vec![split]), SourceEvent::NoMoreSplits] {
             assert_eq!(SourceEvent::decode(&event.encode()).unwrap(), event);
         }
+        let progress =
+            ReaderEvent::Progress(vec![SplitProgress { topic: "t".into(), partition: 1, position: 5, end: 9 }]);
+        assert_eq!(postcard::from_bytes::<ReaderEvent>(&progress.encode()).unwrap(), progress);
         assert!(SourceEvent::decode(&[0xff, 0xff]).is_err());
     }
 }

@@ -37,7 +37,7 @@ pub use discovery::Subscription;
 use enumerator::{KafkaSourceEnumerator, SourceEvent};
 use event_time::SplitClock;
 pub use offsets::{OffsetResetStrategy, StartingOffsets};
-use reader::Reader;
+use reader::{EndOffsets, Reader};
 pub use record::{utf8_values, BadRecord, KafkaDeserializationSchema, KafkaRecord};
 pub use split::{split_owner, PartitionSplit, EARLIEST};
 
@@ -226,7 +226,7 @@ impl<T: 'static> RichFunction for KafkaSource<T> {
         let all_splits = store.union_list_state(&ListStateDescriptor::<PartitionSplit>::new(SPLITS_STATE))?.get();
         let splits: Vec<PartitionSplit> =
             all_splits.into_iter().filter(|s| split_owner(&s.topic, s.partition, parallelism) == subtask).collect();
-        let consumer: BaseConsumer = self
+        let consumer: BaseConsumer<EndOffsets> = self
             .properties
             .client_config(
                 &self.brokers,
@@ -236,9 +236,10 @@ impl<T: 'static> RichFunction for KafkaSource<T> {
                     ("enable.auto.offset.store", "false"),
                     ("enable.partition.eof", "false"),
                     ("auto.offset.reset", "earliest"),
+                    ("statistics.interval.ms", "1000"),
                 ],
             )
-            .create()
+            .create_with_context(EndOffsets::default())
             .map_err(|e| KafkaConnectorError::client("creating the source's consumer", &self.brokers, e))?;
         tracing::info!(
             subtask,
@@ -254,8 +255,11 @@ impl<T: 'static> RichFunction for KafkaSource<T> {
             .into());
         }
         self.clocks.clear();
+        let gateway = ctx.operator_event_gateway();
         self.reader = Some(Box::new(Reader {
             consumer,
+            gateway,
+            next_progress: Instant::now(),
             subtask,
             splits,
             no_more_splits: false,
@@ -322,6 +326,7 @@ impl<T: 'static> SourceFunction<T> for KafkaSource<T> {
             self.sync_clocks();
         }
         let reader = self.reader.as_deref_mut().expect("initialized");
+        reader.report_progress();
         if !reader.splits.iter().any(|s| !s.is_finished()) {
             if reader.is_done() {
                 tracing::info!(subtask = reader.subtask, "Kafka source: every split read to its stop offset");

@@ -1,19 +1,51 @@
 //! A running reader (Flink's `KafkaSourceReader`): its consumer, the splits it owns (from
-//! its restored state and the enumerator's events), and how they are handed to the
-//! consumer.
+//! its restored state and the enumerator's events), how they are handed to the consumer,
+//! and its progress (position and end offset per split) for the enumerator's consumer lag.
 
-use super::enumerator::SourceEvent;
+use super::enumerator::{ReaderEvent, SourceEvent, SplitProgress};
 use super::split::{PartitionSplit, EARLIEST};
 use super::{KafkaSource, WARN_EVERY};
 use crate::KafkaConnectorError;
-use rdkafka::consumer::{BaseConsumer, Consumer};
-use rdkafka::{Offset, TopicPartitionList};
-use std::collections::BTreeMap;
-use std::time::Instant;
+use eddy_runtime::coordination::OperatorEventGateway;
+use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext};
+use rdkafka::{ClientContext, Offset, Statistics, TopicPartitionList};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// How often a reader reports its progress to the enumerator (and librdkafka its
+/// statistics to the reader).
+pub(super) const PROGRESS_EVERY: Duration = Duration::from_secs(1);
+
+/// The reader's consumer context: per partition, the first and the end offset readable
+/// (the last stable offset for `read_committed`, librdkafka's default) from librdkafka's
+/// statistics. Locked once per statistics report and once per progress report, never per
+/// record.
+#[derive(Default)]
+pub(super) struct EndOffsets(Mutex<HashMap<(String, i32), (i64, i64)>>);
+
+impl ClientContext for EndOffsets {
+    fn stats(&self, statistics: Statistics) {
+        let Ok(mut ends) = self.0.lock() else { return };
+        for (topic, stats) in statistics.topics {
+            for (partition, p) in stats.partitions {
+                let end = if p.ls_offset >= 0 { p.ls_offset } else { p.hi_offset };
+                if partition >= 0 && end >= 0 {
+                    ends.insert((topic.clone(), partition), (p.lo_offset.max(0), end));
+                }
+            }
+        }
+    }
+}
+
+impl ConsumerContext for EndOffsets {}
 
 /// One running reader: its consumer and the splits it owns.
 pub(super) struct Reader {
-    pub(super) consumer: BaseConsumer,
+    pub(super) consumer: BaseConsumer<EndOffsets>,
+    /// Its way to the split enumerator (`None` when a test runs the task alone).
+    pub(super) gateway: Option<OperatorEventGateway>,
+    pub(super) next_progress: Instant,
     pub(super) subtask: u32,
     /// Owned splits, finished ones included (bounded mode keeps them in its state).
     pub(super) splits: Vec<PartitionSplit>,
@@ -30,6 +62,34 @@ impl Reader {
         if self.last_warning.is_none_or(|at| at.elapsed() >= WARN_EVERY) {
             self.last_warning = Some(Instant::now());
             tracing::warn!(subtask = self.subtask, brokers, "Kafka source: {what}: {error}; retrying");
+        }
+    }
+
+    /// Every [`PROGRESS_EVERY`]: tells the enumerator each unfinished split's position and
+    /// end offset (consumer lag).
+    pub(super) fn report_progress(&mut self) {
+        let now = Instant::now();
+        if now < self.next_progress {
+            return;
+        }
+        self.next_progress = now + PROGRESS_EVERY;
+        let Some(gateway) = &self.gateway else { return };
+        let ends = match self.consumer.context().0.lock() {
+            Ok(ends) => ends.clone(),
+            Err(_) => return,
+        };
+        let progress: Vec<SplitProgress> = self
+            .splits
+            .iter()
+            .filter(|s| !s.is_finished())
+            .filter_map(|s| {
+                let &(first, end) = ends.get(&(s.topic.clone(), s.partition))?;
+                let position = if s.next_offset == EARLIEST { first } else { s.next_offset };
+                Some(SplitProgress { topic: s.topic.clone(), partition: s.partition, position, end })
+            })
+            .collect();
+        if !progress.is_empty() {
+            gateway.send(ReaderEvent::Progress(progress).encode());
         }
     }
 

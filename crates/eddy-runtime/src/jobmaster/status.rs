@@ -1,5 +1,6 @@
 //! What `eddy status` shows of a running job: per subtask, where it runs, its records and
-//! backpressure; then the last checkpoints.
+//! backpressure; what the operators' coordinators show (a Kafka source's consumer lag per
+//! partition); then the last checkpoints.
 
 use super::coordinator::AttemptCoordinator;
 use super::JobResult;
@@ -40,6 +41,9 @@ impl AttemptCoordinator<'_> {
                 counted.records_out,
                 counted.backpressured_ms as f64 / 1000.0
             );
+        }
+        for line in self.coordinator_status() {
+            let _ = writeln!(text, "{line}");
         }
         let recent = result.checkpoint_history.iter().rev().take(5).collect::<Vec<_>>();
         if recent.is_empty() {

@@ -172,6 +172,11 @@ impl<'a> AttemptCoordinator<'a> {
         }
     }
 
+    /// What the operators' coordinators show in `eddy status`.
+    pub(crate) fn coordinator_status(&self) -> Vec<String> {
+        self.operators.status_lines()
+    }
+
     fn coordinator_failed(&mut self, failure: operators::CoordinatorFailure) {
         tracing::warn!(operator = %failure.operator, cause = %failure.message, "operator coordinator failed; cancelling the attempt");
         self.note(|| format!("coordinator of {} failed", failure.operator));

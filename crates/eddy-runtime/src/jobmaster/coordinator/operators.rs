@@ -141,6 +141,12 @@ impl OperatorCoordinators {
         }
     }
 
+    /// What `eddy status` shows of them: each line named by its operator.
+    pub(crate) fn status_lines(&self) -> Vec<String> {
+        let lines = self.running.iter().flat_map(|r| r.coordinator.status().into_iter().map(|l| (r.name.clone(), l)));
+        lines.map(|(operator, line)| format!("{operator}: {line}")).collect()
+    }
+
     /// The attempt ended.
     pub(crate) fn close(&mut self) {
         for running in &mut self.running {
