@@ -57,9 +57,10 @@ impl<'a> RuntimeContext<'a> {
     }
 
     /// The way to this operator's coordinator ([`SourceFunction::coordinator`]); `None`
-    /// when nothing coordinates the task (a task run alone by a test).
+    /// when the operator has none, or nothing coordinates the task (a task run alone by a
+    /// test).
     pub fn operator_event_gateway(&self) -> Option<eddy_runtime::coordination::OperatorEventGateway> {
-        self.info.shared.operator_event_gateway()
+        self.info.coordinated.then(|| self.info.shared.operator_event_gateway()).flatten()
     }
 
     pub fn max_number_of_parallel_subtasks(&self) -> u32 {

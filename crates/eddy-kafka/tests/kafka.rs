@@ -331,6 +331,27 @@ fn an_idle_partition_does_not_hold_back_event_time() {
 /// Where a source starts: explicit offsets, the first record at or after a time, and the
 /// end ("latest", resolved once when the reader starts, so records written after it are
 /// read and none before).
+/// A setting the split enumerator cannot work with fails the job at once, naming the
+/// coordinator and the partition, without a restart (every restart would fail the same).
+#[test]
+fn a_partition_without_a_starting_offset_fails_the_job_without_restarts() {
+    use eddy_kafka::{OffsetResetStrategy, StartingOffsets};
+    let broker = Broker::start().unwrap();
+    let b = broker.brokers.clone();
+    create_topic(&b, "unplaced", 2, &[]).unwrap();
+    let env = Env::new();
+    // A restart would wait 3 s first.
+    env.set_restart_strategy(RestartStrategy::FixedDelay { attempts: 3, delay_ms: 3_000 });
+    let starts = StartingOffsets::Offsets(vec![("unplaced".into(), 0, 0)], OffsetResetStrategy::None);
+    env.add_source(KafkaSource::new(&b, &["unplaced"], utf8_values).with_starting_offsets(starts).bounded())
+        .add_sink(CollectSink::new());
+    let started = std::time::Instant::now();
+    let error = env.execute("unplaced").unwrap_err().to_string();
+    assert!(error.contains("the coordinator of operator"), "{error}");
+    assert!(error.contains("no starting offset for unplaced/1 and no reset strategy"), "{error}");
+    assert!(started.elapsed() < Duration::from_millis(2_500), "the job restarted: {:?}", started.elapsed());
+}
+
 #[test]
 fn starting_offsets_by_offset_timestamp_and_latest() {
     use eddy_kafka::{OffsetResetStrategy, StartingOffsets};

@@ -12,33 +12,69 @@
 //! A failure restarts the whole attempt from one checkpoint, coordinators included, so
 //! what a failed reader held goes back to the coordinator's restored state.
 //!
+//! The other direction has no such cut: an event a subtask sent before its snapshot may
+//! reach the coordinator after the coordinator's. Subtask events must therefore carry no
+//! state of their own (a request, a progress report), and a subtask asks again after a
+//! restore. A source may finish only once its coordinator said nothing more comes; an
+//! event reaching a finished source fails the attempt.
+//!
 //! The same path runs in every executor: local threads, the simulator, and task
 //! executors on a cluster, whose mailbox messages and reports travel over their
 //! connection to the JobMaster in order.
 
 use crate::task::TaskReport;
 use eddy_checkpoint::CheckpointId;
+use eddy_types::SubtaskIndex;
 use std::sync::Arc;
+
+/// Why a coordinator failed, and whether a restart may mend it: a setting that cannot work
+/// or restored state that cannot be read fails the same way after every restart, so the
+/// job fails at once.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct CoordinatorError {
+    pub message: String,
+    pub restartable: bool,
+}
+
+impl CoordinatorError {
+    /// A failure a restart may mend (a service that did not answer).
+    pub fn restartable(message: impl Into<String>) -> Self {
+        Self { message: message.into(), restartable: true }
+    }
+
+    /// A failure every restart would meet again (bad settings, unreadable state).
+    pub fn permanent(message: impl Into<String>) -> Self {
+        Self { message: message.into(), restartable: false }
+    }
+}
+
+/// What a coordinator's methods return.
+pub type CoordinatorResult<T = ()> = Result<T, CoordinatorError>;
 
 /// The JobMaster's side of an operator. Every method runs on the JobMaster's coordinator
 /// thread and must not block: work that waits (a broker's metadata) belongs on a thread
 /// of its own, whose results [`OperatorCoordinator::poll`] takes. An error fails the
 /// attempt, which restarts under the restart strategy.
 pub trait OperatorCoordinator: Send {
-    /// The attempt starts: from the state of the checkpoint it restores (`None`: the job
-    /// starts afresh, or the checkpoint held no state of this coordinator).
-    fn start(&mut self, restored: Option<&[u8]>, ctx: &mut CoordinatorContext<'_>) -> Result<(), String>;
+    /// The attempt starts, from what the checkpoint it restores holds of this coordinator.
+    fn start(&mut self, restored: CoordinatorRestore<'_>, ctx: &mut CoordinatorContext<'_>) -> CoordinatorResult;
 
     /// Subtask `subtask` sent `event`.
-    fn handle_event(&mut self, subtask: u32, event: &[u8], ctx: &mut CoordinatorContext<'_>) -> Result<(), String>;
+    fn handle_event(
+        &mut self,
+        subtask: SubtaskIndex,
+        event: &[u8],
+        ctx: &mut CoordinatorContext<'_>,
+    ) -> CoordinatorResult;
 
     /// Called every few milliseconds: work that finished elsewhere.
-    fn poll(&mut self, _ctx: &mut CoordinatorContext<'_>) -> Result<(), String> {
+    fn poll(&mut self, _ctx: &mut CoordinatorContext<'_>) -> CoordinatorResult {
         Ok(())
     }
 
     /// Its state for checkpoint `checkpoint`, taken before the trigger reaches any subtask.
-    fn checkpoint(&mut self, checkpoint: CheckpointId) -> Result<Vec<u8>, String>;
+    fn checkpoint(&mut self, checkpoint: CheckpointId) -> CoordinatorResult<Vec<u8>>;
 
     /// Checkpoint `checkpoint` completed everywhere.
     fn notify_checkpoint_complete(&mut self, _checkpoint: CheckpointId) {}
@@ -49,6 +85,31 @@ pub trait OperatorCoordinator: Send {
     /// Lines for `eddy status` (a source's consumer lag per partition); default none.
     fn status(&self) -> Vec<String> {
         Vec::new()
+    }
+}
+
+/// Where a coordinator starts from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CoordinatorRestore<'a> {
+    /// Nothing is restored for its operator: the job starts afresh, or the checkpoint
+    /// does not know the operator.
+    Fresh,
+    /// Its state in the restored checkpoint.
+    State(&'a [u8]),
+    /// The checkpoint holds the operator's subtasks' state but no coordinator state (it
+    /// was written before eddy checkpointed coordinators, format 2 and earlier): whatever
+    /// the job had handed out is with the subtasks.
+    WithoutState,
+}
+
+impl CoordinatorRestore<'_> {
+    /// For logs: where it starts from, without the bytes.
+    pub fn describe(&self) -> String {
+        match self {
+            Self::Fresh => "fresh".into(),
+            Self::State(state) => format!("{} bytes of state", state.len()),
+            Self::WithoutState => "a checkpoint without coordinator state".into(),
+        }
     }
 }
 
@@ -73,9 +134,9 @@ impl<'a> CoordinatorContext<'a> {
     }
 
     /// Sends `event` to subtask `subtask` (`0..parallelism`; others are dropped).
-    pub fn send_event(&mut self, subtask: u32, event: Vec<u8>) {
-        if subtask < self.parallelism {
-            self.outbox.push((subtask, event));
+    pub fn send_event(&mut self, subtask: SubtaskIndex, event: Vec<u8>) {
+        if subtask.0 < self.parallelism {
+            self.outbox.push((subtask.0, event));
         }
     }
 }

@@ -140,9 +140,10 @@ pub enum JobError {
     #[error("job '{job}': internal error (please report): {message}")]
     Internal { job: String, message: String },
     /// The coordinator of an operator (a source's split enumerator, with the JobMaster)
-    /// failed: the attempt restarts under the restart strategy, as after a task failure.
+    /// failed: the attempt restarts under the restart strategy, as after a task failure,
+    /// unless no restart can mend it (bad settings, unreadable restored state).
     #[error("job '{job}' failed: the coordinator of operator '{operator}' failed: {message}")]
-    CoordinatorFailed { job: String, operator: String, message: String },
+    CoordinatorFailed { job: String, operator: String, message: String, restartable: bool },
     /// The cluster cannot run the job: too few slots, a TaskManager whose binary builds
     /// another graph, the JobManager gone, a refused secret. The message says which;
     /// `source`, the connection's error when there was one.
@@ -169,7 +170,8 @@ impl JobError {
             JobError::TaskFailed { kind, .. } => {
                 !matches!(kind, FailureKind::Unsendable | FailureKind::StateUnreadable)
             }
-            JobError::CheckpointFailover { .. } | JobError::CoordinatorFailed { .. } => true,
+            JobError::CheckpointFailover { .. } => true,
+            JobError::CoordinatorFailed { restartable, .. } => *restartable,
             _ => false,
         }
     }

@@ -11,18 +11,22 @@
 
 use super::discovery::{Discovery, DiscoverySettings};
 use super::split::{split_owner, PartitionSplit};
+use super::WARN_EVERY;
 use crate::KafkaConnectorError;
-use eddy_runtime::coordination::{CoordinatorContext, OperatorCoordinator};
+use eddy_runtime::coordination::{
+    CoordinatorContext, CoordinatorError, CoordinatorRestore, CoordinatorResult, OperatorCoordinator,
+};
 use eddy_types::CheckpointId;
+use eddy_types::SubtaskIndex;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::mpsc::{channel, Receiver, RecvTimeoutError, Sender};
+use std::sync::mpsc::{channel, sync_channel, Receiver, RecvTimeoutError, Sender, SyncSender};
 use std::time::{Duration, Instant};
 
+/// Discovery results waiting for the enumerator (it takes them every few milliseconds).
+const FOUND_QUEUE: usize = 4;
 /// How long the discovery thread waits after the brokers did not answer.
 const RETRY_AFTER: Duration = Duration::from_secs(1);
-/// How often "the brokers cannot be reached" is logged while it lasts.
-const WARN_EVERY: Duration = Duration::from_secs(10);
 /// How often the consumer lag is logged while the job runs.
 const LAG_LOG_EVERY: Duration = Duration::from_secs(10);
 
@@ -113,16 +117,26 @@ impl KafkaSourceEnumerator {
     fn no_more_splits(ctx: &mut CoordinatorContext<'_>) {
         let event = SourceEvent::NoMoreSplits.encode();
         for reader in 0..ctx.parallelism() {
-            ctx.send_event(reader, event.clone());
+            ctx.send_event(SubtaskIndex(reader), event.clone());
         }
     }
 }
 
 impl OperatorCoordinator for KafkaSourceEnumerator {
-    fn start(&mut self, restored: Option<&[u8]>, ctx: &mut CoordinatorContext<'_>) -> Result<(), String> {
-        if let Some(bytes) = restored {
-            self.state = postcard::from_bytes(bytes)
-                .map_err(|e| format!("cannot read the Kafka split enumerator's checkpointed state: {e}"))?;
+    fn start(&mut self, restored: CoordinatorRestore<'_>, ctx: &mut CoordinatorContext<'_>) -> CoordinatorResult {
+        match restored {
+            CoordinatorRestore::Fresh => {}
+            CoordinatorRestore::State(bytes) => {
+                self.state = postcard::from_bytes(bytes).map_err(|e| {
+                    CoordinatorError::permanent(format!(
+                        "cannot read the Kafka split enumerator's checkpointed state: {e}"
+                    ))
+                })?;
+            }
+            // A checkpoint of an earlier eddy, whose readers found their partitions
+            // themselves: its first start is long done; every partition is handed out
+            // again, and a reader keeps the position it restored for one it holds.
+            CoordinatorRestore::WithoutState => self.state.first_done = true,
         }
         tracing::info!(
             brokers = %self.settings.brokers,
@@ -135,21 +149,29 @@ impl OperatorCoordinator for KafkaSourceEnumerator {
             Self::no_more_splits(ctx);
             return Ok(());
         }
-        let (found_tx, found_rx) = channel();
+        let (found_tx, found_rx) = sync_channel(FOUND_QUEUE);
         let (stop_tx, stop_rx) = channel();
         let (settings, known, first_done) = (self.settings.clone(), self.state.assigned.clone(), self.state.first_done);
         std::thread::Builder::new()
             .name("kafka-split-discovery".into())
             .spawn(move || discover_until_stopped(settings, known, first_done, &found_tx, &stop_rx))
-            .map_err(|e| format!("cannot start the Kafka split discovery thread: {e}"))?;
+            .map_err(|e| {
+                CoordinatorError::restartable(format!("cannot start the Kafka split discovery thread: {e}"))
+            })?;
         self.found = Some(found_rx);
         self.stop = Some(stop_tx);
         Ok(())
     }
 
-    fn handle_event(&mut self, subtask: u32, event: &[u8], _ctx: &mut CoordinatorContext<'_>) -> Result<(), String> {
-        let ReaderEvent::Progress(splits) = postcard::from_bytes(event)
-            .map_err(|e| format!("an unreadable event from Kafka source reader {subtask}: {e}"))?;
+    fn handle_event(
+        &mut self,
+        subtask: SubtaskIndex,
+        event: &[u8],
+        _ctx: &mut CoordinatorContext<'_>,
+    ) -> CoordinatorResult {
+        let ReaderEvent::Progress(splits) = postcard::from_bytes(event).map_err(|e| {
+            CoordinatorError::permanent(format!("an unreadable event from Kafka source reader {}: {e}", subtask.0))
+        })?;
         for split in splits {
             self.progress.insert((split.topic, split.partition), (split.position, split.end));
         }
@@ -169,12 +191,13 @@ impl OperatorCoordinator for KafkaSourceEnumerator {
             .collect()
     }
 
-    fn poll(&mut self, ctx: &mut CoordinatorContext<'_>) -> Result<(), String> {
+    fn poll(&mut self, ctx: &mut CoordinatorContext<'_>) -> CoordinatorResult {
         let Some(found) = &self.found else { return Ok(()) };
         while let Ok(found) = found.try_recv() {
             let splits = match found {
                 Found::Splits(splits) => splits,
-                Found::Failed(message) => return Err(message),
+                // A bad setting: every restart would fail the same way.
+                Found::Failed(message) => return Err(CoordinatorError::permanent(message)),
             };
             let readers = ctx.parallelism();
             let mut per_reader: Vec<Vec<PartitionSplit>> = vec![Vec::new(); readers as usize];
@@ -194,7 +217,7 @@ impl OperatorCoordinator for KafkaSourceEnumerator {
             }
             for (reader, splits) in per_reader.into_iter().enumerate() {
                 if !splits.is_empty() {
-                    ctx.send_event(reader as u32, SourceEvent::AddSplits(splits).encode());
+                    ctx.send_event(SubtaskIndex(reader as u32), SourceEvent::AddSplits(splits).encode());
                 }
             }
             if !self.state.first_done {
@@ -207,8 +230,9 @@ impl OperatorCoordinator for KafkaSourceEnumerator {
         Ok(())
     }
 
-    fn checkpoint(&mut self, _checkpoint: CheckpointId) -> Result<Vec<u8>, String> {
-        postcard::to_allocvec(&self.state).map_err(|e| format!("cannot encode the Kafka split enumerator's state: {e}"))
+    fn checkpoint(&mut self, _checkpoint: CheckpointId) -> CoordinatorResult<Vec<u8>> {
+        postcard::to_allocvec(&self.state)
+            .map_err(|e| CoordinatorError::permanent(format!("cannot encode the Kafka split enumerator's state: {e}")))
     }
 
     fn close(&mut self) {
@@ -224,7 +248,7 @@ fn discover_until_stopped(
     settings: DiscoverySettings,
     known: BTreeSet<(String, i32)>,
     first_done: bool,
-    found: &Sender<Found>,
+    found: &SyncSender<Found>,
     stop: &Receiver<()>,
 ) {
     let brokers = settings.brokers.clone();

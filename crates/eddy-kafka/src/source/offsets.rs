@@ -5,8 +5,8 @@
 /// creation and its discovery is lost (Flink's FLIP-288).
 ///
 /// `Latest`, `Timestamp` and `Committed` are resolved to concrete offsets once, by the
-/// reader that owns the partition, before it reads: a restore uses the resolved offsets,
-/// never "latest" again (Flink's FLINK-28303).
+/// split enumerator, before the partition is handed to its reader: a restore uses the
+/// resolved offsets, never "latest" again (Flink's FLINK-28303).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StartingOffsets {
     Earliest,

@@ -81,11 +81,16 @@ impl Reader {
         let progress: Vec<SplitProgress> = self
             .splits
             .iter()
-            .filter(|s| !s.is_finished())
             .filter_map(|s| {
-                let &(first, end) = ends.get(&(s.topic.clone(), s.partition))?;
+                let (topic, partition) = (s.topic.clone(), s.partition);
+                if s.is_finished() {
+                    // Read to its stop offset: nothing of it is behind any more.
+                    let end = s.next_offset.max(0);
+                    return Some(SplitProgress { topic, partition, position: end, end });
+                }
+                let &(first, end) = ends.get(&(topic.clone(), partition))?;
                 let position = if s.next_offset == EARLIEST { first } else { s.next_offset };
-                Some(SplitProgress { topic: s.topic.clone(), partition: s.partition, position, end })
+                Some(SplitProgress { topic, partition, position, end })
             })
             .collect();
         if !progress.is_empty() {

@@ -306,6 +306,7 @@ impl ChainBuilder<'_> {
             restored,
             state_backend: self.graph.config.state_backend.clone(),
             native_snapshots: matches!(self.graph.config.storage, StorageChoice::Directory(_)),
+            coordinated: node.coordinator.is_some(),
             seed: self.seed,
             ttl_clock: self.ttl_clock.clone(),
             shared: self.shared.clone(),

@@ -400,6 +400,8 @@ pub struct OperatorInfo {
     pub state_backend: Arc<dyn eddy_state::KeyedBackendFactory>,
     /// Checkpoints may take the backend's own format (the checkpoint storage keeps files).
     pub native_snapshots: bool,
+    /// Its operator has a coordinator with the JobMaster: it may send it events.
+    pub coordinated: bool,
     /// The seed of this attempt of the run, for ids and file names.
     pub seed: eddy_types::RunSeed,
     /// Under simulation, the clock state time-to-live reads (else the wall clock).

@@ -145,8 +145,16 @@ impl Task {
                 Ok(Control::TriggerCheckpoint(barrier)) if !shared.has_snapshotted(barrier.id) => {
                     snapshot_and_acknowledge(head, shared, &barrier)?;
                 }
-                // A source finishes only once its coordinator said nothing more comes.
-                Ok(Control::TriggerCheckpoint(_)) | Ok(Control::OperatorEvent(_)) => {}
+                Ok(Control::TriggerCheckpoint(_)) => {}
+                // A source may finish only once its coordinator said nothing more comes: a
+                // split sent now would be lost, so the attempt fails and restores instead.
+                Ok(Control::OperatorEvent(_)) => {
+                    return Err(TaskError::Internal(
+                        "an event from its coordinator reached a source that had finished; a source must not \
+                         finish before its coordinator says no more splits come"
+                            .into(),
+                    ))
+                }
                 Ok(Control::Cancel) | Err(TryRecvError::Disconnected) => return Err(TaskError::Cancelled),
                 Err(TryRecvError::Empty) if shared.is_cancelled() => return Err(TaskError::Cancelled),
                 Err(TryRecvError::Empty) => return Ok(false),

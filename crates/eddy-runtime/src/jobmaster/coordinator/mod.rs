@@ -108,6 +108,7 @@ impl<'a> AttemptCoordinator<'a> {
         next_checkpoint_id: u64,
         traced: bool,
     ) -> Self {
+        let operators = operators::OperatorCoordinators::new(graph, &tasks);
         let mut run = AttemptCoordinator {
             graph,
             plan,
@@ -133,9 +134,8 @@ impl<'a> AttemptCoordinator<'a> {
             savepoint_pending: None,
             savepoint_targets: SavepointTargets::default(),
             hooks: None,
-            operators: operators::OperatorCoordinators::default(),
+            operators,
         };
-        run.operators = operators::OperatorCoordinators::new(graph, &run.tasks);
         run.sources_running = run.tasks.iter().filter(|(head, _)| run.is_source(*head)).count();
         run
     }
@@ -178,10 +178,12 @@ impl<'a> AttemptCoordinator<'a> {
     }
 
     fn coordinator_failed(&mut self, failure: operators::CoordinatorFailure) {
-        tracing::warn!(operator = %failure.operator, cause = %failure.message, "operator coordinator failed; cancelling the attempt");
-        self.note(|| format!("coordinator of {} failed", failure.operator));
+        let (operator, error) = (failure.operator, failure.error);
+        tracing::warn!(operator = %operator, cause = %error.message, restartable = error.restartable, "operator coordinator failed; cancelling the attempt");
+        self.note(|| format!("coordinator of {operator} failed"));
         let job = self.graph.job_name.clone();
-        self.fail(JobError::CoordinatorFailed { job, operator: failure.operator, message: failure.message });
+        let (message, restartable) = (error.message, error.restartable);
+        self.fail(JobError::CoordinatorFailed { job, operator, message, restartable });
     }
 
     fn accumulate(&mut self, values: Vec<(String, u64)>) {

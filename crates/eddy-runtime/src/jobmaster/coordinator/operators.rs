@@ -4,18 +4,18 @@
 //! trigger goes out. Their events to subtasks go through the subtasks' mailboxes, so in
 //! order with the triggers.
 
-use crate::coordination::{CoordinatorContext, OperatorCoordinator};
+use crate::coordination::{CoordinatorContext, CoordinatorError, CoordinatorRestore, OperatorCoordinator};
 use crate::graph::StreamGraph;
 use crate::task::{Control, Mailboxes};
 use eddy_checkpoint::metadata::{CheckpointMetadata, CoordinatorStateEntry};
 use eddy_checkpoint::CheckpointId;
-use eddy_types::NodeId;
+use eddy_types::{NodeId, SubtaskIndex};
 use std::collections::BTreeMap;
 
 /// A coordinator that failed: its operator's name and why.
 pub(crate) struct CoordinatorFailure {
     pub(crate) operator: String,
-    pub(crate) message: String,
+    pub(crate) error: CoordinatorError,
 }
 
 /// One operator's coordinator in this attempt.
@@ -35,7 +35,7 @@ pub(crate) struct OperatorCoordinators {
     /// Task index → (position in `running`, subtask).
     by_task: BTreeMap<usize, (usize, u32)>,
     /// Per checkpoint triggered and not yet completed or dropped: every coordinator's state.
-    states: BTreeMap<u64, Vec<CoordinatorStateEntry>>,
+    states: BTreeMap<CheckpointId, Vec<CoordinatorStateEntry>>,
     outbox: Vec<(u32, Vec<u8>)>,
 }
 
@@ -75,12 +75,18 @@ impl OperatorCoordinators {
         mailboxes: &mut Mailboxes,
     ) -> Result<(), CoordinatorFailure> {
         for position in 0..self.running.len() {
-            let state = restored.and_then(|m| m.coordinator_state(&self.running[position].uid));
-            tracing::info!(
-                operator = %self.running[position].name,
-                restored_bytes = state.map_or(0, <[u8]>::len),
-                "operator coordinator starting"
-            );
+            let uid = &self.running[position].uid;
+            let state = match restored {
+                None => CoordinatorRestore::Fresh,
+                Some(metadata) => match metadata.coordinator_state(uid) {
+                    Some(state) => CoordinatorRestore::State(state),
+                    None if metadata.tasks.iter().any(|t| t.operators.iter().any(|o| &o.uid == uid)) => {
+                        CoordinatorRestore::WithoutState
+                    }
+                    None => CoordinatorRestore::Fresh,
+                },
+            };
+            tracing::info!(operator = %self.running[position].name, restore = %state.describe(), "operator coordinator starting");
             self.call(position, mailboxes, |coordinator, ctx| coordinator.start(state, ctx))?;
         }
         Ok(())
@@ -97,7 +103,7 @@ impl OperatorCoordinators {
             tracing::warn!(task, "an operator event from a task whose operator has no coordinator; dropped");
             return Ok(());
         };
-        self.call(position, mailboxes, |coordinator, ctx| coordinator.handle_event(subtask, event, ctx))
+        self.call(position, mailboxes, |coordinator, ctx| coordinator.handle_event(SubtaskIndex(subtask), event, ctx))
     }
 
     /// Lets every coordinator take what finished elsewhere.
@@ -115,27 +121,32 @@ impl OperatorCoordinators {
             let state = running
                 .coordinator
                 .checkpoint(id)
-                .map_err(|message| CoordinatorFailure { operator: running.name.clone(), message })?;
+                .map_err(|error| CoordinatorFailure { operator: running.name.clone(), error })?;
             states.push(CoordinatorStateEntry { uid: running.uid.clone(), state });
         }
-        self.states.insert(id.0, states);
+        self.states.insert(id, states);
         Ok(())
     }
 
     /// The states taken for checkpoint `id`, for its `_metadata`.
     pub(crate) fn states(&self, id: CheckpointId) -> Vec<CoordinatorStateEntry> {
-        self.states.get(&id.0).cloned().unwrap_or_default()
+        self.states.get(&id).cloned().unwrap_or_default()
     }
 
     /// Checkpoint `id` will never complete.
     pub(crate) fn discard(&mut self, id: CheckpointId) {
-        self.states.remove(&id.0);
+        self.states.remove(&id);
+    }
+
+    /// The bytes of the states taken for checkpoint `id` (they travel in a restore's start).
+    pub(crate) fn state_bytes(&self, id: CheckpointId) -> usize {
+        self.states.get(&id).map_or(0, |states| states.iter().map(|s| s.state.len()).sum())
     }
 
     /// Checkpoint `id` completed: the coordinators hear it. (Checkpoints it subsumed were
     /// discarded one by one; an older savepoint still pending keeps its states.)
     pub(crate) fn completed(&mut self, id: CheckpointId) {
-        self.states.remove(&id.0);
+        self.states.remove(&id);
         for running in &mut self.running {
             running.coordinator.notify_checkpoint_complete(id);
         }
@@ -159,7 +170,7 @@ impl OperatorCoordinators {
         &mut self,
         position: usize,
         mailboxes: &mut Mailboxes,
-        f: impl FnOnce(&mut dyn OperatorCoordinator, &mut CoordinatorContext<'_>) -> Result<(), String>,
+        f: impl FnOnce(&mut dyn OperatorCoordinator, &mut CoordinatorContext<'_>) -> Result<(), CoordinatorError>,
     ) -> Result<(), CoordinatorFailure> {
         let running = &mut self.running[position];
         let mut ctx = CoordinatorContext::new(running.parallelism, &mut self.outbox);
@@ -170,6 +181,6 @@ impl OperatorCoordinators {
                 mailboxes.post(task, Control::OperatorEvent(event));
             }
         }
-        result.map_err(|message| CoordinatorFailure { operator: running.name.clone(), message })
+        result.map_err(|error| CoordinatorFailure { operator: running.name.clone(), error })
     }
 }

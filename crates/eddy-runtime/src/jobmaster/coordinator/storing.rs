@@ -31,6 +31,7 @@ impl AttemptCoordinator<'_> {
                 source: None,
             });
         }
+        self.operators.completed(id);
         if !self.cancel.load(Ordering::SeqCst) {
             self.job_finished_sent = true;
             self.broadcast(Control::JobFinished);
@@ -193,6 +194,7 @@ impl AttemptCoordinator<'_> {
                     }
                 }
                 Err(e) if order.request.is_some() => {
+                    self.operators.discard(checkpoint.id);
                     // Asked for by the CLI: the job goes on without it.
                     tracing::warn!(savepoint = %checkpoint.id, error = %e, "savepoint failed");
                     reply(self, Err(format!("savepoint {} failed: {e}", checkpoint.id)));
@@ -278,6 +280,7 @@ impl AttemptCoordinator<'_> {
             }
             Err(e) => {
                 discard_checkpoint(storage.as_ref(), &mut self.retained.borrow_mut(), checkpoint.id);
+                self.operators.discard(checkpoint.id);
                 tracing::warn!(checkpoint = %checkpoint.id, error = %e, "checkpoint could not be stored");
                 self.note(|| format!("checkpoint {} could not be stored", checkpoint.id));
                 result.warnings.push(format!("checkpoint {} failed: {e}", checkpoint.id));
@@ -307,7 +310,8 @@ impl AttemptCoordinator<'_> {
                 StateHandle::Inline { payload } => payload.len(),
                 StateHandle::File { .. } => 0,
             })
-            .sum();
+            .sum::<usize>()
+            + self.operators.state_bytes(checkpoint.id);
         let limit = eddy_rpc::frame::MESSAGE_BYTES_MAX - RESTORE_MESSAGE_HEADROOM_BYTES;
         (inline > limit).then(|| {
             format!(
