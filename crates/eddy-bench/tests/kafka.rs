@@ -165,8 +165,10 @@ fn eddy_status_shows_the_consumer_lag_of_every_partition() {
 /// One test, its two cases one after the other: each freezes its job between two
 /// commits, which takes a machine that is not also running the other.
 #[test]
-#[ignore = "flaky against tansu 0.6: once in a full CI run the failure-free reference output read back \
-            missing its first records (cause not found yet); run with --ignored"]
+#[ignore = "tansu 0.6 (memory storage) loses batches of concurrent transactional producers on a loaded \
+            machine: the partitions' offsets count every record, fetches return fewer (reproduced: 1 run in 12 \
+            with two busy loops beside it, 60008 offsets, 55510 records readable, the same on every re-read); \
+            the job's own checksum is right. Run with --ignored on an idle machine"]
 fn kills_of_exactly_once_kafka_jobs_leave_the_failure_free_output() {
     sigkill_of_an_exactly_once_job_then_restore_gives_the_failure_free_output();
     a_taskmanager_killed_under_an_exactly_once_kafka_job_leaves_the_failure_free_output();
