@@ -37,7 +37,7 @@ fn fresh_checkpoint(dir: &Path) -> PathBuf {
             operators: vec![OperatorEntry { uid: "source".into(), name: "source".into(), parallelism: 1 }],
             handle,
         }],
-        coordinators: Vec::new(),
+        coordinators: Some(Vec::new()),
     };
     storage.commit(&metadata).unwrap();
     dir.join("chk-1")

@@ -49,7 +49,7 @@ fn write_checkpoint(storage: &dyn CheckpointStorage, id: u64, marker: u8) -> Str
         max_parallelism: 128,
         timestamp_ms: 1,
         tasks,
-        coordinators: Vec::new(),
+        coordinators: Some(Vec::new()),
     };
     storage.commit(&metadata).unwrap()
 }

@@ -85,13 +85,15 @@ pub struct CheckpointMetadata {
     /// Wall-clock time the checkpoint was triggered, ms since the Unix epoch.
     pub timestamp_ms: u64,
     pub tasks: Vec<TaskStateEntry>,
-    pub coordinators: Vec<CoordinatorStateEntry>,
+    /// The state of every operator coordinator; `None` in a checkpoint written before eddy
+    /// checkpointed coordinators (formats 1 and 2).
+    pub coordinators: Option<Vec<CoordinatorStateEntry>>,
 }
 
 impl CheckpointMetadata {
     /// The state of the coordinator of operator `uid`, if the checkpoint holds one.
     pub fn coordinator_state(&self, uid: &str) -> Option<&[u8]> {
-        self.coordinators.iter().find(|c| c.uid == uid).map(|c| c.state.as_slice())
+        self.coordinators.as_deref()?.iter().find(|c| c.uid == uid).map(|c| c.state.as_slice())
     }
 }
 
@@ -120,7 +122,7 @@ pub fn decode_metadata(path: &str, bytes: &[u8]) -> Result<CheckpointMetadata, C
         max_parallelism: old.max_parallelism,
         timestamp_ms: old.timestamp_ms,
         tasks: old.tasks,
-        coordinators: Vec::new(),
+        coordinators: None,
     })
 }
 
@@ -229,9 +231,12 @@ mod tests {
         let mut bytes = frame(&encode(&old).unwrap());
         bytes[8..12].copy_from_slice(&2u32.to_le_bytes());
         let read = decode_metadata("_metadata", &bytes).unwrap();
-        assert_eq!((read.checkpoint_id, read.job_name.as_str(), read.coordinators.len()), (CheckpointId(4), "job", 0));
+        assert_eq!(
+            (read.checkpoint_id, read.job_name.as_str(), read.coordinators.is_none()),
+            (CheckpointId(4), "job", true)
+        );
         let new = CheckpointMetadata {
-            coordinators: vec![CoordinatorStateEntry { uid: "source".into(), state: vec![1, 2] }],
+            coordinators: Some(vec![CoordinatorStateEntry { uid: "source".into(), state: vec![1, 2] }]),
             ..read
         };
         let again = decode_metadata("_metadata", &frame(&encode(&new).unwrap())).unwrap();

@@ -15,7 +15,7 @@ fn metadata() -> CheckpointMetadata {
         max_parallelism: 128,
         timestamp_ms: 1_700_000_000_000,
         tasks: Vec::new(),
-        coordinators: vec![CoordinatorStateEntry { uid: "source".into(), state: vec![3, 1, 4] }],
+        coordinators: Some(vec![CoordinatorStateEntry { uid: "source".into(), state: vec![3, 1, 4] }]),
     }
 }
 

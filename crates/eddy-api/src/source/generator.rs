@@ -96,7 +96,11 @@ impl<T: 'static> SourceFunction<T> for DataGeneratorSource<T> {
                 self.emitted += last - next + 1;
                 SourceStep::More
             }
-            Next::Idle => SourceStep::Idle,
+            Next::Idle => {
+                // Waiting for a range is no credit: the rate starts again when it comes.
+                (self.started, self.emitted) = (None, 0);
+                SourceStep::Idle
+            }
             Next::Finished => SourceStep::Finished,
         })
     }

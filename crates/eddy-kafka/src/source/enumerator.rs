@@ -134,9 +134,10 @@ impl OperatorCoordinator for KafkaSourceEnumerator {
                 })?;
             }
             // A checkpoint of an earlier eddy, whose readers found their partitions
-            // themselves: its first start is long done; every partition is handed out
-            // again, and a reader keeps the position it restored for one it holds.
-            CoordinatorRestore::WithoutState => self.state.first_done = true,
+            // themselves: a first discovery hands every partition out again; a reader
+            // keeps the position it restored for one it holds, and one no reader held
+            // starts where the job's starting offsets say now.
+            CoordinatorRestore::WithoutState => {}
         }
         tracing::info!(
             brokers = %self.settings.brokers,

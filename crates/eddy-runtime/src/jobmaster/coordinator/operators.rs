@@ -78,13 +78,16 @@ impl OperatorCoordinators {
             let uid = &self.running[position].uid;
             let state = match restored {
                 None => CoordinatorRestore::Fresh,
-                Some(metadata) => match metadata.coordinator_state(uid) {
-                    Some(state) => CoordinatorRestore::State(state),
-                    None if metadata.tasks.iter().any(|t| t.operators.iter().any(|o| &o.uid == uid)) => {
-                        CoordinatorRestore::WithoutState
-                    }
-                    None => CoordinatorRestore::Fresh,
-                },
+                // A checkpoint of format 3 has every coordinator's state: an operator
+                // without one there is new to it.
+                Some(metadata) if metadata.coordinators.is_some() => {
+                    metadata.coordinator_state(uid).map_or(CoordinatorRestore::Fresh, CoordinatorRestore::State)
+                }
+                // An earlier format had none: the operator's subtasks hold what it had.
+                Some(metadata) if metadata.tasks.iter().any(|t| t.operators.iter().any(|o| &o.uid == uid)) => {
+                    CoordinatorRestore::WithoutState
+                }
+                Some(_) => CoordinatorRestore::Fresh,
             };
             tracing::info!(operator = %self.running[position].name, restore = %state.describe(), "operator coordinator starting");
             self.call(position, mailboxes, |coordinator, ctx| coordinator.start(state, ctx))?;

@@ -337,7 +337,7 @@ impl AttemptCoordinator<'_> {
             max_parallelism: self.graph.max_parallelism.get(),
             timestamp_ms,
             tasks: acks.iter().map(|a| a.entry.clone()).collect(),
-            coordinators: self.operators.states(checkpoint.id),
+            coordinators: Some(self.operators.states(checkpoint.id)),
         };
         let location = storage.commit(&metadata)?;
         let max = |f: fn(&TaskAcknowledgement) -> u64| acks.iter().map(f).max().unwrap_or(0);
