@@ -95,12 +95,9 @@ impl RangeReader {
             }
             return Ok(Next::Idle);
         };
-        let (next, last) = *split;
-        let end = last.min(next.saturating_add(max.max(1) - 1));
-        if end == last {
+        let ((next, end), used_up) = SequenceSource::take_front(split, max);
+        if used_up {
             self.splits.pop_front();
-        } else {
-            split.0 = end + 1;
         }
         Ok(Next::Range(next, end))
     }

@@ -37,6 +37,17 @@ impl SequenceSource {
         (len > 0).then(|| (from + start as u64, from + (start + len - 1) as u64))
     }
 
+    /// Takes up to `max` (at least 1) numbers from the front of the inclusive range
+    /// `range`: the numbers taken, and whether the range is used up.
+    pub(crate) fn take_front(range: &mut (u64, u64), max: u64) -> ((u64, u64), bool) {
+        let (next, last) = *range;
+        let end = last.min(next.saturating_add(max.max(1) - 1));
+        if end < last {
+            range.0 = end + 1;
+        }
+        ((next, end), end == last)
+    }
+
     fn descriptor() -> ListStateDescriptor<(u64, u64)> {
         ListStateDescriptor::new(RANGES_STATE)
     }
@@ -68,15 +79,12 @@ impl SourceFunction<u64> for SequenceSource {
         let Some(range) = self.ranges.first_mut() else {
             return Ok(SourceStep::Finished);
         };
-        let (next, last) = *range;
-        let end = last.min(next.saturating_add(max_records as u64 - 1));
+        let ((next, end), used_up) = Self::take_front(range, max_records as u64);
         for i in next..=end {
             out.collect(i);
         }
-        if end == last {
+        if used_up {
             self.ranges.remove(0);
-        } else {
-            range.0 = end + 1;
         }
         Ok(SourceStep::More)
     }
