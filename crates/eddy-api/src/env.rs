@@ -53,6 +53,10 @@ pub(crate) struct EnvInner {
     pub(crate) edges: Vec<EdgeDraft>,
     /// Problems found while the graph was built, reported by [`Env::stream_graph`].
     pub(crate) problems: Vec<String>,
+    /// Where the job's REST API, dashboard and `/metrics` are served, and the server once
+    /// started (one per environment, serving its latest job).
+    pub(crate) rest_bind: Option<String>,
+    pub(crate) rest_server: Option<eddy_web::WebServer>,
 }
 
 /// The entry point of a job (Flink's `StreamExecutionEnvironment`): create sources, build
@@ -90,11 +94,14 @@ impl Env {
                 max_parallelism: DEFAULT_MAX_PARALLELISM,
                 config: JobConfig {
                     storage_opener: std::sync::Arc::new(eddy_checkpoint_object::ObjectStorageOpener),
+                    metrics_server: Some(std::sync::Arc::new(crate::web::TaskExecutorMetrics)),
                     ..JobConfig::default()
                 },
                 nodes: Vec::new(),
                 edges: Vec::new(),
                 problems: Vec::new(),
+                rest_bind: None,
+                rest_server: None,
             })),
         }
     }
@@ -358,7 +365,38 @@ impl Env {
     /// [`JobResult::task_executor`] set: the job's own result is its JobMaster's. The
     /// program's arguments are never read here ([`eddy_runtime::ExecutionMode`]).
     pub fn execute(&self, job_name: &str) -> Result<JobResult, JobError> {
-        LocalExecutor::new().execute(self.stream_graph(job_name)?)
+        let graph = self.stream_graph(job_name)?;
+        if !eddy_rpc::launch::launched() {
+            self.start_rest_server(job_name)?;
+        }
+        LocalExecutor::new().execute(graph)
+    }
+
+    /// Serves the job's REST API, dashboard and `/metrics` at `address` (`HOST:PORT`, port
+    /// 0 for any free one) while it runs, as Flink's MiniCluster serves its web UI. On a
+    /// loopback address only: a job running here has no cluster secret to ask for (a
+    /// cluster's JobManager serves its jobs with credentials).
+    pub fn set_rest_bind(&self, address: &str) -> &Self {
+        self.inner.borrow_mut().rest_bind = Some(address.to_string());
+        self
+    }
+
+    /// Where the REST API is served, once a job started it (`http://HOST:PORT`).
+    pub fn rest_url(&self) -> Option<String> {
+        self.inner.borrow().rest_server.as_ref().map(eddy_web::WebServer::url)
+    }
+
+    fn start_rest_server(&self, job_name: &str) -> Result<(), JobError> {
+        let mut inner = self.inner.borrow_mut();
+        let Some(bind) = inner.rest_bind.clone() else { return Ok(()) };
+        if inner.rest_server.is_some() {
+            return Ok(());
+        }
+        let server = crate::web::serve_local_job(&bind, inner.config.board.clone())
+            .map_err(|message| JobError::InvalidJob { job: job_name.to_string(), message })?;
+        eprintln!("eddy: REST API, dashboard and /metrics of '{job_name}' at {}", server.url());
+        inner.rest_server = Some(server);
+        Ok(())
     }
 
     /// How often partial batches (and network buffers) are sent while input keeps coming

@@ -20,6 +20,7 @@ pub mod sink;
 pub mod source;
 pub mod stream;
 pub mod time;
+pub mod web;
 pub mod window;
 
 pub use eddy_types::{CheckpointId, SubtaskIndex};

@@ -126,6 +126,10 @@ pub struct Args {
     /// `--jobmanager HOST:PORT --secret-file FILE`: run on a cluster.
     #[command(flatten)]
     pub cluster: eddy::cluster::SubmitArgs,
+    /// Serve the job's REST API, dashboard and `/metrics` on this loopback address while
+    /// it runs (`127.0.0.1:0`: any free port; the address is printed on stderr).
+    #[arg(long)]
+    pub rest_bind: Option<String>,
 }
 
 /// Where this run's RocksDB instances keep their working directories.
@@ -151,6 +155,9 @@ impl Args {
             anyhow::bail!("--incremental needs --backend rocksdb (the heap backend takes full checkpoints)");
         }
         self.cluster.apply_to(env).map_err(anyhow::Error::msg)?;
+        if let Some(bind) = &self.rest_bind {
+            env.set_rest_bind(bind);
+        }
         self.checkpoints.apply(env)
     }
 }

@@ -18,4 +18,6 @@
 pub mod client;
 pub mod service;
 
-pub use service::{run_job_manager, JobManagerOptions};
+pub use service::{
+    bind_job_manager, run_job_manager, Answer, JobEntry, JobManager, JobManagerHandle, JobManagerOptions,
+};

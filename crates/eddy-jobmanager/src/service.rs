@@ -3,6 +3,7 @@
 use eddy_rpc::launch::Deployment;
 use eddy_rpc::messages::{CliMessage, JobCommand, JobMasterMessage, JobSummary, TaskManagerMessage};
 use eddy_rpc::slots::ExecutorSlots;
+use eddy_rpc::view::{ClusterOverview, JobView, TaskManagerView};
 use eddy_rpc::{
     AttemptId, ClusterError, Connection, ExecutorIndex, Heartbeats, JobId, JobState, PeerRole, Reader, Security,
     TaskManagerId,
@@ -23,6 +24,10 @@ pub struct JobManagerOptions {
 struct TaskManager {
     connection: Connection,
     slots: u32,
+    host: String,
+    pid: u32,
+    registered_ms: u64,
+    metrics_address: Option<String>,
 }
 
 /// One attempt's slots: (TaskManager, slots there).
@@ -36,6 +41,30 @@ struct Job {
     submitted: Instant,
     ended: Option<Instant>,
     allocations: HashMap<AttemptId, Allocation>,
+    /// What its JobMaster last showed of it.
+    view: Option<Box<JobView>>,
+}
+
+/// Who waits for a job's answer to a command.
+enum Waiter {
+    /// The CLI, on its connection (progress lines too).
+    Cli(Connection),
+    /// A REST request, with what to do with the answer.
+    Callback(Answer),
+}
+
+/// What receives the answer to a command asked through [`JobManagerHandle::command`].
+pub type Answer = Box<dyn FnOnce(Result<String, String>) + Send>;
+
+impl Waiter {
+    fn answer(self, reply: Result<String, String>) {
+        match self {
+            Waiter::Cli(cli) => {
+                let _ = cli.send(&CliMessage::CommandReply { reply });
+            }
+            Waiter::Callback(answer) => answer(reply),
+        }
+    }
 }
 
 #[derive(Default)]
@@ -45,8 +74,8 @@ struct State {
     next_task_manager: u32,
     next_job: u64,
     next_request: u64,
-    /// CLI connections waiting for a job's answer, by request, with the job.
-    waiting: HashMap<u64, (Connection, JobId)>,
+    /// Who waits for a job's answer, by request, with the job.
+    waiting: HashMap<u64, (Waiter, JobId)>,
 }
 
 impl State {
@@ -85,8 +114,15 @@ impl Shared {
     }
 }
 
-/// Runs the JobManager until the process ends; an error only if it cannot listen.
-pub fn run_job_manager(options: JobManagerOptions) -> Result<(), ClusterError> {
+/// A JobManager listening, not serving yet: [`JobManager::handle`] reads and commands
+/// it (the REST API), [`JobManager::run`] serves until the process ends.
+pub struct JobManager {
+    listener: TcpListener,
+    shared: Arc<Shared>,
+}
+
+/// Binds the JobManager's address; an error if it cannot listen.
+pub fn bind_job_manager(options: JobManagerOptions) -> Result<JobManager, ClusterError> {
     options.heartbeats.validate()?;
     let listener = TcpListener::bind(&options.bind)
         .map_err(|e| ClusterError::io(&options.bind, "listening (is the address free and local?)", e))?;
@@ -95,17 +131,113 @@ pub fn run_job_manager(options: JobManagerOptions) -> Result<(), ClusterError> {
     // The address, for a script or a test that bound port 0.
     println!("jobmanager listening on {address}");
     let shared = Arc::new(Shared { state: Mutex::default(), slots_changed: Condvar::new(), options });
-    let heartbeats = shared.clone();
-    std::thread::Builder::new()
-        .name("eddy-heartbeats".into())
-        .spawn(move || send_heartbeats(&heartbeats))
-        .map_err(|e| ClusterError::Config(format!("cannot start a thread: {e}")))?;
-    for stream in listener.incoming() {
-        let Ok(stream) = stream else { continue };
-        let shared = shared.clone();
-        let _ = std::thread::Builder::new().name("eddy-jm-connection".into()).spawn(move || serve(&shared, stream));
+    Ok(JobManager { listener, shared })
+}
+
+/// Runs the JobManager until the process ends; an error only if it cannot listen.
+pub fn run_job_manager(options: JobManagerOptions) -> Result<(), ClusterError> {
+    bind_job_manager(options)?.run()
+}
+
+impl JobManager {
+    /// What the REST API reads and commands.
+    pub fn handle(&self) -> JobManagerHandle {
+        JobManagerHandle { shared: self.shared.clone() }
     }
-    Ok(())
+
+    /// Serves TaskManagers, jobs and the CLI until the process ends.
+    pub fn run(self) -> Result<(), ClusterError> {
+        let JobManager { listener, shared } = self;
+        let heartbeats = shared.clone();
+        std::thread::Builder::new()
+            .name("eddy-heartbeats".into())
+            .spawn(move || send_heartbeats(&heartbeats))
+            .map_err(|e| ClusterError::Config(format!("cannot start a thread: {e}")))?;
+        for stream in listener.incoming() {
+            let Ok(stream) = stream else { continue };
+            let shared = shared.clone();
+            let _ = std::thread::Builder::new().name("eddy-jm-connection".into()).spawn(move || serve(&shared, stream));
+        }
+        Ok(())
+    }
+}
+
+/// A job as the JobManager lists it, with what its JobMaster last showed of it.
+#[derive(Debug, Clone)]
+pub struct JobEntry {
+    pub summary: JobSummary,
+    pub view: Option<JobView>,
+}
+
+/// Reads the JobManager's state and relays commands to jobs, for the REST API.
+#[derive(Clone)]
+pub struct JobManagerHandle {
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for JobManagerHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("JobManagerHandle").finish_non_exhaustive()
+    }
+}
+
+impl JobManagerHandle {
+    /// Every job, oldest first.
+    pub fn jobs(&self) -> Vec<JobEntry> {
+        let state = self.shared.state();
+        state
+            .jobs
+            .iter()
+            .map(|(id, job)| JobEntry { summary: summary(*id, job), view: job.view.as_deref().cloned() })
+            .collect()
+    }
+
+    pub fn task_managers(&self) -> Vec<TaskManagerView> {
+        let state = self.shared.state();
+        state
+            .task_managers
+            .iter()
+            .map(|(id, tm)| TaskManagerView {
+                id: id.0,
+                host: tm.host.clone(),
+                pid: tm.pid,
+                slots_total: tm.slots,
+                slots_free: state.free(*id),
+                registered_ms: tm.registered_ms,
+                metrics_address: tm.metrics_address.clone(),
+            })
+            .collect()
+    }
+
+    pub fn overview(&self) -> ClusterOverview {
+        let state = self.shared.state();
+        let count = |f: &dyn Fn(JobState) -> bool| state.jobs.values().filter(|j| f(j.state)).count() as u32;
+        ClusterOverview {
+            taskmanagers: state.task_managers.len() as u32,
+            slots_total: state.slots_total(),
+            slots_available: state.free_total(),
+            jobs_running: count(&|s| !s.is_terminal()),
+            jobs_finished: count(&|s| matches!(s, JobState::Finished | JobState::Stopped)),
+            jobs_cancelled: count(&|s| s == JobState::Canceled),
+            jobs_failed: count(&|s| matches!(s, JobState::Failed | JobState::Lost)),
+        }
+    }
+
+    /// Relays `command` to the job named `job` (its id, or the name of one running job);
+    /// `answer` receives the job's answer. An error if no running job has that name.
+    pub fn command(&self, job: &str, command: JobCommand, answer: Answer) -> Result<(), String> {
+        relay(&self.shared, Waiter::Callback(answer), job, command)
+    }
+}
+
+fn summary(id: JobId, job: &Job) -> JobSummary {
+    JobSummary {
+        id,
+        name: job.name.clone(),
+        state: job.state,
+        parallelism: job.parallelism,
+        uptime_ms: job.ended.unwrap_or_else(Instant::now).duration_since(job.submitted).as_millis() as u64,
+    }
 }
 
 fn send_heartbeats(shared: &Shared) {
@@ -150,8 +282,10 @@ fn serve(shared: &Arc<Shared>, socket: TcpStream) {
 }
 
 fn serve_task_manager(shared: &Shared, connection: Connection, mut reader: Reader) {
-    let (slots, binary, pid) = match reader.receive() {
-        Ok(TaskManagerMessage::Register { slots, binary, pid, .. }) => (slots, binary, pid),
+    let (slots, binary, pid, host, metrics_address) = match reader.receive() {
+        Ok(TaskManagerMessage::Register { slots, binary, pid, data_host, metrics_address }) => {
+            (slots, binary, pid, data_host, metrics_address)
+        }
         other => {
             tracing::warn!(peer = %connection.peer(), first = ?other.map(|m| format!("{m:?}")), "a TaskManager that did not register; closed");
             return;
@@ -161,7 +295,10 @@ fn serve_task_manager(shared: &Shared, connection: Connection, mut reader: Reade
         let mut state = shared.state();
         state.next_task_manager += 1;
         let id = TaskManagerId(state.next_task_manager);
-        state.task_managers.insert(id, TaskManager { connection: connection.clone(), slots });
+        let registered_ms =
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64);
+        let tm = TaskManager { connection: connection.clone(), slots, host, pid, registered_ms, metrics_address };
+        state.task_managers.insert(id, tm);
         id
     };
     if connection.send(&TaskManagerMessage::Registered { id }).is_err() {
@@ -240,6 +377,7 @@ fn serve_job(shared: &Arc<Shared>, connection: Connection, mut reader: Reader) {
             submitted: Instant::now(),
             ended: None,
             allocations: HashMap::new(),
+            view: None,
         };
         state.jobs.insert(id, entry);
         id
@@ -277,14 +415,22 @@ fn serve_job(shared: &Arc<Shared>, connection: Connection, mut reader: Reader) {
             }
             Ok(JobMasterMessage::CommandReply { request, reply }) => {
                 let waiting = shared.state().waiting.remove(&request);
-                if let Some((cli, _)) = waiting {
-                    let _ = cli.send(&CliMessage::CommandReply { reply });
+                if let Some((waiter, _)) = waiting {
+                    waiter.answer(reply);
                 }
             }
             Ok(JobMasterMessage::CommandProgress { request, text }) => {
-                let cli = shared.state().waiting.get(&request).map(|(c, _)| c.clone());
+                let cli = match shared.state().waiting.get(&request) {
+                    Some((Waiter::Cli(cli), _)) => Some(cli.clone()),
+                    _ => None,
+                };
                 if let Some(cli) = cli {
                     let _ = cli.send(&CliMessage::CommandProgress { text });
+                }
+            }
+            Ok(JobMasterMessage::View(view)) => {
+                if let Some(j) = shared.state().jobs.get_mut(&job) {
+                    j.view = Some(view);
                 }
             }
             Ok(other) => tracing::warn!(job = %job, message = ?other, "unexpected message from a job; ignored"),
@@ -423,7 +569,7 @@ fn end_job(shared: &Shared, job: JobId, reason: &str) {
     for attempt in attempts {
         release(shared, job, attempt);
     }
-    let waiting: Vec<(u64, Connection)> = {
+    let waiting: Vec<(u64, Waiter)> = {
         let mut state = shared.state();
         if let Some(j) = state.jobs.get_mut(&job) {
             if !j.state.is_terminal() {
@@ -434,9 +580,8 @@ fn end_job(shared: &Shared, job: JobId, reason: &str) {
         let requests: Vec<u64> = state.waiting.iter().filter(|(_, (_, j))| *j == job).map(|(r, _)| *r).collect();
         requests.into_iter().filter_map(|r| state.waiting.remove(&r).map(|(c, _)| (r, c))).collect()
     };
-    for (_, cli) in waiting {
-        let _ =
-            cli.send(&CliMessage::CommandReply { reply: Err(format!("the job ended before it answered ({reason})")) });
+    for (_, waiter) in waiting {
+        waiter.answer(Err(format!("the job ended before it answered ({reason})")));
     }
 }
 
@@ -444,22 +589,11 @@ fn serve_cli(shared: &Shared, connection: Connection, mut reader: Reader) {
     loop {
         match reader.receive() {
             Ok(CliMessage::ListJobs) => {
-                let jobs = shared
-                    .state()
-                    .jobs
-                    .iter()
-                    .map(|(id, j)| JobSummary {
-                        id: *id,
-                        name: j.name.clone(),
-                        state: j.state,
-                        parallelism: j.parallelism,
-                        uptime_ms: j.ended.unwrap_or_else(Instant::now).duration_since(j.submitted).as_millis() as u64,
-                    })
-                    .collect();
+                let jobs = shared.state().jobs.iter().map(|(id, j)| summary(*id, j)).collect();
                 let _ = connection.send(&CliMessage::Jobs(jobs));
             }
             Ok(CliMessage::JobCommand { job, command }) => {
-                if let Err(message) = relay(shared, &connection, &job, command) {
+                if let Err(message) = relay(shared, Waiter::Cli(connection.clone()), &job, command) {
                     let _ = connection.send(&CliMessage::CommandReply { reply: Err(message) });
                 }
             }
@@ -473,7 +607,7 @@ fn serve_cli(shared: &Shared, connection: Connection, mut reader: Reader) {
 
 /// Hands a CLI's command to the job it names (by id, or by name if one running job has
 /// it); the job's answer goes back to the CLI.
-fn relay(shared: &Shared, cli: &Connection, job: &str, command: JobCommand) -> Result<(), String> {
+fn relay(shared: &Shared, waiter: Waiter, job: &str, command: JobCommand) -> Result<(), String> {
     let mut state = shared.state();
     let id = match job.parse::<u64>().map(JobId) {
         Ok(id) if state.jobs.contains_key(&id) => id,
@@ -494,8 +628,9 @@ fn relay(shared: &Shared, cli: &Connection, job: &str, command: JobCommand) -> R
     let client = entry.connection.clone();
     state.next_request += 1;
     let request = state.next_request;
-    state.waiting.insert(request, (cli.clone(), id));
+    let from = if matches!(waiter, Waiter::Cli(_)) { "the CLI" } else { "the REST API" };
+    state.waiting.insert(request, (waiter, id));
     drop(state);
-    tracing::info!(job = %id, command = ?command, "relaying a command from the CLI");
+    tracing::info!(job = %id, command = ?command, from, "relaying a command");
     client.send(&JobMasterMessage::Command { request, command }).map_err(|e| format!("cannot reach job {id}: {e}"))
 }

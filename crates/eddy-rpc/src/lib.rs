@@ -13,6 +13,7 @@
 //! - [`slots`]: an attempt's slots, and which task executor runs which subtask;
 //! - [`target`]: where a job's binary submits its job;
 //! - [`launch`]: how a TaskManager starts a task executor;
+//! - [`view`]: what a running job shows of itself (REST, dashboard, `/metrics`);
 //! - [`error`]: the crate's one error type.
 //!
 //! Depends on rustls (on ring), serde and postcard only: the JobManager and TaskManager
@@ -32,6 +33,7 @@ pub mod slots;
 pub mod stream;
 pub mod target;
 pub mod tls;
+pub mod view;
 
 pub use auth::{PeerRole, Secret};
 pub use error::ClusterError;

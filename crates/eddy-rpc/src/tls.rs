@@ -78,6 +78,12 @@ impl TlsConfig {
         ClientConnection::new(self.client.clone(), name).map_err(|e| e.to_string())
     }
 
+    /// The server side's configuration, for another server of the same process (its REST
+    /// API) to present the same certificate.
+    pub fn server_config(&self) -> Arc<ServerConfig> {
+        self.server.clone()
+    }
+
     pub(crate) fn server(&self) -> Result<ServerConnection, rustls::Error> {
         ServerConnection::new(self.server.clone())
     }

@@ -86,7 +86,16 @@ pub trait OperatorCoordinator: Send {
     fn status(&self) -> Vec<String> {
         Vec::new()
     }
+
+    /// Gauges for the REST API and `/metrics` (a source's consumer lag per partition, as
+    /// `kafka_consumer_lag` with `topic` and `partition` labels); the JobMaster adds the
+    /// job's and the operator's labels. Default none.
+    fn gauges(&self) -> Vec<GaugeView> {
+        Vec::new()
+    }
 }
+
+pub use eddy_rpc::view::GaugeView;
 
 /// Where a coordinator starts from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -24,6 +24,8 @@
 //!   deterministic simulator;
 //! - [`network`]: the data plane between task executors of different processes, with
 //!   Flink's credit-based flow control (Flink's `runtime.io.network`);
+//! - [`observe`]: what a running job shows of itself (its board: vertices, subtasks'
+//!   rates, checkpoints, exceptions), read by REST servers and `/metrics`;
 //! - [`cluster`]: what runs the job's code on a cluster: the task executor ⇄ JobMaster
 //!   messages and the task executor itself; the wire under them (handshake, TLS, frames,
 //!   ids) is `eddy-rpc`'s;
@@ -42,6 +44,7 @@ pub mod executor;
 pub mod graph;
 pub mod jobmaster;
 pub mod network;
+pub mod observe;
 pub mod output;
 pub mod task;
 pub mod writer;

@@ -193,6 +193,7 @@ impl<T: Clone> Lifecycle for RecordWriter<T> {
             return Ok(());
         }
         self.flush()?;
+        self.counters.output_watermark(watermark.0);
         for target in 0..self.targets.len() {
             self.send(target, StreamMessage::Watermark(watermark));
         }

@@ -17,8 +17,13 @@ fn messages() -> Vec<Vec<u8>> {
         encoded.push(bytes);
     };
     put(&|b| {
-        let m =
-            TaskManagerMessage::Register { slots: 4, binary: "/bin/x".into(), pid: 7, data_host: "127.0.0.1".into() };
+        let m = TaskManagerMessage::Register {
+            slots: 4,
+            binary: "/bin/x".into(),
+            pid: 7,
+            data_host: "127.0.0.1".into(),
+            metrics_address: Some("127.0.0.1:9249".into()),
+        };
         write_value(b, &m).unwrap()
     });
     put(&|b| {

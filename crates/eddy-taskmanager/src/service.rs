@@ -29,6 +29,8 @@ pub struct TaskManagerOptions {
     pub heartbeats: Heartbeats,
     /// How long it tries to reach its JobManager before it gives up.
     pub register_timeout: Duration,
+    /// Where it serves `/metrics`, if it does (told to the JobManager, which lists it).
+    pub metrics_address: Option<String>,
 }
 
 type Executors = Arc<Mutex<HashMap<(JobId, AttemptId), Arc<Mutex<Child>>>>>;
@@ -66,6 +68,7 @@ pub fn run_task_manager(options: TaskManagerOptions) -> Result<(), ClusterError>
         binary: binary.display().to_string(),
         pid: std::process::id(),
         data_host: options.host.clone(),
+        metrics_address: options.metrics_address.clone(),
     })?;
     let id = loop {
         match reader.receive()? {

@@ -135,6 +135,11 @@ pub struct JobManagerArgs {
     pub tls: TlsArgs,
     #[command(flatten)]
     pub heartbeats: HeartbeatArgs,
+    /// Serve the REST API, the dashboard and `/metrics` here (`HOST:PORT`; port 0: any
+    /// free one). Every request needs the cluster's secret as a bearer token; TLS when
+    /// the cluster has TLS.
+    #[arg(long)]
+    pub rest_bind: Option<String>,
 }
 
 /// `taskmanager`'s flags.
@@ -158,6 +163,10 @@ pub struct TaskManagerArgs {
     pub tls: TlsArgs,
     #[command(flatten)]
     pub heartbeats: HeartbeatArgs,
+    /// Serve `/metrics` here (`HOST:PORT`; port 0: any free one), behind the cluster's
+    /// secret as a bearer token.
+    #[arg(long)]
+    pub rest_bind: Option<String>,
 }
 
 /// Heartbeats (both ways) and how long a silent peer stays a member.
@@ -322,16 +331,36 @@ pub fn report(result: Result<String, String>) -> ExitCode {
 /// Runs the JobManager until the process is stopped.
 pub fn run_jobmanager(args: &JobManagerArgs) -> Result<(), String> {
     let security = security(&args.secret_file, &args.tls)?;
-    let options = JobManagerOptions { bind: args.bind.clone(), security, heartbeats: args.heartbeats.heartbeats()? };
-    run_job_manager(options).map_err(|e| format!("jobmanager: {e}"))
+    let options = JobManagerOptions {
+        bind: args.bind.clone(),
+        security: security.clone(),
+        heartbeats: args.heartbeats.heartbeats()?,
+    };
+    let job_manager = eddy_jobmanager::bind_job_manager(options).map_err(|e| format!("jobmanager: {e}"))?;
+    if let Some(bind) = &args.rest_bind {
+        let server = crate::cluster_web::serve_job_manager(bind, job_manager.handle(), &security)?;
+        // The address, for a script or a test that bound port 0.
+        println!("rest listening on {}", server.url());
+    }
+    job_manager.run().map_err(|e| format!("jobmanager: {e}"))
 }
 
 /// Runs a TaskManager until its JobManager goes away (an error) or it is stopped.
 pub fn run_taskmanager(args: &TaskManagerArgs) -> Result<(), String> {
+    let security = security(&args.secret_file, &args.tls)?;
+    let metrics_address = match &args.rest_bind {
+        None => None,
+        Some(bind) => {
+            let server = crate::cluster_web::serve_task_manager(bind, args.slots, &security)?;
+            println!("metrics listening on {}", server.url());
+            Some(server.address.to_string())
+        }
+    };
     let options = TaskManagerOptions {
         jobmanager: args.jobmanager.clone(),
         slots: args.slots,
-        security: security(&args.secret_file, &args.tls)?,
+        metrics_address,
+        security,
         host: args.host.clone(),
         heartbeats: args.heartbeats.heartbeats()?,
         register_timeout: std::time::Duration::from_millis(args.register_timeout_ms),

@@ -14,7 +14,7 @@ use super::split::{split_owner, PartitionSplit};
 use super::WARN_EVERY;
 use crate::KafkaConnectorError;
 use eddy_runtime::coordination::{
-    CoordinatorContext, CoordinatorError, CoordinatorRestore, CoordinatorResult, OperatorCoordinator,
+    CoordinatorContext, CoordinatorError, CoordinatorRestore, CoordinatorResult, GaugeView, OperatorCoordinator,
 };
 use eddy_types::CheckpointId;
 use eddy_types::SubtaskIndex;
@@ -188,6 +188,17 @@ impl OperatorCoordinator for KafkaSourceEnumerator {
         self.lags()
             .map(|((topic, partition), position, end, lag)| {
                 format!("consumer lag {topic}/{partition}: {lag} (end offset {end}, position {position})")
+            })
+            .collect()
+    }
+
+    fn gauges(&self) -> Vec<GaugeView> {
+        self.lags()
+            .map(|((topic, partition), _, _, lag)| GaugeView {
+                name: "kafka_consumer_lag".into(),
+                help: "Records of the partition not read yet: its end offset (the last stable offset) minus the reader's position".into(),
+                labels: vec![("topic".into(), topic.to_string()), ("partition".into(), partition.to_string())],
+                value: lag as f64,
             })
             .collect()
     }

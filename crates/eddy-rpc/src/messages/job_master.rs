@@ -43,6 +43,9 @@ pub enum JobMasterMessage {
         request: u64,
         text: String,
     },
+    /// What the job looks like now (about once a second), for the REST API and
+    /// `/metrics`.
+    View(Box<crate::view::JobView>),
 
     // JobManager → JobMaster
     /// With the cluster's heartbeat settings, which the job's connections follow.

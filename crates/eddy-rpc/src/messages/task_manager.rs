@@ -17,6 +17,8 @@ pub enum TaskManagerMessage {
         binary: String,
         pid: u32,
         data_host: String,
+        /// Where it serves `/metrics`, if it does.
+        metrics_address: Option<String>,
     },
     /// A task executor this TaskManager started for an attempt exited.
     ExecutorExited {

@@ -25,7 +25,7 @@ pub enum ExecutorMessage {
         task: u32,
         outcome: Result<(), TaskError>,
     },
-    /// Per task: records in and out, time backpressured (status).
+    /// Per task: what it counted (status, REST, `/metrics`).
     TaskMetrics(Vec<TaskMetrics>),
 
     // JobMaster → task executor
@@ -55,6 +55,8 @@ pub struct ExecutorHello {
     /// Where its data listener waits for producers.
     pub data_address: String,
     pub binary: String,
+    /// Where it serves `/metrics` of its subtasks, if it does.
+    pub metrics_address: Option<String>,
 }
 
 /// The start of an attempt, once every task executor said hello.
@@ -81,11 +83,9 @@ pub struct RestoreTicket {
     pub storage_root: String,
 }
 
-/// What `status` shows per subtask.
+/// What a subtask counted, for `status`, the REST API and `/metrics`.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct TaskMetrics {
     pub task: u32,
-    pub records_in: u64,
-    pub records_out: u64,
-    pub backpressured_ms: u64,
+    pub counters: eddy_rpc::view::SubtaskCounters,
 }

@@ -146,6 +146,18 @@ fn serve(graph: StreamGraph) -> Result<(), TaskExecutorError> {
     let (connection, mut reader) = Connection::new(stream, Some(heartbeats.timeout()))
         .map_err(TaskExecutorError::cluster("the connection to the JobMaster"))?;
     let binary = std::env::current_exe().map_or_else(|_| "?".into(), |p| p.display().to_string());
+    // Its own subtasks' `/metrics`, on the host its data listener is on; a server that
+    // cannot start costs the metrics only, not the job.
+    let metrics_address = graph.config.metrics_server.as_ref().and_then(|server| {
+        let board = graph.config.board.clone();
+        match server.serve(board, &launch.data_host, &launch.secret, security.tls.as_ref()) {
+            Ok(address) => Some(address),
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot serve /metrics of this task executor");
+                None
+            }
+        }
+    });
     connection
         .send(&ExecutorMessage::Hello(ExecutorHello {
             attempt: deployment.attempt,
@@ -154,6 +166,7 @@ fn serve(graph: StreamGraph) -> Result<(), TaskExecutorError> {
             graph: describe(&graph, &plan),
             data_address,
             binary,
+            metrics_address,
         }))
         .map_err(TaskExecutorError::cluster("saying hello to the JobMaster"))?;
     let stop_heartbeats = Arc::new(AtomicBool::new(false));
@@ -253,6 +266,11 @@ fn run_attempt(
     };
     let Subtasks { pending, mailboxes, counters: all_counters } =
         prepare_subtasks(graph, plan, setups, &env, &|head, subtask| indexes[&(head, subtask)]);
+    // Its board shows its own subtasks.
+    let board = config.board.clone();
+    board.start_job(graph, plan, storage_description(&config.storage));
+    let own: std::collections::HashSet<usize> = all_counters.iter().map(|(task, _)| *task).collect();
+    board.start_attempt(&plan.tasks(graph), &|task| own.contains(&task), &|_| launch.task_manager.0, None);
     drop(env);
     // Mailboxes by the attempt's task index; posted to without waiting (an outbox per
     // task), so a subtask with a full mailbox holds up nothing else.
@@ -300,11 +318,9 @@ fn run_attempt(
         .spawn(move || loop {
             let metrics = all_counters
                 .iter()
-                .map(|(task, counters)| {
-                    let (records_in, records_out, backpressured_ms) = counters.read();
-                    TaskMetrics { task: *task as u32, records_in, records_out, backpressured_ms }
-                })
-                .collect();
+                .map(|(task, counters)| TaskMetrics { task: *task as u32, counters: counters.snapshot() })
+                .collect::<Vec<_>>();
+            board.sample(&metrics.iter().map(|m| (m.task as usize, m.counters)).collect::<Vec<_>>());
             if metrics_connection.send(&ExecutorMessage::TaskMetrics(metrics)).is_err()
                 || metrics_cancel.load(Ordering::Relaxed)
             {
@@ -420,4 +436,12 @@ fn peak_rss_mb() -> u64 {
             line.split_whitespace().nth(1)?.parse::<u64>().ok()
         })
         .map_or(0, |kb| kb / 1024)
+}
+
+/// Where the job's checkpoints go, as its board shows it.
+fn storage_description(storage: &crate::graph::StorageChoice) -> String {
+    match storage {
+        crate::graph::StorageChoice::Memory => "JobManager memory".into(),
+        crate::graph::StorageChoice::Directory(dir) => dir.display().to_string(),
+    }
 }

@@ -84,7 +84,7 @@ impl AttemptLauncher for LocalLauncher {
             seed: start.seed,
             ttl_clock: self.simulator.as_ref().map(|_| self.clock.clone()),
         };
-        let Subtasks { mut pending, mut mailboxes, .. } =
+        let Subtasks { mut pending, mut mailboxes, counters, .. } =
             prepare_subtasks(graph, plan, setups, &env, &|head, subtask| numbering[&(head, subtask)]);
         drop(env);
         // In task order: the coordinator and the simulator address tasks by position.
@@ -101,6 +101,12 @@ impl AttemptLauncher for LocalLauncher {
             self.simulator.is_some(),
         );
         coordinator.savepoint_targets = targets;
+        coordinator.observe_attempt(&|_| 0, start.restore.as_deref());
+        if self.simulator.is_none() {
+            coordinator.answer_on_board();
+            coordinator.sampler =
+                Some(Box::new(move || counters.iter().map(|(task, counted)| (*task, counted.snapshot())).collect()));
+        }
         coordinator.start_operator_coordinators(start.restore.as_deref());
         match &self.simulator {
             Some(simulator) => simulator.run_attempt(&mut coordinator, pending, &queued, &reports_rx, result),

@@ -87,6 +87,12 @@ pub struct JobConfig {
     pub buffer_timeout_ms: u64,
     /// `Some`: submit the job to this cluster's JobManager instead of running it here.
     pub cluster: Option<eddy_rpc::ClusterTarget>,
+    /// What the job shows of itself while it runs (REST, `/metrics`); the API keeps a
+    /// clone to serve it.
+    pub board: crate::observe::JobBoard,
+    /// How a task executor of this job serves its subtasks' `/metrics`; `None`: it does
+    /// not.
+    pub metrics_server: Option<Arc<dyn crate::observe::ServeMetrics>>,
 }
 
 impl Default for JobConfig {
@@ -105,6 +111,8 @@ impl Default for JobConfig {
             storage_opener: Arc::new(NoFileStorage),
             cluster: None,
             buffer_timeout_ms: crate::channel::DEFAULT_BUFFER_TIMEOUT_MS,
+            board: crate::observe::JobBoard::default(),
+            metrics_server: None,
         }
     }
 }

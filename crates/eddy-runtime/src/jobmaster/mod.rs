@@ -42,6 +42,7 @@ use eddy_checkpoint::restart::RestartBackoff;
 use eddy_checkpoint::retained::RetainedCheckpoints;
 use eddy_checkpoint::storage::CheckpointStorage;
 use eddy_checkpoint::{CheckpointError, CheckpointId};
+use eddy_rpc::JobState;
 use eddy_types::{Clock, RunSeed};
 use job_storage::JobStorage;
 use restore::{check_restore, checkpoint_number, claim, load_latest_of};
@@ -153,6 +154,8 @@ impl JobMaster<'_> {
             restore_of_job = restore.as_ref().map_or("", |c| c.metadata.job_name.as_str()),
             "job starting"
         );
+        config.board.start_job(&graph, &plan, storage.describe());
+        let board = config.board.clone();
         let graph = Arc::new(graph);
         let plan = Arc::new(plan);
         let mut backoff = RestartBackoff::new(config.restart_strategy());
@@ -202,6 +205,7 @@ impl JobMaster<'_> {
                         }
                     }
                     job_storage.finish();
+                    board.ended(if result.stopped { JobState::Stopped } else { JobState::Finished });
                     tracing::info!(
                         job = %job,
                         duration_ms = result.duration.as_millis() as u64,
@@ -219,9 +223,15 @@ impl JobMaster<'_> {
                     let delay_ms = if error.is_restartable() { backoff.on_failure(elapsed_ms()) } else { None };
                     let Some(delay_ms) = delay_ms else {
                         tracing::error!(job = %job, error = %error, "job failed");
+                        if matches!(error, JobError::Cancelled { .. }) {
+                            board.ended(JobState::Canceled);
+                        } else {
+                            board.attempt_failed(error.to_string(), false, result.restarts);
+                        }
                         return Err(error);
                     };
                     result.restarts = backoff.restarts();
+                    board.attempt_failed(error.to_string(), true, result.restarts);
                     clock.sleep_ms(delay_ms);
                     match self.restore_after_failure(initial.as_ref(), &storage, &retained, &mut result.warnings) {
                         Ok(from) => {

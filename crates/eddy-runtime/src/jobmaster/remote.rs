@@ -6,7 +6,7 @@
 //! executor's connection, reports and exits come back over it, and a connection lost
 //! fails the executor's subtasks at once.
 
-use super::coordinator::{AttemptCoordinator, RemoteHooks};
+use super::coordinator::{AttemptCoordinator, CommandOutcome, RemoteHooks};
 use super::job_client::{ExecutorJoin, JobClient};
 use super::{Attempt, AttemptEnd, AttemptLauncher, JobMaster, JobResult, TaskExit};
 use crate::cluster::executor_link::{ExecutorMessage, RestoreTicket, StartTasks, TaskMetrics};
@@ -15,8 +15,9 @@ use crate::error::{FailureKind, JobError, TaskError};
 use crate::graph::{validate, ChainPlan, StreamGraph};
 use crate::task::{mailbox, MailboxReceiver, Mailboxes, TaskReport};
 use crossbeam_channel::{select, Select, Sender};
-use eddy_rpc::messages::{JobCommand, JobMasterMessage};
+use eddy_rpc::messages::JobMasterMessage;
 use eddy_rpc::slots::{slot_owners, ExecutorSlots};
+use eddy_rpc::view::TaskExecutorView;
 use eddy_rpc::ClusterTarget;
 use eddy_rpc::{AttemptId, Connection, JobState, Reader, TaskManagerId};
 use eddy_types::{Clock, NodeId};
@@ -129,6 +130,15 @@ impl AttemptLauncher for RemoteLauncher {
                 return end;
             }
         };
+        graph.config.board.set_task_executors(
+            joined
+                .iter()
+                .map(|j| TaskExecutorView {
+                    task_manager: j.hello.task_manager.0,
+                    metrics_address: j.hello.metrics_address.clone(),
+                })
+                .collect(),
+        );
         let parallelism = graph.slots_needed();
         let owners = match slot_owners(&executors, parallelism) {
             Ok(owners) => owners,
@@ -225,10 +235,19 @@ impl AttemptLauncher for RemoteLauncher {
             reply: Box::new(|request, reply| {
                 let _ = client.send(&JobMasterMessage::CommandReply { request, reply });
             }),
+            publish_view: Box::new(|view| {
+                let _ = client.send(&JobMasterMessage::View(Box::new(view)));
+            }),
         });
+        let sampled = metrics.clone();
+        run.sampler = Some(Box::new(move || {
+            let metrics = sampled.lock().unwrap_or_else(|e| e.into_inner());
+            metrics.values().map(|m| (m.task as usize, m.counters)).collect()
+        }));
         let connections_ref = &connections;
         let owned_ref = &owned;
         let task_managers: Vec<TaskManagerId> = tasks_owner.iter().map(|&e| executors[e].task_manager).collect();
+        run.observe_attempt(&|task| task_managers[task].0, start.restore.as_deref());
         let metrics_ref = &metrics;
         let mut on_event =
             |run: &mut AttemptCoordinator<'_>, event: JobMasterMessage, result: &mut JobResult| match event {
@@ -258,28 +277,16 @@ impl AttemptLauncher for RemoteLauncher {
                     tracing::error!(reason = %why, "lost the JobManager");
                 }
                 JobMasterMessage::Command { request, command } => {
-                    let stop = matches!(command, JobCommand::Stop { .. });
-                    let reply = match command {
-                        JobCommand::Cancel => {
-                            run.fail(JobError::Cancelled { job: run.graph.job_name.clone() });
-                            Ok("cancelling".to_string())
-                        }
-                        JobCommand::Status => {
-                            let counted = metrics_ref.lock().unwrap_or_else(|e| e.into_inner()).clone();
-                            Ok(run.status_text(attempt, &task_managers, &counted, result))
-                        }
-                        JobCommand::Savepoint { dir } | JobCommand::Stop { savepoint_dir: dir } => {
-                            match run.savepoint_now(&dir, stop, request) {
-                                // The answer follows when the savepoint completed.
-                                Ok(progress) => {
-                                    let _ = client.send(&JobMasterMessage::CommandProgress { request, text: progress });
-                                    return;
-                                }
-                                Err(why) => Err(why),
-                            }
-                        }
+                    let status = |run: &AttemptCoordinator<'_>| {
+                        let counted = metrics_ref.lock().unwrap_or_else(|e| e.into_inner()).clone();
+                        run.status_text(attempt, &task_managers, &counted, result)
                     };
-                    let _ = client.send(&JobMasterMessage::CommandReply { request, reply });
+                    let message = match run.command(request, command, &status) {
+                        CommandOutcome::Answer(reply) => JobMasterMessage::CommandReply { request, reply },
+                        // The answer follows when the savepoint completed.
+                        CommandOutcome::Pending(text) => JobMasterMessage::CommandProgress { request, text },
+                    };
+                    let _ = client.send(&message);
                 }
                 _ => {}
             };

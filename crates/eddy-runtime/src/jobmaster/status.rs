@@ -37,9 +37,9 @@ impl AttemptCoordinator<'_> {
                 "{:<40} {:>4} {:>14} {:>14} {:>13.1}s",
                 self.subtask_name(index),
                 task_managers.get(index).copied().unwrap_or_default(),
-                counted.records_in,
-                counted.records_out,
-                counted.backpressured_ms as f64 / 1000.0
+                counted.counters.records_in,
+                counted.counters.records_out,
+                counted.counters.backpressured_ms as f64 / 1000.0
             );
         }
         for line in self.coordinator_status() {

@@ -207,6 +207,7 @@ impl<T> OneInputDriver<T> {
             }
             StreamMessage::Watermark(watermark) => {
                 if let Some(watermark) = self.watermarks.on_watermark(channel, watermark) {
+                    self.counters.input_watermark(watermark.0);
                     self.head.on_watermark(watermark)?;
                     self.shared.check()?;
                 }
@@ -214,7 +215,7 @@ impl<T> OneInputDriver<T> {
             }
             StreamMessage::WatermarkStatus(status) => {
                 let output = self.watermarks.on_status(channel, status);
-                pass_valve_output(&mut self.head, output)?;
+                pass_valve_output(&mut self.head, &self.counters, output)?;
                 self.shared.check()?;
                 Ok(StepResult::Continue)
             }
@@ -222,7 +223,7 @@ impl<T> OneInputDriver<T> {
                 let alignment = self.aligner.on_end_of_input(channel);
                 aligned(&mut self.head, &self.shared, alignment)?;
                 let output = self.watermarks.on_end_of_input(channel);
-                pass_valve_output(&mut self.head, output)?;
+                pass_valve_output(&mut self.head, &self.counters, output)?;
                 self.shared.check()?;
                 if self.gate.ended() {
                     self.head.end_input()?;
@@ -236,8 +237,9 @@ impl<T> OneInputDriver<T> {
 }
 
 /// Passes on what the input's watermark and status became.
-fn pass_valve_output(head: &mut dyn Lifecycle, output: ValveOutput) -> Result<(), TaskError> {
+fn pass_valve_output(head: &mut dyn Lifecycle, counters: &TaskCounters, output: ValveOutput) -> Result<(), TaskError> {
     if let Some(watermark) = output.watermark {
+        counters.input_watermark(watermark.0);
         head.on_watermark(watermark)?;
     }
     if let Some(status) = output.status {
@@ -400,18 +402,19 @@ impl<A, B> TwoInputDriver<A, B> {
             StreamMessage::Barrier(barrier) => self.aligner.on_barrier(channel, barrier),
             StreamMessage::Watermark(watermark) => {
                 if let Some(watermark) = self.watermarks.on_watermark(channel, watermark) {
+                    self.counters.input_watermark(watermark.0);
                     self.head.on_watermark(watermark)?;
                 }
                 Alignment::Pending
             }
             StreamMessage::WatermarkStatus(status) => {
                 let output = self.watermarks.on_status(channel, status);
-                pass_valve_output(&mut self.head, output)?;
+                pass_valve_output(&mut self.head, &self.counters, output)?;
                 Alignment::Pending
             }
             StreamMessage::EndOfInput => {
                 let output = self.watermarks.on_end_of_input(channel);
-                pass_valve_output(&mut self.head, output)?;
+                pass_valve_output(&mut self.head, &self.counters, output)?;
                 self.aligner.on_end_of_input(channel)
             }
         };
@@ -530,7 +533,12 @@ impl TaskDriver for SourceDriver {
             self.source.flush()?;
             return Ok(idle(&self.shared));
         }
+        let since = std::time::Instant::now();
         let status = self.source.emit();
+        if status == SourceStatus::Idle {
+            // It found nothing and waited a little itself: idle, not busy.
+            self.shared.counters().add_idle(since.elapsed());
+        }
         self.shared.check()?;
         match status {
             SourceStatus::More => {

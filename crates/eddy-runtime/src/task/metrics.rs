@@ -1,14 +1,39 @@
-//! What a subtask counts as it runs, for `status`: records in and out, and the time its
-//! output waited for room downstream (backpressure). Counted per batch, never per record,
-//! and read from another thread.
+//! What a subtask counts as it runs, for `status`, the REST API and `/metrics`: records in
+//! and out, the time its output waited for room downstream (backpressure), the time it
+//! waited for input (idle), and its input and output watermarks. Counted per batch or per
+//! wait, never per record, and read from another thread.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use eddy_rpc::view::SubtaskCounters;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 
-#[derive(Debug, Default)]
+/// No watermark yet.
+const NO_WATERMARK: i64 = i64::MIN;
+
+#[derive(Debug)]
 pub struct TaskCounters {
     pub records_in: AtomicU64,
     pub records_out: AtomicU64,
     pub backpressured_ns: AtomicU64,
+    pub idle_ns: AtomicU64,
+    input_watermark: AtomicI64,
+    output_watermark: AtomicI64,
+    /// When the subtask was deployed: its busy time is what the wall clock spent that was
+    /// neither idle nor backpressured.
+    started: std::time::Instant,
+}
+
+impl Default for TaskCounters {
+    fn default() -> Self {
+        TaskCounters {
+            records_in: AtomicU64::new(0),
+            records_out: AtomicU64::new(0),
+            backpressured_ns: AtomicU64::new(0),
+            idle_ns: AtomicU64::new(0),
+            input_watermark: AtomicI64::new(NO_WATERMARK),
+            output_watermark: AtomicI64::new(NO_WATERMARK),
+            started: std::time::Instant::now(),
+        }
+    }
 }
 
 impl TaskCounters {
@@ -26,6 +51,20 @@ impl TaskCounters {
         self.backpressured_ns.fetch_add(waited.as_nanos() as u64, Ordering::Relaxed);
     }
 
+    pub fn add_idle(&self, waited: std::time::Duration) {
+        self.idle_ns.fetch_add(waited.as_nanos() as u64, Ordering::Relaxed);
+    }
+
+    /// The watermark of the subtask's input advanced.
+    pub fn input_watermark(&self, watermark: i64) {
+        self.input_watermark.store(watermark, Ordering::Relaxed);
+    }
+
+    /// The subtask sent a watermark on.
+    pub fn output_watermark(&self, watermark: i64) {
+        self.output_watermark.store(watermark, Ordering::Relaxed);
+    }
+
     /// (records in, records out, ms backpressured).
     pub fn read(&self) -> (u64, u64, u64) {
         (
@@ -33,5 +72,24 @@ impl TaskCounters {
             self.records_out.load(Ordering::Relaxed),
             self.backpressured_ns.load(Ordering::Relaxed) / 1_000_000,
         )
+    }
+
+    /// Everything, as the views carry it.
+    pub fn snapshot(&self) -> SubtaskCounters {
+        let watermark = |w: &AtomicI64| Some(w.load(Ordering::Relaxed)).filter(|&w| w != NO_WATERMARK);
+        let backpressured_ms = self.backpressured_ns.load(Ordering::Relaxed) / 1_000_000;
+        let idle_ms = self.idle_ns.load(Ordering::Relaxed) / 1_000_000;
+        let elapsed_ms = self.started.elapsed().as_millis() as u64;
+        SubtaskCounters {
+            records_in: self.records_in.load(Ordering::Relaxed),
+            records_out: self.records_out.load(Ordering::Relaxed),
+            bytes_in: 0,
+            bytes_out: 0,
+            busy_ms: elapsed_ms.saturating_sub(backpressured_ms + idle_ms),
+            backpressured_ms,
+            idle_ms,
+            input_watermark: watermark(&self.input_watermark),
+            output_watermark: watermark(&self.output_watermark),
+        }
     }
 }

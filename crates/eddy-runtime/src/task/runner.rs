@@ -97,7 +97,10 @@ impl Task {
                         } else {
                             let (_, _, shared) = self.driver.parts();
                             let wait_ms = until_ms.saturating_sub(shared.clock().now_ms()).clamp(1, IDLE_WAIT_MS);
+                            let counters = shared.counters();
+                            let since = std::time::Instant::now();
                             self.wait(Duration::from_millis(wait_ms));
+                            counters.add_idle(since.elapsed());
                         }
                     }
                 }

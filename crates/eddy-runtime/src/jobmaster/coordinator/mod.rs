@@ -19,7 +19,7 @@ mod operators;
 mod savepoints;
 mod storing;
 
-pub(crate) use savepoints::{RemoteHooks, SavepointOrder};
+pub(crate) use savepoints::{CommandOutcome, RemoteHooks, SavepointOrder};
 pub(crate) use storing::discard_checkpoint;
 
 use super::{AttemptEnd, JobResult, TaskExit};
@@ -35,6 +35,7 @@ use eddy_checkpoint::coordinator::CheckpointCoordinator;
 use eddy_checkpoint::retained::RetainedCheckpoints;
 use eddy_checkpoint::storage::{CheckpointStorage, SavepointTargets};
 use eddy_checkpoint::{CheckpointId, SnapshotKind};
+use eddy_rpc::view::SubtaskCounters;
 use eddy_types::{Clock, NodeId, WallClock};
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
@@ -90,6 +91,11 @@ pub(crate) struct AttemptCoordinator<'a> {
     pub(crate) hooks: Option<RemoteHooks<'a>>,
     /// The operators' coordinators (sources' split enumerators).
     operators: operators::OperatorCoordinators,
+    /// Reads the subtasks' counters, by task index, for the job's board; `None` under
+    /// simulation (whose clock is not the board's).
+    pub(crate) sampler: Option<Box<dyn Fn() -> Vec<(usize, SubtaskCounters)> + 'a>>,
+    /// When the board was last refreshed.
+    last_view: std::time::Instant,
 }
 
 impl<'a> AttemptCoordinator<'a> {
@@ -135,6 +141,8 @@ impl<'a> AttemptCoordinator<'a> {
             savepoint_targets: SavepointTargets::default(),
             hooks: None,
             operators,
+            sampler: None,
+            last_view: std::time::Instant::now(),
         };
         run.sources_running = run.tasks.iter().filter(|(head, _)| run.is_source(*head)).count();
         run
@@ -145,6 +153,10 @@ impl<'a> AttemptCoordinator<'a> {
     /// attempt's accumulators too).
     pub(crate) fn end(mut self, reports: &Receiver<TaskReport>, result: &mut JobResult) -> AttemptEnd {
         self.clean_up(reports);
+        if self.sampler.is_some() {
+            // The attempt's last counts.
+            self.refresh_view();
+        }
         self.operators.close();
         result.trace.extend(self.trace.take().into_iter().flatten());
         match self.failure.take() {
@@ -170,6 +182,49 @@ impl<'a> AttemptCoordinator<'a> {
         if let Err(failure) = self.operators.start(restored, &mut self.mailboxes) {
             self.coordinator_failed(failure);
         }
+    }
+
+    /// The attempt shows on the job's board: every task, each on the TaskManager
+    /// `task_manager_of` says (0: this process); `restored`: the checkpoint it restores.
+    pub(crate) fn observe_attempt(&self, task_manager_of: &dyn Fn(usize) -> u32, restored: Option<&RestorePlan>) {
+        let restored_from = restored.map(|plan| plan.source().location.clone());
+        self.graph.config.board.start_attempt(&self.tasks, &|_| true, task_manager_of, restored_from);
+    }
+
+    /// Samples the subtasks' counters and the coordinators' status onto the job's board,
+    /// and publishes the view (on a cluster, to the JobManager).
+    fn refresh_view(&mut self) {
+        self.last_view = std::time::Instant::now();
+        let board = &self.graph.config.board;
+        if let Some(sampler) = &self.sampler {
+            board.sample(&sampler());
+        }
+        board.set_coordinators(self.operators.status_lines(), self.operators.gauges());
+        if let Some(hooks) = &self.hooks {
+            (hooks.publish_view)(board.view());
+        }
+        // Commands asked of the board (a local job's REST API).
+        for (request, command) in self.graph.config.board.take_commands() {
+            let status = |_: &Self| "a local job shows its status in its REST API (/jobs)".to_string();
+            if let CommandOutcome::Answer(answer) = self.command(request, command, &status) {
+                self.graph.config.board.answer(request, answer);
+            }
+        }
+    }
+
+    /// Answers commands asked of the board with it (a local job's REST API).
+    pub(crate) fn answer_on_board(&mut self) {
+        let board = self.graph.config.board.clone();
+        self.hooks = Some(RemoteHooks {
+            announce_savepoint: Box::new(|_, _| {}),
+            reply: Box::new(move |request, answer| board.answer(request, answer)),
+            publish_view: Box::new(|_| {}),
+        });
+    }
+
+    /// A checkpoint that will never complete, on the board.
+    fn board_checkpoint_failed(&self, id: CheckpointId, reason: &str) {
+        self.graph.config.board.checkpoint_failed(id.0, reason);
     }
 
     /// What the operators' coordinators show in `eddy status`.
@@ -336,6 +391,10 @@ impl<'a> AttemptCoordinator<'a> {
     }
 
     fn tick(&mut self) {
+        if self.sampler.is_some() && self.last_view.elapsed() >= Duration::from_millis(crate::observe::VIEW_INTERVAL_MS)
+        {
+            self.refresh_view();
+        }
         if self.cancel.load(Ordering::SeqCst) {
             return;
         }
@@ -364,6 +423,7 @@ impl<'a> AttemptCoordinator<'a> {
         let (expired, counted) = self.coordinator.expire(now);
         for (id, kind) in expired {
             self.note(|| format!("checkpoint {id} expired"));
+            self.board_checkpoint_failed(id, "expired before every task acknowledged it");
             self.discard_pending(id, kind);
             tracing::warn!(checkpoint = %id, timeout_ms = self.graph.config.checkpoint.timeout_ms, "checkpoint expired before every task acknowledged it");
             self.broadcast(Control::Checkpoint(CheckpointEvent::Aborted(id)));
@@ -397,6 +457,7 @@ impl<'a> AttemptCoordinator<'a> {
             return self.coordinator_failed(failure);
         }
         self.note(|| format!("{kind:?} {id} triggered"));
+        self.graph.config.board.checkpoint_triggered(id.0, kind == SnapshotKind::Savepoint);
         tracing::debug!(checkpoint = %id, kind = ?kind, "checkpoint triggered");
         self.triggered_at.insert(id.0, (self.clock.now_ms(), WallClock.now_ms()));
         let barrier = CheckpointBarrier { id, kind };
@@ -464,6 +525,10 @@ impl<'a> AttemptCoordinator<'a> {
                     Some(kind) => {
                         tracing::info!(checkpoint = %checkpoint, task = %self.task_name(task), reason, "checkpoint declined by a task not ready for it");
                         self.note(|| format!("{kind:?} {checkpoint} declined"));
+                        self.board_checkpoint_failed(
+                            checkpoint,
+                            &format!("declined by a task not ready for it: {reason}"),
+                        );
                         self.coordinator.abort_not_counted(checkpoint);
                         self.discard_pending(checkpoint, kind);
                         self.broadcast(Control::Checkpoint(CheckpointEvent::Aborted(checkpoint)));
@@ -481,6 +546,7 @@ impl<'a> AttemptCoordinator<'a> {
         if let Some(checkpoint) = completed {
             for old in &checkpoint.subsumed {
                 self.note(|| format!("checkpoint {old} subsumed"));
+                self.board_checkpoint_failed(*old, "subsumed by a newer checkpoint");
                 self.discard_pending(*old, SnapshotKind::Checkpoint);
                 self.broadcast(Control::Checkpoint(CheckpointEvent::Aborted(*old)));
             }

@@ -161,6 +161,18 @@ impl OperatorCoordinators {
         lines.map(|(operator, line)| format!("{operator}: {line}")).collect()
     }
 
+    /// Their gauges, each labelled with its operator.
+    pub(crate) fn gauges(&self) -> Vec<crate::coordination::GaugeView> {
+        let mut gauges = Vec::new();
+        for running in &self.running {
+            for mut gauge in running.coordinator.gauges() {
+                gauge.labels.insert(0, ("operator".to_string(), running.name.clone()));
+                gauges.push(gauge);
+            }
+        }
+        gauges
+    }
+
     /// The attempt ended.
     pub(crate) fn close(&mut self) {
         for running in &mut self.running {

@@ -1,10 +1,12 @@
 //! Savepoints: by the job's configuration (`--savepoint-dir`, stop-with-savepoint) or
-//! asked for by the CLI, written where the request says, announced to task executors
+//! asked for by the CLI or a REST API, written where the request says, announced to task executors
 //! before the trigger, and answered when they complete.
 
 use super::AttemptCoordinator;
+use crate::error::JobError;
 use eddy_checkpoint::storage::CheckpointStorage;
 use eddy_checkpoint::{CheckpointId, SnapshotKind};
+use eddy_rpc::messages::JobCommand;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -20,13 +22,22 @@ pub(crate) struct SavepointOrder {
 /// Tells every task executor where a savepoint goes.
 pub(crate) type AnnounceSavepoint<'a> = Box<dyn Fn(CheckpointId, &str) + 'a>;
 
-/// What a cluster attempt's coordinator tells beyond its tasks' mailboxes.
+/// What an attempt's coordinator tells beyond its tasks' mailboxes: on a cluster, the
+/// task executors and the JobManager; locally, the job's REST API.
+/// What a command got: its answer, or a line of progress with the answer to follow.
+pub(crate) enum CommandOutcome {
+    Answer(Result<String, String>),
+    Pending(String),
+}
+
 pub(crate) struct RemoteHooks<'a> {
     /// Savepoint `id` goes to directory `dir`: told to every task executor before the
     /// savepoint is triggered.
     pub(crate) announce_savepoint: AnnounceSavepoint<'a>,
     /// The answer to a CLI request.
     pub(crate) reply: Box<dyn Fn(u64, Result<String, String>) + 'a>,
+    /// The job's view, about once a second, for the JobManager to serve.
+    pub(crate) publish_view: Box<dyn Fn(eddy_rpc::view::JobView) + 'a>,
 }
 
 impl AttemptCoordinator<'_> {
@@ -54,6 +65,32 @@ impl AttemptCoordinator<'_> {
         self.trigger(SnapshotKind::Savepoint, now);
         let id = self.savepoint_pending.as_ref().map_or(0, |(id, _)| id.0);
         Ok(format!("savepoint {id} triggered{}", if stop { "; the job stops once it completed" } else { "" }))
+    }
+
+    /// A user's command (from the CLI through the JobManager, or from a REST API):
+    /// answered now, or, for a savepoint, with a progress line now and the answer
+    /// through the reply hook once it completed.
+    pub(crate) fn command(
+        &mut self,
+        request: u64,
+        command: JobCommand,
+        status: &dyn Fn(&Self) -> String,
+    ) -> CommandOutcome {
+        let stop = matches!(command, JobCommand::Stop { .. });
+        match command {
+            JobCommand::Cancel => {
+                tracing::info!(job = %self.graph.job_name, "cancel requested");
+                self.fail(JobError::Cancelled { job: self.graph.job_name.clone() });
+                CommandOutcome::Answer(Ok("cancelling".to_string()))
+            }
+            JobCommand::Status => CommandOutcome::Answer(Ok(status(self))),
+            JobCommand::Savepoint { dir } | JobCommand::Stop { savepoint_dir: dir } => {
+                match self.savepoint_now(&dir, stop, request) {
+                    Ok(progress) => CommandOutcome::Pending(progress),
+                    Err(why) => CommandOutcome::Answer(Err(why)),
+                }
+            }
+        }
     }
 
     /// Where savepoint `id` is written.

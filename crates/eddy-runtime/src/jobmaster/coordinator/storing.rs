@@ -69,6 +69,7 @@ impl AttemptCoordinator<'_> {
         tracing::warn!(checkpoint = %id, kind = ?kind, reason, "checkpoint aborted");
         self.note(|| format!("{kind:?} {id} aborted"));
         result.warnings.push(format!("checkpoint {id} aborted: {reason}"));
+        self.board_checkpoint_failed(id, reason);
         let counted = self.coordinator.abort(id);
         self.discard_pending(id, kind);
         self.broadcast(Control::Checkpoint(CheckpointEvent::Aborted(id)));
@@ -178,6 +179,7 @@ impl AttemptCoordinator<'_> {
                     tracing::info!(savepoint = %stats.id, bytes = stats.bytes, location = %stats.location, "savepoint completed");
                     self.note(|| format!("savepoint {} completed", stats.id));
                     reply(self, Ok(format!("savepoint={}", stats.location)));
+                    self.graph.config.board.checkpoint_completed(&stats, &task_bytes(&checkpoint));
                     self.operators.completed(checkpoint.id);
                     // The job's own savepoints (its configuration's, or the one it stops
                     // with) are its result's; one the CLI took went to the CLI.
@@ -197,6 +199,7 @@ impl AttemptCoordinator<'_> {
                     self.operators.discard(checkpoint.id);
                     // Asked for by the CLI: the job goes on without it.
                     tracing::warn!(savepoint = %checkpoint.id, error = %e, "savepoint failed");
+                    self.board_checkpoint_failed(checkpoint.id, &e.to_string());
                     reply(self, Err(format!("savepoint {} failed: {e}", checkpoint.id)));
                 }
                 Err(e) => self.fail(JobError::Checkpoint {
@@ -264,6 +267,9 @@ impl AttemptCoordinator<'_> {
                     )
                 });
                 result.checkpoints_completed += 1;
+                if periodic {
+                    self.graph.config.board.checkpoint_completed(&stats, &task_bytes(&checkpoint));
+                }
                 if periodic || result.last_checkpoint.is_none() {
                     result.last_checkpoint = Some(stats.clone());
                 }
@@ -282,6 +288,7 @@ impl AttemptCoordinator<'_> {
                 discard_checkpoint(storage.as_ref(), &mut self.retained.borrow_mut(), checkpoint.id);
                 self.operators.discard(checkpoint.id);
                 tracing::warn!(checkpoint = %checkpoint.id, error = %e, "checkpoint could not be stored");
+                self.board_checkpoint_failed(checkpoint.id, &format!("could not be stored: {e}"));
                 self.note(|| format!("checkpoint {} could not be stored", checkpoint.id));
                 result.warnings.push(format!("checkpoint {} failed: {e}", checkpoint.id));
                 if let Err(too_many) = self.coordinator.record_failure() {
@@ -378,4 +385,9 @@ pub(crate) fn discard_checkpoint(
             tracing::warn!(file = %unused, error = %e, "cannot delete a shared file no checkpoint references");
         }
     }
+}
+
+/// Each task's state in a completed checkpoint, in task order.
+fn task_bytes(checkpoint: &Completed<Acknowledged>) -> Vec<u64> {
+    checkpoint.task_states.iter().map(|ack| ack.bytes).collect()
 }

@@ -1,0 +1,325 @@
+//! The board a job's JobMaster keeps of it ([`JobView`]): the JobMaster changes it as the
+//! job's events happen (an attempt starts, a checkpoint is triggered, completes or fails,
+//! a failure restarts the job), and samples its subtasks' counters once a second; a REST
+//! server, a Prometheus scrape or the JobManager read it.
+//!
+//! A task executor keeps one too, of its own subtasks only, for its `/metrics`.
+
+use super::layout;
+use super::rates::apply_rates;
+use crate::graph::{ChainPlan, StreamGraph};
+use crate::jobmaster::CheckpointStats;
+use eddy_checkpoint::config::CheckpointingMode;
+use eddy_rpc::messages::JobCommand;
+use eddy_rpc::view::{
+    CheckpointConfigView, CheckpointStatus, CheckpointView, ExceptionView, GaugeView, JobView, SubtaskCounters,
+    SubtaskView, TaskExecutorView,
+};
+use eddy_rpc::JobState;
+use eddy_types::{Clock, NodeId, WallClock};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Instant;
+
+/// How many checkpoints and exceptions a view keeps.
+const HISTORY_MAX: usize = 60;
+const EXCEPTIONS_MAX: usize = 50;
+
+/// A job's view, shared between the JobMaster that writes it and whoever reads it.
+/// Cloning it shares it.
+#[derive(Clone, Default)]
+pub struct JobBoard {
+    inner: Arc<Mutex<Board>>,
+}
+
+impl std::fmt::Debug for JobBoard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("JobBoard").finish_non_exhaustive()
+    }
+}
+
+#[derive(Default)]
+struct Board {
+    view: JobView,
+    started: Option<Instant>,
+    /// Per task index of the running attempt (shown here): its vertex and its place among
+    /// the vertex's subtasks in the view.
+    places: HashMap<usize, (usize, usize)>,
+    /// The last sample of each task's counters, and when it was taken.
+    last: HashMap<usize, SubtaskCounters>,
+    last_at: Option<Instant>,
+    /// Where this process serves `/metrics`, if it does.
+    metrics_address: Option<String>,
+    /// Commands asked of the job here, not taken by its JobMaster yet.
+    commands: Vec<(u64, JobCommand)>,
+    /// Who waits for the answer to each command taken, by request.
+    answers: HashMap<u64, Answer>,
+    next_request: u64,
+}
+
+/// What receives the answer to a command asked of a board.
+pub type Answer = Box<dyn FnOnce(Result<String, String>) + Send>;
+
+impl JobBoard {
+    fn board(&self) -> MutexGuard<'_, Board> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The job as it is now.
+    pub fn view(&self) -> JobView {
+        let board = self.board();
+        let mut view = board.view.clone();
+        if let Some(started) = board.started {
+            if !view.state.is_some_and(JobState::is_terminal) {
+                view.duration_ms = started.elapsed().as_millis() as u64;
+            }
+        }
+        view
+    }
+
+    /// Where this process serves `/metrics` (a task executor tells its JobMaster).
+    pub fn set_metrics_address(&self, address: String) {
+        self.board().metrics_address = Some(address);
+    }
+
+    pub fn metrics_address(&self) -> Option<String> {
+        self.board().metrics_address.clone()
+    }
+
+    /// Asks the job's JobMaster for `command` (savepoint, stop, cancel); `answer` gets its
+    /// answer. Refused at once when the job is not running here.
+    pub fn command(&self, command: JobCommand, answer: Answer) {
+        let mut board = self.board();
+        if board.view.state != Some(JobState::Running) {
+            let state = board.view.state.map_or("not started", JobState::name);
+            drop(board);
+            return answer(Err(format!("the job is not running ({state})")));
+        }
+        board.next_request += 1;
+        let request = board.next_request;
+        board.commands.push((request, command));
+        board.answers.insert(request, answer);
+    }
+
+    /// The commands asked since the last call, by request.
+    pub(crate) fn take_commands(&self) -> Vec<(u64, JobCommand)> {
+        std::mem::take(&mut self.board().commands)
+    }
+
+    /// The answer to command `request`.
+    pub(crate) fn answer(&self, request: u64, reply: Result<String, String>) {
+        let answer = self.board().answers.remove(&request);
+        if let Some(answer) = answer {
+            answer(reply);
+        }
+    }
+
+    /// Where the attempt's task executors serve `/metrics`.
+    pub(crate) fn set_task_executors(&self, executors: Vec<TaskExecutorView>) {
+        self.board().view.task_executors = executors;
+    }
+
+    /// A job starts: its graph, its checkpoint settings, no attempt yet.
+    pub(crate) fn start_job(&self, graph: &StreamGraph, plan: &ChainPlan, storage: String) {
+        let config = &graph.config;
+        let checkpoint = &config.checkpoint;
+        let mut board = self.board();
+        board.started = Some(Instant::now());
+        board.view = JobView {
+            name: graph.job_name.clone(),
+            state: Some(JobState::Created),
+            start_time_ms: WallClock.now_ms(),
+            max_parallelism: graph.max_parallelism.get(),
+            vertices: layout::vertices(graph, plan),
+            edges: layout::edges(graph, plan),
+            ..JobView::default()
+        };
+        board.view.checkpoints.config = CheckpointConfigView {
+            interval_ms: if config.checkpointing_enabled() { checkpoint.interval_ms } else { 0 },
+            mode: match checkpoint.mode {
+                CheckpointingMode::ExactlyOnce => "EXACTLY_ONCE",
+                CheckpointingMode::AtLeastOnce => "AT_LEAST_ONCE",
+            }
+            .to_string(),
+            timeout_ms: checkpoint.timeout_ms,
+            min_pause_ms: checkpoint.min_pause_ms,
+            max_concurrent: checkpoint.max_concurrent as u32,
+            retained: checkpoint.retained as u32,
+            storage,
+        };
+    }
+
+    /// An attempt starts with `tasks` (every task of the job, numbered by position) of
+    /// which those `shown` are on this board, each on the TaskManager `task_manager_of`
+    /// says.
+    pub(crate) fn start_attempt(
+        &self,
+        tasks: &[(NodeId, u32)],
+        shown: &dyn Fn(usize) -> bool,
+        task_manager_of: &dyn Fn(usize) -> u32,
+        restored_from: Option<String>,
+    ) {
+        let mut board = self.board();
+        let board = &mut *board;
+        board.view.attempt += 1;
+        board.view.state = Some(JobState::Running);
+        board.view.checkpoints.restored_from = restored_from;
+        board.places.clear();
+        board.last.clear();
+        board.last_at = None;
+        for vertex in &mut board.view.vertices {
+            vertex.subtasks.clear();
+        }
+        for (index, (head, subtask)) in tasks.iter().enumerate() {
+            if !shown(index) {
+                continue;
+            }
+            let Some(v) = board.view.vertices.iter().position(|v| v.id == head.0) else { continue };
+            let vertex = &mut board.view.vertices[v];
+            board.places.insert(index, (v, vertex.subtasks.len()));
+            vertex.subtasks.push(SubtaskView {
+                index: *subtask,
+                task_manager: task_manager_of(index),
+                ..SubtaskView::default()
+            });
+        }
+        // An attempt's checkpoints that never completed failed with it.
+        for checkpoint in &mut board.view.checkpoints.history {
+            if checkpoint.status == CheckpointStatus::InProgress {
+                checkpoint.status = CheckpointStatus::Failed;
+                checkpoint.failure = Some("its attempt ended".into());
+                board.view.checkpoints.failed += 1;
+            }
+        }
+        board.view.checkpoints.in_progress = 0;
+    }
+
+    /// The subtasks' counters now, by task index: their rates since the last sample.
+    pub(crate) fn sample(&self, counters: &[(usize, SubtaskCounters)]) {
+        let now = Instant::now();
+        let mut board = self.board();
+        let board = &mut *board;
+        let elapsed_ms = board.last_at.map_or(0, |at| now.duration_since(at).as_millis() as u64);
+        for (task, counted) in counters {
+            let Some(&(v, s)) = board.places.get(task) else { continue };
+            let subtask = &mut board.view.vertices[v].subtasks[s];
+            if let Some(before) = board.last.get(task) {
+                apply_rates(subtask, before, counted, elapsed_ms);
+            }
+            subtask.counters = *counted;
+            board.last.insert(*task, *counted);
+        }
+        board.last_at = Some(now);
+    }
+
+    /// What the operators' coordinators show now.
+    pub(crate) fn set_coordinators(&self, status: Vec<String>, gauges: Vec<GaugeView>) {
+        let mut board = self.board();
+        board.view.coordinator_status = status;
+        board.view.gauges = gauges;
+    }
+
+    pub(crate) fn checkpoint_triggered(&self, id: u64, savepoint: bool) {
+        let mut board = self.board();
+        let checkpoints = &mut board.view.checkpoints;
+        checkpoints.triggered += 1;
+        checkpoints.in_progress += 1;
+        checkpoints.history.push(CheckpointView {
+            id,
+            savepoint,
+            status: CheckpointStatus::InProgress,
+            trigger_time_ms: WallClock.now_ms(),
+            ..CheckpointView::default()
+        });
+        let excess = checkpoints.history.len().saturating_sub(HISTORY_MAX);
+        checkpoints.history.drain(..excess);
+    }
+
+    /// A checkpoint (or savepoint) completed; `task_bytes` is each task's state in it, in
+    /// task order.
+    pub(crate) fn checkpoint_completed(&self, stats: &CheckpointStats, task_bytes: &[u64]) {
+        let mut board = self.board();
+        let board = &mut *board;
+        let Some(checkpoint) = board.view.checkpoints.history.iter_mut().find(|c| c.id == stats.id.0) else {
+            return;
+        };
+        if checkpoint.status != CheckpointStatus::InProgress {
+            return;
+        }
+        checkpoint.status = CheckpointStatus::Completed;
+        checkpoint.duration_ms = stats.duration_ms;
+        checkpoint.sync_ms = stats.sync_ms;
+        checkpoint.async_ms = stats.async_ms;
+        checkpoint.bytes = stats.bytes;
+        checkpoint.incremental_bytes = stats.incremental_bytes;
+        checkpoint.location = stats.location.clone();
+        let checkpoints = &mut board.view.checkpoints;
+        checkpoints.in_progress = checkpoints.in_progress.saturating_sub(1);
+        checkpoints.completed += 1;
+        for vertex in &mut board.view.vertices {
+            vertex.state_bytes = 0;
+        }
+        for (task, bytes) in task_bytes.iter().enumerate() {
+            if let Some(&(v, _)) = board.places.get(&task) {
+                board.view.vertices[v].state_bytes += bytes;
+            }
+        }
+    }
+
+    /// A checkpoint that will never complete, and why.
+    pub(crate) fn checkpoint_failed(&self, id: u64, reason: &str) {
+        let mut board = self.board();
+        let Some(checkpoint) = board.view.checkpoints.history.iter_mut().find(|c| c.id == id) else { return };
+        if checkpoint.status != CheckpointStatus::InProgress {
+            return;
+        }
+        checkpoint.status = CheckpointStatus::Failed;
+        checkpoint.duration_ms = WallClock.now_ms().saturating_sub(checkpoint.trigger_time_ms);
+        checkpoint.failure = Some(reason.to_string());
+        let checkpoints = &mut board.view.checkpoints;
+        checkpoints.in_progress = checkpoints.in_progress.saturating_sub(1);
+        checkpoints.failed += 1;
+    }
+
+    /// The running attempt failed; `restarted`: the restart strategy restarts the job.
+    pub(crate) fn attempt_failed(&self, message: String, restarted: bool, restarts: u32) {
+        let mut board = self.board();
+        board.view.restarts = restarts;
+        let attempt = board.view.attempt;
+        board.view.exceptions.push(ExceptionView { time_ms: WallClock.now_ms(), attempt, message, restarted });
+        let excess = board.view.exceptions.len().saturating_sub(EXCEPTIONS_MAX);
+        board.view.exceptions.drain(..excess);
+        board.view.state = Some(if restarted { JobState::Deploying } else { JobState::Failed });
+        // A savepoint it was taking is gone with it.
+        let unanswered: Vec<Answer> = board.answers.drain().map(|(_, answer)| answer).collect();
+        board.commands.clear();
+        drop(board);
+        for answer in unanswered {
+            answer(Err("the job failed before it answered; see its exceptions".into()));
+        }
+    }
+
+    /// The job ended in `state`.
+    pub(crate) fn ended(&self, state: JobState) {
+        let mut board = self.board();
+        // Commands it will never take are answered.
+        let unanswered: Vec<Answer> = board.answers.drain().map(|(_, answer)| answer).collect();
+        board.commands.clear();
+        if let Some(started) = board.started {
+            board.view.duration_ms = started.elapsed().as_millis() as u64;
+        }
+        board.view.state = Some(state);
+        for vertex in &mut board.view.vertices {
+            for subtask in &mut vertex.subtasks {
+                subtask.records_in_per_second = 0.0;
+                subtask.records_out_per_second = 0.0;
+                subtask.bytes_in_per_second = 0.0;
+                subtask.bytes_out_per_second = 0.0;
+            }
+        }
+        drop(board);
+        for answer in unanswered {
+            answer(Err(format!("the job ended ({state}) before it answered")));
+        }
+    }
+}

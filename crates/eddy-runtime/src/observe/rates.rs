@@ -1,0 +1,43 @@
+//! Rates from two samples of a subtask's counters.
+
+use eddy_rpc::view::{SubtaskCounters, SubtaskView};
+
+/// `view`'s per-second figures from the counters `before` and `now`, `elapsed_ms` apart.
+/// Counters that went backwards (a new attempt) count from zero.
+pub(crate) fn apply_rates(view: &mut SubtaskView, before: &SubtaskCounters, now: &SubtaskCounters, elapsed_ms: u64) {
+    if elapsed_ms == 0 {
+        return;
+    }
+    let per_second = |a: u64, b: u64| b.checked_sub(a).unwrap_or(b) as f64 * 1000.0 / elapsed_ms as f64;
+    view.records_in_per_second = per_second(before.records_in, now.records_in);
+    view.records_out_per_second = per_second(before.records_out, now.records_out);
+    view.bytes_in_per_second = per_second(before.bytes_in, now.bytes_in);
+    view.bytes_out_per_second = per_second(before.bytes_out, now.bytes_out);
+    // Time shares in ms per second, each at most 1000, and busy what the others leave.
+    let share = |a: u64, b: u64| per_second(a, b).min(1000.0);
+    view.backpressured_ms_per_second = share(before.backpressured_ms, now.backpressured_ms);
+    view.idle_ms_per_second = share(before.idle_ms, now.idle_ms);
+    view.busy_ms_per_second = (1000.0 - view.backpressured_ms_per_second - view.idle_ms_per_second).max(0.0);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rates_are_per_second_and_shares_add_up_to_a_second() {
+        let before = SubtaskCounters { records_in: 100, backpressured_ms: 10, idle_ms: 100, ..Default::default() };
+        let now = SubtaskCounters { records_in: 2100, backpressured_ms: 510, idle_ms: 300, ..Default::default() };
+        let mut view = SubtaskView::default();
+        apply_rates(&mut view, &before, &now, 2000);
+        assert_eq!(view.records_in_per_second, 1000.0);
+        assert_eq!(view.backpressured_ms_per_second, 250.0);
+        assert_eq!(view.idle_ms_per_second, 100.0);
+        assert_eq!(view.busy_ms_per_second, 650.0);
+        assert_eq!(view.backpressure_level(), "low");
+        // A new attempt's counters start again from zero.
+        let restarted = SubtaskCounters { records_in: 50, ..Default::default() };
+        apply_rates(&mut view, &now, &restarted, 1000);
+        assert_eq!(view.records_in_per_second, 50.0);
+    }
+}

@@ -1,0 +1,49 @@
+//! Asynchronous operations (Flink's savepoint and stop triggers): a trigger id answered
+//! at once, its status polled until the job answered.
+
+use crate::backend::Answer;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+/// Where an operation is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum OperationStatus {
+    InProgress,
+    /// The job's answer: `savepoint=<location>`, or why it failed.
+    Completed(Result<String, String>),
+}
+
+/// The operations of one server, by (job, trigger id).
+#[derive(Default, Clone)]
+pub(crate) struct Operations {
+    inner: Arc<Mutex<OperationTable>>,
+}
+
+#[derive(Default)]
+struct OperationTable {
+    next: u64,
+    status: HashMap<(String, String), OperationStatus>,
+}
+
+impl Operations {
+    /// A new operation of `job`: its trigger id, and what records the job's answer.
+    pub(crate) fn start(&self, job: &str) -> (String, Answer) {
+        let mut table = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        table.next += 1;
+        // Distinct per server and not guessable from the count alone (not a secret).
+        let trigger = format!("{:016x}", table.next.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ std::process::id() as u64);
+        let key = (job.to_string(), trigger.clone());
+        table.status.insert(key.clone(), OperationStatus::InProgress);
+        let inner = self.inner.clone();
+        let answer: Answer = Box::new(move |reply| {
+            let mut table = inner.lock().unwrap_or_else(|e| e.into_inner());
+            table.status.insert(key, OperationStatus::Completed(reply));
+        });
+        (trigger, answer)
+    }
+
+    pub(crate) fn status(&self, job: &str, trigger: &str) -> Option<OperationStatus> {
+        let table = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        table.status.get(&(job.to_string(), trigger.to_string())).cloned()
+    }
+}
