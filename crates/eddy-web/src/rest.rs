@@ -53,7 +53,16 @@ pub(crate) fn router(app: Arc<App>, dashboard: bool) -> Router {
 
 /// An error answer.
 pub(crate) fn error(status: StatusCode, message: impl Into<String>) -> Response {
-    (status, Json(json!({ "errors": [message.into()] }))).into_response()
+    ApiError(status, message.into()).into_response()
+}
+
+/// An error to answer: its status and what to say.
+pub(crate) struct ApiError(StatusCode, String);
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        (self.0, Json(json!({ "errors": [self.1] }))).into_response()
+    }
 }
 
 async fn not_found() -> Response {
@@ -111,17 +120,23 @@ fn job_summary(job: &JobEntry) -> Value {
         "duration": job.uptime_ms,
         "restarts": view.map_or(0, |v| v.restarts),
         "checkpoints-completed": view.map_or(0, |v| v.checkpoints.completed),
-        "records-in-per-second": view.map_or(0.0, |v| v.vertices.iter().map(|x| sum(x, |s| s.records_in_per_second)).sum::<f64>()),
+        "source-records-per-second": view.map_or(0.0, source_rate),
     })
 }
 
+/// Records per second out of the job's sources (vertices no edge leads to).
+fn source_rate(view: &JobView) -> f64 {
+    let sources = view.vertices.iter().filter(|v| !view.edges.iter().any(|e| e.target == v.id));
+    sources.map(|v| sum(v, |s| s.records_out_per_second)).sum()
+}
+
 /// The job the path names, with its view; else the error to answer.
-fn find(snapshot: &Snapshot, job: &str) -> Result<(JobEntry, JobView), Response> {
+fn find(snapshot: &Snapshot, job: &str) -> Result<(JobEntry, JobView), ApiError> {
     let Some(entry) = snapshot.jobs.iter().find(|j| j.id == job) else {
-        return Err(error(StatusCode::NOT_FOUND, format!("no job '{job}' (GET /jobs lists them)")));
+        return Err(ApiError(StatusCode::NOT_FOUND, format!("no job '{job}' (GET /jobs lists them)")));
     };
     let Some(view) = entry.view.clone() else {
-        return Err(error(
+        return Err(ApiError(
             StatusCode::SERVICE_UNAVAILABLE,
             format!("job {job} has not shown itself yet; try again in a second"),
         ));
@@ -129,11 +144,11 @@ fn find(snapshot: &Snapshot, job: &str) -> Result<(JobEntry, JobView), Response>
     Ok((entry.clone(), view))
 }
 
-fn find_vertex<'a>(view: &'a JobView, vertex: &str) -> Result<&'a VertexView, Response> {
+fn find_vertex<'a>(view: &'a JobView, vertex: &str) -> Result<&'a VertexView, ApiError> {
     view.vertices
         .iter()
         .find(|v| v.id.to_string() == vertex)
-        .ok_or_else(|| error(StatusCode::NOT_FOUND, format!("job '{}' has no vertex '{vertex}'", view.name)))
+        .ok_or_else(|| ApiError(StatusCode::NOT_FOUND, format!("job '{}' has no vertex '{vertex}'", view.name)))
 }
 
 fn sum(vertex: &VertexView, f: impl Fn(&SubtaskView) -> f64) -> f64 {
@@ -175,11 +190,8 @@ fn vertex_summary(vertex: &VertexView, state: &str) -> Value {
     })
 }
 
-async fn job(State(app): State<Arc<App>>, Path(job): Path<String>) -> Response {
-    let (entry, view) = match find(&app.backend.snapshot(), &job) {
-        Ok(found) => found,
-        Err(response) => return response,
-    };
+async fn job(State(app): State<Arc<App>>, Path(job): Path<String>) -> Result<Response, ApiError> {
+    let (entry, view) = find(&app.backend.snapshot(), &job)?;
     let state = entry.state.name();
     let vertices: Vec<Value> = view.vertices.iter().map(|v| vertex_summary(v, state)).collect();
     let nodes: Vec<Value> = view
@@ -195,7 +207,7 @@ async fn job(State(app): State<Arc<App>>, Path(job): Path<String>) -> Response {
             json!({ "id": v.id.to_string(), "description": v.name, "parallelism": v.parallelism, "inputs": inputs })
         })
         .collect();
-    Json(json!({
+    Ok(Json(json!({
         "jid": entry.id,
         "name": entry.name,
         "state": state,
@@ -212,7 +224,7 @@ async fn job(State(app): State<Arc<App>>, Path(job): Path<String>) -> Response {
         "gauges": view.gauges,
         "task-executors": view.task_executors,
     }))
-    .into_response()
+    .into_response())
 }
 
 fn subtask_json(subtask: &SubtaskView, state: &str) -> Value {
@@ -237,32 +249,26 @@ fn subtask_json(subtask: &SubtaskView, state: &str) -> Value {
     })
 }
 
-async fn vertex(State(app): State<Arc<App>>, Path((job, vertex)): Path<(String, String)>) -> Response {
-    let (entry, view) = match find(&app.backend.snapshot(), &job) {
-        Ok(found) => found,
-        Err(response) => return response,
-    };
-    let vertex = match find_vertex(&view, &vertex) {
-        Ok(vertex) => vertex,
-        Err(response) => return response,
-    };
+async fn vertex(
+    State(app): State<Arc<App>>,
+    Path((job, vertex)): Path<(String, String)>,
+) -> Result<Response, ApiError> {
+    let (entry, view) = find(&app.backend.snapshot(), &job)?;
+    let vertex = find_vertex(&view, &vertex)?;
     let state = entry.state.name();
     let subtasks: Vec<Value> = vertex.subtasks.iter().map(|s| subtask_json(s, state)).collect();
     let mut body = vertex_summary(vertex, state);
     body["now"] = json!(now_ms());
     body["subtasks"] = json!(subtasks);
-    Json(body).into_response()
+    Ok(Json(body).into_response())
 }
 
-async fn backpressure(State(app): State<Arc<App>>, Path((job, vertex)): Path<(String, String)>) -> Response {
-    let (_, view) = match find(&app.backend.snapshot(), &job) {
-        Ok(found) => found,
-        Err(response) => return response,
-    };
-    let vertex = match find_vertex(&view, &vertex) {
-        Ok(vertex) => vertex,
-        Err(response) => return response,
-    };
+async fn backpressure(
+    State(app): State<Arc<App>>,
+    Path((job, vertex)): Path<(String, String)>,
+) -> Result<Response, ApiError> {
+    let (_, view) = find(&app.backend.snapshot(), &job)?;
+    let vertex = find_vertex(&view, &vertex)?;
     let subtasks: Vec<Value> = vertex
         .subtasks
         .iter()
@@ -276,24 +282,21 @@ async fn backpressure(State(app): State<Arc<App>>, Path((job, vertex)): Path<(St
             })
         })
         .collect();
-    Json(json!({
+    Ok(Json(json!({
         "status": "ok",
         "backpressure-level": backpressure_level(max(vertex, |s| s.backpressured_ms_per_second) / 1000.0),
         "end-timestamp": now_ms(),
         "subtasks": subtasks,
     }))
-    .into_response()
+    .into_response())
 }
 
-async fn watermarks(State(app): State<Arc<App>>, Path((job, vertex)): Path<(String, String)>) -> Response {
-    let (_, view) = match find(&app.backend.snapshot(), &job) {
-        Ok(found) => found,
-        Err(response) => return response,
-    };
-    let vertex = match find_vertex(&view, &vertex) {
-        Ok(vertex) => vertex,
-        Err(response) => return response,
-    };
+async fn watermarks(
+    State(app): State<Arc<App>>,
+    Path((job, vertex)): Path<(String, String)>,
+) -> Result<Response, ApiError> {
+    let (_, view) = find(&app.backend.snapshot(), &job)?;
+    let vertex = find_vertex(&view, &vertex)?;
     // Flink's shape: one entry per subtask and metric, present once there is a watermark.
     let mut entries = Vec::new();
     for s in &vertex.subtasks {
@@ -304,7 +307,7 @@ async fn watermarks(State(app): State<Arc<App>>, Path((job, vertex)): Path<(Stri
             entries.push(json!({ "id": format!("{}.currentOutputWatermark", s.index), "value": w.to_string() }));
         }
     }
-    Json(Value::Array(entries)).into_response()
+    Ok(Json(Value::Array(entries)).into_response())
 }
 
 fn checkpoint_json(c: &CheckpointView) -> Value {
@@ -327,11 +330,8 @@ fn checkpoint_json(c: &CheckpointView) -> Value {
     })
 }
 
-async fn checkpoints(State(app): State<Arc<App>>, Path(job): Path<String>) -> Response {
-    let (_, view) = match find(&app.backend.snapshot(), &job) {
-        Ok(found) => found,
-        Err(response) => return response,
-    };
+async fn checkpoints(State(app): State<Arc<App>>, Path(job): Path<String>) -> Result<Response, ApiError> {
+    let (_, view) = find(&app.backend.snapshot(), &job)?;
     let c = &view.checkpoints;
     let completed: Vec<&CheckpointView> =
         c.history.iter().filter(|x| x.status == CheckpointStatus::Completed && !x.savepoint).collect();
@@ -341,7 +341,7 @@ async fn checkpoints(State(app): State<Arc<App>>, Path(job): Path<String>) -> Re
         json!({ "min": values.iter().min().copied().unwrap_or(0), "avg": avg, "max": values.iter().max().copied().unwrap_or(0) })
     };
     let history: Vec<Value> = c.history.iter().rev().map(checkpoint_json).collect();
-    Json(json!({
+    Ok(Json(json!({
         "counts": {
             "restored": u64::from(c.restored_from.is_some()),
             "total": c.triggered,
@@ -364,16 +364,13 @@ async fn checkpoints(State(app): State<Arc<App>>, Path(job): Path<String>) -> Re
         },
         "history": history,
     }))
-    .into_response()
+    .into_response())
 }
 
-async fn checkpoint_config(State(app): State<Arc<App>>, Path(job): Path<String>) -> Response {
-    let (_, view) = match find(&app.backend.snapshot(), &job) {
-        Ok(found) => found,
-        Err(response) => return response,
-    };
+async fn checkpoint_config(State(app): State<Arc<App>>, Path(job): Path<String>) -> Result<Response, ApiError> {
+    let (_, view) = find(&app.backend.snapshot(), &job)?;
     let c = &view.checkpoints.config;
-    Json(json!({
+    Ok(Json(json!({
         "mode": c.mode.to_lowercase().replace('_', " "),
         "interval": c.interval_ms,
         "timeout": c.timeout_ms,
@@ -383,14 +380,11 @@ async fn checkpoint_config(State(app): State<Arc<App>>, Path(job): Path<String>)
         "checkpoint_storage": c.storage,
         "unaligned_checkpoints": false,
     }))
-    .into_response()
+    .into_response())
 }
 
-async fn exceptions(State(app): State<Arc<App>>, Path(job): Path<String>) -> Response {
-    let (_, view) = match find(&app.backend.snapshot(), &job) {
-        Ok(found) => found,
-        Err(response) => return response,
-    };
+async fn exceptions(State(app): State<Arc<App>>, Path(job): Path<String>) -> Result<Response, ApiError> {
+    let (_, view) = find(&app.backend.snapshot(), &job)?;
     let entries: Vec<Value> = view
         .exceptions
         .iter()
@@ -406,13 +400,13 @@ async fn exceptions(State(app): State<Arc<App>>, Path(job): Path<String>) -> Res
         })
         .collect();
     let last = view.exceptions.last();
-    Json(json!({
+    Ok(Json(json!({
         "root-exception": last.map(|e| e.message.clone()),
         "timestamp": last.map(|e| e.time_ms),
         "restarts": view.restarts,
         "exceptionHistory": { "entries": entries, "truncated": false },
     }))
-    .into_response()
+    .into_response())
 }
 
 async fn taskmanagers(State(app): State<Arc<App>>) -> Json<Value> {
@@ -496,8 +490,8 @@ fn start_operation(app: &App, job: &str, command: JobCommand) -> Response {
             format!("the savepoint directory '{dir}' must be absolute (the job's processes may run elsewhere)"),
         );
     }
-    if let Err(response) = find(&app.backend.snapshot(), job) {
-        return response;
+    if let Err(e) = find(&app.backend.snapshot(), job) {
+        return e.into_response();
     }
     let (trigger, answer) = app.operations.start(job);
     match app.backend.command(job, command, answer) {
@@ -531,8 +525,8 @@ async fn cancel(
     if query.get("mode").map(String::as_str) != Some("cancel") {
         return error(StatusCode::BAD_REQUEST, "PATCH /jobs/:id takes ?mode=cancel");
     }
-    if let Err(response) = find(&app.backend.snapshot(), &job) {
-        return response;
+    if let Err(e) = find(&app.backend.snapshot(), &job) {
+        return e.into_response();
     }
     let (_, answer) = app.operations.start(&job);
     match app.backend.command(&job, JobCommand::Cancel, answer) {

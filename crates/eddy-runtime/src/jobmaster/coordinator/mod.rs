@@ -46,6 +46,9 @@ use std::time::Duration;
 /// How often the coordinator looks at the time (checkpoint triggers, timeouts).
 const COORDINATOR_TICK_MS: u64 = 5;
 
+/// Reads every subtask's counters, by task index.
+pub(crate) type Sampler<'a> = Box<dyn Fn() -> Vec<(usize, SubtaskCounters)> + 'a>;
+
 /// What the coordinator holds per task for a checkpoint: its handle.
 type Acknowledged = TaskAcknowledgement;
 
@@ -93,7 +96,7 @@ pub(crate) struct AttemptCoordinator<'a> {
     operators: operators::OperatorCoordinators,
     /// Reads the subtasks' counters, by task index, for the job's board; `None` under
     /// simulation (whose clock is not the board's).
-    pub(crate) sampler: Option<Box<dyn Fn() -> Vec<(usize, SubtaskCounters)> + 'a>>,
+    pub(crate) sampler: Option<Sampler<'a>>,
     /// When the board was last refreshed.
     last_view: std::time::Instant,
 }
