@@ -59,6 +59,10 @@ pub(crate) struct EnvInner {
     pub(crate) rest_server: Option<eddy_web::WebServer>,
 }
 
+/// How long a job's process waits, once its job ended, for the outcome of a savepoint or
+/// stop asked through its REST API to be read.
+const REST_LINGER: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// The entry point of a job (Flink's `StreamExecutionEnvironment`): create sources, build
 /// the graph with [`DataStream`] operations, then [`Env::execute`].
 ///
@@ -369,7 +373,12 @@ impl Env {
         if !eddy_rpc::launch::launched() {
             self.start_rest_server(job_name)?;
         }
-        LocalExecutor::new().execute(graph)
+        let result = LocalExecutor::new().execute(graph);
+        if let Some(server) = &self.inner.borrow().rest_server {
+            // A savepoint or stop asked through REST: its caller learns where it went.
+            server.linger(REST_LINGER);
+        }
+        result
     }
 
     /// Serves the job's REST API, dashboard and `/metrics` at `address` (`HOST:PORT`, port

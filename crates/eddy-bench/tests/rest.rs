@@ -101,7 +101,7 @@ fn the_jobmanagers_rest_api_metrics_and_dashboard_show_w2_across_two_taskmanager
         let (status, _) = request(method, &format!("{base}{path}"), Some("not-the-secret"), None);
         assert_eq!(status, 401);
     }
-    assert!(cluster.jobmanager.count("HTTP request refused") >= 8);
+    cluster.jobmanager.wait_for("HTTP request refused", 8, Duration::from_secs(10));
     assert!(cluster
         .jobmanager
         .lines()

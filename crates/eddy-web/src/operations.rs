@@ -23,6 +23,8 @@ pub(crate) struct Operations {
 struct OperationTable {
     next: u64,
     status: HashMap<(String, String), OperationStatus>,
+    /// Completed operations whose outcome nobody has read yet.
+    unread: std::collections::HashSet<(String, String)>,
 }
 
 impl Operations {
@@ -37,13 +39,24 @@ impl Operations {
         let inner = self.inner.clone();
         let answer: Answer = Box::new(move |reply| {
             let mut table = inner.lock().unwrap_or_else(|e| e.into_inner());
+            table.unread.insert(key.clone());
             table.status.insert(key, OperationStatus::Completed(reply));
         });
         (trigger, answer)
     }
 
     pub(crate) fn status(&self, job: &str, trigger: &str) -> Option<OperationStatus> {
-        let table = self.inner.lock().unwrap_or_else(|e| e.into_inner());
-        table.status.get(&(job.to_string(), trigger.to_string())).cloned()
+        let mut table = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        let key = (job.to_string(), trigger.to_string());
+        let status = table.status.get(&key).cloned();
+        if matches!(status, Some(OperationStatus::Completed(_))) {
+            table.unread.remove(&key);
+        }
+        status
+    }
+
+    /// Whether an operation completed and nobody has read its outcome yet.
+    pub(crate) fn unread(&self) -> bool {
+        !self.inner.lock().unwrap_or_else(|e| e.into_inner()).unread.is_empty()
     }
 }

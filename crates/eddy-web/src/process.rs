@@ -25,11 +25,14 @@ mod tests {
     #[test]
     fn this_process_has_memory_and_cpu() {
         assert!(super::resident_bytes().is_some_and(|b| b > 1 << 20));
+        // Burn CPU until /proc counts a tick (10 ms), for at most two seconds.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
         let mut x = 0u64;
-        for i in 0..20_000_000u64 {
-            x = x.wrapping_mul(31).wrapping_add(i);
+        while super::cpu_seconds() == Some(0.0) && std::time::Instant::now() < deadline {
+            for i in 0..1_000_000u64 {
+                x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(i));
+            }
         }
-        assert!(x != 1);
         assert!(super::cpu_seconds().is_some_and(|s| s > 0.0));
     }
 }

@@ -40,13 +40,30 @@ impl std::fmt::Debug for WebOptions {
 }
 
 /// A running server.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct WebServer {
     pub address: SocketAddr,
     pub tls: bool,
+    operations: Operations,
+}
+
+impl std::fmt::Debug for WebServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "WebServer({})", self.url())
+    }
 }
 
 impl WebServer {
+    /// Waits, up to `limit`, until the outcome of every operation asked through this
+    /// server was read: a job stopped with a savepoint through REST ends its process only
+    /// once its caller learnt where the savepoint is (or gave up asking).
+    pub fn linger(&self, limit: std::time::Duration) {
+        let deadline = std::time::Instant::now() + limit;
+        while self.operations.unread() && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+
     /// The server's base URL.
     pub fn url(&self) -> String {
         format!("{}://{}", if self.tls { "https" } else { "http" }, self.address)
@@ -70,10 +87,11 @@ pub fn serve(options: WebOptions, backend: Arc<dyn Backend>) -> Result<WebServer
     let listener = std::net::TcpListener::bind(&options.bind).map_err(bind_error)?;
     listener.set_nonblocking(true).map_err(bind_error)?;
     let address = listener.local_addr().map_err(bind_error)?;
-    let app = Arc::new(App { backend, token: options.token.clone(), operations: Operations::default() });
+    let operations = Operations::default();
+    let app = Arc::new(App { backend, token: options.token.clone(), operations: operations.clone() });
     let router = crate::rest::router(app, options.dashboard);
     let tls = options.tls.clone();
-    let server = WebServer { address, tls: tls.is_some() };
+    let server = WebServer { address, tls: tls.is_some(), operations };
     let runtime =
         tokio::runtime::Builder::new_current_thread().enable_io().enable_time().build().map_err(WebError::Thread)?;
     std::thread::Builder::new()
