@@ -139,6 +139,12 @@ fn the_jobmanagers_rest_api_metrics_and_dashboard_show_w2_across_two_taskmanager
         (now > first).then_some(now)
     });
     assert!(later > first);
+    // Half of each source's records cross to the other TaskManager: bytes on the network.
+    let counted = get_json(&format!("{base}/jobs/1"), token);
+    for (vertex, metric) in [(0, "write-bytes"), (1, "write-bytes"), (2, "read-bytes")] {
+        let bytes = counted["vertices"][vertex]["metrics"][metric].as_u64().unwrap();
+        assert!(bytes > 0, "vertex {vertex} {metric}: {counted}");
+    }
     let vertex = eventually("the join's rates", Duration::from_secs(20), || {
         let v = get_json(&format!("{base}/jobs/1/vertices/{join}"), token);
         let rates =

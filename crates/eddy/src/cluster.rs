@@ -243,7 +243,6 @@ pub fn job_control(command: JobControl) -> Result<String, String> {
         let security = security(&cluster.secret_file, &cluster.tls)?;
         CliClient::connect(&cluster.jobmanager, &security).map_err(|e| e.to_string())
     };
-    let mut progress = |line: &str| eprintln!("{line}");
     let (job, cluster, command) = match command {
         JobControl::List { cluster } => {
             let jobs = connect(&cluster)?.list().map_err(|e| e.to_string())?;
@@ -268,7 +267,44 @@ pub fn job_control(command: JobControl) -> Result<String, String> {
         }
         JobControl::Cancel { job, cluster } => (job, cluster, JobCommand::Cancel),
     };
-    connect(&cluster)?.command(&job, command, &mut progress).map_err(|e| e.to_string())?
+    let long = matches!(command, JobCommand::Savepoint { .. } | JobCommand::Stop { .. });
+    let bar = Progress::start(long, &format!("asking job {job}"));
+    let answer = connect(&cluster)?.command(&job, command, &mut |line: &str| bar.say(line));
+    bar.finish();
+    answer.map_err(|e| e.to_string())?
+}
+
+/// What a long command shows while it runs: on a terminal a line that updates (the last
+/// word from the job, and the time so far), else plain lines as they come.
+struct Progress(Option<indicatif::ProgressBar>);
+
+impl Progress {
+    fn start(long: bool, first: &str) -> Self {
+        use std::io::IsTerminal;
+        if !long || !std::io::stderr().is_terminal() {
+            return Progress(None);
+        }
+        let bar = indicatif::ProgressBar::new_spinner();
+        if let Ok(style) = indicatif::ProgressStyle::with_template("{spinner} {msg} ({elapsed})") {
+            bar.set_style(style);
+        }
+        bar.set_message(first.to_string());
+        bar.enable_steady_tick(std::time::Duration::from_millis(120));
+        Progress(Some(bar))
+    }
+
+    fn say(&self, line: &str) {
+        match &self.0 {
+            Some(bar) => bar.set_message(line.to_string()),
+            None => eprintln!("{line}"),
+        }
+    }
+
+    fn finish(self) {
+        if let Some(bar) = self.0 {
+            bar.finish_and_clear();
+        }
+    }
 }
 
 /// A directory as the job's processes see it: absolute (they may run elsewhere).

@@ -25,7 +25,7 @@ use crate::deployment::subtasks::{
 use crate::deployment::wiring::{wire_placed, Placement};
 use crate::error::JobError;
 use crate::graph::{plan_chains, validate, ChainPlan, StreamGraph};
-use crate::network::{start_receivers, start_sender, InboundSet, OutboundSet};
+use crate::network::{start_receivers, start_sender, ChannelCounters, ChannelKey, InboundSet, OutboundSet};
 use crate::task::{install_panic_capture, DeclineCause, Mailboxes, TaskReport};
 use eddy_checkpoint::storage::{CheckpointStorage, SavepointTargets};
 use eddy_rpc::frame::read_value;
@@ -285,13 +285,29 @@ fn run_attempt(
     }
     let own_tasks = handles.len();
 
-    // The network: receive from every producing executor, send to every consumer.
+    // The network: receive from every producing executor, send to every consumer; each
+    // channel counts its bytes for the subtask at this end.
+    let by_task: HashMap<usize, Arc<crate::task::TaskCounters>> = all_counters.iter().cloned().collect();
+    let counters_at = |keys: &mut dyn Iterator<Item = ChannelKey>, producing: bool| -> ChannelCounters {
+        let mut counted = ChannelCounters::new();
+        for key in keys {
+            let Some(edge) = graph.edges.get(usize::from(key.edge)) else { continue };
+            let (node, subtask) = if producing { (edge.from, key.from) } else { (edge.to, key.to) };
+            let head = plan.head_of[node.0 as usize];
+            if let Some(counters) = indexes.get(&(head, u32::from(subtask))).and_then(|task| by_task.get(task)) {
+                counted.insert(key, counters.clone());
+            }
+        }
+        counted
+    };
     let inbound = remote
         .inbound
         .into_iter()
         .map(|(executor, wiring)| {
             let producer = format!("task executor {} at {}", executor, start.executors[executor.get()].1);
+            let counters = counters_at(&mut wiring.channels.keys().copied(), false);
             let set = InboundSet {
+                counters,
                 channels: wiring.channels,
                 initial_credit: wiring.initial_credit,
                 credits: wiring.credits.1,
@@ -306,7 +322,8 @@ fn run_attempt(
         .map_err(TaskExecutorError::cluster("listening for data connections"))?;
     for (executor, channels) in remote.outbound {
         let address = &start.executors[executor.get()].1;
-        start_sender(address, security, attempt, me, OutboundSet { channels }, cancel.clone())
+        let counters = counters_at(&mut channels.iter().map(|(key, _)| *key), true);
+        start_sender(address, security, attempt, me, OutboundSet { channels, counters }, cancel.clone())
             .map_err(TaskExecutorError::cluster(format!("opening the data connection to task executor {executor}")))?;
     }
     tracing::info!(attempt = %attempt, executor = %me, subtasks = own_tasks, data_address = %data_address, "task executor running its subtasks");

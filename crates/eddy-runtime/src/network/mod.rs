@@ -44,6 +44,9 @@ pub use receiver::{start_receivers, InboundSet};
 pub use sender::{start_sender, OutboundSet};
 pub use wire::{ChannelKey, NETWORK_BUFFER_BYTES};
 
+/// Per network channel, the counters of the subtask at this end (bytes in or out).
+pub type ChannelCounters = std::collections::HashMap<ChannelKey, std::sync::Arc<crate::task::TaskCounters>>;
+
 use eddy_rpc::{AttemptId, ExecutorIndex};
 use serde::{Deserialize, Serialize};
 
@@ -145,7 +148,14 @@ mod tests {
         let lost = LostReason::default();
         let channels = HashMap::from([(key, Box::new(TypedInbound::new(in_tx)) as Box<dyn InboundChannel>)]);
         let input = RemoteInputChannel::new(in_rx, key, credit_tx, lost.clone());
-        let set = InboundSet { channels, initial_credit: 2, credits: credit_rx, lost, producer: "test".into() };
+        let set = InboundSet {
+            channels,
+            counters: ChannelCounters::new(),
+            initial_credit: 2,
+            credits: credit_rx,
+            lost,
+            producer: "test".into(),
+        };
         start_receivers(listener, security.clone(), AttemptId(7), HashMap::from([(ExecutorIndex(1), set)])).unwrap();
 
         let relay = TcpListener::bind("127.0.0.1:0").unwrap();
@@ -171,8 +181,10 @@ mod tests {
         });
 
         let (tx, rx) = crossbeam_channel::bounded::<StreamMessage<String>>(4);
-        let outbound =
-            OutboundSet { channels: vec![(key, Box::new(TypedOutbound::new(rx)) as Box<dyn OutboundChannel>)] };
+        let outbound = OutboundSet {
+            channels: vec![(key, Box::new(TypedOutbound::new(rx)) as Box<dyn OutboundChannel>)],
+            counters: ChannelCounters::new(),
+        };
         start_sender(
             &relay_address,
             &security,

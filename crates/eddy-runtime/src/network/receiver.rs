@@ -4,8 +4,8 @@
 
 use super::channel::{InboundChannel, LostReason};
 use super::credits::CreditsDue;
-use super::wire::{encode_header, kind, read_frame, ChannelKey, Header, NETWORK_BUFFER_BYTES};
-use super::DataHello;
+use super::wire::{encode_header, kind, read_frame, ChannelKey, Header, HEADER_BYTES, NETWORK_BUFFER_BYTES};
+use super::{ChannelCounters, DataHello};
 use crate::error::TaskError;
 use crossbeam_channel::Receiver;
 use eddy_rpc::frame::read_value;
@@ -19,6 +19,8 @@ use std::time::Duration;
 /// What one consuming task executor receives from one producing task executor.
 pub struct InboundSet {
     pub channels: HashMap<ChannelKey, Box<dyn InboundChannel>>,
+    /// Per channel, the consuming subtask's counters (its bytes in).
+    pub counters: ChannelCounters,
     /// Credits each channel starts with.
     pub initial_credit: u32,
     /// Keys its subtasks announce as they take records frames.
@@ -102,9 +104,9 @@ fn serve_inbound(stream: Stream, set: InboundSet) -> std::io::Result<()> {
     std::thread::Builder::new().name(format!("eddy-credits-to-{}", set.producer)).spawn(move || {
         let _ = write_credits(writer, &keys, initial, &credits);
     })?;
-    let (channels, lost, producer) = (set.channels, set.lost, set.producer);
+    let (channels, lost, producer, counters) = (set.channels, set.lost, set.producer, set.counters);
     std::thread::Builder::new().name(format!("eddy-receive-from-{producer}")).spawn(move || {
-        receive_frames(stream, channels, &lost, &producer);
+        receive_frames(stream, channels, &counters, &lost, &producer);
     })?;
     Ok(())
 }
@@ -140,6 +142,7 @@ fn write_credits(
 fn receive_frames(
     stream: Stream,
     mut channels: HashMap<ChannelKey, Box<dyn InboundChannel>>,
+    counters: &ChannelCounters,
     lost: &LostReason,
     producer: &str,
 ) {
@@ -164,6 +167,9 @@ fn receive_frames(
                         header.key
                     ));
                 };
+                if let Some(counters) = counters.get(&header.key) {
+                    counters.add_bytes_in(HEADER_BYTES + payload.len());
+                }
                 match channel.deliver(header.kind, header.value, &payload) {
                     Ok(false) => {}
                     Ok(true) => {

@@ -6,7 +6,7 @@ use super::credits::SenderCredits;
 use super::wire::{
     encode_header, kind, read_frame, ChannelKey, Header, HEADER_BYTES, IDLE_WAIT_MS, NETWORK_BUFFER_BYTES,
 };
-use super::DataHello;
+use super::{ChannelCounters, DataHello};
 use crossbeam_channel::{Receiver, Select, Sender, TryRecvError};
 use eddy_rpc::frame::write_value;
 use eddy_rpc::{AttemptId, ClusterError, ExecutorIndex, PeerRole, Security, Stream};
@@ -18,6 +18,8 @@ use std::time::Duration;
 /// The channels one producing task executor sends to one consuming task executor.
 pub struct OutboundSet {
     pub channels: OutboundChannels,
+    /// Per channel, the producing subtask's counters (its bytes out).
+    pub counters: ChannelCounters,
 }
 
 /// Connects to the consumer at `address` and sends `set`'s channels until each ended (or
@@ -104,6 +106,7 @@ fn send_frames(
     sent: &mut Sent,
 ) -> std::io::Result<()> {
     let (keys, mut channels): (Vec<ChannelKey>, Vec<Box<dyn OutboundChannel>>) = set.channels.into_iter().unzip();
+    let counted: Vec<_> = keys.iter().map(|key| set.counters.get(key).cloned()).collect();
     let mut credits = SenderCredits::new(&keys);
     let mut gone = vec![false; channels.len()];
     let mut open = channels.len();
@@ -139,6 +142,9 @@ fn send_frames(
                     }
                     sent.bytes += frame.len() as u64;
                     sent.frames += 1;
+                    if let Some(counters) = &counted[i] {
+                        counters.add_bytes_out(frame.len());
+                    }
                     // A frame holds about one network buffer: far below 4 GiB.
                     let payload = u32::try_from(frame.len() - HEADER_BYTES).unwrap_or(u32::MAX);
                     let header = Header { payload, kind: frame_kind, key: keys[i], value };

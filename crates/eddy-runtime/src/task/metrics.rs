@@ -15,6 +15,9 @@ pub struct TaskCounters {
     pub records_out: AtomicU64,
     pub backpressured_ns: AtomicU64,
     pub idle_ns: AtomicU64,
+    /// Bytes of its records on network channels (the network threads count them).
+    pub bytes_in: AtomicU64,
+    pub bytes_out: AtomicU64,
     input_watermark: AtomicI64,
     output_watermark: AtomicI64,
     /// When the subtask was deployed: its busy time is what the wall clock spent that was
@@ -29,6 +32,8 @@ impl Default for TaskCounters {
             records_out: AtomicU64::new(0),
             backpressured_ns: AtomicU64::new(0),
             idle_ns: AtomicU64::new(0),
+            bytes_in: AtomicU64::new(0),
+            bytes_out: AtomicU64::new(0),
             input_watermark: AtomicI64::new(NO_WATERMARK),
             output_watermark: AtomicI64::new(NO_WATERMARK),
             started: std::time::Instant::now(),
@@ -53,6 +58,17 @@ impl TaskCounters {
 
     pub fn add_idle(&self, waited: std::time::Duration) {
         self.idle_ns.fetch_add(waited.as_nanos() as u64, Ordering::Relaxed);
+    }
+
+    /// A frame of `bytes` arrived for the subtask on a network channel (per frame, on the
+    /// network thread).
+    pub fn add_bytes_in(&self, bytes: usize) {
+        self.bytes_in.fetch_add(bytes as u64, Ordering::Relaxed);
+    }
+
+    /// A frame of `bytes` of the subtask's output left on a network channel.
+    pub fn add_bytes_out(&self, bytes: usize) {
+        self.bytes_out.fetch_add(bytes as u64, Ordering::Relaxed);
     }
 
     /// The watermark of the subtask's input advanced.
@@ -83,8 +99,8 @@ impl TaskCounters {
         SubtaskCounters {
             records_in: self.records_in.load(Ordering::Relaxed),
             records_out: self.records_out.load(Ordering::Relaxed),
-            bytes_in: 0,
-            bytes_out: 0,
+            bytes_in: self.bytes_in.load(Ordering::Relaxed),
+            bytes_out: self.bytes_out.load(Ordering::Relaxed),
             busy_ms: elapsed_ms.saturating_sub(backpressured_ms + idle_ms),
             backpressured_ms,
             idle_ms,
