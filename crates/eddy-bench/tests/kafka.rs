@@ -121,7 +121,7 @@ fn eddy_status_shows_the_consumer_lag_of_every_partition() {
     let broker = Broker::start().unwrap();
     let b = broker.brokers.clone();
     produce(&b, "events", "20000");
-    let cluster = Cluster::start("kafka-lag", &[2]);
+    let cluster = Cluster::start_with("kafka-lag", &[2], &[], &["--rest-bind", "127.0.0.1:0"]);
     let mut args = api_count_args(&b, "events", "out");
     let delivery = args.len() - 1;
     args[delivery] = "none";
@@ -158,6 +158,16 @@ fn eddy_status_shows_the_consumer_lag_of_every_partition() {
     }
     // At 2000 events/s, the readers are behind a topic filled beforehand.
     assert!(lags.iter().map(|(lag, _, _)| lag).sum::<i64>() > 0, "{lags:?}");
+    // The same lag as a Prometheus gauge on the JobManager, one series per partition.
+    cluster.jobmanager.wait_for("rest listening on ", 1, WAIT);
+    let rest = cluster.jobmanager.lines().iter().find_map(|l| l.strip_prefix("rest listening on ").map(String::from));
+    let metrics = common::http::scrape(&format!("{}/metrics", rest.unwrap()), Some(common::process::SECRET));
+    for partition in ["0", "1", "2", "3"] {
+        let lag =
+            common::http::values(&metrics, "eddy_kafka_consumer_lag", &[("topic", "events"), ("partition", partition)]);
+        assert_eq!(lag.len(), 1, "partition {partition}");
+        assert!((0.0..=20000.0).contains(&lag[0]), "{lag:?}");
+    }
     let (code, log) = job.finish(Duration::from_secs(120));
     assert_eq!(code, 0, "{log}");
 }

@@ -194,6 +194,8 @@ fn the_jobmanagers_rest_api_metrics_and_dashboard_show_w2_across_two_taskmanager
     let tms = tms["taskmanagers"].as_array().unwrap();
     assert_eq!(tms.len(), 2);
     assert!(tms.iter().all(|t| t["slotsNumber"] == 1 && t["freeSlots"] == 0), "{tms:?}");
+    // Each holds one subtask of each of the three vertices (slot sharing).
+    assert!(tms.iter().all(|t| t["subtasks"] == 3 && t["jobs"][0]["name"] == "W2 join"), "{tms:?}");
 
     // /metrics of every process: the JobManager, both TaskManagers, both task executors.
     let jm = scrape(&format!("{base}/metrics"), token);

@@ -148,10 +148,12 @@ async function taskManagersPage() {
     return `<tr><td>${esc(t.id)}</td><td>${esc(t.host)}</td><td class="num">${t.pid}</td>
       <td class="num">${t.slotsNumber}</td><td class="num">${t.freeSlots}</td>
       <td><div class="bar" style="max-width:160px"><span class="busy" style="width:${t.slotsNumber ? 100 * used / t.slotsNumber : 0}%"></span></div></td>
+      <td class="num">${t.subtasks}</td>
+      <td>${t.jobs.map((j) => `<a href="#/jobs/${encodeURIComponent(j.jid)}">${esc(j.name)}</a> <span class="muted">(${j.subtasks})</span>`).join(', ') || '<span class="muted">–</span>'}</td>
       <td>${time(t.registered)}</td><td class="mono">${esc(t['metrics-address'] || '–')}</td></tr>`;
   }).join('');
   return `<h1>Task Managers</h1><div class="card">` + (tms.length
-    ? `<table><thead><tr><th>Id</th><th>Host</th><th class="num">PID</th><th class="num">Slots</th><th class="num">Free</th><th>Used</th><th>Registered</th><th>/metrics</th></tr></thead><tbody>${rows}</tbody></table>`
+    ? `<table><thead><tr><th>Id</th><th>Host</th><th class="num">PID</th><th class="num">Slots</th><th class="num">Free</th><th>Used</th><th class="num">Subtasks</th><th>Jobs</th><th>Registered</th><th>/metrics</th></tr></thead><tbody>${rows}</tbody></table>`
     : '<p class="muted">No TaskManagers: a local job runs its subtasks in its own process.</p>') + '</div>';
 }
 

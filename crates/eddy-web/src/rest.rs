@@ -411,11 +411,25 @@ async fn exceptions(State(app): State<Arc<App>>, Path(job): Path<String>) -> Res
 
 async fn taskmanagers(State(app): State<Arc<App>>) -> Json<Value> {
     let snapshot = app.backend.snapshot();
+    // What runs where, from the running jobs' views.
+    let running: Vec<&JobEntry> = snapshot.jobs.iter().filter(|j| !j.state.is_terminal()).collect();
     let tms: Vec<Value> = snapshot
         .task_managers
         .iter()
         .map(|tm| {
+            let mut jobs = Vec::new();
+            let mut subtasks = 0;
+            for job in &running {
+                let Some(view) = &job.view else { continue };
+                let here = view.vertices.iter().flat_map(|v| &v.subtasks).filter(|s| s.task_manager == tm.id).count();
+                if here > 0 {
+                    jobs.push(json!({ "jid": job.id, "name": job.name, "subtasks": here }));
+                    subtasks += here;
+                }
+            }
             json!({
+                "jobs": jobs,
+                "subtasks": subtasks,
                 "id": tm.id.to_string(),
                 "host": tm.host,
                 "pid": tm.pid,
