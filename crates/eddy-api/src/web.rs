@@ -17,7 +17,8 @@ pub const LOCAL_JOB_ID: &str = "local";
 struct BoardBackend {
     board: JobBoard,
     role: ProcessRole,
-    /// `None`: the job's name (a task executor's board is named once its job starts).
+    /// `None`: the job's id on its cluster, which a task executor's board learns from its
+    /// deployment.
     id: Option<String>,
 }
 
@@ -27,7 +28,7 @@ impl Backend for BoardBackend {
         let jobs = match view.state {
             None => Vec::new(),
             Some(state) => vec![JobEntry {
-                id: self.id.clone().unwrap_or_else(|| view.name.clone()),
+                id: self.id.clone().or_else(|| self.board.job_id()).unwrap_or_else(|| view.name.clone()),
                 name: view.name.clone(),
                 state,
                 parallelism: view.vertices.iter().map(|v| v.parallelism).max().unwrap_or(0),

@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::http::{get, get_json, request, scrape, values};
+use common::http::{get, get_json, request, request_as, scrape, values};
 use common::output;
 use common::process::{field, run_local, Cluster, Proc, SECRET};
 use serde_json::Value;
@@ -285,6 +285,12 @@ fn a_local_job_serves_its_own_rest_api_and_stops_with_a_savepoint_through_it() {
 
     let jobs = get_json(&format!("{base}/jobs"), None);
     assert_eq!(jobs["jobs"], serde_json::json!([{ "id": "local", "status": "RUNNING" }]));
+    // Without credentials, only for a client that asked for a loopback host: a web page
+    // elsewhere that rebinds its own name to 127.0.0.1 is refused.
+    let (status, body) = request_as("GET", &format!("{base}/jobs"), Some("attacker.example:80"), None, None);
+    assert_eq!(status, 403, "{body}");
+    let (status, _) = request_as("GET", &format!("{base}/jobs"), Some("localhost"), None, None);
+    assert_eq!(status, 200);
     let scraped = scrape(&format!("{base}/metrics"), None);
     assert!(!values(&scraped, "eddy_task_records_in_total", &[("job_id", "local")]).is_empty());
     let (status, body) =
@@ -306,6 +312,21 @@ fn a_local_job_serves_its_own_rest_api_and_stops_with_a_savepoint_through_it() {
     resumed.extend(["--checkpoint-dir", checkpoints.to_str().unwrap(), "--output", out.to_str().unwrap()]);
     run_local(&resumed);
     assert_eq!(output(&out), output(&reference), "stop through REST and resume lost or doubled records");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_cluster_refuses_to_serve_its_secret_in_clear_beyond_loopback() {
+    let dir = std::env::temp_dir().join(format!("eddy-rest-clear-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let secret = dir.join("secret");
+    std::fs::write(&secret, SECRET).unwrap();
+    let args =
+        ["jobmanager", "--bind", "127.0.0.1:0", "--secret-file", secret.to_str().unwrap(), "--rest-bind", "0.0.0.0:0"];
+    let out = std::process::Command::new(common::process::BENCH).args(args).output().unwrap();
+    assert!(!out.status.success());
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(said.contains("in clear") && said.contains("TLS"), "{said}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 

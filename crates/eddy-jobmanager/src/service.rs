@@ -632,5 +632,9 @@ fn relay(shared: &Shared, waiter: Waiter, job: &str, command: JobCommand) -> Res
     state.waiting.insert(request, (waiter, id));
     drop(state);
     tracing::info!(job = %id, command = ?command, from, "relaying a command");
-    client.send(&JobMasterMessage::Command { request, command }).map_err(|e| format!("cannot reach job {id}: {e}"))
+    client.send(&JobMasterMessage::Command { request, command }).map_err(|e| {
+        // Answered here, not again when the job goes.
+        shared.state().waiting.remove(&request);
+        format!("cannot reach job {id}: {e}")
+    })
 }

@@ -110,13 +110,16 @@ impl<T: Clone> RecordWriter<T> {
                 return;
             }
         };
-        // Full: the time until there is room is backpressure.
-        let waiting = std::time::Instant::now();
-        let _count = WaitCounter { counters: &self.counters, since: waiting };
+        // Full: the time until there is room is backpressure, counted at every look, so
+        // that a long wait shows while it lasts.
+        let mut count = WaitCounter { counters: &self.counters, since: std::time::Instant::now() };
         loop {
             match self.targets[target].send_timeout(message, Duration::from_millis(SEND_WAIT_MS)) {
                 Ok(()) => return,
-                Err(SendTimeoutError::Timeout(back)) if !self.shared.is_cancelled() => message = back,
+                Err(SendTimeoutError::Timeout(back)) if !self.shared.is_cancelled() => {
+                    count.add_so_far();
+                    message = back;
+                }
                 Err(_) => {
                     self.shared.fail_with(TaskError::Cancelled);
                     return;
@@ -216,11 +219,20 @@ impl<T: Clone> Lifecycle for RecordWriter<T> {
     }
 }
 
-/// Adds the time since `since` to the backpressured time when dropped (however the wait
-/// ends).
+/// Adds the time since `since` to the backpressured time as the wait goes on and when
+/// dropped (however the wait ends).
 struct WaitCounter<'a> {
     counters: &'a TaskCounters,
     since: std::time::Instant,
+}
+
+impl WaitCounter<'_> {
+    /// Counts the wait so far, and goes on from now.
+    fn add_so_far(&mut self) {
+        let now = std::time::Instant::now();
+        self.counters.add_backpressured(now.duration_since(self.since));
+        self.since = now;
+    }
 }
 
 impl Drop for WaitCounter<'_> {

@@ -66,6 +66,9 @@ function duration(ms) {
   return m + 'm ' + (s % 60) + 's';
 }
 const time = (ms) => ms ? new Date(ms).toLocaleTimeString() : '–';
+// For ids inside inline handlers: only the characters job and vertex ids are made of, so
+// that nothing in them can leave the string.
+const safeId = (s) => String(s).replace(/[^A-Za-z0-9_.-]/g, '');
 const badge = (s) => `<span class="badge s-${esc(s)}">${esc(s)}</span>`;
 const level = (l) => `<span class="badge b-${esc(l)}">${esc(String(l).toUpperCase())}</span>`;
 function watermark(w) {
@@ -117,7 +120,7 @@ function jobsTable(jobs) {
   if (!jobs.length) return '<p class="muted">No jobs yet.</p>';
   return `<table><thead><tr><th>Name</th><th>State</th><th class="num">Parallelism</th><th class="num">Source records / s</th>
     <th class="num">Checkpoints</th><th class="num">Restarts</th><th>Started</th><th class="num">Duration</th><th>Id</th></tr></thead><tbody>` +
-    jobs.map((j) => `<tr class="click" onclick="location.hash='#/jobs/${encodeURIComponent(j.jid)}'">
+    jobs.map((j) => `<tr class="click" onclick="location.hash='#/jobs/${safeId(j.jid)}'">
       <td><a href="#/jobs/${encodeURIComponent(j.jid)}">${esc(j.name)}</a></td><td>${badge(j.state)}</td>
       <td class="num">${j.parallelism}</td><td class="num">${num(j['source-records-per-second'])}</td>
       <td class="num">${j['checkpoints-completed']}</td><td class="num">${j.restarts}</td>
@@ -205,7 +208,7 @@ function graph(job) {
     const selected = state.vertex === v.id ? ' selected' : '';
     const name = v.name.length > 34 ? v.name.slice(0, 33) + '…' : v.name;
     const busy = Math.round(m['busy-ms-per-second'] / 10), bp = Math.round(m['backpressured-ms-per-second'] / 10);
-    svg += `<g class="node ${esc(v['backpressure-level'])}${selected}" data-vertex="${esc(v.id)}" onclick="selectVertex('${esc(v.id)}')">
+    svg += `<g class="node ${esc(v['backpressure-level'])}${selected}" data-vertex="${esc(v.id)}" onclick="selectVertex('${safeId(v.id)}')">
       <title>${esc(v.name)}</title>
       <rect class="box" x="${p.x}" y="${p.y}" rx="8" width="${p.w}" height="${p.h}"/>
       <text x="${p.x + 12}" y="${p.y + 21}">${esc(name)}</text>
@@ -228,7 +231,7 @@ function vertexTable(job) {
     <th class="num">In / s</th><th class="num">Out / s</th><th>Busy · backpressured · idle</th><th>Back pressure</th><th>Low watermark</th><th class="num">State</th></tr></thead><tbody>` +
     job.vertices.map((v) => {
       const m = v.metrics;
-      return `<tr class="click${state.vertex === v.id ? ' selected' : ''}" onclick="selectVertex('${esc(v.id)}')">
+      return `<tr class="click${state.vertex === v.id ? ' selected' : ''}" onclick="selectVertex('${safeId(v.id)}')">
         <td>${esc(v.name)}</td><td class="num">${v.parallelism}</td><td class="num">${num(m['read-records'])}</td><td class="num">${num(m['write-records'])}</td>
         <td class="num">${num(m['records-in-per-second'])}</td><td class="num">${num(m['records-out-per-second'])}</td>
         <td>${timeBar(m['busy-ms-per-second'], m['backpressured-ms-per-second'], m['idle-ms-per-second'])}</td>
@@ -314,9 +317,9 @@ async function jobPage(jid) {
   const tabs = [['overview', 'Overview'], ['checkpoints', 'Checkpoints'], ['exceptions', 'Exceptions']];
   let html = `<div class="jobhead"><div><h1>${esc(job.name)} ${badge(job.state)}</h1>
       <div class="meta">id ${esc(job.jid)} · started ${time(job['start-time'])} · running ${duration(job.duration)} · attempt ${job.attempt} · ${job.restarts} restarts · max parallelism ${job['max-parallelism']}</div></div>
-      <div class="actions"><button ${running ? '' : 'disabled'} onclick="savepoint('${esc(jid)}', false)">Savepoint</button>
-      <button ${running ? '' : 'disabled'} onclick="savepoint('${esc(jid)}', true)">Stop with savepoint</button>
-      <button class="danger" ${running ? '' : 'disabled'} onclick="cancelJob('${esc(jid)}')">Cancel</button></div></div>
+      <div class="actions"><button ${running ? '' : 'disabled'} onclick="savepoint('${safeId(jid)}', false)">Savepoint</button>
+      <button ${running ? '' : 'disabled'} onclick="savepoint('${safeId(jid)}', true)">Stop with savepoint</button>
+      <button class="danger" ${running ? '' : 'disabled'} onclick="cancelJob('${safeId(jid)}')">Cancel</button></div></div>
     <div class="tabs">${tabs.map(([k, v]) => `<a href="#/jobs/${esc(jid)}/${k}" class="${state.tab === k ? 'active' : ''}">${v}</a>`).join('')}</div>`;
   if (state.tab === 'checkpoints') return html + await checkpointsTab(jid);
   if (state.tab === 'exceptions') return html + await exceptionsTab(jid);

@@ -153,6 +153,11 @@ fn job_metrics(f: &mut Families, job: &JobEntry) {
         labels.extend(gauge.labels.iter().cloned());
         f.gauge(&format!("eddy_{}", gauge.name), &gauge.help, &labels, gauge.value);
     }
+    if job.state.is_terminal() {
+        // An ended job keeps its job-level series; its subtasks' go, so that the series
+        // of a long-lived cluster do not grow with every job it ever ran.
+        return;
+    }
     for vertex in &view.vertices {
         let vertex_labels: Labels = job_labels
             .iter()

@@ -27,10 +27,31 @@ struct OperationTable {
     unread: std::collections::HashSet<(String, String)>,
 }
 
+/// Operations kept for polling; beyond, the oldest whose outcome was read go.
+const KEPT_MAX: usize = 1000;
+
+impl OperationTable {
+    fn forget_old(&mut self) {
+        if self.status.len() < KEPT_MAX {
+            return;
+        }
+        let read: Vec<(String, String)> = self
+            .status
+            .iter()
+            .filter(|(key, status)| matches!(status, OperationStatus::Completed(_)) && !self.unread.contains(*key))
+            .map(|(key, _)| key.clone())
+            .collect();
+        for key in read {
+            self.status.remove(&key);
+        }
+    }
+}
+
 impl Operations {
     /// A new operation of `job`: its trigger id, and what records the job's answer.
     pub(crate) fn start(&self, job: &str) -> (String, Answer) {
         let mut table = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        table.forget_old();
         table.next += 1;
         // Distinct per server and not guessable from the count alone (not a secret).
         let trigger = format!("{:016x}", table.next.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ std::process::id() as u64);

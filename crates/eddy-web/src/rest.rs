@@ -77,7 +77,7 @@ async fn config(State(app): State<Arc<App>>) -> Json<Value> {
         "refresh-interval": 1000,
         "eddy-version": env!("CARGO_PKG_VERSION"),
         "credentials": app.token.is_some(),
-        "role": app.backend.snapshot().role.name(),
+        "role": app.role.name(),
     }))
 }
 
@@ -542,8 +542,8 @@ async fn cancel(
     if let Err(e) = find(&app.backend.snapshot(), &job) {
         return e.into_response();
     }
-    let (_, answer) = app.operations.start(&job);
-    match app.backend.command(&job, JobCommand::Cancel, answer) {
+    // Nothing to poll: the job's state says when it is cancelled.
+    match app.backend.command(&job, JobCommand::Cancel, Box::new(|_| {})) {
         Ok(()) => (StatusCode::ACCEPTED, Json(json!({}))).into_response(),
         Err(message) => error(StatusCode::CONFLICT, message),
     }

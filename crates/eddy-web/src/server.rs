@@ -9,9 +9,10 @@ use axum::extract::{Request, State};
 use axum::http::{header, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use hyper_util::rt::TokioIo;
+use hyper_util::rt::{TokioIo, TokioTimer};
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 use tokio_rustls::rustls::ServerConfig;
 
 /// How a server runs.
@@ -73,6 +74,8 @@ impl WebServer {
 /// What every request handler reads.
 pub(crate) struct App {
     pub(crate) backend: Arc<dyn Backend>,
+    /// What kind of process serves (read without a snapshot).
+    pub(crate) role: crate::backend::ProcessRole,
     pub(crate) token: Option<Vec<u8>>,
     pub(crate) operations: Operations,
 }
@@ -81,14 +84,24 @@ pub(crate) struct App {
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Peer(pub(crate) SocketAddr);
 
+/// How long a client may take to send a request's head, or to finish a TLS handshake.
+const HEAD_TIMEOUT: Duration = Duration::from_secs(10);
+/// Connections served at once; more wait to be accepted.
+const CONNECTIONS_MAX: usize = 256;
+
 /// Starts serving `backend` as `options` say; returns once it listens.
 pub fn serve(options: WebOptions, backend: Arc<dyn Backend>) -> Result<WebServer, WebError> {
     let bind_error = |source| WebError::Bind { address: options.bind.clone(), source };
     let listener = std::net::TcpListener::bind(&options.bind).map_err(bind_error)?;
     listener.set_nonblocking(true).map_err(bind_error)?;
     let address = listener.local_addr().map_err(bind_error)?;
+    if options.token.is_some() && options.tls.is_none() && !address.ip().is_loopback() {
+        // The token is the cluster's secret: it never crosses a network in clear.
+        return Err(WebError::Insecure { address: options.bind.clone() });
+    }
     let operations = Operations::default();
-    let app = Arc::new(App { backend, token: options.token.clone(), operations: operations.clone() });
+    let role = backend.snapshot().role;
+    let app = Arc::new(App { backend, role, token: options.token.clone(), operations: operations.clone() });
     let router = crate::rest::router(app, options.dashboard);
     let tls = options.tls.clone();
     let server = WebServer { address, tls: tls.is_some(), operations };
@@ -109,7 +122,9 @@ async fn accept(listener: std::net::TcpListener, router: axum::Router, tls: Opti
         Err(e) => return tracing::error!(error = %e, "the HTTP listener cannot run"),
     };
     let acceptor = tls.map(tokio_rustls::TlsAcceptor::from);
+    let slots = Arc::new(tokio::sync::Semaphore::new(CONNECTIONS_MAX));
     loop {
+        let Ok(slot) = slots.clone().acquire_owned().await else { return };
         let (socket, peer) = match listener.accept().await {
             Ok(accepted) => accepted,
             Err(e) => {
@@ -121,16 +136,23 @@ async fn accept(listener: std::net::TcpListener, router: axum::Router, tls: Opti
         let router = router.clone();
         let acceptor = acceptor.clone();
         tokio::spawn(async move {
+            let _slot = slot;
             let service = hyper::service::service_fn(move |mut request: Request<hyper::body::Incoming>| {
                 request.extensions_mut().insert(Peer(peer));
                 tower::ServiceExt::oneshot(router.clone(), request)
             });
-            let http = hyper::server::conn::http1::Builder::new();
+            let mut http = hyper::server::conn::http1::Builder::new();
+            http.timer(TokioTimer::new()).header_read_timeout(HEAD_TIMEOUT);
             let served = match acceptor {
                 None => http.serve_connection(TokioIo::new(socket), service).await,
-                Some(acceptor) => match acceptor.accept(socket).await {
-                    Ok(stream) => http.serve_connection(TokioIo::new(stream), service).await,
-                    Err(e) => return tracing::warn!(peer = %peer, error = %e, "HTTP client failed the TLS handshake"),
+                Some(acceptor) => match tokio::time::timeout(HEAD_TIMEOUT, acceptor.accept(socket)).await {
+                    Ok(Ok(stream)) => http.serve_connection(TokioIo::new(stream), service).await,
+                    Ok(Err(e)) => {
+                        return tracing::warn!(peer = %peer, error = %e, "HTTP client failed the TLS handshake")
+                    }
+                    Err(_) => {
+                        return tracing::warn!(peer = %peer, "HTTP client did not finish the TLS handshake in time")
+                    }
                 },
             };
             if let Err(e) = served {
@@ -143,7 +165,15 @@ async fn accept(listener: std::net::TcpListener, router: axum::Router, tls: Opti
 /// Lets a request through only with the token, when one is asked: else 401, logged
 /// with the peer.
 pub(crate) async fn require_token(State(app): State<Arc<App>>, request: Request, next: Next) -> Response {
-    let Some(token) = &app.token else { return next.run(request).await };
+    let Some(token) = &app.token else {
+        // No credentials (a local job on loopback): only for a client that named a loopback
+        // host, so that a web page elsewhere cannot reach it by rebinding its own name.
+        if !loopback_host(&request) {
+            let body = serde_json::json!({ "errors": ["this server answers requests for a loopback host (127.0.0.1, [::1], localhost) only"] });
+            return (StatusCode::FORBIDDEN, axum::Json(body)).into_response();
+        }
+        return next.run(request).await;
+    };
     let given = request
         .headers()
         .get(header::AUTHORIZATION)
@@ -157,6 +187,16 @@ pub(crate) async fn require_token(State(app): State<Arc<App>>, request: Request,
     tracing::warn!(peer = %peer, path = %request.uri().path(), presented = given.is_some(), "HTTP request refused: no valid credentials");
     let body = serde_json::json!({ "errors": ["this server needs the cluster's secret: `Authorization: Bearer <the secret file's contents>`"] });
     (StatusCode::UNAUTHORIZED, [(header::WWW_AUTHENTICATE, "Bearer")], axum::Json(body)).into_response()
+}
+
+/// Whether the request's `Host` names a loopback address or `localhost`.
+fn loopback_host(request: &Request) -> bool {
+    let Some(host) = request.headers().get(header::HOST).and_then(|h| h.to_str().ok()) else { return false };
+    let name = match host.strip_prefix('[') {
+        Some(v6) => v6.split(']').next().unwrap_or(""),
+        None => host.rsplit_once(':').map_or(host, |(name, _)| name),
+    };
+    name.eq_ignore_ascii_case("localhost") || name.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
 }
 
 /// Compares in time that does not depend on where the bytes differ.

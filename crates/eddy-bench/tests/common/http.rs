@@ -9,10 +9,22 @@ use std::time::Duration;
 /// `method` `url` (`http://HOST:PORT/path`) with an optional bearer token and JSON body:
 /// the status and the body.
 pub fn request(method: &str, url: &str, token: Option<&str>, body: Option<&str>) -> (u16, String) {
+    request_as(method, url, None, token, body)
+}
+
+/// As [`request`], naming `host` in the `Host` header instead of the URL's.
+pub fn request_as(
+    method: &str,
+    url: &str,
+    host: Option<&str>,
+    token: Option<&str>,
+    body: Option<&str>,
+) -> (u16, String) {
     let rest = url.strip_prefix("http://").expect("an http:// URL");
-    let (host, path) = rest.split_once('/').map_or((rest, "/".to_string()), |(h, p)| (h, format!("/{p}")));
-    let mut stream = TcpStream::connect(host).unwrap_or_else(|e| panic!("{url}: {e}"));
+    let (address, path) = rest.split_once('/').map_or((rest, "/".to_string()), |(h, p)| (h, format!("/{p}")));
+    let mut stream = TcpStream::connect(address).unwrap_or_else(|e| panic!("{url}: {e}"));
     stream.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let host = host.unwrap_or(address);
     let mut head = format!("{method} {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n");
     if let Some(token) = token {
         head.push_str(&format!("Authorization: Bearer {token}\r\n"));

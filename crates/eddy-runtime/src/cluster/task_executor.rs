@@ -146,6 +146,7 @@ fn serve(graph: StreamGraph) -> Result<(), TaskExecutorError> {
     let (connection, mut reader) = Connection::new(stream, Some(heartbeats.timeout()))
         .map_err(TaskExecutorError::cluster("the connection to the JobMaster"))?;
     let binary = std::env::current_exe().map_or_else(|_| "?".into(), |p| p.display().to_string());
+    graph.config.board.set_job_id(deployment.job.to_string());
     // Its own subtasks' `/metrics`, on the host its data listener is on; a server that
     // cannot start costs the metrics only, not the job.
     let metrics_address = graph.config.metrics_server.as_ref().and_then(|server| {

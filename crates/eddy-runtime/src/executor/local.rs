@@ -103,7 +103,6 @@ impl AttemptLauncher for LocalLauncher {
         coordinator.savepoint_targets = targets;
         coordinator.observe_attempt(&|_| 0, start.restore.as_deref());
         if self.simulator.is_none() {
-            coordinator.answer_on_board();
             coordinator.sampler =
                 Some(Box::new(move || counters.iter().map(|(task, counted)| (*task, counted.snapshot())).collect()));
         }

@@ -56,7 +56,10 @@ impl RemoteLauncher {
             source: Some(source),
         })?;
         let launcher = RemoteLauncher { clock, client };
+        let board = graph.config.board.clone();
         let outcome = JobMaster { launcher: &launcher }.run(graph);
+        // The job's last view: how it ended, nothing running, nothing pending.
+        let _ = launcher.client.send(&JobMasterMessage::View(Box::new(board.view())));
         launcher.client.finish(match &outcome {
             Ok(result) if result.stopped => JobState::Stopped,
             Ok(_) => JobState::Finished,

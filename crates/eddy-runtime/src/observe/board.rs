@@ -50,11 +50,46 @@ struct Board {
     last_at: Option<Instant>,
     /// Where this process serves `/metrics`, if it does.
     metrics_address: Option<String>,
+    /// The job's id on its cluster, if a task executor's board knows it.
+    job_id: Option<String>,
     /// Commands asked of the job here, not taken by its JobMaster yet.
     commands: Vec<(u64, JobCommand)>,
     /// Who waits for the answer to each command taken, by request.
     answers: HashMap<u64, Answer>,
     next_request: u64,
+}
+
+impl Board {
+    /// The job ended: its duration is final, nothing runs, no checkpoint is pending.
+    fn finish(&mut self) {
+        if let Some(started) = self.started {
+            self.view.duration_ms = started.elapsed().as_millis() as u64;
+        }
+        for vertex in &mut self.view.vertices {
+            for subtask in &mut vertex.subtasks {
+                subtask.records_in_per_second = 0.0;
+                subtask.records_out_per_second = 0.0;
+                subtask.bytes_in_per_second = 0.0;
+                subtask.bytes_out_per_second = 0.0;
+                subtask.busy_ms_per_second = 0.0;
+                subtask.backpressured_ms_per_second = 0.0;
+                subtask.idle_ms_per_second = 0.0;
+            }
+        }
+        fail_pending(&mut self.view, "the job ended");
+    }
+}
+
+/// Checkpoints still in progress failed, for `reason`.
+fn fail_pending(view: &mut JobView, reason: &str) {
+    for checkpoint in &mut view.checkpoints.history {
+        if checkpoint.status == CheckpointStatus::InProgress {
+            checkpoint.status = CheckpointStatus::Failed;
+            checkpoint.failure = Some(reason.to_string());
+            view.checkpoints.failed += 1;
+        }
+    }
+    view.checkpoints.in_progress = 0;
 }
 
 /// What receives the answer to a command asked of a board.
@@ -84,6 +119,15 @@ impl JobBoard {
 
     pub fn metrics_address(&self) -> Option<String> {
         self.board().metrics_address.clone()
+    }
+
+    /// The job's id on its cluster (a task executor's board), for its metrics' labels.
+    pub fn set_job_id(&self, id: String) {
+        self.board().job_id = Some(id);
+    }
+
+    pub fn job_id(&self) -> Option<String> {
+        self.board().job_id.clone()
     }
 
     /// Asks the job's JobMaster for `command` (savepoint, stop, cancel); `answer` gets its
@@ -125,6 +169,8 @@ impl JobBoard {
         let checkpoint = &config.checkpoint;
         let mut board = self.board();
         board.started = Some(Instant::now());
+        board.places.clear();
+        board.last.clear();
         board.view = JobView {
             name: graph.job_name.clone(),
             state: Some(JobState::Created),
@@ -183,15 +229,7 @@ impl JobBoard {
                 ..SubtaskView::default()
             });
         }
-        // An attempt's checkpoints that never completed failed with it.
-        for checkpoint in &mut board.view.checkpoints.history {
-            if checkpoint.status == CheckpointStatus::InProgress {
-                checkpoint.status = CheckpointStatus::Failed;
-                checkpoint.failure = Some("its attempt ended".into());
-                board.view.checkpoints.failed += 1;
-            }
-        }
-        board.view.checkpoints.in_progress = 0;
+        fail_pending(&mut board.view, "its attempt ended");
     }
 
     /// The subtasks' counters now, by task index: their rates since the last sample.
@@ -202,7 +240,7 @@ impl JobBoard {
         let elapsed_ms = board.last_at.map_or(0, |at| now.duration_since(at).as_millis() as u64);
         for (task, counted) in counters {
             let Some(&(v, s)) = board.places.get(task) else { continue };
-            let subtask = &mut board.view.vertices[v].subtasks[s];
+            let Some(subtask) = board.view.vertices.get_mut(v).and_then(|v| v.subtasks.get_mut(s)) else { continue };
             if let Some(before) = board.last.get(task) {
                 apply_rates(subtask, before, counted, elapsed_ms);
             }
@@ -260,8 +298,8 @@ impl JobBoard {
             vertex.state_bytes = 0;
         }
         for (task, bytes) in task_bytes.iter().enumerate() {
-            if let Some(&(v, _)) = board.places.get(&task) {
-                board.view.vertices[v].state_bytes += bytes;
+            if let Some(vertex) = board.places.get(&task).and_then(|&(v, _)| board.view.vertices.get_mut(v)) {
+                vertex.state_bytes += bytes;
             }
         }
     }
@@ -290,6 +328,9 @@ impl JobBoard {
         let excess = board.view.exceptions.len().saturating_sub(EXCEPTIONS_MAX);
         board.view.exceptions.drain(..excess);
         board.view.state = Some(if restarted { JobState::Deploying } else { JobState::Failed });
+        if !restarted {
+            board.finish();
+        }
         // A savepoint it was taking is gone with it.
         let unanswered: Vec<Answer> = board.answers.drain().map(|(_, answer)| answer).collect();
         board.commands.clear();
@@ -302,21 +343,11 @@ impl JobBoard {
     /// The job ended in `state`.
     pub(crate) fn ended(&self, state: JobState) {
         let mut board = self.board();
+        board.finish();
         // Commands it will never take are answered.
         let unanswered: Vec<Answer> = board.answers.drain().map(|(_, answer)| answer).collect();
         board.commands.clear();
-        if let Some(started) = board.started {
-            board.view.duration_ms = started.elapsed().as_millis() as u64;
-        }
         board.view.state = Some(state);
-        for vertex in &mut board.view.vertices {
-            for subtask in &mut vertex.subtasks {
-                subtask.records_in_per_second = 0.0;
-                subtask.records_out_per_second = 0.0;
-                subtask.bytes_in_per_second = 0.0;
-                subtask.bytes_out_per_second = 0.0;
-            }
-        }
         drop(board);
         for answer in unanswered {
             answer(Err(format!("the job ended ({state}) before it answered")));

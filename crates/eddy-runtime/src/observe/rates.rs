@@ -5,6 +5,14 @@ use eddy_rpc::view::{SubtaskCounters, SubtaskView};
 /// `view`'s per-second figures from the counters `before` and `now`, `elapsed_ms` apart.
 /// Counters that went backwards (a new attempt) count from zero.
 pub(crate) fn apply_rates(view: &mut SubtaskView, before: &SubtaskCounters, now: &SubtaskCounters, elapsed_ms: u64) {
+    // The subtask's own clock between the two samples (its busy, backpressured and idle
+    // time add up to it) when it moved: a task executor's counters arrive some time after
+    // they were read, and the sampler's interval would make the rates jitter.
+    let lived = |c: &SubtaskCounters| c.busy_ms + c.backpressured_ms + c.idle_ms;
+    let elapsed_ms = match lived(now).checked_sub(lived(before)) {
+        Some(own) if own > 0 => own,
+        _ => elapsed_ms,
+    };
     if elapsed_ms == 0 {
         return;
     }
@@ -26,17 +34,25 @@ mod tests {
 
     #[test]
     fn rates_are_per_second_and_shares_add_up_to_a_second() {
-        let before = SubtaskCounters { records_in: 100, backpressured_ms: 10, idle_ms: 100, ..Default::default() };
-        let now = SubtaskCounters { records_in: 2100, backpressured_ms: 510, idle_ms: 300, ..Default::default() };
+        let before =
+            SubtaskCounters { records_in: 100, busy_ms: 890, backpressured_ms: 10, idle_ms: 100, ..Default::default() };
+        let now = SubtaskCounters {
+            records_in: 2100,
+            busy_ms: 2190,
+            backpressured_ms: 510,
+            idle_ms: 300,
+            ..Default::default()
+        };
+        // The sampler's interval (2500 ms) is not the subtask's (2000 ms between its reads).
         let mut view = SubtaskView::default();
-        apply_rates(&mut view, &before, &now, 2000);
+        apply_rates(&mut view, &before, &now, 2500);
         assert_eq!(view.records_in_per_second, 1000.0);
         assert_eq!(view.backpressured_ms_per_second, 250.0);
         assert_eq!(view.idle_ms_per_second, 100.0);
         assert_eq!(view.busy_ms_per_second, 650.0);
         assert_eq!(view.backpressure_level(), "low");
         // A new attempt's counters start again from zero.
-        let restarted = SubtaskCounters { records_in: 50, ..Default::default() };
+        let restarted = SubtaskCounters { records_in: 50, busy_ms: 1000, ..Default::default() };
         apply_rates(&mut view, &now, &restarted, 1000);
         assert_eq!(view.records_in_per_second, 50.0);
     }

@@ -157,8 +157,8 @@ impl<'a> AttemptCoordinator<'a> {
     pub(crate) fn end(mut self, reports: &Receiver<TaskReport>, result: &mut JobResult) -> AttemptEnd {
         self.clean_up(reports);
         if self.sampler.is_some() {
-            // The attempt's last counts.
-            self.refresh_view();
+            // The attempt's last counts; no command is taken by an attempt that is over.
+            self.refresh_view(false);
         }
         self.operators.close();
         result.trace.extend(self.trace.take().into_iter().flatten());
@@ -195,8 +195,10 @@ impl<'a> AttemptCoordinator<'a> {
     }
 
     /// Samples the subtasks' counters and the coordinators' status onto the job's board,
-    /// and publishes the view (on a cluster, to the JobManager).
-    fn refresh_view(&mut self) {
+    /// and publishes the view (on a cluster, to the JobManager); `commands`: then carries
+    /// out the commands asked of the board (a local job's REST API; on a cluster the
+    /// JobManager relays them).
+    fn refresh_view(&mut self, commands: bool) {
         self.last_view = std::time::Instant::now();
         let board = &self.graph.config.board;
         if let Some(sampler) = &self.sampler {
@@ -206,7 +208,9 @@ impl<'a> AttemptCoordinator<'a> {
         if let Some(hooks) = &self.hooks {
             (hooks.publish_view)(board.view());
         }
-        // Commands asked of the board (a local job's REST API).
+        if !commands || self.hooks.is_some() {
+            return;
+        }
         for (request, command) in self.graph.config.board.take_commands() {
             let status = |_: &Self| "a local job shows its status in its REST API (/jobs)".to_string();
             if let CommandOutcome::Answer(answer) = self.command(request, command, &status) {
@@ -215,14 +219,13 @@ impl<'a> AttemptCoordinator<'a> {
         }
     }
 
-    /// Answers commands asked of the board with it (a local job's REST API).
-    pub(crate) fn answer_on_board(&mut self) {
-        let board = self.graph.config.board.clone();
-        self.hooks = Some(RemoteHooks {
-            announce_savepoint: Box::new(|_, _| {}),
-            reply: Box::new(move |request, answer| board.answer(request, answer)),
-            publish_view: Box::new(|_| {}),
-        });
+    /// The answer to a user's command `request`: to the JobManager on a cluster, else to
+    /// the job's board (its REST API).
+    pub(crate) fn reply(&self, request: u64, answer: Result<String, String>) {
+        match &self.hooks {
+            Some(hooks) => (hooks.reply)(request, answer),
+            None => self.graph.config.board.answer(request, answer),
+        }
     }
 
     /// A checkpoint that will never complete, on the board.
@@ -396,7 +399,7 @@ impl<'a> AttemptCoordinator<'a> {
     fn tick(&mut self) {
         if self.sampler.is_some() && self.last_view.elapsed() >= Duration::from_millis(crate::observe::VIEW_INTERVAL_MS)
         {
-            self.refresh_view();
+            self.refresh_view(true);
         }
         if self.cancel.load(Ordering::SeqCst) {
             return;

@@ -106,9 +106,9 @@ impl AttemptCoordinator<'_> {
                 }
                 if matches!(&self.savepoint_pending, Some((pending, _)) if *pending == id) {
                     let (_, order) = self.savepoint_pending.take().expect("pending");
-                    if let (Some(request), Some(hooks)) = (order.request, &self.hooks) {
+                    if let Some(request) = order.request {
                         let why = format!("savepoint {id} did not complete (aborted, expired, declined by a task not ready, or the job failed; the job's log says which)");
-                        (hooks.reply)(request, Err(why));
+                        self.reply(request, Err(why));
                     }
                 }
             }
@@ -170,8 +170,8 @@ impl AttemptCoordinator<'_> {
                 }
             };
             let reply = |run: &Self, answer: Result<String, String>| {
-                if let (Some(request), Some(hooks)) = (order.request, &run.hooks) {
-                    (hooks.reply)(request, answer);
+                if let Some(request) = order.request {
+                    run.reply(request, answer);
                 }
             };
             match self.commit(&checkpoint, order.storage.as_ref()) {
