@@ -83,6 +83,12 @@ function timeBar(busy, bp, idle) {
     `<span class="busy" style="width:${p(busy)}%"></span><span class="bp" style="width:${p(bp)}%"></span>` +
     `<span class="idle" style="width:${p(idle)}%"></span></div>`;
 }
+// A vertex's busiest and most backpressured subtasks (Flink's maxima); idle is what they
+// leave of a second.
+function vertexBar(m) {
+  const busy = m['busy-ms-per-second'], bp = m['backpressured-ms-per-second'];
+  return timeBar(busy, bp, Math.max(0, 1000 - busy - bp));
+}
 function toast(text) {
   const t = $('toast');
   t.textContent = text;
@@ -234,7 +240,7 @@ function vertexTable(job) {
       return `<tr class="click${state.vertex === v.id ? ' selected' : ''}" onclick="selectVertex('${safeId(v.id)}')">
         <td>${esc(v.name)}</td><td class="num">${v.parallelism}</td><td class="num">${num(m['read-records'])}</td><td class="num">${num(m['write-records'])}</td>
         <td class="num">${num(m['records-in-per-second'])}</td><td class="num">${num(m['records-out-per-second'])}</td>
-        <td>${timeBar(m['busy-ms-per-second'], m['backpressured-ms-per-second'], m['idle-ms-per-second'])}</td>
+        <td>${vertexBar(m)}</td>
         <td>${level(v['backpressure-level'])}</td><td>${watermark(v['low-watermark'])}</td><td class="num">${bytes(v['state-bytes'])}</td></tr>`;
     }).join('') + '</tbody></table>' +
     '<div class="legend"><span><i style="background:#2f6fdf"></i>busy</span><span><i style="background:#d64545"></i>backpressured</span><span><i style="background:#d5dce7"></i>idle</span></div>';
