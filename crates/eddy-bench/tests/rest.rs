@@ -162,6 +162,12 @@ fn the_jobmanagers_rest_api_metrics_and_dashboard_show_w2_across_two_taskmanager
             .sum::<f64>();
         assert!((shares - 1000.0).abs() < 1.0, "busy + backpressured + idle make a second: {s}");
     }
+    // The join aligns barriers from four channels: the last alignment took some time.
+    eventually("the join's alignment time", Duration::from_secs(20), || {
+        let v = get_json(&format!("{base}/jobs/1/vertices/{join}"), token);
+        let took = v["subtasks"].as_array().unwrap().iter().map(|s| s["checkpoint-alignment-ms"].as_f64().unwrap());
+        took.fold(0.0, f64::max).gt(&0.0).then_some(())
+    });
     let pressure = get_json(&format!("{base}/jobs/1/vertices/{join}/backpressure"), token);
     let levels = pressure["subtasks"].as_array().unwrap();
     assert_eq!(levels.len(), 2, "{pressure}");

@@ -138,6 +138,9 @@ pub struct SubtaskCounters {
     pub busy_ms: u64,
     pub backpressured_ms: u64,
     pub idle_ms: u64,
+    /// How long its last barrier alignment took, from the first barrier of a checkpoint to
+    /// the last (Flink's `checkpointAlignmentTime`), in microseconds.
+    pub alignment_us: u64,
     /// The watermark of its input (the minimum over its channels) and the last one it
     /// sent on; `None` before the first.
     pub input_watermark: Option<i64>,

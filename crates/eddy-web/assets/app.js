@@ -252,11 +252,12 @@ async function vertexPanel(jid, vid) {
     <td class="num">${num(s.metrics['read-records'])}</td><td class="num">${num(s.metrics['write-records'])}</td>
     <td class="num">${num(s['records-in-per-second'])}</td><td class="num">${num(s['records-out-per-second'])}</td>
     <td>${timeBar(s['busy-ms-per-second'], s['backpressured-ms-per-second'], s['idle-ms-per-second'])}</td>
-    <td>${level(s['backpressure-level'])}</td><td>${watermark(s['input-watermark'])}</td><td>${watermark(s['output-watermark'])}</td></tr>`).join('');
+    <td>${level(s['backpressure-level'])}</td><td class="num">${num(s['checkpoint-alignment-ms'])} ms</td>
+    <td>${watermark(s['input-watermark'])}</td><td>${watermark(s['output-watermark'])}</td></tr>`).join('');
   return `<div class="card"><h2>${esc(v.name)} — subtasks</h2>
     <p class="muted">Operators: ${v.operators.map(esc).join(' → ')}</p>
     <table><thead><tr><th>Subtask</th><th>TaskManager</th><th class="num">Records in</th><th class="num">Records out</th><th class="num">In / s</th><th class="num">Out / s</th>
-    <th>Busy · backpressured · idle</th><th>Back pressure</th><th>Input watermark</th><th>Output watermark</th></tr></thead><tbody>${rows}</tbody></table></div>`;
+    <th>Busy · backpressured · idle</th><th>Back pressure</th><th class="num">Last alignment</th><th>Input watermark</th><th>Output watermark</th></tr></thead><tbody>${rows}</tbody></table></div>`;
 }
 
 // Checkpoint history: a bar per checkpoint (its duration; failed ones red) and a line of

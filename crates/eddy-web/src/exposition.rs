@@ -217,6 +217,12 @@ fn job_metrics(f: &mut Families, job: &JobEntry) {
                 &l,
                 s.idle_ms_per_second / 1000.0,
             );
+            f.gauge(
+                "eddy_task_checkpoint_alignment_seconds",
+                "How long the subtask's last barrier alignment took",
+                &l,
+                c.alignment_us as f64 / 1e6,
+            );
             if let Some(w) = c.input_watermark {
                 f.gauge(
                     "eddy_task_input_watermark_seconds",

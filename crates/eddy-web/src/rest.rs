@@ -244,6 +244,7 @@ fn subtask_json(subtask: &SubtaskView, state: &str) -> Value {
         "backpressured-ms-per-second": subtask.backpressured_ms_per_second,
         "idle-ms-per-second": subtask.idle_ms_per_second,
         "backpressure-level": subtask.backpressure_level(),
+        "checkpoint-alignment-ms": subtask.counters.alignment_us as f64 / 1000.0,
         "input-watermark": subtask.counters.input_watermark,
         "output-watermark": subtask.counters.output_watermark,
     })

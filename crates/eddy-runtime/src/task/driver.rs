@@ -17,7 +17,7 @@ use super::alignment::{Alignment, BarrierAligner};
 use super::context::TaskShared;
 use super::gate::{InputChannel, InputGate};
 use super::mailbox::{Control, MailboxReceiver};
-use super::metrics::TaskCounters;
+use super::metrics::{AlignmentTimer, TaskCounters};
 use super::watermarks::{ValveOutput, WatermarkValve};
 use crate::channel::{BatchReceiver, CheckpointBarrier, CheckpointEvent, StreamMessage};
 use crate::error::TaskError;
@@ -151,6 +151,7 @@ pub struct OneInputDriver<T> {
     shared: Rc<TaskShared>,
     flush: FlushTimer,
     counters: Arc<TaskCounters>,
+    alignment_timer: AlignmentTimer,
 }
 
 impl<T: Send + 'static> OneInputDriver<T> {
@@ -181,6 +182,7 @@ impl<T: Send + 'static> OneInputDriver<T> {
             mailbox,
             flush: FlushTimer::new(&shared),
             counters: shared.counters(),
+            alignment_timer: AlignmentTimer::default(),
             shared,
         }
     }
@@ -201,7 +203,7 @@ impl<T> OneInputDriver<T> {
                 Ok(StepResult::Continue)
             }
             StreamMessage::Barrier(barrier) => {
-                let alignment = self.aligner.on_barrier(channel, barrier);
+                let alignment = align(&mut self.aligner, &mut self.alignment_timer, &self.counters, channel, barrier);
                 aligned(&mut self.head, &self.shared, alignment)?;
                 Ok(StepResult::Continue)
             }
@@ -234,6 +236,21 @@ impl<T> OneInputDriver<T> {
             }
         }
     }
+}
+
+/// A barrier on `channel`, aligned as `aligner` says, and its alignment timed for the
+/// task's metrics.
+fn align(
+    aligner: &mut BarrierAligner,
+    timer: &mut AlignmentTimer,
+    counters: &TaskCounters,
+    channel: usize,
+    barrier: CheckpointBarrier,
+) -> Alignment {
+    let first = aligner.current().is_none_or(|current| current.id < barrier.id);
+    let alignment = aligner.on_barrier(channel, barrier);
+    timer.on_barrier(first, matches!(alignment, Alignment::Complete(_)), counters);
+    alignment
 }
 
 /// Passes on what the input's watermark and status became.
@@ -320,6 +337,7 @@ pub struct TwoInputDriver<A, B> {
     shared: Rc<TaskShared>,
     flush: FlushTimer,
     counters: Arc<TaskCounters>,
+    alignment_timer: AlignmentTimer,
     /// Read input 2 to its end before any of input 1 (Flink's `InputSelectable`).
     second_first: bool,
     /// Which input the next step tries first, alternating, so that neither starves.
@@ -360,6 +378,7 @@ impl<A: Send + 'static, B: Send + 'static> TwoInputDriver<A, B> {
             mailbox,
             flush: FlushTimer::new(&shared),
             counters: shared.counters(),
+            alignment_timer: AlignmentTimer::default(),
             shared,
             second_first,
             second_next: false,
@@ -399,7 +418,9 @@ impl<A, B> TwoInputDriver<A, B> {
                 }
                 Alignment::Pending
             }
-            StreamMessage::Barrier(barrier) => self.aligner.on_barrier(channel, barrier),
+            StreamMessage::Barrier(barrier) => {
+                align(&mut self.aligner, &mut self.alignment_timer, &self.counters, channel, barrier)
+            }
             StreamMessage::Watermark(watermark) => {
                 if let Some(watermark) = self.watermarks.on_watermark(channel, watermark) {
                     self.counters.input_watermark(watermark.0);

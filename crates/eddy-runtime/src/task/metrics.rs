@@ -1,6 +1,7 @@
 //! What a subtask counts as it runs, for `status`, the REST API and `/metrics`: records in
 //! and out, the time its output waited for room downstream (backpressure), the time it
-//! waited for input (idle), and its input and output watermarks. Counted per batch or per
+//! waited for input (idle), its last barrier alignment, and its input and output
+//! watermarks. Counted per batch or per
 //! wait, never per record, and read from another thread.
 
 use eddy_rpc::view::SubtaskCounters;
@@ -18,6 +19,8 @@ pub struct TaskCounters {
     /// Bytes of its records on network channels (the network threads count them).
     pub bytes_in: AtomicU64,
     pub bytes_out: AtomicU64,
+    /// How long the last barrier alignment took.
+    alignment_us: AtomicU64,
     input_watermark: AtomicI64,
     output_watermark: AtomicI64,
     /// When the subtask was deployed: its busy time is what the wall clock spent that was
@@ -34,6 +37,7 @@ impl Default for TaskCounters {
             idle_ns: AtomicU64::new(0),
             bytes_in: AtomicU64::new(0),
             bytes_out: AtomicU64::new(0),
+            alignment_us: AtomicU64::new(0),
             input_watermark: AtomicI64::new(NO_WATERMARK),
             output_watermark: AtomicI64::new(NO_WATERMARK),
             started: std::time::Instant::now(),
@@ -71,6 +75,11 @@ impl TaskCounters {
         self.bytes_out.fetch_add(bytes as u64, Ordering::Relaxed);
     }
 
+    /// A barrier alignment ended, after `took`.
+    pub fn aligned(&self, took: std::time::Duration) {
+        self.alignment_us.store(took.as_micros() as u64, Ordering::Relaxed);
+    }
+
     /// The watermark of the subtask's input advanced.
     pub fn input_watermark(&self, watermark: i64) {
         self.input_watermark.store(watermark, Ordering::Relaxed);
@@ -104,8 +113,30 @@ impl TaskCounters {
             busy_ms: elapsed_ms.saturating_sub(backpressured_ms + idle_ms),
             backpressured_ms,
             idle_ms,
+            alignment_us: self.alignment_us.load(Ordering::Relaxed),
             input_watermark: watermark(&self.input_watermark),
             output_watermark: watermark(&self.output_watermark),
+        }
+    }
+}
+
+/// Times a task's barrier alignments (per barrier, never per record).
+#[derive(Debug, Default)]
+pub struct AlignmentTimer {
+    started: Option<std::time::Instant>,
+}
+
+impl AlignmentTimer {
+    /// A barrier arrived; `first`: it starts a checkpoint's alignment here; `done`: the
+    /// alignment completed with it.
+    pub fn on_barrier(&mut self, first: bool, done: bool, counters: &TaskCounters) {
+        if first {
+            self.started = Some(std::time::Instant::now());
+        }
+        if done {
+            if let Some(started) = self.started.take() {
+                counters.aligned(started.elapsed());
+            }
         }
     }
 }
