@@ -401,6 +401,10 @@ impl Env {
         if inner.rest_server.is_some() {
             return Ok(());
         }
+        if inner.config.cluster.is_some() {
+            let message = "--rest-bind serves a job that runs here; a job submitted to a cluster is served by its JobManager (its --rest-bind)".to_string();
+            return Err(JobError::InvalidJob { job: job_name.to_string(), message });
+        }
         let server = crate::web::serve_local_job(&bind, inner.config.board.clone())
             .map_err(|message| JobError::InvalidJob { job: job_name.to_string(), message })?;
         eprintln!("eddy: REST API, dashboard and /metrics of '{job_name}' at {}", server.url());

@@ -347,4 +347,17 @@ fn a_local_job_refuses_to_serve_beyond_loopback() {
     assert!(!out.status.success());
     let said = String::from_utf8_lossy(&out.stderr);
     assert!(said.contains("loopback"), "{said}");
+
+    // A job submitted to a cluster is served by its JobManager, not by its own binary.
+    let secret = std::env::temp_dir().join(format!("eddy-rest-secret-{}", std::process::id()));
+    std::fs::write(&secret, SECRET).unwrap();
+    let out = std::process::Command::new(common::process::BENCH)
+        .args(["api-count", "--events", "1000", "--rest-bind", "127.0.0.1:0", "--jobmanager", "127.0.0.1:1"])
+        .args(["--secret-file", secret.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_file(&secret);
+    assert!(!out.status.success());
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(said.contains("served by its JobManager"), "{said}");
 }
