@@ -217,6 +217,7 @@ fn run_attempt(
     let config = &graph.config;
     let storage = open_task_storage(config, start.job_dir.as_deref())
         .map_err(TaskExecutorError::checkpoint("cannot open the checkpoint storage"))?;
+    let storage_name = storage.describe();
     let savepoint_storage: Option<Arc<dyn CheckpointStorage>> = match &config.savepoint {
         None => None,
         Some(request) => Some(
@@ -269,7 +270,7 @@ fn run_attempt(
         prepare_subtasks(graph, plan, setups, &env, &|head, subtask| indexes[&(head, subtask)]);
     // Its board shows its own subtasks.
     let board = config.board.clone();
-    board.start_job(graph, plan, storage_description(&config.storage));
+    board.start_job(graph, plan, storage_name);
     let own: std::collections::HashSet<usize> = all_counters.iter().map(|(task, _)| *task).collect();
     board.start_attempt(&plan.tasks(graph), &|task| own.contains(&task), &|_| launch.task_manager.0, None);
     drop(env);
@@ -454,12 +455,4 @@ fn peak_rss_mb() -> u64 {
             line.split_whitespace().nth(1)?.parse::<u64>().ok()
         })
         .map_or(0, |kb| kb / 1024)
-}
-
-/// Where the job's checkpoints go, as its board shows it.
-fn storage_description(storage: &crate::graph::StorageChoice) -> String {
-    match storage {
-        crate::graph::StorageChoice::Memory => "JobManager memory".into(),
-        crate::graph::StorageChoice::Directory(dir) => dir.display().to_string(),
-    }
 }

@@ -90,15 +90,6 @@ impl TaskCounters {
         self.output_watermark.store(watermark, Ordering::Relaxed);
     }
 
-    /// (records in, records out, ms backpressured).
-    pub fn read(&self) -> (u64, u64, u64) {
-        (
-            self.records_in.load(Ordering::Relaxed),
-            self.records_out.load(Ordering::Relaxed),
-            self.backpressured_ns.load(Ordering::Relaxed) / 1_000_000,
-        )
-    }
-
     /// Everything, as the views carry it.
     pub fn snapshot(&self) -> SubtaskCounters {
         let watermark = |w: &AtomicI64| Some(w.load(Ordering::Relaxed)).filter(|&w| w != NO_WATERMARK);
