@@ -8,7 +8,8 @@
 //!   `eddy_runtime::jobmaster`): slot requests wait, with a timeout, for enough free
 //!   slots; slots are taken from the TaskManagers in the order they joined, and one slot
 //!   holds one subtask of every operator (slot sharing); a TaskManager lost is reported to
-//!   every job with slots on it, which restarts elsewhere;
+//!   every job with slots on it, which restarts elsewhere; a job whose JobMaster dies is
+//!   taken over by a JobMaster a TaskManager starts again (`service::takeover`);
 //! - the CLI's `list`, and its commands to a job (`status`, `savepoint`, `stop`,
 //!   `cancel`), relayed to the job and answered back ([`client`] is the CLI's side).
 //!

@@ -5,6 +5,8 @@ use serde::{Deserialize, Serialize};
 /// Where a job is in its life, as `list` shows it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum JobState {
+    /// Its JobMaster is being started again, after the process that ran it died.
+    Initializing,
     /// Submitted; its JobMaster has not asked for slots yet.
     Created,
     /// Its JobMaster asked for slots and waits for them.
@@ -26,12 +28,13 @@ pub enum JobState {
 impl JobState {
     /// Whether the job has ended (its slots are free, nothing more happens to it).
     pub fn is_terminal(self) -> bool {
-        !matches!(self, JobState::Created | JobState::Deploying | JobState::Running)
+        !matches!(self, JobState::Initializing | JobState::Created | JobState::Deploying | JobState::Running)
     }
 
     /// The name Flink shows (`RUNNING`, `FINISHED`…).
     pub fn name(self) -> &'static str {
         match self {
+            JobState::Initializing => "INITIALIZING",
             JobState::Created => "CREATED",
             JobState::Deploying => "DEPLOYING",
             JobState::Running => "RUNNING",

@@ -2,7 +2,9 @@
 //! the JobManager, and one task executor process per deployment.
 
 use eddy_rpc::auth::authenticate_client;
-use eddy_rpc::launch::{Deployment, Launch, LAUNCH_ENV};
+use eddy_rpc::launch::{
+    Credentials, Deployment, JobMasterLaunch, JobMasterTakeover, Launch, JOB_MASTER_ENV, LAUNCH_ENV,
+};
 use eddy_rpc::messages::TaskManagerMessage;
 use eddy_rpc::{
     start_heartbeats, AttemptId, ClusterError, Connection, Heartbeats, JobId, PeerRole, Security, Stream, TaskManagerId,
@@ -10,7 +12,7 @@ use eddy_rpc::{
 use std::collections::{HashMap, VecDeque};
 use std::io::{BufRead, BufReader};
 use std::net::TcpStream;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -98,6 +100,13 @@ pub fn run_task_manager(options: TaskManagerOptions) -> Result<(), ClusterError>
                     });
                 }
             }
+            Ok(TaskManagerMessage::TakeOverJobMaster(takeover)) => {
+                let job = takeover.job;
+                if let Err(status) = take_over_job_master(&options, &binary, takeover, &connection) {
+                    tracing::error!(job = %job, error = %status, "cannot start the job's JobMaster again");
+                    let _ = connection.send(&TaskManagerMessage::JobMasterExited { job, status });
+                }
+            }
             Ok(TaskManagerMessage::CancelExecutor { job, attempt }) => {
                 let child = executors.lock().unwrap_or_else(|e| e.into_inner()).remove(&(job, attempt));
                 if let Some(child) = child {
@@ -127,40 +136,15 @@ fn start_executor(
     executors: &Executors,
 ) -> Result<(), String> {
     tracing::info!(job = %deployment.job, name = %deployment.job_name, attempt = %deployment.attempt, executor = %deployment.executor, "starting a task executor");
-    let mut child = Command::new(binary)
-        .args(&deployment.args)
-        .env(LAUNCH_ENV, "1")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| format!("cannot start {}: {e}", binary.display()))?;
     let launch = Launch {
         deployment: deployment.clone(),
         task_manager,
         data_host: options.host.clone(),
-        secret: options.security.secret.bytes().to_vec(),
-        tls: options.security.tls.as_ref().map(|tls| tls.files.clone()),
-        heartbeat_interval_ms: options.heartbeats.interval_ms,
-        heartbeat_timeout_ms: options.heartbeats.timeout_ms,
+        credentials: Credentials::new(&options.security, options.heartbeats),
     };
-    let Some(mut stdin) = child.stdin.take() else { return Err("the task executor has no standard input".into()) };
-    launch.write(&mut stdin).map_err(|e| format!("cannot hand the deployment to the task executor: {e}"))?;
-    // Its last lines of standard error explain an early exit; every line goes on to
-    // this process's.
-    let Some(stderr) = child.stderr.take() else { return Err("the task executor has no standard error".into()) };
-    let tail: Arc<Mutex<VecDeque<String>>> = Arc::default();
-    let tail_writer = tail.clone();
-    let stderr_thread = std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            eprintln!("{line}");
-            let mut tail = tail_writer.lock().unwrap_or_else(|e| e.into_inner());
-            if tail.len() == STDERR_LINES_KEPT {
-                tail.pop_front();
-            }
-            tail.push_back(line);
-        }
-    });
+    let started = start_process(binary, &deployment.args, LAUNCH_ENV, &|stdin| launch.write(stdin))
+        .map_err(|e| format!("{e} (a task executor)"))?;
+    let Started { child, stdin, tail, stderr } = started;
     let child = Arc::new(Mutex::new(child));
     let key = (deployment.job, deployment.attempt);
     executors.lock().unwrap_or_else(|e| e.into_inner()).insert(key, child.clone());
@@ -169,18 +153,11 @@ fn start_executor(
         // The pipe stays open while the executor lives: its end tells the executor
         // that this TaskManager is gone.
         let _stdin = stdin;
-        let status = loop {
-            if let Ok(Some(status)) = child.lock().unwrap_or_else(|e| e.into_inner()).try_wait() {
-                break status;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        };
-        let _ = stderr_thread.join();
+        let status = wait_for_exit(&child, stderr);
         let cancelled = executors.lock().unwrap_or_else(|e| e.into_inner()).remove(&key).is_none();
-        let lines: Vec<String> = tail.lock().unwrap_or_else(|e| e.into_inner()).iter().cloned().collect();
         tracing::info!(job = %key.0, attempt = %key.1, %status, "task executor exited");
         if !cancelled && !status.success() {
-            let status = format!("{status}; its last words: {}", lines.join(" | "));
+            let status = format!("{status}; its last words: {}", last_words(&tail));
             let _ = connection.send(&TaskManagerMessage::ExecutorExited {
                 job: key.0,
                 attempt: key.1,
@@ -190,4 +167,108 @@ fn start_executor(
         }
     });
     Ok(())
+}
+
+/// Starts a job's JobMaster again from the job's binary, for the JobManager: the process
+/// that ran it died. It lives on its own (this TaskManager's end does not end it); its
+/// exit with an error is reported, so that the JobManager can try elsewhere.
+fn take_over_job_master(
+    options: &TaskManagerOptions,
+    binary: &std::path::Path,
+    takeover: JobMasterTakeover,
+    connection: &Connection,
+) -> Result<(), String> {
+    let job = takeover.job;
+    tracing::info!(job = %job, name = %takeover.job_name, job_dir = %takeover.job_dir, "starting the job's JobMaster again");
+    let args = takeover.args.clone();
+    let launch = JobMasterLaunch {
+        takeover,
+        jobmanager: options.jobmanager.clone(),
+        credentials: Credentials::new(&options.security, options.heartbeats),
+    };
+    let Started { child, stdin, tail, stderr } =
+        start_process(binary, &args, JOB_MASTER_ENV, &|stdin| launch.write(stdin))
+            .map_err(|e| format!("{e} (the job's JobMaster)"))?;
+    drop(stdin);
+    let child = Mutex::new(child);
+    let connection = connection.clone();
+    std::thread::spawn(move || {
+        let status = wait_for_exit(&child, stderr);
+        tracing::info!(job = %job, %status, "JobMaster exited");
+        if !status.success() {
+            let status = format!("{status}; its last words: {}", last_words(&tail));
+            let _ = connection.send(&TaskManagerMessage::JobMasterExited { job, status });
+        }
+    });
+    Ok(())
+}
+
+/// A process started from this TaskManager's binary, its input written.
+struct Started {
+    child: Child,
+    stdin: ChildStdin,
+    /// The last lines of its standard error, which explain an early exit.
+    tail: Arc<Mutex<VecDeque<String>>>,
+    /// Copies its standard error to this process's, line by line.
+    stderr: std::thread::JoinHandle<()>,
+}
+
+/// Starts `binary` with `args` and `env` set, writes its input with `input`, and copies
+/// its standard error to this process's, keeping the last lines.
+fn start_process(
+    binary: &std::path::Path,
+    args: &[String],
+    env: &str,
+    input: &dyn Fn(&mut ChildStdin) -> std::io::Result<()>,
+) -> Result<Started, String> {
+    let mut child = Command::new(binary)
+        .args(args)
+        .env(env, "1")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("cannot start {}: {e}", binary.display()))?;
+    let (Some(mut stdin), Some(stderr)) = (child.stdin.take(), child.stderr.take()) else {
+        let _ = child.kill();
+        return Err("a process started without its pipes".into());
+    };
+    if let Err(e) = input(&mut stdin) {
+        let _ = child.kill();
+        return Err(format!("cannot hand the process what it runs: {e}"));
+    }
+    let tail: Arc<Mutex<VecDeque<String>>> = Arc::default();
+    let tail_writer = tail.clone();
+    let stderr = std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            eprintln!("{line}");
+            let mut tail = tail_writer.lock().unwrap_or_else(|e| e.into_inner());
+            if tail.len() == STDERR_LINES_KEPT {
+                tail.pop_front();
+            }
+            tail.push_back(line);
+        }
+    });
+    Ok(Started { child, stdin, tail, stderr })
+}
+
+/// Waits until the process exits and its standard error is copied.
+fn wait_for_exit(child: &Mutex<Child>, stderr: std::thread::JoinHandle<()>) -> std::process::ExitStatus {
+    // Polled, not `wait`ed: a cancel kills the child through the same lock meanwhile.
+    let status = loop {
+        match child.lock().unwrap_or_else(|e| e.into_inner()).try_wait() {
+            Ok(Some(status)) => break status,
+            Ok(None) => {}
+            // Not a child of ours any more: nothing to wait for.
+            Err(_) => break std::os::unix::process::ExitStatusExt::from_raw(0),
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let _ = stderr.join();
+    status
+}
+
+fn last_words(tail: &Mutex<VecDeque<String>>) -> String {
+    let lines: Vec<String> = tail.lock().unwrap_or_else(|e| e.into_inner()).iter().cloned().collect();
+    lines.join(" | ")
 }

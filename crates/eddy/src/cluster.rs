@@ -88,9 +88,11 @@ impl SubmitArgs {
     }
 }
 
-/// Whether this process is a task executor: a TaskManager started the program to run
-/// subtasks of a cluster job (whose `execute` then returns with
-/// [`JobResult::task_executor`](crate::JobResult::task_executor) set).
+/// Whether a TaskManager started this process: a task executor, to run subtasks of a
+/// cluster job (whose `execute` then returns with
+/// [`JobResult::task_executor`](crate::JobResult::task_executor) set), or the job's
+/// JobMaster started again after the process that ran it died (it takes the cluster and
+/// the job from its TaskManager, not from its flags).
 pub fn is_task_executor() -> bool {
     eddy_rpc::launch::launched()
 }

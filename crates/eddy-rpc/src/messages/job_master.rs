@@ -19,6 +19,15 @@ pub enum JobMasterMessage {
         parallelism: u32,
         args: Vec<String>,
     },
+    /// A JobMaster started again for a job whose JobMaster died takes it back under its id.
+    Resume {
+        job: JobId,
+        name: String,
+        parallelism: u32,
+    },
+    /// Where the job's checkpoints go: the job directory a JobMaster started again restores
+    /// the latest checkpoint from. Not sent for checkpoints in the JobMaster's memory.
+    JobDirectory(String),
     /// Slots for an attempt; the executors the JobMaster at `job_master` will hear from.
     /// Waits up to `timeout_ms` for enough slots.
     RequestSlots {
@@ -51,6 +60,9 @@ pub enum JobMasterMessage {
     /// With the cluster's heartbeat settings, which the job's connections follow.
     Submitted {
         job: JobId,
+        /// The number of its next attempt (attempts of an earlier JobMaster of the job
+        /// came before).
+        first_attempt: u32,
         heartbeat_interval_ms: u64,
         heartbeat_timeout_ms: u64,
     },

@@ -1,7 +1,7 @@
 //! TaskManager ⇄ JobManager.
 
 use crate::ids::{AttemptId, ExecutorIndex, JobId, TaskManagerId};
-use crate::launch::Deployment;
+use crate::launch::{Deployment, JobMasterTakeover};
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -27,12 +27,19 @@ pub enum TaskManagerMessage {
         executor: ExecutorIndex,
         status: String,
     },
+    /// A JobMaster this TaskManager started again for a job exited.
+    JobMasterExited {
+        job: JobId,
+        status: String,
+    },
 
     // JobManager → TaskManager
     Registered {
         id: TaskManagerId,
     },
     Deploy(Deployment),
+    /// Start the job's JobMaster again: the process that ran it died.
+    TakeOverJobMaster(JobMasterTakeover),
     /// Stop the task executor of this attempt, if it still runs.
     CancelExecutor {
         job: JobId,

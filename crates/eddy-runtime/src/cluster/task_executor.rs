@@ -31,7 +31,7 @@ use eddy_checkpoint::storage::{CheckpointStorage, SavepointTargets};
 use eddy_rpc::frame::read_value;
 use eddy_rpc::launch::Launch;
 use eddy_rpc::slots::{slot_owners, ExecutorSlots};
-use eddy_rpc::{start_heartbeats, ClusterError, Connection, Heartbeats, PeerRole, Reader, Secret, Security, TlsConfig};
+use eddy_rpc::{start_heartbeats, ClusterError, Connection, PeerRole, Reader, Security};
 use eddy_types::{RunSeed, SystemClock};
 use std::collections::HashMap;
 use std::net::TcpListener;
@@ -122,16 +122,10 @@ fn serve(graph: StreamGraph) -> Result<(), TaskExecutorError> {
         })
         .map_err(|e| local(format!("cannot start a thread: {e}")))?;
     let deployment = launch.deployment.clone();
-    let secret =
-        Secret::from_bytes(&launch.secret).map_err(TaskExecutorError::cluster("the secret from the TaskManager"))?;
-    let tls = match &launch.tls {
-        None => None,
-        Some(files) => {
-            Some(TlsConfig::from_files(files.clone()).map_err(TaskExecutorError::cluster("the cluster's TLS files"))?)
-        }
-    };
-    let security = Security { secret, tls };
-    let heartbeats = Heartbeats { interval_ms: launch.heartbeat_interval_ms, timeout_ms: launch.heartbeat_timeout_ms };
+    let (security, heartbeats) = launch
+        .credentials
+        .open()
+        .map_err(TaskExecutorError::cluster("the cluster's credentials from the TaskManager"))?;
     validate(&graph).map_err(|m| local(format!("the job's graph is invalid here: {m}")))?;
     install_panic_capture();
     let plan = Arc::new(plan_chains(&graph));
@@ -151,7 +145,7 @@ fn serve(graph: StreamGraph) -> Result<(), TaskExecutorError> {
     // cannot start costs the metrics only, not the job.
     let metrics_address = graph.config.metrics_server.as_ref().and_then(|server| {
         let board = graph.config.board.clone();
-        match server.serve(board, &launch.data_host, &launch.secret, security.tls.as_ref()) {
+        match server.serve(board, &launch.data_host, &launch.credentials.secret, security.tls.as_ref()) {
             Ok(address) => Some(address),
             Err(e) => {
                 tracing::warn!(error = %e, "cannot serve /metrics of this task executor");

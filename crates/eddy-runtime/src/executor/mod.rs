@@ -3,7 +3,8 @@
 //!
 //! - this file: [`LocalExecutor::execute`] picks the mode once: locally on threads,
 //!   simulated on one thread, as a task executor of a cluster job (when a TaskManager
-//!   started this process for it), or submitted to a cluster as the job's JobMaster;
+//!   started this process for it), submitted to a cluster as the job's JobMaster, or as
+//!   a cluster job's JobMaster started again by a TaskManager;
 //! - `local`: an attempt's subtasks on threads of this process (or stepped by the
 //!   simulator), coordinated by the JobMaster ([`crate::jobmaster`]);
 //! - `simulation`: the deterministic simulator and its seeded faults.
@@ -18,6 +19,7 @@ use crate::cluster::task_executor;
 use crate::error::JobError;
 use crate::graph::{JobConfig, StreamGraph};
 use crate::jobmaster::remote::RemoteLauncher;
+use crate::jobmaster::takeover;
 use crate::jobmaster::{ClusterTarget, JobMaster, JobResult};
 use eddy_types::{Clock, ManualClock, RunSeed, SystemClock};
 use local::LocalLauncher;
@@ -38,6 +40,10 @@ pub enum ExecutionMode {
     TaskExecutor,
     /// Submitted to a cluster (`Env::set_cluster`): this process is the job's JobMaster.
     Cluster(Box<ClusterTarget>),
+    /// A TaskManager started this process as the job's JobMaster again, after the process
+    /// that ran it died (`eddy_rpc::launch::JOB_MASTER_ENV`): it takes the job over from
+    /// its latest checkpoint.
+    JobMasterTakeover,
 }
 
 impl ExecutionMode {
@@ -49,6 +55,9 @@ impl ExecutionMode {
                 return Err("a simulated job runs on one thread of this process: it cannot be submitted to a cluster too (drop `simulate` or `set_cluster`)".into());
             }
             return Ok(ExecutionMode::Simulated { seed: simulation.seed, faults: simulation.faults });
+        }
+        if eddy_rpc::launch::job_master_launched() {
+            return Ok(ExecutionMode::JobMasterTakeover);
         }
         if eddy_rpc::launch::launched() {
             return Ok(ExecutionMode::TaskExecutor);
@@ -104,7 +113,8 @@ impl LocalExecutor {
                 let job = graph.job_name.clone();
                 task_executor::run(graph).map(|()| JobResult::of_task_executor(job))
             }
-            ExecutionMode::Cluster(target) => RemoteLauncher::execute(*target, self.clock.clone(), graph),
+            ExecutionMode::Cluster(target) => RemoteLauncher::execute(*target, self.clock.clone(), graph, None),
+            ExecutionMode::JobMasterTakeover => takeover::run(self.clock.clone(), graph),
         }
     }
 }

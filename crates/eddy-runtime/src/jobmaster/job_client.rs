@@ -42,21 +42,29 @@ impl std::fmt::Debug for JobClient {
 }
 
 impl JobClient {
-    /// Submits job `name` needing `parallelism` slots to the JobManager `target` names.
-    pub fn submit(target: &ClusterTarget, name: &str, parallelism: u32) -> Result<Self, ClusterError> {
+    /// Submits job `name` needing `parallelism` slots to the JobManager `target` names;
+    /// or, for a JobMaster started again (`resume`), takes the job back under its id.
+    pub fn submit(
+        target: &ClusterTarget,
+        name: &str,
+        parallelism: u32,
+        resume: Option<JobId>,
+    ) -> Result<Self, ClusterError> {
         let jm = &target.jobmanager;
         let stream = target.security.connect(jm, PeerRole::JobMaster, "connecting to the JobManager")?;
         let local_ip = stream.local_ip().unwrap_or(std::net::Ipv4Addr::LOCALHOST.into());
         let (connection, mut reader) = Connection::new(stream, Some(target.heartbeats.timeout()))?;
-        connection.send(&JobMasterMessage::Submit {
-            name: name.to_string(),
-            parallelism,
-            args: target.args.clone(),
+        let name = name.to_string();
+        connection.send(&match resume {
+            None => JobMasterMessage::Submit { name: name.clone(), parallelism, args: target.args.clone() },
+            Some(job) => JobMasterMessage::Resume { job, name: name.clone(), parallelism },
         })?;
-        let (job, heartbeats) = loop {
+        let (job, first_attempt, heartbeats) = loop {
             match reader.receive()? {
-                JobMasterMessage::Submitted { job, heartbeat_interval_ms, heartbeat_timeout_ms } => {
-                    break (job, Heartbeats { interval_ms: heartbeat_interval_ms, timeout_ms: heartbeat_timeout_ms })
+                JobMasterMessage::Submitted { job, first_attempt, heartbeat_interval_ms, heartbeat_timeout_ms } => {
+                    let heartbeats =
+                        Heartbeats { interval_ms: heartbeat_interval_ms, timeout_ms: heartbeat_timeout_ms };
+                    break (job, first_attempt, heartbeats);
                 }
                 JobMasterMessage::Heartbeat => {}
                 JobMasterMessage::Refused(why) => return Err(ClusterError::Refused(why)),
@@ -105,7 +113,11 @@ impl JobClient {
                 }
             })
             .map_err(|e| ClusterError::Config(format!("cannot start a thread: {e}")))?;
-        tracing::info!(job = %job, name, jobmanager = %jm, job_master = %address, "job submitted to the cluster");
+        if resume.is_some() {
+            tracing::info!(job = %job, name, jobmanager = %jm, job_master = %address, first_attempt, "JobMaster took the job back");
+        } else {
+            tracing::info!(job = %job, name, jobmanager = %jm, job_master = %address, "job submitted to the cluster");
+        }
         Ok(Self {
             job,
             target: target.clone(),
@@ -113,7 +125,7 @@ impl JobClient {
             events,
             executors,
             address,
-            next_attempt: AtomicU32::new(0),
+            next_attempt: AtomicU32::new(first_attempt),
             stop,
         })
     }

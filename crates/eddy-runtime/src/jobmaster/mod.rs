@@ -12,6 +12,7 @@
 //!   the job, CLAIM mode;
 //! - `job_client` and `remote`: on a cluster, the job's link to the JobManager and one
 //!   attempt run by task executors;
+//! - `takeover`: a JobMaster the cluster started again after its process died;
 //! - `status`: what `eddy status` shows of a running job;
 //! - [`result`]: what a job reports when it ends.
 //!
@@ -26,6 +27,7 @@ pub(crate) mod remote;
 pub(crate) mod restore;
 pub mod result;
 mod status;
+pub(crate) mod takeover;
 #[cfg(test)]
 mod tests;
 
@@ -97,6 +99,10 @@ pub(crate) trait AttemptLauncher {
         storage
     }
 
+    /// The job's checkpoint storage is open: its job directory (`None`: in the JobMaster's
+    /// memory). A cluster's JobManager keeps it, to take the job over from there.
+    fn storage_opened(&self, _job_dir: Option<&str>) {}
+
     /// Whether the job keeps a trace of what happened ([`JobResult::trace`]).
     fn traced(&self) -> bool {
         false
@@ -128,6 +134,7 @@ impl JobMaster<'_> {
         let job_storage =
             JobStorage::open(&config, &job, simulated_seed, &mut warnings).map_err(|e| failed_by("cannot start", e))?;
         let storage = self.launcher.checkpoint_storage(job_storage.storage.clone());
+        self.launcher.storage_opened(job_storage.job_dir.as_deref());
         let mut result = JobResult { warnings, ..JobResult::new(job.clone()) };
         // What the job started from: a restart with no checkpoint of its own since goes
         // back to it (never to a newer checkpoint another job left in the directory).

@@ -40,17 +40,18 @@ pub(crate) struct RemoteLauncher {
 }
 
 impl RemoteLauncher {
-    /// Submits the job to the cluster's JobManager and coordinates it from here until it
-    /// ends; the JobManager hears how.
+    /// Submits the job to the cluster's JobManager (or, `resume`, takes the job back under
+    /// its id) and coordinates it from here until it ends; the JobManager hears how.
     pub(crate) fn execute(
         target: ClusterTarget,
         clock: Arc<dyn Clock>,
         graph: StreamGraph,
+        resume: Option<eddy_rpc::JobId>,
     ) -> Result<JobResult, JobError> {
         let job = graph.job_name.clone();
         validate(&graph).map_err(|message| JobError::InvalidJob { job: job.clone(), message })?;
         let parallelism = graph.slots_needed();
-        let client = JobClient::submit(&target, &job, parallelism).map_err(|source| JobError::Cluster {
+        let client = JobClient::submit(&target, &job, parallelism, resume).map_err(|source| JobError::Cluster {
             job: job.clone(),
             message: format!("cannot submit the job to the JobManager at {}", target.jobmanager),
             source: Some(source),
@@ -73,6 +74,12 @@ impl RemoteLauncher {
 impl AttemptLauncher for RemoteLauncher {
     fn clock(&self) -> Arc<dyn Clock> {
         self.clock.clone()
+    }
+
+    fn storage_opened(&self, job_dir: Option<&str>) {
+        if let Some(dir) = job_dir {
+            let _ = self.client.send(&JobMasterMessage::JobDirectory(dir.to_string()));
+        }
     }
 
     /// One attempt on the cluster.
@@ -252,8 +259,8 @@ impl AttemptLauncher for RemoteLauncher {
         let task_managers: Vec<TaskManagerId> = tasks_owner.iter().map(|&e| executors[e].task_manager).collect();
         run.observe_attempt(&|task| task_managers[task].0, start.restore.as_deref());
         let metrics_ref = &metrics;
-        let mut on_event =
-            |run: &mut AttemptCoordinator<'_>, event: JobMasterMessage, result: &mut JobResult| match event {
+        let mut on_event = |run: &mut AttemptCoordinator<'_>, event: JobMasterMessage, result: &mut JobResult| {
+            match event {
                 JobMasterMessage::TaskManagerLost { task_manager, reason } => {
                     for (executor, (tm, connection)) in connections_ref.iter().enumerate() {
                         if *tm == task_manager {
@@ -275,9 +282,18 @@ impl AttemptLauncher for RemoteLauncher {
                     }
                 }
                 JobMasterMessage::Refused(why) => {
-                    // The JobManager is gone: the attempt goes on (its executors are
-                    // connected here), but nothing can restart it; it fails at its end.
-                    tracing::error!(reason = %why, "lost the JobManager");
+                    // The JobManager is gone for good (its loss is seen at once when its
+                    // process dies, after the heartbeat timeout when it falls silent): no
+                    // slots, no restart, no commands can come any more, so the job fails
+                    // now rather than run on unseen.
+                    tracing::error!(reason = %why, "lost the JobManager; the job fails");
+                    run.fail(JobError::Cluster {
+                        job: job.clone(),
+                        message: format!(
+                            "{why}; no JobManager can take the job back, so it fails (its latest completed checkpoint stays, to restore it from)"
+                        ),
+                        source: None,
+                    });
                 }
                 JobMasterMessage::Command { request, command } => {
                     let status = |run: &AttemptCoordinator<'_>| {
@@ -292,7 +308,8 @@ impl AttemptLauncher for RemoteLauncher {
                     let _ = client.send(&message);
                 }
                 _ => {}
-            };
+            }
+        };
         // A subtask that does not stop within the grace period after a cancel must not hold
         // the job: its executor's connection goes, which fails what is left of it, and the
         // released slots make its TaskManager kill the process.

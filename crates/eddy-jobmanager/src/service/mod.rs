@@ -1,4 +1,7 @@
-//! The JobManager's state and one thread per connection.
+//! The JobManager's state and one thread per connection; `takeover`: a job whose
+//! JobMaster died is taken over by a JobMaster started again on a TaskManager.
+
+mod takeover;
 
 use eddy_rpc::launch::Deployment;
 use eddy_rpc::messages::{CliMessage, JobCommand, JobMasterMessage, JobSummary, TaskManagerMessage};
@@ -35,7 +38,25 @@ type Allocation = Vec<(TaskManagerId, u32)>;
 
 struct Job {
     name: String,
+    /// Its JobMaster's connection (the last one's, while another starts).
     connection: Connection,
+    /// Counts the job's JobMasters: a connection that ends speaks for the job only if it
+    /// is still the current JobMaster's.
+    generation: u32,
+    /// The arguments its binary was submitted with (task executors and a JobMaster
+    /// taken over run them).
+    args: Arc<Vec<String>>,
+    /// Where its checkpoints go, once its JobMaster said (`None`: in its memory, which a
+    /// takeover cannot read).
+    job_dir: Option<String>,
+    /// What its JobMaster last asked slots with.
+    slot_timeout_ms: u64,
+    /// The number after its attempts so far.
+    next_attempt: u32,
+    /// JobMasters started again since one last got slots.
+    takeovers_in_a_row: u32,
+    /// The TaskManager starting its JobMaster again, while it does.
+    taking_over_on: Option<TaskManagerId>,
     state: JobState,
     parallelism: u32,
     submitted: Instant,
@@ -281,7 +302,7 @@ fn serve(shared: &Arc<Shared>, socket: TcpStream) {
     }
 }
 
-fn serve_task_manager(shared: &Shared, connection: Connection, mut reader: Reader) {
+fn serve_task_manager(shared: &Arc<Shared>, connection: Connection, mut reader: Reader) {
     let (slots, binary, pid, host, metrics_address) = match reader.receive() {
         Ok(TaskManagerMessage::Register { slots, binary, pid, data_host, metrics_address }) => {
             (slots, binary, pid, data_host, metrics_address)
@@ -320,6 +341,9 @@ fn serve_task_manager(shared: &Shared, connection: Connection, mut reader: Reade
                     let _ = client.send(&JobMasterMessage::ExecutorFailed { attempt, executor, status });
                 }
             }
+            Ok(TaskManagerMessage::JobMasterExited { job, status }) => {
+                takeover::job_master_exited(shared, job, Some(id), &status)
+            }
             Ok(other) => {
                 tracing::warn!(task_manager = %id, message = ?other, "unexpected message from a TaskManager; ignored")
             }
@@ -329,13 +353,21 @@ fn serve_task_manager(shared: &Shared, connection: Connection, mut reader: Reade
     lose_task_manager(shared, id, &reason);
 }
 
-/// A TaskManager left: its slots go, and every job with slots there hears of it.
-fn lose_task_manager(shared: &Shared, id: TaskManagerId, reason: &str) {
+/// A TaskManager left: its slots go, every job with slots there hears of it, and a
+/// JobMaster it was starting again is started elsewhere.
+fn lose_task_manager(shared: &Arc<Shared>, id: TaskManagerId, reason: &str) {
     let clients: Vec<Connection> = {
         let mut state = shared.state();
         if state.task_managers.remove(&id).is_none() {
             return;
         }
+        let starting: Vec<JobId> =
+            state.jobs.iter().filter(|(_, j)| j.taking_over_on == Some(id)).map(|(job, _)| *job).collect();
+        drop(state);
+        for job in starting {
+            takeover::job_master_exited(shared, job, Some(id), &format!("its TaskManager {id} was lost: {reason}"));
+        }
+        let mut state = shared.state();
         let mut clients = Vec::new();
         for job in state.jobs.values_mut() {
             let mut affected = false;
@@ -358,50 +390,57 @@ fn lose_task_manager(shared: &Shared, id: TaskManagerId, reason: &str) {
 }
 
 fn serve_job(shared: &Arc<Shared>, connection: Connection, mut reader: Reader) {
-    let (name, parallelism, args) = match reader.receive() {
-        Ok(JobMasterMessage::Submit { name, parallelism, args }) => (name, parallelism, args),
+    let first = reader.receive();
+    let admitted = match first {
+        Ok(JobMasterMessage::Submit { name, parallelism, args }) => {
+            Ok(submit(shared, &connection, name, parallelism, args))
+        }
+        Ok(JobMasterMessage::Resume { job, name, parallelism }) => {
+            takeover::resume(shared, &connection, job, &name, parallelism)
+        }
         other => {
             tracing::warn!(peer = %connection.peer(), first = ?other.map(|m| format!("{m:?}")), "a JobMaster that did not submit; closed");
             return;
         }
     };
-    let job = {
-        let mut state = shared.state();
-        state.next_job += 1;
-        let id = JobId(state.next_job);
-        let entry = Job {
-            name: name.clone(),
-            connection: connection.clone(),
-            state: JobState::Created,
-            parallelism,
-            submitted: Instant::now(),
-            ended: None,
-            allocations: HashMap::new(),
-            view: None,
-        };
-        state.jobs.insert(id, entry);
-        id
+    let (job, generation, first_attempt) = match admitted {
+        Ok(admitted) => admitted,
+        Err(why) => {
+            tracing::warn!(peer = %connection.peer(), reason = %why, "a JobMaster refused");
+            let _ = connection.send(&JobMasterMessage::Refused(why));
+            return;
+        }
     };
-    tracing::info!(job = %job, name = %name, parallelism, peer = %connection.peer(), "job submitted");
     let heartbeats = shared.options.heartbeats;
     let submitted = JobMasterMessage::Submitted {
         job,
+        first_attempt,
         heartbeat_interval_ms: heartbeats.interval_ms,
         heartbeat_timeout_ms: heartbeats.timeout_ms,
     };
     if connection.send(&submitted).is_err() {
-        return end_job(shared, job, "its JobMaster went away");
+        return end_job(shared, job, generation, "its JobMaster went away");
     }
-    let args = Arc::new(args);
+    let Some((name, args)) = shared.state().jobs.get(&job).map(|j| (j.name.clone(), j.args.clone())) else { return };
     let reason = loop {
         match reader.receive() {
             Ok(JobMasterMessage::Heartbeat) => {}
             Ok(JobMasterMessage::RequestSlots { attempt, slots, timeout_ms, job_master }) => {
                 if let Some(j) = shared.state().jobs.get_mut(&job) {
                     j.state = JobState::Deploying;
+                    j.next_attempt = j.next_attempt.max(attempt.0.saturating_add(1));
+                    j.slot_timeout_ms = timeout_ms;
                 }
-                let request =
-                    SlotRequest { job, name: name.clone(), attempt, slots, timeout_ms, job_master, args: args.clone() };
+                let request = SlotRequest {
+                    job,
+                    generation,
+                    name: name.clone(),
+                    attempt,
+                    slots,
+                    timeout_ms,
+                    job_master,
+                    args: args.clone(),
+                };
                 let (shared, client) = (shared.clone(), connection.clone());
                 let _ = std::thread::Builder::new()
                     .name("eddy-slot-request".into())
@@ -428,6 +467,12 @@ fn serve_job(shared: &Arc<Shared>, connection: Connection, mut reader: Reader) {
                     let _ = cli.send(&CliMessage::CommandProgress { text });
                 }
             }
+            Ok(JobMasterMessage::JobDirectory(dir)) => {
+                tracing::info!(job = %job, job_dir = %dir, "the job's checkpoints go to its job directory");
+                if let Some(j) = shared.state().jobs.get_mut(&job) {
+                    j.job_dir = Some(dir);
+                }
+            }
             Ok(JobMasterMessage::View(view)) => {
                 if let Some(j) = shared.state().jobs.get_mut(&job) {
                     j.view = Some(view);
@@ -437,12 +482,47 @@ fn serve_job(shared: &Arc<Shared>, connection: Connection, mut reader: Reader) {
             Err(e) => break e.to_string(),
         }
     };
-    end_job(shared, job, &reason);
+    end_job(shared, job, generation, &reason);
+}
+
+/// A new job: its entry, under the next id.
+fn submit(
+    shared: &Shared,
+    connection: &Connection,
+    name: String,
+    parallelism: u32,
+    args: Vec<String>,
+) -> (JobId, u32, u32) {
+    let mut state = shared.state();
+    state.next_job += 1;
+    let id = JobId(state.next_job);
+    let entry = Job {
+        name: name.clone(),
+        connection: connection.clone(),
+        generation: 0,
+        args: Arc::new(args),
+        job_dir: None,
+        slot_timeout_ms: eddy_rpc::SLOT_TIMEOUT_MS_DEFAULT,
+        next_attempt: 0,
+        takeovers_in_a_row: 0,
+        taking_over_on: None,
+        state: JobState::Created,
+        parallelism,
+        submitted: Instant::now(),
+        ended: None,
+        allocations: HashMap::new(),
+        view: None,
+    };
+    state.jobs.insert(id, entry);
+    tracing::info!(job = %id, name = %name, parallelism, peer = %connection.peer(), "job submitted");
+    (id, 0, 0)
 }
 
 /// A job's request for the slots of one attempt.
 struct SlotRequest {
     job: JobId,
+    /// The JobMaster that asked: its successor's requests are its own.
+    generation: u32,
     name: String,
     attempt: AttemptId,
     slots: u32,
@@ -464,7 +544,8 @@ fn allocate(shared: &Shared, request: SlotRequest, client: &Connection) {
     let mut told_waiting = false;
     loop {
         match state.jobs.get(&job) {
-            Some(j) if j.ended.is_none() => {}
+            Some(j) if j.ended.is_none() && j.generation == request.generation && j.state != JobState::Initializing => {
+            }
             _ => return,
         }
         if state.free_total() >= slots {
@@ -500,6 +581,7 @@ fn allocate(shared: &Shared, request: SlotRequest, client: &Connection) {
             if let Some(j) = state.jobs.get_mut(&job) {
                 j.allocations.insert(attempt, allocation.clone());
                 j.state = JobState::Running;
+                j.takeovers_in_a_row = 0;
             }
             drop(state);
             tracing::info!(job = %job, attempt = %attempt, slots, task_managers = %describe(&allocation), "slots allocated; deploying");
@@ -552,36 +634,54 @@ fn release(shared: &Shared, job: JobId, attempt: AttemptId) {
     shared.slots_changed.notify_all();
 }
 
-/// A job's JobMaster went away: every attempt's slots go, and waiting CLIs hear why.
-fn end_job(shared: &Shared, job: JobId, reason: &str) {
-    // Ended and its attempts collected in one step: a slot request still waiting sees the
-    // job ended and allocates nothing more.
-    let attempts: Vec<AttemptId> = {
+/// A job's JobMaster went away: every attempt's slots go (its task executors are
+/// stopped), and waiting CLIs hear why. A job that had not ended is taken over by a
+/// JobMaster started again, if its checkpoints are where one can read them.
+fn end_job(shared: &Arc<Shared>, job: JobId, generation: u32, reason: &str) {
+    // Decided and marked in one step with the attempts collected: a slot request still
+    // waiting sees the job ended (or its JobMaster replaced) and allocates nothing more.
+    let (taken_over, attempts) = {
         let mut state = shared.state();
-        match state.jobs.get_mut(&job) {
-            Some(j) => {
-                j.ended = Some(Instant::now());
-                j.allocations.keys().copied().collect()
-            }
-            None => Vec::new(),
+        let Some(j) = state.jobs.get_mut(&job) else { return };
+        if j.generation != generation || j.ended.is_some() || j.state == JobState::Initializing {
+            // A JobMaster replaced already, or a job over.
+            return;
         }
+        let taken_over = !j.state.is_terminal() && j.job_dir.is_some();
+        if taken_over {
+            j.state = JobState::Initializing;
+        } else {
+            if !j.state.is_terminal() {
+                tracing::error!(
+                    job = %job,
+                    reason,
+                    "the job's JobMaster died and its checkpoints were in its memory (no checkpoint directory): no JobMaster can take it over; the job is lost"
+                );
+                j.state = JobState::Lost;
+            }
+            j.ended = Some(Instant::now());
+            tracing::info!(job = %job, name = %j.name, state = %j.state, reason, "job left the cluster");
+        }
+        (taken_over, j.allocations.keys().copied().collect::<Vec<AttemptId>>())
     };
     for attempt in attempts {
         release(shared, job, attempt);
     }
-    let waiting: Vec<(u64, Waiter)> = {
+    answer_waiting(shared, job, &format!("the job's JobMaster went away before it answered ({reason})"));
+    if taken_over {
+        takeover::start(shared, job, reason);
+    }
+}
+
+/// Whoever waits for the job's answer to a command hears `why` there is none.
+fn answer_waiting(shared: &Shared, job: JobId, why: &str) {
+    let waiting: Vec<Waiter> = {
         let mut state = shared.state();
-        if let Some(j) = state.jobs.get_mut(&job) {
-            if !j.state.is_terminal() {
-                j.state = JobState::Lost;
-            }
-            tracing::info!(job = %job, name = %j.name, state = %j.state, reason, "job left the cluster");
-        }
         let requests: Vec<u64> = state.waiting.iter().filter(|(_, (_, j))| *j == job).map(|(r, _)| *r).collect();
-        requests.into_iter().filter_map(|r| state.waiting.remove(&r).map(|(c, _)| (r, c))).collect()
+        requests.into_iter().filter_map(|r| state.waiting.remove(&r).map(|(w, _)| w)).collect()
     };
-    for (_, waiter) in waiting {
-        waiter.answer(Err(format!("the job ended before it answered ({reason})")));
+    for waiter in waiting {
+        waiter.answer(Err(why.to_string()));
     }
 }
 
@@ -624,6 +724,12 @@ fn relay(shared: &Shared, waiter: Waiter, job: &str, command: JobCommand) -> Res
     let entry = &state.jobs[&id];
     if entry.ended.is_some() {
         return Err(format!("job {id} ('{}') already ended: {}", entry.name, entry.state));
+    }
+    if entry.state == JobState::Initializing {
+        return Err(format!(
+            "job {id} ('{}') is being taken over by a JobMaster started again; try again in a moment",
+            entry.name
+        ));
     }
     let client = entry.connection.clone();
     state.next_request += 1;

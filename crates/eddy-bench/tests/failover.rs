@@ -1,0 +1,120 @@
+//! Issue 21: no single process can lose a job. Real processes on loopback, killed with
+//! SIGKILL: the job's own process (its JobMaster) is taken over by a JobMaster the cluster
+//! starts again on a TaskManager, and the committed output equals a failure-free run's;
+//! a job whose JobManager is gone for good fails with a clear message.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+mod common;
+use common::output;
+use common::process::{run_local, Cluster};
+
+/// W1 at parallelism 2 into the exactly-once file sink, rate-capped so that it runs for
+/// a few seconds with a checkpoint every 100 ms; the failure-free reference is written to
+/// `reference`.
+fn w1_args(dir: &Path, reference_events: &str) -> Vec<String> {
+    let reference = dir.join("reference");
+    let base = ["api-count", "--events", reference_events, "--keys", "1000", "--parallelism", "2"];
+    let mut local = base.to_vec();
+    local.extend(["--output", reference.to_str().unwrap()]);
+    run_local(&local);
+    let mut args: Vec<String> = base.iter().map(|s| s.to_string()).collect();
+    let (checkpoints, out) = (dir.join("checkpoints"), dir.join("out"));
+    for arg in [
+        "--rate",
+        "60000",
+        "--checkpoint-ms",
+        "100",
+        "--checkpoint-dir",
+        checkpoints.to_str().unwrap(),
+        "--output",
+        out.to_str().unwrap(),
+        "--restart-delay-ms",
+        "100",
+    ] {
+        args.push(arg.to_string());
+    }
+    args
+}
+
+/// The state `list` shows for job `id`.
+fn job_state(cluster: &Cluster, id: &str) -> String {
+    let (_, list) = cluster.control(&["list"]);
+    list.lines()
+        .find(|l| l.split_whitespace().next() == Some(id))
+        .and_then(|l| {
+            ["INITIALIZING", "CREATED", "DEPLOYING", "RUNNING", "FINISHED", "FAILED", "LOST"]
+                .into_iter()
+                .find(|s| l.contains(s))
+        })
+        .unwrap_or("?")
+        .to_string()
+}
+
+/// The number in the last `checkpoint=N` a log line with `pattern` names.
+fn last_checkpoint(lines: &[String], pattern: &str) -> u64 {
+    lines
+        .iter()
+        .rev()
+        .filter(|l| l.contains(pattern))
+        .find_map(|l| l.split("checkpoint=").nth(1)?.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0)
+}
+
+#[test]
+fn a_sigkilled_jobmaster_is_taken_over_and_the_job_finishes_with_the_failure_free_output() {
+    let cluster = Cluster::start("jm-takeover", &[1, 1, 1]);
+    let args = w1_args(&cluster.dir, "300000");
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let mut job = cluster.submit(&args);
+    job.wait_for("attempt running on the cluster", 1, Duration::from_secs(60));
+    job.wait_for("checkpoint completed", 3, Duration::from_secs(60));
+    std::thread::sleep(Duration::from_millis(150));
+    let before = last_checkpoint(&job.lines(), "checkpoint completed");
+    let killed_at = Instant::now();
+    job.child.kill().unwrap();
+    // Its JobMaster, started again on a TaskManager, logs there.
+    let running_again = loop {
+        if cluster.task_managers.iter().any(|tm| tm.count("attempt running on the cluster") >= 1) {
+            break killed_at.elapsed();
+        }
+        assert!(killed_at.elapsed() < Duration::from_secs(60), "{}", cluster.jobmanager.lines().join("\n"));
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    println!("JobMaster SIGKILL to running again: {} ms", running_again.as_millis());
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while job_state(&cluster, "1") != "FINISHED" {
+        assert!(Instant::now() < deadline, "{}", cluster.jobmanager.lines().join("\n"));
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let reference = output(&cluster.dir.join("reference"));
+    assert_eq!(output(&cluster.dir.join("out")), reference, "the committed output differs from a failure-free run's");
+    let jm = cluster.jobmanager.lines().join("\n");
+    assert!(jm.contains("starting it again on a TaskManager") && jm.contains("job taken back"), "{jm}");
+    // Checkpoint numbers never go back: the new JobMaster's go on after the old one's.
+    let taken: Vec<String> = cluster.task_managers.iter().flat_map(|tm| tm.lines()).collect();
+    let after = last_checkpoint(&taken, "checkpoint completed");
+    assert!(after > before, "checkpoints after the takeover ({after}) must come after {before}");
+    assert!(taken.iter().any(|l| l.contains("job starting") && l.contains("chk-")), "it restored a checkpoint");
+}
+
+#[test]
+fn a_job_whose_jobmanager_and_taskmanagers_are_killed_fails_with_a_clear_message() {
+    let heartbeats = ["--heartbeat-interval-ms", "200", "--heartbeat-timeout-ms", "1000"];
+    let mut cluster = Cluster::start_with("jm-lost", &[1, 1], &[], &heartbeats);
+    let args = w1_args(&cluster.dir, "1000");
+    let mut args: Vec<&str> = args.iter().map(String::as_str).collect();
+    args[2] = "100000000";
+    let job = cluster.submit(&args);
+    job.wait_for("checkpoint completed", 1, Duration::from_secs(60));
+    let killed_at = Instant::now();
+    cluster.jobmanager.child.kill().unwrap();
+    for tm in &mut cluster.task_managers {
+        tm.child.kill().unwrap();
+    }
+    let (code, log) = job.finish(Duration::from_secs(30));
+    println!("JobManager SIGKILL to the job failing: {} ms", killed_at.elapsed().as_millis());
+    assert_ne!(code, 0, "{log}");
+    assert!(log.contains("lost the JobManager") && log.contains("no JobManager can take the job back"), "{log}");
+}

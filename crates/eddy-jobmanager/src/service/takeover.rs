@@ -1,0 +1,134 @@
+//! JobMaster failover: when the process that runs a job's JobMaster dies (its connection
+//! drops, or falls silent for the heartbeat timeout) before the job ended, the job's task
+//! executors are stopped and a TaskManager starts the job's binary again as its JobMaster
+//! (application mode: every TaskManager runs the job's binary). That JobMaster takes the
+//! job back under its id ([`resume`]) and restores the latest checkpoint in the job's
+//! directory. A job whose checkpoints lived in its JobMaster's memory cannot be taken over
+//! and is lost; one whose JobMaster cannot be started again [`TAKEOVERS_IN_A_ROW_MAX`]
+//! times in a row (without getting slots in between) fails.
+
+use super::{Job, Shared};
+use eddy_rpc::launch::JobMasterTakeover;
+use eddy_rpc::messages::TaskManagerMessage;
+use eddy_rpc::{Connection, JobId, JobState, TaskManagerId};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// JobMasters started again for a job, none of which got slots, before the job fails.
+pub(super) const TAKEOVERS_IN_A_ROW_MAX: u32 = 3;
+
+/// Starts the job's JobMaster again on a TaskManager (waiting, up to the job's slot
+/// timeout, for one to be there); `reason` is why its last JobMaster is gone.
+pub(super) fn start(shared: &Arc<Shared>, job: JobId, reason: &str) {
+    let (name, tries) = {
+        let mut state = shared.state();
+        let Some(j) = state.jobs.get_mut(&job) else { return };
+        j.takeovers_in_a_row += 1;
+        (j.name.clone(), j.takeovers_in_a_row)
+    };
+    if tries > TAKEOVERS_IN_A_ROW_MAX {
+        return fail(
+            shared,
+            job,
+            &format!(
+                "its JobMaster could not be started again {TAKEOVERS_IN_A_ROW_MAX} times in a row; the last: {reason}"
+            ),
+        );
+    }
+    tracing::warn!(job = %job, name = %name, reason, takeover = tries, "the job's JobMaster is gone; starting it again on a TaskManager");
+    let shared = shared.clone();
+    let _ = std::thread::Builder::new().name("eddy-jm-takeover".into()).spawn(move || place(&shared, job));
+}
+
+/// Picks the TaskManager with the most free slots (the first to join among equals), or
+/// waits for one, and has it start the JobMaster.
+fn place(shared: &Shared, job: JobId) {
+    let mut state = shared.state();
+    let Some(timeout_ms) = state.jobs.get(&job).map(|j| j.slot_timeout_ms) else { return };
+    let deadline = Instant::now() + Duration::from_millis(timeout_ms.min(24 * 3600 * 1000));
+    loop {
+        if state.jobs.get(&job).is_none_or(|j| j.state != JobState::Initializing) {
+            return;
+        }
+        let chosen = state.task_managers.keys().copied().max_by_key(|id| (state.free(*id), std::cmp::Reverse(*id)));
+        if let Some(task_manager) = chosen {
+            let connection = state.task_managers[&task_manager].connection.clone();
+            let Some(j) = state.jobs.get_mut(&job) else { return };
+            j.taking_over_on = Some(task_manager);
+            let Some(job_dir) = j.job_dir.clone() else { return };
+            let takeover = JobMasterTakeover {
+                job,
+                job_name: j.name.clone(),
+                args: j.args.to_vec(),
+                job_dir,
+                slot_timeout_ms: j.slot_timeout_ms,
+            };
+            drop(state);
+            tracing::info!(job = %job, task_manager = %task_manager, "asking a TaskManager to start the job's JobMaster again");
+            // A TaskManager that cannot be told is lost: its loss starts the JobMaster elsewhere.
+            let _ = connection.send(&TaskManagerMessage::TakeOverJobMaster(takeover));
+            return;
+        }
+        let now = Instant::now();
+        if now >= deadline {
+            drop(state);
+            return fail(
+                shared,
+                job,
+                &format!("no TaskManager came within {timeout_ms} ms to start its JobMaster again"),
+            );
+        }
+        state = shared.slots_changed.wait_timeout(state, deadline - now).unwrap_or_else(|e| e.into_inner()).0;
+    }
+}
+
+/// The JobMaster a TaskManager was starting again for `job` exited (or its TaskManager
+/// was lost) before it took the job back: another try, if the job has tries left.
+pub(super) fn job_master_exited(shared: &Arc<Shared>, job: JobId, task_manager: Option<TaskManagerId>, status: &str) {
+    let starting = shared
+        .state()
+        .jobs
+        .get(&job)
+        .is_some_and(|j| j.state == JobState::Initializing && j.taking_over_on == task_manager);
+    if starting {
+        start(shared, job, &format!("the JobMaster started again exited: {status}"));
+    }
+}
+
+/// A JobMaster started again takes its job back: it becomes the job's JobMaster. Returns
+/// the job, its JobMaster's generation and the number of its first attempt, or why not.
+pub(super) fn resume(
+    shared: &Shared,
+    connection: &Connection,
+    job: JobId,
+    name: &str,
+    parallelism: u32,
+) -> Result<(JobId, u32, u32), String> {
+    let mut state = shared.state();
+    let Some(j) = state.jobs.get_mut(&job) else {
+        return Err(format!("no job {job} is known here, so none can be taken back"));
+    };
+    if j.state != JobState::Initializing || j.name != name {
+        return Err(format!("job {job} ('{}', {}) awaits no JobMaster for '{name}'", j.name, j.state));
+    }
+    let Job { generation, connection: current, state: job_state, taking_over_on, parallelism: p, .. } = j;
+    *generation += 1;
+    *current = connection.clone();
+    *job_state = JobState::Created;
+    *taking_over_on = None;
+    *p = parallelism;
+    tracing::info!(job = %job, name, peer = %connection.peer(), first_attempt = j.next_attempt, "job taken back by its JobMaster started again");
+    Ok((job, j.generation, j.next_attempt))
+}
+
+/// The job fails: nothing more can run it.
+fn fail(shared: &Shared, job: JobId, why: &str) {
+    let mut state = shared.state();
+    if let Some(j) = state.jobs.get_mut(&job) {
+        j.state = JobState::Failed;
+        j.ended = Some(Instant::now());
+        j.taking_over_on = None;
+        tracing::error!(job = %job, name = %j.name, reason = why, "job failed: its JobMaster cannot be started again");
+        tracing::info!(job = %job, name = %j.name, state = %j.state, "job left the cluster");
+    }
+}

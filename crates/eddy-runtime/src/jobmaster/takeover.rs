@@ -1,0 +1,63 @@
+//! A JobMaster started again: the process that ran a cluster job's JobMaster died, and the
+//! JobManager had a TaskManager start the job's binary again, with the job's arguments
+//! and `eddy_rpc::launch::JOB_MASTER_ENV` set (Flink's JobMaster failover, in
+//! application mode). It reads the takeover from standard input, takes the job back under
+//! its id, and runs it from the latest checkpoint completed in the job's directory (in
+//! CLAIM mode: the checkpoint is the job's own), or, if none completed yet, from what the
+//! job started from. Checkpoint numbers go on after every stored one; attempt numbers
+//! after the dead JobMaster's, and its task executors were stopped before this one asked
+//! for slots.
+
+use super::remote::RemoteLauncher;
+use super::JobResult;
+use crate::error::JobError;
+use crate::graph::{RestoreFrom, RestoreMode, StreamGraph};
+use eddy_rpc::frame::read_value;
+use eddy_rpc::launch::JobMasterLaunch;
+use eddy_rpc::ClusterTarget;
+use eddy_types::Clock;
+use std::sync::Arc;
+
+/// Runs `graph` as the job's JobMaster taken over, until the job ends.
+pub(crate) fn run(clock: Arc<dyn Clock>, mut graph: StreamGraph) -> Result<JobResult, JobError> {
+    let job = graph.job_name.clone();
+    let cluster = |message: String, source| JobError::Cluster { job: job.clone(), message, source };
+    let launch: JobMasterLaunch = read_value(&mut std::io::stdin().lock())
+        .map_err(|e| cluster(format!("cannot read the takeover from the TaskManager: {e}"), None))?
+        .ok_or_else(|| cluster("the TaskManager closed the pipe before the takeover".into(), None))?;
+    let (security, heartbeats) = launch
+        .credentials
+        .open()
+        .map_err(|e| cluster("the cluster's credentials from the TaskManager".into(), Some(e)))?;
+    let takeover = launch.takeover;
+    let config = &mut graph.config;
+    let storage = config.storage_opener.open(&takeover.job_dir).map_err(|source| JobError::Checkpoint {
+        job: job.clone(),
+        message: format!("cannot open the job directory {} to take the job over", takeover.job_dir),
+        source: Some(source),
+    })?;
+    let completed = storage.completed().map_err(|source| JobError::Checkpoint {
+        job: job.clone(),
+        message: format!("cannot list the checkpoints in {} to take the job over", takeover.job_dir),
+        source: Some(source),
+    })?;
+    if !completed.is_empty() {
+        config.restore = Some(RestoreFrom::LatestIn(takeover.job_dir.clone().into()));
+        config.restore_mode = RestoreMode::Claim;
+    }
+    tracing::info!(
+        job = %takeover.job,
+        name = %job,
+        job_dir = %takeover.job_dir,
+        checkpoints = completed.len(),
+        "JobMaster started again to take the job over"
+    );
+    let target = ClusterTarget {
+        jobmanager: launch.jobmanager,
+        security,
+        args: takeover.args,
+        slot_timeout_ms: takeover.slot_timeout_ms,
+        heartbeats,
+    };
+    RemoteLauncher::execute(target, clock, graph, Some(takeover.job))
+}
