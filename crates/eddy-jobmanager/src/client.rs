@@ -3,6 +3,9 @@
 use eddy_rpc::messages::{CliMessage, JobCommand, JobSummary};
 use eddy_rpc::{ClusterError, Connection, PeerRole, Reader, Security};
 
+/// How long the CLI looks for a leading JobManager (high availability).
+const LEADER_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// An authenticated CLI connection to a JobManager.
 pub struct CliClient {
     connection: Connection,
@@ -10,7 +13,10 @@ pub struct CliClient {
 }
 
 impl CliClient {
+    /// Connects to the JobManager at `jobmanager`, or to the leader a high-availability
+    /// address (`etcd://…`) names.
     pub fn connect(jobmanager: &str, security: &Security) -> Result<Self, ClusterError> {
+        let jobmanager = &eddy_rpc::ha::locate_jobmanager(jobmanager, LEADER_WAIT)?;
         let stream = security.connect(jobmanager, PeerRole::Cli, "connecting to the JobManager")?;
         let (connection, reader) = Connection::new(stream, None)?;
         Ok(Self { connection, reader })

@@ -8,6 +8,7 @@
 //! - [`frame`]: length-prefixed postcard frames, and a [`Connection`] any thread writes to
 //!   with a [`Reader`] for one thread;
 //! - [`heartbeat`]: the heartbeat settings and the thread that sends them;
+//! - [`ha`]: high availability on etcd: leader election, the job store, finding the leader;
 //! - [`ids`] and [`job_state`]: newtypes for the cluster's ids, and a job's state;
 //! - [`messages`]: one enum per kind of connection to the JobManager;
 //! - [`slots`]: an attempt's slots, and which task executor runs which subtask;
@@ -16,13 +17,14 @@
 //! - [`view`]: what a running job shows of itself (REST, dashboard, `/metrics`);
 //! - [`error`]: the crate's one error type.
 //!
-//! Depends on rustls (on ring), serde and postcard only: the JobManager and TaskManager
+//! Depends on rustls (on ring), serde, postcard, and serde_json with base64 for etcd only: the JobManager and TaskManager
 //! crates build on it without compiling the runtime. The runtime adds the data plane and
 //! the task executor ⇄ JobMaster messages on the same streams and frames.
 
 pub mod auth;
 pub mod error;
 pub mod frame;
+pub mod ha;
 pub mod heartbeat;
 pub mod ids;
 pub mod job_state;

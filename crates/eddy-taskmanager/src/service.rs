@@ -2,12 +2,14 @@
 //! the JobManager, and one task executor process per deployment.
 
 use eddy_rpc::auth::authenticate_client;
+use eddy_rpc::ha::{is_ha, locate_jobmanager};
 use eddy_rpc::launch::{
     Credentials, Deployment, JobMasterLaunch, JobMasterTakeover, Launch, JOB_MASTER_ENV, LAUNCH_ENV,
 };
 use eddy_rpc::messages::TaskManagerMessage;
 use eddy_rpc::{
-    start_heartbeats, AttemptId, ClusterError, Connection, Heartbeats, JobId, PeerRole, Security, Stream, TaskManagerId,
+    start_heartbeats, AttemptId, ClusterError, Connection, Heartbeats, JobId, PeerRole, Reader, Security, Stream,
+    TaskManagerId,
 };
 use std::collections::{HashMap, VecDeque};
 use std::io::{BufRead, BufReader};
@@ -37,52 +39,47 @@ pub struct TaskManagerOptions {
 
 type Executors = Arc<Mutex<HashMap<(JobId, AttemptId), Arc<Mutex<Child>>>>>;
 
-/// Runs the TaskManager until its JobManager goes away (an error) or it is killed.
+/// Runs the TaskManager until its JobManager goes away (an error) or it is killed. With
+/// high availability (`etcd://…` for the JobManager) it follows the leader instead: when
+/// the JobManager is lost, its task executors stop (their slots were the old leader's)
+/// and it registers with the new leader.
 pub fn run_task_manager(options: TaskManagerOptions) -> Result<(), ClusterError> {
     if options.slots == 0 {
         return Err(ClusterError::Config("--slots must be at least 1".into()));
     }
-    let jm = options.jobmanager.clone();
-    let started = Instant::now();
-    let stream = loop {
-        match TcpStream::connect(&jm) {
-            Ok(stream) => break stream,
-            Err(e) if started.elapsed() < options.register_timeout => {
-                tracing::debug!(jobmanager = %jm, error = %e, "JobManager not reachable yet; trying again");
-                std::thread::sleep(Duration::from_millis(200));
-            }
-            Err(e) => {
-                return Err(ClusterError::io(
-                    &jm,
-                    &format!("reaching the JobManager (tried for {} ms)", options.register_timeout.as_millis()),
-                    e,
-                ))
-            }
+    loop {
+        let lost = serve_jobmanager(&options)?;
+        if !is_ha(&options.jobmanager) {
+            return Err(lost);
         }
-    };
-    let stream = Stream::client(stream, &jm, options.security.tls.as_ref())?;
-    authenticate_client(&stream, &options.security.secret, PeerRole::TaskManager)?;
-    let (connection, mut reader) = Connection::new(stream, Some(options.heartbeats.timeout()))?;
+        tracing::warn!(error = %lost, "lost the JobManager; its task executors stopped; registering with the leader");
+    }
+}
+
+/// Registers with the JobManager (the leader) and serves it until it is lost: the loss,
+/// or an error if it cannot register.
+fn serve_jobmanager(options: &TaskManagerOptions) -> Result<ClusterError, ClusterError> {
     let binary =
         std::env::current_exe().map_err(|e| ClusterError::Config(format!("cannot find this program's path: {e}")))?;
-    connection.send(&TaskManagerMessage::Register {
-        slots: options.slots,
-        binary: binary.display().to_string(),
-        pid: std::process::id(),
-        data_host: options.host.clone(),
-        metrics_address: options.metrics_address.clone(),
-    })?;
-    let id = loop {
-        match reader.receive()? {
-            TaskManagerMessage::Registered { id } => break id,
-            TaskManagerMessage::Heartbeat => {}
-            TaskManagerMessage::Refused(why) => return Err(ClusterError::Refused(why)),
-            other => {
-                return Err(ClusterError::Protocol(format!("the JobManager answered the registration with {other:?}")))
+    let started = Instant::now();
+    let (connection, mut reader, id, jm) = loop {
+        match register(options, &binary) {
+            Ok(registered) => break registered,
+            Err((e, again)) if again && started.elapsed() < options.register_timeout => {
+                tracing::debug!(jobmanager = %options.jobmanager, error = %e, "JobManager not reachable yet; trying again");
+                std::thread::sleep(Duration::from_millis(200));
             }
+            Err((e, true)) => {
+                return Err(ClusterError::Config(format!(
+                    "{e} (tried for {} ms, --register-timeout-ms)",
+                    options.register_timeout.as_millis()
+                )))
+            }
+            Err((e, false)) => return Err(e),
         }
     };
     tracing::info!(task_manager = %id, slots = options.slots, jobmanager = %jm, "TaskManager registered");
+    let binary = &binary;
     let stop = Arc::new(AtomicBool::new(false));
     start_heartbeats(connection.clone(), options.heartbeats, stop.clone(), TaskManagerMessage::Heartbeat);
     let executors: Executors = Arc::default();
@@ -90,7 +87,7 @@ pub fn run_task_manager(options: TaskManagerOptions) -> Result<(), ClusterError>
         match reader.receive() {
             Ok(TaskManagerMessage::Heartbeat) => {}
             Ok(TaskManagerMessage::Deploy(deployment)) => {
-                if let Err(e) = start_executor(&options, id, &binary, deployment.clone(), &connection, &executors) {
+                if let Err(e) = start_executor(options, id, binary, deployment.clone(), &connection, &executors) {
                     tracing::error!(job = %deployment.job, error = %e, "cannot start a task executor");
                     let _ = connection.send(&TaskManagerMessage::ExecutorExited {
                         job: deployment.job,
@@ -102,7 +99,7 @@ pub fn run_task_manager(options: TaskManagerOptions) -> Result<(), ClusterError>
             }
             Ok(TaskManagerMessage::TakeOverJobMaster(takeover)) => {
                 let job = takeover.job;
-                if let Err(status) = take_over_job_master(&options, &binary, takeover, &connection) {
+                if let Err(status) = take_over_job_master(options, binary, takeover, &connection) {
                     tracing::error!(job = %job, error = %status, "cannot start the job's JobMaster again");
                     let _ = connection.send(&TaskManagerMessage::JobMasterExited { job, status });
                 }
@@ -122,8 +119,55 @@ pub fn run_task_manager(options: TaskManagerOptions) -> Result<(), ClusterError>
     for (_, child) in executors.lock().unwrap_or_else(|e| e.into_inner()).drain() {
         let _ = child.lock().unwrap_or_else(|e| e.into_inner()).kill();
     }
+    if is_ha(&options.jobmanager) {
+        return Ok(error);
+    }
     tracing::error!(jobmanager = %jm, error = %error, "the JobManager went away; this TaskManager stops with its task executors");
-    Err(ClusterError::Protocol(format!("the JobManager at {jm} went away ({error}); this TaskManager stopped")))
+    Ok(ClusterError::Protocol(format!("the JobManager at {jm} went away ({error}); this TaskManager stopped")))
+}
+
+/// One try to register with the JobManager (the leader): the connection, its reader, this
+/// TaskManager's id and the JobManager's address; or the error, and whether to try
+/// again. A JobManager not reachable is tried again; with high availability so is one
+/// that fails in the handshake (a leader dying while its successor is not known yet may
+/// still take a connection); a refusal never is.
+#[allow(clippy::type_complexity)]
+fn register(
+    options: &TaskManagerOptions,
+    binary: &std::path::Path,
+) -> Result<(Connection, Reader, TaskManagerId, String), (ClusterError, bool)> {
+    let jm = locate_jobmanager(&options.jobmanager, Duration::ZERO).map_err(|e| (e, true))?;
+    let stream = TcpStream::connect(&jm).map_err(|e| (ClusterError::io(&jm, "reaching the JobManager", e), true))?;
+    let again = is_ha(&options.jobmanager);
+    let handshake = || -> Result<(Connection, Reader, TaskManagerId), ClusterError> {
+        let stream = Stream::client(stream, &jm, options.security.tls.as_ref())?;
+        authenticate_client(&stream, &options.security.secret, PeerRole::TaskManager)?;
+        let (connection, mut reader) = Connection::new(stream, Some(options.heartbeats.timeout()))?;
+        connection.send(&TaskManagerMessage::Register {
+            slots: options.slots,
+            binary: binary.display().to_string(),
+            pid: std::process::id(),
+            data_host: options.host.clone(),
+            metrics_address: options.metrics_address.clone(),
+        })?;
+        loop {
+            match reader.receive()? {
+                TaskManagerMessage::Registered { id } => return Ok((connection, reader, id)),
+                TaskManagerMessage::Heartbeat => {}
+                TaskManagerMessage::Refused(why) => return Err(ClusterError::Refused(why)),
+                other => {
+                    return Err(ClusterError::Protocol(format!(
+                        "the JobManager answered the registration with {other:?}"
+                    )))
+                }
+            }
+        }
+    };
+    match handshake() {
+        Ok((connection, reader, id)) => Ok((connection, reader, id, jm)),
+        Err(refused @ ClusterError::Refused(_)) => Err((refused, false)),
+        Err(e) => Err((e, again)),
+    }
 }
 
 /// Starts the task executor of one deployment, and a thread that reports its exit.

@@ -32,8 +32,12 @@ use std::process::ExitCode;
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct SubmitArgs {
     /// Submit the job to this JobManager instead of running it here.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "ha")]
     pub jobmanager: Option<String>,
+    /// Submit the job to the cluster whose leading JobManager etcd names
+    /// (`etcd://HOST:PORT[,HOST:PORT…][/CLUSTER-ID]`), instead of running it here.
+    #[arg(long)]
+    pub ha: Option<String>,
     /// The cluster's secret (with --jobmanager).
     #[arg(long)]
     pub secret_file: Option<PathBuf>,
@@ -62,11 +66,13 @@ impl SubmitArgs {
     /// The cluster these flags name, if `--jobmanager` is given; task executors run the
     /// program with the same arguments.
     pub fn target(&self) -> Result<Option<ClusterTarget>, String> {
-        let Some(jobmanager) = &self.jobmanager else { return Ok(None) };
+        let Some(jobmanager) = jobmanager_of(self.jobmanager.as_ref(), self.ha.as_ref())? else { return Ok(None) };
         let Some(secret_file) = &self.secret_file else {
-            return Err("--jobmanager needs --secret-file FILE: the cluster refuses jobs without its secret".into());
+            return Err(
+                "--jobmanager (or --ha) needs --secret-file FILE: the cluster refuses jobs without its secret".into()
+            );
         };
-        let mut target = ClusterTarget::new(jobmanager.clone(), security(secret_file, &self.tls)?);
+        let mut target = ClusterTarget::new(jobmanager, security(secret_file, &self.tls)?);
         if let Some(timeout_ms) = self.slot_timeout_ms {
             target.slot_timeout_ms = timeout_ms;
         }
@@ -95,6 +101,21 @@ impl SubmitArgs {
 /// the job from its TaskManager, not from its flags).
 pub fn is_task_executor() -> bool {
     eddy_rpc::launch::launched()
+}
+
+/// Where a process finds the JobManager: `--jobmanager HOST:PORT`, or `--ha URL` (the
+/// leader etcd names, checked here), as the cluster crates take it.
+fn jobmanager_of(jobmanager: Option<&String>, ha: Option<&String>) -> Result<Option<String>, String> {
+    match (jobmanager, ha) {
+        (_, Some(url)) => {
+            eddy_rpc::ha::HaServices::parse(url).map_err(|e| e.to_string())?;
+            Ok(Some(url.clone()))
+        }
+        (Some(address), None) if eddy_rpc::ha::is_ha(address) => {
+            Err(format!("--jobmanager {address}: a high-availability address goes with --ha"))
+        }
+        (jobmanager, None) => Ok(jobmanager.cloned()),
+    }
 }
 
 /// TLS for every connection of the cluster: all its processes take the same flags.
@@ -142,14 +163,23 @@ pub struct JobManagerArgs {
     /// the cluster has TLS.
     #[arg(long)]
     pub rest_bind: Option<String>,
+    /// High availability: campaign for leadership through etcd
+    /// (`etcd://HOST:PORT[,HOST:PORT…][/CLUSTER-ID]`), serve only while leading, and keep
+    /// the jobs there for the next leader. Run two or more JobManagers with it.
+    #[arg(long)]
+    pub ha: Option<String>,
 }
 
 /// `taskmanager`'s flags.
 #[derive(Debug, Clone, clap::Args)]
 pub struct TaskManagerArgs {
     /// The JobManager to register with.
+    #[arg(long, required_unless_present = "ha", conflicts_with = "ha")]
+    pub jobmanager: Option<String>,
+    /// Register with the leading JobManager that etcd names (`etcd://HOST:PORT…`), and
+    /// with the next leader when it goes.
     #[arg(long)]
-    pub jobmanager: String,
+    pub ha: Option<String>,
     /// Slots it offers: one slot holds one subtask of every operator of a job.
     #[arg(long, default_value_t = 1)]
     pub slots: u32,
@@ -193,6 +223,10 @@ impl HeartbeatArgs {
 pub struct CliArgs {
     #[arg(long, default_value = "127.0.0.1:6123")]
     pub jobmanager: String,
+    /// The leading JobManager that etcd names (`etcd://HOST:PORT…`), instead of
+    /// --jobmanager.
+    #[arg(long)]
+    pub ha: Option<String>,
     #[arg(long)]
     pub secret_file: PathBuf,
     #[command(flatten)]
@@ -243,7 +277,8 @@ pub enum JobControl {
 pub fn job_control(command: JobControl) -> Result<String, String> {
     let connect = |cluster: &CliArgs| -> Result<CliClient, String> {
         let security = security(&cluster.secret_file, &cluster.tls)?;
-        CliClient::connect(&cluster.jobmanager, &security).map_err(|e| e.to_string())
+        let jobmanager = jobmanager_of(Some(&cluster.jobmanager), cluster.ha.as_ref())?.unwrap_or_default();
+        CliClient::connect(&jobmanager, &security).map_err(|e| e.to_string())
     };
     let (job, cluster, command) = match command {
         JobControl::List { cluster } => {
@@ -373,6 +408,7 @@ pub fn run_jobmanager(args: &JobManagerArgs) -> Result<(), String> {
         bind: args.bind.clone(),
         security: security.clone(),
         heartbeats: args.heartbeats.heartbeats()?,
+        ha: args.ha.as_deref().map(eddy_rpc::ha::HaServices::parse).transpose().map_err(|e| e.to_string())?,
     };
     let job_manager = eddy_jobmanager::bind_job_manager(options).map_err(|e| format!("jobmanager: {e}"))?;
     if let Some(bind) = &args.rest_bind {
@@ -395,7 +431,7 @@ pub fn run_taskmanager(args: &TaskManagerArgs) -> Result<(), String> {
         }
     };
     let options = TaskManagerOptions {
-        jobmanager: args.jobmanager.clone(),
+        jobmanager: jobmanager_of(args.jobmanager.as_ref(), args.ha.as_ref())?.unwrap_or_default(),
         slots: args.slots,
         metrics_address,
         security,

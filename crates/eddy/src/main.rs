@@ -104,6 +104,10 @@ struct SavepointArgs {
     dir: Option<PathBuf>,
     #[arg(long, default_value = "127.0.0.1:6123")]
     jobmanager: String,
+    /// The leading JobManager that etcd names (`etcd://HOST:PORT…`), instead of
+    /// --jobmanager.
+    #[arg(long)]
+    ha: Option<String>,
     #[arg(long)]
     secret_file: Option<PathBuf>,
     #[command(flatten)]
@@ -295,10 +299,10 @@ fn main() -> ExitCode {
             };
             return report(job_control(control));
         }
-        Command::Savepoint(SavepointArgs { command: None, job, dir, jobmanager, secret_file, tls }) => {
+        Command::Savepoint(SavepointArgs { command: None, job, dir, jobmanager, ha, secret_file, tls }) => {
             match (job, dir, secret_file) {
                 (Some(job), Some(dir), Some(secret_file)) => {
-                    let cluster = CliArgs { jobmanager, secret_file, tls };
+                    let cluster = CliArgs { jobmanager, ha, secret_file, tls };
                     return report(job_control(JobControl::Savepoint { job, dir, cluster }));
                 }
                 _ => Err("savepoint JOB DIR --jobmanager HOST:PORT --secret-file FILE takes a savepoint of a running job; savepoint inspect PATH looks into one".to_string()),

@@ -1,6 +1,7 @@
 //! What the process tests share: reading what an exactly-once file sink committed, and
 //! the processes they start (`process`).
 
+pub mod etcd;
 pub mod http;
 pub mod process;
 

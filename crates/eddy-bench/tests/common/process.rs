@@ -103,6 +103,10 @@ pub struct Cluster {
     pub address: String,
     pub jobmanager: Proc,
     pub task_managers: Vec<Proc>,
+    /// High availability: the etcd address every process takes (`--ha`), and the
+    /// JobManagers standing by.
+    pub ha: Option<String>,
+    pub standby: Vec<Proc>,
 }
 
 impl Cluster {
@@ -127,7 +131,60 @@ impl Cluster {
             .iter()
             .find_map(|l| l.strip_prefix("jobmanager listening on ").map(String::from))
             .unwrap();
-        let mut cluster = Cluster { dir, secret, common, servers, address, jobmanager, task_managers: Vec::new() };
+        let mut cluster = Cluster {
+            dir,
+            secret,
+            common,
+            servers,
+            address,
+            jobmanager,
+            task_managers: Vec::new(),
+            ha: None,
+            standby: Vec::new(),
+        };
+        for &n in slots {
+            cluster.add_task_manager(n);
+        }
+        cluster
+    }
+
+    /// `jobmanagers` JobManagers on etcd at `ha` (the first leads, the others stand by)
+    /// and TaskManagers of `slots`, every process finding the leader through etcd.
+    pub fn start_ha(name: &str, ha: &str, jobmanagers: usize, slots: &[u32], servers: &[&str]) -> Cluster {
+        let servers: Vec<String> = servers.iter().map(|s| s.to_string()).collect();
+        let dir = std::env::temp_dir().join(format!("eddy-cluster-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let secret = dir.join("secret");
+        std::fs::write(&secret, SECRET).unwrap();
+        let start = || {
+            let mut args =
+                vec!["jobmanager", "--bind", "127.0.0.1:0", "--ha", ha, "--secret-file", secret.to_str().unwrap()];
+            args.extend(servers.iter().map(String::as_str));
+            Proc::start(&args)
+        };
+        let jobmanager = start();
+        jobmanager.wait_for("this JobManager leads", 1, Duration::from_secs(30));
+        let address = jobmanager
+            .lines()
+            .iter()
+            .find_map(|l| l.strip_prefix("jobmanager listening on ").map(String::from))
+            .unwrap();
+        let standby: Vec<Proc> = (1..jobmanagers).map(|_| start()).collect();
+        for jm in &standby {
+            jm.wait_for("standing by", 1, Duration::from_secs(30));
+        }
+        let mut cluster = Cluster {
+            dir,
+            secret,
+            common: Vec::new(),
+            servers,
+            address,
+            jobmanager,
+            task_managers: Vec::new(),
+            ha: Some(ha.to_string()),
+            standby,
+        };
         for &n in slots {
             cluster.add_task_manager(n);
         }
@@ -137,15 +194,12 @@ impl Cluster {
     pub fn add_task_manager(&mut self, slots: u32) {
         let joined = self.jobmanager.count("TaskManager joined");
         let slots = slots.to_string();
-        let mut args = vec![
-            "taskmanager",
-            "--jobmanager",
-            &self.address,
-            "--slots",
-            &slots,
-            "--secret-file",
-            self.secret.to_str().unwrap(),
-        ];
+        let (flag, address) = match &self.ha {
+            Some(ha) => ("--ha", ha.as_str()),
+            None => ("--jobmanager", self.address.as_str()),
+        };
+        let mut args =
+            vec!["taskmanager", flag, address, "--slots", &slots, "--secret-file", self.secret.to_str().unwrap()];
         args.extend(self.common.iter().chain(&self.servers).map(String::as_str));
         let tm = Proc::start(&args);
         self.task_managers.push(tm);
@@ -154,12 +208,11 @@ impl Cluster {
 
     /// The arguments that submit a job to this cluster.
     pub fn submit_args(&self) -> Vec<String> {
-        let mut args = vec![
-            "--jobmanager".into(),
-            self.address.clone(),
-            "--secret-file".into(),
-            self.secret.display().to_string(),
-        ];
+        let (flag, address) = match &self.ha {
+            Some(ha) => ("--ha", ha.clone()),
+            None => ("--jobmanager", self.address.clone()),
+        };
+        let mut args = vec![flag.into(), address, "--secret-file".into(), self.secret.display().to_string()];
         args.extend(self.common.iter().cloned());
         args
     }

@@ -1,6 +1,8 @@
 //! The JobManager's state and one thread per connection; `takeover`: a job whose
-//! JobMaster died is taken over by a JobMaster started again on a TaskManager.
+//! JobMaster died is taken over by a JobMaster started again on a TaskManager;
+//! `leading`: with high availability, leading the cluster and keeping the job store.
 
+mod leading;
 mod takeover;
 
 use eddy_rpc::launch::Deployment;
@@ -11,7 +13,7 @@ use eddy_rpc::{
     AttemptId, ClusterError, Connection, ExecutorIndex, Heartbeats, JobId, JobState, PeerRole, Reader, Security,
     TaskManagerId,
 };
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::net::{TcpListener, TcpStream};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -22,6 +24,8 @@ pub struct JobManagerOptions {
     pub bind: String,
     pub security: Security,
     pub heartbeats: Heartbeats,
+    /// High availability: lead through etcd, and keep the jobs there.
+    pub ha: Option<eddy_rpc::ha::HaServices>,
 }
 
 struct TaskManager {
@@ -38,8 +42,9 @@ type Allocation = Vec<(TaskManagerId, u32)>;
 
 struct Job {
     name: String,
-    /// Its JobMaster's connection (the last one's, while another starts).
-    connection: Connection,
+    /// Its JobMaster's connection (the last one's while another starts; none for a job a
+    /// new leader found in the job store, until its JobMaster comes back).
+    connection: Option<Connection>,
     /// Counts the job's JobMasters: a connection that ends speaks for the job only if it
     /// is still the current JobMaster's.
     generation: u32,
@@ -62,6 +67,9 @@ struct Job {
     submitted: Instant,
     ended: Option<Instant>,
     allocations: HashMap<AttemptId, Allocation>,
+    /// The attempts whose slots were asked for here: a request sent again (its JobMaster
+    /// could not know whether this leader heard it) is answered once.
+    requested: HashSet<AttemptId>,
     /// What its JobMaster last showed of it.
     view: Option<Box<JobView>>,
 }
@@ -124,6 +132,8 @@ impl State {
 
 struct Shared {
     state: Mutex<State>,
+    /// Held while a job is written to the job store (high availability).
+    store_writes: Mutex<()>,
     /// Signalled when slots free up or TaskManagers register.
     slots_changed: Condvar,
     options: JobManagerOptions,
@@ -151,7 +161,12 @@ pub fn bind_job_manager(options: JobManagerOptions) -> Result<JobManager, Cluste
     tracing::info!(address = %address, "JobManager listening");
     // The address, for a script or a test that bound port 0.
     println!("jobmanager listening on {address}");
-    let shared = Arc::new(Shared { state: Mutex::default(), slots_changed: Condvar::new(), options });
+    let shared = Arc::new(Shared {
+        state: Mutex::default(),
+        store_writes: Mutex::new(()),
+        slots_changed: Condvar::new(),
+        options,
+    });
     Ok(JobManager { listener, shared })
 }
 
@@ -169,6 +184,16 @@ impl JobManager {
     /// Serves TaskManagers, jobs and the CLI until the process ends.
     pub fn run(self) -> Result<(), ClusterError> {
         let JobManager { listener, shared } = self;
+        // With high availability, nothing is served before this JobManager leads (clients
+        // connect to the leader's address only; those here early wait in the backlog).
+        let _leadership = match &shared.options.ha {
+            Some(ha) => {
+                let address =
+                    listener.local_addr().map_err(|e| ClusterError::io(&shared.options.bind, "listening", e))?;
+                Some(leading::lead(&shared, ha, &address.to_string())?)
+            }
+            None => None,
+        };
         let heartbeats = shared.clone();
         std::thread::Builder::new()
             .name("eddy-heartbeats".into())
@@ -267,7 +292,7 @@ fn send_heartbeats(shared: &Shared) {
         let (task_managers, jobs): (Vec<Connection>, Vec<Connection>) = {
             let state = shared.state();
             let tms = state.task_managers.values().map(|tm| tm.connection.clone());
-            let jobs = state.jobs.values().filter(|j| j.ended.is_none()).map(|j| j.connection.clone());
+            let jobs = state.jobs.values().filter(|j| j.ended.is_none()).filter_map(|j| j.connection.clone());
             (tms.collect(), jobs.collect())
         };
         // A failed send shows up in the connection's reader too.
@@ -336,7 +361,7 @@ fn serve_task_manager(shared: &Arc<Shared>, connection: Connection, mut reader: 
                     .jobs
                     .get(&job)
                     .filter(|j| j.allocations.contains_key(&attempt))
-                    .map(|j| j.connection.clone());
+                    .and_then(|j| j.connection.clone());
                 if let Some(client) = client {
                     let _ = client.send(&JobMasterMessage::ExecutorFailed { attempt, executor, status });
                 }
@@ -377,7 +402,7 @@ fn lose_task_manager(shared: &Arc<Shared>, id: TaskManagerId, reason: &str) {
                 affected |= allocation.len() != before;
             }
             if affected {
-                clients.push(job.connection.clone());
+                clients.extend(job.connection.clone());
             }
         }
         clients
@@ -426,11 +451,17 @@ fn serve_job(shared: &Arc<Shared>, connection: Connection, mut reader: Reader) {
         match reader.receive() {
             Ok(JobMasterMessage::Heartbeat) => {}
             Ok(JobMasterMessage::RequestSlots { attempt, slots, timeout_ms, job_master }) => {
+                let again = shared.state().jobs.get_mut(&job).is_some_and(|j| !j.requested.insert(attempt));
+                if again {
+                    tracing::debug!(job = %job, attempt = %attempt, "slots asked for again; answered once");
+                    continue;
+                }
                 if let Some(j) = shared.state().jobs.get_mut(&job) {
                     j.state = JobState::Deploying;
                     j.next_attempt = j.next_attempt.max(attempt.0.saturating_add(1));
                     j.slot_timeout_ms = timeout_ms;
                 }
+                leading::persist(shared, job);
                 let request = SlotRequest {
                     job,
                     generation,
@@ -450,6 +481,9 @@ fn serve_job(shared: &Arc<Shared>, connection: Connection, mut reader: Reader) {
             Ok(JobMasterMessage::State(state)) => {
                 if let Some(j) = shared.state().jobs.get_mut(&job) {
                     j.state = state;
+                }
+                if state.is_terminal() {
+                    leading::persist(shared, job);
                 }
             }
             Ok(JobMasterMessage::CommandReply { request, reply }) => {
@@ -472,6 +506,7 @@ fn serve_job(shared: &Arc<Shared>, connection: Connection, mut reader: Reader) {
                 if let Some(j) = shared.state().jobs.get_mut(&job) {
                     j.job_dir = Some(dir);
                 }
+                leading::persist(shared, job);
             }
             Ok(JobMasterMessage::View(view)) => {
                 if let Some(j) = shared.state().jobs.get_mut(&job) {
@@ -498,7 +533,7 @@ fn submit(
     let id = JobId(state.next_job);
     let entry = Job {
         name: name.clone(),
-        connection: connection.clone(),
+        connection: Some(connection.clone()),
         generation: 0,
         args: Arc::new(args),
         job_dir: None,
@@ -511,10 +546,13 @@ fn submit(
         submitted: Instant::now(),
         ended: None,
         allocations: HashMap::new(),
+        requested: HashSet::new(),
         view: None,
     };
     state.jobs.insert(id, entry);
+    drop(state);
     tracing::info!(job = %id, name = %name, parallelism, peer = %connection.peer(), "job submitted");
+    leading::persist(shared, id);
     (id, 0, 0)
 }
 
@@ -668,6 +706,7 @@ fn end_job(shared: &Arc<Shared>, job: JobId, generation: u32, reason: &str) {
         release(shared, job, attempt);
     }
     answer_waiting(shared, job, &format!("the job's JobMaster went away before it answered ({reason})"));
+    leading::persist(shared, job);
     if taken_over {
         takeover::start(shared, job, reason);
     }
@@ -731,7 +770,9 @@ fn relay(shared: &Shared, waiter: Waiter, job: &str, command: JobCommand) -> Res
             entry.name
         ));
     }
-    let client = entry.connection.clone();
+    let Some(client) = entry.connection.clone() else {
+        return Err(format!("job {id} ('{}') waits for its JobMaster to come back; try again in a moment", entry.name));
+    };
     state.next_request += 1;
     let request = state.next_request;
     let from = if matches!(waiter, Waiter::Cli(_)) { "the CLI" } else { "the REST API" };

@@ -113,12 +113,15 @@ pub(super) fn resume(
     }
     let Job { generation, connection: current, state: job_state, taking_over_on, parallelism: p, .. } = j;
     *generation += 1;
-    *current = connection.clone();
+    *current = Some(connection.clone());
     *job_state = JobState::Created;
     *taking_over_on = None;
     *p = parallelism;
-    tracing::info!(job = %job, name, peer = %connection.peer(), first_attempt = j.next_attempt, "job taken back by its JobMaster started again");
-    Ok((job, j.generation, j.next_attempt))
+    tracing::info!(job = %job, name, peer = %connection.peer(), first_attempt = j.next_attempt, "job taken back by its JobMaster");
+    let admitted = (job, j.generation, j.next_attempt);
+    drop(state);
+    super::leading::persist(shared, job);
+    Ok(admitted)
 }
 
 /// The job fails: nothing more can run it.
@@ -131,4 +134,6 @@ fn fail(shared: &Shared, job: JobId, why: &str) {
         tracing::error!(job = %job, name = %j.name, reason = why, "job failed: its JobMaster cannot be started again");
         tracing::info!(job = %job, name = %j.name, state = %j.state, "job left the cluster");
     }
+    drop(state);
+    super::leading::persist(shared, job);
 }

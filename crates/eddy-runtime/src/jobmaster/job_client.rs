@@ -3,16 +3,30 @@
 //! (slot requests, the CLI's commands, TaskManagers lost, the job's state) and the door its
 //! task executors come in by. The JobMaster coordinates the job from here, as Flink's
 //! application mode runs `main` and the JobMaster in one place ([`super::remote`]).
+//!
+//! With high availability (`etcd://…` where the JobManager's address would be) the link
+//! follows the leader: the JobManager is found through etcd, and when it is lost the
+//! client looks for the new leader for up to [`LEADER_WAIT`] and takes the job back
+//! there (`Resume`); the new leader's `Submitted` arrives among the events, so that the
+//! attempt running knows its slots are void. Sends made meanwhile wait for it. Without
+//! high availability, or when no leader takes the job back in time, the loss arrives as
+//! `Refused`.
 
 use crate::cluster::executor_link::{ExecutorHello, ExecutorMessage};
 use crossbeam_channel::{Receiver, Sender};
+use eddy_rpc::ha::{is_ha, locate_jobmanager};
 use eddy_rpc::messages::JobMasterMessage;
 use eddy_rpc::{
     start_heartbeats, AttemptId, ClusterError, ClusterTarget, Connection, Heartbeats, JobId, JobState, PeerRole, Reader,
 };
-use std::net::TcpListener;
+use std::net::{IpAddr, TcpListener};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+/// How long a JobMaster that lost its JobManager looks for a new leader to take its job
+/// back (high availability): an election takes a lease's time (2 s) and a little more.
+pub const LEADER_WAIT: Duration = Duration::from_secs(30);
 
 /// A task executor that connected and said hello.
 pub struct ExecutorJoin {
@@ -25,19 +39,69 @@ pub struct ExecutorJoin {
 pub struct JobClient {
     pub job: JobId,
     pub target: ClusterTarget,
-    jobmanager: Connection,
-    /// Everything the JobManager says but heartbeats; its loss arrives as `Refused`.
+    link: Arc<Link>,
+    /// Everything the JobManager says but heartbeats; a new leader's `Submitted` after a
+    /// loss (high availability); a loss for good arrives as `Refused`.
     pub events: Receiver<JobMasterMessage>,
     pub executors: Receiver<ExecutorJoin>,
     /// Where task executors reach this process.
     pub address: String,
-    next_attempt: AtomicU32,
+    next_attempt: Arc<AtomicU32>,
     stop: Arc<AtomicBool>,
+}
+
+/// The connection to the JobManager now: none while a new leader is looked for.
+struct Link {
+    current: Mutex<Option<Connection>>,
+    changed: Condvar,
+    /// How many times a new leader took the job back.
+    leader_changes: AtomicU32,
+    /// No JobManager took the job back: nothing more goes out.
+    gone: AtomicBool,
 }
 
 impl std::fmt::Debug for JobClient {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "JobClient(job {} at {})", self.job, self.target.jobmanager)
+    }
+}
+
+/// The JobManager admitted the job: its connection, reader and answer.
+struct Admitted {
+    connection: Connection,
+    reader: Reader,
+    job: JobId,
+    first_attempt: u32,
+    heartbeats: Heartbeats,
+    local_ip: IpAddr,
+    /// The JobManager's `Submitted`, as it came.
+    submitted: JobMasterMessage,
+}
+
+/// Finds the JobManager (the leader, with high availability), connects, and has it admit
+/// the job with `hello` (`Submit` or `Resume`).
+fn admit(target: &ClusterTarget, hello: &JobMasterMessage, wait: Duration) -> Result<Admitted, ClusterError> {
+    let jm = locate_jobmanager(&target.jobmanager, wait)?;
+    let stream = target.security.connect(&jm, PeerRole::JobMaster, "connecting to the JobManager")?;
+    let local_ip = stream.local_ip().unwrap_or(std::net::Ipv4Addr::LOCALHOST.into());
+    let (connection, mut reader) = Connection::new(stream, Some(target.heartbeats.timeout()))?;
+    connection.send(hello)?;
+    loop {
+        match reader.receive()? {
+            JobMasterMessage::Submitted { job, first_attempt, heartbeat_interval_ms, heartbeat_timeout_ms } => {
+                let heartbeats = Heartbeats { interval_ms: heartbeat_interval_ms, timeout_ms: heartbeat_timeout_ms };
+                heartbeats.validate()?;
+                reader.set_read_timeout(Some(heartbeats.timeout()))?;
+                let submitted =
+                    JobMasterMessage::Submitted { job, first_attempt, heartbeat_interval_ms, heartbeat_timeout_ms };
+                return Ok(Admitted { connection, reader, job, first_attempt, heartbeats, local_ip, submitted });
+            }
+            JobMasterMessage::Heartbeat => {}
+            JobMasterMessage::Refused(why) => return Err(ClusterError::Refused(why)),
+            other => {
+                return Err(ClusterError::Protocol(format!("the JobManager answered a submission with {other:?}")))
+            }
+        }
     }
 }
 
@@ -50,39 +114,38 @@ impl JobClient {
         parallelism: u32,
         resume: Option<JobId>,
     ) -> Result<Self, ClusterError> {
-        let jm = &target.jobmanager;
-        let stream = target.security.connect(jm, PeerRole::JobMaster, "connecting to the JobManager")?;
-        let local_ip = stream.local_ip().unwrap_or(std::net::Ipv4Addr::LOCALHOST.into());
-        let (connection, mut reader) = Connection::new(stream, Some(target.heartbeats.timeout()))?;
         let name = name.to_string();
-        connection.send(&match resume {
+        let hello = match resume {
             None => JobMasterMessage::Submit { name: name.clone(), parallelism, args: target.args.clone() },
             Some(job) => JobMasterMessage::Resume { job, name: name.clone(), parallelism },
-        })?;
-        let (job, first_attempt, heartbeats) = loop {
-            match reader.receive()? {
-                JobMasterMessage::Submitted { job, first_attempt, heartbeat_interval_ms, heartbeat_timeout_ms } => {
-                    let heartbeats =
-                        Heartbeats { interval_ms: heartbeat_interval_ms, timeout_ms: heartbeat_timeout_ms };
-                    break (job, first_attempt, heartbeats);
-                }
-                JobMasterMessage::Heartbeat => {}
-                JobMasterMessage::Refused(why) => return Err(ClusterError::Refused(why)),
-                other => {
-                    return Err(ClusterError::Protocol(format!("the JobManager answered a submission with {other:?}")))
-                }
-            }
         };
+        let admitted = admit(target, &hello, target.heartbeats.timeout())?;
+        let (job, first_attempt, heartbeats, local_ip) =
+            (admitted.job, admitted.first_attempt, admitted.heartbeats, admitted.local_ip);
         let stop = Arc::new(AtomicBool::new(false));
-        heartbeats.validate()?;
-        reader.set_read_timeout(Some(heartbeats.timeout()))?;
-        start_heartbeats(connection.clone(), heartbeats, stop.clone(), JobMasterMessage::Heartbeat);
+        start_heartbeats(admitted.connection.clone(), heartbeats, stop.clone(), JobMasterMessage::Heartbeat);
+        let link = Arc::new(Link {
+            current: Mutex::new(Some(admitted.connection)),
+            changed: Condvar::new(),
+            leader_changes: AtomicU32::new(0),
+            gone: AtomicBool::new(false),
+        });
+        let next_attempt = Arc::new(AtomicU32::new(first_attempt));
         let (events_tx, events) = crossbeam_channel::unbounded();
-        let jm_name = jm.clone();
+        let follower = Follower {
+            target: target.clone(),
+            resume: JobMasterMessage::Resume { job, name: name.clone(), parallelism },
+            link: link.clone(),
+            events: events_tx,
+            next_attempt: next_attempt.clone(),
+            stop: stop.clone(),
+        };
+        let reader = admitted.reader;
         std::thread::Builder::new()
             .name("eddy-jobmanager-reader".into())
-            .spawn(move || read_jobmanager(reader, events_tx, jm_name))
+            .spawn(move || follower.read(reader))
             .map_err(|e| ClusterError::Config(format!("cannot start a thread: {e}")))?;
+        let jm = &target.jobmanager;
         let listener = TcpListener::bind((local_ip, 0))
             .map_err(|e| ClusterError::io(&local_ip.to_string(), "listening for task executors", e))?;
         let address = listener.local_addr().map_err(|e| ClusterError::io(jm, "listening", e))?.to_string();
@@ -118,16 +181,14 @@ impl JobClient {
         } else {
             tracing::info!(job = %job, name, jobmanager = %jm, job_master = %address, "job submitted to the cluster");
         }
-        Ok(Self {
-            job,
-            target: target.clone(),
-            jobmanager: connection,
-            events,
-            executors,
-            address,
-            next_attempt: AtomicU32::new(first_attempt),
-            stop,
-        })
+        Ok(Self { job, target: target.clone(), link, events, executors, address, next_attempt, stop })
+    }
+
+    /// How many times a new leader took the job back so far: an attempt (or a slot
+    /// request) that began before the last change was the old leader's, and a `Submitted`
+    /// event older than it is no news to it.
+    pub fn leader_changes(&self) -> u32 {
+        self.link.leader_changes.load(Ordering::SeqCst)
     }
 
     /// A fresh number for the next attempt.
@@ -136,31 +197,117 @@ impl JobClient {
     }
 
     /// Tells the JobManager something (slot requests, releases, state, command replies).
+    /// With high availability, a send while the JobManager is lost waits for the new
+    /// leader (up to [`LEADER_WAIT`]) and goes there.
     pub fn send(&self, message: &JobMasterMessage) -> Result<(), ClusterError> {
-        self.jobmanager.send(message)
+        let deadline = Instant::now() + LEADER_WAIT;
+        let mut current = self.link.current.lock().unwrap_or_else(|e| e.into_inner());
+        loop {
+            if let Some(connection) = current.as_ref() {
+                match connection.send(message) {
+                    Ok(()) => return Ok(()),
+                    Err(e) if !is_ha(&self.target.jobmanager) => return Err(e),
+                    // The reader sees the loss too, and looks for the leader.
+                    Err(_) => *current = None,
+                }
+            }
+            let now = Instant::now();
+            if self.link.gone.load(Ordering::SeqCst) || now >= deadline {
+                return Err(ClusterError::Refused("lost the JobManager, and no leader took the job back".into()));
+            }
+            current = self.link.changed.wait_timeout(current, deadline - now).unwrap_or_else(|e| e.into_inner()).0;
+        }
     }
 
     /// The job is over: its state for `list`, and goodbye.
     pub fn finish(&self, state: JobState) {
         let _ = self.send(&JobMasterMessage::State(state));
         self.stop.store(true, Ordering::Relaxed);
-        self.jobmanager.close();
+        self.link.gone.store(true, Ordering::SeqCst);
+        if let Some(connection) = self.link.current.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            connection.close();
+        }
     }
 }
 
-fn read_jobmanager(mut reader: Reader, events: Sender<JobMasterMessage>, jm: String) {
-    loop {
-        match reader.receive() {
-            Ok(JobMasterMessage::Heartbeat) => {}
-            Ok(message) => {
-                if events.send(message).is_err() {
-                    return;
+/// Reads what the JobManager says, and follows the leader when it is lost.
+struct Follower {
+    target: ClusterTarget,
+    /// How the job is taken back by a new leader.
+    resume: JobMasterMessage,
+    link: Arc<Link>,
+    events: Sender<JobMasterMessage>,
+    next_attempt: Arc<AtomicU32>,
+    stop: Arc<AtomicBool>,
+}
+
+impl Follower {
+    fn read(self, mut reader: Reader) {
+        let jm = self.target.jobmanager.clone();
+        loop {
+            match reader.receive() {
+                Ok(JobMasterMessage::Heartbeat) => {}
+                Ok(message) => {
+                    if self.events.send(message).is_err() {
+                        return;
+                    }
+                }
+                Err(_) if self.link.gone.load(Ordering::SeqCst) => return,
+                Err(e) if !is_ha(&jm) => return self.lost(format!("lost the JobManager at {jm}: {e}")),
+                Err(e) => {
+                    *self.link.current.lock().unwrap_or_else(|e| e.into_inner()) = None;
+                    tracing::warn!(error = %e, "lost the JobManager; looking for the leader to take the job back");
+                    match self.take_back() {
+                        Ok(admitted) => {
+                            let at = admitted.connection.peer().to_string();
+                            tracing::info!(jobmanager = %at, "the job is back with the leading JobManager");
+                            self.next_attempt.fetch_max(admitted.first_attempt, Ordering::Relaxed);
+                            let heartbeats = admitted.heartbeats;
+                            start_heartbeats(
+                                admitted.connection.clone(),
+                                heartbeats,
+                                self.stop.clone(),
+                                JobMasterMessage::Heartbeat,
+                            );
+                            *self.link.current.lock().unwrap_or_else(|e| e.into_inner()) = Some(admitted.connection);
+                            self.link.leader_changes.fetch_add(1, Ordering::SeqCst);
+                            self.link.changed.notify_all();
+                            reader = admitted.reader;
+                            if self.events.send(admitted.submitted).is_err() {
+                                return;
+                            }
+                        }
+                        Err(why) => {
+                            return self.lost(format!(
+                                "lost the JobManager ({e}), and no leader took the job back within {} s: {why}",
+                                LEADER_WAIT.as_secs()
+                            ))
+                        }
+                    }
                 }
             }
-            Err(e) => {
-                let _ = events.send(JobMasterMessage::Refused(format!("lost the JobManager at {jm}: {e}")));
-                return;
+        }
+    }
+
+    /// Takes the job back to the leader, trying until [`LEADER_WAIT`] passed: the leader
+    /// key names the dead leader until its lease expires. A refusal (another JobMaster
+    /// took the job over meanwhile) ends the tries.
+    fn take_back(&self) -> Result<Admitted, ClusterError> {
+        let deadline = Instant::now() + LEADER_WAIT;
+        loop {
+            let wait = deadline.saturating_duration_since(Instant::now());
+            match admit(&self.target, &self.resume, wait) {
+                Ok(admitted) => return Ok(admitted),
+                Err(refused @ ClusterError::Refused(_)) => return Err(refused),
+                Err(e) if Instant::now() >= deadline => return Err(e),
+                Err(_) => std::thread::sleep(eddy_rpc::ha::POLL_INTERVAL),
             }
         }
+    }
+
+    fn lost(&self, why: String) {
+        self.link.gone.store(true, Ordering::SeqCst);
+        self.link.changed.notify_all();
+        let _ = self.events.send(JobMasterMessage::Refused(why));
     }
 }

@@ -94,6 +94,9 @@ impl AttemptLauncher for RemoteLauncher {
         let tasks: Vec<(NodeId, u32)> = plan.tasks(graph);
         let slots = graph.slots_needed();
         let attempt = client.next_attempt();
+        // The leader this request goes to: a `Submitted` from a later one means it never
+        // heard it.
+        let mut asked_leader = client.leader_changes();
         let request = JobMasterMessage::RequestSlots {
             attempt,
             slots,
@@ -115,6 +118,13 @@ impl AttemptLauncher for RemoteLauncher {
                 }
                 Ok(JobMasterMessage::Refused(why)) => return cluster_error(why),
                 Ok(JobMasterMessage::Command { request, .. }) => reply_busy(client, request),
+                // A new leader (high availability) since the request: it never heard it.
+                Ok(JobMasterMessage::Submitted { .. }) if client.leader_changes() != asked_leader => {
+                    asked_leader = client.leader_changes();
+                    if let Err(e) = client.send(&request) {
+                        return cluster_error(format!("cannot ask the new JobManager for slots: {e}"));
+                    }
+                }
                 Ok(_) => {}
                 Err(_) => return cluster_error("lost the JobManager".into()),
             }
@@ -133,7 +143,7 @@ impl AttemptLauncher for RemoteLauncher {
                 message: format!("TaskManager {tm} was lost while its slots were given to the job"),
             });
         }
-        let joined = match await_executors(client, graph, plan, attempt, &executors) {
+        let joined = match await_executors(client, graph, plan, (attempt, asked_leader), &executors) {
             Ok(joined) => joined,
             Err(end) => {
                 release();
@@ -295,6 +305,20 @@ impl AttemptLauncher for RemoteLauncher {
                         source: None,
                     });
                 }
+                JobMasterMessage::Submitted { .. } if client.leader_changes() != asked_leader => {
+                    // A new leader took the job back (high availability): the attempt's
+                    // slots were the old leader's, whose TaskManagers stopped their task
+                    // executors; it restarts from the latest checkpoint on the new
+                    // leader's slots.
+                    if let Some(first) = owned_ref.iter().find_map(|tasks| tasks.first().copied()) {
+                        run.task_failed(
+                            first,
+                            TaskError::Lost(
+                                "the JobManager changed (a new leader); the attempt's slots are void".into(),
+                            ),
+                        );
+                    }
+                }
                 JobMasterMessage::Command { request, command } => {
                     let status = |run: &AttemptCoordinator<'_>| {
                         let counted = metrics_ref.lock().unwrap_or_else(|e| e.into_inner()).clone();
@@ -356,7 +380,7 @@ fn await_executors(
     client: &JobClient,
     graph: &StreamGraph,
     plan: &ChainPlan,
-    attempt: AttemptId,
+    (attempt, leader): (AttemptId, u32),
     executors: &[ExecutorSlots],
 ) -> Result<Vec<ExecutorJoin>, AttemptEnd> {
     let job = graph.job_name.clone();
@@ -409,6 +433,9 @@ fn await_executors(
                     return Err(lost(format!("TaskManager {task_manager} was lost while deploying: {reason}")));
                 }
                 Ok(JobMasterMessage::Refused(why)) => return Err(refused(why)),
+                Ok(JobMasterMessage::Submitted { .. }) if client.leader_changes() != leader => {
+                    return Err(lost("the JobManager changed (a new leader) while the attempt was deployed".into()));
+                }
                 Ok(JobMasterMessage::Command { request, .. }) => reply_busy(client, request),
                 Ok(_) => {}
                 Err(_) => return Err(refused("lost the JobManager".into())),

@@ -1,0 +1,124 @@
+//! High availability, the JobManager's side: it serves only once it leads (campaigning
+//! through etcd, `eddy_rpc::ha`), takes on the jobs the job store holds when it starts
+//! leading, and writes every change of a job that a new leader would need (its job
+//! directory, its attempt numbers, its end) to the store as it happens. A job a new
+//! leader finds waits for its JobMaster to come back to it (a JobMaster that lost its
+//! JobManager looks for the new leader); one whose JobMaster does not come back within
+//! the heartbeat timeout is taken over (`super::takeover`).
+
+use super::{takeover, Job, Shared};
+use eddy_rpc::ha::{HaServices, JobRecord, Leadership};
+use eddy_rpc::{ClusterError, JobId, JobState};
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Instant;
+
+/// Campaigns until this JobManager, at `address`, leads; then takes on the stored jobs.
+/// Losing the leadership later ends the process: another JobManager leads by then.
+pub(super) fn lead(shared: &Arc<Shared>, ha: &HaServices, address: &str) -> Result<Leadership, ClusterError> {
+    tracing::info!(ha = %ha.url(), address, "campaigning for leadership");
+    let leadership = ha.campaign(
+        address,
+        Box::new(|why| {
+            tracing::error!(reason = %why, "this JobManager lost its leadership; it stops (another one leads, or will)");
+            std::process::exit(1);
+        }),
+    )?;
+    let records = ha.jobs()?;
+    let mut taken_on = Vec::new();
+    {
+        let mut state = shared.state();
+        for record in records {
+            state.next_job = state.next_job.max(record.id.0);
+            if record.state.is_terminal() {
+                continue;
+            }
+            taken_on.push((record.id, record.name.clone()));
+            state.jobs.insert(record.id, job_of(record));
+        }
+    }
+    tracing::info!(address, jobs = taken_on.len(), "this JobManager leads");
+    for (job, name) in taken_on {
+        tracing::info!(job = %job, name = %name, "job from the job store waits for its JobMaster");
+        let shared = shared.clone();
+        let grace = shared.options.heartbeats.timeout();
+        let _ = std::thread::Builder::new().name("eddy-jm-await".into()).spawn(move || {
+            std::thread::sleep(grace);
+            let orphaned = shared.state().jobs.get(&job).is_some_and(|j| {
+                j.state == JobState::Initializing && j.connection.is_none() && j.taking_over_on.is_none()
+            });
+            if orphaned {
+                let reason =
+                    format!("its JobMaster did not come back to the new leader within {} ms", grace.as_millis());
+                // Read first: the state's lock must not be held while the job moves on.
+                let readable = shared.state().jobs.get(&job).is_some_and(|j| j.job_dir.is_some());
+                if readable {
+                    takeover::start(&shared, job, &reason);
+                } else {
+                    lose(&shared, job, &reason);
+                }
+            }
+        });
+    }
+    Ok(leadership)
+}
+
+/// A stored job, as a new leader takes it on: waiting for its JobMaster.
+fn job_of(record: JobRecord) -> Job {
+    Job {
+        name: record.name,
+        connection: None,
+        generation: 0,
+        args: Arc::new(record.args),
+        job_dir: record.job_dir,
+        slot_timeout_ms: record.slot_timeout_ms,
+        next_attempt: record.next_attempt,
+        takeovers_in_a_row: 0,
+        taking_over_on: None,
+        state: JobState::Initializing,
+        parallelism: record.parallelism,
+        submitted: Instant::now(),
+        ended: None,
+        allocations: HashMap::new(),
+        requested: HashSet::new(),
+        view: None,
+    }
+}
+
+/// A stored job no JobMaster can take back (its checkpoints were in its memory).
+fn lose(shared: &Shared, job: JobId, reason: &str) {
+    if let Some(j) = shared.state().jobs.get_mut(&job) {
+        j.state = JobState::Lost;
+        j.ended = Some(Instant::now());
+        tracing::error!(job = %job, name = %j.name, reason, "job lost: its checkpoints were in its JobMaster's memory");
+    }
+    persist(shared, job);
+}
+
+/// Writes the job as it is now to the store (or removes it once it ended); without high
+/// availability, nothing. A failed write is logged: the job goes on, and a new leader
+/// would see it as it was at the last write.
+pub(super) fn persist(shared: &Shared, job: JobId) {
+    let Some(ha) = &shared.options.ha else { return };
+    // One write at a time, each of the state as it is when it starts: the last write is
+    // of the newest state.
+    let _writing = shared.store_writes.lock().unwrap_or_else(|e| e.into_inner());
+    let record =
+        shared.state().jobs.get(&job).filter(|j| j.ended.is_none() && !j.state.is_terminal()).map(|j| JobRecord {
+            id: job,
+            name: j.name.clone(),
+            args: j.args.to_vec(),
+            parallelism: j.parallelism,
+            job_dir: j.job_dir.clone(),
+            slot_timeout_ms: j.slot_timeout_ms,
+            next_attempt: j.next_attempt,
+            state: j.state,
+        });
+    let written = match &record {
+        Some(record) => ha.put_job(record),
+        None => ha.remove_job(job),
+    };
+    if let Err(e) = written {
+        tracing::warn!(job = %job, error = %e, "cannot write the job to the job store");
+    }
+}
