@@ -323,6 +323,7 @@ impl Env {
                 name: draft.name.clone(),
                 uid: draft.uid.clone(),
                 parallelism,
+                follows_default: draft.parallelism.is_none() && !draft.non_parallel,
                 keyed: draft.keyed,
                 factory: draft.factory.clone(),
                 outputs: draft.outputs.clone(),

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 mod common;
 use common::etcd::Etcd;
 use common::output;
-use common::process::{run_local, Cluster, Proc};
+use common::process::{field, run_local, Cluster, Proc};
 
 /// W1 at parallelism 2 into the exactly-once file sink, rate-capped so that it runs for
 /// a few seconds with a checkpoint every 100 ms; the failure-free reference is written to
@@ -197,4 +197,50 @@ fn with_the_leader_and_the_jobs_own_process_both_killed_the_new_leader_takes_the
     wait_until(&cluster, &job, Duration::from_secs(120), "finished job", finished);
     let reference = output(&cluster.dir.join("reference"));
     assert_eq!(output(&cluster.dir.join("out")), reference, "the committed output differs from a failure-free run's");
+}
+
+/// The `pause_ms` of the `n`th rescale in a JobMaster's log.
+fn rescale_pause(lines: &[String], n: usize) -> u64 {
+    let line = lines.iter().filter(|l| l.contains("rescaled: every subtask runs")).nth(n).expect("a rescale");
+    line.split("pause_ms=").nth(1).and_then(|v| v.split_whitespace().next()?.parse().ok()).expect("its pause")
+}
+
+/// W1 with exactly-once file output on a cluster of three one-slot TaskManagers, rescaled
+/// 2 → 3 → 1 while it runs with `eddy rescale`: the committed output equals a
+/// failure-free run's, and each rescale's pause is printed.
+fn rescale_w1(name: &str, backend: &str) {
+    let cluster = Cluster::start(name, &[1, 1, 1]);
+    let mut args = w1_args(&cluster.dir, "400000");
+    args.extend(["--backend".to_string(), backend.to_string()]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let job = cluster.submit(&args);
+    job.wait_for("checkpoint completed", 3, Duration::from_secs(60));
+    let mut pauses = Vec::new();
+    for (n, parallelism) in ["3", "1"].into_iter().enumerate() {
+        let (code, answer) = cluster.control(&["rescale", "1", "--parallelism", parallelism]);
+        assert_eq!(code, 0, "{answer}");
+        assert!(answer.contains(&format!("to {parallelism} from checkpoint")), "{answer}");
+        let rescaled = || job.count("rescaled: every subtask runs") > n;
+        wait_until(&cluster, &job, Duration::from_secs(60), "rescale", rescaled);
+        pauses.push(rescale_pause(&job.lines(), n));
+        let slots = cluster.jobmanager.lines().into_iter().rev().find(|l| l.contains("slots allocated")).unwrap();
+        assert!(slots.contains(&format!("slots={parallelism}")), "{slots}");
+        job.wait_for("checkpoint completed", 3 + 2 * (n + 1), Duration::from_secs(60));
+    }
+    println!("{backend}: rescale 2 → 3 → 1 pauses (records stop to every subtask running again), ms: {pauses:?}");
+    let (code, log) = job.finish(Duration::from_secs(120));
+    assert_eq!(code, 0, "{log}");
+    assert_eq!(field(&log, "restarts"), "0", "a rescale is no restart: {log}");
+    let reference = output(&cluster.dir.join("reference"));
+    assert_eq!(output(&cluster.dir.join("out")), reference, "the committed output differs from a failure-free run's");
+}
+
+#[test]
+fn rescaling_a_running_job_2_3_1_on_the_heap_gives_the_failure_free_output() {
+    rescale_w1("rescale-heap", "heap");
+}
+
+#[test]
+fn rescaling_a_running_job_2_3_1_on_rocksdb_gives_the_failure_free_output() {
+    rescale_w1("rescale-rocksdb", "rocksdb");
 }

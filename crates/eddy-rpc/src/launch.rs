@@ -33,6 +33,9 @@ pub struct Deployment {
     pub args: Vec<String>,
     /// Where the job's JobMaster waits for its task executors.
     pub job_master: String,
+    /// Each operator's parallelism in this attempt (node order; the job may have been
+    /// rescaled since the program set it).
+    pub operator_parallelism: Vec<u32>,
 }
 
 /// The cluster's credentials and heartbeats, as a TaskManager hands them to a process it
@@ -96,6 +99,9 @@ pub struct JobMasterTakeover {
     pub job_dir: String,
     /// How long its attempts wait for slots (what the job last asked with).
     pub slot_timeout_ms: u64,
+    /// Each operator's parallelism when its last JobMaster ran it (empty: as the program
+    /// sets it).
+    pub operator_parallelism: Vec<u32>,
 }
 
 /// What a TaskManager writes to the standard input of a JobMaster it starts again.

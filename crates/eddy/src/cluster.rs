@@ -271,6 +271,16 @@ pub enum JobControl {
         #[command(flatten)]
         cluster: CliArgs,
     },
+    /// Takes a running job to another parallelism (its operators that follow the job's
+    /// default parallelism), from a checkpoint taken for it: one short pause, no savepoint
+    /// round trip (Flink's adaptive scheduler).
+    Rescale {
+        job: String,
+        #[arg(long)]
+        parallelism: u32,
+        #[command(flatten)]
+        cluster: CliArgs,
+    },
 }
 
 /// Runs a job-control command; what it prints on success, or why it failed.
@@ -303,8 +313,9 @@ pub fn job_control(command: JobControl) -> Result<String, String> {
             (job, cluster, JobCommand::Stop { savepoint_dir: absolute(&savepoint)? })
         }
         JobControl::Cancel { job, cluster } => (job, cluster, JobCommand::Cancel),
+        JobControl::Rescale { job, parallelism, cluster } => (job, cluster, JobCommand::Rescale { parallelism }),
     };
-    let long = matches!(command, JobCommand::Savepoint { .. } | JobCommand::Stop { .. });
+    let long = matches!(command, JobCommand::Savepoint { .. } | JobCommand::Stop { .. } | JobCommand::Rescale { .. });
     let bar = Progress::start(long, &format!("asking job {job}"));
     let answer = connect(&cluster)?.command(&job, command, &mut |line: &str| bar.say(line));
     bar.finish();
@@ -362,7 +373,8 @@ enum Role {
 }
 
 /// The words [`serve_role`] takes as a program's first argument.
-pub const ROLE_WORDS: [&str; 7] = ["jobmanager", "taskmanager", "list", "status", "savepoint", "stop", "cancel"];
+pub const ROLE_WORDS: [&str; 8] =
+    ["jobmanager", "taskmanager", "list", "status", "savepoint", "stop", "cancel", "rescale"];
 
 /// If this process was started as `<binary> jobmanager …` or `<binary> taskmanager …`
 /// (or with a job-control command: `list`, `status`, `savepoint`, `stop`, `cancel`), runs

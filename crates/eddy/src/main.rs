@@ -91,6 +91,14 @@ enum ClusterControl {
         #[command(flatten)]
         cluster: eddy::cluster::CliArgs,
     },
+    /// Takes a running job to another parallelism, from a checkpoint taken for it.
+    Rescale {
+        job: String,
+        #[arg(long)]
+        parallelism: u32,
+        #[command(flatten)]
+        cluster: eddy::cluster::CliArgs,
+    },
 }
 
 #[derive(Debug, clap::Args)]
@@ -296,6 +304,9 @@ fn main() -> ExitCode {
                 ClusterControl::Status { job, cluster } => JobControl::Status { job, cluster },
                 ClusterControl::Stop { job, savepoint, cluster } => JobControl::Stop { job, savepoint, cluster },
                 ClusterControl::Cancel { job, cluster } => JobControl::Cancel { job, cluster },
+                ClusterControl::Rescale { job, parallelism, cluster } => {
+                    JobControl::Rescale { job, parallelism, cluster }
+                }
             };
             return report(job_control(control));
         }

@@ -72,6 +72,7 @@ fn job_of(record: JobRecord) -> Job {
         args: Arc::new(record.args),
         job_dir: record.job_dir,
         slot_timeout_ms: record.slot_timeout_ms,
+        operator_parallelism: record.operator_parallelism,
         next_attempt: record.next_attempt,
         takeovers_in_a_row: 0,
         taking_over_on: None,
@@ -111,6 +112,7 @@ pub(super) fn persist(shared: &Shared, job: JobId) {
             parallelism: j.parallelism,
             job_dir: j.job_dir.clone(),
             slot_timeout_ms: j.slot_timeout_ms,
+            operator_parallelism: j.operator_parallelism.clone(),
             next_attempt: j.next_attempt,
             state: j.state,
         });

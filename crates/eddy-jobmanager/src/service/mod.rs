@@ -56,6 +56,8 @@ struct Job {
     job_dir: Option<String>,
     /// What its JobMaster last asked slots with.
     slot_timeout_ms: u64,
+    /// Each operator's parallelism in its last attempt (empty: as the program sets it).
+    operator_parallelism: Vec<u32>,
     /// The number after its attempts so far.
     next_attempt: u32,
     /// JobMasters started again since one last got slots.
@@ -450,7 +452,7 @@ fn serve_job(shared: &Arc<Shared>, connection: Connection, mut reader: Reader) {
     let reason = loop {
         match reader.receive() {
             Ok(JobMasterMessage::Heartbeat) => {}
-            Ok(JobMasterMessage::RequestSlots { attempt, slots, timeout_ms, job_master }) => {
+            Ok(JobMasterMessage::RequestSlots { attempt, slots, timeout_ms, job_master, operator_parallelism }) => {
                 let again = shared.state().jobs.get_mut(&job).is_some_and(|j| !j.requested.insert(attempt));
                 if again {
                     tracing::debug!(job = %job, attempt = %attempt, "slots asked for again; answered once");
@@ -460,6 +462,8 @@ fn serve_job(shared: &Arc<Shared>, connection: Connection, mut reader: Reader) {
                     j.state = JobState::Deploying;
                     j.next_attempt = j.next_attempt.max(attempt.0.saturating_add(1));
                     j.slot_timeout_ms = timeout_ms;
+                    j.parallelism = slots;
+                    j.operator_parallelism = operator_parallelism.clone();
                 }
                 leading::persist(shared, job);
                 let request = SlotRequest {
@@ -471,6 +475,7 @@ fn serve_job(shared: &Arc<Shared>, connection: Connection, mut reader: Reader) {
                     timeout_ms,
                     job_master,
                     args: args.clone(),
+                    operator_parallelism,
                 };
                 let (shared, client) = (shared.clone(), connection.clone());
                 let _ = std::thread::Builder::new()
@@ -538,6 +543,7 @@ fn submit(
         args: Arc::new(args),
         job_dir: None,
         slot_timeout_ms: eddy_rpc::SLOT_TIMEOUT_MS_DEFAULT,
+        operator_parallelism: Vec::new(),
         next_attempt: 0,
         takeovers_in_a_row: 0,
         taking_over_on: None,
@@ -567,6 +573,7 @@ struct SlotRequest {
     timeout_ms: u64,
     job_master: String,
     args: Arc<Vec<String>>,
+    operator_parallelism: Vec<u32>,
 }
 
 /// Waits (up to the request's timeout) for enough free slots, takes them from the
@@ -613,6 +620,7 @@ fn allocate(shared: &Shared, request: SlotRequest, client: &Connection) {
                     executor: ExecutorIndex(executor as u32),
                     args: request.args.to_vec(),
                     job_master: request.job_master.clone(),
+                    operator_parallelism: request.operator_parallelism.clone(),
                 };
                 deployments.push((state.task_managers[&task_manager].connection.clone(), deployment));
             }

@@ -62,6 +62,7 @@ fn place(shared: &Shared, job: JobId) {
                 args: j.args.to_vec(),
                 job_dir,
                 slot_timeout_ms: j.slot_timeout_ms,
+                operator_parallelism: j.operator_parallelism.clone(),
             };
             drop(state);
             tracing::info!(job = %job, task_manager = %task_manager, "asking a TaskManager to start the job's JobMaster again");

@@ -59,6 +59,9 @@ pub struct JobRecord {
     pub job_dir: Option<String>,
     pub slot_timeout_ms: u64,
     pub next_attempt: u32,
+    /// Each operator's parallelism as it last ran (a rescale changes it).
+    #[serde(default)]
+    pub operator_parallelism: Vec<u32>,
     pub state: JobState,
 }
 

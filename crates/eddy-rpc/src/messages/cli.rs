@@ -30,9 +30,18 @@ pub enum CliMessage {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub enum JobCommand {
     Status,
-    Savepoint { dir: String },
-    Stop { savepoint_dir: String },
+    Savepoint {
+        dir: String,
+    },
+    Stop {
+        savepoint_dir: String,
+    },
     Cancel,
+    /// Takes the running job to `parallelism` (its operators that follow the job's
+    /// default parallelism), from a checkpoint taken for it.
+    Rescale {
+        parallelism: u32,
+    },
 }
 
 /// A line of `list`.

@@ -35,6 +35,9 @@ pub enum JobMasterMessage {
         slots: u32,
         timeout_ms: u64,
         job_master: String,
+        /// Each operator's parallelism in this attempt (node order), for the task
+        /// executors, which build the graph at the parallelism the program sets.
+        operator_parallelism: Vec<u32>,
     },
     /// The attempt ended: its task executors go, its slots are free.
     ReleaseSlots {

@@ -127,6 +127,13 @@ fn serve(graph: StreamGraph) -> Result<(), TaskExecutorError> {
         .open()
         .map_err(TaskExecutorError::cluster("the cluster's credentials from the TaskManager"))?;
     validate(&graph).map_err(|m| local(format!("the job's graph is invalid here: {m}")))?;
+    let mut graph = graph;
+    if !deployment.operator_parallelism.is_empty() {
+        // The attempt's parallelism, which a rescale may have changed from the program's.
+        graph
+            .apply_operator_parallelism(&deployment.operator_parallelism)
+            .map_err(|m| local(format!("cannot run the attempt's parallelism: {m}")))?;
+    }
     install_panic_capture();
     let plan = Arc::new(plan_chains(&graph));
     let graph = Arc::new(graph);

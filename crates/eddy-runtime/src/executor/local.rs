@@ -101,6 +101,7 @@ impl AttemptLauncher for LocalLauncher {
             self.simulator.is_some(),
         );
         coordinator.savepoint_targets = targets;
+        coordinator.after_rescale = start.rescaled;
         coordinator.observe_attempt(&|_| 0, start.restore.as_deref());
         if self.simulator.is_none() {
             coordinator.sampler =

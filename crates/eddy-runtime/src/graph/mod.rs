@@ -8,6 +8,7 @@
 mod chaining;
 mod config;
 mod port;
+mod rescale;
 mod validate;
 
 pub use chaining::{plan_chains, ChainPlan};
@@ -80,6 +81,9 @@ pub struct StreamNode {
     pub name: String,
     pub uid: Option<String>,
     pub parallelism: u32,
+    /// Its parallelism is the job's default (no `set_parallelism` of its own, not a
+    /// non-parallel source): a rescale of the running job changes it.
+    pub follows_default: bool,
     /// Needs a keyed state backend (it follows a `key_by`).
     pub keyed: bool,
     pub factory: OperatorFactory,

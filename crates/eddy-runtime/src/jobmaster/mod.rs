@@ -57,6 +57,8 @@ pub(crate) enum AttemptEnd {
     Finished,
     /// Stopped after a stop-with-savepoint.
     Stopped,
+    /// Stopped to go on at another parallelism from a checkpoint taken for it.
+    Rescaled(coordinator::Rescaling),
     Failed(JobError),
 }
 
@@ -69,6 +71,8 @@ pub(crate) struct AttemptStart {
     /// The job directory its checkpoints go to (`None`: the JobManager's memory), for task
     /// executors in other processes.
     pub(crate) job_dir: Option<String>,
+    /// The rescale it follows, if it does.
+    pub(crate) rescaled: Option<coordinator::Rescaling>,
 }
 
 /// One attempt, as the JobMaster hands it to a launcher.
@@ -163,8 +167,9 @@ impl JobMaster<'_> {
         );
         config.board.start_job(&graph, &plan, storage.describe());
         let board = config.board.clone();
-        let graph = Arc::new(graph);
-        let plan = Arc::new(plan);
+        let mut graph = Arc::new(graph);
+        let mut plan = Arc::new(plan);
+        let mut rescaled = None;
         let mut backoff = RestartBackoff::new(config.restart_strategy());
         let started_ms = clock.now_ms();
         let elapsed_ms = || clock.now_ms().saturating_sub(started_ms);
@@ -194,10 +199,32 @@ impl JobMaster<'_> {
                 next_checkpoint_id: next_id,
                 seed: attempt_seed,
                 job_dir: job_storage.job_dir.clone(),
+                rescaled: rescaled.take(),
             };
             let end = self.attempt(&graph, &plan, start, (&storage, &retained), &mut result);
             result.duration = Duration::from_millis(elapsed_ms());
             match end {
+                AttemptEnd::Rescaled(rescaling) => {
+                    // Checked when it was asked for; the same graph gives the same answer.
+                    let next = graph.rescaled(rescaling.to).map_err(|message| JobError::InvalidJob {
+                        job: job.clone(),
+                        message: format!("cannot rescale to {}: {message}", rescaling.to),
+                    })?;
+                    graph = Arc::new(next);
+                    plan = Arc::new(plan_chains(&graph));
+                    config.board.start_job(&graph, &plan, storage.describe());
+                    restore = self
+                        .restore_after_failure(initial.as_ref(), &storage, &retained, &mut result.warnings)
+                        .map_err(|e| failed_by("cannot read the checkpoint to rescale from", e))?;
+                    tracing::info!(
+                        job = %job,
+                        from = rescaling.from,
+                        to = rescaling.to,
+                        restore_from = restore.as_ref().map_or("nothing", |c| c.location.as_str()),
+                        "rescaling: starting the next attempt at the new parallelism"
+                    );
+                    rescaled = Some(rescaling);
+                }
                 AttemptEnd::Finished | AttemptEnd::Stopped => {
                     result.stopped = matches!(end, AttemptEnd::Stopped);
                     if config.savepoint.is_some() && result.savepoint.is_none() {

@@ -102,6 +102,7 @@ impl AttemptLauncher for RemoteLauncher {
             slots,
             timeout_ms: client.target.slot_timeout_ms,
             job_master: client.address.clone(),
+            operator_parallelism: graph.operator_parallelism(),
         };
         if let Err(e) = client.send(&request) {
             return cluster_error(format!("cannot ask the JobManager for slots: {e}"));
@@ -243,6 +244,7 @@ impl AttemptLauncher for RemoteLauncher {
             start.next_checkpoint_id,
             false,
         );
+        run.after_rescale = start.rescaled;
         run.start_operator_coordinators(start.restore.as_deref());
         let announced: Vec<Connection> = connections.iter().map(|(_, c)| c.clone()).collect();
         run.hooks = Some(RemoteHooks {

@@ -30,6 +30,13 @@ pub(crate) fn run(clock: Arc<dyn Clock>, mut graph: StreamGraph) -> Result<JobRe
         .open()
         .map_err(|e| cluster("the cluster's credentials from the TaskManager".into(), Some(e)))?;
     let takeover = launch.takeover;
+    if !takeover.operator_parallelism.is_empty() {
+        // As its last JobMaster ran it (a rescale may have changed the program's).
+        graph.apply_operator_parallelism(&takeover.operator_parallelism).map_err(|message| JobError::InvalidJob {
+            job: job.clone(),
+            message: format!("cannot take the job over: {message}"),
+        })?;
+    }
     let config = &mut graph.config;
     let storage = config.storage_opener.open(&takeover.job_dir).map_err(|source| JobError::Checkpoint {
         job: job.clone(),

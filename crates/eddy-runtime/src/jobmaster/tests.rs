@@ -117,6 +117,7 @@ impl Job {
             name: "src".into(),
             uid: Some("src".into()),
             parallelism: 2,
+            follows_default: true,
             keyed: false,
             factory: OperatorFactory::Source(Arc::new(|_, _| panic!("no task is built in these tests"))),
             outputs: vec![OutputPort { tag: None, port_type: port.clone() }],
@@ -128,6 +129,7 @@ impl Job {
             name: "sink".into(),
             uid: Some("sink".into()),
             parallelism: 1,
+            follows_default: false,
             keyed: false,
             factory: OperatorFactory::OneInput {
                 operator: Arc::new(|_, _| panic!("no task is built in these tests")),

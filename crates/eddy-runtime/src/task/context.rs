@@ -51,6 +51,8 @@ pub enum TaskReport {
     Accumulators { values: Vec<(String, u64)> },
     /// Its head operator (a source) sent an event to the operator's coordinator.
     OperatorEvent { task: usize, event: Vec<u8> },
+    /// Its operators are open, their state restored: it processes records from now on.
+    Running { task: usize },
 }
 
 impl TaskReport {
@@ -60,7 +62,8 @@ impl TaskReport {
             TaskReport::Acknowledge { task, .. }
             | TaskReport::Finished { task }
             | TaskReport::Declined { task, .. }
-            | TaskReport::OperatorEvent { task, .. } => Some(*task),
+            | TaskReport::OperatorEvent { task, .. }
+            | TaskReport::Running { task } => Some(*task),
             TaskReport::Accumulators { .. } => None,
         }
     }
@@ -283,6 +286,13 @@ impl TaskShared {
         }
         if let Some(c) = self.checkpointing.borrow().as_ref() {
             let _ = c.reports.send(TaskReport::Accumulators { values });
+        }
+    }
+
+    /// Reports that this task's operators are open, their state restored.
+    pub fn running(&self) {
+        if let Some(c) = self.checkpointing.borrow().as_ref() {
+            let _ = c.reports.send(TaskReport::Running { task: c.task });
         }
     }
 

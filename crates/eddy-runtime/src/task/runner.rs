@@ -36,8 +36,12 @@ impl Task {
         Self { driver, phase: Phase::Running }
     }
 
+    /// Opens the task's operators (restoring their state), and says so to the JobMaster.
     pub fn open(&mut self) -> Result<(), TaskError> {
-        self.driver.open()
+        self.driver.open()?;
+        let (_, _, shared) = self.driver.parts();
+        shared.running();
+        Ok(())
     }
 
     /// One step; never waits for input. `Finished` once the task is done for good.

@@ -9,16 +9,19 @@
 //! - [`storing`]: completing a checkpoint (its metadata), retention, and deleting what an
 //!   incomplete checkpoint left;
 //! - [`operators`]: the operators' own coordinators (split enumerators), their events and
-//!   their state in each checkpoint.
+//!   their state in each checkpoint;
+//! - [`rescale`]: rescaling the running job from a checkpoint taken for it.
 //!
 //! How the attempt's subtasks run is not its business: the local executor's threads, the
 //! simulator's single thread, or task executors on a cluster ([`super::remote`]) drive it
 //! through [`AttemptCoordinator::coordinate`] or [`AttemptCoordinator::poll`].
 
 mod operators;
+mod rescale;
 mod savepoints;
 mod storing;
 
+pub(crate) use rescale::Rescaling;
 pub(crate) use savepoints::{CommandOutcome, RemoteHooks, SavepointOrder};
 pub(crate) use storing::discard_checkpoint;
 
@@ -87,6 +90,14 @@ pub(crate) struct AttemptCoordinator<'a> {
     savepoint_order: Option<SavepointOrder>,
     /// The savepoint triggered and not complete yet.
     savepoint_pending: Option<(CheckpointId, SavepointOrder)>,
+    /// A rescale asked for, waiting for its checkpoint.
+    rescale: Option<rescale::RescaleOrder>,
+    /// The attempt stopped for a rescale.
+    rescaling: Option<Rescaling>,
+    /// The rescale this attempt follows, until all its tasks run.
+    pub(crate) after_rescale: Option<Rescaling>,
+    /// Tasks whose operators are open (state restored).
+    tasks_running: usize,
     /// Where savepoints go, for the task writers of this process.
     pub(crate) savepoint_targets: SavepointTargets,
     /// On a cluster: how the task executors hear where a savepoint goes, and how the
@@ -141,6 +152,10 @@ impl<'a> AttemptCoordinator<'a> {
             accumulators: BTreeMap::new(),
             savepoint_order: None,
             savepoint_pending: None,
+            rescale: None,
+            rescaling: None,
+            after_rescale: None,
+            tasks_running: 0,
             savepoint_targets: SavepointTargets::default(),
             hooks: None,
             operators,
@@ -166,7 +181,9 @@ impl<'a> AttemptCoordinator<'a> {
             Some(error) => AttemptEnd::Failed(error),
             None => {
                 result.accumulators = std::mem::take(&mut self.accumulators);
-                if self.stopping {
+                if let Some(rescaling) = self.rescaling {
+                    AttemptEnd::Rescaled(rescaling)
+                } else if self.stopping {
                     AttemptEnd::Stopped
                 } else {
                     AttemptEnd::Finished
@@ -446,7 +463,8 @@ impl<'a> AttemptCoordinator<'a> {
         }
     }
 
-    fn trigger(&mut self, kind: SnapshotKind, now: u64) {
+    /// Triggers a checkpoint (or savepoint) of `kind` now; its id.
+    fn trigger(&mut self, kind: SnapshotKind, now: u64) -> CheckpointId {
         let id = self.coordinator.trigger(kind, now);
         if kind == SnapshotKind::Savepoint {
             if let Some(order) = self.savepoint_order.take() {
@@ -460,7 +478,8 @@ impl<'a> AttemptCoordinator<'a> {
         // The coordinators' state first: what they sent before is ahead of the trigger in
         // every mailbox, what they send after is behind it.
         if let Err(failure) = self.operators.checkpoint(id) {
-            return self.coordinator_failed(failure);
+            self.coordinator_failed(failure);
+            return id;
         }
         self.note(|| format!("{kind:?} {id} triggered"));
         self.graph.config.board.checkpoint_triggered(id.0, kind == SnapshotKind::Savepoint);
@@ -473,6 +492,7 @@ impl<'a> AttemptCoordinator<'a> {
                 self.mailboxes.post(index, Control::TriggerCheckpoint(barrier));
             }
         }
+        id
     }
 
     fn report(&mut self, report: TaskReport, result: &mut JobResult) {
@@ -493,6 +513,13 @@ impl<'a> AttemptCoordinator<'a> {
             }
             TaskReport::Accumulators { values } => {
                 self.accumulate(values);
+                return;
+            }
+            TaskReport::Running { .. } => {
+                self.tasks_running += 1;
+                if self.tasks_running == self.tasks.len() {
+                    self.all_running();
+                }
                 return;
             }
             TaskReport::OperatorEvent { task, event } => {

@@ -90,6 +90,10 @@ impl AttemptCoordinator<'_> {
                     Err(why) => CommandOutcome::Answer(Err(why)),
                 }
             }
+            JobCommand::Rescale { parallelism } => match self.rescale_now(parallelism, request) {
+                Ok(progress) => CommandOutcome::Pending(progress),
+                Err(why) => CommandOutcome::Answer(Err(why)),
+            },
         }
     }
 

@@ -150,7 +150,7 @@ impl AttemptCoordinator<'_> {
             match report {
                 TaskReport::Acknowledge { checkpoint, ack, .. } => self.discard_late(checkpoint, &ack),
                 TaskReport::Declined { checkpoint, kind, .. } => self.discard_written(checkpoint, kind),
-                TaskReport::Finished { .. } | TaskReport::OperatorEvent { .. } => {}
+                TaskReport::Finished { .. } | TaskReport::OperatorEvent { .. } | TaskReport::Running { .. } => {}
                 TaskReport::Accumulators { values } => self.accumulate(values),
             }
         }
@@ -217,6 +217,7 @@ impl AttemptCoordinator<'_> {
         if self.store(checkpoint, result, true) {
             self.operators.completed(id);
             self.broadcast(Control::Checkpoint(CheckpointEvent::Completed(id)));
+            self.rescale_if_due(id);
         }
     }
 

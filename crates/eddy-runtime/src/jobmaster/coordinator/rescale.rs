@@ -1,0 +1,91 @@
+//! Rescaling a running job (Flink's adaptive scheduler, `PUT
+//! /jobs/:id/resource-requirements`; `eddy rescale JOB --parallelism N`): the smallest
+//! snapshot that serves, a checkpoint (incremental on RocksDB when the job's checkpoints
+//! are), is triggered at once; when it (or any later one) completed and every task heard
+//! so (their sinks committed), the attempt stops and the JobMaster starts the next one at
+//! the new parallelism from that checkpoint: each new subtask restores its key groups and
+//! operator state, and the sources resume from their checkpointed positions.
+
+use super::AttemptCoordinator;
+use crate::task::Control;
+use eddy_checkpoint::{CheckpointId, SnapshotKind};
+use std::sync::atomic::Ordering;
+
+/// A rescale asked for: to what, by whom, after which checkpoint.
+pub(crate) struct RescaleOrder {
+    pub(super) parallelism: u32,
+    pub(super) request: u64,
+    /// The checkpoint triggered for it: it, or any later one, serves.
+    pub(super) after: CheckpointId,
+}
+
+/// A rescale under way: the attempt stopped for it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Rescaling {
+    pub(crate) from: u32,
+    pub(crate) to: u32,
+    /// The checkpoint the next attempt restores.
+    pub(crate) checkpoint: CheckpointId,
+    /// When the tasks were told to stop (the coordinator's clock, ms): records stop here.
+    pub(crate) stopped_at_ms: u64,
+}
+
+impl AttemptCoordinator<'_> {
+    /// Asked to take the job to `parallelism` (request `request`): a checkpoint for it is
+    /// triggered; the answer comes when the attempt stops for the rescale.
+    pub(crate) fn rescale_now(&mut self, parallelism: u32, request: u64) -> Result<String, String> {
+        if self.cancel.load(Ordering::SeqCst) || self.stopping || self.failure.is_some() {
+            return Err("the job is stopping or restarting; try again".into());
+        }
+        if self.rescale.is_some() {
+            return Err("a rescale is under way already; try again when it is done".into());
+        }
+        if !self.graph.config.checkpointing_enabled() {
+            return Err("rescaling restores a checkpoint, and this job takes none (set a checkpoint interval)".into());
+        }
+        if self.coordinator.all_finished() || self.sources_running == 0 {
+            return Err("the job's sources finished: it is ending, and a rescale would not serve".into());
+        }
+        let rescaled = self.graph.rescaled(parallelism).map_err(|e| format!("cannot rescale to {parallelism}: {e}"))?;
+        if rescaled.operator_parallelism() == self.graph.operator_parallelism() {
+            return Err(format!("the job runs at parallelism {parallelism} already"));
+        }
+        let now = self.now_ms();
+        let after = self.trigger(SnapshotKind::Checkpoint, now);
+        tracing::info!(job = %self.graph.job_name, from = self.graph.slots_needed(), to = parallelism, checkpoint = %after, "rescale asked for; checkpoint triggered for it");
+        self.rescale = Some(RescaleOrder { parallelism, request, after });
+        Ok(format!("checkpoint {after} triggered; the job rescales to parallelism {parallelism} once it completed"))
+    }
+
+    /// Every task of the attempt runs (its state restored): after a rescale, records flow
+    /// again, and the pause since they stopped is known.
+    pub(super) fn all_running(&mut self) {
+        if let Some(rescaling) = self.after_rescale.take() {
+            let pause_ms = self.clock.now_ms().saturating_sub(rescaling.stopped_at_ms);
+            tracing::info!(
+                job = %self.graph.job_name,
+                from = rescaling.from,
+                to = rescaling.to,
+                checkpoint = %rescaling.checkpoint,
+                pause_ms,
+                "rescaled: every subtask runs at the new parallelism"
+            );
+            self.note(|| format!("rescaled from {} to {}", rescaling.from, rescaling.to));
+        }
+    }
+
+    /// Checkpoint `id` completed and every task heard so: if a rescale waits for it (or
+    /// for an earlier one), the attempt stops now, behind that news in every mailbox.
+    pub(super) fn rescale_if_due(&mut self, id: CheckpointId) {
+        let Some(order) = self.rescale.as_ref().filter(|order| id >= order.after) else { return };
+        let (to, request) = (order.parallelism, order.request);
+        self.rescale = None;
+        let rescaling =
+            Rescaling { from: self.graph.slots_needed(), to, checkpoint: id, stopped_at_ms: self.clock.now_ms() };
+        tracing::info!(job = %self.graph.job_name, from = rescaling.from, to, checkpoint = %id, "rescaling: the attempt stops, to restart at the new parallelism from this checkpoint");
+        self.rescaling = Some(rescaling);
+        self.stopping = true;
+        self.broadcast(Control::Cancel);
+        self.reply(request, Ok(format!("rescaling from parallelism {} to {to} from checkpoint {id}", rescaling.from)));
+    }
+}
