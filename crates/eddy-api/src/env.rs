@@ -9,8 +9,8 @@ use eddy_checkpoint::restart::RestartStrategy;
 use eddy_checkpoint::{CheckpointConfig, CheckpointingMode};
 use eddy_runtime::coordination::CoordinatorProvider;
 use eddy_runtime::graph::{
-    JobConfig, OperatorFactory, OutputPort, Partitioning, RestoreFrom, RestoreMode, SavepointRequest, StorageChoice,
-    StreamEdge, StreamGraph, StreamNode, TypedPort,
+    JobConfig, OperatorFactory, OutputPort, Partitioning, RestoreFrom, RestoreMode, SavepointRequest, SchedulerMode,
+    StorageChoice, StreamEdge, StreamGraph, StreamNode, TypedPort,
 };
 use eddy_runtime::ClusterTarget;
 use eddy_runtime::{JobError, JobResult, LocalExecutor};
@@ -184,6 +184,14 @@ impl Env {
     /// ([`RestoreMode::Claim`]) or leaves it alone (`NoClaim`, the default).
     pub fn set_restore_mode(&self, mode: RestoreMode) -> &Self {
         self.inner.borrow_mut().config.restore_mode = mode;
+        self
+    }
+
+    /// How a cluster job's parallelism is chosen: as set ([`SchedulerMode::Default`]), or
+    /// every slot of the cluster, growing and shrinking with it
+    /// ([`SchedulerMode::Reactive`], Flink's reactive mode). A local job runs as set.
+    pub fn set_scheduler_mode(&self, mode: SchedulerMode) -> &Self {
+        self.inner.borrow_mut().config.scheduler_mode = mode;
         self
     }
 

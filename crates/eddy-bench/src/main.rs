@@ -82,6 +82,10 @@ pub struct Args {
     /// canonical snapshots.
     #[arg(long)]
     pub incremental: bool,
+    /// On a cluster: use every slot, growing and shrinking with the cluster (Flink's
+    /// reactive mode); --parallelism is then only where it starts locally.
+    #[arg(long)]
+    pub reactive: bool,
     /// RocksDB memory per slot in MiB (block cache + write buffers).
     #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u64).range(4..))]
     pub rocksdb_memory_mb: u64,
@@ -146,6 +150,9 @@ impl Args {
     pub fn configure(&self, env: &eddy::Env) -> anyhow::Result<()> {
         env.set_parallelism(self.parallelism);
         env.set_buffer_timeout(self.buffer_timeout_ms);
+        if self.reactive {
+            env.set_scheduler_mode(eddy::SchedulerMode::Reactive);
+        }
         if self.backend == Some(Backend::Rocksdb) {
             let backend = eddy::state::RocksDbStateBackend::new(rocksdb_dir())
                 .with_memory_per_slot(self.rocksdb_memory_mb as usize * 1024 * 1024)

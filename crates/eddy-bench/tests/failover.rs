@@ -244,3 +244,34 @@ fn rescaling_a_running_job_2_3_1_on_the_heap_gives_the_failure_free_output() {
 fn rescaling_a_running_job_2_3_1_on_rocksdb_gives_the_failure_free_output() {
     rescale_w1("rescale-rocksdb", "rocksdb");
 }
+
+#[test]
+fn in_reactive_mode_the_job_grows_when_a_taskmanager_joins_and_shrinks_when_one_is_killed() {
+    let mut cluster = Cluster::start("reactive", &[1, 1]);
+    let mut args = w1_args(&cluster.dir, "400000");
+    args.push("--reactive".into());
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let job = cluster.submit(&args);
+    job.wait_for("checkpoint completed", 2, Duration::from_secs(60));
+    let allocated = |cluster: &Cluster| {
+        let lines = cluster.jobmanager.lines();
+        lines.iter().rev().find(|l| l.contains("slots allocated")).map(|l| l.contains("slots=3")).unwrap_or(false)
+    };
+    assert!(!allocated(&cluster), "two slots first");
+    cluster.add_task_manager(1);
+    wait_until(&cluster, &job, Duration::from_secs(60), "growth to 3", || {
+        job.count("rescaled: every subtask runs") >= 1
+    });
+    assert!(allocated(&cluster), "{}", logs(&cluster, &job));
+    job.wait_for("checkpoint completed", 6, Duration::from_secs(60));
+    let victim = cluster.allocated()[2];
+    cluster.task_manager_by_id(victim).child.kill().unwrap();
+    let shrunk = || job.count("reactive mode: the attempt takes the slots available") >= 1;
+    wait_until(&cluster, &job, Duration::from_secs(60), "shrinking to 2", shrunk);
+    let (code, log) = job.finish(Duration::from_secs(120));
+    assert_eq!(code, 0, "{log}");
+    let last = cluster.jobmanager.lines().into_iter().rev().find(|l| l.contains("slots allocated")).unwrap();
+    assert!(last.contains("slots=2"), "{last}");
+    let reference = output(&cluster.dir.join("reference"));
+    assert_eq!(output(&cluster.dir.join("out")), reference, "the committed output differs from a failure-free run's");
+}

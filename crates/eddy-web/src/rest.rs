@@ -10,7 +10,7 @@ use crate::server::{require_token, App};
 use axum::extract::{Path, Query, State};
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::{get, patch, post};
 use axum::{Json, Router};
 use eddy_rpc::messages::JobCommand;
 use eddy_rpc::view::{backpressure_level, CheckpointStatus, CheckpointView, JobView, SubtaskView, VertexView};
@@ -37,6 +37,8 @@ pub(crate) fn router(app: Arc<App>, dashboard: bool) -> Router {
             .route("/jobs/{job}/savepoints", post(trigger_savepoint))
             .route("/jobs/{job}/savepoints/{trigger}", get(operation_status))
             .route("/jobs/{job}/stop", post(stop))
+            .route("/jobs/{job}/rescaling", patch(rescale))
+            .route("/jobs/{job}/rescaling/{trigger}", get(operation_status))
             .route("/taskmanagers", get(taskmanagers));
     }
     let api = api.route_layer(axum::middleware::from_fn_with_state(app.clone(), require_token));
@@ -493,17 +495,28 @@ async fn stop(State(app): State<Arc<App>>, Path(job): Path<String>, body: Option
     start_operation(&app, &job, JobCommand::Stop { savepoint_dir: dir })
 }
 
-/// A savepoint or stop, asked of the job; answered with the trigger id to poll.
-fn start_operation(app: &App, job: &str, command: JobCommand) -> Response {
-    let dir = match &command {
-        JobCommand::Savepoint { dir } | JobCommand::Stop { savepoint_dir: dir } => dir.clone(),
-        _ => String::new(),
+/// `PATCH /jobs/:id/rescaling?parallelism=N` (Flink's rescaling endpoint): the job goes
+/// to parallelism N from a checkpoint taken for it; poll the trigger id for the outcome.
+async fn rescale(
+    State(app): State<Arc<App>>,
+    Path(job): Path<String>,
+    Query(query): Query<HashMap<String, String>>,
+) -> Response {
+    let Some(parallelism) = query.get("parallelism").and_then(|p| p.parse::<u32>().ok()).filter(|p| *p > 0) else {
+        return error(StatusCode::BAD_REQUEST, "PATCH /jobs/:id/rescaling takes ?parallelism=N (N at least 1)");
     };
-    if !std::path::Path::new(&dir).is_absolute() && !dir.contains("://") {
-        return error(
-            StatusCode::BAD_REQUEST,
-            format!("the savepoint directory '{dir}' must be absolute (the job's processes may run elsewhere)"),
-        );
+    start_operation(&app, &job, JobCommand::Rescale { parallelism })
+}
+
+/// A savepoint, stop or rescale, asked of the job; answered with the trigger id to poll.
+fn start_operation(app: &App, job: &str, command: JobCommand) -> Response {
+    if let JobCommand::Savepoint { dir } | JobCommand::Stop { savepoint_dir: dir } = &command {
+        if !std::path::Path::new(dir).is_absolute() && !dir.contains("://") {
+            return error(
+                StatusCode::BAD_REQUEST,
+                format!("the savepoint directory '{dir}' must be absolute (the job's processes may run elsewhere)"),
+            );
+        }
     }
     if let Err(e) = find(&app.backend.snapshot(), job) {
         return e.into_response();
@@ -519,10 +532,15 @@ async fn operation_status(State(app): State<Arc<App>>, Path((job, trigger)): Pat
     match app.operations.status(&job, &trigger) {
         None => error(StatusCode::NOT_FOUND, format!("no operation '{trigger}' of job '{job}'")),
         Some(OperationStatus::InProgress) => Json(json!({ "status": { "id": "IN_PROGRESS" } })).into_response(),
-        Some(OperationStatus::Completed(Ok(answer))) => {
-            let location = answer.strip_prefix("savepoint=").unwrap_or(&answer).to_string();
-            Json(json!({ "status": { "id": "COMPLETED" }, "operation": { "location": location } })).into_response()
-        }
+        Some(OperationStatus::Completed(Ok(answer))) => match answer.strip_prefix("savepoint=") {
+            Some(location) => {
+                Json(json!({ "status": { "id": "COMPLETED" }, "operation": { "location": location } })).into_response()
+            }
+            // A rescale: what it did.
+            None => {
+                Json(json!({ "status": { "id": "COMPLETED" }, "operation": { "message": answer } })).into_response()
+            }
+        },
         Some(OperationStatus::Completed(Err(why))) => Json(json!({
             "status": { "id": "COMPLETED" },
             "operation": { "failure-cause": { "class": "eddy", "stack-trace": why } },

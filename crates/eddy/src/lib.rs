@@ -56,7 +56,7 @@ pub mod checkpoint {
         pub use eddy_checkpoint_object::*;
     }
 }
-pub use eddy_runtime::graph::RestoreMode;
+pub use eddy_runtime::graph::{RestoreMode, SchedulerMode};
 pub use eddy_runtime::{CheckpointStats, Collector, FailureKind, JobError, JobResult};
 pub use eddy_types as types;
 pub use logging::{log_to_stderr, LOG_FILTER_VAR};
@@ -89,6 +89,6 @@ pub mod prelude {
     };
     pub use eddy_api::*;
     pub use eddy_checkpoint::restart::RestartStrategy;
-    pub use eddy_runtime::graph::RestoreMode;
+    pub use eddy_runtime::graph::{RestoreMode, SchedulerMode};
     pub use eddy_runtime::{CheckpointStats, Collector, FailureKind, JobError, JobResult};
 }

@@ -127,6 +127,15 @@ impl State {
         self.task_managers.keys().fold(0u32, |total, &id| total.saturating_add(self.free(id)))
     }
 
+    /// The slots job `job` could hold: the free ones and its own.
+    fn available_to(&self, job: JobId) -> u32 {
+        let own = self
+            .jobs
+            .get(&job)
+            .map_or(0, |j| j.allocations.values().flatten().fold(0u32, |total, (_, n)| total.saturating_add(*n)));
+        self.free_total().saturating_add(own)
+    }
+
     fn slots_total(&self) -> u32 {
         self.task_managers.values().fold(0u32, |total, tm| total.saturating_add(tm.slots))
     }
@@ -354,6 +363,7 @@ fn serve_task_manager(shared: &Arc<Shared>, connection: Connection, mut reader: 
     }
     tracing::info!(task_manager = %id, slots, peer = %connection.peer(), pid, binary = %binary, "TaskManager joined");
     shared.slots_changed.notify_all();
+    tell_slots_available(shared);
     let reason = loop {
         match reader.receive() {
             Ok(TaskManagerMessage::Heartbeat) => {}
@@ -414,6 +424,19 @@ fn lose_task_manager(shared: &Arc<Shared>, id: TaskManagerId, reason: &str) {
         let _ = client.send(&JobMasterMessage::TaskManagerLost { task_manager: id, reason: reason.to_string() });
     }
     shared.slots_changed.notify_all();
+    tell_slots_available(shared);
+}
+
+/// Tells every running job how many slots it could hold now (reactive mode takes them).
+fn tell_slots_available(shared: &Shared) {
+    let told: Vec<(Connection, u32)> = {
+        let state = shared.state();
+        let running = state.jobs.iter().filter(|(_, j)| j.ended.is_none());
+        running.filter_map(|(id, j)| Some((j.connection.clone()?, state.available_to(*id)))).collect()
+    };
+    for (connection, slots) in told {
+        let _ = connection.send(&JobMasterMessage::SlotsAvailable { slots });
+    }
 }
 
 fn serve_job(shared: &Arc<Shared>, connection: Connection, mut reader: Reader) {
@@ -439,9 +462,11 @@ fn serve_job(shared: &Arc<Shared>, connection: Connection, mut reader: Reader) {
         }
     };
     let heartbeats = shared.options.heartbeats;
+    let slots_available = shared.state().available_to(job);
     let submitted = JobMasterMessage::Submitted {
         job,
         first_attempt,
+        slots_available,
         heartbeat_interval_ms: heartbeats.interval_ms,
         heartbeat_timeout_ms: heartbeats.timeout_ms,
     };

@@ -66,8 +66,15 @@ pub enum JobMasterMessage {
         /// The number of its next attempt (attempts of an earlier JobMaster of the job
         /// came before).
         first_attempt: u32,
+        /// The slots it could hold now (free ones and its own), for reactive mode.
+        slots_available: u32,
         heartbeat_interval_ms: u64,
         heartbeat_timeout_ms: u64,
+    },
+    /// The slots the job could hold changed (a TaskManager joined or left): free ones and
+    /// its own. A job in reactive mode takes them.
+    SlotsAvailable {
+        slots: u32,
     },
     SlotsAllocated {
         attempt: AttemptId,

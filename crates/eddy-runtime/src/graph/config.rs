@@ -60,6 +60,18 @@ pub struct Simulation {
     pub faults: u32,
 }
 
+/// How a cluster job's parallelism is chosen (Flink's `scheduler-mode`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum SchedulerMode {
+    /// The parallelism the program sets; `eddy rescale` changes it.
+    #[default]
+    Default,
+    /// Every slot of the cluster, up to the max parallelism (Flink's reactive mode): the
+    /// job grows when a TaskManager joins and shrinks when one leaves. Its operators that
+    /// follow the job's default parallelism take the slots' count.
+    Reactive,
+}
+
 /// Everything about running a job that is not its operators.
 #[derive(Debug, Clone)]
 pub struct JobConfig {
@@ -93,6 +105,7 @@ pub struct JobConfig {
     /// How a task executor of this job serves its subtasks' `/metrics`; `None`: it does
     /// not.
     pub metrics_server: Option<Arc<dyn crate::observe::ServeMetrics>>,
+    pub scheduler_mode: SchedulerMode,
 }
 
 impl Default for JobConfig {
@@ -103,6 +116,7 @@ impl Default for JobConfig {
             storage: StorageChoice::default(),
             restart: None,
             restore_mode: RestoreMode::NoClaim,
+            scheduler_mode: SchedulerMode::Default,
             restore: None,
             allow_non_restored_state: false,
             savepoint: None,

@@ -12,7 +12,7 @@ mod rescale;
 mod validate;
 
 pub use chaining::{plan_chains, ChainPlan};
-pub use config::{JobConfig, RestoreFrom, RestoreMode, SavepointRequest, Simulation, StorageChoice};
+pub use config::{JobConfig, RestoreFrom, RestoreMode, SavepointRequest, SchedulerMode, Simulation, StorageChoice};
 pub use port::{receivers_of, Erased, ErasedOutput, ErasedSend, PortType, TypedPort};
 pub use validate::validate;
 

@@ -47,6 +47,8 @@ pub struct JobClient {
     /// Where task executors reach this process.
     pub address: String,
     next_attempt: Arc<AtomicU32>,
+    /// The slots the job could hold, as the JobManager last said.
+    slots_available: Arc<AtomicU32>,
     stop: Arc<AtomicBool>,
 }
 
@@ -72,6 +74,7 @@ struct Admitted {
     reader: Reader,
     job: JobId,
     first_attempt: u32,
+    slots_available: u32,
     heartbeats: Heartbeats,
     local_ip: IpAddr,
     /// The JobManager's `Submitted`, as it came.
@@ -88,13 +91,33 @@ fn admit(target: &ClusterTarget, hello: &JobMasterMessage, wait: Duration) -> Re
     connection.send(hello)?;
     loop {
         match reader.receive()? {
-            JobMasterMessage::Submitted { job, first_attempt, heartbeat_interval_ms, heartbeat_timeout_ms } => {
+            JobMasterMessage::Submitted {
+                job,
+                first_attempt,
+                slots_available,
+                heartbeat_interval_ms,
+                heartbeat_timeout_ms,
+            } => {
                 let heartbeats = Heartbeats { interval_ms: heartbeat_interval_ms, timeout_ms: heartbeat_timeout_ms };
                 heartbeats.validate()?;
                 reader.set_read_timeout(Some(heartbeats.timeout()))?;
-                let submitted =
-                    JobMasterMessage::Submitted { job, first_attempt, heartbeat_interval_ms, heartbeat_timeout_ms };
-                return Ok(Admitted { connection, reader, job, first_attempt, heartbeats, local_ip, submitted });
+                let submitted = JobMasterMessage::Submitted {
+                    job,
+                    first_attempt,
+                    slots_available,
+                    heartbeat_interval_ms,
+                    heartbeat_timeout_ms,
+                };
+                return Ok(Admitted {
+                    connection,
+                    reader,
+                    job,
+                    first_attempt,
+                    slots_available,
+                    heartbeats,
+                    local_ip,
+                    submitted,
+                });
             }
             JobMasterMessage::Heartbeat => {}
             JobMasterMessage::Refused(why) => return Err(ClusterError::Refused(why)),
@@ -131,6 +154,7 @@ impl JobClient {
             gone: AtomicBool::new(false),
         });
         let next_attempt = Arc::new(AtomicU32::new(first_attempt));
+        let slots_available = Arc::new(AtomicU32::new(admitted.slots_available));
         let (events_tx, events) = crossbeam_channel::unbounded();
         let follower = Follower {
             target: target.clone(),
@@ -138,6 +162,7 @@ impl JobClient {
             link: link.clone(),
             events: events_tx,
             next_attempt: next_attempt.clone(),
+            slots_available: slots_available.clone(),
             stop: stop.clone(),
         };
         let reader = admitted.reader;
@@ -181,7 +206,7 @@ impl JobClient {
         } else {
             tracing::info!(job = %job, name, jobmanager = %jm, job_master = %address, "job submitted to the cluster");
         }
-        Ok(Self { job, target: target.clone(), link, events, executors, address, next_attempt, stop })
+        Ok(Self { job, target: target.clone(), link, events, executors, address, next_attempt, slots_available, stop })
     }
 
     /// How many times a new leader took the job back so far: an attempt (or a slot
@@ -189,6 +214,11 @@ impl JobClient {
     /// event older than it is no news to it.
     pub fn leader_changes(&self) -> u32 {
         self.link.leader_changes.load(Ordering::SeqCst)
+    }
+
+    /// The slots the job could hold, as the JobManager last said (free ones and its own).
+    pub fn slots_available(&self) -> u32 {
+        self.slots_available.load(Ordering::SeqCst)
     }
 
     /// A fresh number for the next attempt.
@@ -238,6 +268,7 @@ struct Follower {
     link: Arc<Link>,
     events: Sender<JobMasterMessage>,
     next_attempt: Arc<AtomicU32>,
+    slots_available: Arc<AtomicU32>,
     stop: Arc<AtomicBool>,
 }
 
@@ -248,6 +279,10 @@ impl Follower {
             match reader.receive() {
                 Ok(JobMasterMessage::Heartbeat) => {}
                 Ok(message) => {
+                    // Known at once, whatever the JobMaster is busy with: a restart reads it.
+                    if let JobMasterMessage::SlotsAvailable { slots } = &message {
+                        self.slots_available.store(*slots, Ordering::SeqCst);
+                    }
                     if self.events.send(message).is_err() {
                         return;
                     }
@@ -262,6 +297,7 @@ impl Follower {
                             let at = admitted.connection.peer().to_string();
                             tracing::info!(jobmanager = %at, "the job is back with the leading JobManager");
                             self.next_attempt.fetch_max(admitted.first_attempt, Ordering::Relaxed);
+                            self.slots_available.store(admitted.slots_available, Ordering::SeqCst);
                             let heartbeats = admitted.heartbeats;
                             start_heartbeats(
                                 admitted.connection.clone(),

@@ -107,6 +107,12 @@ pub(crate) trait AttemptLauncher {
     /// memory). A cluster's JobManager keeps it, to take the job over from there.
     fn storage_opened(&self, _job_dir: Option<&str>) {}
 
+    /// The parallelism the next attempt takes in reactive mode (every slot the job could
+    /// hold, up to its max parallelism); `None`: as the graph says.
+    fn reactive_parallelism(&self, _graph: &StreamGraph) -> Option<u32> {
+        None
+    }
+
     /// Whether the job keeps a trace of what happened ([`JobResult::trace`]).
     fn traced(&self) -> bool {
         false
@@ -174,6 +180,21 @@ impl JobMaster<'_> {
         let started_ms = clock.now_ms();
         let elapsed_ms = || clock.now_ms().saturating_sub(started_ms);
         loop {
+            if let Some(target) = self.launcher.reactive_parallelism(&graph) {
+                // Reactive mode: the attempt takes the slots there are now.
+                match graph.rescaled(target) {
+                    Ok(next) if next.operator_parallelism() != graph.operator_parallelism() => {
+                        tracing::info!(job = %job, from = graph.slots_needed(), to = target, "reactive mode: the attempt takes the slots available");
+                        graph = Arc::new(next);
+                        plan = Arc::new(plan_chains(&graph));
+                        config.board.start_job(&graph, &plan, storage.describe());
+                    }
+                    Ok(_) => {}
+                    Err(e) => {
+                        tracing::warn!(job = %job, to = target, error = %e, "reactive mode cannot take the slots available")
+                    }
+                }
+            }
             let restored = restore.as_ref().map(|source| Arc::new(restore_plan(&graph, source)));
             // Numbers continue after the restored checkpoint and after every checkpoint already
             // in the storage (another run's too), so no directory is ever written twice.

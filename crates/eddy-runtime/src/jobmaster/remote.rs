@@ -12,7 +12,7 @@ use super::{Attempt, AttemptEnd, AttemptLauncher, JobMaster, JobResult, TaskExit
 use crate::cluster::executor_link::{ExecutorMessage, RestoreTicket, StartTasks, TaskMetrics};
 use crate::cluster::fingerprint::{describe, first_difference};
 use crate::error::{FailureKind, JobError, TaskError};
-use crate::graph::{validate, ChainPlan, StreamGraph};
+use crate::graph::{validate, ChainPlan, SchedulerMode, StreamGraph};
 use crate::task::{mailbox, MailboxReceiver, Mailboxes, TaskReport};
 use crossbeam_channel::{select, Select, Sender};
 use eddy_rpc::messages::JobMasterMessage;
@@ -74,6 +74,11 @@ impl RemoteLauncher {
 impl AttemptLauncher for RemoteLauncher {
     fn clock(&self) -> Arc<dyn Clock> {
         self.clock.clone()
+    }
+
+    fn reactive_parallelism(&self, graph: &StreamGraph) -> Option<u32> {
+        (graph.config.scheduler_mode == SchedulerMode::Reactive)
+            .then(|| reactive_target(self.client.slots_available(), graph))
     }
 
     fn storage_opened(&self, job_dir: Option<&str>) {
@@ -321,6 +326,19 @@ impl AttemptLauncher for RemoteLauncher {
                         );
                     }
                 }
+                JobMasterMessage::SlotsAvailable { slots }
+                    if graph.config.scheduler_mode == SchedulerMode::Reactive =>
+                {
+                    // Reactive mode grows into new slots now; it shrinks when an attempt
+                    // loses a TaskManager and the next one takes what is left.
+                    let target = reactive_target(slots, graph);
+                    if target > graph.slots_needed() {
+                        tracing::info!(job = %job, slots, to = target, "reactive mode: more slots; rescaling");
+                        if let Err(why) = run.rescale_now(target, None) {
+                            tracing::info!(job = %job, reason = %why, "reactive mode: no rescale now");
+                        }
+                    }
+                }
                 JobMasterMessage::Command { request, command } => {
                     let status = |run: &AttemptCoordinator<'_>| {
                         let counted = metrics_ref.lock().unwrap_or_else(|e| e.into_inner()).clone();
@@ -458,6 +476,12 @@ fn await_executors(
         }
     }
     Ok(joined.into_iter().flatten().collect())
+}
+
+/// The parallelism reactive mode takes with `slots` available: all of them, up to the
+/// max parallelism, at least 1.
+fn reactive_target(slots: u32, graph: &StreamGraph) -> u32 {
+    slots.min(graph.max_parallelism.get()).max(1)
 }
 
 fn reply_busy(client: &JobClient, request: u64) {

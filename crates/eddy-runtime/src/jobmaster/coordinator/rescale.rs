@@ -14,7 +14,8 @@ use std::sync::atomic::Ordering;
 /// A rescale asked for: to what, by whom, after which checkpoint.
 pub(crate) struct RescaleOrder {
     pub(super) parallelism: u32,
-    pub(super) request: u64,
+    /// Who asked (`None`: reactive mode or the autoscaler).
+    pub(super) request: Option<u64>,
     /// The checkpoint triggered for it: it, or any later one, serves.
     pub(super) after: CheckpointId,
 }
@@ -33,7 +34,7 @@ pub(crate) struct Rescaling {
 impl AttemptCoordinator<'_> {
     /// Asked to take the job to `parallelism` (request `request`): a checkpoint for it is
     /// triggered; the answer comes when the attempt stops for the rescale.
-    pub(crate) fn rescale_now(&mut self, parallelism: u32, request: u64) -> Result<String, String> {
+    pub(crate) fn rescale_now(&mut self, parallelism: u32, request: Option<u64>) -> Result<String, String> {
         if self.cancel.load(Ordering::SeqCst) || self.stopping || self.failure.is_some() {
             return Err("the job is stopping or restarting; try again".into());
         }
@@ -86,6 +87,9 @@ impl AttemptCoordinator<'_> {
         self.rescaling = Some(rescaling);
         self.stopping = true;
         self.broadcast(Control::Cancel);
-        self.reply(request, Ok(format!("rescaling from parallelism {} to {to} from checkpoint {id}", rescaling.from)));
+        if let Some(request) = request {
+            let answer = format!("rescaling from parallelism {} to {to} from checkpoint {id}", rescaling.from);
+            self.reply(request, Ok(answer));
+        }
     }
 }

@@ -90,7 +90,7 @@ impl AttemptCoordinator<'_> {
                     Err(why) => CommandOutcome::Answer(Err(why)),
                 }
             }
-            JobCommand::Rescale { parallelism } => match self.rescale_now(parallelism, request) {
+            JobCommand::Rescale { parallelism } => match self.rescale_now(parallelism, Some(request)) {
                 Ok(progress) => CommandOutcome::Pending(progress),
                 Err(why) => CommandOutcome::Answer(Err(why)),
             },
