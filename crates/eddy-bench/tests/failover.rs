@@ -208,10 +208,11 @@ fn rescale_pause(lines: &[String], n: usize) -> u64 {
 /// W1 with exactly-once file output on a cluster of three one-slot TaskManagers, rescaled
 /// 2 → 3 → 1 while it runs with `eddy rescale`: the committed output equals a
 /// failure-free run's, and each rescale's pause is printed.
-fn rescale_w1(name: &str, backend: &str) {
+fn rescale_w1(name: &str, backend: &[&str]) {
     let cluster = Cluster::start(name, &[1, 1, 1]);
     let mut args = w1_args(&cluster.dir, "400000");
-    args.extend(["--backend".to_string(), backend.to_string()]);
+    args.push("--backend".to_string());
+    args.extend(backend.iter().map(|s| s.to_string()));
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let job = cluster.submit(&args);
     job.wait_for("checkpoint completed", 3, Duration::from_secs(60));
@@ -227,7 +228,7 @@ fn rescale_w1(name: &str, backend: &str) {
         assert!(slots.contains(&format!("slots={parallelism}")), "{slots}");
         job.wait_for("checkpoint completed", 3 + 2 * (n + 1), Duration::from_secs(60));
     }
-    println!("{backend}: rescale 2 → 3 → 1 pauses (records stop to every subtask running again), ms: {pauses:?}");
+    println!("{backend:?}: rescale 2 → 3 → 1 pauses (records stop to every subtask running again), ms: {pauses:?}");
     let (code, log) = job.finish(Duration::from_secs(120));
     assert_eq!(code, 0, "{log}");
     assert_eq!(field(&log, "restarts"), "0", "a rescale is no restart: {log}");
@@ -237,12 +238,19 @@ fn rescale_w1(name: &str, backend: &str) {
 
 #[test]
 fn rescaling_a_running_job_2_3_1_on_the_heap_gives_the_failure_free_output() {
-    rescale_w1("rescale-heap", "heap");
+    rescale_w1("rescale-heap", &["heap"]);
 }
 
 #[test]
 fn rescaling_a_running_job_2_3_1_on_rocksdb_gives_the_failure_free_output() {
-    rescale_w1("rescale-rocksdb", "rocksdb");
+    rescale_w1("rescale-rocksdb", &["rocksdb"]);
+}
+
+/// Incremental checkpoints are RocksDB's own files: a rescale opens the snapshot sharing
+/// the most key groups as it is, clipped, and copies in only the rest.
+#[test]
+fn rescaling_a_running_job_2_3_1_on_rocksdb_with_incremental_checkpoints_gives_the_failure_free_output() {
+    rescale_w1("rescale-rocksdb-incremental", &["rocksdb", "--incremental"]);
 }
 
 #[test]

@@ -1,7 +1,7 @@
 //! The state backend a job chooses: makes each keyed subtask's RocksDB instance, fresh or
 //! restored.
 
-use crate::native::{read_key_groups, restore_store, BACKEND};
+use crate::native::{clipped_store, read_key_groups, restore_store, BACKEND};
 use crate::store::{RocksDbRawStore, SlotMemory};
 use eddy_state::keyed::{BackendInstance, KeyedBackendFactory, KeyedStateBackend, KeyedStateSnapshot};
 use eddy_state::{StateError, TableKeyedStateBackend};
@@ -123,11 +123,23 @@ impl KeyedBackendFactory for RocksDbStateBackend {
                 match snapshot.native.as_slice() {
                     // The same key groups: open the files as they are.
                     [native] if native.key_group_range == range => restore_store(&dir, &memory, native)?,
+                    // Rescaling (Flink's approach): the snapshot that shares the most key
+                    // groups with this subtask is opened as it is (its files hard-linked)
+                    // and clipped to the subtask's key groups by range deletions; only the
+                    // others' key groups of this subtask are copied in, so the restore
+                    // reads the part of the state that moves between subtasks, not all of it.
                     natives => {
-                        for native in natives {
+                        let shared =
+                            |n: &&eddy_state::keyed::NativeSnapshot| n.key_group_range.intersection(&range).len();
+                        let base = natives.iter().filter(|n| shared(n) > 0).max_by_key(shared);
+                        let store = match base {
+                            Some(native) => clipped_store(&dir, &memory, native, range)?,
+                            None => RocksDbRawStore::open_in_slot(&dir, &memory)?,
+                        };
+                        for native in natives.iter().filter(|n| !base.is_some_and(|b| std::ptr::eq(*n, b))) {
                             read_key_groups(native, range, &mut canonical)?;
                         }
-                        RocksDbRawStore::open_in_slot(&dir, &memory)?
+                        store
                     }
                 }
             }

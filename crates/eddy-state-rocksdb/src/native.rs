@@ -144,6 +144,35 @@ pub(crate) fn restore_store(
     Ok(store)
 }
 
+/// A snapshot's files opened as they are (see [`restore_store`]) and clipped to `range`:
+/// every key group outside it deleted by range deletions, which cost the same whatever
+/// the state's size (compactions drop the deleted data later). A key starts with its
+/// table id and key group (both big-endian), so each table's key groups before and after
+/// `range` are two contiguous key ranges.
+pub(crate) fn clipped_store(
+    dir: &Path,
+    memory: &SlotMemory,
+    native: &NativeSnapshot,
+    range: KeyGroupRange,
+) -> Result<RocksDbRawStore, StateError> {
+    let store = restore_store(dir, memory, native)?;
+    let db = store.db()?;
+    let mut batch = rocksdb::WriteBatch::default();
+    for table in &native.tables {
+        let key = |key_group: u32| crate::store::prefix(table.id, key_group);
+        if range.start > 0 {
+            batch.delete_range(key(0), key(range.start));
+        }
+        // Key groups stay below 2^15 (the largest max parallelism): past them, nothing.
+        batch.delete_range(key(range.end + 1), key(KEY_GROUPS_END));
+    }
+    db.write_opt(batch, &crate::store::write_options()).map_err(|e| error("clipping the restored key groups", e))?;
+    Ok(store)
+}
+
+/// Past every key group a key can hold (max parallelism is at most 2^15).
+const KEY_GROUPS_END: u32 = 1 << 15;
+
 /// Reads the key groups of `range` out of a snapshot's files into `into`, in the
 /// canonical form (rescaling: the snapshot covers other key groups too).
 pub(crate) fn read_key_groups(

@@ -323,7 +323,8 @@ pub(crate) fn write_options() -> WriteOptions {
     options
 }
 
-fn prefix(id: u16, key_group: u32) -> [u8; 4] {
+/// The first bytes of every key of table `id` in `key_group`.
+pub(crate) fn prefix(id: u16, key_group: u32) -> [u8; 4] {
     let [a, b] = id.to_be_bytes();
     let [c, d] = (key_group as u16).to_be_bytes();
     [a, b, c, d]
