@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 mod common;
 use common::output;
-use common::process::{field, run_local, Cluster, Proc, SECRET};
+use common::process::{field, run_local, w1_exactly_once, Cluster, Proc, SECRET};
 
 #[test]
 fn w1_w2_w3_across_taskmanagers_give_the_local_checksums() {
@@ -58,25 +58,9 @@ fn two_jobs_run_at_once_on_one_cluster() {
 /// `spare` TaskManager the job restarts at once; without, it waits for the replacement.
 fn kill_task_managers(name: &str, kills: usize, events: &str, rate: &str, spare: bool) {
     let mut cluster = Cluster::start(name, if spare { &[1, 1, 1] } else { &[1, 1] });
-    let reference = cluster.dir.join("reference");
-    let (out, checkpoints) = (cluster.dir.join("out"), cluster.dir.join("checkpoints"));
-    let base = ["api-count", "--events", events, "--keys", "1000", "--parallelism", "2"];
-    let mut local = base.to_vec();
-    local.extend(["--output", reference.to_str().unwrap()]);
-    let local = run_local(&local);
-    let mut args = base.to_vec();
-    args.extend([
-        "--rate",
-        rate,
-        "--checkpoint-ms",
-        "100",
-        "--checkpoint-dir",
-        checkpoints.to_str().unwrap(),
-        "--output",
-        out.to_str().unwrap(),
-        "--restart-delay-ms",
-        "100",
-    ]);
+    let (reference, out) = (cluster.dir.join("reference"), cluster.dir.join("out"));
+    let (args, local) = w1_exactly_once(&cluster.dir, events, rate);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let job = cluster.submit(&args);
     let mut recoveries = Vec::new();
     for kill in 0..kills {

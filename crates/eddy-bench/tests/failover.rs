@@ -9,34 +9,12 @@ use std::time::{Duration, Instant};
 mod common;
 use common::etcd::Etcd;
 use common::output;
-use common::process::{field, run_local, Cluster, Proc};
+use common::process::{field, w1_exactly_once, Cluster, Proc};
 
-/// W1 at parallelism 2 into the exactly-once file sink, rate-capped so that it runs for
-/// a few seconds with a checkpoint every 100 ms; the failure-free reference is written to
-/// `reference`.
+/// W1 into the exactly-once file sink at 60 000 events a second, checkpointed every
+/// 100 ms; the failure-free reference is written to `dir/reference`.
 fn w1_args(dir: &Path, reference_events: &str) -> Vec<String> {
-    let reference = dir.join("reference");
-    let base = ["api-count", "--events", reference_events, "--keys", "1000", "--parallelism", "2"];
-    let mut local = base.to_vec();
-    local.extend(["--output", reference.to_str().unwrap()]);
-    run_local(&local);
-    let mut args: Vec<String> = base.iter().map(|s| s.to_string()).collect();
-    let (checkpoints, out) = (dir.join("checkpoints"), dir.join("out"));
-    for arg in [
-        "--rate",
-        "60000",
-        "--checkpoint-ms",
-        "100",
-        "--checkpoint-dir",
-        checkpoints.to_str().unwrap(),
-        "--output",
-        out.to_str().unwrap(),
-        "--restart-delay-ms",
-        "100",
-    ] {
-        args.push(arg.to_string());
-    }
-    args
+    w1_exactly_once(dir, reference_events, "60000").0
 }
 
 /// The state `list` shows for job `id`.

@@ -117,11 +117,7 @@ impl Cluster {
     pub fn start_with(name: &str, slots: &[u32], common: &[&str], servers: &[&str]) -> Cluster {
         let common: Vec<String> = common.iter().map(|s| s.to_string()).collect();
         let servers: Vec<String> = servers.iter().map(|s| s.to_string()).collect();
-        let dir = std::env::temp_dir().join(format!("eddy-cluster-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        let secret = dir.join("secret");
-        std::fs::write(&secret, SECRET).unwrap();
+        let (dir, secret) = cluster_dir(name);
         let mut args = vec!["jobmanager", "--bind", "127.0.0.1:0", "--secret-file", secret.to_str().unwrap()];
         args.extend(common.iter().chain(&servers).map(String::as_str));
         let jobmanager = Proc::start(&args);
@@ -152,11 +148,7 @@ impl Cluster {
     /// and TaskManagers of `slots`, every process finding the leader through etcd.
     pub fn start_ha(name: &str, ha: &str, jobmanagers: usize, slots: &[u32], servers: &[&str]) -> Cluster {
         let servers: Vec<String> = servers.iter().map(|s| s.to_string()).collect();
-        let dir = std::env::temp_dir().join(format!("eddy-cluster-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        let secret = dir.join("secret");
-        std::fs::write(&secret, SECRET).unwrap();
+        let (dir, secret) = cluster_dir(name);
         let start = || {
             let mut args =
                 vec!["jobmanager", "--bind", "127.0.0.1:0", "--ha", ha, "--secret-file", secret.to_str().unwrap()];
@@ -258,6 +250,45 @@ impl Drop for Cluster {
         self.task_managers.clear();
         let _ = std::fs::remove_dir_all(&self.dir);
     }
+}
+
+/// W1 at parallelism 2 over 1000 keys, `events` of them, into the exactly-once file sink
+/// at `dir/out`, rate-capped at `rate` a second with a checkpoint every 100 ms into
+/// `dir/checkpoints` and restarts 100 ms apart: the arguments to submit it with, and what
+/// the failure-free local run printed, which wrote its output to `dir/reference`.
+pub fn w1_exactly_once(dir: &std::path::Path, events: &str, rate: &str) -> (Vec<String>, String) {
+    let reference = dir.join("reference");
+    let base = ["api-count", "--events", events, "--keys", "1000", "--parallelism", "2"];
+    let mut local = base.to_vec();
+    local.extend(["--output", reference.to_str().unwrap()]);
+    let printed = run_local(&local);
+    let (checkpoints, out) = (dir.join("checkpoints"), dir.join("out"));
+    let mut args: Vec<String> = base.iter().map(|s| s.to_string()).collect();
+    for arg in [
+        "--rate",
+        rate,
+        "--checkpoint-ms",
+        "100",
+        "--checkpoint-dir",
+        checkpoints.to_str().unwrap(),
+        "--output",
+        out.to_str().unwrap(),
+        "--restart-delay-ms",
+        "100",
+    ] {
+        args.push(arg.to_string());
+    }
+    (args, printed)
+}
+
+/// A fresh directory for a test's cluster, with the cluster's secret in it.
+fn cluster_dir(name: &str) -> (PathBuf, PathBuf) {
+    let dir = std::env::temp_dir().join(format!("eddy-cluster-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let secret = dir.join("secret");
+    std::fs::write(&secret, SECRET).unwrap();
+    (dir, secret)
 }
 
 pub fn run_local(args: &[&str]) -> String {
