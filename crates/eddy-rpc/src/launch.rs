@@ -92,6 +92,8 @@ impl Launch {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct JobMasterTakeover {
     pub job: JobId,
+    /// The takeover's number (the TaskManager names it when the process exits).
+    pub takeover: u32,
     pub job_name: String,
     /// The arguments the job's binary was submitted with.
     pub args: Vec<String>,

@@ -98,10 +98,10 @@ fn serve_jobmanager(options: &TaskManagerOptions) -> Result<ClusterError, Cluste
                 }
             }
             Ok(TaskManagerMessage::TakeOverJobMaster(takeover)) => {
-                let job = takeover.job;
+                let (job, number) = (takeover.job, takeover.takeover);
                 if let Err(status) = take_over_job_master(options, binary, takeover, &connection) {
                     tracing::error!(job = %job, error = %status, "cannot start the job's JobMaster again");
-                    let _ = connection.send(&TaskManagerMessage::JobMasterExited { job, status });
+                    let _ = connection.send(&TaskManagerMessage::JobMasterExited { job, takeover: number, status });
                 }
             }
             Ok(TaskManagerMessage::CancelExecutor { job, attempt }) => {
@@ -222,7 +222,7 @@ fn take_over_job_master(
     takeover: JobMasterTakeover,
     connection: &Connection,
 ) -> Result<(), String> {
-    let job = takeover.job;
+    let (job, number) = (takeover.job, takeover.takeover);
     tracing::info!(job = %job, name = %takeover.job_name, job_dir = %takeover.job_dir, "starting the job's JobMaster again");
     let args = takeover.args.clone();
     let launch = JobMasterLaunch {
@@ -241,7 +241,7 @@ fn take_over_job_master(
         tracing::info!(job = %job, %status, "JobMaster exited");
         if !status.success() {
             let status = format!("{status}; its last words: {}", last_words(&tail));
-            let _ = connection.send(&TaskManagerMessage::JobMasterExited { job, status });
+            let _ = connection.send(&TaskManagerMessage::JobMasterExited { job, takeover: number, status });
         }
     });
     Ok(())

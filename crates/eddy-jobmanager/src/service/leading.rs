@@ -55,7 +55,8 @@ pub(super) fn lead(shared: &Arc<Shared>, ha: &HaServices, address: &str) -> Resu
                 if readable {
                     takeover::start(&shared, job, &reason);
                 } else {
-                    lose(&shared, job, &reason);
+                    let why = format!("{reason}, and its checkpoints were in its memory");
+                    super::end_waiting(&shared, job, JobState::Lost, &why);
                 }
             }
         });
@@ -68,7 +69,7 @@ fn job_of(record: JobRecord) -> Job {
     Job {
         name: record.name,
         connection: None,
-        generation: 0,
+        generation: record.generation,
         args: Arc::new(record.args),
         job_dir: record.job_dir,
         slot_timeout_ms: record.slot_timeout_ms,
@@ -84,16 +85,6 @@ fn job_of(record: JobRecord) -> Job {
         requested: HashSet::new(),
         view: None,
     }
-}
-
-/// A stored job no JobMaster can take back (its checkpoints were in its memory).
-fn lose(shared: &Shared, job: JobId, reason: &str) {
-    if let Some(j) = shared.state().jobs.get_mut(&job) {
-        j.state = JobState::Lost;
-        j.ended = Some(Instant::now());
-        tracing::error!(job = %job, name = %j.name, reason, "job lost: its checkpoints were in its JobMaster's memory");
-    }
-    persist(shared, job);
 }
 
 /// Writes the job as it is now to the store (or removes it once it ended); without high
@@ -113,6 +104,7 @@ pub(super) fn persist(shared: &Shared, job: JobId) {
             job_dir: j.job_dir.clone(),
             slot_timeout_ms: j.slot_timeout_ms,
             operator_parallelism: j.operator_parallelism.clone(),
+            generation: j.generation,
             next_attempt: j.next_attempt,
             state: j.state,
         });

@@ -62,8 +62,8 @@ struct Job {
     next_attempt: u32,
     /// JobMasters started again since one last got slots.
     takeovers_in_a_row: u32,
-    /// The TaskManager starting its JobMaster again, while it does.
-    taking_over_on: Option<TaskManagerId>,
+    /// The takeover starting its JobMaster again, while it does.
+    taking_over_on: Option<takeover::TakingOver>,
     state: JobState,
     parallelism: u32,
     submitted: Instant,
@@ -105,6 +105,8 @@ struct State {
     next_task_manager: u32,
     next_job: u64,
     next_request: u64,
+    /// The number of the last takeover started.
+    next_takeover: u32,
     /// Who waits for a job's answer, by request, with the job.
     waiting: HashMap<u64, (Waiter, JobId)>,
 }
@@ -378,8 +380,8 @@ fn serve_task_manager(shared: &Arc<Shared>, connection: Connection, mut reader: 
                     let _ = client.send(&JobMasterMessage::ExecutorFailed { attempt, executor, status });
                 }
             }
-            Ok(TaskManagerMessage::JobMasterExited { job, status }) => {
-                takeover::job_master_exited(shared, job, Some(id), &status)
+            Ok(TaskManagerMessage::JobMasterExited { job, takeover, status }) => {
+                takeover::job_master_exited(shared, job, (id, takeover), &status)
             }
             Ok(other) => {
                 tracing::warn!(task_manager = %id, message = ?other, "unexpected message from a TaskManager; ignored")
@@ -398,11 +400,15 @@ fn lose_task_manager(shared: &Arc<Shared>, id: TaskManagerId, reason: &str) {
         if state.task_managers.remove(&id).is_none() {
             return;
         }
-        let starting: Vec<JobId> =
-            state.jobs.iter().filter(|(_, j)| j.taking_over_on == Some(id)).map(|(job, _)| *job).collect();
+        let starting: Vec<(JobId, takeover::TakingOver)> = state
+            .jobs
+            .iter()
+            .filter_map(|(job, j)| j.taking_over_on.filter(|(tm, _)| *tm == id).map(|t| (*job, t)))
+            .collect();
         drop(state);
-        for job in starting {
-            takeover::job_master_exited(shared, job, Some(id), &format!("its TaskManager {id} was lost: {reason}"));
+        for (job, taking_over) in starting {
+            let why = format!("its TaskManager {id} was lost: {reason}");
+            takeover::job_master_exited(shared, job, taking_over, &why);
         }
         let mut state = shared.state();
         let mut clients = Vec::new();
@@ -445,8 +451,8 @@ fn serve_job(shared: &Arc<Shared>, connection: Connection, mut reader: Reader) {
         Ok(JobMasterMessage::Submit { name, parallelism, args }) => {
             Ok(submit(shared, &connection, name, parallelism, args))
         }
-        Ok(JobMasterMessage::Resume { job, name, parallelism }) => {
-            takeover::resume(shared, &connection, job, &name, parallelism)
+        Ok(JobMasterMessage::Resume { job, name, parallelism, generation }) => {
+            takeover::resume(shared, &connection, (job, &name, parallelism), generation)
         }
         other => {
             tracing::warn!(peer = %connection.peer(), first = ?other.map(|m| format!("{m:?}")), "a JobMaster that did not submit; closed");
@@ -467,6 +473,7 @@ fn serve_job(shared: &Arc<Shared>, connection: Connection, mut reader: Reader) {
         job,
         first_attempt,
         slots_available,
+        generation,
         heartbeat_interval_ms: heartbeats.interval_ms,
         heartbeat_timeout_ms: heartbeats.timeout_ms,
     };
@@ -517,7 +524,17 @@ fn serve_job(shared: &Arc<Shared>, connection: Connection, mut reader: Reader) {
                 }
             }
             Ok(JobMasterMessage::CommandReply { request, reply }) => {
-                let waiting = shared.state().waiting.remove(&request);
+                // Only this job's: a reply meant for another leader's request number
+                // (sent again after a leader change) answers nobody here.
+                let waiting = {
+                    let mut state = shared.state();
+                    let ours = state.waiting.get(&request).is_some_and(|(_, j)| *j == job);
+                    if ours {
+                        state.waiting.remove(&request)
+                    } else {
+                        None
+                    }
+                };
                 if let Some((waiter, _)) = waiting {
                     waiter.answer(reply);
                 }
@@ -721,6 +738,11 @@ fn end_job(shared: &Arc<Shared>, job: JobId, generation: u32, reason: &str) {
         let taken_over = !j.state.is_terminal() && j.job_dir.is_some();
         if taken_over {
             j.state = JobState::Initializing;
+            // Nothing more goes to the JobMaster that is gone (if it lives on somewhere,
+            // unheard, its closed connection tells it that it was replaced).
+            if let Some(old) = j.connection.take() {
+                old.close();
+            }
         } else {
             if !j.state.is_terminal() {
                 tracing::error!(
@@ -743,6 +765,23 @@ fn end_job(shared: &Arc<Shared>, job: JobId, generation: u32, reason: &str) {
     if taken_over {
         takeover::start(shared, job, reason);
     }
+}
+
+/// A job waiting for a JobMaster ends as `state` (failed, lost) for `why`: nothing can
+/// run it any more. Only if it still waits (checked under the lock).
+fn end_waiting(shared: &Shared, job: JobId, state: JobState, why: &str) {
+    {
+        let mut jobs = shared.state();
+        let Some(j) = jobs.jobs.get_mut(&job).filter(|j| j.state == JobState::Initializing && j.ended.is_none()) else {
+            return;
+        };
+        j.state = state;
+        j.ended = Some(Instant::now());
+        j.taking_over_on = None;
+        tracing::error!(job = %job, name = %j.name, reason = why, "job {}: no JobMaster can run it", state);
+        tracing::info!(job = %job, name = %j.name, state = %j.state, "job left the cluster");
+    }
+    leading::persist(shared, job);
 }
 
 /// Whoever waits for the job's answer to a command hears `why` there is none.

@@ -6,6 +6,12 @@
 //! directory. A job whose checkpoints lived in its JobMaster's memory cannot be taken over
 //! and is lost; one whose JobMaster cannot be started again [`TAKEOVERS_IN_A_ROW_MAX`]
 //! times in a row (without getting slots in between) fails.
+//!
+//! Fencing: each JobMaster admitted gets the job's next *generation*. A JobMaster that lost
+//! its JobManager and comes back (high availability) must present the generation it was
+//! given, so one that was replaced meanwhile is refused; a JobMaster started by a takeover
+//! presents none and is admitted only while that takeover is under way. Each takeover has
+//! a number, so that the exit of an earlier one's process cannot pass for this one's.
 
 use super::{Job, Shared};
 use eddy_rpc::launch::JobMasterTakeover;
@@ -17,27 +23,39 @@ use std::time::{Duration, Instant};
 /// JobMasters started again for a job, none of which got slots, before the job fails.
 pub(super) const TAKEOVERS_IN_A_ROW_MAX: u32 = 3;
 
+/// A takeover under way: the TaskManager starting the JobMaster, and the takeover's number.
+pub(super) type TakingOver = (TaskManagerId, u32);
+
 /// Starts the job's JobMaster again on a TaskManager (waiting, up to the job's slot
-/// timeout, for one to be there); `reason` is why its last JobMaster is gone.
+/// timeout, for one to be there); `reason` is why its last JobMaster is gone. Only for a
+/// job waiting for a JobMaster (`Initializing`): checked here, under the lock.
 pub(super) fn start(shared: &Arc<Shared>, job: JobId, reason: &str) {
     let (name, tries) = {
         let mut state = shared.state();
-        let Some(j) = state.jobs.get_mut(&job) else { return };
+        let Some(j) = state.jobs.get_mut(&job).filter(|j| j.state == JobState::Initializing && j.ended.is_none())
+        else {
+            return;
+        };
         j.takeovers_in_a_row += 1;
+        j.taking_over_on = None;
         (j.name.clone(), j.takeovers_in_a_row)
     };
     if tries > TAKEOVERS_IN_A_ROW_MAX {
-        return fail(
-            shared,
-            job,
-            &format!(
-                "its JobMaster could not be started again {TAKEOVERS_IN_A_ROW_MAX} times in a row; the last: {reason}"
-            ),
+        let why = format!(
+            "its JobMaster could not be started again {TAKEOVERS_IN_A_ROW_MAX} times in a row; the last: {reason}"
         );
+        return super::end_waiting(shared, job, JobState::Failed, &why);
     }
     tracing::warn!(job = %job, name = %name, reason, takeover = tries, "the job's JobMaster is gone; starting it again on a TaskManager");
     let shared = shared.clone();
-    let _ = std::thread::Builder::new().name("eddy-jm-takeover".into()).spawn(move || place(&shared, job));
+    let _ = std::thread::Builder::new().name("eddy-jm-takeover".into()).spawn(move || {
+        if tries > 1 {
+            // A JobMaster that just failed to start may still hold what the next needs
+            // (its job directory's lock while it exits): one heartbeat timeout apart.
+            std::thread::sleep(shared.options.heartbeats.timeout());
+        }
+        place(&shared, job)
+    });
 }
 
 /// Picks the TaskManager with the most free slots (the first to join among equals), or
@@ -47,17 +65,20 @@ fn place(shared: &Shared, job: JobId) {
     let Some(timeout_ms) = state.jobs.get(&job).map(|j| j.slot_timeout_ms) else { return };
     let deadline = Instant::now() + Duration::from_millis(timeout_ms.min(24 * 3600 * 1000));
     loop {
-        if state.jobs.get(&job).is_none_or(|j| j.state != JobState::Initializing) {
+        if state.jobs.get(&job).is_none_or(|j| j.state != JobState::Initializing || j.ended.is_some()) {
             return;
         }
         let chosen = state.task_managers.keys().copied().max_by_key(|id| (state.free(*id), std::cmp::Reverse(*id)));
         if let Some(task_manager) = chosen {
             let connection = state.task_managers[&task_manager].connection.clone();
+            state.next_takeover += 1;
+            let number = state.next_takeover;
             let Some(j) = state.jobs.get_mut(&job) else { return };
-            j.taking_over_on = Some(task_manager);
             let Some(job_dir) = j.job_dir.clone() else { return };
+            j.taking_over_on = Some((task_manager, number));
             let takeover = JobMasterTakeover {
                 job,
+                takeover: number,
                 job_name: j.name.clone(),
                 args: j.args.to_vec(),
                 job_dir,
@@ -65,7 +86,7 @@ fn place(shared: &Shared, job: JobId) {
                 operator_parallelism: j.operator_parallelism.clone(),
             };
             drop(state);
-            tracing::info!(job = %job, task_manager = %task_manager, "asking a TaskManager to start the job's JobMaster again");
+            tracing::info!(job = %job, task_manager = %task_manager, takeover = number, "asking a TaskManager to start the job's JobMaster again");
             // A TaskManager that cannot be told is lost: its loss starts the JobMaster elsewhere.
             let _ = connection.send(&TaskManagerMessage::TakeOverJobMaster(takeover));
             return;
@@ -73,44 +94,49 @@ fn place(shared: &Shared, job: JobId) {
         let now = Instant::now();
         if now >= deadline {
             drop(state);
-            return fail(
-                shared,
-                job,
-                &format!("no TaskManager came within {timeout_ms} ms to start its JobMaster again"),
-            );
+            let why = format!("no TaskManager came within {timeout_ms} ms to start its JobMaster again");
+            return super::end_waiting(shared, job, JobState::Failed, &why);
         }
         state = shared.slots_changed.wait_timeout(state, deadline - now).unwrap_or_else(|e| e.into_inner()).0;
     }
 }
 
-/// The JobMaster a TaskManager was starting again for `job` exited (or its TaskManager
-/// was lost) before it took the job back: another try, if the job has tries left.
-pub(super) fn job_master_exited(shared: &Arc<Shared>, job: JobId, task_manager: Option<TaskManagerId>, status: &str) {
-    let starting = shared
-        .state()
-        .jobs
-        .get(&job)
-        .is_some_and(|j| j.state == JobState::Initializing && j.taking_over_on == task_manager);
-    if starting {
+/// The JobMaster that takeover `number` had TaskManager `task_manager` start for `job`
+/// exited (or its TaskManager was lost) before it took the job back: another try, if
+/// the job has tries left. An earlier takeover's exit changes nothing.
+pub(super) fn job_master_exited(shared: &Arc<Shared>, job: JobId, taking_over: TakingOver, status: &str) {
+    let current = shared.state().jobs.get(&job).is_some_and(|j| {
+        j.state == JobState::Initializing && j.ended.is_none() && j.taking_over_on == Some(taking_over)
+    });
+    if current {
+        // `start` checks again under its lock: a JobMaster taking the job back meanwhile wins.
         start(shared, job, &format!("the JobMaster started again exited: {status}"));
     }
 }
 
-/// A JobMaster started again takes its job back: it becomes the job's JobMaster. Returns
-/// the job, its JobMaster's generation and the number of its first attempt, or why not.
+/// A JobMaster takes its job back: one started by a takeover under way (`generation`
+/// `None`), or one that lost its JobManager and presents the generation it was given. It
+/// becomes the job's JobMaster, with the next generation. Returns the job, that
+/// generation and the number of its first attempt, or why not.
 pub(super) fn resume(
     shared: &Shared,
     connection: &Connection,
-    job: JobId,
-    name: &str,
-    parallelism: u32,
+    (job, name, parallelism): (JobId, &str, u32),
+    presented: Option<u32>,
 ) -> Result<(JobId, u32, u32), String> {
     let mut state = shared.state();
     let Some(j) = state.jobs.get_mut(&job) else {
         return Err(format!("no job {job} is known here, so none can be taken back"));
     };
-    if j.state != JobState::Initializing || j.name != name {
+    if j.state != JobState::Initializing || j.ended.is_some() || j.name != name {
         return Err(format!("job {job} ('{}', {}) awaits no JobMaster for '{name}'", j.name, j.state));
+    }
+    let admitted = match presented {
+        None => j.taking_over_on.is_some(),
+        Some(generation) => generation == j.generation && j.taking_over_on.is_none(),
+    };
+    if !admitted {
+        return Err(format!("job {job} has another JobMaster by now (or one is being started for it); this one stops"));
     }
     let Job { generation, connection: current, state: job_state, taking_over_on, parallelism: p, .. } = j;
     *generation += 1;
@@ -123,18 +149,4 @@ pub(super) fn resume(
     drop(state);
     super::leading::persist(shared, job);
     Ok(admitted)
-}
-
-/// The job fails: nothing more can run it.
-fn fail(shared: &Shared, job: JobId, why: &str) {
-    let mut state = shared.state();
-    if let Some(j) = state.jobs.get_mut(&job) {
-        j.state = JobState::Failed;
-        j.ended = Some(Instant::now());
-        j.taking_over_on = None;
-        tracing::error!(job = %job, name = %j.name, reason = why, "job failed: its JobMaster cannot be started again");
-        tracing::info!(job = %job, name = %j.name, state = %j.state, "job left the cluster");
-    }
-    drop(state);
-    super::leading::persist(shared, job);
 }

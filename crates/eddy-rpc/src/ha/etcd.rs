@@ -13,8 +13,9 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
 
-/// How long one request may take (connect, send, answer).
-const REQUEST_TIMEOUT: Duration = Duration::from_secs(3);
+/// How long one request may take (connect, send, answer): well under a third of the
+/// leader's lease, so that a leader learns it lost etcd before its lease is gone.
+const REQUEST_TIMEOUT: Duration = Duration::from_millis(500);
 /// The largest answer read: the job store's records are small.
 const ANSWER_BYTES_MAX: usize = 16 << 20;
 
@@ -154,6 +155,11 @@ fn post(endpoint: &str, path: &str, body: &Value) -> Result<Value, ClusterError>
                 .map_err(|_| ClusterError::Protocol(format!("etcd at {endpoint} sent a bad chunk size")))?;
             if size == 0 {
                 break;
+            }
+            if size > ANSWER_BYTES_MAX - bytes.len() {
+                return Err(ClusterError::Protocol(format!(
+                    "etcd at {endpoint} sent more than {ANSWER_BYTES_MAX} bytes"
+                )));
             }
             let start = bytes.len();
             bytes.resize(start + size, 0);

@@ -33,28 +33,44 @@ impl Leadership {
     ) -> Result<Leadership, ClusterError> {
         let mut lease = None;
         let mut told = false;
-        loop {
-            let current = match lease {
-                Some(id) if etcd.keep_alive(id)? > 0 => id,
-                _ => etcd.grant(LEASE_TTL_S)?,
-            };
-            lease = Some(current);
-            if etcd.create(&key, address.as_bytes(), current)? {
-                break;
-            }
-            if !told {
-                told = true;
-                let leader = etcd.get(&key)?.map(|v| String::from_utf8_lossy(&v).into_owned());
-                tracing::info!(leader = leader.as_deref().unwrap_or("?"), "another JobManager leads; standing by");
+        let lease = loop {
+            // etcd out of reach for a while is waited out (logged once), not fatal: a
+            // standby that gave up would leave the cluster without one.
+            let tried = (|| -> Result<Option<LeaseId>, ClusterError> {
+                let current = match lease {
+                    Some(id) if etcd.keep_alive(id)? > 0 => id,
+                    _ => etcd.grant(LEASE_TTL_S)?,
+                };
+                lease = Some(current);
+                if etcd.create(&key, address.as_bytes(), current)? {
+                    return Ok(Some(current));
+                }
+                if !told {
+                    told = true;
+                    let leader = etcd.get(&key)?.map(|v| String::from_utf8_lossy(&v).into_owned());
+                    tracing::info!(leader = leader.as_deref().unwrap_or("?"), "another JobManager leads; standing by");
+                }
+                Ok(None)
+            })();
+            match tried {
+                Ok(Some(won)) => break won,
+                Ok(None) => {}
+                Err(e) => tracing::warn!(error = %e, "cannot campaign through etcd now; trying again"),
             }
             std::thread::sleep(POLL_INTERVAL);
-        }
-        let lease = lease.unwrap_or_default();
+        };
         let stop = Arc::new(AtomicBool::new(false));
         let (keeper, stopped) = (etcd.clone(), stop.clone());
         std::thread::Builder::new()
             .name("eddy-leadership".into())
-            .spawn(move || keep(&keeper, lease, &stopped, lost))
+            .spawn(move || {
+                // Whatever ends the keeping (a panic too) ends the leadership.
+                let why = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| keep(&keeper, lease, &stopped)))
+                    .unwrap_or_else(|_| Some("the thread keeping the lease failed".into()));
+                if let Some(why) = why {
+                    lost(why);
+                }
+            })
             .map_err(|e| ClusterError::Config(format!("cannot start a thread: {e}")))?;
         Ok(Leadership { etcd, lease, stop })
     }
@@ -63,20 +79,24 @@ impl Leadership {
 /// Keeps `lease` alive three times per TTL; the leadership is lost when the lease is
 /// found expired, or when no keep-alive went through for a whole TTL (another JobManager
 /// may lead by then).
-fn keep(etcd: &Etcd, lease: LeaseId, stop: &AtomicBool, lost: Box<dyn FnOnce(String) + Send>) {
+/// Returns why the leadership was lost, or `None` once given up.
+fn keep(etcd: &Etcd, lease: LeaseId, stop: &AtomicBool) -> Option<String> {
     let ttl = Duration::from_secs(LEASE_TTL_S);
+    // From when the last keep-alive that went through was sent: the lease runs from then.
     let mut last_kept = Instant::now();
     while !stop.load(Ordering::Relaxed) {
         std::thread::sleep(ttl / 3);
+        let sent = Instant::now();
         match etcd.keep_alive(lease) {
-            Ok(0) => return lost("the leader's lease expired".into()),
-            Ok(_) => last_kept = Instant::now(),
-            Err(e) if last_kept.elapsed() >= ttl => {
-                return lost(format!("etcd kept no keep-alive for {} s: {e}", LEASE_TTL_S))
+            Ok(0) => return Some("the leader's lease expired".into()),
+            Ok(_) => last_kept = sent,
+            Err(e) if last_kept.elapsed() >= ttl * 2 / 3 => {
+                return Some(format!("etcd kept no keep-alive for {} ms: {e}", last_kept.elapsed().as_millis()))
             }
             Err(e) => tracing::warn!(error = %e, "a keep-alive of the leader's lease failed; trying again"),
         }
     }
+    None
 }
 
 impl Drop for Leadership {

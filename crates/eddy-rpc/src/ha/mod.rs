@@ -62,6 +62,9 @@ pub struct JobRecord {
     /// Each operator's parallelism as it last ran (a rescale changes it).
     #[serde(default)]
     pub operator_parallelism: Vec<u32>,
+    /// Its JobMaster's generation (fencing: see `Resume`).
+    #[serde(default)]
+    pub generation: u32,
     pub state: JobState,
 }
 
@@ -106,17 +109,17 @@ impl HaServices {
         Leadership::campaign(self.etcd.clone(), self.leader_key(), address, lost)
     }
 
-    /// Every job in the store.
+    /// Every job in the store that reads as one (one that does not is logged and left).
     pub fn jobs(&self) -> Result<Vec<JobRecord>, ClusterError> {
         let prefix = format!("{}jobs/", self.prefix);
-        self.etcd
-            .get_prefix(&prefix)?
-            .into_iter()
-            .map(|(key, value)| {
-                serde_json::from_slice(&value)
-                    .map_err(|e| ClusterError::Protocol(format!("the job store's {key} does not read as a job: {e}")))
-            })
-            .collect()
+        let records = self.etcd.get_prefix(&prefix)?.into_iter().filter_map(|(key, value)| {
+            serde_json::from_slice(&value)
+                .inspect_err(
+                    |e| tracing::error!(key, error = %e, "a job store record that does not read as a job; left"),
+                )
+                .ok()
+        });
+        Ok(records.collect())
     }
 
     pub fn put_job(&self, record: &JobRecord) -> Result<(), ClusterError> {

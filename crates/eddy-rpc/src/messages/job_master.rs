@@ -24,6 +24,9 @@ pub enum JobMasterMessage {
         job: JobId,
         name: String,
         parallelism: u32,
+        /// The generation the JobManager gave this JobMaster when it last admitted it;
+        /// `None` for a JobMaster started by a takeover.
+        generation: Option<u32>,
     },
     /// Where the job's checkpoints go: the job directory a JobMaster started again restores
     /// the latest checkpoint from. Not sent for checkpoints in the JobMaster's memory.
@@ -68,6 +71,9 @@ pub enum JobMasterMessage {
         first_attempt: u32,
         /// The slots it could hold now (free ones and its own), for reactive mode.
         slots_available: u32,
+        /// This JobMaster's generation: it presents it to take the job back after losing
+        /// its JobManager (a JobMaster replaced meanwhile has an older one).
+        generation: u32,
         heartbeat_interval_ms: u64,
         heartbeat_timeout_ms: u64,
     },

@@ -30,6 +30,8 @@ pub enum TaskManagerMessage {
     /// A JobMaster this TaskManager started again for a job exited.
     JobMasterExited {
         job: JobId,
+        /// The takeover it was started for.
+        takeover: u32,
         status: String,
     },
 

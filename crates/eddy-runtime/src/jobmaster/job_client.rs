@@ -75,6 +75,8 @@ struct Admitted {
     job: JobId,
     first_attempt: u32,
     slots_available: u32,
+    /// What it presents to take the job back.
+    generation: u32,
     heartbeats: Heartbeats,
     local_ip: IpAddr,
     /// The JobManager's `Submitted`, as it came.
@@ -95,6 +97,7 @@ fn admit(target: &ClusterTarget, hello: &JobMasterMessage, wait: Duration) -> Re
                 job,
                 first_attempt,
                 slots_available,
+                generation,
                 heartbeat_interval_ms,
                 heartbeat_timeout_ms,
             } => {
@@ -105,6 +108,7 @@ fn admit(target: &ClusterTarget, hello: &JobMasterMessage, wait: Duration) -> Re
                     job,
                     first_attempt,
                     slots_available,
+                    generation,
                     heartbeat_interval_ms,
                     heartbeat_timeout_ms,
                 };
@@ -114,6 +118,7 @@ fn admit(target: &ClusterTarget, hello: &JobMasterMessage, wait: Duration) -> Re
                     job,
                     first_attempt,
                     slots_available,
+                    generation,
                     heartbeats,
                     local_ip,
                     submitted,
@@ -140,7 +145,7 @@ impl JobClient {
         let name = name.to_string();
         let hello = match resume {
             None => JobMasterMessage::Submit { name: name.clone(), parallelism, args: target.args.clone() },
-            Some(job) => JobMasterMessage::Resume { job, name: name.clone(), parallelism },
+            Some(job) => JobMasterMessage::Resume { job, name: name.clone(), parallelism, generation: None },
         };
         let admitted = admit(target, &hello, target.heartbeats.timeout())?;
         let (job, first_attempt, heartbeats, local_ip) =
@@ -158,7 +163,8 @@ impl JobClient {
         let (events_tx, events) = crossbeam_channel::unbounded();
         let follower = Follower {
             target: target.clone(),
-            resume: JobMasterMessage::Resume { job, name: name.clone(), parallelism },
+            job: (job, name.clone(), parallelism),
+            generation: AtomicU32::new(admitted.generation),
             link: link.clone(),
             events: events_tx,
             next_attempt: next_attempt.clone(),
@@ -231,21 +237,22 @@ impl JobClient {
     /// leader (up to [`LEADER_WAIT`]) and goes there.
     pub fn send(&self, message: &JobMasterMessage) -> Result<(), ClusterError> {
         let deadline = Instant::now() + LEADER_WAIT;
-        let mut current = self.link.current.lock().unwrap_or_else(|e| e.into_inner());
         loop {
-            if let Some(connection) = current.as_ref() {
+            // Cloned out: no lock is held while the socket is written to.
+            let current = self.link.current.lock().unwrap_or_else(|e| e.into_inner()).clone();
+            if let Some(connection) = current {
                 match connection.send(message) {
                     Ok(()) => return Ok(()),
                     Err(e) if !is_ha(&self.target.jobmanager) => return Err(e),
                     // The reader sees the loss too, and looks for the leader.
-                    Err(_) => *current = None,
+                    Err(_) => {}
                 }
             }
-            let now = Instant::now();
-            if self.link.gone.load(Ordering::SeqCst) || now >= deadline {
+            if self.link.gone.load(Ordering::SeqCst) || Instant::now() >= deadline {
                 return Err(ClusterError::Refused("lost the JobManager, and no leader took the job back".into()));
             }
-            current = self.link.changed.wait_timeout(current, deadline - now).unwrap_or_else(|e| e.into_inner()).0;
+            let current = self.link.current.lock().unwrap_or_else(|e| e.into_inner());
+            let _ = self.link.changed.wait_timeout(current, eddy_rpc::ha::POLL_INTERVAL);
         }
     }
 
@@ -263,8 +270,10 @@ impl JobClient {
 /// Reads what the JobManager says, and follows the leader when it is lost.
 struct Follower {
     target: ClusterTarget,
-    /// How the job is taken back by a new leader.
-    resume: JobMasterMessage,
+    /// The job's id, name and parallelism, to take it back by.
+    job: (JobId, String, u32),
+    /// The generation the JobManager last gave this JobMaster.
+    generation: AtomicU32,
     link: Arc<Link>,
     events: Sender<JobMasterMessage>,
     next_attempt: Arc<AtomicU32>,
@@ -298,6 +307,7 @@ impl Follower {
                             tracing::info!(jobmanager = %at, "the job is back with the leading JobManager");
                             self.next_attempt.fetch_max(admitted.first_attempt, Ordering::Relaxed);
                             self.slots_available.store(admitted.slots_available, Ordering::SeqCst);
+                            self.generation.store(admitted.generation, Ordering::SeqCst);
                             let heartbeats = admitted.heartbeats;
                             start_heartbeats(
                                 admitted.connection.clone(),
@@ -332,7 +342,10 @@ impl Follower {
         let deadline = Instant::now() + LEADER_WAIT;
         loop {
             let wait = deadline.saturating_duration_since(Instant::now());
-            match admit(&self.target, &self.resume, wait) {
+            let (job, name, parallelism) = self.job.clone();
+            let generation = Some(self.generation.load(Ordering::SeqCst));
+            let resume = JobMasterMessage::Resume { job, name, parallelism, generation };
+            match admit(&self.target, &resume, wait) {
                 Ok(admitted) => return Ok(admitted),
                 Err(refused @ ClusterError::Refused(_)) => return Err(refused),
                 Err(e) if Instant::now() >= deadline => return Err(e),

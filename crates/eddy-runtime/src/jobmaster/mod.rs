@@ -107,6 +107,10 @@ pub(crate) trait AttemptLauncher {
     /// memory). A cluster's JobManager keeps it, to take the job over from there.
     fn storage_opened(&self, _job_dir: Option<&str>) {}
 
+    /// The job ended as `state`, before its checkpoints are deleted (a cluster's
+    /// JobManager hears it then).
+    fn job_ended(&self, _state: JobState) {}
+
     /// The parallelism the next attempt takes in reactive mode (every slot the job could
     /// hold, up to its max parallelism); `None`: as the graph says.
     fn reactive_parallelism(&self, _graph: &StreamGraph) -> Option<u32> {
@@ -185,9 +189,7 @@ impl JobMaster<'_> {
                 match graph.rescaled(target) {
                     Ok(next) if next.operator_parallelism() != graph.operator_parallelism() => {
                         tracing::info!(job = %job, from = graph.slots_needed(), to = target, "reactive mode: the attempt takes the slots available");
-                        graph = Arc::new(next);
-                        plan = Arc::new(plan_chains(&graph));
-                        config.board.start_job(&graph, &plan, storage.describe());
+                        (graph, plan) = planned(next, &storage);
                     }
                     Ok(_) => {}
                     Err(e) => {
@@ -231,9 +233,7 @@ impl JobMaster<'_> {
                         job: job.clone(),
                         message: format!("cannot rescale to {}: {message}", rescaling.to),
                     })?;
-                    graph = Arc::new(next);
-                    plan = Arc::new(plan_chains(&graph));
-                    config.board.start_job(&graph, &plan, storage.describe());
+                    (graph, plan) = planned(next, &storage);
                     restore = self
                         .restore_after_failure(initial.as_ref(), &storage, &retained, &mut result.warnings)
                         .map_err(|e| failed_by("cannot read the checkpoint to rescale from", e))?;
@@ -248,6 +248,9 @@ impl JobMaster<'_> {
                 }
                 AttemptEnd::Finished | AttemptEnd::Stopped => {
                     result.stopped = matches!(end, AttemptEnd::Stopped);
+                    // Said before its checkpoints go: a JobMaster dying from here on must
+                    // not be taken over (it would find no checkpoint and start again).
+                    self.launcher.job_ended(if result.stopped { JobState::Stopped } else { JobState::Finished });
                     if config.savepoint.is_some() && result.savepoint.is_none() {
                         result
                             .warnings
@@ -377,6 +380,13 @@ impl JobMaster<'_> {
             None => Ok(None),
         }
     }
+}
+
+/// The job at another parallelism, planned, and shown so on its board.
+fn planned(graph: StreamGraph, storage: &Arc<dyn CheckpointStorage>) -> (Arc<StreamGraph>, Arc<ChainPlan>) {
+    let plan = Arc::new(plan_chains(&graph));
+    graph.config.board.start_job(&graph, &plan, storage.describe());
+    (Arc::new(graph), plan)
 }
 
 /// A checkpoint's location in a trace: its directory name, not where the storage is.

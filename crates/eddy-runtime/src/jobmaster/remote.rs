@@ -81,6 +81,10 @@ impl AttemptLauncher for RemoteLauncher {
             .then(|| reactive_target(self.client.slots_available(), graph))
     }
 
+    fn job_ended(&self, state: JobState) {
+        let _ = self.client.send(&JobMasterMessage::State(state));
+    }
+
     fn storage_opened(&self, job_dir: Option<&str>) {
         if let Some(dir) = job_dir {
             let _ = self.client.send(&JobMasterMessage::JobDirectory(dir.to_string()));
@@ -262,6 +266,7 @@ impl AttemptLauncher for RemoteLauncher {
             reply: Box::new(|request, reply| {
                 let _ = client.send(&JobMasterMessage::CommandReply { request, reply });
             }),
+            slots_available: Box::new(|| client.slots_available()),
             publish_view: Box::new(|view| {
                 let _ = client.send(&JobMasterMessage::View(Box::new(view)));
             }),

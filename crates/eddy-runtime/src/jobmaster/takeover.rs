@@ -30,6 +30,21 @@ pub(crate) fn run(clock: Arc<dyn Clock>, mut graph: StreamGraph) -> Result<JobRe
         .open()
         .map_err(|e| cluster("the cluster's credentials from the TaskManager".into(), Some(e)))?;
     let takeover = launch.takeover;
+    let target = ClusterTarget {
+        jobmanager: launch.jobmanager,
+        security,
+        args: takeover.args.clone(),
+        slot_timeout_ms: takeover.slot_timeout_ms,
+        heartbeats,
+    };
+    if ended(&takeover.job_dir) {
+        // Its JobMaster died as the job ended, after deleting its checkpoints: running it
+        // again would write its output twice. It takes the job back only to say so.
+        tracing::warn!(job = %takeover.job, job_dir = %takeover.job_dir, "the job's directory says it ended; it is not run again");
+        let client = take_job_back(&target, &job, graph.slots_needed(), takeover.job)?;
+        client.finish(eddy_rpc::JobState::Finished);
+        return Ok(JobResult::new(job));
+    }
     if !takeover.operator_parallelism.is_empty() {
         // As its last JobMaster ran it (a rescale may have changed the program's).
         graph.apply_operator_parallelism(&takeover.operator_parallelism).map_err(|message| JobError::InvalidJob {
@@ -59,12 +74,31 @@ pub(crate) fn run(clock: Arc<dyn Clock>, mut graph: StreamGraph) -> Result<JobRe
         checkpoints = completed.len(),
         "JobMaster started again to take the job over"
     );
-    let target = ClusterTarget {
-        jobmanager: launch.jobmanager,
-        security,
-        args: takeover.args,
-        slot_timeout_ms: takeover.slot_timeout_ms,
-        heartbeats,
-    };
     RemoteLauncher::execute(target, clock, graph, Some(takeover.job))
+}
+
+/// Whether a job directory says its job ended: gone (a job that ran to its end deletes
+/// its checkpoints and then its directory, which existed from its start), or marked
+/// finished (its checkpoints retained). Only a local directory can say; an object
+/// store's prefix has no such marks.
+fn ended(job_dir: &str) -> bool {
+    if job_dir.contains("://") && !job_dir.starts_with("file://") {
+        return false;
+    }
+    let dir = std::path::Path::new(job_dir.strip_prefix("file://").unwrap_or(job_dir));
+    !dir.exists() || dir.join(eddy_checkpoint::storage::JOB_FINISHED_FILE).exists()
+}
+
+/// The job taken back under its id, to tell the JobManager how it ended.
+fn take_job_back(
+    target: &ClusterTarget,
+    name: &str,
+    parallelism: u32,
+    job: eddy_rpc::JobId,
+) -> Result<super::job_client::JobClient, JobError> {
+    super::job_client::JobClient::submit(target, name, parallelism, Some(job)).map_err(|source| JobError::Cluster {
+        job: name.to_string(),
+        message: "cannot take the job back from the JobManager".into(),
+        source: Some(source),
+    })
 }

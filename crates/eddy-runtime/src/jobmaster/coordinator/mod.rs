@@ -171,6 +171,7 @@ impl<'a> AttemptCoordinator<'a> {
     /// attempt's accumulators too).
     pub(crate) fn end(mut self, reports: &Receiver<TaskReport>, result: &mut JobResult) -> AttemptEnd {
         self.clean_up(reports);
+        self.abandon_rescale();
         if self.sampler.is_some() {
             // The attempt's last counts; no command is taken by an attempt that is over.
             self.refresh_view(false);

@@ -41,6 +41,9 @@ impl AttemptCoordinator<'_> {
         if self.rescale.is_some() {
             return Err("a rescale is under way already; try again when it is done".into());
         }
+        if self.savepoint_pending.is_some() || self.savepoint_order.is_some() {
+            return Err("a savepoint is being taken; try again when it completed".into());
+        }
         if !self.graph.config.checkpointing_enabled() {
             return Err("rescaling restores a checkpoint, and this job takes none (set a checkpoint interval)".into());
         }
@@ -51,11 +54,27 @@ impl AttemptCoordinator<'_> {
         if rescaled.operator_parallelism() == self.graph.operator_parallelism() {
             return Err(format!("the job runs at parallelism {parallelism} already"));
         }
+        if let Some(hooks) = &self.hooks {
+            let (needed, available) = (rescaled.slots_needed(), (hooks.slots_available)());
+            if needed > available {
+                return Err(format!(
+                    "parallelism {parallelism} needs {needed} slots; the cluster has {available} for this job"
+                ));
+            }
+        }
         let now = self.now_ms();
         let after = self.trigger(SnapshotKind::Checkpoint, now);
         tracing::info!(job = %self.graph.job_name, from = self.graph.slots_needed(), to = parallelism, checkpoint = %after, "rescale asked for; checkpoint triggered for it");
         self.rescale = Some(RescaleOrder { parallelism, request, after });
         Ok(format!("checkpoint {after} triggered; the job rescales to parallelism {parallelism} once it completed"))
+    }
+
+    /// The attempt ends with a rescale still waiting for its checkpoint: whoever asked
+    /// hears that it did not happen.
+    pub(super) fn abandon_rescale(&mut self) {
+        if let Some(RescaleOrder { request: Some(request), .. }) = self.rescale.take() {
+            self.reply(request, Err("the attempt ended before the rescale's checkpoint completed; ask again".into()));
+        }
     }
 
     /// Every task of the attempt runs (its state restored): after a rescale, records flow
@@ -81,6 +100,13 @@ impl AttemptCoordinator<'_> {
         let Some(order) = self.rescale.as_ref().filter(|order| id >= order.after) else { return };
         let (to, request) = (order.parallelism, order.request);
         self.rescale = None;
+        if self.stopping || self.failure.is_some() {
+            // Stopped or failing meanwhile: that goes first.
+            if let Some(request) = request {
+                self.reply(request, Err("the job stopped or failed before it could rescale".into()));
+            }
+            return;
+        }
         let rescaling =
             Rescaling { from: self.graph.slots_needed(), to, checkpoint: id, stopped_at_ms: self.clock.now_ms() };
         tracing::info!(job = %self.graph.job_name, from = rescaling.from, to, checkpoint = %id, "rescaling: the attempt stops, to restart at the new parallelism from this checkpoint");

@@ -36,6 +36,8 @@ pub(crate) struct RemoteHooks<'a> {
     pub(crate) announce_savepoint: AnnounceSavepoint<'a>,
     /// The answer to a CLI request.
     pub(crate) reply: Box<dyn Fn(u64, Result<String, String>) + 'a>,
+    /// The slots the job could hold on the cluster now (a rescale cannot ask for more).
+    pub(crate) slots_available: Box<dyn Fn() -> u32 + 'a>,
     /// The job's view, about once a second, for the JobManager to serve.
     pub(crate) publish_view: Box<dyn Fn(eddy_rpc::view::JobView) + 'a>,
 }
@@ -47,6 +49,9 @@ impl AttemptCoordinator<'_> {
     pub(crate) fn savepoint_now(&mut self, dir: &str, stop: bool, request: u64) -> Result<String, String> {
         if self.savepoint_pending.is_some() {
             return Err("a savepoint is being taken already; try again when it completed".into());
+        }
+        if self.rescale.is_some() || self.rescaling.is_some() {
+            return Err("the job is being rescaled; try again when it runs at its new parallelism".into());
         }
         if self.cancel.load(Ordering::SeqCst) || self.stopping || self.failure.is_some() {
             return Err("the job is stopping or restarting; try again".into());
@@ -80,6 +85,10 @@ impl AttemptCoordinator<'_> {
         match command {
             JobCommand::Cancel => {
                 tracing::info!(job = %self.graph.job_name, "cancel requested");
+                // A cancel wins over a rescale under way: the attempt ends cancelled.
+                if self.rescaling.take().is_some() {
+                    self.stopping = false;
+                }
                 self.fail(JobError::Cancelled { job: self.graph.job_name.clone() });
                 CommandOutcome::Answer(Ok("cancelling".to_string()))
             }
