@@ -12,6 +12,7 @@ use eddy_runtime::graph::{
     JobConfig, OperatorFactory, OutputPort, Partitioning, RestoreFrom, RestoreMode, SavepointRequest, SchedulerMode,
     StorageChoice, StreamEdge, StreamGraph, StreamNode, TypedPort,
 };
+use eddy_runtime::jobmaster::Autoscaling;
 use eddy_runtime::ClusterTarget;
 use eddy_runtime::{JobError, JobResult, LocalExecutor};
 use eddy_types::{MaxParallelism, NodeId, DEFAULT_MAX_PARALLELISM};
@@ -192,6 +193,15 @@ impl Env {
     /// ([`SchedulerMode::Reactive`], Flink's reactive mode). A local job runs as set.
     pub fn set_scheduler_mode(&self, mode: SchedulerMode) -> &Self {
         self.inner.borrow_mut().config.scheduler_mode = mode;
+        self
+    }
+
+    /// The job's parallelism follows its load, between bounds (Flink's autoscaler): from
+    /// its operators' measured busy time, rescaled when a window of samples agrees, with a
+    /// cool-down after each rescale. Needs checkpoints (a rescale restores one); locally
+    /// and on a cluster.
+    pub fn set_autoscaling(&self, autoscaling: Autoscaling) -> &Self {
+        self.inner.borrow_mut().config.autoscaling = Some(autoscaling);
         self
     }
 

@@ -2,10 +2,11 @@
 
 use crate::checksum::{checksum_of_job, ChecksumSink};
 use crate::generator::{splitmix64, Event};
-use crate::rate::RateLimiter;
+use crate::rate::{RateLimiter, RateSteps, SteppedLimiter};
 use crate::{Args, Report};
 use eddy::prelude::*;
 use eddy::sink::ExactlyOnceFileSink;
+use std::sync::Arc;
 
 /// Counts per path and emits `(path, count)` after every event.
 #[derive(Clone, Default)]
@@ -66,6 +67,74 @@ pub(crate) fn checksum_term((path, count): &(String, u64)) -> Result<u64, String
     checksum_of(path, *count)
 }
 
+/// Makes W1's events from their indexes at the run's rate: each subtask lets its share of
+/// the total through (`--rate`, or `--rate-steps`), learnt when it opens, so the total
+/// stays the same at any parallelism (a rescale too).
+#[derive(Clone)]
+struct Generate {
+    keys: u64,
+    rate: u64,
+    steps: Option<Arc<RateSteps>>,
+    limiter: Option<Limiter>,
+}
+
+#[derive(Clone)]
+enum Limiter {
+    Fixed(RateLimiter),
+    Stepped(SteppedLimiter),
+}
+
+impl RichFunction for Generate {
+    fn open(&mut self, ctx: &mut RuntimeContext<'_>) -> FunctionResult {
+        let parallelism = ctx.number_of_parallel_subtasks();
+        self.limiter = Some(match &self.steps {
+            Some(steps) => Limiter::Stepped(SteppedLimiter::new(steps.clone(), 1.0 / f64::from(parallelism))),
+            None => Limiter::Fixed(RateLimiter::new(self.rate / u64::from(parallelism))),
+        });
+        Ok(())
+    }
+}
+
+impl ProcessFunction<u64, Event> for Generate {
+    fn process_element(
+        &mut self,
+        index: u64,
+        _ctx: &mut Context<'_>,
+        out: &mut Collector<'_, Event>,
+    ) -> FunctionResult {
+        match &mut self.limiter {
+            Some(Limiter::Fixed(limiter)) => limiter.admit(),
+            Some(Limiter::Stepped(limiter)) => limiter.admit(),
+            None => {}
+        }
+        out.collect(Event::generate(1, index, self.keys));
+        Ok(())
+    }
+}
+
+/// A per-record cost in every subtask: it sleeps `micros` per event, so that what a
+/// subtask can take is bounded and grows with the parallelism even on a small machine
+/// (a sleep holds no core), for trying the autoscaler.
+#[derive(Clone)]
+struct Cost {
+    micros: u64,
+}
+
+impl RichFunction for Cost {}
+
+impl KeyedProcessFunction<String, Event, Event> for Cost {
+    fn process_element(
+        &mut self,
+        event: Event,
+        _ctx: &mut KeyedContext<'_, String>,
+        out: &mut Collector<'_, Event>,
+    ) -> FunctionResult {
+        std::thread::sleep(std::time::Duration::from_micros(self.micros));
+        out.collect(event);
+        Ok(())
+    }
+}
+
 /// Passes records on, waiting `micros` per record in subtask 0 only: a sink that is slow
 /// on one TaskManager.
 #[derive(Clone)]
@@ -104,21 +173,22 @@ pub fn run(args: &Args) -> anyhow::Result<Report> {
     let env = Env::new();
     args.configure(&env)?;
     let keys = args.keys();
-    let mut limiter = RateLimiter::new(args.rate / u64::from(args.parallelism));
-    let counts = env
+    let steps = args.rate_steps.as_deref().map(RateSteps::parse).transpose().map_err(anyhow::Error::msg)?;
+    let generate = Generate { keys, rate: args.rate, steps: steps.map(Arc::new), limiter: None };
+    let keyed = env
         .from_sequence(0, args.events - 1)
         .name("events")
         .uid("events")
-        .map(move |i| {
-            limiter.admit();
-            Event::generate(1, i, keys)
-        })
+        .process(generate)
         .name("generate")
         .uid("generate")
-        .key_by_ref(|e: &Event| &e.path)
-        .process(CountPerPath::default())
-        .name("count per path")
-        .uid("count-per-path");
+        .key_by_ref(|e: &Event| &e.path);
+    let keyed = if args.cost_us > 0 {
+        keyed.process(Cost { micros: args.cost_us }).name("cost").uid("cost").key_by_ref(|e: &Event| &e.path)
+    } else {
+        keyed
+    };
+    let counts = keyed.process(CountPerPath::default()).name("count per path").uid("count-per-path");
     let counts = if args.slow_sink_us > 0 {
         counts.process(SlowFirstSubtask { micros: args.slow_sink_us, slow: false }).name("slow").uid("slow")
     } else {

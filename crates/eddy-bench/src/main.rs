@@ -86,6 +86,15 @@ pub struct Args {
     /// reactive mode); --parallelism is then only where it starts locally.
     #[arg(long)]
     pub reactive: bool,
+    /// The parallelism follows the load between MIN and MAX (`MIN:MAX`; the autoscaler).
+    #[arg(long)]
+    pub autoscale: Option<String>,
+    /// The autoscaler's window: every sample over it must agree before a rescale.
+    #[arg(long, default_value_t = 10_000)]
+    pub autoscale_window_ms: u64,
+    /// The autoscaler's cool-down after a rescale.
+    #[arg(long, default_value_t = 30_000)]
+    pub autoscale_cooldown_ms: u64,
     /// RocksDB memory per slot in MiB (block cache + write buffers).
     #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u64).range(4..))]
     pub rocksdb_memory_mb: u64,
@@ -99,6 +108,13 @@ pub struct Args {
     /// Cap on source events per second in total (0 = unlimited).
     #[arg(long, default_value_t = 0)]
     pub rate: u64,
+    /// api-count: a total rate in steps instead, `RATE:SECONDS,…` (the last step lasts).
+    #[arg(long)]
+    pub rate_steps: Option<String>,
+    /// api-count: every subtask sleeps this many microseconds per event before counting
+    /// it (a cost that more subtasks share; for the autoscaler).
+    #[arg(long, default_value_t = 0)]
+    pub cost_us: u64,
     /// The same work in one plain loop on one thread, without the engine (api-count and
     /// join): the yardstick for the engine's share of the hardware.
     #[arg(long)]
@@ -152,6 +168,16 @@ impl Args {
         env.set_buffer_timeout(self.buffer_timeout_ms);
         if self.reactive {
             env.set_scheduler_mode(eddy::SchedulerMode::Reactive);
+        }
+        if let Some(bounds) = &self.autoscale {
+            let (min, max) = bounds
+                .split_once(':')
+                .and_then(|(min, max)| Some((min.parse::<u32>().ok()?, max.parse::<u32>().ok()?)))
+                .ok_or_else(|| anyhow::anyhow!("--autoscale takes MIN:MAX, not '{bounds}'"))?;
+            let mut autoscaling = eddy::Autoscaling::new(min, max);
+            autoscaling.window_ms = self.autoscale_window_ms;
+            autoscaling.cooldown_ms = self.autoscale_cooldown_ms;
+            env.set_autoscaling(autoscaling);
         }
         if self.backend == Some(Backend::Rocksdb) {
             let backend = eddy::state::RocksDbStateBackend::new(rocksdb_dir())

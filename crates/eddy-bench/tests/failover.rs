@@ -261,3 +261,49 @@ fn in_reactive_mode_the_job_grows_when_a_taskmanager_joins_and_shrinks_when_one_
     let reference = output(&cluster.dir.join("reference"));
     assert_eq!(output(&cluster.dir.join("out")), reference, "the committed output differs from a failure-free run's");
 }
+
+/// The autoscaler, on the embedded runtime: W1 with a per-record cost (a sleep, so that
+/// more subtasks take more even on two cores) and an input rate that steps up past what
+/// one subtask can take and back down. The job must grow, then shrink, in a bounded
+/// number of rescales, with exactly the failure-free output.
+#[test]
+fn the_autoscaler_grows_the_job_under_a_rate_step_and_shrinks_it_after_with_exact_output() {
+    let dir = std::env::temp_dir().join(format!("eddy-autoscale-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let (args, local) = w1_exactly_once(&dir, "380000", "0");
+    let mut args: Vec<&str> = args.iter().map(String::as_str).collect();
+    args[6] = "1"; // --parallelism 1
+    args.extend([
+        "--cost-us",
+        "60",
+        "--rate-steps",
+        "2000:3,30000:13,5000:600",
+        "--autoscale",
+        "1:4",
+        "--autoscale-window-ms",
+        "1500",
+        "--autoscale-cooldown-ms",
+        "3000",
+    ]);
+    let (code, log) = Proc::start(&args).finish(Duration::from_secs(240));
+    assert_eq!(code, 0, "{log}");
+    let decisions: Vec<&str> = log.lines().filter(|l| l.contains("autoscaler: rescaling")).collect();
+    println!("autoscaler decisions:\n{}", decisions.join("\n"));
+    let moves: Vec<(u32, u32)> = decisions
+        .iter()
+        .filter_map(|l| {
+            let decision = l.split("decision=").nth(1)?;
+            let (from, rest) = decision.split_once(" -> ")?;
+            Some((from.trim().parse().ok()?, rest.split(':').next()?.trim().parse().ok()?))
+        })
+        .collect();
+    assert!(moves.iter().any(|(from, to)| to > from), "the job grew: {moves:?}\n{log}");
+    let grown = moves.iter().position(|(from, to)| to > from).unwrap();
+    assert!(moves[grown..].iter().any(|(from, to)| to < from), "and then shrank: {moves:?}\n{log}");
+    assert!(moves.len() <= 5, "a bounded number of rescales: {moves:?}");
+    assert_eq!(field(&log, "restarts"), "0", "a rescale is no restart: {log}");
+    assert_eq!(field(&log, "checksum"), field(&local, "checksum"));
+    assert_eq!(output(&dir.join("out")), output(&dir.join("reference")), "the committed output differs");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -57,6 +57,7 @@ pub mod checkpoint {
     }
 }
 pub use eddy_runtime::graph::{RestoreMode, SchedulerMode};
+pub use eddy_runtime::jobmaster::Autoscaling;
 pub use eddy_runtime::{CheckpointStats, Collector, FailureKind, JobError, JobResult};
 pub use eddy_types as types;
 pub use logging::{log_to_stderr, LOG_FILTER_VAR};

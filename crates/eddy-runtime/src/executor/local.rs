@@ -102,6 +102,7 @@ impl AttemptLauncher for LocalLauncher {
         );
         coordinator.savepoint_targets = targets;
         coordinator.after_rescale = start.rescaled;
+        coordinator.autoscaler = start.autoscaler.clone();
         coordinator.observe_attempt(&|_| 0, start.restore.as_deref());
         if self.simulator.is_none() {
             coordinator.sampler =

@@ -106,6 +106,8 @@ pub struct JobConfig {
     /// not.
     pub metrics_server: Option<Arc<dyn crate::observe::ServeMetrics>>,
     pub scheduler_mode: SchedulerMode,
+    /// `Some`: the parallelism follows the load, within bounds.
+    pub autoscaling: Option<crate::jobmaster::Autoscaling>,
 }
 
 impl Default for JobConfig {
@@ -117,6 +119,7 @@ impl Default for JobConfig {
             restart: None,
             restore_mode: RestoreMode::NoClaim,
             scheduler_mode: SchedulerMode::Default,
+            autoscaling: None,
             restore: None,
             allow_non_restored_state: false,
             savepoint: None,

@@ -13,6 +13,7 @@
 //! - `job_client` and `remote`: on a cluster, the job's link to the JobManager and one
 //!   attempt run by task executors;
 //! - `takeover`: a JobMaster the cluster started again after its process died;
+//! - `autoscaler`: the job's parallelism by load, from its measured busy time;
 //! - `status`: what `eddy status` shows of a running job;
 //! - [`result`]: what a job reports when it ends.
 //!
@@ -20,6 +21,7 @@
 //! `AttemptLauncher`: the local thread launch and the simulator are the executor's
 //! ([`crate::executor`]), the remote one is here.
 
+pub(crate) mod autoscaler;
 pub(crate) mod coordinator;
 pub(crate) mod job_client;
 pub(crate) mod job_storage;
@@ -31,6 +33,7 @@ pub(crate) mod takeover;
 #[cfg(test)]
 mod tests;
 
+pub use autoscaler::Autoscaling;
 pub use eddy_rpc::{ClusterTarget, SLOT_TIMEOUT_MS_DEFAULT};
 pub use result::{CheckpointStats, JobResult};
 
@@ -73,6 +76,8 @@ pub(crate) struct AttemptStart {
     pub(crate) job_dir: Option<String>,
     /// The rescale it follows, if it does.
     pub(crate) rescaled: Option<coordinator::Rescaling>,
+    /// The job's autoscaler, over its attempts.
+    pub(crate) autoscaler: Option<Arc<std::sync::Mutex<autoscaler::Autoscaler>>>,
 }
 
 /// One attempt, as the JobMaster hands it to a launcher.
@@ -141,8 +146,13 @@ impl JobMaster<'_> {
             source: Some(source),
         };
         validate(&graph).map_err(|message| JobError::InvalidJob { job: job.clone(), message })?;
+        if let Some(autoscaling) = &graph.config.autoscaling {
+            autoscaling.check().map_err(|message| JobError::InvalidJob { job: job.clone(), message })?;
+        }
         install_panic_capture();
         let config = graph.config.clone();
+        let autoscaler =
+            config.autoscaling.map(|settings| Arc::new(std::sync::Mutex::new(autoscaler::Autoscaler::new(settings))));
         let mut warnings = Vec::new();
         let simulated_seed = config.simulation.map(|s| RunSeed(s.seed));
         let job_storage =
@@ -223,6 +233,7 @@ impl JobMaster<'_> {
                 seed: attempt_seed,
                 job_dir: job_storage.job_dir.clone(),
                 rescaled: rescaled.take(),
+                autoscaler: autoscaler.clone(),
             };
             let end = self.attempt(&graph, &plan, start, (&storage, &retained), &mut result);
             result.duration = Duration::from_millis(elapsed_ms());

@@ -254,6 +254,7 @@ impl AttemptLauncher for RemoteLauncher {
             false,
         );
         run.after_rescale = start.rescaled;
+        run.autoscaler = start.autoscaler.clone();
         run.start_operator_coordinators(start.restore.as_deref());
         let announced: Vec<Connection> = connections.iter().map(|(_, c)| c.clone()).collect();
         run.hooks = Some(RemoteHooks {

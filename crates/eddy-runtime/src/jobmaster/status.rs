@@ -25,6 +25,11 @@ impl AttemptCoordinator<'_> {
             "job '{}': attempt {attempt}, {} restarts, {} checkpoints completed",
             self.graph.job_name, result.restarts, result.checkpoints_completed
         );
+        if let Some(autoscaler) = &self.autoscaler {
+            let autoscaler = autoscaler.lock().unwrap_or_else(|e| e.into_inner());
+            let decision = autoscaler.last_decision.as_deref().unwrap_or("no rescale decided yet");
+            let _ = writeln!(text, "autoscaler: {decision}");
+        }
         let _ = writeln!(
             text,
             "{:<40} {:>4} {:>14} {:>14} {:>14}",

@@ -96,6 +96,8 @@ pub(crate) struct AttemptCoordinator<'a> {
     rescaling: Option<Rescaling>,
     /// The rescale this attempt follows, until all its tasks run.
     pub(crate) after_rescale: Option<Rescaling>,
+    /// The job's autoscaler (over its attempts), if it has one.
+    pub(crate) autoscaler: Option<Arc<std::sync::Mutex<crate::jobmaster::autoscaler::Autoscaler>>>,
     /// Tasks whose operators are open (state restored).
     tasks_running: usize,
     /// Where savepoints go, for the task writers of this process.
@@ -155,6 +157,7 @@ impl<'a> AttemptCoordinator<'a> {
             rescale: None,
             rescaling: None,
             after_rescale: None,
+            autoscaler: None,
             tasks_running: 0,
             savepoint_targets: SavepointTargets::default(),
             hooks: None,
@@ -418,6 +421,7 @@ impl<'a> AttemptCoordinator<'a> {
         if self.sampler.is_some() && self.last_view.elapsed() >= Duration::from_millis(crate::observe::VIEW_INTERVAL_MS)
         {
             self.refresh_view(true);
+            self.autoscale();
         }
         if self.cancel.load(Ordering::SeqCst) {
             return;

@@ -9,6 +9,7 @@
 use super::AttemptCoordinator;
 use crate::task::Control;
 use eddy_checkpoint::{CheckpointId, SnapshotKind};
+use eddy_types::{Clock, WallClock};
 use std::sync::atomic::Ordering;
 
 /// A rescale asked for: to what, by whom, after which checkpoint.
@@ -67,6 +68,31 @@ impl AttemptCoordinator<'_> {
         tracing::info!(job = %self.graph.job_name, from = self.graph.slots_needed(), to = parallelism, checkpoint = %after, "rescale asked for; checkpoint triggered for it");
         self.rescale = Some(RescaleOrder { parallelism, request, after });
         Ok(format!("checkpoint {after} triggered; the job rescales to parallelism {parallelism} once it completed"))
+    }
+
+    /// The autoscaler's sample of the view just refreshed, and the rescale it decides.
+    pub(super) fn autoscale(&mut self) {
+        let Some(autoscaler) = self.autoscaler.clone() else { return };
+        if self.cancel.load(Ordering::SeqCst) || self.stopping || self.failure.is_some() || self.rescale.is_some() {
+            return;
+        }
+        // Not before every task runs: a restoring attempt's figures say nothing yet.
+        if self.tasks_running < self.tasks.len() {
+            return;
+        }
+        let mut autoscaler = autoscaler.lock().unwrap_or_else(|e| e.into_inner());
+        let view = self.graph.config.board.view();
+        let now = WallClock.now_ms();
+        let Some((target, decision)) = autoscaler.observe(self.graph, &view, now) else { return };
+        // Decided: whether it happens or not, the next decision waits for the cool-down.
+        autoscaler.rescaled(now);
+        drop(autoscaler);
+        match self.rescale_now(target, None) {
+            Ok(_) => tracing::info!(job = %self.graph.job_name, %decision, "autoscaler: rescaling"),
+            Err(why) => {
+                tracing::info!(job = %self.graph.job_name, %decision, reason = %why, "autoscaler: no rescale now")
+            }
+        }
     }
 
     /// The attempt ends with a rescale still waiting for its checkpoint: whoever asked
