@@ -127,13 +127,21 @@ fn serve(graph: StreamGraph) -> Result<(), TaskExecutorError> {
         .open()
         .map_err(TaskExecutorError::cluster("the cluster's credentials from the TaskManager"))?;
     validate(&graph).map_err(|m| local(format!("the job's graph is invalid here: {m}")))?;
-    let mut graph = graph;
-    if !deployment.operator_parallelism.is_empty() {
-        // The attempt's parallelism, which a rescale may have changed from the program's.
+    // The attempt's parallelism, which a rescale may have changed from the program's. A
+    // binary that built another graph keeps its own: the JobMaster compares the graphs
+    // and names the first difference.
+    let graph = if deployment.operator_parallelism.is_empty() {
         graph
-            .apply_operator_parallelism(&deployment.operator_parallelism)
-            .map_err(|m| local(format!("cannot run the attempt's parallelism: {m}")))?;
-    }
+    } else {
+        let mut running = graph.clone();
+        match running.apply_operator_parallelism(&deployment.operator_parallelism) {
+            Ok(()) => running,
+            Err(why) => {
+                tracing::warn!(reason = %why, "this binary's graph does not take the attempt's parallelism");
+                graph
+            }
+        }
+    };
     install_panic_capture();
     let plan = Arc::new(plan_chains(&graph));
     let graph = Arc::new(graph);
