@@ -93,7 +93,7 @@ fn admit(target: &ClusterTarget, hello: &JobMasterMessage, wait: Duration) -> Re
     connection.send(hello)?;
     loop {
         match reader.receive()? {
-            JobMasterMessage::Submitted {
+            submitted @ JobMasterMessage::Submitted {
                 job,
                 first_attempt,
                 slots_available,
@@ -104,14 +104,6 @@ fn admit(target: &ClusterTarget, hello: &JobMasterMessage, wait: Duration) -> Re
                 let heartbeats = Heartbeats { interval_ms: heartbeat_interval_ms, timeout_ms: heartbeat_timeout_ms };
                 heartbeats.validate()?;
                 reader.set_read_timeout(Some(heartbeats.timeout()))?;
-                let submitted = JobMasterMessage::Submitted {
-                    job,
-                    first_attempt,
-                    slots_available,
-                    generation,
-                    heartbeat_interval_ms,
-                    heartbeat_timeout_ms,
-                };
                 return Ok(Admitted {
                     connection,
                     reader,
