@@ -439,6 +439,16 @@ impl Env {
         self
     }
 
+    /// Buffer debloating (Flink's `taskmanager.network.memory.buffer-debloat.enabled` and
+    /// `.target`): the records queued between subtasks follow a target time (Flink's
+    /// default is 1 s) instead of a fixed count, measured per channel, so that under
+    /// backpressure a checkpoint barrier waits behind about `target` of records instead of
+    /// whole queues of full batches, and aligned checkpoints keep completing.
+    pub fn enable_buffer_debloating(&self, target: std::time::Duration) -> &Self {
+        self.inner.borrow_mut().config.buffer_debloat = Some(eddy_runtime::debloat::BufferDebloat::new(target));
+        self
+    }
+
     /// Submits the job to a cluster on `execute` (the JobManager, the cluster's
     /// credentials, the arguments task executors run this program with). `eddy`'s
     /// `cluster::SubmitArgs` builds one from the usual flags.

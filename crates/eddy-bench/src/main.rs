@@ -139,6 +139,10 @@ pub struct Args {
     /// (Flink's execution.buffer-timeout); 0: every record at once.
     #[arg(long, default_value_t = eddy::runtime_defaults::BUFFER_TIMEOUT_MS)]
     pub buffer_timeout_ms: u64,
+    /// Buffer debloating: the records queued between subtasks follow this target drain
+    /// time in ms (Flink's buffer-debloat.target, 1000 there); 0: off (fixed batches).
+    #[arg(long, default_value_t = 0)]
+    pub debloat_target_ms: u64,
     /// api-count: the first subtask of the sink waits this many microseconds per record (a
     /// slow sink, to see backpressure).
     #[arg(long, default_value_t = 0)]
@@ -166,6 +170,9 @@ impl Args {
     pub fn configure(&self, env: &eddy::Env) -> anyhow::Result<()> {
         env.set_parallelism(self.parallelism);
         env.set_buffer_timeout(self.buffer_timeout_ms);
+        if self.debloat_target_ms > 0 {
+            env.enable_buffer_debloating(std::time::Duration::from_millis(self.debloat_target_ms));
+        }
         if self.reactive {
             env.set_scheduler_mode(eddy::SchedulerMode::Reactive);
         }

@@ -8,6 +8,8 @@
 //! - [`channel`] and [`writer`]: bounded queues of record *batches*, barriers and
 //!   watermarks between subtasks (one per producer and consumer), and the writers that
 //!   partition records into them (forward, rebalance, shuffle, broadcast, key groups).
+//! - [`debloat`]: buffer debloating, batches sized so that a queue drains within a target
+//!   time and barriers do not wait behind seconds of records under backpressure;
 //! - [`task`]: a subtask's input gates, barrier alignment, watermark valve and mailbox
 //!   loop; a step never waits for input ([`task::TaskDriver::step`]; it waits only for room
 //!   in a full output queue, backpressure), so a subtask runs on its own
@@ -38,6 +40,7 @@
 pub mod channel;
 pub mod cluster;
 pub mod coordination;
+pub mod debloat;
 pub(crate) mod deployment;
 pub mod error;
 pub mod executor;

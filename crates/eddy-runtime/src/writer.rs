@@ -2,6 +2,7 @@
 //! subtask and sends full batches into the targets' bounded channels.
 
 use crate::channel::{BatchSender, CheckpointBarrier, CheckpointEvent, StreamMessage, BATCH_RECORDS_MAX};
+use crate::debloat::BatchSizer;
 use crate::error::TaskError;
 use crate::output::{Lifecycle, Output};
 use crate::task::TaskCounters;
@@ -73,31 +74,61 @@ pub struct RecordWriter<T> {
     /// End of input was sent: nothing more goes downstream, not even barriers.
     ended: bool,
     counters: Arc<TaskCounters>,
-    /// Records per batch: [`BATCH_RECORDS_MAX`], or 1 with a buffer timeout of 0.
-    batch_records: usize,
+    /// Records per batch, per target: [`BATCH_RECORDS_MAX`], 1 with a buffer timeout of
+    /// 0, or what buffer debloating makes of it.
+    batch_records: Vec<usize>,
+    /// With buffer debloating, on bounded queues: each target's drain rate and the batch
+    /// size that keeps its queue within the target time.
+    sizer: Option<BatchSizer>,
 }
 
 impl<T: Clone> RecordWriter<T> {
     pub fn new(targets: Vec<BatchSender<T>>, partitioner: Partitioner<T>, shared: Rc<TaskShared>) -> Self {
         assert!(!targets.is_empty(), "a writer needs at least one target");
         let buffers = targets.iter().map(|_| Vec::with_capacity(BATCH_RECORDS_MAX)).collect();
-        let batch_records = if shared.buffer_timeout_ms() == 0 { 1 } else { BATCH_RECORDS_MAX };
-        Self { targets, buffers, partitioner, counters: shared.counters(), shared, ended: false, batch_records }
+        let largest = if shared.buffer_timeout_ms() == 0 { 1 } else { BATCH_RECORDS_MAX };
+        // Unbounded queues (simulation, the receiving end of a network channel) hold no
+        // backlog a barrier waits behind for long: nothing to debloat.
+        let capacities: Option<Vec<usize>> = targets.iter().map(|t| t.capacity()).collect();
+        let sizer = match (shared.buffer_debloat(), capacities) {
+            (Some(config), Some(capacities)) if largest > 1 => {
+                Some(BatchSizer::new(config, &capacities, largest, std::time::Instant::now()))
+            }
+            _ => None,
+        };
+        let batch_records: Vec<usize> = match &sizer {
+            Some(sizer) => (0..targets.len()).map(|target| sizer.batch(target)).collect(),
+            None => vec![largest; targets.len()],
+        };
+        if sizer.is_some() {
+            shared.set_source_step_records(batch_records.iter().sum());
+        }
+        Self { batch_records, targets, buffers, partitioner, counters: shared.counters(), shared, ended: false, sizer }
     }
 
     #[inline]
     fn push(&mut self, target: usize, record: T) {
         let buffer = &mut self.buffers[target];
         buffer.push(record);
-        if buffer.len() >= self.batch_records {
+        if buffer.len() >= self.batch_records[target] {
             self.send_batch(target);
         }
     }
 
     fn send_batch(&mut self, target: usize) {
         let batch = std::mem::replace(&mut self.buffers[target], Vec::with_capacity(BATCH_RECORDS_MAX));
-        self.counters.add_out(batch.len());
+        let records = batch.len();
+        self.counters.add_out(records);
         self.send(target, StreamMessage::Records(batch));
+        if let Some(sizer) = &mut self.sizer {
+            if sizer.sent(target, records, std::time::Instant::now()) {
+                for (channel, size) in self.batch_records.iter_mut().enumerate() {
+                    *size = sizer.batch(channel);
+                }
+                self.shared.set_source_step_records(self.batch_records.iter().sum());
+                tracing::debug!(batch_records = ?self.batch_records, "buffer debloating: batch sizes");
+            }
+        }
     }
 
     /// Blocks while the target's queue is full (backpressure), looking at the cancel flag.

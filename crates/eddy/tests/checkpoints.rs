@@ -774,3 +774,45 @@ fn a_restored_state_declared_with_another_time_to_live_fails_the_job_at_once() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A job behind a slow consumer (2 ms per record, 3,000 records over two subtasks),
+/// checkpointing every 100 ms: its completed checkpoints, and what it counted.
+fn behind_a_slow_consumer(debloat: Option<std::time::Duration>) -> (eddy::JobResult, Vec<(u64, u64)>) {
+    let env = Env::new();
+    env.set_parallelism(2);
+    env.set_checkpoint_config(CheckpointConfig { interval_ms: 100, ..CheckpointConfig::default() });
+    if let Some(target) = debloat {
+        env.enable_buffer_debloating(target);
+    }
+    let sink = CollectSink::new();
+    env.from_sequence(0, 2_999)
+        .key_by(|i: &u64| i % 10)
+        .process(Count::default())
+        .map(|counted| {
+            std::thread::sleep(std::time::Duration::from_millis(2));
+            counted
+        })
+        .add_sink(sink.clone());
+    let result = env.execute("slow consumer").unwrap();
+    (result, sink.take())
+}
+
+#[test]
+fn buffer_debloating_keeps_aligned_checkpoints_short_under_backpressure() {
+    // Full batches: every record is queued at once, and the first barrier waits behind
+    // all of them (about 3 s).
+    let (bloated, counted) = behind_a_slow_consumer(None);
+    let longest = |result: &eddy::JobResult| result.checkpoint_history.iter().map(|c| c.duration_ms).max();
+    assert!(
+        bloated.checkpoint_history.len() < 5 || longest(&bloated) > Some(1_500),
+        "without debloating the barriers were expected to wait: {:?}",
+        bloated.checkpoint_history.iter().map(|c| c.duration_ms).collect::<Vec<_>>()
+    );
+    assert_counts_continue(&counted, 300);
+    // Debloated to 100 ms: checkpoints keep completing, each well under the backlog.
+    let (debloated, counted) = behind_a_slow_consumer(Some(std::time::Duration::from_millis(100)));
+    let durations: Vec<u64> = debloated.checkpoint_history.iter().map(|c| c.duration_ms).collect();
+    assert!(durations.len() >= 5 && longest(&debloated) <= Some(1_500), "checkpoint durations: {durations:?}");
+    assert_counts_continue(&counted, 300);
+    assert_eq!(counted.len(), 3_000, "every record counted once");
+}

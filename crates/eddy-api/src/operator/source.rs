@@ -4,7 +4,6 @@ use super::core::OperatorCore;
 use crate::function::{SourceFunction, SourceStep};
 use crate::time::{WatermarkForward, WatermarkOutput};
 use eddy_checkpoint::OperatorSnapshot;
-use eddy_runtime::channel::BATCH_RECORDS_MAX;
 use eddy_runtime::channel::{CheckpointBarrier, CheckpointEvent};
 use eddy_runtime::graph::{ErasedOutput, SourceFactory};
 use eddy_runtime::output::Discard;
@@ -92,7 +91,8 @@ impl<T, S: SourceFunction<T>> Lifecycle for SourceOp<T, S> {
 impl<T, S: SourceFunction<T>> SourceOperator for SourceOp<T, S> {
     fn emit(&mut self) -> SourceStatus {
         let previous = self.core.info.shared.enter(self.core.info.index);
-        let mut result = self.function.emit_batch(BATCH_RECORDS_MAX, &mut Collector::new(&mut *self.main));
+        let step = self.core.info.shared.source_step_records();
+        let mut result = self.function.emit_batch(step, &mut Collector::new(&mut *self.main));
         if result.is_ok() {
             self.function.emit_watermarks(&mut self.watermarks);
             if let Err(error) = self.forward.forward(&mut self.watermarks, &mut *self.main) {

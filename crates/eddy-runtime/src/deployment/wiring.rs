@@ -221,6 +221,7 @@ pub(crate) fn build_task(
     }
     shared.set_checkpointing_mode(graph.config.checkpoint.mode);
     shared.set_buffer_timeout_ms(graph.config.buffer_timeout_ms);
+    shared.set_buffer_debloat(graph.config.buffer_debloat);
     shared.set_checkpointing(context.checkpointing);
     let task = guarded(&shared, || {
         let builder = ChainBuilder {

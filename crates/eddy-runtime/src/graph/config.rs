@@ -97,6 +97,9 @@ pub struct JobConfig {
     /// How often partial batches and network buffers are sent while input keeps coming
     /// (Flink's `execution.buffer-timeout`); 0: after every record.
     pub buffer_timeout_ms: u64,
+    /// `Some`: buffer debloating (Flink's `taskmanager.network.memory.buffer-debloat`):
+    /// batches shrink so that each queue drains within the target time.
+    pub buffer_debloat: Option<crate::debloat::BufferDebloat>,
     /// `Some`: submit the job to this cluster's JobManager instead of running it here.
     pub cluster: Option<eddy_rpc::ClusterTarget>,
     /// What the job shows of itself while it runs (REST, `/metrics`); the API keeps a
@@ -128,6 +131,7 @@ impl Default for JobConfig {
             storage_opener: Arc::new(NoFileStorage),
             cluster: None,
             buffer_timeout_ms: crate::channel::DEFAULT_BUFFER_TIMEOUT_MS,
+            buffer_debloat: None,
             board: crate::observe::JobBoard::default(),
             metrics_server: None,
         }

@@ -24,6 +24,11 @@ pub struct TaskShared {
     accumulators: RefCell<std::collections::BTreeMap<String, Arc<std::sync::atomic::AtomicU64>>>,
     counters: RefCell<Arc<super::TaskCounters>>,
     buffer_timeout_ms: Cell<u64>,
+    buffer_debloat: Cell<Option<crate::debloat::BufferDebloat>>,
+    /// Records a source emits per step (between two looks at its mailbox): a full batch,
+    /// or with buffer debloating what its writers' channels take in about one batch's
+    /// drain time, so that a checkpoint trigger does not wait behind seconds of records.
+    source_step_records: Cell<usize>,
     /// The newest checkpoint or savepoint this task snapshotted.
     last_snapshot: Cell<Option<CheckpointId>>,
     mode: Cell<CheckpointingMode>,
@@ -110,6 +115,8 @@ impl TaskShared {
             checkpointing: RefCell::new(None),
             accumulators: RefCell::default(),
             buffer_timeout_ms: Cell::new(crate::channel::DEFAULT_BUFFER_TIMEOUT_MS),
+            buffer_debloat: Cell::new(None),
+            source_step_records: Cell::new(crate::channel::BATCH_RECORDS_MAX),
             counters: RefCell::default(),
             last_snapshot: Cell::new(None),
             mode: Cell::new(CheckpointingMode::ExactlyOnce),
@@ -262,6 +269,26 @@ impl TaskShared {
 
     pub fn buffer_timeout_ms(&self) -> u64 {
         self.buffer_timeout_ms.get()
+    }
+
+    /// `Some`: the task's writers size their batches by the drain rate of each channel.
+    pub fn set_buffer_debloat(&self, debloat: Option<crate::debloat::BufferDebloat>) {
+        self.buffer_debloat.set(debloat);
+    }
+
+    pub fn buffer_debloat(&self) -> Option<crate::debloat::BufferDebloat> {
+        self.buffer_debloat.get()
+    }
+
+    /// How many records a source of this chain emits per step.
+    pub fn source_step_records(&self) -> usize {
+        self.source_step_records.get()
+    }
+
+    /// A debloating writer's batch sizes changed: a source step emits about one batch per
+    /// channel (with several debloating writers in the chain, the last to change decides).
+    pub fn set_source_step_records(&self, records: usize) {
+        self.source_step_records.set(records.clamp(1, crate::channel::BATCH_RECORDS_MAX));
     }
 
     /// Where the task counts its records and backpressure (read elsewhere for `status`).

@@ -430,19 +430,21 @@ impl<S: StateValue> HeapTable<S> {
     pub fn remove(&mut self, key: &CurrentKey) -> Result<Option<S>, StateError> {
         // A key that is not there leaves a shared key group unshared (no copy).
         let mut never_written = false;
-        let cached = if self.find(key).is_some() {
-            self.last_hit = None;
-            match self.groups[key.local_group].get_mut().find_entry(key.hash, |e| e.key.matches(key)) {
-                Ok(entry) => {
-                    self.cached = self.cached.saturating_sub(1);
-                    let entry = entry.remove().0;
-                    never_written = entry.absent_in_raw_since > self.written;
-                    Some(entry.value)
+        let cached = match self.locate(key) {
+            Some(bucket) => {
+                self.last_hit = None;
+                // Removed where it was found: one probe of the table, not two.
+                match self.groups[key.local_group].get_mut().get_bucket_entry(bucket) {
+                    Ok(entry) => {
+                        self.cached = self.cached.saturating_sub(1);
+                        let entry = entry.remove().0;
+                        never_written = entry.absent_in_raw_since > self.written;
+                        Some(entry.value)
+                    }
+                    Err(_) => None,
                 }
-                Err(_) => None,
             }
-        } else {
-            None
+            None => None,
         };
         let Some(raw) = self.raw.as_mut() else { return Ok(cached) };
         if never_written {

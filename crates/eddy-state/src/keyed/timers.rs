@@ -83,14 +83,24 @@ struct Bucket {
     next: usize,
 }
 
+impl Timer {
+    /// Whether this is the timer of the current key and namespace (at its bucket's time).
+    #[inline]
+    fn is_of(&self, key: &CurrentKey) -> bool {
+        self.hash == key.hash && self.key_len as usize == key.key_len && self.bytes.matches(key)
+    }
+}
+
 impl Bucket {
-    fn find(&self, timer: &Timer) -> Option<u32> {
-        self.live.find(timer.hash, |&i| self.order[i as usize].as_ref() == Some(timer)).copied()
+    /// Whether the current key and namespace has a live timer here (looked up without
+    /// building a timer: no copy of the key).
+    fn holds(&self, key: &CurrentKey) -> bool {
+        self.live.find(key.hash, |&i| self.order[i as usize].as_ref().is_some_and(|t| t.is_of(key))).is_some()
     }
 
-    fn remove(&mut self, timer: &Timer) -> bool {
+    fn remove(&mut self, key: &CurrentKey) -> bool {
         let order = &self.order;
-        match self.live.find_entry(timer.hash, |&i| order[i as usize].as_ref() == Some(timer)) {
+        match self.live.find_entry(key.hash, |&i| order[i as usize].as_ref().is_some_and(|t| t.is_of(key))) {
             Ok(entry) => {
                 let (index, _) = entry.remove();
                 self.order[index as usize] = None;
@@ -158,15 +168,20 @@ impl TimerQueue {
 
     fn insert(&mut self, timer: Timer) -> bool {
         let bucket = self.buckets.entry(timer.time).or_default();
-        if bucket.find(&timer).is_some() {
+        if bucket.live.find(timer.hash, |&i| bucket.order[i as usize].as_ref() == Some(&timer)).is_some() {
             return false;
         }
+        Self::push(bucket, timer);
+        self.len += 1;
+        true
+    }
+
+    /// Appends `timer` (not in `bucket` yet) to its bucket.
+    fn push(bucket: &mut Bucket, timer: Timer) {
         let index = bucket.order.len() as u32;
         let order = &bucket.order;
         bucket.live.insert_unique(timer.hash, index, |&i| order[i as usize].as_ref().map_or(0, |t| t.hash));
         bucket.order.push(Some(timer));
-        self.len += 1;
-        true
     }
 
     /// A timer at `time` for the current key in its current namespace; false if it was
@@ -176,14 +191,20 @@ impl TimerQueue {
             return false;
         }
         self.last = (key.epoch, time);
-        self.insert(Self::timer(key, time))
+        let bucket = self.buckets.entry(time).or_default();
+        if bucket.holds(key) {
+            return false;
+        }
+        Self::push(bucket, Self::timer(key, time));
+        self.len += 1;
+        true
     }
 
     /// Deletes the current key's timer at `time` in its current namespace, if there is one.
     pub fn delete(&mut self, key: &CurrentKey, time: i64) -> bool {
         self.last = (0, 0);
         let Some(bucket) = self.buckets.get_mut(&time) else { return false };
-        let removed = bucket.remove(&Self::timer(key, time));
+        let removed = bucket.remove(key);
         if removed {
             self.len -= 1;
             if bucket.live.is_empty() {
