@@ -249,4 +249,8 @@ where
         let result = aggregate.get_result(&accumulator);
         self.function.process(key, ctx, &mut std::iter::once(result), out)
     }
+
+    fn uses_keyed_state(&self) -> bool {
+        self.function.uses_keyed_state()
+    }
 }

@@ -424,6 +424,17 @@ where
         let current = self.key.current();
         let key = current.get();
         let function = &mut self.function;
+        if !function.uses_keyed_state() {
+            let mut call = |elements: &mut dyn Iterator<Item = C::Out>| {
+                let mut ctx = WindowContext { window, timers, side: &mut *side };
+                function.process(key, &mut ctx, elements, &mut Collector::new(&mut *main))
+            };
+            return if clear {
+                self.contents.emit_and_clear(window, &mut call)
+            } else {
+                self.contents.emit(window, &mut call)
+            };
+        }
         let mut state_namespace = std::mem::take(&mut self.namespace);
         state_namespace.clear();
         state_window.encode(&mut state_namespace);

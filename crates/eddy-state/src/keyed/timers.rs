@@ -148,11 +148,23 @@ pub struct TimerQueue {
     /// the same key, namespace and time (a window's trigger and cleanup timers, when there
     /// is no allowed lateness) is known to be there without a lookup.
     last: (u64, i64),
+    /// The key epoch and time of the timer popped last, while nothing was registered
+    /// since: deleting it (a window's trigger clearing the timer that fired it) is known
+    /// to find nothing.
+    popped: (u64, i64),
 }
 
 impl TimerQueue {
     pub fn new(name: &str, first_key_group: u32, group_count: usize) -> Self {
-        Self { name: name.to_string(), first_key_group, group_count, buckets: BTreeMap::new(), len: 0, last: (0, 0) }
+        Self {
+            name: name.to_string(),
+            first_key_group,
+            group_count,
+            buckets: BTreeMap::new(),
+            len: 0,
+            last: (0, 0),
+            popped: (0, 0),
+        }
     }
 
     fn timer(key: &CurrentKey, time: i64) -> Timer {
@@ -191,6 +203,7 @@ impl TimerQueue {
             return false;
         }
         self.last = (key.epoch, time);
+        self.popped = (0, 0);
         let bucket = self.buckets.entry(time).or_default();
         if bucket.holds(key) {
             return false;
@@ -203,6 +216,9 @@ impl TimerQueue {
     /// Deletes the current key's timer at `time` in its current namespace, if there is one.
     pub fn delete(&mut self, key: &CurrentKey, time: i64) -> bool {
         self.last = (0, 0);
+        if key.epoch != 0 && self.popped == (key.epoch, time) {
+            return false;
+        }
         let Some(bucket) = self.buckets.get_mut(&time) else { return false };
         let removed = bucket.remove(key);
         if removed {
@@ -224,6 +240,7 @@ impl TimerQueue {
     /// Takes the earliest live timer if its time is `limit` or earlier.
     pub fn pop_due(&mut self, limit: i64) -> Option<Timer> {
         self.last = (0, 0);
+        self.popped = (0, 0);
         loop {
             let mut entry = self.buckets.first_entry()?;
             if *entry.key() > limit {
@@ -331,6 +348,7 @@ impl KeyedTable for TimerQueue {
 
     fn clear_all(&mut self) -> Result<(), StateError> {
         self.last = (0, 0);
+        self.popped = (0, 0);
         self.buckets.clear();
         self.len = 0;
         Ok(())
@@ -399,6 +417,10 @@ pub fn pop_due_timer(id: super::StateId, name: &str, limit: i64) -> Result<Optio
         let Some(timer) = queue.pop_due(limit) else { return Ok(None) };
         backend.set_current_key(timer.key(), timer.key_hash())?;
         backend.set_current_namespace_hashed(timer.namespace(), timer.hash);
+        let (key, table) = backend.current_key_and_table(id, name)?;
+        if let Some(queue) = table.as_any_mut().downcast_mut::<TimerQueue>() {
+            queue.popped = (key.epoch, timer.time);
+        }
         Ok(Some(timer))
     })
 }
@@ -455,6 +477,22 @@ mod tests {
         assert_eq!((first.key(), first.namespace()), (&b"a"[..], &b""[..]), "registration order within a time");
         assert_eq!(second.namespace(), b"w1");
         assert!(queue.pop_due(i64::MAX).is_none() && queue.is_empty());
+    }
+
+    #[test]
+    fn a_timer_set_again_after_it_fired_is_still_deleted() {
+        let mut queue = TimerQueue::new("t", 0, 1);
+        let mut current = key("a", b"w");
+        current.epoch = 7;
+        assert!(queue.register(&current, 5));
+        assert!(queue.pop_due(5).is_some());
+        // As `pop_due_timer` records the popped timer's key.
+        queue.popped = (7, 5);
+        assert!(!queue.delete(&current, 5), "the timer that fired is gone");
+        queue.popped = (7, 5);
+        assert!(queue.register(&current, 5), "set again in its own callback");
+        assert!(queue.delete(&current, 5), "a timer registered after the pop is deleted for real");
+        assert!(queue.pop_due(i64::MAX).is_none());
     }
 
     #[test]
