@@ -16,7 +16,10 @@
 //! Here the producer measures it itself: a writer blocked on a full queue sends exactly as
 //! fast as the consumer takes, and a writer that is not blocked sends as fast as it
 //! produces, which bounds what can be in flight just as well. So nothing travels back
-//! from the consumer, in-process or across processes.
+//! from the consumer, in-process or across processes. Across processes a channel holds
+//! more than its queue: the frames its consumer's credits let through. So the writer
+//! counts the credits as queue capacity too, and a frame (one credit) carries one batch
+//! instead of packing the queue into a network buffer.
 
 use std::time::{Duration, Instant};
 

@@ -83,13 +83,24 @@ pub struct RecordWriter<T> {
 }
 
 impl<T: Clone> RecordWriter<T> {
-    pub fn new(targets: Vec<BatchSender<T>>, partitioner: Partitioner<T>, shared: Rc<TaskShared>) -> Self {
+    /// A writer into `targets`; `credits` (per target, or empty) are the batches a network
+    /// channel carries beyond its queue, which buffer debloating counts as in flight too.
+    pub fn new(
+        targets: Vec<BatchSender<T>>,
+        credits: &[usize],
+        partitioner: Partitioner<T>,
+        shared: Rc<TaskShared>,
+    ) -> Self {
         assert!(!targets.is_empty(), "a writer needs at least one target");
         let buffers = targets.iter().map(|_| Vec::with_capacity(BATCH_RECORDS_MAX)).collect();
         let largest = if shared.buffer_timeout_ms() == 0 { 1 } else { BATCH_RECORDS_MAX };
         // Unbounded queues (simulation, the receiving end of a network channel) hold no
         // backlog a barrier waits behind for long: nothing to debloat.
-        let capacities: Option<Vec<usize>> = targets.iter().map(|t| t.capacity()).collect();
+        let capacities: Option<Vec<usize>> = targets
+            .iter()
+            .enumerate()
+            .map(|(i, t)| t.capacity().map(|queue| queue + credits.get(i).copied().unwrap_or(0)))
+            .collect();
         let sizer = match (shared.buffer_debloat(), capacities) {
             (Some(config), Some(capacities)) if largest > 1 => {
                 Some(BatchSizer::new(config, &capacities, largest, std::time::Instant::now()))

@@ -21,7 +21,12 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 /// A subtask's writer for one edge: its channel into each target subtask.
-pub(crate) type WriterTargets = Vec<ErasedSend>;
+pub(crate) struct WriterTargets {
+    /// One channel per target subtask.
+    pub(crate) senders: Vec<ErasedSend>,
+    /// Per target, the batches in flight beyond its queue: a network channel's credits.
+    pub(crate) credits: Vec<usize>,
+}
 
 /// Everything one subtask needs from the executor, moved to its thread.
 pub(crate) struct TaskSetup {
@@ -114,6 +119,7 @@ pub(crate) fn wire_placed(
                 _ => (0..to.parallelism).collect(),
             };
             let mut senders = Vec::with_capacity(targets.len());
+            let mut credits = Vec::with_capacity(targets.len());
             let producer_here = owner(producer) == me;
             for target in targets {
                 let consumer_here = owner(target) == me;
@@ -122,13 +128,20 @@ pub(crate) fn wire_placed(
                     (true, true) => {
                         let (sender, receiver) = port_type.channel(channel_capacity);
                         senders.push(sender);
+                        credits.push(0);
                         gates.entry((edge.to, edge.to_input, target)).or_default().push(receiver);
                     }
                     (true, false) => {
                         // The producer's queue, drained by the connection to the consumer.
                         let (sender, receiver) = port_type.channel(channel_capacity);
                         senders.push(sender);
-                        remote.outbound.entry(owner(target)).or_default().push((key, port_type.outbound(receiver)));
+                        // The consumer grants as many credits as a queue holds batches.
+                        credits.push(match channel_capacity {
+                            ChannelCapacity::Bounded(batches) => batches,
+                            ChannelCapacity::Unbounded => 0,
+                        });
+                        let outbound = port_type.outbound(receiver, graph.config.buffer_debloat.is_some());
+                        remote.outbound.entry(owner(target)).or_default().push((key, outbound));
                     }
                     (false, true) => {
                         // Bounded by the credits the consumer grants, not by the queue.
@@ -152,7 +165,7 @@ pub(crate) fn wire_placed(
                 }
             }
             if producer_here {
-                writers.insert((index, producer), senders);
+                writers.insert((index, producer), WriterTargets { senders, credits });
             }
         }
     }
@@ -326,7 +339,8 @@ impl ChainBuilder<'_> {
                         outs.push(self.chained_operator(graph.node(edge.to)));
                     } else if let Some(targets) = self.writers.remove(&index) {
                         outs.push(port_type.writer(
-                            targets,
+                            targets.senders,
+                            targets.credits,
                             &edge.partitioning,
                             self.subtask,
                             graph.max_parallelism,

@@ -30,10 +30,12 @@ pub trait PortType: Send + Sync {
     fn type_name(&self) -> &'static str;
     /// A channel: (`BatchSender<T>`, `BatchReceiver<T>`).
     fn channel(&self, capacity: ChannelCapacity) -> (ErasedSend, ErasedSend);
-    /// A `Box<dyn Output<T>>` that writes into `targets` (one channel per target subtask).
+    /// A `Box<dyn Output<T>>` that writes into `targets` (one channel per target subtask;
+    /// `credits`: per target, the batches a network channel holds beyond its queue).
     fn writer(
         &self,
         targets: Vec<ErasedSend>,
+        credits: Vec<usize>,
         partitioning: &Partitioning,
         producer_subtask: u32,
         max_parallelism: MaxParallelism,
@@ -44,8 +46,9 @@ pub trait PortType: Send + Sync {
     /// An output that drops everything.
     fn discard(&self) -> ErasedOutput;
     /// The network end of a channel's producer side: encodes what `receiver` (a
-    /// `BatchReceiver<T>`) gets into frames.
-    fn outbound(&self, receiver: ErasedSend) -> Box<dyn OutboundChannel>;
+    /// `BatchReceiver<T>`) gets into frames; `one_batch_per_frame` (buffer debloating)
+    /// keeps a frame, which costs one credit, to one (debloated) batch.
+    fn outbound(&self, receiver: ErasedSend, one_batch_per_frame: bool) -> Box<dyn OutboundChannel>;
     /// The network end of a channel's consumer side: decodes frames into `sender` (a
     /// `BatchSender<T>`).
     fn inbound(&self, sender: ErasedSend) -> Box<dyn InboundChannel>;
@@ -110,6 +113,7 @@ impl<T: Clone + Send + Serialize + DeserializeOwned + 'static> PortType for Type
     fn writer(
         &self,
         targets: Vec<ErasedSend>,
+        credits: Vec<usize>,
         partitioning: &Partitioning,
         producer_subtask: u32,
         max_parallelism: MaxParallelism,
@@ -129,7 +133,7 @@ impl<T: Clone + Send + Serialize + DeserializeOwned + 'static> PortType for Type
                 Partitioner::KeyGroups { selector: factory(), max_parallelism }
             }
         };
-        TypedOutput::<T>::erase(Box::new(RecordWriter::new(targets, partitioner, shared)))
+        TypedOutput::<T>::erase(Box::new(RecordWriter::new(targets, &credits, partitioner, shared)))
     }
 
     fn fan_out(&self, outputs: Vec<ErasedOutput>) -> ErasedOutput {
@@ -140,8 +144,10 @@ impl<T: Clone + Send + Serialize + DeserializeOwned + 'static> PortType for Type
         TypedOutput::<T>::erase(Box::new(Discard))
     }
 
-    fn outbound(&self, receiver: ErasedSend) -> Box<dyn OutboundChannel> {
-        Box::new(TypedOutbound::new(*receiver.downcast::<BatchReceiver<T>>().expect(WRONG_TYPE)))
+    fn outbound(&self, receiver: ErasedSend, one_batch_per_frame: bool) -> Box<dyn OutboundChannel> {
+        let queue = *receiver.downcast::<BatchReceiver<T>>().expect(WRONG_TYPE);
+        let outbound = TypedOutbound::new(queue);
+        Box::new(if one_batch_per_frame { outbound.one_batch_per_frame() } else { outbound })
     }
 
     fn inbound(&self, sender: ErasedSend) -> Box<dyn InboundChannel> {

@@ -50,11 +50,20 @@ pub trait InboundChannel: Send {
 pub struct TypedOutbound<T> {
     queue: BatchReceiver<T>,
     stash: Option<StreamMessage<T>>,
+    /// A frame packs the batches queued behind the first up to a network buffer's size;
+    /// with buffer debloating only one, because a credit is one frame: packed frames
+    /// would let the credits carry many times the debloated amount.
+    pack: bool,
 }
 
 impl<T> TypedOutbound<T> {
     pub fn new(queue: BatchReceiver<T>) -> Self {
-        Self { queue, stash: None }
+        Self { queue, stash: None, pack: true }
+    }
+
+    /// One batch per frame (buffer debloating).
+    pub fn one_batch_per_frame(self) -> Self {
+        Self { pack: false, ..self }
     }
 }
 
@@ -127,7 +136,7 @@ impl<T: Serialize + Send> OutboundChannel for TypedOutbound<T> {
             }
             count = count.saturating_add(u32::try_from(batch.len()).unwrap_or(u32::MAX));
             // Records of no size never fill a buffer: the count bounds a frame too.
-            if out.len() - start >= NETWORK_BUFFER_BYTES || count >= u32::MAX / 2 {
+            if !self.pack || out.len() - start >= NETWORK_BUFFER_BYTES || count >= u32::MAX / 2 {
                 break;
             }
             match self.queue.try_recv() {
