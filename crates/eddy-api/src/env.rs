@@ -443,7 +443,9 @@ impl Env {
     /// `.target`): the records queued between subtasks follow a target time (Flink's
     /// default is 1 s) instead of a fixed count, measured per channel, so that under
     /// backpressure a checkpoint barrier waits behind about `target` of records instead of
-    /// whole queues of full batches, and aligned checkpoints keep completing.
+    /// whole queues of full batches, and aligned checkpoints keep completing. A zero
+    /// target sends single records. Without effect under simulation (its queues are
+    /// unbounded) and with a buffer timeout of 0 (every batch is one record already).
     pub fn enable_buffer_debloating(&self, target: std::time::Duration) -> &Self {
         self.inner.borrow_mut().config.buffer_debloat = Some(eddy_runtime::debloat::BufferDebloat::new(target));
         self

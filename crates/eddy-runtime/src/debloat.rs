@@ -15,7 +15,10 @@
 //! Flink measures the throughput at the consumer and tells the producer a buffer size.
 //! Here the producer measures it itself: a writer blocked on a full queue sends exactly as
 //! fast as the consumer takes, and a writer that is not blocked sends as fast as it
-//! produces, which bounds what can be in flight just as well. So nothing travels back
+//! produces, which bounds what is in flight once the queue is full, because then it is
+//! blocked. A falling rate counts at once, and a blocked writer ends its periods while it
+//! waits, so a consumer that slows down is followed within a period or two (the full
+//! batches already queued still drain first, as Flink's full buffers do). So nothing travels back
 //! from the consumer, in-process or across processes. Across processes a channel holds
 //! more than its queue: the frames its consumer's credits let through. So the writer
 //! counts the credits as queue capacity too, and a frame (one credit) carries one batch
@@ -48,8 +51,8 @@ impl Default for BufferDebloat {
 /// How often a writer recomputes its batch sizes (Flink's `buffer-debloat.period`).
 pub const DEBLOAT_PERIOD: Duration = Duration::from_millis(200);
 
-/// Weight of the newest period in the smoothed throughput (Flink averages over a window
-/// of samples; an exponential average needs no history).
+/// Weight of the newest period in the smoothed throughput when it rises (Flink averages
+/// over a window of samples; an exponential average needs no history).
 const SMOOTHING: f64 = 0.3;
 
 /// The batch sizes of one writer's channels: what each channel took in the current
@@ -97,6 +100,12 @@ impl BatchSizer {
     /// computed anew. True if the sizes were.
     pub fn sent(&mut self, channel: usize, records: usize, now: Instant) -> bool {
         self.channels[channel].sent += records as u64;
+        self.elapse(now)
+    }
+
+    /// Time passes (a writer blocked on a full queue looks every so often): ends the
+    /// period if it is over. True if the sizes were computed anew.
+    pub fn elapse(&mut self, now: Instant) -> bool {
         let elapsed = now.saturating_duration_since(self.period_start);
         if elapsed < DEBLOAT_PERIOD {
             return false;
@@ -106,9 +115,12 @@ impl BatchSizer {
         for channel in &mut self.channels {
             let measured = channel.sent as f64 / seconds;
             channel.sent = 0;
+            // Down at once, up smoothed: a consumer that slows down must not find seconds
+            // of full batches queued while an average catches up, and a queue too short
+            // for a while costs only a little throughput.
             let rate = match channel.rate {
-                None => measured,
-                Some(previous) => previous + SMOOTHING * (measured - previous),
+                Some(previous) if measured > previous => previous + SMOOTHING * (measured - previous),
+                _ => measured,
             };
             channel.rate = Some(rate);
             let wanted = rate * self.target_s / channel.capacity as f64;
@@ -137,6 +149,22 @@ mod tests {
         // 100 records/s × 1 s over 8 batches: 12 records a batch, so 96 in a full queue.
         assert_eq!(sizer.batch(0), 12);
         assert_eq!(sizer.batch(1), 1024, "a fast channel keeps full batches");
+    }
+
+    #[test]
+    fn a_consumer_that_slows_down_is_followed_within_a_period() {
+        let start = Instant::now();
+        let mut sizer = BatchSizer::new(BufferDebloat::default(), &[8], 1024, start);
+        let mut now = start;
+        for _ in 0..20 {
+            now += DEBLOAT_PERIOD;
+            sizer.sent(0, 1_000_000, now);
+        }
+        assert_eq!(sizer.batch(0), 1024);
+        // Blocked from now on: a period passes with nothing sent.
+        now += DEBLOAT_PERIOD;
+        assert!(sizer.elapse(now));
+        assert_eq!(sizer.batch(0), 1, "nothing drained: single records");
     }
 
     #[test]

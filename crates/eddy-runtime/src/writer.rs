@@ -80,6 +80,8 @@ pub struct RecordWriter<T> {
     /// With buffer debloating, on bounded queues: each target's drain rate and the batch
     /// size that keeps its queue within the target time.
     sizer: Option<BatchSizer>,
+    /// With a sizer: this writer's slot among the limits of the chain's source step.
+    step_limit: Option<usize>,
 }
 
 impl<T: Clone> RecordWriter<T> {
@@ -92,10 +94,9 @@ impl<T: Clone> RecordWriter<T> {
         shared: Rc<TaskShared>,
     ) -> Self {
         assert!(!targets.is_empty(), "a writer needs at least one target");
-        let buffers = targets.iter().map(|_| Vec::with_capacity(BATCH_RECORDS_MAX)).collect();
         let largest = if shared.buffer_timeout_ms() == 0 { 1 } else { BATCH_RECORDS_MAX };
-        // Unbounded queues (simulation, the receiving end of a network channel) hold no
-        // backlog a barrier waits behind for long: nothing to debloat.
+        // Unbounded queues (simulation, where one thread steps every task) hold no backlog
+        // a barrier waits behind for long: nothing to debloat.
         let capacities: Option<Vec<usize>> = targets
             .iter()
             .enumerate()
@@ -111,10 +112,42 @@ impl<T: Clone> RecordWriter<T> {
             Some(sizer) => (0..targets.len()).map(|target| sizer.batch(target)).collect(),
             None => vec![largest; targets.len()],
         };
-        if sizer.is_some() {
-            shared.set_source_step_records(batch_records.iter().sum());
+        let buffers = batch_records.iter().map(|&records| Vec::with_capacity(records)).collect();
+        let step_limit = sizer.as_ref().map(|_| shared.add_source_step_limit());
+        let writer = Self {
+            batch_records,
+            targets,
+            buffers,
+            partitioner,
+            counters: shared.counters(),
+            shared,
+            ended: false,
+            sizer,
+            step_limit,
+        };
+        writer.limit_source_step();
+        writer
+    }
+
+    /// Tells a source in the chain how many records a step may emit: about one batch on
+    /// every channel (on each for a broadcast, which sends every record to all).
+    fn limit_source_step(&self) {
+        let Some(limit) = self.step_limit else { return };
+        let records = match self.partitioner {
+            Partitioner::Broadcast => self.batch_records.iter().copied().min().unwrap_or(1),
+            _ => self.batch_records.iter().sum(),
+        };
+        self.shared.set_source_step_limit(limit, records);
+    }
+
+    /// A debloating writer's period ended: the batch sizes follow the measured rates.
+    fn resize_batches(&mut self) {
+        let Some(sizer) = &self.sizer else { return };
+        for (channel, size) in self.batch_records.iter_mut().enumerate() {
+            *size = sizer.batch(channel);
         }
-        Self { batch_records, targets, buffers, partitioner, counters: shared.counters(), shared, ended: false, sizer }
+        self.limit_source_step();
+        tracing::debug!(batch_records = ?self.batch_records, "buffer debloating: batch sizes");
     }
 
     #[inline]
@@ -127,17 +160,14 @@ impl<T: Clone> RecordWriter<T> {
     }
 
     fn send_batch(&mut self, target: usize) {
-        let batch = std::mem::replace(&mut self.buffers[target], Vec::with_capacity(BATCH_RECORDS_MAX));
+        let fresh = Vec::with_capacity(self.batch_records[target]);
+        let batch = std::mem::replace(&mut self.buffers[target], fresh);
         let records = batch.len();
         self.counters.add_out(records);
         self.send(target, StreamMessage::Records(batch));
         if let Some(sizer) = &mut self.sizer {
             if sizer.sent(target, records, std::time::Instant::now()) {
-                for (channel, size) in self.batch_records.iter_mut().enumerate() {
-                    *size = sizer.batch(channel);
-                }
-                self.shared.set_source_step_records(self.batch_records.iter().sum());
-                tracing::debug!(batch_records = ?self.batch_records, "buffer debloating: batch sizes");
+                self.resize_batches();
             }
         }
     }
@@ -161,6 +191,16 @@ impl<T: Clone> RecordWriter<T> {
                 Err(SendTimeoutError::Timeout(back)) if !self.shared.is_cancelled() => {
                     count.add_so_far();
                     message = back;
+                    // Blocked for a whole wait: the periods go on, so that a consumer
+                    // that slowed down is measured now, not once this batch is in.
+                    // (The source's step follows at the next period's end.)
+                    if let Some(sizer) = &mut self.sizer {
+                        if sizer.elapse(std::time::Instant::now()) {
+                            for (channel, size) in self.batch_records.iter_mut().enumerate() {
+                                *size = sizer.batch(channel);
+                            }
+                        }
+                    }
                 }
                 Err(_) => {
                     self.shared.fail_with(TaskError::Cancelled);

@@ -47,9 +47,10 @@ pub trait ProcessWindowFunction<IN, OUT, K, W>: RichFunction + Clone + Send + Sy
     ) -> FunctionResult;
 
     /// Whether `process` may touch keyed state, so that it must run in the key's own
-    /// namespace rather than the window's. True unless the function cannot reach keyed
-    /// state at all (a closure, which has no `open` to declare any): then each firing
-    /// saves two namespace switches.
+    /// namespace rather than the window's. True unless the function has no keyed state:
+    /// a closure ([`window_function`]) has no `open` to declare state in, and runs in the
+    /// window's namespace, saving two namespace switches per firing (a closure must not
+    /// declare state while it runs).
     fn uses_keyed_state(&self) -> bool {
         true
     }

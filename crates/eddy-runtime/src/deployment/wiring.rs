@@ -140,7 +140,10 @@ pub(crate) fn wire_placed(
                             ChannelCapacity::Bounded(batches) => batches,
                             ChannelCapacity::Unbounded => 0,
                         });
-                        let outbound = port_type.outbound(receiver, graph.config.buffer_debloat.is_some());
+                        // Debloated batches go one per frame (per credit); single-record
+                        // batches (no buffer timeout) are not debloated and keep packing.
+                        let debloated = graph.config.buffer_debloat.is_some() && graph.config.buffer_timeout_ms > 0;
+                        let outbound = port_type.outbound(receiver, debloated);
                         remote.outbound.entry(owner(target)).or_default().push((key, outbound));
                     }
                     (false, true) => {

@@ -29,6 +29,9 @@ pub struct TaskShared {
     /// or with buffer debloating what its writers' channels take in about one batch's
     /// drain time, so that a checkpoint trigger does not wait behind seconds of records.
     source_step_records: Cell<usize>,
+    /// Per debloating writer of the chain, the records it would have a source step emit;
+    /// the step is the smallest.
+    source_step_limits: RefCell<Vec<usize>>,
     /// The newest checkpoint or savepoint this task snapshotted.
     last_snapshot: Cell<Option<CheckpointId>>,
     mode: Cell<CheckpointingMode>,
@@ -117,6 +120,7 @@ impl TaskShared {
             buffer_timeout_ms: Cell::new(crate::channel::DEFAULT_BUFFER_TIMEOUT_MS),
             buffer_debloat: Cell::new(None),
             source_step_records: Cell::new(crate::channel::BATCH_RECORDS_MAX),
+            source_step_limits: RefCell::new(Vec::new()),
             counters: RefCell::default(),
             last_snapshot: Cell::new(None),
             mode: Cell::new(CheckpointingMode::ExactlyOnce),
@@ -285,10 +289,22 @@ impl TaskShared {
         self.source_step_records.get()
     }
 
+    /// A debloating writer of the chain: its slot for [`Self::set_source_step_limit`].
+    pub fn add_source_step_limit(&self) -> usize {
+        let mut limits = self.source_step_limits.borrow_mut();
+        limits.push(crate::channel::BATCH_RECORDS_MAX);
+        limits.len() - 1
+    }
+
     /// A debloating writer's batch sizes changed: a source step emits about one batch per
-    /// channel (with several debloating writers in the chain, the last to change decides).
-    pub fn set_source_step_records(&self, records: usize) {
-        self.source_step_records.set(records.clamp(1, crate::channel::BATCH_RECORDS_MAX));
+    /// channel of the writer that wants the fewest records.
+    pub fn set_source_step_limit(&self, slot: usize, records: usize) {
+        let mut limits = self.source_step_limits.borrow_mut();
+        if let Some(limit) = limits.get_mut(slot) {
+            *limit = records;
+        }
+        let step = limits.iter().copied().min().unwrap_or(crate::channel::BATCH_RECORDS_MAX);
+        self.source_step_records.set(step.clamp(1, crate::channel::BATCH_RECORDS_MAX));
     }
 
     /// Where the task counts its records and backpressure (read elsewhere for `status`).
