@@ -157,6 +157,14 @@ fn w1_on_rocksdb_with_incremental_checkpoints_survives_sigkill_and_claims_its_ch
     );
 }
 
+/// Under backpressure (one sink subtask at 30 µs a record, behind a source at 100,000 a
+/// second) with debloated batches of a 100 ms target: small batches and short source
+/// steps change where barriers fall, never what is committed.
+#[test]
+fn w1_behind_a_slow_sink_with_debloated_batches_survives_sigkill() {
+    kill_and_restore("debloat-kill", &["--slow-sink-us", "30", "--debloat-target-ms", "100"]);
+}
+
 #[test]
 fn w3_windows_and_timers_survive_sigkill() {
     kill_and_restore_with("w3-kill", "window", &[], &[]);
