@@ -96,6 +96,13 @@ impl BatchSizer {
         self.channels[channel].batch
     }
 
+    /// Every channel's batch size now, into `sizes` (one per channel).
+    pub fn copy_sizes(&self, sizes: &mut [usize]) {
+        for (size, channel) in sizes.iter_mut().zip(&self.channels) {
+            *size = channel.batch;
+        }
+    }
+
     /// `records` went out on `channel`; at the end of a period every channel's size is
     /// computed anew. True if the sizes were.
     pub fn sent(&mut self, channel: usize, records: usize, now: Instant) -> bool {

@@ -108,10 +108,10 @@ impl<T: Clone> RecordWriter<T> {
             }
             _ => None,
         };
-        let batch_records: Vec<usize> = match &sizer {
-            Some(sizer) => (0..targets.len()).map(|target| sizer.batch(target)).collect(),
-            None => vec![largest; targets.len()],
-        };
+        let mut batch_records = vec![largest; targets.len()];
+        if let Some(sizer) = &sizer {
+            sizer.copy_sizes(&mut batch_records);
+        }
         let buffers = batch_records.iter().map(|&records| Vec::with_capacity(records)).collect();
         let step_limit = sizer.as_ref().map(|_| shared.add_source_step_limit());
         let writer = Self {
@@ -143,9 +143,7 @@ impl<T: Clone> RecordWriter<T> {
     /// A debloating writer's period ended: the batch sizes follow the measured rates.
     fn resize_batches(&mut self) {
         let Some(sizer) = &self.sizer else { return };
-        for (channel, size) in self.batch_records.iter_mut().enumerate() {
-            *size = sizer.batch(channel);
-        }
+        sizer.copy_sizes(&mut self.batch_records);
         self.limit_source_step();
         tracing::debug!(batch_records = ?self.batch_records, "buffer debloating: batch sizes");
     }
@@ -196,9 +194,7 @@ impl<T: Clone> RecordWriter<T> {
                     // (The source's step follows at the next period's end.)
                     if let Some(sizer) = &mut self.sizer {
                         if sizer.elapse(std::time::Instant::now()) {
-                            for (channel, size) in self.batch_records.iter_mut().enumerate() {
-                                *size = sizer.batch(channel);
-                            }
+                            sizer.copy_sizes(&mut self.batch_records);
                         }
                     }
                 }
