@@ -147,6 +147,25 @@ impl Env {
         self
     }
 
+    /// Unaligned checkpoints (Flink's `enableUnalignedCheckpoints`): a checkpoint's barrier
+    /// overtakes the records queued before it, and those records go into the checkpoint,
+    /// to be processed again on restore before any new input (at another parallelism too).
+    /// Under backpressure checkpoints then take about as long as writing the state, not
+    /// as long as draining the queues. Exactly-once checkpoints only: savepoints and
+    /// AT_LEAST_ONCE checkpoints stay aligned.
+    pub fn enable_unaligned_checkpoints(&self) -> &Self {
+        self.inner.borrow_mut().config.checkpoint.unaligned = true;
+        self
+    }
+
+    /// With unaligned checkpoints, Flink's `aligned-checkpoint-timeout`: each task starts
+    /// a checkpoint aligned and turns it unaligned once its alignment took `timeout`, so
+    /// that only checkpoints held back by backpressure store in-flight records.
+    pub fn set_aligned_checkpoint_timeout(&self, timeout: std::time::Duration) -> &Self {
+        self.inner.borrow_mut().config.checkpoint.aligned_checkpoint_timeout_ms = timeout.as_millis() as u64;
+        self
+    }
+
     /// All checkpoint settings at once (timeouts, pauses, retention…).
     pub fn set_checkpoint_config(&self, config: CheckpointConfig) -> &Self {
         self.inner.borrow_mut().config.checkpoint = config;

@@ -18,6 +18,14 @@ pub struct CheckpointArgs {
     pub checkpoint_ms: u64,
     #[arg(long, value_enum, default_value_t = Mode::ExactlyOnce)]
     pub mode: Mode,
+    /// Unaligned checkpoints: barriers overtake queued records, which the checkpoint
+    /// stores (Flink's `execution.checkpointing.unaligned.enabled`).
+    #[arg(long)]
+    pub unaligned: bool,
+    /// With --unaligned: a checkpoint turns unaligned at a task only once its alignment
+    /// took this long (Flink's `aligned-checkpoint-timeout`); 0: from the first barrier.
+    #[arg(long, default_value_t = 0, requires = "unaligned")]
+    pub aligned_timeout_ms: u64,
     /// Filesystem checkpoint storage; checkpoints are kept when the job ends or dies.
     #[arg(long)]
     pub checkpoint_dir: Option<PathBuf>,
@@ -63,6 +71,8 @@ impl CheckpointArgs {
                 Mode::AtLeastOnce => CheckpointingMode::AtLeastOnce,
             },
             retain_on_cancel: true,
+            unaligned: self.unaligned,
+            aligned_checkpoint_timeout_ms: self.aligned_timeout_ms,
             ..CheckpointConfig::default()
         });
         if let Some(dir) = &self.checkpoint_dir {

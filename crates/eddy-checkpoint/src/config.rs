@@ -32,6 +32,15 @@ pub struct CheckpointConfig {
     /// 256 MiB, and 5 MiB is outgrown within seconds by a windowed job (W3 at parallelism
     /// 2 holds about 9 MB per task). A checkpoint above the cap fails the job at once.
     pub memory_state_bytes_max: usize,
+    /// Flink's `execution.checkpointing.unaligned.enabled`: a checkpoint's barrier
+    /// overtakes the records queued before it, which are written into the checkpoint
+    /// instead, so that backpressure does not hold checkpoints back. Exactly-once
+    /// checkpoints only; savepoints stay aligned.
+    pub unaligned: bool,
+    /// Flink's `execution.checkpointing.aligned-checkpoint-timeout`, with `unaligned`: a
+    /// checkpoint starts aligned at each task and turns unaligned there when its alignment
+    /// has taken this long. 0: unaligned from the first barrier.
+    pub aligned_checkpoint_timeout_ms: u64,
 }
 
 /// The default cap per task of the JobManager memory storage.
@@ -49,6 +58,8 @@ impl Default for CheckpointConfig {
             retained: 1,
             retain_on_cancel: false,
             memory_state_bytes_max: MEMORY_STATE_BYTES_MAX_DEFAULT,
+            unaligned: false,
+            aligned_checkpoint_timeout_ms: 0,
         }
     }
 }

@@ -5,12 +5,14 @@ use crate::channel::{BatchSender, CheckpointBarrier, CheckpointEvent, StreamMess
 use crate::debloat::BatchSizer;
 use crate::error::TaskError;
 use crate::output::{Lifecycle, Output};
+use crate::task::in_flight::{Announcement, AnnouncementTarget};
 use crate::task::TaskCounters;
 use crate::task::TaskShared;
 use crossbeam_channel::{SendTimeoutError, TrySendError};
 use eddy_checkpoint::OperatorSnapshot;
 use eddy_types::{assign_to_key_group, operator_index_for_key_group, KeyHash, MaxParallelism};
 use std::rc::Rc;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -82,7 +84,15 @@ pub struct RecordWriter<T> {
     sizer: Option<BatchSizer>,
     /// With a sizer: this writer's slot among the limits of the chain's source step.
     step_limit: Option<usize>,
+    /// Per target, where an unaligned checkpoint's barrier is announced ahead of the
+    /// queued records (in-process targets; empty when not announcing).
+    announce: Vec<Option<AnnouncementTarget>>,
 }
+
+/// Free batches a queue must have for a task with unaligned checkpoints to take one more
+/// batch of input: what one input batch can make a writer send, so that the task does not
+/// get stuck in a full queue while a barrier is to overtake it.
+const ROOM_BATCHES: usize = 2;
 
 impl<T: Clone> RecordWriter<T> {
     /// A writer into `targets`; `credits` (per target, or empty) are the batches a network
@@ -124,9 +134,34 @@ impl<T: Clone> RecordWriter<T> {
             ended: false,
             sizer,
             step_limit,
+            announce: Vec::new(),
         };
         writer.limit_source_step();
         writer
+    }
+
+    /// Announces unaligned checkpoints' barriers to `announce` (per target); with unaligned
+    /// checkpoints on, the task takes input only while every bounded queue has room.
+    pub fn announcing(mut self, announce: Vec<Option<AnnouncementTarget>>) -> Self
+    where
+        T: 'static,
+    {
+        if self.shared.unaligned().enabled {
+            let queues: Vec<_> = self
+                .targets
+                .iter()
+                .enumerate()
+                .map(|(i, q)| (q.clone(), announce.get(i).and_then(|a| a.as_ref().map(|a| a.backlog.clone()))))
+                .collect();
+            self.shared.add_output_room(Box::new(move || {
+                queues.iter().all(|(queue, backlog)| {
+                    let held = queue.len() + backlog.as_ref().map_or(0, |b| b.load(Ordering::Relaxed));
+                    queue.capacity().is_none_or(|capacity| capacity.saturating_sub(held) >= ROOM_BATCHES)
+                })
+            }));
+        }
+        self.announce = announce;
+        self
     }
 
     /// Tells a source in the chain how many records a step may emit: about one batch on
@@ -255,6 +290,13 @@ impl<T: Clone> Lifecycle for RecordWriter<T> {
     ) -> Result<(), TaskError> {
         if self.ended {
             return Ok(());
+        }
+        if self.shared.announces(barrier) {
+            // Ahead of the partial batches flushed next and of everything queued: the
+            // consumer snapshots now and reads the queue ahead to the barrier.
+            for target in self.announce.iter().flatten() {
+                let _ = target.inbox.send(Announcement { channel: target.channel, barrier: *barrier });
+            }
         }
         self.flush()?;
         for target in 0..self.targets.len() {

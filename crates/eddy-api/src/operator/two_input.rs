@@ -54,7 +54,7 @@ pub(crate) struct TwoInputOp<A, B, O, L> {
     _inputs: PhantomData<fn(A, B)>,
 }
 
-impl<A: Send + 'static, B: Send + 'static, O: 'static, L: TwoInputLogic<A, B, O>> TwoInputOp<A, B, O, L> {
+impl<A: crate::Data, B: crate::Data, O: 'static, L: TwoInputLogic<A, B, O>> TwoInputOp<A, B, O, L> {
     pub(crate) fn factory(prototype: L, keyed: bool) -> TwoInputFactory
     where
         L: Clone + Send + Sync,

@@ -8,6 +8,11 @@ use crate::graph::{
     ChainPlan, ErasedOutput, ErasedSend, OperatorFactory, Partitioning, StorageChoice, StreamGraph, StreamNode,
 };
 use crate::network::{ChannelKey, InboundChannel, LostReason, OutboundChannels};
+use crate::task::in_flight::{
+    self, Announcement, AnnouncementTarget, Backlog, ChannelLayout, ChannelOrigin, InputLayout, KeyFilter,
+    ReplayChannel,
+};
+use crate::task::UnalignedPolicy;
 use crate::task::{
     catch_task_panic, mailbox, MailboxReceiver, MailboxSender, OperatorInfo, SourceDriver, Task, TaskCheckpointing,
     TaskDriver, TaskShared,
@@ -26,6 +31,8 @@ pub(crate) struct WriterTargets {
     pub(crate) senders: Vec<ErasedSend>,
     /// Per target, the batches in flight beyond its queue: a network channel's credits.
     pub(crate) credits: Vec<usize>,
+    /// Per target in this process, where unaligned checkpoints' barriers are announced.
+    pub(crate) announce: Vec<Option<AnnouncementTarget>>,
 }
 
 /// Everything one subtask needs from the executor, moved to its thread.
@@ -35,6 +42,10 @@ pub(crate) struct TaskSetup {
     /// Per input: one channel per producer subtask of every edge into it, in a fixed
     /// order (the aligner's channel indexes).
     pub(crate) inputs: Vec<Vec<ErasedSend>>,
+    /// Per input, where each of its channels comes from, and what it holds read ahead.
+    pub(crate) origins: Vec<Vec<(ChannelOrigin, Backlog)>>,
+    /// Per input, where its producers in this process announce unaligned barriers.
+    pub(crate) announcements: Vec<Receiver<Announcement>>,
     pub(crate) writers: HashMap<usize, WriterTargets>,
     pub(crate) mailbox: MailboxReceiver,
 }
@@ -98,6 +109,8 @@ pub(crate) fn wire_placed(
         }
     }
     let mut gates: HashMap<(NodeId, usize, u32), Vec<ErasedSend>> = HashMap::new();
+    let mut origins: HashMap<(NodeId, usize, u32), Vec<(ChannelOrigin, Backlog)>> = HashMap::new();
+    let mut inboxes: HashMap<(NodeId, usize, u32), (Sender<Announcement>, Receiver<Announcement>)> = HashMap::new();
     let mut writers: HashMap<(usize, u32), WriterTargets> = HashMap::new();
     for (index, edge) in graph.edges.iter().enumerate() {
         if plan.chained_edges[index] {
@@ -120,21 +133,35 @@ pub(crate) fn wire_placed(
             };
             let mut senders = Vec::with_capacity(targets.len());
             let mut credits = Vec::with_capacity(targets.len());
+            let mut announce = Vec::with_capacity(targets.len());
+            let from_uid = from.effective_uid();
             let producer_here = owner(producer) == me;
             for target in targets {
                 let consumer_here = owner(target) == me;
                 let key = ChannelKey { edge: index as u16, from: producer as u16, to: target as u16 };
+                let gate = (edge.to, edge.to_input, target);
+                let backlog = Backlog::default();
+                if consumer_here {
+                    let origin = ChannelOrigin { from_uid: from_uid.clone(), producer };
+                    origins.entry(gate).or_default().push((origin, backlog.clone()));
+                }
                 match (producer_here, consumer_here) {
                     (true, true) => {
                         let (sender, receiver) = port_type.channel(channel_capacity);
                         senders.push(sender);
                         credits.push(0);
-                        gates.entry((edge.to, edge.to_input, target)).or_default().push(receiver);
+                        let channels = gates.entry(gate).or_default();
+                        let inbox = inboxes.entry(gate).or_insert_with(crossbeam_channel::unbounded);
+                        let channel = channels.len();
+                        announce.push(Some(AnnouncementTarget { inbox: inbox.0.clone(), channel, backlog }));
+                        channels.push(receiver);
                     }
                     (true, false) => {
                         // The producer's queue, drained by the connection to the consumer.
                         let (sender, receiver) = port_type.channel(channel_capacity);
                         senders.push(sender);
+                        // Unaligned barriers reach it in band only, behind the records.
+                        announce.push(None);
                         // The consumer grants as many credits as a queue holds batches.
                         credits.push(match channel_capacity {
                             ChannelCapacity::Bounded(batches) => batches,
@@ -162,13 +189,13 @@ pub(crate) fn wire_placed(
                         inbound.channels.insert(key, port_type.inbound(sender));
                         let input =
                             port_type.remote_input(receiver, key, inbound.credits.0.clone(), inbound.lost.clone());
-                        gates.entry((edge.to, edge.to_input, target)).or_default().push(input);
+                        gates.entry(gate).or_default().push(input);
                     }
                     (false, false) => {}
                 }
             }
             if producer_here {
-                writers.insert((index, producer), WriterTargets { senders, credits });
+                writers.insert((index, producer), WriterTargets { senders, credits, announce });
             }
         }
     }
@@ -181,6 +208,16 @@ pub(crate) fn wire_placed(
             let inputs = (0..node.input_count())
                 .map(|input| gates.remove(&(head, input, subtask)).expect("validated: every input is connected"))
                 .collect();
+            let input_origins = (0..node.input_count())
+                .map(|input| origins.remove(&(head, input, subtask)).unwrap_or_default())
+                .collect();
+            let announcements = (0..node.input_count())
+                .map(|input| {
+                    inboxes
+                        .remove(&(head, input, subtask))
+                        .map_or_else(|| crossbeam_channel::unbounded().1, |(_, rx)| rx)
+                })
+                .collect();
             let mut own_writers = HashMap::new();
             for (index, edge) in graph.edges.iter().enumerate() {
                 if members.contains(&edge.from) && !plan.chained_edges[index] {
@@ -190,7 +227,18 @@ pub(crate) fn wire_placed(
                 }
             }
             let (mailbox_tx, mailbox_rx) = mailbox();
-            setups.push((TaskSetup { head, subtask, inputs, writers: own_writers, mailbox: mailbox_rx }, mailbox_tx));
+            setups.push((
+                TaskSetup {
+                    head,
+                    subtask,
+                    inputs,
+                    origins: input_origins,
+                    announcements,
+                    writers: own_writers,
+                    mailbox: mailbox_rx,
+                },
+                mailbox_tx,
+            ));
         }
     }
     (setups, remote)
@@ -238,6 +286,12 @@ pub(crate) fn build_task(
     shared.set_checkpointing_mode(graph.config.checkpoint.mode);
     shared.set_buffer_timeout_ms(graph.config.buffer_timeout_ms);
     shared.set_buffer_debloat(graph.config.buffer_debloat);
+    let checkpoint = &graph.config.checkpoint;
+    shared.set_unaligned(UnalignedPolicy {
+        enabled: checkpoint.unaligned,
+        aligned_timeout: (checkpoint.aligned_checkpoint_timeout_ms > 0)
+            .then(|| std::time::Duration::from_millis(checkpoint.aligned_checkpoint_timeout_ms)),
+    });
     shared.set_checkpointing(context.checkpointing);
     let task = guarded(&shared, || {
         let builder = ChainBuilder {
@@ -251,7 +305,14 @@ pub(crate) fn build_task(
             seed: context.seed,
             ttl_clock: context.ttl_clock,
         };
-        let task = Task::new(builder.driver(setup.head, setup.inputs, setup.mailbox));
+        let inputs = setup.origins.into_iter().zip(setup.announcements);
+        let inputs = inputs
+            .map(|(origins, announcements)| {
+                let (origins, backlogs) = origins.into_iter().unzip();
+                InputLayout { origins, backlogs, announcements }
+            })
+            .collect();
+        let task = Task::new(builder.driver(setup.head, setup.inputs, inputs, setup.mailbox));
         // A state that could not be restored fails the subtask before any operator opens:
         // opened on empty state, a two-phase-commit sink would abort what the checkpoint
         // pre-committed.
@@ -344,6 +405,7 @@ impl ChainBuilder<'_> {
                         outs.push(port_type.writer(
                             targets.senders,
                             targets.credits,
+                            targets.announce,
                             &edge.partitioning,
                             self.subtask,
                             graph.max_parallelism,
@@ -373,10 +435,20 @@ impl ChainBuilder<'_> {
         mut self,
         head: NodeId,
         mut inputs: Vec<Vec<ErasedSend>>,
+        layouts: Vec<InputLayout>,
         mailbox: MailboxReceiver,
     ) -> Box<dyn TaskDriver> {
         let node = self.graph.node(head);
-        let info = self.info(node);
+        let mut info = self.info(node);
+        let replay = self.replay(node, &mut info);
+        self.shared.set_channel_layout(ChannelLayout {
+            head_uid: info.uid.clone(),
+            head_name: node.name.clone(),
+            subtask: self.subtask,
+            parallelism: node.parallelism,
+            inputs: layouts,
+            replay,
+        });
         let outputs = self.outputs(node);
         let shared = self.shared.clone();
         match &node.factory {
@@ -390,5 +462,49 @@ impl ChainBuilder<'_> {
                 driver(operator(info, outputs), first, second, mailbox, shared)
             }
         }
+    }
+
+    /// The in-flight data of an unaligned checkpoint the head restores, taken out of its
+    /// restored state: the channels this subtask replays before any input.
+    fn replay(&self, node: &StreamNode, info: &mut OperatorInfo) -> Vec<ReplayChannel> {
+        let Some(restored) = info.restored.as_mut() else { return Vec::new() };
+        let fail = |message: String| {
+            self.shared.fail_with(TaskError::StateBackend { operator: node.name.clone(), message });
+            Vec::new()
+        };
+        let channels = match in_flight::take_from(restored) {
+            Ok(channels) => channels,
+            Err(message) => return fail(message),
+        };
+        let mut replay = Vec::new();
+        for channel in channels {
+            let edge = self.graph.edges.iter().find(|e| {
+                e.to == node.id
+                    && e.to_input == usize::from(channel.input)
+                    && self.graph.node(e.from).effective_uid() == channel.from_uid
+            });
+            let Some(edge) = edge else {
+                return fail(format!(
+                    "the checkpoint holds in-flight records from operator uid '{}' into input {} of '{}', \
+                     which this job no longer has",
+                    channel.from_uid, channel.input, node.name
+                ));
+            };
+            if !in_flight::keeps(&channel, &edge.partitioning, self.subtask, node.parallelism) {
+                continue;
+            }
+            let key_filter = match &edge.partitioning {
+                Partitioning::KeyGroups(selector) if channel.consumer_parallelism != node.parallelism => {
+                    Some(KeyFilter {
+                        selector: selector.clone(),
+                        range: info.key_group_range,
+                        max_parallelism: self.graph.max_parallelism,
+                    })
+                }
+                _ => None,
+            };
+            replay.push(ReplayChannel { input: usize::from(channel.input), records: channel.records, key_filter });
+        }
+        replay
     }
 }

@@ -7,6 +7,7 @@ use crate::network::{
     ChannelKey, InboundChannel, LostReason, OutboundChannel, RemoteInputChannel, TypedInbound, TypedOutbound,
 };
 use crate::output::{Discard, FanOut, PortOutput, TypedOutput};
+use crate::task::in_flight::AnnouncementTarget;
 use crate::task::InputChannel;
 use crate::task::{MailboxReceiver, OneInputDriver, TaskDriver, TaskShared};
 use crate::writer::{KeySelectorFactory, Partitioner, RecordWriter};
@@ -31,11 +32,13 @@ pub trait PortType: Send + Sync {
     /// A channel: (`BatchSender<T>`, `BatchReceiver<T>`).
     fn channel(&self, capacity: ChannelCapacity) -> (ErasedSend, ErasedSend);
     /// A `Box<dyn Output<T>>` that writes into `targets` (one channel per target subtask;
-    /// `credits`: per target, the batches a network channel holds beyond its queue).
+    /// `credits`: per target, the batches a network channel holds beyond its queue;
+    /// `announce`: per target, where unaligned barriers are announced, if in-process).
     fn writer(
         &self,
         targets: Vec<ErasedSend>,
         credits: Vec<usize>,
+        announce: Vec<Option<AnnouncementTarget>>,
         partitioning: &Partitioning,
         producer_subtask: u32,
         max_parallelism: MaxParallelism,
@@ -114,6 +117,7 @@ impl<T: Clone + Send + Serialize + DeserializeOwned + 'static> PortType for Type
         &self,
         targets: Vec<ErasedSend>,
         credits: Vec<usize>,
+        announce: Vec<Option<AnnouncementTarget>>,
         partitioning: &Partitioning,
         producer_subtask: u32,
         max_parallelism: MaxParallelism,
@@ -133,7 +137,9 @@ impl<T: Clone + Send + Serialize + DeserializeOwned + 'static> PortType for Type
                 Partitioner::KeyGroups { selector: factory(), max_parallelism }
             }
         };
-        TypedOutput::<T>::erase(Box::new(RecordWriter::new(targets, &credits, partitioner, shared)))
+        TypedOutput::<T>::erase(Box::new(
+            RecordWriter::new(targets, &credits, partitioner, shared).announcing(announce),
+        ))
     }
 
     fn fan_out(&self, outputs: Vec<ErasedOutput>) -> ErasedOutput {

@@ -4,58 +4,164 @@
 //! records wait) until barrier n arrived on every channel that has not ended; then the
 //! task snapshots. AT_LEAST_ONCE: nothing is blocked; the task snapshots when the last
 //! channel delivered barrier n, and records that overtook it are replayed on recovery.
+//!
+//! UNALIGNED (exactly-once checkpoints with [`UnalignedPolicy`]): the task snapshots at the
+//! first sign of checkpoint n, a producer's announcement (sent ahead of the records it
+//! queued) or a barrier, and blocks nothing. Every channel whose barrier has not arrived
+//! yet is *recorded* from then on: what it delivers up to its barrier was sent before the
+//! checkpoint but is not in the snapshot, so it goes into the checkpoint as in-flight
+//! data. When every channel delivered barrier n the checkpoint's part is complete. With an
+//! aligned-checkpoint timeout the task aligns first and turns unaligned when the timeout
+//! passed (Flink's `aligned-checkpoint-timeout`).
 
 use crate::channel::CheckpointBarrier;
-use eddy_checkpoint::{CheckpointId, CheckpointingMode};
+use eddy_checkpoint::{CheckpointId, CheckpointingMode, SnapshotKind};
+use std::time::{Duration, Instant};
 
-/// What a barrier or an end of input means for the task.
+/// What a barrier, an announcement, an end of input or the time means for the task.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Alignment {
     /// Wait for more barriers.
     Pending,
     /// Every live channel delivered the barrier: take the snapshot.
     Complete(CheckpointBarrier),
+    /// Unaligned: `start` take the snapshot now, and record the channels that
+    /// [`BarrierAligner::is_recording`]; `finish` every channel delivered its barrier since,
+    /// so the recorded in-flight data is complete and the snapshot can be written.
+    Unaligned { barrier: CheckpointBarrier, start: bool, finish: bool },
+}
+
+/// When a task takes exactly-once checkpoints unaligned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct UnalignedPolicy {
+    pub enabled: bool,
+    /// Align first, and turn unaligned after this long (`None`: from the first barrier).
+    pub aligned_timeout: Option<Duration>,
 }
 
 #[derive(Debug, Clone, Copy, Default)]
 struct Channel {
     ended: bool,
     barrier_seen: bool,
+    /// Its producer announced the checkpoint's barrier: the barrier is queued in it.
+    announced: bool,
 }
 
 /// Tracks barriers over `channels` input channels.
 #[derive(Debug)]
 pub struct BarrierAligner {
     mode: CheckpointingMode,
+    unaligned: UnalignedPolicy,
     channels: Vec<Channel>,
     current: Option<CheckpointBarrier>,
+    /// When the current checkpoint's first barrier or announcement arrived.
+    started: Option<Instant>,
+    /// The current checkpoint was snapshotted unaligned: its channels are recorded.
+    unaligned_now: bool,
     /// The newest checkpoint this task declined: its barriers (and older ones) are
     /// ignored.
     declined: Option<CheckpointId>,
+    /// The newest checkpoint this task finished aligning: a late announcement of it (it
+    /// travels beside the records, not among them) is ignored.
+    finished: Option<CheckpointId>,
 }
 
 impl BarrierAligner {
     pub fn new(mode: CheckpointingMode, channels: usize) -> Self {
-        Self { mode, channels: vec![Channel::default(); channels], current: None, declined: None }
+        Self::with_unaligned(mode, UnalignedPolicy::default(), channels)
     }
 
-    /// Whether records from `channel` must wait (exactly-once, barrier already seen there).
+    pub fn with_unaligned(mode: CheckpointingMode, unaligned: UnalignedPolicy, channels: usize) -> Self {
+        Self {
+            mode,
+            unaligned,
+            channels: vec![Channel::default(); channels],
+            current: None,
+            started: None,
+            unaligned_now: false,
+            declined: None,
+            finished: None,
+        }
+    }
+
+    /// Whether records from `channel` must wait (exactly-once, aligned, barrier already
+    /// seen there).
     #[inline]
     pub fn is_blocked(&self, channel: usize) -> bool {
-        self.mode == CheckpointingMode::ExactlyOnce && self.current.is_some() && self.channels[channel].barrier_seen
+        self.mode == CheckpointingMode::ExactlyOnce
+            && self.current.is_some()
+            && !self.unaligned_now
+            && self.channels[channel].barrier_seen
+    }
+
+    /// Whether what `channel` delivers now is in-flight data of an unaligned checkpoint.
+    #[inline]
+    pub fn is_recording(&self, channel: usize) -> bool {
+        let c = &self.channels[channel];
+        self.unaligned_now && !c.barrier_seen && !c.ended
+    }
+
+    /// Whether the task should read `channel` ahead up to its barrier: it records it, and
+    /// its producer announced the barrier, so the barrier is in the queue already.
+    #[inline]
+    pub fn reads_ahead(&self, channel: usize) -> bool {
+        self.is_recording(channel) && self.channels[channel].announced
+    }
+
+    /// Whether checkpoints of `barrier`'s kind go unaligned here at all.
+    fn may_go_unaligned(&self, barrier: &CheckpointBarrier) -> bool {
+        self.unaligned.enabled
+            && self.mode == CheckpointingMode::ExactlyOnce
+            && barrier.kind == SnapshotKind::Checkpoint
+    }
+
+    /// Whether `barrier` is of a checkpoint this task is done with.
+    fn is_stale(&self, barrier: &CheckpointBarrier) -> bool {
+        self.declined.is_some_and(|declined| barrier.id <= declined)
+            || self.finished.is_some_and(|finished| barrier.id <= finished)
+            || self.current.is_some_and(|current| barrier.id < current.id)
+    }
+
+    /// Makes `barrier` the current checkpoint if it is newer (an older one was abandoned).
+    fn begin(&mut self, barrier: CheckpointBarrier, now: Instant) {
+        if self.current.is_some_and(|current| current.id < barrier.id) {
+            self.reset();
+        }
+        if self.current.is_none() {
+            self.current = Some(barrier);
+            self.started = Some(now);
+        }
+    }
+
+    /// A producer announced barrier `barrier` on `channel` ahead of what it queued there.
+    pub fn on_announcement(&mut self, channel: usize, barrier: CheckpointBarrier, now: Instant) -> Alignment {
+        if self.is_stale(&barrier) || !self.may_go_unaligned(&barrier) {
+            return Alignment::Pending;
+        }
+        self.begin(barrier, now);
+        let c = &mut self.channels[channel];
+        if c.barrier_seen || c.ended {
+            return Alignment::Pending;
+        }
+        c.announced = true;
+        self.maybe_go_unaligned(now)
     }
 
     pub fn on_barrier(&mut self, channel: usize, barrier: CheckpointBarrier) -> Alignment {
-        if self.declined.is_some_and(|declined| barrier.id <= declined) {
+        self.on_barrier_at(channel, barrier, Instant::now())
+    }
+
+    pub fn on_barrier_at(&mut self, channel: usize, barrier: CheckpointBarrier, now: Instant) -> Alignment {
+        if self.is_stale(&barrier) {
             return Alignment::Pending;
         }
-        match self.current {
-            Some(current) if barrier.id < current.id => return Alignment::Pending, // stale
-            Some(current) if barrier.id > current.id => self.reset(),              // the older one was abandoned
-            _ => {}
-        }
-        self.current = Some(barrier);
+        self.begin(barrier, now);
         self.channels[channel].barrier_seen = true;
+        if self.may_go_unaligned(&barrier) {
+            if let Alignment::Unaligned { barrier, start, finish } = self.maybe_go_unaligned(now) {
+                return Alignment::Unaligned { barrier, start, finish };
+            }
+        }
         self.check()
     }
 
@@ -64,14 +170,74 @@ impl BarrierAligner {
         self.check()
     }
 
+    /// The aligned-checkpoint timeout of the current checkpoint passed: it turns unaligned.
+    pub fn on_time(&mut self, now: Instant) -> Alignment {
+        match self.current {
+            Some(barrier) if self.may_go_unaligned(&barrier) => self.maybe_go_unaligned(now),
+            _ => Alignment::Pending,
+        }
+    }
+
+    /// When [`Self::on_time`] should be called next, if a checkpoint is aligning toward a
+    /// timeout.
+    pub fn timeout_at(&self) -> Option<Instant> {
+        match (self.current, self.started, self.unaligned.aligned_timeout) {
+            (Some(barrier), Some(started), Some(timeout)) if !self.unaligned_now && self.may_go_unaligned(&barrier) => {
+                Some(started + timeout)
+            }
+            _ => None,
+        }
+    }
+
+    /// Turns the current checkpoint unaligned if its time has come (at once without a
+    /// timeout). Once unaligned, says whether every channel delivered its barrier.
+    fn maybe_go_unaligned(&mut self, now: Instant) -> Alignment {
+        let Some(barrier) = self.current else { return Alignment::Pending };
+        let start = !self.unaligned_now
+            && match (self.unaligned.aligned_timeout, self.started) {
+                (None, _) => true,
+                (Some(timeout), Some(started)) => now.duration_since(started) >= timeout,
+                (Some(_), None) => false,
+            };
+        if start {
+            self.unaligned_now = true;
+        }
+        if !self.unaligned_now {
+            return Alignment::Pending;
+        }
+        let finish = self.all_aligned();
+        if finish {
+            self.finish(barrier);
+        }
+        if start || finish {
+            Alignment::Unaligned { barrier, start, finish }
+        } else {
+            Alignment::Pending
+        }
+    }
+
+    fn all_aligned(&self) -> bool {
+        self.channels.iter().all(|c| c.ended || c.barrier_seen)
+    }
+
     fn check(&mut self) -> Alignment {
         match self.current {
-            Some(barrier) if self.channels.iter().all(|c| c.ended || c.barrier_seen) => {
-                self.reset();
-                Alignment::Complete(barrier)
+            Some(barrier) if self.all_aligned() => {
+                let unaligned = self.unaligned_now;
+                self.finish(barrier);
+                if unaligned {
+                    Alignment::Unaligned { barrier, start: false, finish: true }
+                } else {
+                    Alignment::Complete(barrier)
+                }
             }
             _ => Alignment::Pending,
         }
+    }
+
+    fn finish(&mut self, barrier: CheckpointBarrier) {
+        self.finished = Some(self.finished.map_or(barrier.id, |f| f.max(barrier.id)));
+        self.reset();
     }
 
     /// Gives up the checkpoint being aligned (and every older one): its barriers are
@@ -88,9 +254,19 @@ impl BarrierAligner {
         self.current
     }
 
+    /// Whether the current checkpoint was snapshotted unaligned and is still recording.
+    pub fn is_unaligned(&self) -> bool {
+        self.unaligned_now
+    }
+
     fn reset(&mut self) {
         self.current = None;
-        self.channels.iter_mut().for_each(|c| c.barrier_seen = false);
+        self.started = None;
+        self.unaligned_now = false;
+        self.channels.iter_mut().for_each(|c| {
+            c.barrier_seen = false;
+            c.announced = false;
+        });
     }
 }
 
@@ -150,5 +326,65 @@ mod tests {
         assert_eq!(a.on_barrier(0, barrier(2)), Alignment::Pending);
         assert_eq!(a.on_barrier(1, barrier(1)), Alignment::Pending, "stale barrier ignored");
         assert_eq!(a.on_barrier(1, barrier(2)), Alignment::Complete(barrier(2)));
+    }
+
+    fn unaligned(timeout: Option<Duration>) -> UnalignedPolicy {
+        UnalignedPolicy { enabled: true, aligned_timeout: timeout }
+    }
+
+    #[test]
+    fn unaligned_snapshots_at_the_first_announcement_and_records_until_each_barrier() {
+        let now = Instant::now();
+        let mut a = BarrierAligner::with_unaligned(CheckpointingMode::ExactlyOnce, unaligned(None), 3);
+        let started = a.on_announcement(1, barrier(1), now);
+        assert_eq!(started, Alignment::Unaligned { barrier: barrier(1), start: true, finish: false });
+        assert!((0..3).all(|c| a.is_recording(c) && !a.is_blocked(c)), "nothing blocks, everything records");
+        assert!(a.reads_ahead(1) && !a.reads_ahead(0), "only an announced channel has its barrier queued");
+        assert_eq!(a.on_barrier_at(1, barrier(1), now), Alignment::Pending);
+        assert!(!a.is_recording(1), "after its barrier a channel's records are the next checkpoint's");
+        assert_eq!(a.on_end_of_input(2), Alignment::Pending);
+        let done = a.on_barrier_at(0, barrier(1), now);
+        assert_eq!(done, Alignment::Unaligned { barrier: barrier(1), start: false, finish: true });
+        assert!(!a.is_recording(0) && a.current().is_none());
+        assert_eq!(a.on_announcement(0, barrier(1), now), Alignment::Pending, "a late announcement is stale");
+    }
+
+    #[test]
+    fn an_unaligned_barrier_without_announcement_starts_and_a_single_channel_finishes_at_once() {
+        let now = Instant::now();
+        let mut a = BarrierAligner::with_unaligned(CheckpointingMode::ExactlyOnce, unaligned(None), 1);
+        let both = a.on_barrier_at(0, barrier(2), now);
+        assert_eq!(both, Alignment::Unaligned { barrier: barrier(2), start: true, finish: true });
+        let savepoint = CheckpointBarrier { id: CheckpointId(3), kind: SnapshotKind::Savepoint };
+        assert_eq!(a.on_barrier_at(0, savepoint, now), Alignment::Complete(savepoint), "savepoints stay aligned");
+    }
+
+    #[test]
+    fn an_aligned_checkpoint_turns_unaligned_when_its_timeout_passed() {
+        let now = Instant::now();
+        let timeout = Duration::from_millis(100);
+        let mut a = BarrierAligner::with_unaligned(CheckpointingMode::ExactlyOnce, unaligned(Some(timeout)), 2);
+        assert_eq!(a.on_announcement(1, barrier(1), now), Alignment::Pending);
+        assert_eq!(a.on_barrier_at(0, barrier(1), now), Alignment::Pending);
+        assert!(a.is_blocked(0) && !a.is_recording(1), "aligned until the timeout");
+        assert_eq!(a.timeout_at(), Some(now + timeout));
+        assert_eq!(a.on_time(now + timeout / 2), Alignment::Pending);
+        let turned = a.on_time(now + timeout);
+        assert_eq!(turned, Alignment::Unaligned { barrier: barrier(1), start: true, finish: false });
+        assert!(!a.is_blocked(0) && a.is_recording(1) && a.reads_ahead(1) && !a.is_recording(0));
+        assert_eq!(a.timeout_at(), None);
+        let done = a.on_barrier_at(1, barrier(1), now + timeout);
+        assert_eq!(done, Alignment::Unaligned { barrier: barrier(1), start: false, finish: true });
+    }
+
+    #[test]
+    fn a_declined_unaligned_checkpoint_stops_recording() {
+        let now = Instant::now();
+        let mut a = BarrierAligner::with_unaligned(CheckpointingMode::ExactlyOnce, unaligned(None), 2);
+        a.on_announcement(0, barrier(5), now);
+        assert!(a.is_recording(1));
+        a.decline(CheckpointId(5));
+        assert!(!a.is_recording(1) && !a.is_unaligned());
+        assert_eq!(a.on_barrier_at(0, barrier(5), now), Alignment::Pending);
     }
 }

@@ -41,6 +41,14 @@ pub struct TaskShared {
     processing_deadline: Cell<i64>,
     /// The chain's source waits (watermark alignment: it is too far ahead of its group).
     source_paused: Cell<bool>,
+    /// Whether exactly-once checkpoints go unaligned, and after what alignment time.
+    unaligned: Cell<super::alignment::UnalignedPolicy>,
+    /// The task's inputs as unaligned checkpoints see them, until its driver takes them.
+    channel_layout: RefCell<Option<super::in_flight::ChannelLayout>>,
+    /// Per writer of the chain, whether each of its queues has room for what processing
+    /// one batch may send (with unaligned checkpoints a task takes no input otherwise, so
+    /// that it is never stuck in a full queue while a barrier wants to overtake it).
+    output_room: RefCell<Vec<Box<dyn Fn() -> bool>>>,
 }
 
 /// What a task tells the checkpoint coordinator, once the asynchronous part of its
@@ -127,7 +135,47 @@ impl TaskShared {
             processing_clock: RefCell::new(Arc::new(WallClock)),
             processing_deadline: Cell::new(i64::MAX),
             source_paused: Cell::new(false),
+            unaligned: Cell::new(Default::default()),
+            channel_layout: RefCell::new(None),
+            output_room: RefCell::new(Vec::new()),
         })
+    }
+
+    /// Whether exactly-once checkpoints go unaligned here.
+    pub fn set_unaligned(&self, policy: super::alignment::UnalignedPolicy) {
+        self.unaligned.set(policy);
+    }
+
+    pub fn unaligned(&self) -> super::alignment::UnalignedPolicy {
+        self.unaligned.get()
+    }
+
+    /// Whether a writer announces `barrier` ahead of its queued records: an exactly-once
+    /// checkpoint with unaligned checkpoints on.
+    pub fn announces(&self, barrier: &CheckpointBarrier) -> bool {
+        self.unaligned.get().enabled
+            && self.mode.get() == CheckpointingMode::ExactlyOnce
+            && barrier.kind == SnapshotKind::Checkpoint
+    }
+
+    /// Where the task's inputs come from, for its driver.
+    pub fn set_channel_layout(&self, layout: super::in_flight::ChannelLayout) {
+        *self.channel_layout.borrow_mut() = Some(layout);
+    }
+
+    /// The driver takes the layout (none in tests that build a driver by hand).
+    pub fn take_channel_layout(&self) -> Option<super::in_flight::ChannelLayout> {
+        self.channel_layout.borrow_mut().take()
+    }
+
+    /// A writer of the chain says whether its queues have room for one batch's output.
+    pub fn add_output_room(&self, has_room: Box<dyn Fn() -> bool>) {
+        self.output_room.borrow_mut().push(has_room);
+    }
+
+    /// Whether every writer of the chain has room for one batch's output.
+    pub fn has_output_room(&self) -> bool {
+        self.output_room.borrow().iter().all(|has_room| has_room())
     }
 
     /// Pauses or resumes the chain's source (watermark alignment); checkpoints and

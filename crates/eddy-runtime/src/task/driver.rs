@@ -13,16 +13,19 @@
 //! what waits meanwhile stays in that channel, bounded, and its producer waits. What happens after the input ended (the final snapshot, waiting for the job's
 //! end) is the same for every driver and lives in [`super::Task`].
 
-use super::alignment::{Alignment, BarrierAligner};
+use super::alignment::{Alignment, BarrierAligner, UnalignedPolicy};
 use super::context::TaskShared;
-use super::gate::{InputChannel, InputGate};
+use super::gate::{InputChannel, InputGate, ReadAhead};
 use super::mailbox::{Control, MailboxReceiver};
 use super::metrics::{AlignmentTimer, TaskCounters};
+use super::unaligned::{replay, UnalignedInputs};
 use super::watermarks::{ValveOutput, WatermarkValve};
 use crate::channel::{BatchReceiver, CheckpointBarrier, CheckpointEvent, StreamMessage};
 use crate::error::TaskError;
 use crate::output::{Lifecycle, Output};
 use crossbeam_channel::{Select, TryRecvError};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
@@ -145,6 +148,9 @@ impl FlushTimer {
 pub struct OneInputDriver<T> {
     gate: InputGate<T>,
     aligner: BarrierAligner,
+    /// Unaligned checkpoints and the replay of their in-flight records (none for drivers
+    /// built by hand).
+    unaligned: Option<UnalignedInputs>,
     watermarks: WatermarkValve,
     head: Box<dyn Output<T>>,
     mailbox: MailboxReceiver,
@@ -154,7 +160,7 @@ pub struct OneInputDriver<T> {
     alignment_timer: AlignmentTimer,
 }
 
-impl<T: Send + 'static> OneInputDriver<T> {
+impl<T: Clone + Send + Serialize + DeserializeOwned + 'static> OneInputDriver<T> {
     /// `channels`: one per producer subtask of every edge into this input.
     pub fn new(
         channels: Vec<BatchReceiver<T>>,
@@ -173,9 +179,14 @@ impl<T: Send + 'static> OneInputDriver<T> {
         mailbox: MailboxReceiver,
         shared: Rc<TaskShared>,
     ) -> Self {
-        let gate = InputGate::new(channels);
+        let mut gate = InputGate::new(channels);
+        let mut unaligned = UnalignedInputs::new(&shared, vec![0]);
+        if let Some(unaligned) = unaligned.as_mut() {
+            gate.share_backlogs(unaligned.take_backlogs(0));
+        }
         Self {
-            aligner: BarrierAligner::new(shared.checkpointing_mode(), gate.len()),
+            aligner: aligner(&shared, unaligned.as_ref(), gate.len()),
+            unaligned,
             watermarks: WatermarkValve::new(gate.len()),
             gate,
             head,
@@ -188,13 +199,107 @@ impl<T: Send + 'static> OneInputDriver<T> {
     }
 }
 
-impl<T> OneInputDriver<T> {
+impl<T: 'static> OneInputDriver<T> {
+    /// A barrier on `channel` (read in order or ahead).
+    fn on_barrier(&mut self, channel: usize, barrier: CheckpointBarrier) -> Result<(), TaskError> {
+        let alignment = align(&mut self.aligner, &mut self.alignment_timer, &self.counters, channel, barrier);
+        if !self.aligner.is_recording(channel) {
+            self.gate.stop_recording(channel);
+        }
+        self.on_alignment(alignment)
+    }
+
+    /// Snapshots when the alignment says so: aligned at once; unaligned when it starts,
+    /// written when its in-flight records are complete.
+    fn on_alignment(&mut self, alignment: Alignment) -> Result<(), TaskError> {
+        let Alignment::Unaligned { barrier, start, finish } = alignment else {
+            return aligned(&mut self.head, &self.shared, alignment);
+        };
+        let unaligned = self.unaligned.as_mut().expect("unaligned checkpoints only with a channel layout");
+        if start {
+            unaligned.start(&mut self.head, &self.shared, barrier)?;
+            let aligner = &self.aligner;
+            self.gate.start_recording(&|c| aligner.is_recording(c));
+        }
+        if finish {
+            let recorded = self.gate.take_recorded().map_err(|e| encode_failed(unaligned.head_name(), e))?;
+            let recorded = recorded.into_iter().map(|(channel, records)| (0, channel, records)).collect();
+            unaligned.finish(&self.shared, recorded)?;
+        }
+        Ok(())
+    }
+
+    /// Reads the channels of an unaligned checkpoint ahead to their barriers.
+    fn read_ahead(&mut self) -> Result<(), TaskError> {
+        for channel in 0..self.gate.len() {
+            if self.aligner.reads_ahead(channel) {
+                if let ReadAhead::Barrier(barrier) = self.gate.read_ahead(channel)? {
+                    self.on_barrier(channel, barrier)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Unaligned checkpoints' work before the next batch: announcements, the aligned
+    /// timeout, channels read ahead to their barriers, and no input without room
+    /// downstream (`Some` then: the step is over).
+    fn unaligned_step(&mut self) -> Result<Option<StepResult>, TaskError> {
+        let Some(unaligned) = self.unaligned.as_mut() else { return Ok(None) };
+        if unaligned.abandon_unless(self.aligner.current()) {
+            self.gate.take_recorded().ok();
+        }
+        if !unaligned.listening() {
+            return Ok(None);
+        }
+        let now = std::time::Instant::now();
+        for (channel, barrier) in unaligned.announcements() {
+            let alignment = self.aligner.on_announcement(channel, barrier, now);
+            self.on_alignment(alignment)?;
+        }
+        if self.aligner.timeout_at().is_some_and(|at| at <= now) {
+            let alignment = self.aligner.on_time(now);
+            self.on_alignment(alignment)?;
+        }
+        self.read_ahead()?;
+        if !self.shared.has_output_room() {
+            let unaligned = self.unaligned.as_ref().expect("checked above");
+            unaligned.wait_for_room(&self.shared, &self.mailbox);
+            return Ok(Some(StepResult::Continue));
+        }
+        Ok(None)
+    }
+
     fn handle(&mut self, channel: usize, message: StreamMessage<T>) -> Result<StepResult, TaskError> {
         match message {
             StreamMessage::Records(batch) => {
-                self.counters.add_in(batch.len());
-                for record in batch {
-                    self.head.collect(record);
+                match self.unaligned.as_ref().filter(|u| u.listening()) {
+                    None => {
+                        self.counters.add_in(batch.len());
+                        for record in batch {
+                            self.head.collect(record);
+                        }
+                    }
+                    Some(_) => {
+                        // An announced barrier is taken between two records, not after a
+                        // whole batch of a slow operator: the rest waits in the gate. While
+                        // a checkpoint records, the channels are read ahead between records
+                        // too, so that it completes as soon as the barriers are queued.
+                        let mut records = batch.into_iter();
+                        let mut processed = 0;
+                        while let Some(record) = records.next() {
+                            self.head.collect(record);
+                            processed += 1;
+                            if self.unaligned.as_ref().is_some_and(|u| u.announced()) {
+                                self.gate.put_back(channel, records.collect());
+                                break;
+                            }
+                            if self.aligner.is_unaligned() {
+                                self.read_ahead()?;
+                            }
+                        }
+                        self.counters.add_in(processed);
+                    }
                 }
                 self.shared.check()?;
                 if self.flush.due(&self.shared) {
@@ -203,8 +308,7 @@ impl<T> OneInputDriver<T> {
                 Ok(StepResult::Continue)
             }
             StreamMessage::Barrier(barrier) => {
-                let alignment = align(&mut self.aligner, &mut self.alignment_timer, &self.counters, channel, barrier);
-                aligned(&mut self.head, &self.shared, alignment)?;
+                self.on_barrier(channel, barrier)?;
                 Ok(StepResult::Continue)
             }
             StreamMessage::Watermark(watermark) => {
@@ -223,7 +327,7 @@ impl<T> OneInputDriver<T> {
             }
             StreamMessage::EndOfInput => {
                 let alignment = self.aligner.on_end_of_input(channel);
-                aligned(&mut self.head, &self.shared, alignment)?;
+                self.on_alignment(alignment)?;
                 let output = self.watermarks.on_end_of_input(channel);
                 pass_valve_output(&mut self.head, &self.counters, output)?;
                 self.shared.check()?;
@@ -271,13 +375,40 @@ fn aligned(head: &mut dyn Lifecycle, shared: &TaskShared, alignment: Alignment) 
     match alignment {
         Alignment::Complete(barrier) => snapshot_and_acknowledge(head, shared, &barrier),
         Alignment::Pending => Ok(()),
+        Alignment::Unaligned { .. } => unreachable!("unaligned alignments go to the driver's on_alignment"),
     }
 }
 
-impl<T> TaskDriver for OneInputDriver<T> {
+/// The aligner of a task: unaligned checkpoints need the task's channel layout.
+fn aligner(shared: &TaskShared, unaligned: Option<&UnalignedInputs>, channels: usize) -> BarrierAligner {
+    let policy = if unaligned.is_some() { shared.unaligned() } else { UnalignedPolicy::default() };
+    BarrierAligner::with_unaligned(shared.checkpointing_mode(), policy, channels)
+}
+
+fn encode_failed(operator: &str, message: String) -> TaskError {
+    TaskError::StateBackend {
+        operator: operator.to_string(),
+        message: format!("cannot encode in-flight records: {message}"),
+    }
+}
+
+fn log_replayed(records: usize) {
+    if records > 0 {
+        tracing::info!(records, "replayed the in-flight records of the restored unaligned checkpoint");
+    }
+}
+
+impl<T: 'static> TaskDriver for OneInputDriver<T> {
     fn open(&mut self) -> Result<(), TaskError> {
         self.head.open()?;
         self.shared.check()?;
+        if let Some(unaligned) = self.unaligned.as_mut() {
+            let head = &mut self.head;
+            let channels = unaligned.take_replay(0);
+            let replayed = replay(&self.gate, channels, unaligned.head_name(), |record| head.collect(record))?;
+            log_replayed(replayed);
+            self.shared.check()?;
+        }
         if self.gate.ended() {
             self.head.end_input()?;
         }
@@ -290,6 +421,9 @@ impl<T> TaskDriver for OneInputDriver<T> {
         }
         take_controls(&self.mailbox, &self.shared, &mut self.head, false, Some(&mut self.aligner))?;
         processing_time(&mut self.head, &self.shared)?;
+        if let Some(result) = self.unaligned_step()? {
+            return Ok(result);
+        }
         let aligner = &self.aligner;
         match self.gate.poll(&|c| aligner.is_blocked(c))? {
             Some((channel, message)) => self.handle(channel, message),
@@ -306,7 +440,14 @@ impl<T> TaskDriver for OneInputDriver<T> {
         let mut select = Select::new();
         select.recv(&self.mailbox);
         self.gate.watch(&mut select, &|c| self.aligner.is_blocked(c));
-        let _ = select.ready_timeout(timeout);
+        if let Some(unaligned) = &self.unaligned {
+            unaligned.watch(&mut select);
+        }
+        let _ = select.ready_timeout(
+            self.aligner
+                .timeout_at()
+                .map_or(timeout, |at| timeout.min(at.saturating_duration_since(std::time::Instant::now()))),
+        );
     }
 
     fn parts(&mut self) -> (&mut dyn Lifecycle, &MailboxReceiver, &TaskShared) {
@@ -330,6 +471,7 @@ pub struct TwoInputDriver<A, B> {
     second: InputGate<B>,
     /// Channels of input 1 first, then those of input 2.
     aligner: BarrierAligner,
+    unaligned: Option<UnalignedInputs>,
     /// The same channels: the operator's watermark is the minimum over both inputs.
     watermarks: WatermarkValve,
     head: Box<dyn TwoInputOperator<A, B>>,
@@ -344,7 +486,11 @@ pub struct TwoInputDriver<A, B> {
     second_next: bool,
 }
 
-impl<A: Send + 'static, B: Send + 'static> TwoInputDriver<A, B> {
+impl<A, B> TwoInputDriver<A, B>
+where
+    A: Clone + Send + Serialize + DeserializeOwned + 'static,
+    B: Clone + Send + Serialize + DeserializeOwned + 'static,
+{
     pub fn new(
         first: Vec<BatchReceiver<A>>,
         second: Vec<BatchReceiver<B>>,
@@ -367,10 +513,16 @@ impl<A: Send + 'static, B: Send + 'static> TwoInputDriver<A, B> {
         shared: Rc<TaskShared>,
         second_first: bool,
     ) -> Self {
-        let first = InputGate::new(first);
-        let second = InputGate::new(second);
+        let mut first = InputGate::new(first);
+        let mut second = InputGate::new(second);
+        let mut unaligned = UnalignedInputs::new(&shared, vec![0, first.len()]);
+        if let Some(unaligned) = unaligned.as_mut() {
+            first.share_backlogs(unaligned.take_backlogs(0));
+            second.share_backlogs(unaligned.take_backlogs(1));
+        }
         Self {
-            aligner: BarrierAligner::new(shared.checkpointing_mode(), first.len() + second.len()),
+            aligner: aligner(&shared, unaligned.as_ref(), first.len() + second.len()),
+            unaligned,
             watermarks: WatermarkValve::new(first.len() + second.len()),
             first,
             second,
@@ -386,7 +538,86 @@ impl<A: Send + 'static, B: Send + 'static> TwoInputDriver<A, B> {
     }
 }
 
-impl<A, B> TwoInputDriver<A, B> {
+impl<A: 'static, B: 'static> TwoInputDriver<A, B> {
+    /// A barrier on aligner channel `channel` (read in order or ahead).
+    fn on_barrier(&mut self, channel: usize, barrier: CheckpointBarrier) -> Result<(), TaskError> {
+        let alignment = align(&mut self.aligner, &mut self.alignment_timer, &self.counters, channel, barrier);
+        if !self.aligner.is_recording(channel) {
+            match channel.checked_sub(self.first.len()) {
+                None => self.first.stop_recording(channel),
+                Some(second) => self.second.stop_recording(second),
+            }
+        }
+        self.on_alignment(alignment)
+    }
+
+    /// As [`OneInputDriver`]'s, over both inputs.
+    fn on_alignment(&mut self, alignment: Alignment) -> Result<(), TaskError> {
+        let Alignment::Unaligned { barrier, start, finish } = alignment else {
+            return aligned(&mut self.head, &self.shared, alignment);
+        };
+        let unaligned = self.unaligned.as_mut().expect("unaligned checkpoints only with a channel layout");
+        if start {
+            unaligned.start(&mut self.head, &self.shared, barrier)?;
+            let (aligner, offset) = (&self.aligner, self.first.len());
+            self.first.start_recording(&|c| aligner.is_recording(c));
+            self.second.start_recording(&|c| aligner.is_recording(offset + c));
+        }
+        if finish {
+            let name = unaligned.head_name().to_string();
+            let first = self.first.take_recorded().map_err(|e| encode_failed(&name, e))?;
+            let second = self.second.take_recorded().map_err(|e| encode_failed(&name, e))?;
+            let recorded = first.into_iter().map(|(c, r)| (0, c, r)).chain(second.into_iter().map(|(c, r)| (1, c, r)));
+            unaligned.finish(&self.shared, recorded.collect())?;
+        }
+        Ok(())
+    }
+
+    /// As [`OneInputDriver`]'s, over both inputs.
+    fn read_ahead(&mut self) -> Result<(), TaskError> {
+        let offset = self.first.len();
+        for channel in 0..offset + self.second.len() {
+            if self.aligner.reads_ahead(channel) {
+                let read = match channel.checked_sub(offset) {
+                    None => self.first.read_ahead(channel)?,
+                    Some(second) => self.second.read_ahead(second)?,
+                };
+                if let ReadAhead::Barrier(barrier) = read {
+                    self.on_barrier(channel, barrier)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// As [`OneInputDriver`]'s, over both inputs.
+    fn unaligned_step(&mut self) -> Result<Option<StepResult>, TaskError> {
+        let Some(unaligned) = self.unaligned.as_mut() else { return Ok(None) };
+        if unaligned.abandon_unless(self.aligner.current()) {
+            self.first.take_recorded().ok();
+            self.second.take_recorded().ok();
+        }
+        if !unaligned.listening() {
+            return Ok(None);
+        }
+        let now = std::time::Instant::now();
+        for (channel, barrier) in unaligned.announcements() {
+            let alignment = self.aligner.on_announcement(channel, barrier, now);
+            self.on_alignment(alignment)?;
+        }
+        if self.aligner.timeout_at().is_some_and(|at| at <= now) {
+            let alignment = self.aligner.on_time(now);
+            self.on_alignment(alignment)?;
+        }
+        self.read_ahead()?;
+        if !self.shared.has_output_room() {
+            let unaligned = self.unaligned.as_ref().expect("checked above");
+            unaligned.wait_for_room(&self.shared, &self.mailbox);
+            return Ok(Some(StepResult::Continue));
+        }
+        Ok(None)
+    }
+
     /// Whether input 1 is held: while input 2 is read to its end first.
     fn hold_first(&self) -> bool {
         self.second_first && !self.second.ended()
@@ -399,13 +630,29 @@ impl<A, B> TwoInputDriver<A, B> {
         channel: usize,
         message: StreamMessage<X>,
         process: impl Fn(&mut Box<dyn TwoInputOperator<A, B>>, X),
+        put_back: impl FnOnce(&mut Self, Vec<X>),
     ) -> Result<StepResult, TaskError> {
         let alignment = match message {
             StreamMessage::Records(batch) => {
-                self.counters.add_in(batch.len());
-                for record in batch {
+                let mut records = batch.into_iter();
+                let mut processed = 0;
+                let watch = self.unaligned.as_ref().is_some_and(|u| u.listening());
+                let mut put_back = Some(put_back);
+                while let Some(record) = records.next() {
                     process(&mut self.head, record);
+                    processed += 1;
+                    // As in OneInputDriver: announcements and read-ahead between records.
+                    if watch && self.unaligned.as_ref().is_some_and(|u| u.announced()) {
+                        if let Some(put_back) = put_back.take() {
+                            put_back(self, records.collect());
+                        }
+                        break;
+                    }
+                    if watch && self.aligner.is_unaligned() {
+                        self.read_ahead()?;
+                    }
                 }
+                self.counters.add_in(processed);
                 Alignment::Pending
             }
             StreamMessage::Barrier(barrier) if self.hold_first() => {
@@ -419,7 +666,8 @@ impl<A, B> TwoInputDriver<A, B> {
                 Alignment::Pending
             }
             StreamMessage::Barrier(barrier) => {
-                align(&mut self.aligner, &mut self.alignment_timer, &self.counters, channel, barrier)
+                self.on_barrier(channel, barrier)?;
+                Alignment::Pending
             }
             StreamMessage::Watermark(watermark) => {
                 if let Some(watermark) = self.watermarks.on_watermark(channel, watermark) {
@@ -440,7 +688,7 @@ impl<A, B> TwoInputDriver<A, B> {
             }
         };
         self.shared.check()?;
-        aligned(&mut self.head, &self.shared, alignment)?;
+        self.on_alignment(alignment)?;
         if self.first.ended() && self.second.ended() {
             self.head.end_input()?;
             self.shared.check()?;
@@ -453,10 +701,19 @@ impl<A, B> TwoInputDriver<A, B> {
     }
 }
 
-impl<A, B> TaskDriver for TwoInputDriver<A, B> {
+impl<A: 'static, B: 'static> TaskDriver for TwoInputDriver<A, B> {
     fn open(&mut self) -> Result<(), TaskError> {
         self.head.open()?;
-        self.shared.check()
+        self.shared.check()?;
+        if let Some(unaligned) = self.unaligned.as_mut() {
+            let head = &mut self.head;
+            let name = unaligned.head_name().to_string();
+            let mut replayed = replay(&self.first, unaligned.take_replay(0), &name, |r| head.process1(r))?;
+            replayed += replay(&self.second, unaligned.take_replay(1), &name, |r| head.process2(r))?;
+            log_replayed(replayed);
+            self.shared.check()?;
+        }
+        Ok(())
     }
 
     fn step(&mut self) -> Result<StepResult, TaskError> {
@@ -465,6 +722,9 @@ impl<A, B> TaskDriver for TwoInputDriver<A, B> {
         }
         take_controls(&self.mailbox, &self.shared, &mut self.head, false, Some(&mut self.aligner))?;
         processing_time(&mut self.head, &self.shared)?;
+        if let Some(result) = self.unaligned_step()? {
+            return Ok(result);
+        }
         let offset = self.first.len();
         let aligner = &self.aligner;
         // Input 2 first when it is read first; else the inputs take turns, so that neither
@@ -475,12 +735,14 @@ impl<A, B> TaskDriver for TwoInputDriver<A, B> {
         for second in order {
             if second {
                 if let Some((channel, message)) = self.second.poll(&|c| aligner.is_blocked(offset + c))? {
-                    return self.handle(offset + channel, message, |head, r| head.process2(r));
+                    let put_back = move |driver: &mut Self, rest| driver.second.put_back(channel, rest);
+                    return self.handle(offset + channel, message, |head, r| head.process2(r), put_back);
                 }
             } else if !self.hold_first() {
                 let aligner = &self.aligner;
                 if let Some((channel, message)) = self.first.poll(&|c| aligner.is_blocked(c))? {
-                    return self.handle(channel, message, |head, r| head.process1(r));
+                    let put_back = move |driver: &mut Self, rest| driver.first.put_back(channel, rest);
+                    return self.handle(channel, message, |head, r| head.process1(r), put_back);
                 }
             }
         }
@@ -497,7 +759,14 @@ impl<A, B> TaskDriver for TwoInputDriver<A, B> {
             self.first.watch(&mut select, &|c| self.aligner.is_blocked(c));
         }
         self.second.watch(&mut select, &|c| self.aligner.is_blocked(offset + c));
-        let _ = select.ready_timeout(timeout);
+        if let Some(unaligned) = &self.unaligned {
+            unaligned.watch(&mut select);
+        }
+        let _ = select.ready_timeout(
+            self.aligner
+                .timeout_at()
+                .map_or(timeout, |at| timeout.min(at.saturating_duration_since(std::time::Instant::now()))),
+        );
     }
 
     fn parts(&mut self) -> (&mut dyn Lifecycle, &MailboxReceiver, &TaskShared) {
@@ -549,6 +818,16 @@ impl TaskDriver for SourceDriver {
     fn step(&mut self) -> Result<StepResult, TaskError> {
         take_controls(&self.mailbox, &self.shared, &mut self.source, true, None)?;
         processing_time(&mut self.source, &self.shared)?;
+        if self.shared.unaligned().enabled && !self.shared.has_output_room() {
+            // With unaligned checkpoints a source emits only with room downstream, so that
+            // a trigger never waits behind a full queue (Flink's output availability).
+            let since = std::time::Instant::now();
+            let mut select = Select::new();
+            select.recv(&self.mailbox);
+            let _ = select.ready_timeout(Duration::from_millis(1));
+            self.shared.counters().add_backpressured(since.elapsed());
+            return Ok(StepResult::Continue);
+        }
         if self.shared.is_source_paused() {
             // Ahead of its alignment group: wait for the next look (a processing-time call).
             self.source.flush()?;

@@ -3,13 +3,23 @@
 //! alignment blocks a channel simply by not reading it: its producer fills it and waits,
 //! and nothing is held back in the task beyond what the channel holds.
 //!
+//! For unaligned checkpoints the gate also reads a channel ahead up to its barrier,
+//! keeping what it read to hand out next ([`InputGate::read_ahead`]), and records the
+//! records a channel delivers while it is told to ([`InputGate::start_recording`]): the
+//! in-flight data of the checkpoint (see [`super::in_flight`]).
+//!
 //! A channel is anything that implements [`InputChannel`]: the in-process crossbeam
 //! channel today, a network channel beside it later. A new stream element (a watermark)
 //! is a new [`StreamMessage`] variant: the gate passes it through untouched.
 
-use crate::channel::StreamMessage;
+use super::in_flight::{Backlog, RecordCodec};
+use crate::channel::{CheckpointBarrier, StreamMessage};
 use crate::error::TaskError;
 use crossbeam_channel::{Receiver, Select, TryRecvError};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use std::collections::VecDeque;
+use std::sync::atomic::Ordering;
 
 /// One producer's channel into a gate.
 pub trait InputChannel<T>: Send {
@@ -45,6 +55,28 @@ pub struct InputGate<T> {
     next: usize,
     /// Batches read in a row from the channel at `next`.
     streak: u32,
+    /// Per channel, what was read ahead (or put back) and is handed out before the
+    /// channel's queue; `pending_messages` counts them all, for a quick look.
+    pending: Vec<VecDeque<StreamMessage<T>>>,
+    pending_messages: usize,
+    /// Per channel, the count of `pending` its producer sees (see [`Backlog`]).
+    backlogs: Vec<Backlog>,
+    /// Per channel, whether its records are recorded as they are taken from its queue.
+    recording: Vec<bool>,
+    recording_any: bool,
+    recorded: Vec<Vec<T>>,
+    codec: RecordCodec<T>,
+}
+
+/// What reading a channel ahead came to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReadAhead {
+    /// The channel's queue is empty for now; its barrier is still to come.
+    Waiting,
+    /// Reached the barrier (taken out of the channel, not kept).
+    Barrier(CheckpointBarrier),
+    /// The channel ended (kept, to be handed out in order).
+    Ended,
 }
 
 /// Batches read in a row from one channel before the gate moves on: a few, for locality
@@ -52,12 +84,27 @@ pub struct InputGate<T> {
 /// channel cannot starve the others.
 const STREAK_BATCHES_MAX: u32 = 4;
 
-impl<T> InputGate<T> {
+impl<T: Clone + Serialize + DeserializeOwned> InputGate<T> {
     pub fn new(channels: Vec<Box<dyn InputChannel<T>>>) -> Self {
         let n = channels.len();
-        Self { channels, ended: vec![false; n], open: n, next: 0, streak: 0 }
+        Self {
+            channels,
+            ended: vec![false; n],
+            open: n,
+            next: 0,
+            streak: 0,
+            pending: (0..n).map(|_| VecDeque::new()).collect(),
+            pending_messages: 0,
+            backlogs: (0..n).map(|_| Backlog::default()).collect(),
+            recording: vec![false; n],
+            recording_any: false,
+            recorded: (0..n).map(|_| Vec::new()).collect(),
+            codec: RecordCodec::new(),
+        }
     }
+}
 
+impl<T> InputGate<T> {
     /// Number of channels.
     pub fn len(&self) -> usize {
         self.channels.len()
@@ -82,8 +129,9 @@ impl<T> InputGate<T> {
         (0..self.len()).all(|c| !self.readable(c, blocked))
     }
 
-    /// The next message of a channel neither ended nor `blocked`, with the channel's index.
-    /// A channel whose producer went away without ending it means the job is cancelled.
+    /// The next message of a channel neither ended nor `blocked`, with the channel's index:
+    /// what was read ahead or put back first, then its queue. A channel whose producer went
+    /// away without ending it means the job is cancelled.
     pub fn poll(&mut self, blocked: &dyn Fn(usize) -> bool) -> Result<Option<(usize, StreamMessage<T>)>, TaskError> {
         let n = self.channels.len();
         for step in 0..n {
@@ -91,24 +139,142 @@ impl<T> InputGate<T> {
             if !self.readable(channel, blocked) {
                 continue;
             }
+            let message = match self.take_pending(channel) {
+                Some(message) => message,
+                None => match self.channels[channel].try_recv() {
+                    Ok(message) => {
+                        self.record(channel, &message);
+                        message
+                    }
+                    Err(TryRecvError::Empty) => continue,
+                    Err(TryRecvError::Disconnected) => return Err(self.channels[channel].disconnected()),
+                },
+            };
+            if matches!(message, StreamMessage::EndOfInput) {
+                self.ended[channel] = true;
+                self.open -= 1;
+            }
+            self.streak = if channel == self.next { self.streak + 1 } else { 1 };
+            self.next = channel;
+            if self.streak >= STREAK_BATCHES_MAX {
+                (self.next, self.streak) = ((channel + 1) % n, 0);
+            }
+            return Ok(Some((channel, message)));
+        }
+        Ok(None)
+    }
+
+    #[inline]
+    fn take_pending(&mut self, channel: usize) -> Option<StreamMessage<T>> {
+        if self.pending_messages == 0 {
+            return None;
+        }
+        let message = self.pending[channel].pop_front()?;
+        self.pending_messages -= 1;
+        self.backlogs[channel].fetch_sub(1, Ordering::Relaxed);
+        Some(message)
+    }
+
+    fn hold(&mut self, channel: usize, message: StreamMessage<T>, front: bool) {
+        if front {
+            self.pending[channel].push_front(message);
+        } else {
+            self.pending[channel].push_back(message);
+        }
+        self.pending_messages += 1;
+        self.backlogs[channel].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Shares each channel's count of held batches with its producer (in-process
+    /// channels; the others' producers cannot see them).
+    pub fn share_backlogs(&mut self, backlogs: Vec<Backlog>) {
+        if backlogs.len() == self.backlogs.len() {
+            self.backlogs = backlogs;
+        }
+    }
+
+    /// Keeps a copy of `message`'s records if `channel` is recorded.
+    #[inline]
+    fn record(&mut self, channel: usize, message: &StreamMessage<T>) {
+        if self.recording_any && self.recording[channel] {
+            if let StreamMessage::Records(batch) = message {
+                let copy = self.codec.copy;
+                self.recorded[channel].extend(batch.iter().map(copy));
+            }
+        }
+    }
+
+    /// Reads `channel`'s queue up to its barrier, keeping what comes before to hand out
+    /// next (recorded if the channel is).
+    pub fn read_ahead(&mut self, channel: usize) -> Result<ReadAhead, TaskError> {
+        loop {
             match self.channels[channel].try_recv() {
+                Ok(StreamMessage::Barrier(barrier)) => return Ok(ReadAhead::Barrier(barrier)),
                 Ok(message) => {
-                    if matches!(message, StreamMessage::EndOfInput) {
-                        self.ended[channel] = true;
-                        self.open -= 1;
+                    self.record(channel, &message);
+                    let ended = matches!(message, StreamMessage::EndOfInput);
+                    self.hold(channel, message, false);
+                    if ended {
+                        return Ok(ReadAhead::Ended);
                     }
-                    self.streak = if channel == self.next { self.streak + 1 } else { 1 };
-                    self.next = channel;
-                    if self.streak >= STREAK_BATCHES_MAX {
-                        (self.next, self.streak) = ((channel + 1) % n, 0);
-                    }
-                    return Ok(Some((channel, message)));
                 }
-                Err(TryRecvError::Empty) => {}
+                Err(TryRecvError::Empty) => return Ok(ReadAhead::Waiting),
                 Err(TryRecvError::Disconnected) => return Err(self.channels[channel].disconnected()),
             }
         }
-        Ok(None)
+    }
+
+    /// Puts records of `channel` back in front of everything else it holds: the rest of a
+    /// batch whose processing stopped for a checkpoint.
+    pub fn put_back(&mut self, channel: usize, records: Vec<T>) {
+        if !records.is_empty() {
+            self.hold(channel, StreamMessage::Records(records), true);
+        }
+    }
+
+    /// Starts recording the channels `recorded` names. What they hold already, read
+    /// ahead or put back, was delivered before the snapshot and is not in it: it is
+    /// recorded first.
+    pub fn start_recording(&mut self, recorded: &dyn Fn(usize) -> bool) {
+        for channel in 0..self.channels.len() {
+            if !recorded(channel) {
+                continue;
+            }
+            self.recording[channel] = true;
+            self.recording_any = true;
+            let copy = self.codec.copy;
+            for message in &self.pending[channel] {
+                if let StreamMessage::Records(batch) = message {
+                    self.recorded[channel].extend(batch.iter().map(copy));
+                }
+            }
+        }
+    }
+
+    /// `channel` delivered its barrier: what it delivers from now on is not in flight.
+    pub fn stop_recording(&mut self, channel: usize) {
+        self.recording[channel] = false;
+        self.recording_any = self.recording.iter().any(|r| *r);
+    }
+
+    /// Stops recording everywhere and hands out what was recorded, encoded, per channel
+    /// that recorded any record.
+    pub fn take_recorded(&mut self) -> Result<Vec<(usize, Vec<u8>)>, String> {
+        self.recording.iter_mut().for_each(|r| *r = false);
+        self.recording_any = false;
+        let mut encoded = Vec::new();
+        for (channel, records) in self.recorded.iter_mut().enumerate() {
+            if !records.is_empty() {
+                encoded.push((channel, (self.codec.encode)(records)?));
+                records.clear();
+            }
+        }
+        Ok(encoded)
+    }
+
+    /// Decodes records stored by [`Self::take_recorded`] (on restore).
+    pub fn decode(&self, bytes: &[u8]) -> Result<Vec<T>, String> {
+        (self.codec.decode)(bytes)
     }
 
     /// Registers every readable channel with `select`.

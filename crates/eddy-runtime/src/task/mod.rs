@@ -6,22 +6,25 @@ mod async_work;
 mod context;
 mod driver;
 mod gate;
+pub mod in_flight;
 mod mailbox;
 mod metrics;
 mod panic;
 mod runner;
+mod unaligned;
 mod watermarks;
 
-pub use alignment::{Alignment, BarrierAligner};
+pub use alignment::{Alignment, BarrierAligner, UnalignedPolicy};
 pub use async_work::{AsyncJob, AsyncWork, AsyncWorkers, QueuedWork};
 pub use context::{DeclineCause, OperatorInfo, TaskCheckpointing, TaskReport, TaskShared};
 pub use driver::{
     OneInputDriver, SourceDriver, SourceOperator, SourceStatus, StepResult, TaskDriver, TwoInputDriver,
     TwoInputOperator,
 };
-pub use gate::{InputChannel, InputGate};
+pub use gate::{InputChannel, InputGate, ReadAhead};
 pub use mailbox::{mailbox, Control, MailboxReceiver, MailboxSender, Mailboxes, FINAL_CHECKPOINT};
 pub use metrics::TaskCounters;
 pub use panic::{catch_task_panic, install_panic_capture};
 pub use runner::Task;
+pub use unaligned::IN_FLIGHT_BYTES;
 pub use watermarks::WatermarkValve;

@@ -1,0 +1,247 @@
+//! In-flight data of unaligned checkpoints (Flink's channel state): the records a
+//! checkpoint's barrier overtook, written into the checkpoint and replayed on restore.
+//!
+//! eddy keeps the whole of it on the consumer's side. A producer that snapshots for an
+//! unaligned checkpoint first *announces* the barrier to each consumer, beside the queue
+//! (an unbounded [`Announcement`] channel per consumer input), then queues the barrier
+//! behind its records as always. The consumer snapshots at the first announcement or
+//! barrier, then reads each announced channel ahead up to its barrier, keeping what it read
+//! to process next, and records every record a channel delivers before its barrier. So the
+//! records queued between producer and consumer at the checkpoint, and those still on
+//! their way, are in the consumer's part of the checkpoint, and no queue is reordered.
+//!
+//! The records are stored per channel ([`InFlightChannel`]) as a union list state of the
+//! consumer's head operator, [`IN_FLIGHT_STATE`]: at the same parallelism each subtask
+//! gets its own back; at another every subtask gets all of them and keeps what is its own
+//! now ([`keeps`]): by key group after a `key_by`, else the old consumer's share.
+
+use crate::channel::CheckpointBarrier;
+use crate::graph::Partitioning;
+use crossbeam_channel::{Receiver, Sender};
+use eddy_checkpoint::OperatorSnapshot;
+use eddy_state::operator::{ListDistribution, ListSnapshot};
+use eddy_types::{KeyGroupRange, MaxParallelism};
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use std::any::Any;
+use std::sync::atomic::AtomicUsize;
+use std::sync::Arc;
+
+/// The operator list state that holds a task's in-flight data.
+pub const IN_FLIGHT_STATE: &str = "eddy.in-flight";
+
+/// A producer's word that barrier `barrier` is queued in channel `channel` of the
+/// consumer's input, behind records the consumer may read ahead.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Announcement {
+    pub channel: usize,
+    pub barrier: CheckpointBarrier,
+}
+
+/// Where a producer's writer announces barriers to one consumer input.
+#[derive(Debug, Clone)]
+pub struct AnnouncementTarget {
+    pub inbox: Sender<Announcement>,
+    /// The producer's channel among the consumer input's channels.
+    pub channel: usize,
+    /// The batches of this channel the consumer read ahead and holds: they count against
+    /// the queue's capacity, so that reading ahead never lets a producer run further ahead.
+    pub backlog: Backlog,
+}
+
+/// Batches a consumer holds for one channel beyond its queue (read ahead, or put back).
+pub type Backlog = Arc<AtomicUsize>;
+
+/// Which producer a channel of an input comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChannelOrigin {
+    /// The uid of the operator at the producer's end of the edge.
+    pub from_uid: String,
+    pub producer: u32,
+}
+
+/// One input of a task, for unaligned checkpoints: where each channel comes from, and
+/// where producers announce barriers.
+pub struct InputLayout {
+    pub origins: Vec<ChannelOrigin>,
+    /// Per channel, what the consumer holds of it beyond its queue.
+    pub backlogs: Vec<Backlog>,
+    pub announcements: Receiver<Announcement>,
+}
+
+/// Records to process before any input after a restore, the in-flight data of one old
+/// channel.
+pub struct ReplayChannel {
+    pub input: usize,
+    pub records: Vec<u8>,
+    /// After a `key_by` at another parallelism: keep only the records of these key groups.
+    pub key_filter: Option<KeyFilter>,
+}
+
+/// The key groups a restored subtask owns, and how to find a record's.
+pub struct KeyFilter {
+    /// A `KeySelectorFactory<T>` of the input's record type.
+    pub selector: Arc<dyn Any + Send + Sync>,
+    pub range: KeyGroupRange,
+    pub max_parallelism: MaxParallelism,
+}
+
+/// A task's inputs as unaligned checkpoints see them.
+pub struct ChannelLayout {
+    /// The uid of the chain's head operator: its snapshot carries the in-flight data.
+    pub head_uid: String,
+    pub head_name: String,
+    pub subtask: u32,
+    pub parallelism: u32,
+    pub inputs: Vec<InputLayout>,
+    pub replay: Vec<ReplayChannel>,
+}
+
+/// The in-flight records of one channel at a checkpoint, as stored.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InFlightChannel {
+    /// The consumer's input (0, or 1 for a two-input operator's second).
+    pub input: u8,
+    pub from_uid: String,
+    pub producer: u32,
+    pub consumer: u32,
+    pub consumer_parallelism: u32,
+    /// The records, a postcard `Vec<T>` of the input's type.
+    pub records: Vec<u8>,
+}
+
+/// Encodes, decodes and copies records of one input's type, for the untyped parts.
+pub struct RecordCodec<T> {
+    pub encode: fn(&[T]) -> Result<Vec<u8>, String>,
+    pub decode: fn(&[u8]) -> Result<Vec<T>, String>,
+    pub copy: fn(&T) -> T,
+}
+
+impl<T: Clone + Serialize + DeserializeOwned> RecordCodec<T> {
+    pub fn new() -> Self {
+        Self {
+            encode: |records| postcard::to_allocvec(records).map_err(|e| e.to_string()),
+            decode: |bytes| postcard::from_bytes(bytes).map_err(|e| e.to_string()),
+            copy: T::clone,
+        }
+    }
+}
+
+impl<T: Clone + Serialize + DeserializeOwned> Default for RecordCodec<T> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// Adds `channels` to the snapshot of the chain's head (`layout.head_uid`), which a chain
+/// head always makes; an empty list is not written.
+pub fn attach(
+    snapshots: &mut Vec<OperatorSnapshot>,
+    layout: &ChannelLayout,
+    channels: Vec<InFlightChannel>,
+) -> Result<(), String> {
+    if channels.is_empty() {
+        return Ok(());
+    }
+    let elements =
+        channels.iter().map(|c| postcard::to_allocvec(c).map_err(|e| e.to_string())).collect::<Result<_, _>>()?;
+    let list = ListSnapshot {
+        name: IN_FLIGHT_STATE.to_string(),
+        distribution: ListDistribution::Union,
+        element_type: "eddy::InFlightChannel".to_string(),
+        elements,
+    };
+    match snapshots.iter_mut().find(|s| s.uid == layout.head_uid) {
+        Some(head) => head.operator.lists.push(list),
+        None => {
+            let mut head = OperatorSnapshot {
+                uid: layout.head_uid.clone(),
+                name: layout.head_name.clone(),
+                subtask: layout.subtask,
+                parallelism: layout.parallelism,
+                ..OperatorSnapshot::default()
+            };
+            head.operator.lists.push(list);
+            snapshots.insert(0, head);
+        }
+    }
+    Ok(())
+}
+
+/// Takes the in-flight data out of a restored head snapshot (the operator never sees it).
+pub fn take_from(restored: &mut OperatorSnapshot) -> Result<Vec<InFlightChannel>, String> {
+    let Some(at) = restored.operator.lists.iter().position(|l| l.name == IN_FLIGHT_STATE) else {
+        return Ok(Vec::new());
+    };
+    let list = restored.operator.lists.remove(at);
+    list.elements
+        .iter()
+        .map(|e| postcard::from_bytes(e).map_err(|e| format!("undecodable in-flight data: {e}")))
+        .collect()
+}
+
+/// Whether new subtask `subtask` of `parallelism` replays an old channel's records, coming
+/// over an edge partitioned by `partitioning`: at the same parallelism its own; after a
+/// `key_by` every channel, filtered by key group; a broadcast's copy of the old subtask
+/// whose broadcast state it restores; otherwise the old subtasks it takes over.
+pub fn keeps(channel: &InFlightChannel, partitioning: &Partitioning, subtask: u32, parallelism: u32) -> bool {
+    if channel.consumer_parallelism == parallelism {
+        return channel.consumer == subtask;
+    }
+    match partitioning {
+        Partitioning::KeyGroups(_) => true,
+        Partitioning::Broadcast => channel.consumer == subtask % channel.consumer_parallelism,
+        Partitioning::Forward | Partitioning::Rebalance | Partitioning::Shuffle => {
+            channel.consumer % parallelism == subtask
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn channel(consumer: u32, of: u32) -> InFlightChannel {
+        InFlightChannel {
+            input: 0,
+            from_uid: "src".into(),
+            producer: 0,
+            consumer,
+            consumer_parallelism: of,
+            records: vec![1],
+        }
+    }
+
+    #[test]
+    fn every_old_channel_is_replayed_exactly_once_at_any_parallelism() {
+        for partitioning in [Partitioning::Rebalance, Partitioning::Forward, Partitioning::Shuffle] {
+            for (old, new) in [(2, 2), (2, 3), (3, 2), (4, 1)] {
+                for consumer in 0..old {
+                    let takers = (0..new).filter(|&s| keeps(&channel(consumer, old), &partitioning, s, new)).count();
+                    assert_eq!(takers, 1, "{old} -> {new}, old consumer {consumer}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn in_flight_data_rides_on_the_head_snapshot_and_comes_back_out() {
+        let (_tx, rx) = crossbeam_channel::unbounded();
+        let layout = ChannelLayout {
+            head_uid: "head".into(),
+            head_name: "Head".into(),
+            subtask: 1,
+            parallelism: 2,
+            inputs: vec![InputLayout { origins: Vec::new(), backlogs: Vec::new(), announcements: rx }],
+            replay: Vec::new(),
+        };
+        let mut snapshots = Vec::new();
+        attach(&mut snapshots, &layout, vec![channel(1, 2)]).unwrap();
+        assert_eq!((snapshots.len(), snapshots[0].uid.as_str(), snapshots[0].subtask), (1, "head", 1));
+        assert_eq!(take_from(&mut snapshots[0]).unwrap(), vec![channel(1, 2)]);
+        assert!(snapshots[0].operator.lists.is_empty(), "taken out, the operator never sees it");
+        let codec = RecordCodec::<String>::new();
+        let bytes = (codec.encode)(&["a".to_string(), "b".to_string()]).unwrap();
+        assert_eq!((codec.decode)(&bytes).unwrap(), vec!["a".to_string(), "b".to_string()]);
+    }
+}
