@@ -143,6 +143,10 @@ impl CheckpointArgs {
                 lines.push(("avg_checkpoint_ms".into(), (millis / n).to_string()));
                 lines.push(("avg_checkpoint_sync_ms".into(), (sync / n).to_string()));
                 lines.push(("avg_checkpoint_wait_ms".into(), (wait / n).to_string()));
+                // Unaligned checkpoints: the records their barriers overtook, per checkpoint.
+                if let Some(bytes) = result.accumulators.get(eddy::IN_FLIGHT_BYTES) {
+                    lines.push(("avg_checkpoint_in_flight_bytes".into(), (bytes / n).to_string()));
+                }
             }
         }
         if result.restarts > 0 {

@@ -98,17 +98,27 @@ fn kill_and_restore(name: &str, extra: &[&str]) {
 
 /// [`kill_and_restore`] of `workload` with `restore_extra` flags for the restored run only.
 fn kill_and_restore_with(name: &str, workload: &str, extra: &[&str], restore_extra: &[&str]) {
+    kill_and_restore_at(name, workload, extra, restore_extra, "2");
+}
+
+/// [`kill_and_restore_with`], the restored run at `restore_parallelism`.
+fn kill_and_restore_at(
+    name: &str,
+    workload: &str,
+    extra: &[&str],
+    restore_extra: &[&str],
+    restore_parallelism: &str,
+) -> String {
     let dir = temp_dir(name);
     let (expected_checksum, expected) = reference(&dir, workload);
     if workload == "api-count" {
         assert_eq!(expected.len(), 300_000);
     }
     let (chk, out) = (dir.join("chk"), dir.join("out"));
-    let common =
-        [&[workload, "--events", EVENTS, "--keys", "1000", "--parallelism", "2", "--checkpoint-ms", "100"], extra]
-            .concat();
+    let common = [&[workload, "--events", EVENTS, "--keys", "1000", "--checkpoint-ms", "100"], extra].concat();
     let mut child = Command::new(env!("CARGO_BIN_EXE_eddy-bench"))
         .args(&common)
+        .args(["--parallelism", "2"])
         .args(["--checkpoint-dir", chk.to_str().unwrap(), "--output", out.to_str().unwrap(), "--rate", "100000"])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -126,6 +136,7 @@ fn kill_and_restore_with(name: &str, workload: &str, extra: &[&str], restore_ext
     let (code, stdout, stderr) = bench(
         &[
             &common[..],
+            &["--parallelism", restore_parallelism],
             &["--checkpoint-dir", chk.to_str().unwrap(), "--output", out.to_str().unwrap(), "--restore", "latest"],
             restore_extra,
         ]
@@ -135,6 +146,36 @@ fn kill_and_restore_with(name: &str, workload: &str, extra: &[&str], restore_ext
     assert_eq!(checksum(&stdout), expected_checksum);
     assert_eq!(output(&out), expected, "exactly the failure-free output");
     std::fs::remove_dir_all(&dir).unwrap();
+    stderr
+}
+
+/// W1 behind a slow sink with unaligned checkpoints, killed and restored at
+/// `restore_parallelism`: the checkpoint it restores held in-flight records, and they
+/// were replayed.
+fn unaligned_kill(name: &str, restore_parallelism: &str) {
+    let extra = ["--slow-sink-us", "30", "--unaligned"];
+    let log = kill_and_restore_at(name, "api-count", &extra, &[], restore_parallelism);
+    assert!(log.contains("replayed the in-flight records"), "the restored checkpoint had in-flight records: {log}");
+}
+
+/// Under backpressure (one sink subtask at 30 µs a record, behind a source at 100,000 a
+/// second) with unaligned checkpoints, whose in-flight records are replayed on restore.
+#[test]
+fn w1_behind_a_slow_sink_with_unaligned_checkpoints_survives_sigkill() {
+    unaligned_kill("unaligned-kill", "2");
+}
+
+/// The same, restored at parallelism 3: the in-flight records go by key group to the
+/// subtasks that own them now.
+#[test]
+fn w1_with_unaligned_checkpoints_restores_its_in_flight_records_at_another_parallelism() {
+    unaligned_kill("unaligned-rescale-up", "3");
+}
+
+/// The same, restored at parallelism 1.
+#[test]
+fn w1_with_unaligned_checkpoints_restores_its_in_flight_records_at_parallelism_1() {
+    unaligned_kill("unaligned-rescale-down", "1");
 }
 
 #[test]

@@ -58,6 +58,8 @@ pub mod checkpoint {
 }
 pub use eddy_runtime::graph::{RestoreMode, SchedulerMode};
 pub use eddy_runtime::jobmaster::Autoscaling;
+/// The job's accumulator of the in-flight bytes its unaligned checkpoints stored.
+pub use eddy_runtime::task::IN_FLIGHT_BYTES;
 pub use eddy_runtime::{CheckpointStats, Collector, FailureKind, JobError, JobResult};
 pub use eddy_types as types;
 pub use logging::{log_to_stderr, LOG_FILTER_VAR};

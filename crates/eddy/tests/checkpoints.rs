@@ -777,19 +777,26 @@ fn a_restored_state_declared_with_another_time_to_live_fails_the_job_at_once() {
 
 /// A job behind a slow consumer (2 ms per record, 3,000 records over two subtasks),
 /// checkpointing every 100 ms: its completed checkpoints, and what it counted.
-fn behind_a_slow_consumer(debloat: Option<std::time::Duration>) -> (eddy::JobResult, Vec<(u64, u64)>) {
+fn behind_a_slow_consumer(configure: impl Fn(&Env)) -> (eddy::JobResult, Vec<(u64, u64)>) {
+    behind_a_consumer_of(3_000, std::time::Duration::from_millis(2), configure)
+}
+
+/// [`behind_a_slow_consumer`] with `records` records at `cost` each.
+fn behind_a_consumer_of(
+    records: u64,
+    cost: std::time::Duration,
+    configure: impl Fn(&Env),
+) -> (eddy::JobResult, Vec<(u64, u64)>) {
     let env = Env::new();
     env.set_parallelism(2);
     env.set_checkpoint_config(CheckpointConfig { interval_ms: 100, ..CheckpointConfig::default() });
-    if let Some(target) = debloat {
-        env.enable_buffer_debloating(target);
-    }
+    configure(&env);
     let sink = CollectSink::new();
-    env.from_sequence(0, 2_999)
+    env.from_sequence(0, records - 1)
         .key_by(|i: &u64| i % 10)
         .process(Count::default())
-        .map(|counted| {
-            std::thread::sleep(std::time::Duration::from_millis(2));
+        .map(move |counted| {
+            std::thread::sleep(cost);
             counted
         })
         .add_sink(sink.clone());
@@ -801,7 +808,7 @@ fn behind_a_slow_consumer(debloat: Option<std::time::Duration>) -> (eddy::JobRes
 fn buffer_debloating_keeps_aligned_checkpoints_short_under_backpressure() {
     // Full batches: every record is queued at once, and the first barrier waits behind
     // all of them (about 3 s).
-    let (bloated, counted) = behind_a_slow_consumer(None);
+    let (bloated, counted) = behind_a_slow_consumer(|_| {});
     let longest = |result: &eddy::JobResult| result.checkpoint_history.iter().map(|c| c.duration_ms).max();
     assert!(
         bloated.checkpoint_history.len() < 5 || longest(&bloated) > Some(1_500),
@@ -810,11 +817,39 @@ fn buffer_debloating_keeps_aligned_checkpoints_short_under_backpressure() {
     );
     assert_counts_continue(&counted, 300);
     // Debloated to 100 ms: checkpoints keep completing, each well under the backlog.
-    let (debloated, counted) = behind_a_slow_consumer(Some(std::time::Duration::from_millis(100)));
+    let (debloated, counted) = behind_a_slow_consumer(|env| {
+        env.enable_buffer_debloating(std::time::Duration::from_millis(100));
+    });
     let mut durations: Vec<u64> = debloated.checkpoint_history.iter().map(|c| c.duration_ms).collect();
     durations.sort_unstable();
     // Loose bounds for a loaded machine; without debloating the first alone takes ~3 s.
     assert!(durations.len() >= 4 && durations[durations.len() / 2] <= 1_000, "checkpoint durations: {durations:?}");
     assert_counts_continue(&counted, 300);
     assert_eq!(counted.len(), 3_000, "every record counted once");
+}
+
+/// Unaligned checkpoints behind a slow consumer (60,000 records at 50 µs, behind queues of
+/// full batches that hold about half of them: an aligned barrier waits ~0.8 s): the
+/// barriers overtake the queued records, which go into the checkpoints, so checkpoints
+/// take about as long as writing the state; with an aligned-checkpoint timeout they turn
+/// unaligned after it.
+#[test]
+fn unaligned_checkpoints_stay_short_under_backpressure_and_store_the_records_they_overtook() {
+    for timeout in [None, Some(std::time::Duration::from_millis(50))] {
+        let (result, counted) = behind_a_consumer_of(60_000, std::time::Duration::from_micros(50), |env| {
+            env.enable_unaligned_checkpoints();
+            if let Some(timeout) = timeout {
+                env.set_aligned_checkpoint_timeout(timeout);
+            }
+        });
+        let mut durations: Vec<u64> = result.checkpoint_history.iter().map(|c| c.duration_ms).collect();
+        durations.sort_unstable();
+        // Loose bounds for a loaded machine; aligned, the first alone takes ~3 s.
+        let median = durations.get(durations.len() / 2).copied();
+        assert!(durations.len() >= 6 && median <= Some(500), "{timeout:?}: checkpoint durations: {durations:?}");
+        let in_flight = result.accumulators.get(eddy::IN_FLIGHT_BYTES).copied().unwrap_or(0);
+        assert!(in_flight > 0, "{timeout:?}: the checkpoints stored the records their barriers overtook");
+        assert_counts_continue(&counted, 6_000);
+        assert_eq!(counted.len(), 60_000, "every record counted once");
+    }
 }
