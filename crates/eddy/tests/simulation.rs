@@ -151,8 +151,18 @@ fn run_w1(seed: u64) -> (Vec<(u64, u64)>, Vec<String>, u32) {
 /// W1 from `from_sequence`, or from the split-based `NumberSequenceSource` (its split
 /// enumerator with the JobMaster, readers asking it for splits).
 fn run_w1_from(seed: u64, split_based: bool) -> (Vec<(u64, u64)>, Vec<String>, u32) {
+    let (committed, trace, restarts, _) = run_w1_with(seed, split_based, false);
+    (committed, trace, restarts)
+}
+
+/// [`run_w1_from`], with unaligned checkpoints if `unaligned`; also the in-flight bytes
+/// the last attempt's checkpoints stored.
+fn run_w1_with(seed: u64, split_based: bool, unaligned: bool) -> (Vec<(u64, u64)>, Vec<String>, u32, u64) {
     let dir = seed.is_multiple_of(10).then(|| temp_dir(&format!("w1-{seed}")));
     let env = simulated_env(seed, dir.as_deref());
+    if unaligned {
+        env.enable_unaligned_checkpoints();
+    }
     let committed = Committed::new();
     let events = if split_based {
         env.add_parallel_source(eddy::source::NumberSequenceSource::new(0, W1_EVENTS - 1))
@@ -170,7 +180,8 @@ fn run_w1_from(seed: u64, split_based: bool) -> (Vec<(u64, u64)>, Vec<String>, u
     if let Some(dir) = dir {
         let _ = std::fs::remove_dir_all(dir);
     }
-    (committed.records(), result.trace, result.restarts)
+    let in_flight = result.accumulators.get(eddy::IN_FLIGHT_BYTES).copied().unwrap_or(0);
+    (committed.records(), result.trace, result.restarts, in_flight)
 }
 
 /// Every running count of every key, exactly once: what a sequential run emits.
@@ -276,6 +287,27 @@ fn w1_from_a_split_based_source_under_40_seeds_with_faults_commits_every_count_e
     });
     let restarts = restarts.into_inner();
     assert!(restarts >= 40 * FAULTS / 2, "{restarts} restarts: too few for the faults injected");
+}
+
+/// Unaligned checkpoints under the same faults: a consumer snapshots at the first
+/// announcement, with the producers' queues full of records it then records, and every
+/// restore replays them: still every count exactly once.
+#[test]
+fn w1_with_unaligned_checkpoints_under_60_seeds_with_faults_commits_every_count_exactly_once() {
+    let expected = w1_expected();
+    let restarts = std::sync::atomic::AtomicU32::new(0);
+    let in_flight = std::sync::atomic::AtomicU64::new(0);
+    for_seeds(400..460, |seed| {
+        let (committed, trace, restarted, bytes) = run_w1_with(seed, false, true);
+        assert_eq!(sorted(committed), expected, "seed {seed}: committed output differs; trace: {trace:#?}");
+        restarts.fetch_add(restarted, std::sync::atomic::Ordering::Relaxed);
+        in_flight.fetch_add(bytes, std::sync::atomic::Ordering::Relaxed);
+    });
+    let restarts = restarts.into_inner();
+    assert!(restarts >= 60 * FAULTS / 2, "{restarts} restarts: too few for the faults injected");
+    let in_flight = in_flight.into_inner();
+    assert!(in_flight > 0, "the checkpoints stored in-flight records: {in_flight} bytes");
+    println!("in-flight bytes over the seeds' last attempts: {in_flight}");
 }
 
 #[test]
