@@ -423,7 +423,16 @@ impl ChainBuilder<'_> {
     }
 
     fn chained_operator(&mut self, node: &StreamNode) -> ErasedOutput {
-        let info = self.info(node);
+        let mut info = self.info(node);
+        if info.restored.as_mut().is_some_and(|r| in_flight::take_from(r).is_ok_and(|c| !c.is_empty())) {
+            // Its input was a network of queues when the checkpoint was taken; chained now,
+            // nothing could replay what was in flight there.
+            let message = "the unaligned checkpoint holds in-flight records into this operator, which is \
+                           chained to its producer now: restore it with the chaining it had (or from a savepoint, \
+                           which holds none)"
+                .to_string();
+            self.shared.fail_with(TaskError::StateBackend { operator: node.name.clone(), message });
+        }
         let outputs = self.outputs(node);
         match &node.factory {
             OperatorFactory::OneInput { operator, .. } => operator(info, outputs),
