@@ -290,7 +290,7 @@ impl<T: 'static> OneInputDriver<T> {
                         while let Some(record) = records.next() {
                             self.head.collect(record);
                             processed += 1;
-                            if self.unaligned.as_ref().is_some_and(|u| u.announced()) {
+                            if pause_for_checkpoint(self.unaligned.as_ref(), &self.aligner) {
                                 self.gate.put_back(channel, records.collect());
                                 break;
                             }
@@ -377,6 +377,15 @@ fn aligned(head: &mut dyn Lifecycle, shared: &TaskShared, alignment: Alignment) 
         Alignment::Pending => Ok(()),
         Alignment::Unaligned { .. } => unreachable!("unaligned alignments go to the driver's on_alignment"),
     }
+}
+
+/// Whether a task stops between two records of a batch (putting the rest back) for an
+/// unaligned checkpoint to start: a producer announced a barrier, or an aligning
+/// checkpoint's timeout passed.
+#[inline]
+fn pause_for_checkpoint(unaligned: Option<&UnalignedInputs>, aligner: &BarrierAligner) -> bool {
+    unaligned.is_some_and(|u| u.announced())
+        || aligner.timeout_at().is_some_and(|at| std::time::Instant::now() >= at)
 }
 
 /// The aligner of a task: unaligned checkpoints need the task's channel layout.
@@ -642,7 +651,7 @@ impl<A: 'static, B: 'static> TwoInputDriver<A, B> {
                     process(&mut self.head, record);
                     processed += 1;
                     // As in OneInputDriver: announcements and read-ahead between records.
-                    if watch && self.unaligned.as_ref().is_some_and(|u| u.announced()) {
+                    if watch && pause_for_checkpoint(self.unaligned.as_ref(), &self.aligner) {
                         if let Some(put_back) = put_back.take() {
                             put_back(self, records.collect());
                         }
