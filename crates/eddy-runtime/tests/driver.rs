@@ -330,3 +330,109 @@ fn a_task_passes_on_the_minimum_watermark_of_its_channels() {
     while driver.step().unwrap() != StepResult::Finished {}
     assert_eq!(seen()[3..], ["watermark MAX", "end"], "the end of input is the end of event time");
 }
+
+/// A task with unaligned checkpoints on, its inputs of `inputs` channels each from
+/// in-process producers: where those announce barriers.
+fn unaligned_task(
+    inputs: &[usize],
+    replay: Vec<eddy_runtime::task::in_flight::ReplayChannel>,
+) -> (Rc<TaskShared>, Vec<crossbeam_channel::Sender<eddy_runtime::task::in_flight::Announcement>>) {
+    use eddy_runtime::task::in_flight::{Backlog, ChannelLayout, ChannelOrigin, InputLayout};
+    let shared = TaskShared::new(Arc::new(AtomicBool::new(false)));
+    shared.set_unaligned(eddy_runtime::task::UnalignedPolicy { enabled: true, aligned_timeout: None });
+    let mut announce = Vec::new();
+    let inputs = inputs
+        .iter()
+        .map(|&channels| {
+            let (tx, rx) = crossbeam_channel::unbounded();
+            announce.push(tx.clone());
+            InputLayout {
+                origins: (0..channels)
+                    .map(|p| ChannelOrigin { from_uid: "src".into(), from_port: 0, nth: 0, producer: p as u32 })
+                    .collect(),
+                keep_open: tx,
+                backlogs: (0..channels).map(|_| Backlog::default()).collect(),
+                announcements: rx,
+            }
+        })
+        .collect();
+    let layout =
+        ChannelLayout { head_uid: "h".into(), head_name: "H".into(), subtask: 0, parallelism: 1, inputs, replay };
+    shared.set_channel_layout(layout);
+    (shared, announce)
+}
+
+fn in_flight_bytes(shared: &TaskShared) -> u64 {
+    shared.long_counter(eddy_runtime::task::IN_FLIGHT_BYTES).load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// Unaligned: the snapshot comes with the first barrier, records of the other channel keep
+/// flowing, and what that channel delivers before its barrier is stored as in-flight data.
+/// A newer checkpoint that overtakes one still recording stores none of what its own
+/// snapshot already holds.
+#[test]
+fn an_unaligned_checkpoint_stores_only_what_its_snapshot_does_not_hold() {
+    let (tx, rx) = channels(2, 16);
+    let (_mailbox_tx, mailbox_rx) = mailbox();
+    let probe = Probe::default();
+    let (shared, _announce) = unaligned_task(&[2], Vec::new());
+    let mut driver = OneInputDriver::new(rx, Box::new(probe.clone()), mailbox_rx, shared.clone());
+    driver.open().unwrap();
+    tx[0].send(barrier(1)).unwrap();
+    driver.step().unwrap();
+    tx[1].send(records(&[10, 11])).unwrap();
+    tx[1].send(barrier(1)).unwrap();
+    for _ in 0..3 {
+        driver.step().unwrap();
+    }
+    let seen: Vec<String> = probe.0.borrow().iter().filter(|e| *e != "flush" && *e != "open").cloned().collect();
+    assert_eq!(seen, vec!["snapshot 1", "record 10", "record 11"], "no channel blocked");
+    let stored = in_flight_bytes(&shared);
+    assert!(stored > 0, "records 10 and 11 came before channel 1's barrier: in flight");
+
+    tx[0].send(barrier(2)).unwrap();
+    driver.step().unwrap();
+    tx[1].send(records(&[12])).unwrap();
+    driver.step().unwrap();
+    // Checkpoint 3 overtakes 2 (concurrent checkpoints, or 2's abort not read yet): 2
+    // cannot complete here any more, and 3's snapshot holds record 12.
+    tx[0].send(barrier(3)).unwrap();
+    driver.step().unwrap();
+    tx[1].send(barrier(2)).unwrap();
+    tx[1].send(barrier(3)).unwrap();
+    for _ in 0..4 {
+        driver.step().unwrap();
+    }
+    assert!(probe.0.borrow().contains(&"snapshot 3".to_string()));
+    assert_eq!(in_flight_bytes(&shared), stored, "checkpoint 3's snapshot holds record 12: nothing more stored");
+}
+
+/// Reading input 2 to its end first, announced barriers are declined like in-band ones:
+/// no snapshot, and input 1 is not read early. A restored task replays its in-flight
+/// records before any input.
+#[test]
+fn a_task_reading_input_2_first_declines_announced_barriers_and_replays_before_input() {
+    use eddy_runtime::task::in_flight::{Announcement, ReplayChannel};
+    let (tx1, rx1) = channels(1, 16);
+    let (tx2, rx2) = channels(1, 16);
+    let (_mailbox_tx, mailbox_rx) = mailbox();
+    let probe = Probe::default();
+    let replayed = postcard::to_allocvec(&vec![7u32]).unwrap();
+    let replay = vec![ReplayChannel { input: 1, records: replayed, key_filter: None }];
+    let (shared, announce) = unaligned_task(&[1, 1], replay);
+    let mut driver = TwoInputDriver::new(rx1, rx2, Box::new(probe.clone()), mailbox_rx, shared, true);
+    driver.open().unwrap();
+    let one = CheckpointBarrier { id: CheckpointId(1), kind: SnapshotKind::Checkpoint };
+    tx1[0].send(records(&[1])).unwrap();
+    announce[0].send(Announcement { channel: 0, barrier: one }).unwrap();
+    tx1[0].send(barrier(1)).unwrap();
+    announce[1].send(Announcement { channel: 0, barrier: one }).unwrap();
+    for message in [records(&[100]), barrier(1), end()] {
+        tx2[0].send(message).unwrap();
+    }
+    for _ in 0..8 {
+        driver.step().unwrap();
+    }
+    let seen: Vec<String> = probe.0.borrow().iter().filter(|e| *e != "flush").cloned().collect();
+    assert_eq!(seen, vec!["open", "in2 7", "in2 100", "in1 1"], "replay first; input 1 after input 2; no snapshot");
+}

@@ -6,11 +6,11 @@ use crate::channel::{ChannelCapacity, CHANNEL_BATCHES_MIN};
 use crate::error::TaskError;
 use crate::graph::{
     ChainPlan, ErasedOutput, ErasedSend, OperatorFactory, Partitioning, StorageChoice, StreamGraph, StreamNode,
+    WriterTargets,
 };
 use crate::network::{ChannelKey, InboundChannel, LostReason, OutboundChannels};
 use crate::task::in_flight::{
-    self, Announcement, AnnouncementTarget, Backlog, ChannelLayout, ChannelOrigin, InputLayout, KeyFilter,
-    ReplayChannel,
+    self, AnnouncementTarget, Backlog, ChannelLayout, ChannelOrigin, Inbox, InputLayout, KeyFilter, ReplayChannel,
 };
 use crate::task::UnalignedPolicy;
 use crate::task::{
@@ -25,16 +25,6 @@ use std::rc::Rc;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
-/// A subtask's writer for one edge: its channel into each target subtask.
-pub(crate) struct WriterTargets {
-    /// One channel per target subtask.
-    pub(crate) senders: Vec<ErasedSend>,
-    /// Per target, the batches in flight beyond its queue: a network channel's credits.
-    pub(crate) credits: Vec<usize>,
-    /// Per target in this process, where unaligned checkpoints' barriers are announced.
-    pub(crate) announce: Vec<Option<AnnouncementTarget>>,
-}
-
 /// Everything one subtask needs from the executor, moved to its thread.
 pub(crate) struct TaskSetup {
     pub(crate) head: NodeId,
@@ -45,7 +35,7 @@ pub(crate) struct TaskSetup {
     /// Per input, where each of its channels comes from, and what it holds read ahead.
     pub(crate) origins: Vec<Vec<(ChannelOrigin, Backlog)>>,
     /// Per input, where its producers in this process announce unaligned barriers.
-    pub(crate) announcements: Vec<Receiver<Announcement>>,
+    pub(crate) announcements: Vec<Inbox>,
     pub(crate) writers: HashMap<usize, WriterTargets>,
     pub(crate) mailbox: MailboxReceiver,
 }
@@ -110,7 +100,7 @@ pub(crate) fn wire_placed(
     }
     let mut gates: HashMap<(NodeId, usize, u32), Vec<ErasedSend>> = HashMap::new();
     let mut origins: HashMap<(NodeId, usize, u32), Vec<(ChannelOrigin, Backlog)>> = HashMap::new();
-    let mut inboxes: HashMap<(NodeId, usize, u32), (Sender<Announcement>, Receiver<Announcement>)> = HashMap::new();
+    let mut inboxes: HashMap<(NodeId, usize, u32), Inbox> = HashMap::new();
     let mut writers: HashMap<(usize, u32), WriterTargets> = HashMap::new();
     for (index, edge) in graph.edges.iter().enumerate() {
         if plan.chained_edges[index] {
@@ -135,6 +125,13 @@ pub(crate) fn wire_placed(
             let mut credits = Vec::with_capacity(targets.len());
             let mut announce = Vec::with_capacity(targets.len());
             let from_uid = from.effective_uid();
+            // Which of the edges from this port into this input (for in-flight records).
+            let nth = graph.edges[..index]
+                .iter()
+                .filter(|e| {
+                    (e.from, e.from_port, e.to, e.to_input) == (edge.from, edge.from_port, edge.to, edge.to_input)
+                })
+                .count() as u32;
             let producer_here = owner(producer) == me;
             for target in targets {
                 let consumer_here = owner(target) == me;
@@ -142,7 +139,8 @@ pub(crate) fn wire_placed(
                 let gate = (edge.to, edge.to_input, target);
                 let backlog = Backlog::default();
                 if consumer_here {
-                    let origin = ChannelOrigin { from_uid: from_uid.clone(), producer };
+                    let origin =
+                        ChannelOrigin { from_uid: from_uid.clone(), from_port: edge.from_port as u32, nth, producer };
                     origins.entry(gate).or_default().push((origin, backlog.clone()));
                 }
                 match (producer_here, consumer_here) {
@@ -211,12 +209,9 @@ pub(crate) fn wire_placed(
             let input_origins = (0..node.input_count())
                 .map(|input| origins.remove(&(head, input, subtask)).unwrap_or_default())
                 .collect();
+            // Kept open (sender and receiver): a closed channel would wake every wait.
             let announcements = (0..node.input_count())
-                .map(|input| {
-                    inboxes
-                        .remove(&(head, input, subtask))
-                        .map_or_else(|| crossbeam_channel::unbounded().1, |(_, rx)| rx)
-                })
+                .map(|input| inboxes.remove(&(head, input, subtask)).unwrap_or_else(crossbeam_channel::unbounded))
                 .collect();
             let mut own_writers = HashMap::new();
             for (index, edge) in graph.edges.iter().enumerate() {
@@ -309,7 +304,8 @@ pub(crate) fn build_task(
         let inputs = inputs
             .map(|(origins, announcements)| {
                 let (origins, backlogs) = origins.into_iter().unzip();
-                InputLayout { origins, backlogs, announcements }
+                let (keep_open, announcements) = announcements;
+                InputLayout { origins, keep_open, backlogs, announcements }
             })
             .collect();
         let task = Task::new(builder.driver(setup.head, setup.inputs, inputs, setup.mailbox));
@@ -403,9 +399,7 @@ impl ChainBuilder<'_> {
                         outs.push(self.chained_operator(graph.node(edge.to)));
                     } else if let Some(targets) = self.writers.remove(&index) {
                         outs.push(port_type.writer(
-                            targets.senders,
-                            targets.credits,
-                            targets.announce,
+                            targets,
                             &edge.partitioning,
                             self.subtask,
                             graph.max_parallelism,
@@ -424,7 +418,10 @@ impl ChainBuilder<'_> {
 
     fn chained_operator(&mut self, node: &StreamNode) -> ErasedOutput {
         let mut info = self.info(node);
-        if info.restored.as_mut().is_some_and(|r| in_flight::take_from(r).is_ok_and(|c| !c.is_empty())) {
+        let in_flight = info.restored.as_mut().map(in_flight::take_from);
+        if let Some(Err(message)) = in_flight {
+            self.shared.fail_with(TaskError::StateBackend { operator: node.name.clone(), message });
+        } else if in_flight.is_some_and(|channels| channels.is_ok_and(|c| !c.is_empty())) {
             // Its input was a network of queues when the checkpoint was taken; chained now,
             // nothing could replay what was in flight there.
             let message = "the unaligned checkpoint holds in-flight records into this operator, which is \
@@ -487,11 +484,17 @@ impl ChainBuilder<'_> {
         };
         let mut replay = Vec::new();
         for channel in channels {
-            let edge = self.graph.edges.iter().find(|e| {
-                e.to == node.id
-                    && e.to_input == usize::from(channel.input)
-                    && self.graph.node(e.from).effective_uid() == channel.from_uid
-            });
+            let edge = self
+                .graph
+                .edges
+                .iter()
+                .filter(|e| {
+                    e.to == node.id
+                        && e.to_input == usize::from(channel.input)
+                        && e.from_port as u32 == channel.from_port
+                        && self.graph.node(e.from).effective_uid() == channel.from_uid
+                })
+                .nth(channel.nth as usize);
             let Some(edge) = edge else {
                 return fail(format!(
                     "the checkpoint holds in-flight records from operator uid '{}' into input {} of '{}', \

@@ -13,7 +13,7 @@ mod validate;
 
 pub use chaining::{plan_chains, ChainPlan};
 pub use config::{JobConfig, RestoreFrom, RestoreMode, SavepointRequest, SchedulerMode, Simulation, StorageChoice};
-pub use port::{receivers_of, Erased, ErasedOutput, ErasedSend, PortType, TypedPort};
+pub use port::{receivers_of, Erased, ErasedOutput, ErasedSend, PortType, TypedPort, WriterTargets};
 pub use validate::validate;
 
 use crate::task::{MailboxReceiver, OperatorInfo, SourceOperator, TaskDriver, TaskShared};

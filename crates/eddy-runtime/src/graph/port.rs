@@ -26,19 +26,25 @@ pub type ErasedOutput = Box<dyn PortOutput>;
 /// The same, for values handed from the executor to a subtask's thread.
 pub type ErasedSend = Box<dyn Any + Send>;
 
+/// A subtask's writer for one edge: its channel into each target subtask.
+pub struct WriterTargets {
+    /// One channel per target subtask.
+    pub senders: Vec<ErasedSend>,
+    /// Per target, the batches in flight beyond its queue: a network channel's credits.
+    pub credits: Vec<usize>,
+    /// Per target in this process, where unaligned checkpoints' barriers are announced.
+    pub announce: Vec<Option<AnnouncementTarget>>,
+}
+
 /// The type-specific work of one stream type.
 pub trait PortType: Send + Sync {
     fn type_name(&self) -> &'static str;
     /// A channel: (`BatchSender<T>`, `BatchReceiver<T>`).
     fn channel(&self, capacity: ChannelCapacity) -> (ErasedSend, ErasedSend);
-    /// A `Box<dyn Output<T>>` that writes into `targets` (one channel per target subtask;
-    /// `credits`: per target, the batches a network channel holds beyond its queue;
-    /// `announce`: per target, where unaligned barriers are announced, if in-process).
+    /// A `Box<dyn Output<T>>` that writes into `targets`.
     fn writer(
         &self,
-        targets: Vec<ErasedSend>,
-        credits: Vec<usize>,
-        announce: Vec<Option<AnnouncementTarget>>,
+        targets: WriterTargets,
         partitioning: &Partitioning,
         producer_subtask: u32,
         max_parallelism: MaxParallelism,
@@ -115,14 +121,13 @@ impl<T: Clone + Send + Serialize + DeserializeOwned + 'static> PortType for Type
 
     fn writer(
         &self,
-        targets: Vec<ErasedSend>,
-        credits: Vec<usize>,
-        announce: Vec<Option<AnnouncementTarget>>,
+        targets: WriterTargets,
         partitioning: &Partitioning,
         producer_subtask: u32,
         max_parallelism: MaxParallelism,
         shared: Rc<TaskShared>,
     ) -> ErasedOutput {
+        let WriterTargets { senders: targets, credits, announce } = targets;
         let targets: Vec<BatchSender<T>> =
             targets.into_iter().map(|t| *t.downcast::<BatchSender<T>>().expect(WRONG_TYPE)).collect();
         let partitioner = match partitioning {

@@ -39,6 +39,12 @@ pub struct UnalignedPolicy {
     pub aligned_timeout: Option<Duration>,
 }
 
+/// Whether `barrier` may go unaligned: an exactly-once checkpoint (savepoints stay
+/// aligned) with unaligned checkpoints on. Writers announce exactly these barriers.
+pub fn goes_unaligned(policy: UnalignedPolicy, mode: CheckpointingMode, barrier: &CheckpointBarrier) -> bool {
+    policy.enabled && mode == CheckpointingMode::ExactlyOnce && barrier.kind == SnapshotKind::Checkpoint
+}
+
 #[derive(Debug, Clone, Copy, Default)]
 struct Channel {
     ended: bool,
@@ -110,9 +116,7 @@ impl BarrierAligner {
 
     /// Whether checkpoints of `barrier`'s kind go unaligned here at all.
     fn may_go_unaligned(&self, barrier: &CheckpointBarrier) -> bool {
-        self.unaligned.enabled
-            && self.mode == CheckpointingMode::ExactlyOnce
-            && barrier.kind == SnapshotKind::Checkpoint
+        goes_unaligned(self.unaligned, self.mode, barrier)
     }
 
     /// Whether `barrier` is of a checkpoint this task is done with.

@@ -153,9 +153,7 @@ impl TaskShared {
     /// Whether a writer announces `barrier` ahead of its queued records: an exactly-once
     /// checkpoint with unaligned checkpoints on.
     pub fn announces(&self, barrier: &CheckpointBarrier) -> bool {
-        self.unaligned.get().enabled
-            && self.mode.get() == CheckpointingMode::ExactlyOnce
-            && barrier.kind == SnapshotKind::Checkpoint
+        super::alignment::goes_unaligned(self.unaligned.get(), self.mode.get(), barrier)
     }
 
     /// Where the task's inputs come from, for its driver.

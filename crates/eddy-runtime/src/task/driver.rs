@@ -15,10 +15,10 @@
 
 use super::alignment::{Alignment, BarrierAligner, UnalignedPolicy};
 use super::context::TaskShared;
-use super::gate::{InputChannel, InputGate, ReadAhead};
+use super::gate::{InputChannel, InputGate};
 use super::mailbox::{Control, MailboxReceiver};
 use super::metrics::{AlignmentTimer, TaskCounters};
-use super::unaligned::{replay, UnalignedInputs};
+use super::unaligned::{replay, wait_for_room, BothGates, Checkpointing, UnalignedInputs};
 use super::watermarks::{ValveOutput, WatermarkValve};
 use crate::channel::{BatchReceiver, CheckpointBarrier, CheckpointEvent, StreamMessage};
 use crate::error::TaskError;
@@ -200,74 +200,18 @@ impl<T: Clone + Send + Serialize + DeserializeOwned + 'static> OneInputDriver<T>
 }
 
 impl<T: 'static> OneInputDriver<T> {
-    /// A barrier on `channel` (read in order or ahead).
-    fn on_barrier(&mut self, channel: usize, barrier: CheckpointBarrier) -> Result<(), TaskError> {
-        let alignment = align(&mut self.aligner, &mut self.alignment_timer, &self.counters, channel, barrier);
-        if !self.aligner.is_recording(channel) {
-            self.gate.stop_recording(channel);
+    /// The checkpoint machinery, lent this driver's parts.
+    fn checkpointing(&mut self) -> Checkpointing<'_, &mut InputGate<T>> {
+        Checkpointing {
+            aligner: &mut self.aligner,
+            gates: &mut self.gate,
+            head: &mut self.head,
+            shared: &self.shared,
+            mailbox: &self.mailbox,
+            timer: &mut self.alignment_timer,
+            counters: &self.counters,
+            unaligned: self.unaligned.as_mut(),
         }
-        self.on_alignment(alignment)
-    }
-
-    /// Snapshots when the alignment says so: aligned at once; unaligned when it starts,
-    /// written when its in-flight records are complete.
-    fn on_alignment(&mut self, alignment: Alignment) -> Result<(), TaskError> {
-        let Alignment::Unaligned { barrier, start, finish } = alignment else {
-            return aligned(&mut self.head, &self.shared, alignment);
-        };
-        let unaligned = self.unaligned.as_mut().expect("unaligned checkpoints only with a channel layout");
-        if start {
-            unaligned.start(&mut self.head, &self.shared, barrier)?;
-            let aligner = &self.aligner;
-            self.gate.start_recording(&|c| aligner.is_recording(c));
-        }
-        if finish {
-            let recorded = self.gate.take_recorded().map_err(|e| encode_failed(unaligned.head_name(), e))?;
-            let recorded = recorded.into_iter().map(|(channel, records)| (0, channel, records)).collect();
-            unaligned.finish(&self.shared, recorded)?;
-        }
-        Ok(())
-    }
-
-    /// Reads the channels of an unaligned checkpoint ahead to their barriers.
-    fn read_ahead(&mut self) -> Result<(), TaskError> {
-        for channel in 0..self.gate.len() {
-            if self.aligner.reads_ahead(channel) {
-                if let ReadAhead::Barrier(barrier) = self.gate.read_ahead(channel)? {
-                    self.on_barrier(channel, barrier)?;
-                }
-            }
-        }
-        Ok(())
-    }
-
-    /// Unaligned checkpoints' work before the next batch: announcements, the aligned
-    /// timeout, channels read ahead to their barriers, and no input without room
-    /// downstream (`Some` then: the step is over).
-    fn unaligned_step(&mut self) -> Result<Option<StepResult>, TaskError> {
-        let Some(unaligned) = self.unaligned.as_mut() else { return Ok(None) };
-        if unaligned.abandon_unless(self.aligner.current()) {
-            self.gate.take_recorded().ok();
-        }
-        if !unaligned.listening() {
-            return Ok(None);
-        }
-        let now = std::time::Instant::now();
-        for (channel, barrier) in unaligned.announcements() {
-            let alignment = self.aligner.on_announcement(channel, barrier, now);
-            self.on_alignment(alignment)?;
-        }
-        if self.aligner.timeout_at().is_some_and(|at| at <= now) {
-            let alignment = self.aligner.on_time(now);
-            self.on_alignment(alignment)?;
-        }
-        self.read_ahead()?;
-        if !self.shared.has_output_room() {
-            let unaligned = self.unaligned.as_ref().expect("checked above");
-            unaligned.wait_for_room(&self.shared, &self.mailbox);
-            return Ok(Some(StepResult::Continue));
-        }
-        Ok(None)
     }
 
     fn handle(&mut self, channel: usize, message: StreamMessage<T>) -> Result<StepResult, TaskError> {
@@ -290,12 +234,9 @@ impl<T: 'static> OneInputDriver<T> {
                         while let Some(record) = records.next() {
                             self.head.collect(record);
                             processed += 1;
-                            if pause_for_checkpoint(self.unaligned.as_ref(), &self.aligner) {
+                            if self.checkpointing().between_records()? {
                                 self.gate.put_back(channel, records.collect());
                                 break;
-                            }
-                            if self.aligner.is_unaligned() {
-                                self.read_ahead()?;
                             }
                         }
                         self.counters.add_in(processed);
@@ -308,7 +249,7 @@ impl<T: 'static> OneInputDriver<T> {
                 Ok(StepResult::Continue)
             }
             StreamMessage::Barrier(barrier) => {
-                self.on_barrier(channel, barrier)?;
+                self.checkpointing().on_barrier(channel, barrier)?;
                 Ok(StepResult::Continue)
             }
             StreamMessage::Watermark(watermark) => {
@@ -327,7 +268,7 @@ impl<T: 'static> OneInputDriver<T> {
             }
             StreamMessage::EndOfInput => {
                 let alignment = self.aligner.on_end_of_input(channel);
-                self.on_alignment(alignment)?;
+                self.checkpointing().on_alignment(alignment)?;
                 let output = self.watermarks.on_end_of_input(channel);
                 pass_valve_output(&mut self.head, &self.counters, output)?;
                 self.shared.check()?;
@@ -342,21 +283,6 @@ impl<T: 'static> OneInputDriver<T> {
     }
 }
 
-/// A barrier on `channel`, aligned as `aligner` says, and its alignment timed for the
-/// task's metrics.
-fn align(
-    aligner: &mut BarrierAligner,
-    timer: &mut AlignmentTimer,
-    counters: &TaskCounters,
-    channel: usize,
-    barrier: CheckpointBarrier,
-) -> Alignment {
-    let first = aligner.current().is_none_or(|current| current.id < barrier.id);
-    let alignment = aligner.on_barrier(channel, barrier);
-    timer.on_barrier(first, matches!(alignment, Alignment::Complete(_)), counters);
-    alignment
-}
-
 /// Passes on what the input's watermark and status became.
 fn pass_valve_output(head: &mut dyn Lifecycle, counters: &TaskCounters, output: ValveOutput) -> Result<(), TaskError> {
     if let Some(watermark) = output.watermark {
@@ -369,36 +295,16 @@ fn pass_valve_output(head: &mut dyn Lifecycle, counters: &TaskCounters, output: 
     Ok(())
 }
 
-/// On a completed alignment: snapshot and acknowledge. The channels it blocked are read
-/// again from the next step on.
-fn aligned(head: &mut dyn Lifecycle, shared: &TaskShared, alignment: Alignment) -> Result<(), TaskError> {
-    match alignment {
-        Alignment::Complete(barrier) => snapshot_and_acknowledge(head, shared, &barrier),
-        Alignment::Pending => Ok(()),
-        Alignment::Unaligned { .. } => unreachable!("unaligned alignments go to the driver's on_alignment"),
-    }
-}
-
-/// Whether a task stops between two records of a batch (putting the rest back) for an
-/// unaligned checkpoint to start: a producer announced a barrier, or an aligning
-/// checkpoint's timeout passed.
-#[inline]
-fn pause_for_checkpoint(unaligned: Option<&UnalignedInputs>, aligner: &BarrierAligner) -> bool {
-    unaligned.is_some_and(|u| u.announced())
-        || aligner.timeout_at().is_some_and(|at| std::time::Instant::now() >= at)
+/// How long an idle task waits at most: `timeout`, or until an aligning checkpoint's
+/// timeout turns it unaligned.
+fn until_timeout(aligner: &BarrierAligner, timeout: Duration) -> Duration {
+    aligner.timeout_at().map_or(timeout, |at| timeout.min(at.saturating_duration_since(std::time::Instant::now())))
 }
 
 /// The aligner of a task: unaligned checkpoints need the task's channel layout.
 fn aligner(shared: &TaskShared, unaligned: Option<&UnalignedInputs>, channels: usize) -> BarrierAligner {
     let policy = if unaligned.is_some() { shared.unaligned() } else { UnalignedPolicy::default() };
     BarrierAligner::with_unaligned(shared.checkpointing_mode(), policy, channels)
-}
-
-fn encode_failed(operator: &str, message: String) -> TaskError {
-    TaskError::StateBackend {
-        operator: operator.to_string(),
-        message: format!("cannot encode in-flight records: {message}"),
-    }
 }
 
 fn log_replayed(records: usize) {
@@ -430,7 +336,7 @@ impl<T: 'static> TaskDriver for OneInputDriver<T> {
         }
         take_controls(&self.mailbox, &self.shared, &mut self.head, false, Some(&mut self.aligner))?;
         processing_time(&mut self.head, &self.shared)?;
-        if let Some(result) = self.unaligned_step()? {
+        if let Some(result) = self.checkpointing().step(None)? {
             return Ok(result);
         }
         let aligner = &self.aligner;
@@ -452,11 +358,7 @@ impl<T: 'static> TaskDriver for OneInputDriver<T> {
         if let Some(unaligned) = &self.unaligned {
             unaligned.watch(&mut select);
         }
-        let _ = select.ready_timeout(
-            self.aligner
-                .timeout_at()
-                .map_or(timeout, |at| timeout.min(at.saturating_duration_since(std::time::Instant::now()))),
-        );
+        let _ = select.ready_timeout(until_timeout(&self.aligner, timeout));
     }
 
     fn parts(&mut self) -> (&mut dyn Lifecycle, &MailboxReceiver, &TaskShared) {
@@ -473,6 +375,9 @@ pub trait TwoInputOperator<A, B>: Lifecycle {
     fn process1(&mut self, record: A);
     fn process2(&mut self, record: B);
 }
+
+/// Why a task that reads its second input to the end first declines checkpoints.
+const READS_SECOND_FIRST: &str = "it reads its second input to the end before its first";
 
 /// Drives a two-input chain head, taking batches from whichever input has one.
 pub struct TwoInputDriver<A, B> {
@@ -548,83 +453,18 @@ where
 }
 
 impl<A: 'static, B: 'static> TwoInputDriver<A, B> {
-    /// A barrier on aligner channel `channel` (read in order or ahead).
-    fn on_barrier(&mut self, channel: usize, barrier: CheckpointBarrier) -> Result<(), TaskError> {
-        let alignment = align(&mut self.aligner, &mut self.alignment_timer, &self.counters, channel, barrier);
-        if !self.aligner.is_recording(channel) {
-            match channel.checked_sub(self.first.len()) {
-                None => self.first.stop_recording(channel),
-                Some(second) => self.second.stop_recording(second),
-            }
+    /// The checkpoint machinery, lent this driver's parts.
+    fn checkpointing(&mut self) -> Checkpointing<'_, BothGates<'_, A, B>> {
+        Checkpointing {
+            aligner: &mut self.aligner,
+            gates: BothGates { first: &mut self.first, second: &mut self.second },
+            head: &mut self.head,
+            shared: &self.shared,
+            mailbox: &self.mailbox,
+            timer: &mut self.alignment_timer,
+            counters: &self.counters,
+            unaligned: self.unaligned.as_mut(),
         }
-        self.on_alignment(alignment)
-    }
-
-    /// As [`OneInputDriver`]'s, over both inputs.
-    fn on_alignment(&mut self, alignment: Alignment) -> Result<(), TaskError> {
-        let Alignment::Unaligned { barrier, start, finish } = alignment else {
-            return aligned(&mut self.head, &self.shared, alignment);
-        };
-        let unaligned = self.unaligned.as_mut().expect("unaligned checkpoints only with a channel layout");
-        if start {
-            unaligned.start(&mut self.head, &self.shared, barrier)?;
-            let (aligner, offset) = (&self.aligner, self.first.len());
-            self.first.start_recording(&|c| aligner.is_recording(c));
-            self.second.start_recording(&|c| aligner.is_recording(offset + c));
-        }
-        if finish {
-            let name = unaligned.head_name().to_string();
-            let first = self.first.take_recorded().map_err(|e| encode_failed(&name, e))?;
-            let second = self.second.take_recorded().map_err(|e| encode_failed(&name, e))?;
-            let recorded = first.into_iter().map(|(c, r)| (0, c, r)).chain(second.into_iter().map(|(c, r)| (1, c, r)));
-            unaligned.finish(&self.shared, recorded.collect())?;
-        }
-        Ok(())
-    }
-
-    /// As [`OneInputDriver`]'s, over both inputs.
-    fn read_ahead(&mut self) -> Result<(), TaskError> {
-        let offset = self.first.len();
-        for channel in 0..offset + self.second.len() {
-            if self.aligner.reads_ahead(channel) {
-                let read = match channel.checked_sub(offset) {
-                    None => self.first.read_ahead(channel)?,
-                    Some(second) => self.second.read_ahead(second)?,
-                };
-                if let ReadAhead::Barrier(barrier) = read {
-                    self.on_barrier(channel, barrier)?;
-                }
-            }
-        }
-        Ok(())
-    }
-
-    /// As [`OneInputDriver`]'s, over both inputs.
-    fn unaligned_step(&mut self) -> Result<Option<StepResult>, TaskError> {
-        let Some(unaligned) = self.unaligned.as_mut() else { return Ok(None) };
-        if unaligned.abandon_unless(self.aligner.current()) {
-            self.first.take_recorded().ok();
-            self.second.take_recorded().ok();
-        }
-        if !unaligned.listening() {
-            return Ok(None);
-        }
-        let now = std::time::Instant::now();
-        for (channel, barrier) in unaligned.announcements() {
-            let alignment = self.aligner.on_announcement(channel, barrier, now);
-            self.on_alignment(alignment)?;
-        }
-        if self.aligner.timeout_at().is_some_and(|at| at <= now) {
-            let alignment = self.aligner.on_time(now);
-            self.on_alignment(alignment)?;
-        }
-        self.read_ahead()?;
-        if !self.shared.has_output_room() {
-            let unaligned = self.unaligned.as_ref().expect("checked above");
-            unaligned.wait_for_room(&self.shared, &self.mailbox);
-            return Ok(Some(StepResult::Continue));
-        }
-        Ok(None)
     }
 
     /// Whether input 1 is held: while input 2 is read to its end first.
@@ -651,14 +491,11 @@ impl<A: 'static, B: 'static> TwoInputDriver<A, B> {
                     process(&mut self.head, record);
                     processed += 1;
                     // As in OneInputDriver: announcements and read-ahead between records.
-                    if watch && pause_for_checkpoint(self.unaligned.as_ref(), &self.aligner) {
+                    if watch && self.checkpointing().between_records()? {
                         if let Some(put_back) = put_back.take() {
                             put_back(self, records.collect());
                         }
                         break;
-                    }
-                    if watch && self.aligner.is_unaligned() {
-                        self.read_ahead()?;
                     }
                 }
                 self.counters.add_in(processed);
@@ -670,12 +507,12 @@ impl<A: 'static, B: 'static> TwoInputDriver<A, B> {
                 // does not count as a failure (Flink's "task not ready").
                 if self.aligner.current().is_none_or(|current| current.id <= barrier.id) {
                     self.aligner.decline(barrier.id);
-                    self.shared.decline(&barrier, "it reads its second input to the end before its first");
+                    self.shared.decline(&barrier, READS_SECOND_FIRST);
                 }
                 Alignment::Pending
             }
             StreamMessage::Barrier(barrier) => {
-                self.on_barrier(channel, barrier)?;
+                self.checkpointing().on_barrier(channel, barrier)?;
                 Alignment::Pending
             }
             StreamMessage::Watermark(watermark) => {
@@ -697,7 +534,7 @@ impl<A: 'static, B: 'static> TwoInputDriver<A, B> {
             }
         };
         self.shared.check()?;
-        self.on_alignment(alignment)?;
+        self.checkpointing().on_alignment(alignment)?;
         if self.first.ended() && self.second.ended() {
             self.head.end_input()?;
             self.shared.check()?;
@@ -731,7 +568,8 @@ impl<A: 'static, B: 'static> TaskDriver for TwoInputDriver<A, B> {
         }
         take_controls(&self.mailbox, &self.shared, &mut self.head, false, Some(&mut self.aligner))?;
         processing_time(&mut self.head, &self.shared)?;
-        if let Some(result) = self.unaligned_step()? {
+        let declining = self.hold_first().then_some(READS_SECOND_FIRST);
+        if let Some(result) = self.checkpointing().step(declining)? {
             return Ok(result);
         }
         let offset = self.first.len();
@@ -771,11 +609,7 @@ impl<A: 'static, B: 'static> TaskDriver for TwoInputDriver<A, B> {
         if let Some(unaligned) = &self.unaligned {
             unaligned.watch(&mut select);
         }
-        let _ = select.ready_timeout(
-            self.aligner
-                .timeout_at()
-                .map_or(timeout, |at| timeout.min(at.saturating_duration_since(std::time::Instant::now()))),
-        );
+        let _ = select.ready_timeout(until_timeout(&self.aligner, timeout));
     }
 
     fn parts(&mut self) -> (&mut dyn Lifecycle, &MailboxReceiver, &TaskShared) {
@@ -830,11 +664,7 @@ impl TaskDriver for SourceDriver {
         if self.shared.unaligned().enabled && !self.shared.has_output_room() {
             // With unaligned checkpoints a source emits only with room downstream, so that
             // a trigger never waits behind a full queue (Flink's output availability).
-            let since = std::time::Instant::now();
-            let mut select = Select::new();
-            select.recv(&self.mailbox);
-            let _ = select.ready_timeout(Duration::from_millis(1));
-            self.shared.counters().add_backpressured(since.elapsed());
+            wait_for_room(&self.shared, &self.mailbox, None);
             return Ok(StepResult::Continue);
         }
         if self.shared.is_source_paused() {

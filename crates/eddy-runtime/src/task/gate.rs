@@ -68,6 +68,13 @@ pub struct InputGate<T> {
     codec: RecordCodec<T>,
 }
 
+/// Appends copies of `message`'s records, if it has any, to `recorded`.
+fn copy_records<T>(message: &StreamMessage<T>, recorded: &mut Vec<T>, copy: fn(&T) -> T) {
+    if let StreamMessage::Records(batch) = message {
+        recorded.extend(batch.iter().map(copy));
+    }
+}
+
 /// What reading a channel ahead came to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ReadAhead {
@@ -197,10 +204,7 @@ impl<T> InputGate<T> {
     #[inline]
     fn record(&mut self, channel: usize, message: &StreamMessage<T>) {
         if self.recording_any && self.recording[channel] {
-            if let StreamMessage::Records(batch) = message {
-                let copy = self.codec.copy;
-                self.recorded[channel].extend(batch.iter().map(copy));
-            }
+            copy_records(message, &mut self.recorded[channel], self.codec.copy);
         }
     }
 
@@ -242,11 +246,8 @@ impl<T> InputGate<T> {
             }
             self.recording[channel] = true;
             self.recording_any = true;
-            let copy = self.codec.copy;
             for message in &self.pending[channel] {
-                if let StreamMessage::Records(batch) = message {
-                    self.recorded[channel].extend(batch.iter().map(copy));
-                }
+                copy_records(message, &mut self.recorded[channel], self.codec.copy);
             }
         }
     }
@@ -262,10 +263,10 @@ impl<T> InputGate<T> {
     pub fn take_recorded(&mut self) -> Result<Vec<(usize, Vec<u8>)>, String> {
         self.recording.iter_mut().for_each(|r| *r = false);
         self.recording_any = false;
-        let mut encoded = Vec::new();
+        let (mut encoded, encode) = (Vec::new(), self.codec.encode);
         for (channel, records) in self.recorded.iter_mut().enumerate() {
             if !records.is_empty() {
-                encoded.push((channel, (self.codec.encode)(records)?));
+                encoded.push((channel, encode(records)?));
                 records.clear();
             }
         }

@@ -38,6 +38,9 @@ pub struct Announcement {
     pub barrier: CheckpointBarrier,
 }
 
+/// A consumer input's announcements channel, both ends.
+pub type Inbox = (Sender<Announcement>, Receiver<Announcement>);
+
 /// Where a producer's writer announces barriers to one consumer input.
 #[derive(Debug, Clone)]
 pub struct AnnouncementTarget {
@@ -52,11 +55,14 @@ pub struct AnnouncementTarget {
 /// Batches a consumer holds for one channel beyond its queue (read ahead, or put back).
 pub type Backlog = Arc<AtomicUsize>;
 
-/// Which producer a channel of an input comes from.
+/// Which edge and producer a channel of an input comes from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ChannelOrigin {
-    /// The uid of the operator at the producer's end of the edge.
+    /// The uid of the operator at the producer's end of the edge, and its output port.
     pub from_uid: String,
+    pub from_port: u32,
+    /// Which of the edges from that port into this input (the same stream may come twice).
+    pub nth: u32,
     pub producer: u32,
 }
 
@@ -64,6 +70,9 @@ pub struct ChannelOrigin {
 /// where producers announce barriers.
 pub struct InputLayout {
     pub origins: Vec<ChannelOrigin>,
+    /// Keeps the announcements channel open when no producer in this process announces
+    /// (a closed channel would wake every wait at once).
+    pub keep_open: Sender<Announcement>,
     /// Per channel, what the consumer holds of it beyond its queue.
     pub backlogs: Vec<Backlog>,
     pub announcements: Receiver<Announcement>,
@@ -103,6 +112,8 @@ pub struct InFlightChannel {
     /// The consumer's input (0, or 1 for a two-input operator's second).
     pub input: u8,
     pub from_uid: String,
+    pub from_port: u32,
+    pub nth: u32,
     pub producer: u32,
     pub consumer: u32,
     pub consumer_parallelism: u32,
@@ -176,7 +187,17 @@ pub fn take_from(restored: &mut OperatorSnapshot) -> Result<Vec<InFlightChannel>
     let list = restored.operator.lists.remove(at);
     list.elements
         .iter()
-        .map(|e| postcard::from_bytes(e).map_err(|e| format!("undecodable in-flight data: {e}")))
+        .map(|e| {
+            let channel: InFlightChannel =
+                postcard::from_bytes(e).map_err(|e| format!("undecodable in-flight data: {e}"))?;
+            if channel.input > 1 || channel.consumer >= channel.consumer_parallelism {
+                return Err(format!(
+                    "corrupt in-flight data: input {} of consumer {} of {}",
+                    channel.input, channel.consumer, channel.consumer_parallelism
+                ));
+            }
+            Ok(channel)
+        })
         .collect()
 }
 
@@ -205,6 +226,8 @@ mod tests {
         InFlightChannel {
             input: 0,
             from_uid: "src".into(),
+            from_port: 0,
+            nth: 0,
             producer: 0,
             consumer,
             consumer_parallelism: of,
@@ -226,19 +249,22 @@ mod tests {
 
     #[test]
     fn in_flight_data_rides_on_the_head_snapshot_and_comes_back_out() {
-        let (_tx, rx) = crossbeam_channel::unbounded();
+        let (tx, rx) = crossbeam_channel::unbounded();
         let layout = ChannelLayout {
             head_uid: "head".into(),
             head_name: "Head".into(),
             subtask: 1,
             parallelism: 2,
-            inputs: vec![InputLayout { origins: Vec::new(), backlogs: Vec::new(), announcements: rx }],
+            inputs: vec![InputLayout { origins: Vec::new(), keep_open: tx, backlogs: Vec::new(), announcements: rx }],
             replay: Vec::new(),
         };
         let mut snapshots = Vec::new();
         attach(&mut snapshots, &layout, vec![channel(1, 2)]).unwrap();
         assert_eq!((snapshots.len(), snapshots[0].uid.as_str(), snapshots[0].subtask), (1, "head", 1));
         assert_eq!(take_from(&mut snapshots[0]).unwrap(), vec![channel(1, 2)]);
+        let mut corrupt = Vec::new();
+        attach(&mut corrupt, &layout, vec![channel(2, 2)]).unwrap();
+        assert!(take_from(&mut corrupt[0]).unwrap_err().contains("corrupt in-flight data"));
         assert!(snapshots[0].operator.lists.is_empty(), "taken out, the operator never sees it");
         let codec = RecordCodec::<String>::new();
         let bytes = (codec.encode)(&["a".to_string(), "b".to_string()]).unwrap();

@@ -3,9 +3,12 @@
 //! data is complete, and the records it replays after a restore (see
 //! [`super::in_flight`] for the protocol).
 
+use super::alignment::{Alignment, BarrierAligner};
 use super::context::TaskShared;
-use super::gate::InputGate;
+use super::gate::{InputGate, ReadAhead};
 use super::in_flight::{self, Announcement, ChannelLayout, InFlightChannel, ReplayChannel};
+use super::metrics::{AlignmentTimer, TaskCounters};
+use super::MailboxReceiver;
 use crate::channel::CheckpointBarrier;
 use crate::error::TaskError;
 use crate::output::Lifecycle;
@@ -74,6 +77,10 @@ impl UnalignedInputs {
         shared: &TaskShared,
         barrier: CheckpointBarrier,
     ) -> Result<(), TaskError> {
+        if let Some((older, _)) = self.taken.take() {
+            // A newer checkpoint's barrier came first: the older one cannot complete here.
+            shared.decline(&older, "a newer checkpoint started before every barrier of this one arrived");
+        }
         let mut snapshots = Vec::new();
         head.snapshot(&barrier, &mut snapshots)?;
         shared.check()?;
@@ -98,6 +105,8 @@ impl UnalignedInputs {
                 InFlightChannel {
                     input: input as u8,
                     from_uid: origin.from_uid.clone(),
+                    from_port: origin.from_port,
+                    nth: origin.nth,
                     producer: origin.producer,
                     consumer: layout.subtask,
                     consumer_parallelism: layout.parallelism,
@@ -152,19 +161,235 @@ impl UnalignedInputs {
         }
     }
 
-    /// Waits a little for room downstream (the task takes no input meanwhile), counted as
-    /// backpressure; returns early for a control message or an announcement.
-    pub(super) fn wait_for_room(&self, shared: &TaskShared, mailbox: &super::MailboxReceiver) {
-        let since = std::time::Instant::now();
-        let mut select = Select::new();
-        select.recv(mailbox);
-        self.watch(&mut select);
-        let _ = select.ready_timeout(ROOM_WAIT);
-        shared.counters().add_backpressured(since.elapsed());
-    }
-
     pub(super) fn head_name(&self) -> &str {
         &self.layout.head_name
+    }
+}
+
+/// Waits a little for room downstream (the task takes no input meanwhile), counted as
+/// backpressure; returns early for a control message or an announcement.
+pub(super) fn wait_for_room(shared: &TaskShared, mailbox: &MailboxReceiver, unaligned: Option<&UnalignedInputs>) {
+    let since = std::time::Instant::now();
+    let mut select = Select::new();
+    select.recv(mailbox);
+    if let Some(unaligned) = unaligned {
+        unaligned.watch(&mut select);
+    }
+    let _ = select.ready_timeout(ROOM_WAIT);
+    shared.counters().add_backpressured(since.elapsed());
+}
+
+/// A task's input gates, by the aligner's channel index: one gate, or both of a
+/// two-input task.
+pub(super) trait Gates {
+    fn channels(&self) -> usize;
+    fn read_ahead(&mut self, channel: usize) -> Result<ReadAhead, TaskError>;
+    fn stop_recording(&mut self, channel: usize);
+    /// Drops what was recorded, and records the channels `recorded` names from now on.
+    fn restart_recording(&mut self, recorded: &dyn Fn(usize) -> bool);
+    /// What was recorded: (input, channel of the input, encoded records).
+    fn take_recorded(&mut self) -> Result<Vec<(usize, usize, Vec<u8>)>, String>;
+}
+
+impl<T> Gates for InputGate<T> {
+    fn channels(&self) -> usize {
+        self.len()
+    }
+
+    fn read_ahead(&mut self, channel: usize) -> Result<ReadAhead, TaskError> {
+        InputGate::read_ahead(self, channel)
+    }
+
+    fn stop_recording(&mut self, channel: usize) {
+        InputGate::stop_recording(self, channel)
+    }
+
+    fn restart_recording(&mut self, recorded: &dyn Fn(usize) -> bool) {
+        let _ = InputGate::take_recorded(self);
+        self.start_recording(recorded);
+    }
+
+    fn take_recorded(&mut self) -> Result<Vec<(usize, usize, Vec<u8>)>, String> {
+        Ok(InputGate::take_recorded(self)?.into_iter().map(|(channel, records)| (0, channel, records)).collect())
+    }
+}
+
+impl<G: Gates + ?Sized> Gates for &mut G {
+    fn channels(&self) -> usize {
+        (**self).channels()
+    }
+
+    fn read_ahead(&mut self, channel: usize) -> Result<ReadAhead, TaskError> {
+        (**self).read_ahead(channel)
+    }
+
+    fn stop_recording(&mut self, channel: usize) {
+        (**self).stop_recording(channel)
+    }
+
+    fn restart_recording(&mut self, recorded: &dyn Fn(usize) -> bool) {
+        (**self).restart_recording(recorded)
+    }
+
+    fn take_recorded(&mut self) -> Result<Vec<(usize, usize, Vec<u8>)>, String> {
+        (**self).take_recorded()
+    }
+}
+
+/// Both gates of a two-input task: input 1's channels, then input 2's.
+pub(super) struct BothGates<'a, A, B> {
+    pub(super) first: &'a mut InputGate<A>,
+    pub(super) second: &'a mut InputGate<B>,
+}
+
+impl<A, B> Gates for BothGates<'_, A, B> {
+    fn channels(&self) -> usize {
+        self.first.len() + self.second.len()
+    }
+
+    fn read_ahead(&mut self, channel: usize) -> Result<ReadAhead, TaskError> {
+        match channel.checked_sub(self.first.len()) {
+            None => self.first.read_ahead(channel),
+            Some(second) => self.second.read_ahead(second),
+        }
+    }
+
+    fn stop_recording(&mut self, channel: usize) {
+        match channel.checked_sub(self.first.len()) {
+            None => self.first.stop_recording(channel),
+            Some(second) => self.second.stop_recording(second),
+        }
+    }
+
+    fn restart_recording(&mut self, recorded: &dyn Fn(usize) -> bool) {
+        let offset = self.first.len();
+        Gates::restart_recording(self.first, recorded);
+        Gates::restart_recording(self.second, &|c| recorded(offset + c));
+    }
+
+    fn take_recorded(&mut self) -> Result<Vec<(usize, usize, Vec<u8>)>, String> {
+        let mut recorded = Gates::take_recorded(self.first)?;
+        let second = Gates::take_recorded(self.second)?;
+        recorded.extend(second.into_iter().map(|(_, channel, records)| (1, channel, records)));
+        Ok(recorded)
+    }
+}
+
+/// What a driver lends for one call of the checkpoint machinery that every multi-input
+/// driver shares: barriers, announcements, the aligned timeout, reading ahead, room.
+pub(super) struct Checkpointing<'a, G> {
+    pub(super) aligner: &'a mut BarrierAligner,
+    pub(super) gates: G,
+    pub(super) head: &'a mut dyn Lifecycle,
+    pub(super) shared: &'a TaskShared,
+    pub(super) mailbox: &'a MailboxReceiver,
+    pub(super) timer: &'a mut AlignmentTimer,
+    pub(super) counters: &'a TaskCounters,
+    pub(super) unaligned: Option<&'a mut UnalignedInputs>,
+}
+
+impl<G: Gates> Checkpointing<'_, G> {
+    /// A barrier on `channel` (read in order or ahead).
+    pub(super) fn on_barrier(&mut self, channel: usize, barrier: CheckpointBarrier) -> Result<(), TaskError> {
+        let first = self.aligner.current().is_none_or(|current| current.id < barrier.id);
+        let alignment = self.aligner.on_barrier(channel, barrier);
+        let complete = matches!(alignment, Alignment::Complete(_) | Alignment::Unaligned { finish: true, .. });
+        self.timer.on_barrier(first, complete, self.counters);
+        if !self.aligner.is_recording(channel) {
+            self.gates.stop_recording(channel);
+        }
+        self.on_alignment(alignment)
+    }
+
+    /// Snapshots when the alignment says so: aligned at once; unaligned when it starts,
+    /// written when its in-flight records are complete.
+    pub(super) fn on_alignment(&mut self, alignment: Alignment) -> Result<(), TaskError> {
+        let (barrier, start, finish) = match alignment {
+            Alignment::Pending => return Ok(()),
+            Alignment::Complete(barrier) => {
+                return super::driver::snapshot_and_acknowledge(self.head, self.shared, &barrier)
+            }
+            Alignment::Unaligned { barrier, start, finish } => (barrier, start, finish),
+        };
+        let unaligned = self.unaligned.as_deref_mut().expect("unaligned checkpoints only with a channel layout");
+        if start {
+            unaligned.start(self.head, self.shared, barrier)?;
+            let aligner = &*self.aligner;
+            self.gates.restart_recording(&|c| aligner.is_recording(c));
+        }
+        if finish {
+            let name = unaligned.head_name().to_string();
+            let recorded = self.gates.take_recorded().map_err(|message| TaskError::StateBackend {
+                operator: name,
+                message: format!("cannot encode in-flight records: {message}"),
+            })?;
+            unaligned.finish(self.shared, recorded)?;
+        }
+        Ok(())
+    }
+
+    /// Reads the channels of an unaligned checkpoint ahead to their barriers.
+    pub(super) fn read_ahead(&mut self) -> Result<(), TaskError> {
+        for channel in 0..self.gates.channels() {
+            if self.aligner.reads_ahead(channel) {
+                if let ReadAhead::Barrier(barrier) = self.gates.read_ahead(channel)? {
+                    self.on_barrier(channel, barrier)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Unaligned checkpoints' work before the next batch: announcements, the aligned
+    /// timeout, channels read ahead to their barriers, and no input without room
+    /// downstream (`Some` then: the step is over). `declining`: the task cannot take part
+    /// in checkpoints now (it reads one input to its end first) and says why.
+    pub(super) fn step(&mut self, declining: Option<&str>) -> Result<Option<super::StepResult>, TaskError> {
+        let Some(unaligned) = self.unaligned.as_deref_mut() else { return Ok(None) };
+        if unaligned.abandon_unless(self.aligner.current()) {
+            let _ = self.gates.take_recorded();
+        }
+        if !unaligned.listening() {
+            return Ok(None);
+        }
+        let now = std::time::Instant::now();
+        for (channel, barrier) in unaligned.announcements() {
+            if let Some(reason) = declining {
+                if self.aligner.current().is_none_or(|current| current.id <= barrier.id) {
+                    self.aligner.decline(barrier.id);
+                    self.shared.decline(&barrier, reason);
+                }
+                continue;
+            }
+            let alignment = self.aligner.on_announcement(channel, barrier, now);
+            self.on_alignment(alignment)?;
+        }
+        if self.aligner.timeout_at().is_some_and(|at| at <= now) {
+            let alignment = self.aligner.on_time(now);
+            self.on_alignment(alignment)?;
+        }
+        self.read_ahead()?;
+        if !self.shared.has_output_room() {
+            wait_for_room(self.shared, self.mailbox, self.unaligned.as_deref());
+            return Ok(Some(super::StepResult::Continue));
+        }
+        Ok(None)
+    }
+
+    /// Whether to stop between two records of a batch (putting the rest back) for an
+    /// unaligned checkpoint to start: a producer announced a barrier, or an aligning
+    /// checkpoint's timeout passed. While a checkpoint records, the channels are read
+    /// ahead here too, so that it completes as soon as the barriers are queued.
+    #[inline]
+    pub(super) fn between_records(&mut self) -> Result<bool, TaskError> {
+        let announced = self.unaligned.as_ref().is_some_and(|u| u.announced());
+        if announced || self.aligner.timeout_at().is_some_and(|at| std::time::Instant::now() >= at) {
+            return Ok(true);
+        }
+        if self.aligner.is_unaligned() {
+            self.read_ahead()?;
+        }
+        Ok(false)
     }
 }
 
