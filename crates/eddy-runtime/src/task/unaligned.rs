@@ -361,7 +361,11 @@ impl<G: Gates> Checkpointing<'_, G> {
                 }
                 continue;
             }
+            // An announcement starts a checkpoint's alignment as a barrier does (metrics).
+            let first = self.aligner.current().is_none_or(|current| current.id < barrier.id);
             let alignment = self.aligner.on_announcement(channel, barrier, now);
+            let done = matches!(alignment, Alignment::Unaligned { finish: true, .. });
+            self.timer.on_barrier(first && self.aligner.current() == Some(barrier), done, self.counters);
             self.on_alignment(alignment)?;
         }
         if self.aligner.timeout_at().is_some_and(|at| at <= now) {
