@@ -78,8 +78,8 @@ pub struct Args {
     /// Keyed state backend (default heap; rocksdb for large-state).
     #[arg(long, value_enum)]
     pub backend: Option<Backend>,
-    /// RocksDB: checkpoints upload only new SST files (incremental), instead of full
-    /// canonical snapshots.
+    /// Checkpoints write only what changed since the last one (RocksDB: new SST files; the
+    /// heap: a delta of the changed entries), instead of full canonical snapshots.
     #[arg(long)]
     pub incremental: bool,
     /// On a cluster: use every slot, growing and shrinking with the cluster (Flink's
@@ -192,7 +192,7 @@ impl Args {
                 .with_cache_entries(self.rocksdb_cache_entries as usize);
             env.set_state_backend(backend.with_incremental_checkpoints(self.incremental));
         } else if self.incremental {
-            anyhow::bail!("--incremental needs --backend rocksdb (the heap backend takes full checkpoints)");
+            env.set_state_backend(eddy::state::HeapStateBackend::new().with_incremental_checkpoints(true));
         }
         self.cluster.apply_to(env).map_err(anyhow::Error::msg)?;
         if let Some(bind) = &self.rest_bind {

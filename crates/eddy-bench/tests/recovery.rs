@@ -158,6 +158,19 @@ fn unaligned_kill(name: &str, restore_parallelism: &str) {
     assert!(log.contains("replayed the in-flight records"), "the restored checkpoint had in-flight records: {log}");
 }
 
+/// The heap's incremental checkpoints: the restore reads a chain of a base and deltas, at
+/// another parallelism (each new subtask takes its key groups out of both old chains).
+#[test]
+fn w1_on_the_heap_with_incremental_checkpoints_survives_sigkill_and_restores_at_parallelism_3() {
+    kill_and_restore_at("heap-incremental-kill", "api-count", &["--incremental"], &[], "3");
+}
+
+/// Windows remove their contents when they fire: the deltas carry removals.
+#[test]
+fn w3_on_the_heap_with_incremental_checkpoints_survives_sigkill() {
+    kill_and_restore_with("w3-heap-incremental-kill", "window", &["--incremental"], &[]);
+}
+
 /// Under backpressure (one sink subtask at 30 µs a record, behind a source at 100,000 a
 /// second) with unaligned checkpoints, whose in-flight records are replayed on restore.
 #[test]

@@ -111,7 +111,9 @@ impl KeyedBackendFactory for RocksDbStateBackend {
         let mut canonical = KeyedStateSnapshot { key_group_range: Some(range), ..KeyedStateSnapshot::default() };
         let store = match restored {
             None => RocksDbRawStore::open_in_slot(&dir, &memory)?,
-            Some(snapshot) => {
+            Some(mut snapshot) => {
+                // The heap's incremental chains are read into the canonical form.
+                eddy_state::keyed::read_heap_chains(&mut snapshot, range)?;
                 if let Some(other) = snapshot.native.iter().find(|n| n.backend != BACKEND) {
                     return Err(StateError::Backend(format!(
                         "cannot restore '{}': its state is in {}'s own format, which RocksDB cannot read",

@@ -116,7 +116,7 @@ pub struct JobConfig {
 impl Default for JobConfig {
     fn default() -> Self {
         Self {
-            state_backend: Arc::new(HeapStateBackend),
+            state_backend: Arc::new(HeapStateBackend::new()),
             checkpoint: CheckpointConfig::default(),
             storage: StorageChoice::default(),
             restart: None,

@@ -176,6 +176,14 @@ pub trait KeyedTable: Send {
     fn deferred_snapshot(&mut self) -> Option<DeferredKeyGroups> {
         None
     }
+    /// For incremental heap checkpoints ([`super::heap_chain`]): what changed since the
+    /// last call (every entry when `full`, or when the table did not track its changes
+    /// since), shared now and framed later, off the task thread; `None` when the table
+    /// cannot tell (over a raw store), and a chain cannot be kept.
+    fn deferred_changes(&mut self, full: bool) -> Option<super::heap_chain::DeferredChanges> {
+        let _ = full;
+        None
+    }
 }
 
 /// Builds the (key group, canonical bytes) of one state, in the asynchronous part.

@@ -13,6 +13,7 @@
 use super::backend::TableSpec;
 use super::backend::{CurrentKey, DeferredKeyGroups, KeyedTable, StoredKey};
 use super::canonical::{append_stored, canonical_key_group, serialize_group, split_stored, stored_spans};
+use super::heap_chain::{ChangesWriter, DeferredChanges};
 use super::raw::{HeldWrite, RawLayout, RawTable};
 use crate::descriptor::{StateTtlConfig, TtlUpdateType};
 use crate::error::StateError;
@@ -20,6 +21,7 @@ use crate::StateValue;
 use eddy_types::{Clock, WallClock};
 use hashbrown::HashTable;
 use std::any::Any;
+use std::collections::HashMap;
 use std::sync::Arc;
 
 #[derive(Clone)]
@@ -116,6 +118,10 @@ pub struct HeapTable<S> {
     /// (key epoch, bucket) of the last key found: `value()` then `update()` of one record
     /// look the key up once. Cleared by everything that moves or drops entries.
     last_hit: Option<(u64, usize)>,
+    /// (key group, key) of every entry removed since the last incremental snapshot, while
+    /// the backend keeps a chain of them ([`super::heap_chain`]); `None`: not tracked, so
+    /// the next incremental snapshot takes every entry.
+    removed: Option<Vec<(u32, StoredKey)>>,
 }
 
 fn encode<S: StateValue>(name: &str, value: &S, out: &mut Vec<u8>) -> Result<(), StateError> {
@@ -187,6 +193,7 @@ impl<S: StateValue> HeapTable<S> {
             epoch: 1,
             written: 0,
             last_hit: None,
+            removed: None,
         }
     }
 
@@ -439,6 +446,9 @@ impl<S: StateValue> HeapTable<S> {
                         self.cached = self.cached.saturating_sub(1);
                         let entry = entry.remove().0;
                         never_written = entry.absent_in_raw_since > self.written;
+                        if let Some(removed) = self.removed.as_mut() {
+                            removed.push((key.key_group, entry.key));
+                        }
                         Some(entry.value)
                     }
                     Err(_) => None,
@@ -532,6 +542,50 @@ impl<S: StateValue> KeyedTable for HeapTable<S> {
         }
     }
 
+    fn deferred_changes(&mut self, full: bool) -> Option<DeferredChanges> {
+        if self.raw.is_some() {
+            return None;
+        }
+        // Everything when asked, or when removals were not tracked since the last one.
+        let full = full || self.removed.is_none();
+        let removed = self.removed.replace(Vec::new()).unwrap_or_default();
+        // Values changed from now on belong to the next snapshot.
+        let since = if full { 0 } else { self.written };
+        (self.written, self.epoch) = (self.epoch, self.epoch + 1);
+        let now = self.clock.now_ms();
+        let groups = self.share_groups();
+        let (name, ttl) = (self.name.clone(), self.ttl.is_some());
+        let write = Box::new(move |out: &mut ChangesWriter| {
+            let mut removed_by_group: HashMap<u32, Vec<StoredKey>> = HashMap::new();
+            for (key_group, key) in removed {
+                removed_by_group.entry(key_group).or_default().push(key);
+            }
+            let mut stored = Vec::new();
+            for (key_group, group) in &groups {
+                for key in removed_by_group.remove(key_group).unwrap_or_default() {
+                    out.remove(&key);
+                }
+                for entry in group.iter().filter(|e| full || e.changed > since) {
+                    if entry.expires_ms <= now {
+                        out.remove(&entry.key);
+                        continue;
+                    }
+                    stored.clear();
+                    append_stored(&name, &entry.value, ttl.then_some(entry.expires_ms), &mut stored)?;
+                    out.upsert(&entry.key, &stored);
+                }
+                out.end_key_group(*key_group);
+            }
+            // Key groups emptied since: only removals.
+            for (key_group, keys) in removed_by_group {
+                keys.iter().for_each(|key| out.remove(key));
+                out.end_key_group(key_group);
+            }
+            Ok(())
+        });
+        Some(DeferredChanges { full, write })
+    }
+
     fn deferred_snapshot(&mut self) -> Option<DeferredKeyGroups> {
         if self.raw.is_some() {
             return None;
@@ -588,6 +642,7 @@ impl<S: StateValue> KeyedTable for HeapTable<S> {
 
     fn clear_all(&mut self) -> Result<(), StateError> {
         self.last_hit = None;
+        self.removed = None;
         self.groups.iter_mut().for_each(|g| *g = Group::Owned(HashTable::new()));
         self.cached = 0;
         if let Some(raw) = self.raw.as_mut() {

@@ -27,6 +27,7 @@ mod aggregating;
 mod backend;
 mod canonical;
 mod factory;
+mod heap_chain;
 mod heap_table;
 mod list;
 mod map;
@@ -46,6 +47,7 @@ pub use backend::{
 };
 pub use canonical::canonical_key_group;
 pub use factory::{BackendInstance, HeapStateBackend, KeyedBackendFactory};
+pub use heap_chain::{read_heap_chains, HeapChain, HEAP_BACKEND};
 pub use heap_table::HeapTable;
 pub use list::ListState;
 pub use map::MapState;

@@ -9,6 +9,7 @@ use super::backend::{
     StateId, StateType,
 };
 use super::canonical::canonical_key_group;
+use super::heap_chain::{ChangedState, HeapChain};
 use super::native::Unstored;
 use super::raw::{RawLayout, RawStore};
 use crate::descriptor::{StateKind, StateMeta};
@@ -44,6 +45,8 @@ pub struct TableKeyedStateBackend {
     raw_store: Option<Box<dyn RawStore>>,
     cache_entries_max: usize,
     clock: Arc<dyn Clock>,
+    /// On the heap with incremental checkpoints: the segments written so far.
+    chain: Option<HeapChain>,
 }
 
 impl TableKeyedStateBackend {
@@ -59,7 +62,50 @@ impl TableKeyedStateBackend {
             raw_store: None,
             cache_entries_max: 0,
             clock: Arc::new(WallClock),
+            chain: None,
         }
+    }
+
+    /// Checkpoints (not savepoints) of this heap backend write what changed since the
+    /// last one into `chain` (see [`super::heap_chain`]).
+    pub fn with_heap_chain(mut self, chain: HeapChain) -> Self {
+        self.chain = Some(chain);
+        self
+    }
+
+    /// An incremental heap checkpoint: the tables' changes go into the chain's next
+    /// segment, written off the task thread; timers, and restored states not declared
+    /// yet, travel beside it in the canonical form.
+    fn chained_snapshot(&mut self, checkpoint_id: CheckpointId) -> Result<KeyedStateSnapshot, StateError> {
+        let base = self.chain.as_ref().is_some_and(HeapChain::base_due);
+        let (mut changed, mut whole) = (Vec::new(), Vec::new());
+        for (index, declared) in self.states.iter_mut().enumerate() {
+            let changes = match declared.meta.kind {
+                StateKind::Timers => None,
+                _ => declared.table.deferred_changes(base),
+            };
+            match changes {
+                Some(changes) => changed.push(ChangedState {
+                    name: declared.meta.name.clone(),
+                    ttl: declared.meta.ttl.is_some(),
+                    changes,
+                }),
+                None => whole.push(index),
+            }
+        }
+        let mut states = self.restored.clone();
+        for index in whole {
+            states.push(self.canonical_entries(&self.states[index])?);
+        }
+        let chain = self.chain.as_mut().expect("called with a chain");
+        let native = chain.segment(checkpoint_id.0, self.range, base, changed);
+        Ok(KeyedStateSnapshot {
+            key_group_range: Some(self.range),
+            states,
+            native: vec![native],
+            state_types: self.state_types(),
+            deferred: Unstored::default(),
+        })
     }
 
     /// Reads time-to-live time from `clock` (tests pass a manual clock).
@@ -369,6 +415,9 @@ impl KeyedStateBackend for TableKeyedStateBackend {
         }
         if self.raw_store.is_some() {
             return self.snapshot();
+        }
+        if self.chain.is_some() && !canonical {
+            return self.chained_snapshot(checkpoint_id);
         }
         // On the heap: copies of the values now, serialized in the asynchronous part.
         let mut deferred = Vec::with_capacity(self.states.len());

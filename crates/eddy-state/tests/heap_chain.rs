@@ -1,0 +1,182 @@
+//! Incremental heap checkpoints: a chain of a base and deltas, read back, must hold exactly
+//! what a full canonical snapshot taken at the same barrier holds, byte for byte, at the
+//! same and at another key-group range.
+
+use eddy_state::conformance::set_key;
+use eddy_state::keyed::{install_backend, read_heap_chains, take_backend, HeapChain, KeyedStateSnapshot};
+use eddy_state::{ListState, ListStateDescriptor, MapState, MapStateDescriptor, TableKeyedStateBackend};
+use eddy_state::{ValueState, ValueStateDescriptor};
+use eddy_types::{key_group_range_for_subtask, CheckpointId, KeyGroupRange, MaxParallelism};
+use std::collections::BTreeMap;
+
+fn chained(range: KeyGroupRange, max: MaxParallelism) -> TableKeyedStateBackend {
+    let chain = HeapChain::new(&std::env::temp_dir(), "test").unwrap();
+    TableKeyedStateBackend::new(range, max).with_heap_chain(chain)
+}
+
+/// name → key groups of a canonical snapshot's states.
+fn by_name(snapshot: &KeyedStateSnapshot) -> BTreeMap<String, Vec<(u32, Vec<u8>)>> {
+    let states = snapshot.states.iter().filter(|s| !s.key_groups.is_empty());
+    states.map(|s| (s.name.clone(), s.key_groups.clone())).collect()
+}
+
+/// The canonical key groups of `range` that `native` holds once read back.
+fn read_back(native: &KeyedStateSnapshot, range: KeyGroupRange) -> BTreeMap<String, Vec<(u32, Vec<u8>)>> {
+    let mut restored = native.clone();
+    read_heap_chains(&mut restored, range).unwrap();
+    assert!(restored.native.is_empty());
+    by_name(&restored)
+}
+
+fn within(full: &BTreeMap<String, Vec<(u32, Vec<u8>)>>, range: KeyGroupRange) -> BTreeMap<String, Vec<(u32, Vec<u8>)>> {
+    let mut states = full.clone();
+    for groups in states.values_mut() {
+        groups.retain(|(kg, _)| range.contains(eddy_types::KeyGroup(*kg)));
+    }
+    states.retain(|_, groups| !groups.is_empty());
+    states
+}
+
+#[test]
+fn a_chain_of_deltas_restores_exactly_what_a_full_snapshot_holds() {
+    let max = MaxParallelism::default();
+    let all = KeyGroupRange::all(max);
+    install_backend(Box::new(chained(all, max))).unwrap();
+    let counts = ValueState::declare(&ValueStateDescriptor::<u64>::new("counts")).unwrap();
+    let seen = ListState::declare(&ListStateDescriptor::<u32>::new("seen")).unwrap();
+    let tags = MapState::declare(&MapStateDescriptor::<String, u64>::new("tags")).unwrap();
+    let mut file_counts = Vec::new();
+    let mut last = None;
+    for round in 0..12u64 {
+        // Round 0 writes 2,000 keys; later rounds change a few, remove some, add new ones.
+        let keys: Vec<u64> =
+            if round == 0 { (0..2_000).collect() } else { (0..500).map(|i| (i * 53 + round * 7) % 2_100).collect() };
+        for &k in &keys {
+            set_key(&k);
+            counts.update(k * 10 + round).unwrap();
+            seen.add(round as u32).unwrap();
+            tags.put(format!("t{}", k % 3), round).unwrap();
+        }
+        for k in (round * 11..round * 11 + 5).map(|k| k % 2_000) {
+            set_key(&k);
+            counts.clear().unwrap();
+            tags.remove(&format!("t{}", k % 3)).unwrap();
+        }
+        if round == 7 {
+            // A table that forgets its changes writes itself whole into the next segment.
+            eddy_state::keyed::with_backend("test", |b| b.table_by_name_mut("seen").unwrap().clear_all()).unwrap();
+        }
+        let mut backend = take_backend().unwrap();
+        let full = by_name(&backend.snapshot().unwrap());
+        let mut checkpoint = backend.snapshot_for_checkpoint(CheckpointId(round + 1), false).unwrap();
+        // The task goes on before the segment is written: none of this is in it.
+        install_backend(backend).unwrap();
+        for k in 0..50u64 {
+            set_key(&k);
+            counts.update(999_999).unwrap();
+            seen.clear().unwrap();
+        }
+        checkpoint.complete_deferred().unwrap();
+        assert_eq!(checkpoint.native.len(), 1);
+        file_counts.push(checkpoint.native[0].files.len());
+        assert_eq!(read_back(&checkpoint, all), full, "checkpoint {} read back", round + 1);
+        let half = key_group_range_for_subtask(max, 2, 1);
+        assert_eq!(
+            read_back(&checkpoint, half),
+            within(&full, half),
+            "checkpoint {} at half the key groups",
+            round + 1
+        );
+        last = Some((checkpoint, full));
+    }
+    take_backend();
+    // A base, then a growing chain of deltas, until the deltas outgrow the base.
+    assert_eq!(&file_counts[..4], &[1, 2, 3, 4], "{file_counts:?}");
+    assert!(file_counts.windows(2).any(|w| w[1] < w[0]), "a new base came: {file_counts:?}");
+    // A backend restored from the last checkpoint holds the same, and its own first
+    // checkpoint is a base.
+    let (checkpoint, full) = last.unwrap();
+    let mut restored = checkpoint.clone();
+    read_heap_chains(&mut restored, all).unwrap();
+    let mut fresh = chained(all, max);
+    eddy_state::KeyedStateBackend::set_restored(&mut fresh, restored);
+    install_backend(Box::new(fresh)).unwrap();
+    ValueState::declare(&ValueStateDescriptor::<u64>::new("counts")).unwrap();
+    ListState::declare(&ListStateDescriptor::<u32>::new("seen")).unwrap();
+    MapState::declare(&MapStateDescriptor::<String, u64>::new("tags")).unwrap();
+    let mut fresh = take_backend().unwrap();
+    assert_eq!(by_name(&fresh.snapshot().unwrap()), full);
+    let mut next = fresh.snapshot_for_checkpoint(CheckpointId(100), false).unwrap();
+    next.complete_deferred().unwrap();
+    assert_eq!(next.native[0].files.len(), 1);
+    assert!(next.native[0].files[0].name.ends_with(".base"), "{:?}", next.native[0].files);
+    assert_eq!(read_back(&next, all), full);
+}
+
+#[test]
+fn a_damaged_segment_is_refused_with_its_name_never_a_panic() {
+    let max = MaxParallelism::default();
+    let all = KeyGroupRange::all(max);
+    install_backend(Box::new(chained(all, max))).unwrap();
+    let counts = ValueState::declare(&ValueStateDescriptor::<u64>::new("counts")).unwrap();
+    for k in 0..30u64 {
+        set_key(&k);
+        counts.update(k).unwrap();
+    }
+    let mut backend = take_backend().unwrap();
+    let mut checkpoint = backend.snapshot_for_checkpoint(CheckpointId(1), false).unwrap();
+    checkpoint.complete_deferred().unwrap();
+    let file = &checkpoint.native[0].files[0];
+    let path = checkpoint.native[0].local_dir().unwrap().join(&file.name);
+    let good = std::fs::read(&path).unwrap();
+    let mut damaged: Vec<Vec<u8>> = (0..good.len()).map(|n| good[..n].to_vec()).collect();
+    for i in 0..good.len() {
+        let mut flipped = good.clone();
+        flipped[i] ^= 0xff;
+        damaged.push(flipped);
+    }
+    let mut longer = good.clone();
+    longer.push(0);
+    damaged.push(longer);
+    let mut refused = 0;
+    for bytes in damaged {
+        std::fs::write(&path, &bytes).unwrap();
+        let mut restored = checkpoint.clone();
+        if let Err(e) = read_heap_chains(&mut restored, all) {
+            assert!(e.to_string().contains(&file.name), "{e}");
+            refused += 1;
+        }
+    }
+    // Every truncation and the trailing byte at least; a flipped value byte may still read.
+    assert!(refused > good.len(), "{refused} of {} refused", 2 * good.len() + 1);
+}
+
+/// Checkpoints overlap: the second's segment may be asked for before the first's is
+/// written (and a base after a delta); each waits for the one before, and each reads back
+/// as its own barrier's state.
+#[test]
+fn overlapping_checkpoints_write_their_segments_in_order() {
+    let max = MaxParallelism::default();
+    let all = KeyGroupRange::all(max);
+    install_backend(Box::new(chained(all, max))).unwrap();
+    let counts = ValueState::declare(&ValueStateDescriptor::<u64>::new("counts")).unwrap();
+    let mut pending = Vec::new();
+    for round in 0..6u64 {
+        // Round 3 changes every key: its deltas outgrow the base, and a base follows.
+        let keys = if round == 0 || round == 3 { 0..500u64 } else { round..round + 3 };
+        for k in keys {
+            set_key(&k);
+            counts.update(k + 1_000 * round).unwrap();
+        }
+        let mut backend = take_backend().unwrap();
+        let full = by_name(&backend.snapshot().unwrap());
+        pending.push((backend.snapshot_for_checkpoint(CheckpointId(round + 1), false).unwrap(), full));
+        install_backend(backend).unwrap();
+    }
+    take_backend();
+    // The last first: it writes every segment before it.
+    for (mut checkpoint, full) in pending.into_iter().rev() {
+        checkpoint.complete_deferred().unwrap();
+        assert_eq!(read_back(&checkpoint, all), full);
+    }
+}
