@@ -561,8 +561,9 @@ impl<S: StateValue> KeyedTable for HeapTable<S> {
                 removed_by_group.entry(key_group).or_default().push(key);
             }
             let mut stored = Vec::new();
-            for (key_group, group) in &groups {
-                for key in removed_by_group.remove(key_group).unwrap_or_default() {
+            // Each group let go once framed: a change to it after that copies nothing.
+            for (key_group, group) in groups {
+                for key in removed_by_group.remove(&key_group).unwrap_or_default() {
                     out.remove(&key);
                 }
                 for entry in group.iter().filter(|e| full || e.changed > since) {
@@ -574,7 +575,7 @@ impl<S: StateValue> KeyedTable for HeapTable<S> {
                     append_stored(&name, &entry.value, ttl.then_some(entry.expires_ms), &mut stored)?;
                     out.upsert(&entry.key, &stored);
                 }
-                out.end_key_group(*key_group);
+                out.end_key_group(key_group);
             }
             // Key groups emptied since: only removals.
             for (key_group, keys) in removed_by_group {
