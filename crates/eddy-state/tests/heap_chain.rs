@@ -180,3 +180,43 @@ fn overlapping_checkpoints_write_their_segments_in_order() {
         assert_eq!(read_back(&checkpoint, all), full);
     }
 }
+
+/// A base taken while the delta before it is still pending: the base is written after it,
+/// removes the segments before it only once that delta linked them, and both checkpoints
+/// read back as their own barriers' state.
+#[test]
+fn a_base_after_a_pending_delta_leaves_the_delta_its_segments() {
+    let max = MaxParallelism::default();
+    let all = KeyGroupRange::all(max);
+    install_backend(Box::new(chained(all, max))).unwrap();
+    let counts = ValueState::declare(&ValueStateDescriptor::<u64>::new("counts")).unwrap();
+    let mut round = |n: u64, keys: std::ops::Range<u64>| {
+        for k in keys {
+            set_key(&k);
+            counts.update(k + 1_000 * n).unwrap();
+        }
+        let mut backend = take_backend().unwrap();
+        let full = by_name(&backend.snapshot().unwrap());
+        let checkpoint = backend.snapshot_for_checkpoint(CheckpointId(n), false).unwrap();
+        install_backend(backend).unwrap();
+        (checkpoint, full)
+    };
+    let (mut base, base_full) = round(1, 0..100);
+    base.complete_deferred().unwrap();
+    // Every key again and more: this delta outgrows the base, so the one after the next
+    // is a base.
+    let (mut big, big_full) = round(2, 0..300);
+    let (pending, pending_full) = round(3, 5..8);
+    big.complete_deferred().unwrap();
+    let (mut rebased, rebased_full) = round(4, 8..9);
+    take_backend();
+    rebased.complete_deferred().unwrap();
+    assert_eq!(rebased.native[0].files.len(), 1, "{:?}", rebased.native[0].files);
+    assert_eq!(read_back(&rebased, all), rebased_full);
+    let mut pending = pending;
+    pending.complete_deferred().unwrap();
+    assert_eq!(pending.native[0].files.len(), 3);
+    assert_eq!(read_back(&pending, all), pending_full);
+    assert_eq!(read_back(&big, all), big_full);
+    assert_eq!(read_back(&base, all), base_full);
+}
