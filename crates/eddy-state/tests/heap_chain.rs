@@ -190,7 +190,7 @@ fn a_base_after_a_pending_delta_leaves_the_delta_its_segments() {
     let all = KeyGroupRange::all(max);
     install_backend(Box::new(chained(all, max))).unwrap();
     let counts = ValueState::declare(&ValueStateDescriptor::<u64>::new("counts")).unwrap();
-    let mut round = |n: u64, keys: std::ops::Range<u64>| {
+    let round = |n: u64, keys: std::ops::Range<u64>| {
         for k in keys {
             set_key(&k);
             counts.update(k + 1_000 * n).unwrap();
@@ -219,4 +219,79 @@ fn a_base_after_a_pending_delta_leaves_the_delta_its_segments() {
     assert_eq!(read_back(&pending, all), pending_full);
     assert_eq!(read_back(&big, all), big_full);
     assert_eq!(read_back(&base, all), base_full);
+}
+
+/// Values with a time to live that expire without changing leave the chain with the
+/// next delta, as they leave a full snapshot.
+#[test]
+fn values_that_expire_unchanged_leave_the_chain() {
+    use eddy_state::StateTtlConfig;
+    let max = MaxParallelism::default();
+    let all = KeyGroupRange::all(max);
+    let clock = eddy_types::ManualClock::new(1_000);
+    let backend = chained(all, max).with_clock(std::sync::Arc::new(clock.clone()));
+    install_backend(Box::new(backend)).unwrap();
+    let ttl = ValueStateDescriptor::<u64>::new("ttl").with_ttl(StateTtlConfig::new(100));
+    let w = ValueState::declare(&ttl).unwrap();
+    for (round, key) in [(0u64, 0..10u64), (1, 100..101), (2, 200..201)] {
+        for k in key {
+            set_key(&k);
+            w.update(k).unwrap();
+        }
+        let mut backend = take_backend().unwrap();
+        let full = by_name(&backend.snapshot().unwrap());
+        let mut checkpoint = backend.snapshot_for_checkpoint(CheckpointId(round + 1), false).unwrap();
+        checkpoint.complete_deferred().unwrap();
+        assert_eq!(read_back(&checkpoint, all), full, "checkpoint {}", round + 1);
+        install_backend(backend).unwrap();
+        clock.advance_ms(60);
+    }
+    take_backend();
+}
+
+static SERIALIZED: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+static FAIL_AT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(u32::MAX);
+
+/// A value whose serialization fails when told to.
+#[derive(Clone, serde::Deserialize)]
+struct Flaky(u64);
+
+impl serde::Serialize for Flaky {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use std::sync::atomic::Ordering::SeqCst;
+        if SERIALIZED.fetch_add(1, SeqCst) + 1 == FAIL_AT.load(SeqCst) {
+            return Err(serde::ser::Error::custom("flaky"));
+        }
+        s.serialize_u64(self.0)
+    }
+}
+
+/// A segment that fails halfway through a state leaves nothing half-framed for the next
+/// (a base), which reads back as the state at its own barrier.
+#[test]
+fn a_failed_segment_leaves_nothing_behind_for_the_next() {
+    use std::sync::atomic::Ordering::SeqCst;
+    let max = MaxParallelism::new(1).unwrap();
+    let all = KeyGroupRange::all(max);
+    install_backend(Box::new(chained(all, max))).unwrap();
+    let a = ValueState::declare(&ValueStateDescriptor::<u64>::new("a")).unwrap();
+    let b = ValueState::declare(&ValueStateDescriptor::<Flaky>::new("b")).unwrap();
+    for k in 0..3u64 {
+        set_key(&k);
+        a.update(k).unwrap();
+    }
+    for k in 10..13u64 {
+        set_key(&k);
+        b.update(Flaky(k)).unwrap();
+    }
+    let mut backend = take_backend().unwrap();
+    let mut failing = backend.snapshot_for_checkpoint(CheckpointId(1), false).unwrap();
+    FAIL_AT.store(SERIALIZED.load(SeqCst) + 2, SeqCst);
+    assert!(failing.complete_deferred().is_err());
+    FAIL_AT.store(u32::MAX, SeqCst);
+    let full = by_name(&backend.snapshot().unwrap());
+    let mut next = backend.snapshot_for_checkpoint(CheckpointId(2), false).unwrap();
+    next.complete_deferred().unwrap();
+    assert_eq!(next.native[0].files.len(), 1, "a base after the failure");
+    assert_eq!(read_back(&next, all), full);
 }

@@ -58,9 +58,13 @@ pub struct ChangesWriter {
 }
 
 impl ChangesWriter {
+    /// Empty, for the next state: also what a failed state left half-framed.
     fn reset(&mut self) {
         self.body.clear();
         self.key_groups = 0;
+        self.upserts.clear();
+        self.removals.clear();
+        (self.upsert_count, self.removal_count) = (0, 0);
     }
 
     /// A key's value as it is now: `stored` is the value as the canonical form stores it
@@ -144,8 +148,8 @@ pub struct HeapChain {
 impl HeapChain {
     /// A chain in a new directory under `parent`.
     pub fn new(parent: &Path, instance: &str) -> Result<Self, StateError> {
+        // Created by the first segment: a job without checkpoints leaves nothing behind.
         let dir = parent.join(format!("eddy-heap-chain-{instance}-{}", eddy_types::RunSeed::draw().hex()));
-        std::fs::create_dir_all(&dir).map_err(|e| io_error("cannot create the heap chain directory", &dir, e))?;
         Ok(Self {
             dir: LocalFiles::new(dir),
             instance: instance.to_string(),
@@ -162,8 +166,19 @@ impl HeapChain {
     /// deltas since the base outgrew it.
     pub fn base_due(&self) -> bool {
         let Some(base) = &self.base else { return true };
+        if self.broken.load(Ordering::Relaxed) {
+            return true;
+        }
+        // A base still being written (size 0 yet) is not outgrown.
+        let base_bytes = base.bytes.load(Ordering::Relaxed);
         let deltas: u64 = self.deltas.iter().map(|d| d.bytes.load(Ordering::Relaxed)).sum();
-        self.broken.load(Ordering::Relaxed) || deltas > base.bytes.load(Ordering::Relaxed)
+        base_bytes > 0 && deltas > base_bytes
+    }
+
+    /// A snapshot failed after tables handed over their changes: the next segment is a
+    /// base, so that nothing they held is missed.
+    pub fn mark_broken(&self) {
+        self.broken.store(true, Ordering::Relaxed);
     }
 
     /// The native snapshot of checkpoint `checkpoint` for key groups `range`: the segment
@@ -176,8 +191,9 @@ impl HeapChain {
         base: bool,
         states: Vec<ChangedState>,
     ) -> NativeSnapshot {
-        let name = format!("{:06}-{checkpoint}.{}", self.next, if base { "base" } else { "delta" });
+        let number = self.next;
         self.next += 1;
+        let name = format!("{number:06}-{checkpoint}.{}", if base { "base" } else { "delta" });
         let segment = Segment { name, bytes: Arc::new(AtomicU64::new(0)) };
         let (bytes, name) = (segment.bytes.clone(), segment.name.clone());
         let obsolete: Vec<String> = if base {
@@ -193,7 +209,7 @@ impl HeapChain {
             (self.dir.clone(), self.instance.clone(), self.last.take(), self.broken.clone(), self.writer.clone());
         // Beside the chain's directory, not in it: a snapshot may outlive its backend (a
         // finished task's final snapshot stands in for it in later checkpoints).
-        let link_dir = PathBuf::from(format!("{}-checkpoint-{checkpoint}-{}", self.dir.path().display(), self.next));
+        let link_dir = PathBuf::from(format!("{}-checkpoint-{checkpoint}-{number}", self.dir.path().display()));
         // Written and linked in one piece of work: a base removes the segments before it
         // only once the one before it has linked them for its own checkpoint.
         let pending = SharedWork::new(Box::new(move || {
@@ -247,6 +263,7 @@ fn write_segment(
     let mut writer = writer.lock().unwrap_or_else(|p| p.into_inner());
     let path = dir.join(name);
     let failed = |e: std::io::Error| io_error("cannot write the heap checkpoint segment", &path, e);
+    std::fs::create_dir_all(dir).map_err(failed)?;
     let file = std::fs::File::create(&path).map_err(failed)?;
     let mut file = std::io::BufWriter::with_capacity(1 << 20, file);
     let mut head = MAGIC.to_vec();
@@ -291,7 +308,8 @@ fn link_chain(link_dir: &Path, dir: &Path, instance: &str, chain: &[String]) -> 
 }
 
 /// One state's entries while a chain is read: key group → key → stored value.
-type ReadState = (bool, BTreeMap<u32, HashMap<Vec<u8>, Vec<u8>>>);
+/// Keys and values borrow the segments' bytes, all read first: no allocation per entry.
+type ReadState<'a> = (bool, BTreeMap<u32, HashMap<&'a [u8], &'a [u8]>>);
 
 /// Turns the heap chains among `snapshot`'s native snapshots (fetched into local
 /// directories) into canonical key groups of `range`, so that any backend restores them.
@@ -312,17 +330,20 @@ pub fn read_heap_chains(snapshot: &mut KeyedStateSnapshot, range: KeyGroupRange)
 /// The canonical entries of every state of one chain, in key groups of `range`.
 fn read_chain(native: &NativeSnapshot, range: KeyGroupRange) -> Result<Vec<KeyedStateEntries>, StateError> {
     let dir = native.local_dir()?;
-    let mut states: BTreeMap<String, ReadState> = BTreeMap::new();
-    for (index, file) in native.files.iter().enumerate() {
+    let mut segments = Vec::with_capacity(native.files.len());
+    for file in &native.files {
         let path = dir.join(file.checked_name()?);
         let bytes = std::fs::read(&path).map_err(|e| io_error("cannot read the heap checkpoint segment", &path, e))?;
+        segments.push((file.name.as_str(), bytes));
+    }
+    let mut states: BTreeMap<String, ReadState<'_>> = BTreeMap::new();
+    for (index, (name, bytes)) in segments.iter().enumerate() {
         let corrupt = |message: &str| {
             StateError::Backend(format!(
-                "the heap checkpoint segment '{}' is corrupt: {message} (a damaged or crafted checkpoint)",
-                file.name
+                "the heap checkpoint segment '{name}' is corrupt: {message} (a damaged or crafted checkpoint)"
             ))
         };
-        let mut reader = Reader { rest: &bytes };
+        let mut reader = Reader { rest: bytes };
         if reader.take(MAGIC.len()).ok_or_else(|| corrupt("too short"))? != MAGIC {
             return Err(corrupt("it does not start with EDDYHSEG"));
         }
@@ -342,9 +363,9 @@ fn read_chain(native: &NativeSnapshot, range: KeyGroupRange) -> Result<Vec<Keyed
 }
 
 /// Applies one segment's states after the header; `None` on malformed bytes.
-fn apply_segment(
-    reader: &mut Reader<'_>,
-    states: &mut BTreeMap<String, ReadState>,
+fn apply_segment<'a>(
+    reader: &mut Reader<'a>,
+    states: &mut BTreeMap<String, ReadState<'a>>,
     range: KeyGroupRange,
 ) -> Option<()> {
     for _ in 0..reader.varint()? {
@@ -373,7 +394,7 @@ fn apply_segment(
                 }
             }
             for (key, value) in upserts {
-                entries.insert(key.to_vec(), value.to_vec());
+                entries.insert(key, value);
             }
             if entries.is_empty() {
                 state.1.remove(&key_group);
@@ -386,17 +407,18 @@ fn apply_segment(
 /// A state's entries in the canonical form: per key group, postcard of `Vec<(key,
 /// value)>` sorted by key, which is a varint count and each key length first, then the
 /// stored value bytes as they are.
-fn canonical_state(name: String, ttl: bool, groups: BTreeMap<u32, HashMap<Vec<u8>, Vec<u8>>>) -> KeyedStateEntries {
+fn canonical_state(name: String, ttl: bool, groups: BTreeMap<u32, HashMap<&[u8], &[u8]>>) -> KeyedStateEntries {
     let key_groups = groups
         .into_iter()
         .map(|(key_group, entries)| {
             let mut sorted: Vec<_> = entries.into_iter().collect();
-            sorted.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-            let mut bytes = Vec::new();
+            sorted.sort_unstable_by(|a, b| a.0.cmp(b.0));
+            let size: usize = sorted.iter().map(|(k, v)| k.len() + v.len() + 2).sum();
+            let mut bytes = Vec::with_capacity(size + 10);
             write_varint(sorted.len() as u64, &mut bytes);
             for (key, value) in sorted {
-                write_bytes(&key, &mut bytes);
-                bytes.extend_from_slice(&value);
+                write_bytes(key, &mut bytes);
+                bytes.extend_from_slice(value);
             }
             (key_group, bytes)
         })

@@ -122,6 +122,9 @@ pub struct HeapTable<S> {
     /// the backend keeps a chain of them ([`super::heap_chain`]); `None`: not tracked, so
     /// the next incremental snapshot takes every entry.
     removed: Option<Vec<(u32, StoredKey)>>,
+    /// The clock when the last incremental snapshot was taken: values that expired since
+    /// without changing are removals in the next one.
+    snapshot_ms: u64,
 }
 
 fn encode<S: StateValue>(name: &str, value: &S, out: &mut Vec<u8>) -> Result<(), StateError> {
@@ -194,6 +197,7 @@ impl<S: StateValue> HeapTable<S> {
             written: 0,
             last_hit: None,
             removed: None,
+            snapshot_ms: 0,
         }
     }
 
@@ -340,7 +344,8 @@ impl<S: StateValue> HeapTable<S> {
         self.make_room()?;
         self.cached += 1;
         let changed = if dirty { self.epoch } else { 0 };
-        let absent_in_raw_since = if absent_in_raw { self.epoch } else { 0 };
+        // On the heap alone, every new entry is absent from what the last snapshot holds.
+        let absent_in_raw_since = if absent_in_raw || self.raw.is_none() { self.epoch } else { 0 };
         let entry =
             Entry { key: StoredKey::new(&key.bytes), hash: key.hash, value, changed, expires_ms, absent_in_raw_since };
         let inserted = self.groups[key.local_group].get_mut().insert_unique(key.hash, entry, |e| e.hash);
@@ -446,7 +451,8 @@ impl<S: StateValue> HeapTable<S> {
                         self.cached = self.cached.saturating_sub(1);
                         let entry = entry.remove().0;
                         never_written = entry.absent_in_raw_since > self.written;
-                        if let Some(removed) = self.removed.as_mut() {
+                        // An entry born since the last snapshot needs no removal in the next.
+                        if let Some(removed) = self.removed.as_mut().filter(|_| !never_written) {
                             removed.push((key.key_group, entry.key));
                         }
                         Some(entry.value)
@@ -553,6 +559,8 @@ impl<S: StateValue> KeyedTable for HeapTable<S> {
         let since = if full { 0 } else { self.written };
         (self.written, self.epoch) = (self.epoch, self.epoch + 1);
         let now = self.clock.now_ms();
+        let expired_after = if full { now } else { std::mem::replace(&mut self.snapshot_ms, now) };
+        self.snapshot_ms = now;
         let groups = self.share_groups();
         let (name, ttl) = (self.name.clone(), self.ttl.is_some());
         let write = Box::new(move |out: &mut ChangesWriter| {
@@ -566,7 +574,10 @@ impl<S: StateValue> KeyedTable for HeapTable<S> {
                 for key in removed_by_group.remove(&key_group).unwrap_or_default() {
                     out.remove(&key);
                 }
-                for entry in group.iter().filter(|e| full || e.changed > since) {
+                // Changed since, or expired since without a change (a full snapshot leaves
+                // expired values out).
+                let expired_now = |e: &Entry<S>| e.expires_ms <= now && e.expires_ms > expired_after;
+                for entry in group.iter().filter(|e| full || e.changed > since || expired_now(e)) {
                     if entry.expires_ms <= now {
                         out.remove(&entry.key);
                         continue;

@@ -22,6 +22,12 @@ use std::sync::Arc;
 
 static NEXT_BACKEND_ID: AtomicU64 = AtomicU64::new(1);
 
+/// Every key group of one declared state of `range`, in the canonical form.
+fn canonical_entries(range: KeyGroupRange, declared: &Declared) -> Result<KeyedStateEntries, StateError> {
+    let key_groups = declared.table.snapshot_all_key_groups(range.start, range.len() as usize)?;
+    Ok(KeyedStateEntries { name: declared.meta.name.clone(), ttl: declared.meta.ttl.is_some(), key_groups })
+}
+
 struct Declared {
     meta: StateMeta,
     table: Box<dyn KeyedTable>,
@@ -78,33 +84,38 @@ impl TableKeyedStateBackend {
     /// yet, travel beside it in the canonical form.
     fn chained_snapshot(&mut self, checkpoint_id: CheckpointId) -> Result<KeyedStateSnapshot, StateError> {
         let base = self.chain.as_ref().is_some_and(HeapChain::base_due);
-        let (mut changed, mut whole) = (Vec::new(), Vec::new());
-        for (index, declared) in self.states.iter_mut().enumerate() {
-            let changes = match declared.meta.kind {
-                StateKind::Timers => None,
-                _ => declared.table.deferred_changes(base),
-            };
-            match changes {
-                Some(changes) => changed.push(ChangedState {
-                    name: declared.meta.name.clone(),
-                    ttl: declared.meta.ttl.is_some(),
-                    changes,
-                }),
-                None => whole.push(index),
+        // First what may fail, before any table hands over its changes (which moves its
+        // epoch on): timers, whole, built off the task thread as in a full snapshot.
+        let (mut states, mut deferred) = (self.restored.clone(), Vec::new());
+        for declared in self.states.iter_mut().filter(|d| d.meta.kind == StateKind::Timers) {
+            match declared.table.deferred_snapshot() {
+                Some(build) => {
+                    deferred.push(DeferredState::new(&declared.meta.name, declared.meta.ttl.is_some(), build))
+                }
+                None => states.push(canonical_entries(self.range, declared)?),
             }
         }
-        let mut states = self.restored.clone();
-        for index in whole {
-            states.push(self.canonical_entries(&self.states[index])?);
-        }
         let chain = self.chain.as_mut().expect("called with a chain");
+        let mut changed = Vec::new();
+        for declared in self.states.iter_mut().filter(|d| d.meta.kind != StateKind::Timers) {
+            let Some(changes) = declared.table.deferred_changes(base) else {
+                // Tables before it handed over their changes: only a base is whole again.
+                chain.mark_broken();
+                return Err(StateError::Backend(format!(
+                    "state '{}' cannot take part in an incremental heap checkpoint (internal error, please report)",
+                    declared.meta.name
+                )));
+            };
+            let (name, ttl) = (declared.meta.name.clone(), declared.meta.ttl.is_some());
+            changed.push(ChangedState { name, ttl, changes });
+        }
         let native = chain.segment(checkpoint_id.0, self.range, base, changed);
         Ok(KeyedStateSnapshot {
             key_group_range: Some(self.range),
             states,
             native: vec![native],
             state_types: self.state_types(),
-            deferred: Unstored::default(),
+            deferred: Unstored(deferred),
         })
     }
 
@@ -150,11 +161,6 @@ impl TableKeyedStateBackend {
     }
 
     /// A declared state's key groups in the canonical form, taken now.
-    fn canonical_entries(&self, declared: &Declared) -> Result<KeyedStateEntries, StateError> {
-        let key_groups = declared.table.snapshot_all_key_groups(self.range.start, self.range.len() as usize)?;
-        Ok(KeyedStateEntries { name: declared.meta.name.clone(), ttl: declared.meta.ttl.is_some(), key_groups })
-    }
-
     /// The declared type of every state: those declared in this run, and the restored
     /// ones not declared again (their data travels on, and so does their type).
     fn state_types(&self) -> Vec<StateType> {
@@ -355,7 +361,7 @@ impl KeyedStateBackend for TableKeyedStateBackend {
         self.flush_all()?;
         let mut states = self.restored.clone();
         for declared in &self.states {
-            states.push(self.canonical_entries(declared)?);
+            states.push(canonical_entries(self.range, declared)?);
         }
         // Tables restored from native files and not declared since: read from the store.
         let now = self.clock.now_ms();
@@ -403,7 +409,7 @@ impl KeyedStateBackend for TableKeyedStateBackend {
             // that live on the heap only (timers).
             let mut states = self.restored.clone();
             for declared in self.states.iter().filter(|d| d.meta.kind == StateKind::Timers) {
-                states.push(self.canonical_entries(declared)?);
+                states.push(canonical_entries(self.range, declared)?);
             }
             return Ok(KeyedStateSnapshot {
                 key_group_range: Some(self.range),
