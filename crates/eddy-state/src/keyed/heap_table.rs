@@ -39,7 +39,9 @@ struct Entry<S> {
     /// The epoch it was inserted in, when the raw store was read and had no value for the
     /// key (0: unknown, or loaded from it). While no write-back came since, the raw store
     /// still has nothing of it, and removing it needs no delete there: a window's
-    /// contents, created and gone between two checkpoints, never touch RocksDB.
+    /// contents, created and gone between two checkpoints, never touch RocksDB. On the
+    /// heap alone, every entry's insertion epoch: born after the last incremental
+    /// snapshot, it needs no removal in the next one either.
     absent_in_raw_since: u64,
 }
 
