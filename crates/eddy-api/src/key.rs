@@ -8,7 +8,7 @@
 use eddy_runtime::writer::KeySelector;
 use eddy_state::keyed::with_backend;
 use eddy_state::StateError;
-use eddy_types::{decode_whole_key, stable_hash, Key};
+use eddy_types::{decode_whole_key, stable_hash, Key, KeyHash};
 use std::cell::OnceCell;
 use std::marker::PhantomData;
 use std::sync::Arc;
@@ -62,31 +62,82 @@ impl<T, K: Key> KeySelector<T> for HashingSelector<T, K> {
     }
 }
 
+/// Whether two encoded keys are equal, eight bytes at a time and inline: keys are short,
+/// and a call to `memcmp` for each record costs more than the comparison.
+#[inline]
+fn same_bytes(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    let (mut a_words, mut b_words) = (a.chunks_exact(8), b.chunks_exact(8));
+    let words_equal = a_words.by_ref().zip(b_words.by_ref()).all(|(x, y)| {
+        u64::from_ne_bytes(x.try_into().expect("8 bytes")) == u64::from_ne_bytes(y.try_into().expect("8 bytes"))
+    });
+    words_equal && a_words.remainder().iter().zip(b_words.remainder()).all(|(x, y)| x == y)
+}
+
 /// Makes a record's key the current key of this subtask's keyed backend.
 pub(crate) struct KeyScope<T, K> {
     key_fn: KeyFn<T, K>,
     scratch: Vec<u8>,
+    /// The next record's key and its hash, from [`KeyScope::prefetch`]: not hashed twice.
+    /// `ahead_hash` is always the hash of `ahead`.
+    ahead: Vec<u8>,
+    ahead_hash: KeyHash,
+    /// Records to let pass before prefetching again, after the backend said it does not
+    /// pay (the state fits in the cache).
+    prefetch_pause: u32,
 }
+
+/// How many records go by without prefetching after the backend said it does not pay.
+const PREFETCH_PAUSE: u32 = 4096;
 
 impl<T, K> Clone for KeyScope<T, K> {
     fn clone(&self) -> Self {
-        Self { key_fn: self.key_fn.clone(), scratch: Vec::with_capacity(64) }
+        Self::new(self.key_fn.clone())
+    }
+}
+
+impl<T, K> KeyScope<T, K> {
+    pub(crate) fn new(key_fn: KeyFn<T, K>) -> Self {
+        Self {
+            key_fn,
+            scratch: Vec::with_capacity(64),
+            ahead: Vec::with_capacity(64),
+            ahead_hash: stable_hash(&[]),
+            prefetch_pause: 0,
+        }
     }
 }
 
 impl<T, K: Key> KeyScope<T, K> {
-    pub(crate) fn new(key_fn: KeyFn<T, K>) -> Self {
-        Self { key_fn, scratch: Vec::with_capacity(64) }
-    }
-
     /// Sets the current key from `record`.
     #[inline]
     pub(crate) fn enter(&mut self, record: &T) -> Result<(), StateError> {
         self.scratch.clear();
         self.key_fn.encode(record, &mut self.scratch);
-        let hash = stable_hash(&self.scratch);
+        let hash = if same_bytes(&self.scratch, &self.ahead) { self.ahead_hash } else { stable_hash(&self.scratch) };
         let bytes = &self.scratch;
         with_backend("<current key>", |backend| backend.set_current_key(bytes, hash).map(|_| ()))
+    }
+
+    /// `next` is the record after the one processed now: its key's state starts coming
+    /// into the cache while this record is processed (see [`eddy_runtime::Output::prepare`]).
+    #[inline]
+    pub(crate) fn prefetch(&mut self, next: &T) {
+        if self.prefetch_pause > 0 {
+            self.prefetch_pause -= 1;
+            return;
+        }
+        self.ahead.clear();
+        self.key_fn.encode(next, &mut self.ahead);
+        self.ahead_hash = stable_hash(&self.ahead);
+        let (bytes, hash) = (&self.ahead, self.ahead_hash);
+        // A hint: without a backend (or inside another access) there is nothing to warm.
+        let pays = with_backend("<next key>", |backend| Ok(backend.prefetch_key(bytes, hash)));
+        if !pays.unwrap_or(false) {
+            self.prefetch_pause = PREFETCH_PAUSE;
+        }
     }
 
     /// Takes `encoded` as the current key's bytes (the backend's current key is set
@@ -111,5 +162,24 @@ pub(crate) struct CurrentKey<'a, K> {
 impl<K: Key> CurrentKey<'_, K> {
     pub(crate) fn get(&self) -> &K {
         self.key.get_or_init(|| decode_whole_key(self.bytes).expect("the current key decodes: it was just encoded"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::same_bytes;
+
+    #[test]
+    fn same_bytes_compares_every_byte_of_keys_of_any_length() {
+        for len in 0..40usize {
+            let a: Vec<u8> = (0..len as u8).collect();
+            assert!(same_bytes(&a, &a.clone()), "length {len}");
+            for i in 0..len {
+                let mut b = a.clone();
+                b[i] ^= 1;
+                assert!(!same_bytes(&a, &b), "length {len}, byte {i}");
+            }
+            assert!(!same_bytes(&a, &a[..len.saturating_sub(1)]) || len == 0);
+        }
     }
 }

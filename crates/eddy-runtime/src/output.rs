@@ -91,12 +91,23 @@ impl<L: Lifecycle + ?Sized> Lifecycle for Box<L> {
 /// batch. The lifecycle calls return errors directly.
 pub trait Output<T>: Lifecycle {
     fn collect(&mut self, record: T);
+    /// `next` is the record collected after the one collected now: an operator may start
+    /// fetching what it will need for it, so that the fetch overlaps this record's work (a
+    /// keyed operator prefetches the next key's state). A hint only: nothing else changes.
+    #[inline]
+    fn prepare(&mut self, next: &T) {
+        let _ = next;
+    }
 }
 
 impl<T> Output<T> for Box<dyn Output<T>> {
     #[inline]
     fn collect(&mut self, record: T) {
         (**self).collect(record)
+    }
+    #[inline]
+    fn prepare(&mut self, next: &T) {
+        (**self).prepare(next)
     }
 }
 

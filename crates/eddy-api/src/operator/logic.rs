@@ -92,6 +92,12 @@ impl<I: 'static, O, K: Key, F: RichMapFunction<I, O>> OneInputLogic<I, O> for Ri
         &mut self.function
     }
     #[inline]
+    fn prepare(&mut self, next: &I) {
+        if let Some(key) = &mut self.key {
+            key.prefetch(next);
+        }
+    }
+    #[inline]
     fn process(
         &mut self,
         record: I,
@@ -116,6 +122,12 @@ pub(crate) struct RichFlatMapLogic<I, K: Key, F> {
 impl<I: 'static, O, K: Key, F: RichFlatMapFunction<I, O>> OneInputLogic<I, O> for RichFlatMapLogic<I, K, F> {
     fn function(&mut self) -> &mut dyn RichFunction {
         &mut self.function
+    }
+    #[inline]
+    fn prepare(&mut self, next: &I) {
+        if let Some(key) = &mut self.key {
+            key.prefetch(next);
+        }
     }
     #[inline]
     fn process(
@@ -167,6 +179,10 @@ impl<I, K: Key, F: Clone> Clone for KeyedProcessLogic<I, K, F> {
 impl<I: 'static, O, K: Key, F: KeyedProcessFunction<K, I, O>> OneInputLogic<I, O> for KeyedProcessLogic<I, K, F> {
     fn function(&mut self) -> &mut dyn RichFunction {
         &mut self.function
+    }
+    #[inline]
+    fn prepare(&mut self, next: &I) {
+        self.key.prefetch(next);
     }
     #[inline]
     fn process(
@@ -231,6 +247,18 @@ impl<A: 'static, B: 'static, O, K: Key, F: CoFlatMapFunction<A, B, O>> TwoInputL
         &mut self.function
     }
     #[inline]
+    fn prepare1(&mut self, next: &A) {
+        if let Some((key, _)) = &mut self.keys {
+            key.prefetch(next);
+        }
+    }
+    #[inline]
+    fn prepare2(&mut self, next: &B) {
+        if let Some((_, key)) = &mut self.keys {
+            key.prefetch(next);
+        }
+    }
+    #[inline]
     fn process1(
         &mut self,
         record: A,
@@ -278,6 +306,14 @@ impl<A: 'static, B: 'static, O, K: Key, F: KeyedCoProcessFunction<K, A, B, O>> T
 {
     fn function(&mut self) -> &mut dyn RichFunction {
         &mut self.function
+    }
+    #[inline]
+    fn prepare1(&mut self, next: &A) {
+        self.keys.0.prefetch(next);
+    }
+    #[inline]
+    fn prepare2(&mut self, next: &B) {
+        self.keys.1.prefetch(next);
     }
     #[inline]
     fn process1(
@@ -378,6 +414,10 @@ impl<I: 'static, B, O, K: Key, F: KeyedBroadcastProcessFunction<K, I, B, O>> Two
 {
     fn function(&mut self) -> &mut dyn RichFunction {
         &mut self.function
+    }
+    #[inline]
+    fn prepare1(&mut self, next: &I) {
+        self.key.prefetch(next);
     }
     #[inline]
     fn process1(

@@ -16,6 +16,11 @@ use std::sync::Arc;
 /// What one record does in a one-input operator.
 pub(crate) trait OneInputLogic<I, O>: 'static {
     fn function(&mut self) -> &mut dyn RichFunction;
+    /// The record after the one processed next (see [`Output::prepare`]).
+    #[inline]
+    fn prepare(&mut self, next: &I) {
+        let _ = next;
+    }
     /// `timers`: a keyed operator's timer service (`None` when not keyed).
     fn process(
         &mut self,
@@ -94,6 +99,11 @@ impl<I, O, L: OneInputLogic<I, O>> Output<I> for OneInputOperator<I, O, L> {
             self.core.fail(error);
         }
         self.core.info.shared.leave(previous);
+    }
+
+    #[inline]
+    fn prepare(&mut self, next: &I) {
+        self.logic.prepare(next);
     }
 }
 

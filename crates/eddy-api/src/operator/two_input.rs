@@ -17,6 +17,16 @@ use std::sync::Arc;
 /// What a record of either input does.
 pub(crate) trait TwoInputLogic<A, B, O>: 'static {
     fn function(&mut self) -> &mut dyn RichFunction;
+    /// The record of input 1 after the one processed next (see [`Output::prepare`]).
+    #[inline]
+    fn prepare1(&mut self, next: &A) {
+        let _ = next;
+    }
+    /// The record of input 2 after the one processed next.
+    #[inline]
+    fn prepare2(&mut self, next: &B) {
+        let _ = next;
+    }
     fn process1(
         &mut self,
         record: A,
@@ -114,6 +124,16 @@ impl<A, B, O, L: TwoInputLogic<A, B, O>> TwoInputOperator<A, B> for TwoInputOp<A
             core.fail(error);
         }
         self.core.info.shared.leave(previous);
+    }
+
+    #[inline]
+    fn prepare1(&mut self, next: &A) {
+        self.logic.prepare1(next);
+    }
+
+    #[inline]
+    fn prepare2(&mut self, next: &B) {
+        self.logic.prepare2(next);
     }
 }
 

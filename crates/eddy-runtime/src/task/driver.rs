@@ -220,7 +220,11 @@ impl<T: 'static> OneInputDriver<T> {
                 match self.unaligned.as_ref().filter(|u| u.listening()) {
                     None => {
                         self.counters.add_in(batch.len());
-                        for record in batch {
+                        let mut records = batch.into_iter().peekable();
+                        while let Some(record) = records.next() {
+                            if let Some(next) = records.peek() {
+                                self.head.prepare(next);
+                            }
                             self.head.collect(record);
                         }
                     }
@@ -374,6 +378,16 @@ impl<T: 'static> TaskDriver for OneInputDriver<T> {
 pub trait TwoInputOperator<A, B>: Lifecycle {
     fn process1(&mut self, record: A);
     fn process2(&mut self, record: B);
+    /// As [`Output::prepare`], for the next record of input 1.
+    #[inline]
+    fn prepare1(&mut self, next: &A) {
+        let _ = next;
+    }
+    /// As [`Output::prepare`], for the next record of input 2.
+    #[inline]
+    fn prepare2(&mut self, next: &B) {
+        let _ = next;
+    }
 }
 
 /// Why a task that reads its second input to the end first declines checkpoints.
@@ -478,17 +492,17 @@ impl<A: 'static, B: 'static> TwoInputDriver<A, B> {
         &mut self,
         channel: usize,
         message: StreamMessage<X>,
-        process: impl Fn(&mut Box<dyn TwoInputOperator<A, B>>, X),
+        process: impl Fn(&mut Box<dyn TwoInputOperator<A, B>>, X, Option<&X>),
         put_back: impl FnOnce(&mut Self, Vec<X>),
     ) -> Result<StepResult, TaskError> {
         let alignment = match message {
             StreamMessage::Records(batch) => {
-                let mut records = batch.into_iter();
+                let mut records = batch.into_iter().peekable();
                 let mut processed = 0;
                 let watch = self.unaligned.as_ref().is_some_and(|u| u.listening());
                 let mut put_back = Some(put_back);
                 while let Some(record) = records.next() {
-                    process(&mut self.head, record);
+                    process(&mut self.head, record, records.peek());
                     processed += 1;
                     // As in OneInputDriver: announcements and read-ahead between records.
                     if watch && self.checkpointing().between_records()? {
@@ -583,13 +597,25 @@ impl<A: 'static, B: 'static> TaskDriver for TwoInputDriver<A, B> {
             if second {
                 if let Some((channel, message)) = self.second.poll(&|c| aligner.is_blocked(offset + c))? {
                     let put_back = move |driver: &mut Self, rest| driver.second.put_back(channel, rest);
-                    return self.handle(offset + channel, message, |head, r| head.process2(r), put_back);
+                    let process = |head: &mut Box<dyn TwoInputOperator<A, B>>, r, next: Option<&B>| {
+                        if let Some(next) = next {
+                            head.prepare2(next);
+                        }
+                        head.process2(r)
+                    };
+                    return self.handle(offset + channel, message, process, put_back);
                 }
             } else if !self.hold_first() {
                 let aligner = &self.aligner;
                 if let Some((channel, message)) = self.first.poll(&|c| aligner.is_blocked(c))? {
                     let put_back = move |driver: &mut Self, rest| driver.first.put_back(channel, rest);
-                    return self.handle(channel, message, |head, r| head.process1(r), put_back);
+                    let process = |head: &mut Box<dyn TwoInputOperator<A, B>>, r, next: Option<&A>| {
+                        if let Some(next) = next {
+                            head.prepare1(next);
+                        }
+                        head.process1(r)
+                    };
+                    return self.handle(channel, message, process, put_back);
                 }
             }
         }

@@ -146,6 +146,20 @@ pub trait KeyedTable: Send {
     fn as_any(&self) -> &dyn Any;
     /// Number of keys with a value on the heap.
     fn key_count(&self) -> usize;
+    /// The current key was just set: a table the last record used looks it up now, so
+    /// that the lookups of all the tables a record uses run side by side rather than one
+    /// after another, each waiting for its own cache miss. The access that follows finds
+    /// the entry remembered.
+    fn resolve_ahead(&mut self, key: &CurrentKey) {
+        let _ = key;
+    }
+    /// See [`KeyedStateBackend::prefetch_key`]: `hash` of a key without namespace, in
+    /// key group `local_group` of the range. Returns the bytes of entries the prefetch
+    /// was for: 0 when the table was not used by the last record.
+    fn prefetch(&self, local_group: usize, hash: u64) -> usize {
+        let _ = (local_group, hash);
+        0
+    }
     /// Writes what only the heap holds to the store below (before a snapshot).
     fn flush(&mut self) -> Result<(), StateError>;
     /// The entries of one key group (`local_group` = key group − range start), serialized
@@ -242,6 +256,15 @@ pub trait KeyedStateBackend: Send {
     fn set_current_namespace_hashed(&mut self, namespace: &[u8], hash: u64);
     /// After this, state access fails until a key is set again.
     fn clear_current_key(&mut self);
+    /// The key after the current one, as [`KeyedStateBackend::set_current_key`] will get
+    /// it: the tables the last record used start fetching its entries into the cache, so
+    /// that the fetch overlaps the current record's work. A hint only. Returns whether
+    /// it is worth it: false while what records use fits in the CPU's cache anyway, and
+    /// the caller may then stop asking for a while.
+    fn prefetch_key(&self, encoded_key: &[u8], hash: KeyHash) -> bool {
+        let _ = (encoded_key, hash);
+        false
+    }
     /// Declares a state, or returns the id of the one declared under the same name.
     fn register(
         &mut self,

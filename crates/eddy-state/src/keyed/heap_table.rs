@@ -127,6 +127,35 @@ pub struct HeapTable<S> {
     /// The clock when the last incremental snapshot was taken: values that expired since
     /// without changing are removals in the next one.
     snapshot_ms: u64,
+    /// Whether a function looked up the current key (no namespace) since the key was last
+    /// set: then the next key is looked up as soon as it is set ([`KeyedTable::resolve_ahead`]).
+    touched: bool,
+}
+
+/// Asks the CPU to bring `value`'s cache lines in without waiting for them: a hint, which
+/// reads nothing the program sees.
+///
+/// The workspace's one `unsafe` block: the prefetch intrinsic is `unsafe` only because it
+/// takes a raw pointer, and a prefetch never dereferences it nor faults. A plain load
+/// would not do: the CPU stalls on it when its reorder window fills.
+#[inline(always)]
+#[allow(unsafe_code)]
+fn prefetch_read<T>(value: &T) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        let first = value as *const T as *const i8;
+        // The last byte too: a value may straddle two cache lines.
+        let last = first.wrapping_add(std::mem::size_of::<T>().saturating_sub(1));
+        // SAFETY: a prefetch neither reads memory the program observes nor faults, for any
+        // address; these two point into `value`, which is alive.
+        unsafe {
+            _mm_prefetch::<_MM_HINT_T0>(first);
+            _mm_prefetch::<_MM_HINT_T0>(last);
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = value;
 }
 
 fn encode<S: StateValue>(name: &str, value: &S, out: &mut Vec<u8>) -> Result<(), StateError> {
@@ -200,6 +229,7 @@ impl<S: StateValue> HeapTable<S> {
             last_hit: None,
             removed: None,
             snapshot_ms: 0,
+            touched: false,
         }
     }
 
@@ -236,6 +266,12 @@ impl<S: StateValue> HeapTable<S> {
     /// The bucket of the current key's entry in its key group's table, if cached.
     #[inline]
     fn locate(&mut self, key: &CurrentKey) -> Option<usize> {
+        self.touched = key.bytes.len() == key.key_len;
+        self.locate_untouched(key)
+    }
+
+    #[inline]
+    fn locate_untouched(&mut self, key: &CurrentKey) -> Option<usize> {
         if let Some((epoch, bucket)) = self.last_hit {
             // Checked all the same (a few instructions: the entry was just read), so that a
             // memo gone stale can never serve another key's value.
@@ -515,6 +551,26 @@ impl<S: StateValue> HeapTable<S> {
 impl<S: StateValue> KeyedTable for HeapTable<S> {
     fn as_any_mut(&mut self) -> &mut dyn Any {
         self
+    }
+
+    #[inline]
+    fn prefetch(&self, local_group: usize, hash: u64) -> usize {
+        if !self.touched {
+            return 0;
+        }
+        // The first entry whose tag matches: almost always the key's, and telling needs
+        // the very load this prefetch is for.
+        if let Some(entry) = self.groups.get(local_group).and_then(|g| g.get().find(hash, |_| true)) {
+            prefetch_read(entry);
+        }
+        self.cached * std::mem::size_of::<Entry<S>>()
+    }
+
+    #[inline]
+    fn resolve_ahead(&mut self, key: &CurrentKey) {
+        if std::mem::take(&mut self.touched) {
+            self.locate_untouched(key);
+        }
     }
 
     fn as_any(&self) -> &dyn Any {

@@ -22,6 +22,11 @@ use std::sync::Arc;
 
 static NEXT_BACKEND_ID: AtomicU64 = AtomicU64::new(1);
 
+/// Prefetching the next key's entries pays when the tables a record uses hold at least
+/// this many bytes of entries: about a core's L2 cache. Below it, most lookups hit the
+/// cache anyway, and encoding and hashing the next key ahead costs more than it saves.
+const PREFETCH_BYTES_MIN: usize = 1 << 20;
+
 /// Every key group of one declared state of `range`, in the canonical form.
 fn canonical_entries(range: KeyGroupRange, declared: &Declared) -> Result<KeyedStateEntries, StateError> {
     let key_groups = declared.table.snapshot_all_key_groups(range.start, range.len() as usize)?;
@@ -213,7 +218,20 @@ impl KeyedStateBackend for TableKeyedStateBackend {
         current.local_group = (key_group.0 - self.range.start) as usize;
         current.is_set = true;
         current.epoch = current.epoch.wrapping_add(1).max(1);
+        for declared in &mut self.states {
+            declared.table.resolve_ahead(&self.current);
+        }
         Ok(key_group)
+    }
+
+    fn prefetch_key(&self, _encoded_key: &[u8], hash: KeyHash) -> bool {
+        let key_group = assign_to_key_group(hash, self.max_parallelism);
+        if !self.range.contains(key_group) {
+            return false;
+        }
+        let local_group = (key_group.0 - self.range.start) as usize;
+        let used: usize = self.states.iter().map(|declared| declared.table.prefetch(local_group, hash.0)).sum();
+        used >= PREFETCH_BYTES_MIN
     }
 
     fn set_current_namespace(&mut self, namespace: &[u8]) {
