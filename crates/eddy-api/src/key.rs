@@ -80,8 +80,12 @@ fn same_bytes(a: &[u8], b: &[u8]) -> bool {
 pub(crate) struct KeyScope<T, K> {
     key_fn: KeyFn<T, K>,
     scratch: Vec<u8>,
-    /// The next record's key and its hash, from [`KeyScope::prefetch`]: not hashed twice.
-    /// `ahead_hash` is always the hash of `ahead`.
+    /// The keys of the last two records [`KeyScope::prefetch`] was given, with their
+    /// hashes (each always the hash of its bytes): `pending` is the record processed
+    /// now, since the driver hands over the next record before collecting the current
+    /// one; `ahead` is the one after it. A key comes with its hash, not hashed twice.
+    pending: Vec<u8>,
+    pending_hash: KeyHash,
     ahead: Vec<u8>,
     ahead_hash: KeyHash,
     /// Records to let pass before prefetching again, after the backend said it does not
@@ -103,6 +107,8 @@ impl<T, K> KeyScope<T, K> {
         Self {
             key_fn,
             scratch: Vec::with_capacity(64),
+            pending: Vec::with_capacity(64),
+            pending_hash: stable_hash(&[]),
             ahead: Vec::with_capacity(64),
             ahead_hash: stable_hash(&[]),
             prefetch_pause: 0,
@@ -116,7 +122,8 @@ impl<T, K: Key> KeyScope<T, K> {
     pub(crate) fn enter(&mut self, record: &T) -> Result<(), StateError> {
         self.scratch.clear();
         self.key_fn.encode(record, &mut self.scratch);
-        let hash = if same_bytes(&self.scratch, &self.ahead) { self.ahead_hash } else { stable_hash(&self.scratch) };
+        let hash =
+            if same_bytes(&self.scratch, &self.pending) { self.pending_hash } else { stable_hash(&self.scratch) };
         let bytes = &self.scratch;
         with_backend("<current key>", |backend| backend.set_current_key(bytes, hash).map(|_| ()))
     }
@@ -129,6 +136,8 @@ impl<T, K: Key> KeyScope<T, K> {
             self.prefetch_pause -= 1;
             return;
         }
+        std::mem::swap(&mut self.pending, &mut self.ahead);
+        self.pending_hash = self.ahead_hash;
         self.ahead.clear();
         self.key_fn.encode(next, &mut self.ahead);
         self.ahead_hash = stable_hash(&self.ahead);

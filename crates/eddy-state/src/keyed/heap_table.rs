@@ -700,6 +700,8 @@ impl<S: StateValue> KeyedTable for HeapTable<S> {
                 .map(|(k, (expiry, v))| (k, u64::from_be_bytes(expiry), v))
                 .collect(),
         };
+        // Counted as `insert_cached` counts: the size the prefetch decision reads.
+        self.cached += entries.len();
         for (key, expires_ms, value) in entries {
             let hash = eddy_types::stable_hash(&key).0;
             let entry =
