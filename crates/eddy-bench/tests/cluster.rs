@@ -113,6 +113,64 @@ fn taskmanagers_killed_under_backpressure_with_unaligned_checkpoints_recover_exa
     kill_task_managers_with("unaligned-kill", 2, "200000", "100000", true, &["--slow-sink-us", "30", "--unaligned"]);
 }
 
+/// The same behind a sink five times slower, with the queues full at every barrier: the
+/// barriers overtake the network queues with copies of the records they pass, which a
+/// restore replays, so the output is still exactly the failure-free run's.
+#[test]
+fn a_taskmanager_killed_while_barriers_overtake_full_network_queues_recovers_exactly() {
+    kill_task_managers_with("overtake-kill", 1, "300000", "100000", true, &["--slow-sink-us", "150", "--unaligned"]);
+}
+
+/// Unaligned checkpoints across TaskManagers behind a sink of 10 ms a record: a barrier
+/// is announced over the network ahead of the producer's queue and the credit window,
+/// with copies of the records it passes, so checkpoints complete within a second however
+/// full the queues are, and hold those records. In band, behind the queues, none did.
+#[test]
+fn unaligned_checkpoints_across_taskmanagers_complete_within_a_second_behind_a_very_slow_sink() {
+    let cluster = Cluster::start("overtake-slow", &[1, 1]);
+    let checkpoints = cluster.dir.join("checkpoints");
+    let job = cluster.submit(&[
+        "api-count",
+        "--events",
+        "10000000",
+        "--keys",
+        "1000",
+        "--parallelism",
+        "2",
+        "--slow-sink-us",
+        "10000",
+        "--unaligned",
+        "--checkpoint-ms",
+        "500",
+        "--checkpoint-dir",
+        checkpoints.to_str().unwrap(),
+    ]);
+    job.wait_for("checkpoint completed", 6, Duration::from_secs(60));
+    let completed: Vec<(u64, u64)> = job
+        .lines()
+        .iter()
+        .filter(|l| l.contains("checkpoint completed"))
+        .map(|l| (field(l, "duration_ms").parse().unwrap(), field(l, "bytes").parse().unwrap()))
+        .collect();
+    println!("checkpoints (duration ms, bytes): {completed:?}");
+    let median = |mut values: Vec<u64>| {
+        values.sort_unstable();
+        values[values.len() / 2]
+    };
+    // The goal is a second; a machine busy with other tests may stretch one checkpoint.
+    assert!(median(completed.iter().map(|c| c.0).collect()) <= 1000, "checkpoints took over a second: {completed:?}");
+    assert!(completed.iter().all(|&(ms, _)| ms <= 5000), "a checkpoint took over 5 s: {completed:?}");
+    assert!(
+        median(completed.iter().map(|c| c.1).collect()) > 100_000,
+        "the records in flight (some 10,000) are in the checkpoints: {completed:?}"
+    );
+    let (code, said) = cluster.control(&["cancel", "1"]);
+    assert_eq!(code, 0, "{said}");
+    let (code, log) = job.finish(Duration::from_secs(30));
+    assert_ne!(code, 0);
+    assert!(log.contains("cancelled"), "{log}");
+}
+
 #[test]
 fn after_a_kill_the_job_waits_for_a_taskmanager_that_joins_later_and_recovers_exactly() {
     kill_task_managers("late-join", 1, "200000", "100000", false);

@@ -8,7 +8,7 @@ use crate::graph::{
     ChainPlan, ErasedOutput, ErasedSend, OperatorFactory, Partitioning, StorageChoice, StreamGraph, StreamNode,
     WriterTargets,
 };
-use crate::network::{ChannelKey, InboundChannel, LostReason, OutboundChannels};
+use crate::network::{ChannelKey, InboundChannel, LostReason, OutboundChannels, Overtaking};
 use crate::task::in_flight::{
     self, AnnouncementTarget, Backlog, ChannelLayout, ChannelOrigin, Inbox, InputLayout, KeyFilter, ReplayChannel,
 };
@@ -102,6 +102,12 @@ pub(crate) fn wire_placed(
     let mut origins: HashMap<(NodeId, usize, u32), Vec<(ChannelOrigin, Backlog)>> = HashMap::new();
     let mut inboxes: HashMap<(NodeId, usize, u32), Inbox> = HashMap::new();
     let mut writers: HashMap<(usize, u32), WriterTargets> = HashMap::new();
+    // Barriers overtake network queues when every exactly-once checkpoint goes unaligned
+    // at once. With an aligned-checkpoint timeout they stay in band across processes: a
+    // consumer still aligning would block the channel behind its barrier, with records
+    // the producer's snapshot counts as sent still to come.
+    let checkpoint = &graph.config.checkpoint;
+    let overtake = checkpoint.unaligned && checkpoint.aligned_checkpoint_timeout_ms == 0;
     for (index, edge) in graph.edges.iter().enumerate() {
         if plan.chained_edges[index] {
             continue;
@@ -158,8 +164,16 @@ pub(crate) fn wire_placed(
                         // The producer's queue, drained by the connection to the consumer.
                         let (sender, receiver) = port_type.channel(channel_capacity);
                         senders.push(sender);
-                        // Unaligned barriers reach it in band only, behind the records.
-                        announce.push(None);
+                        // Unaligned barriers are announced to the connection, which sends
+                        // them ahead of the queue (the consumer's channel index is its own).
+                        let overtaking = overtake.then(|| {
+                            let (inbox, announcements) = crossbeam_channel::unbounded();
+                            announce.push(Some(AnnouncementTarget { inbox, channel: 0, backlog: backlog.clone() }));
+                            Overtaking { announcements, backlog }
+                        });
+                        if overtaking.is_none() {
+                            announce.push(None);
+                        }
                         // The consumer grants as many credits as a queue holds batches.
                         credits.push(match channel_capacity {
                             ChannelCapacity::Bounded(batches) => batches,
@@ -168,12 +182,12 @@ pub(crate) fn wire_placed(
                         // Debloated batches go one per frame (per credit); single-record
                         // batches (no buffer timeout) are not debloated and keep packing.
                         let debloated = graph.config.buffer_debloat.is_some() && graph.config.buffer_timeout_ms > 0;
-                        let outbound = port_type.outbound(receiver, debloated);
+                        let outbound = port_type.outbound(receiver, debloated, overtaking);
                         remote.outbound.entry(owner(target)).or_default().push((key, outbound));
                     }
                     (false, true) => {
                         // Bounded by the credits the consumer grants, not by the queue.
-                        let (sender, receiver) = port_type.channel(ChannelCapacity::Unbounded);
+                        let queue = port_type.channel(ChannelCapacity::Unbounded);
                         let initial_credit = match channel_capacity {
                             ChannelCapacity::Bounded(batches) => batches as u32,
                             ChannelCapacity::Unbounded => u32::MAX / 2,
@@ -184,10 +198,20 @@ pub(crate) fn wire_placed(
                             lost: LostReason::default(),
                             initial_credit,
                         });
-                        inbound.channels.insert(key, port_type.inbound(sender));
-                        let input =
-                            port_type.remote_input(receiver, key, inbound.credits.0.clone(), inbound.lost.clone());
-                        gates.entry(gate).or_default().push(input);
+                        let channels = gates.entry(gate).or_default();
+                        let announce = overtake.then(|| {
+                            let inbox = inboxes.entry(gate).or_insert_with(crossbeam_channel::unbounded);
+                            (inbox.0.clone(), channels.len())
+                        });
+                        let (network_end, input) = port_type.remote_channel(
+                            queue,
+                            key,
+                            inbound.credits.0.clone(),
+                            inbound.lost.clone(),
+                            announce,
+                        );
+                        inbound.channels.insert(key, network_end);
+                        channels.push(input);
                     }
                     (false, false) => {}
                 }

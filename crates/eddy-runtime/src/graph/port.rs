@@ -4,10 +4,11 @@
 use super::Partitioning;
 use crate::channel::{BatchReceiver, BatchSender, ChannelCapacity};
 use crate::network::{
-    ChannelKey, InboundChannel, LostReason, OutboundChannel, RemoteInputChannel, TypedInbound, TypedOutbound,
+    ChannelKey, InboundChannel, LostReason, OutboundChannel, Overtaking, RemoteInputChannel, TypedInbound,
+    TypedOutbound,
 };
 use crate::output::{Discard, FanOut, PortOutput, TypedOutput};
-use crate::task::in_flight::AnnouncementTarget;
+use crate::task::in_flight::{Announcement, AnnouncementTarget};
 use crate::task::InputChannel;
 use crate::task::{MailboxReceiver, OneInputDriver, TaskDriver, TaskShared};
 use crate::writer::{KeySelectorFactory, Partitioner, RecordWriter};
@@ -32,7 +33,8 @@ pub struct WriterTargets {
     pub senders: Vec<ErasedSend>,
     /// Per target, the batches in flight beyond its queue: a network channel's credits.
     pub credits: Vec<usize>,
-    /// Per target in this process, where unaligned checkpoints' barriers are announced.
+    /// Per target, where unaligned checkpoints' barriers are announced: the consumer's
+    /// input in this process, or the network channel's sender, which tells the consumer.
     pub announce: Vec<Option<AnnouncementTarget>>,
 }
 
@@ -56,20 +58,26 @@ pub trait PortType: Send + Sync {
     fn discard(&self) -> ErasedOutput;
     /// The network end of a channel's producer side: encodes what `receiver` (a
     /// `BatchReceiver<T>`) gets into frames; `one_batch_per_frame` (buffer debloating)
-    /// keeps a frame, which costs one credit, to one (debloated) batch.
-    fn outbound(&self, receiver: ErasedSend, one_batch_per_frame: bool) -> Box<dyn OutboundChannel>;
-    /// The network end of a channel's consumer side: decodes frames into `sender` (a
-    /// `BatchSender<T>`).
-    fn inbound(&self, sender: ErasedSend) -> Box<dyn InboundChannel>;
-    /// The input channel a consumer reads network frames from: `receiver` (a
-    /// `BatchReceiver<T>`) returning credits to `credits`.
-    fn remote_input(
+    /// keeps a frame, which costs one credit, to one (debloated) batch; with `overtaking`,
+    /// unaligned checkpoints' barriers overtake the queue.
+    fn outbound(
         &self,
         receiver: ErasedSend,
+        one_batch_per_frame: bool,
+        overtaking: Option<Overtaking>,
+    ) -> Box<dyn OutboundChannel>;
+    /// A channel's consumer side: the network end that decodes frames into `sender` (a
+    /// `BatchSender<T>`), and the input channel the consumer reads them from, `receiver`
+    /// (a `BatchReceiver<T>`) returning credits to `credits`. With `announce` (the input's
+    /// announcements and the channel's index there), it hears overtaking barriers.
+    fn remote_channel(
+        &self,
+        queue: (ErasedSend, ErasedSend),
         key: ChannelKey,
         credits: Sender<ChannelKey>,
         lost: LostReason,
-    ) -> ErasedSend;
+        announce: Option<(Sender<Announcement>, usize)>,
+    ) -> (Box<dyn InboundChannel>, ErasedSend);
     /// The driver of a chain whose head (a `Box<dyn Output<T>>`) reads this type from
     /// `channels` (one per producer subtask).
     fn one_input_driver(
@@ -155,26 +163,41 @@ impl<T: Clone + Send + Serialize + DeserializeOwned + 'static> PortType for Type
         TypedOutput::<T>::erase(Box::new(Discard))
     }
 
-    fn outbound(&self, receiver: ErasedSend, one_batch_per_frame: bool) -> Box<dyn OutboundChannel> {
-        let queue = *receiver.downcast::<BatchReceiver<T>>().expect(WRONG_TYPE);
-        let outbound = TypedOutbound::new(queue);
-        Box::new(if one_batch_per_frame { outbound.one_batch_per_frame() } else { outbound })
-    }
-
-    fn inbound(&self, sender: ErasedSend) -> Box<dyn InboundChannel> {
-        Box::new(TypedInbound::new(*sender.downcast::<BatchSender<T>>().expect(WRONG_TYPE)))
-    }
-
-    fn remote_input(
+    fn outbound(
         &self,
         receiver: ErasedSend,
+        one_batch_per_frame: bool,
+        overtaking: Option<Overtaking>,
+    ) -> Box<dyn OutboundChannel> {
+        let queue = *receiver.downcast::<BatchReceiver<T>>().expect(WRONG_TYPE);
+        let mut outbound = TypedOutbound::new(queue);
+        if one_batch_per_frame {
+            outbound = outbound.one_batch_per_frame();
+        }
+        if let Some(overtaking) = overtaking {
+            outbound = outbound.overtaking(overtaking);
+        }
+        Box::new(outbound)
+    }
+
+    fn remote_channel(
+        &self,
+        (sender, receiver): (ErasedSend, ErasedSend),
         key: ChannelKey,
         credits: Sender<ChannelKey>,
         lost: LostReason,
-    ) -> ErasedSend {
+        announce: Option<(Sender<Announcement>, usize)>,
+    ) -> (Box<dyn InboundChannel>, ErasedSend) {
+        let mut inbound = TypedInbound::new(*sender.downcast::<BatchSender<T>>().expect(WRONG_TYPE));
         let receiver = *receiver.downcast::<BatchReceiver<T>>().expect(WRONG_TYPE);
-        let channel: Box<dyn InputChannel<T>> = Box::new(RemoteInputChannel::new(receiver, key, credits, lost));
-        Box::new(channel)
+        let mut input = RemoteInputChannel::new(receiver, key, credits, lost);
+        if let Some((inbox, channel)) = announce {
+            let (overtaken_tx, overtaken_rx) = crossbeam_channel::unbounded();
+            inbound = inbound.overtaken_by_barriers(inbox, channel, overtaken_tx);
+            input = input.with_overtaken(overtaken_rx);
+        }
+        let input: Box<dyn InputChannel<T>> = Box::new(input);
+        (Box::new(inbound), Box::new(input))
     }
 
     fn one_input_driver(

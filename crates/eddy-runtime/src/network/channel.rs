@@ -5,11 +5,16 @@
 use super::wire::{kind, ChannelKey, FRAME_BYTES_MAX, HEADER_BYTES, NETWORK_BUFFER_BYTES};
 use crate::channel::{BatchReceiver, BatchSender, CheckpointBarrier, StreamMessage};
 use crate::error::TaskError;
+use crate::task::in_flight::{Announcement, Backlog};
 use crate::task::InputChannel;
-use crossbeam_channel::{Select, Sender, TryRecvError};
+use crossbeam_channel::{Receiver, Select, Sender, TryRecvError};
+use eddy_checkpoint::CheckpointId;
 use eddy_types::{Watermark, WatermarkStatus};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
+use std::cell::RefCell;
+use std::collections::VecDeque;
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
 /// Why a channel sends no more frames.
@@ -29,10 +34,9 @@ pub type OutboundChannels = Vec<(ChannelKey, Box<dyn OutboundChannel>)>;
 /// ([`crate::graph::PortType::outbound`]): takes what the producing subtask queued and
 /// encodes it into frames.
 pub trait OutboundChannel: Send {
-    /// Registers the producer's queue with `select`.
-    fn watch<'a>(&'a self, select: &mut Select<'a>);
-    /// Whether a message taken earlier waits to be sent (an event after records).
-    fn has_stashed(&self) -> bool;
+    /// Registers with `select` what can let the channel send again: the producer's queue
+    /// (when what it holds could go: `credit` for records), and its announcements.
+    fn watch<'a>(&'a self, select: &mut Select<'a>, credit: bool);
     /// Appends the next frame's payload to `out` and says its kind and value; `Ok(None)`
     /// when nothing can go (nothing queued, or records without `credit`); `Err` when the
     /// producer is gone and everything it queued went.
@@ -46,32 +50,86 @@ pub trait InboundChannel: Send {
     fn deliver(&mut self, kind: u8, value: u32, payload: &[u8]) -> Result<bool, String>;
 }
 
+/// How a producer's network channel lets an unaligned checkpoint's barrier overtake what
+/// its subtask queued (Flink's priority events with output channel state): on the
+/// writer's announcement the barrier's consumer hears of it at once ([`kind::ANNOUNCE`]);
+/// the queue is then drained up to the barrier into the channel's stash, a copy of the
+/// stashed records goes out ([`kind::OVERTAKEN`], no credit), then the barrier, and the
+/// stashed records follow as always, with credit. The consumer keeps the copy as the
+/// channel's in-flight records, so a restore needs nothing from the producer's side; and
+/// nothing moves sooner than credit allows, so the consumer holds no more than before.
+pub struct Overtaking {
+    pub announcements: Receiver<Announcement>,
+    /// What the stash holds, which counts against the queue's capacity at the writer.
+    pub backlog: Backlog,
+}
+
+/// Where an overtaking barrier is.
+#[derive(Debug, Clone, Copy)]
+enum Overtake {
+    /// Announced; the queue is drained into the stash until the barrier comes.
+    Awaiting(CheckpointBarrier),
+    /// The stash's first `end` messages came before the barrier: their records are copied
+    /// from `next` on, one batch per frame, then the barrier goes.
+    Copying { barrier: CheckpointBarrier, next: usize, end: usize },
+}
+
 /// [`OutboundChannel`] of records of type `T`.
 pub struct TypedOutbound<T> {
     queue: BatchReceiver<T>,
-    stash: Option<StreamMessage<T>>,
+    /// Messages taken from the queue that go before it: an event found while packing
+    /// records, or everything an overtaking barrier passed.
+    stash: VecDeque<StreamMessage<T>>,
     /// A frame packs the batches queued behind the first up to a network buffer's size;
     /// with buffer debloating only one, because a credit is one frame: packed frames
     /// would let the credits carry many times the debloated amount.
     pack: bool,
+    overtaking: Option<Overtaking>,
+    overtake: Option<Overtake>,
+    /// The newest barrier sent in band: an announcement that comes after it is stale.
+    last_in_band: Option<CheckpointId>,
 }
 
 impl<T> TypedOutbound<T> {
     pub fn new(queue: BatchReceiver<T>) -> Self {
-        Self { queue, stash: None, pack: true }
+        Self { queue, stash: VecDeque::new(), pack: true, overtaking: None, overtake: None, last_in_band: None }
     }
 
     /// One batch per frame (buffer debloating).
     pub fn one_batch_per_frame(self) -> Self {
         Self { pack: false, ..self }
     }
+
+    /// Unaligned checkpoints' barriers overtake the queue (see [`Overtaking`]).
+    pub fn overtaking(self, overtaking: Overtaking) -> Self {
+        Self { overtaking: Some(overtaking), ..self }
+    }
+
+    fn stashed(&mut self) {
+        if let Some(overtaking) = &self.overtaking {
+            overtaking.backlog.store(self.stash.len(), Ordering::Relaxed);
+        }
+    }
+}
+
+fn encode_barrier(barrier: &CheckpointBarrier, out: &mut Vec<u8>) {
+    out.extend_from_slice(&barrier.id.0.to_le_bytes());
+    out.push(matches!(barrier.kind, eddy_checkpoint::SnapshotKind::Savepoint) as u8);
+}
+
+fn decode_barrier(payload: &[u8]) -> Option<CheckpointBarrier> {
+    let id = u64::from_le_bytes(payload.get(0..8)?.try_into().ok()?);
+    let kind = match payload.get(8)? {
+        0 => eddy_checkpoint::SnapshotKind::Checkpoint,
+        _ => eddy_checkpoint::SnapshotKind::Savepoint,
+    };
+    Some(CheckpointBarrier { id: CheckpointId(id), kind })
 }
 
 fn encode_event<T>(message: &StreamMessage<T>, out: &mut Vec<u8>) -> (u8, u32) {
     match message {
         StreamMessage::Barrier(barrier) => {
-            out.extend_from_slice(&barrier.id.0.to_le_bytes());
-            out.push(matches!(barrier.kind, eddy_checkpoint::SnapshotKind::Savepoint) as u8);
+            encode_barrier(barrier, out);
             (kind::BARRIER, 0)
         }
         StreamMessage::Watermark(watermark) => {
@@ -86,17 +144,102 @@ fn encode_event<T>(message: &StreamMessage<T>, out: &mut Vec<u8>) -> (u8, u32) {
     }
 }
 
-impl<T: Serialize + Send> OutboundChannel for TypedOutbound<T> {
-    fn watch<'a>(&'a self, select: &mut Select<'a>) {
-        select.recv(&self.queue);
+/// Appends `batch`'s records to `out`, postcard-encoded; the count of a frame's batches
+/// goes in its header.
+fn encode_records<T: Serialize>(batch: &[T], out: &mut Vec<u8>) -> Result<(), ChannelEnd> {
+    for record in batch {
+        // Postcard writes into the buffer in place. A type whose Serialize fails
+        // (a map of unknown length, a custom error) fails the job, named.
+        let buffer = std::mem::take(out);
+        *out = postcard::to_extend(record, buffer).map_err(|e| {
+            ChannelEnd::Unsendable(format!(
+                "a record of type `{}` cannot be serialized to go to another process: {e}",
+                std::any::type_name::<T>()
+            ))
+        })?;
+    }
+    if out.len().saturating_sub(HEADER_BYTES) > FRAME_BYTES_MAX {
+        return Err(ChannelEnd::Unsendable(format!(
+            "a batch of records of type `{}` takes {} bytes, more than a network frame may carry ({FRAME_BYTES_MAX})",
+            std::any::type_name::<T>(),
+            out.len().saturating_sub(HEADER_BYTES)
+        )));
+    }
+    Ok(())
+}
+
+fn count_of(len: usize) -> u32 {
+    u32::try_from(len).unwrap_or(u32::MAX)
+}
+
+impl<T: Serialize + Send> TypedOutbound<T> {
+    /// The next frame of an overtaking barrier, if one is under way or announced.
+    fn next_overtaking_frame(&mut self, out: &mut Vec<u8>) -> Result<Option<(u8, u32)>, ChannelEnd> {
+        let Some(overtaking) = &self.overtaking else { return Ok(None) };
+        if self.overtake.is_none() {
+            let Ok(announcement) = overtaking.announcements.try_recv() else { return Ok(None) };
+            let barrier = announcement.barrier;
+            if self.last_in_band.is_some_and(|sent| sent >= barrier.id) {
+                // The barrier went in band before its announcement was read.
+                return Ok(None);
+            }
+            // Packing may have stashed the barrier already.
+            let stashed = self.stash.iter().position(|m| matches!(m, StreamMessage::Barrier(b) if *b == barrier));
+            self.overtake = Some(match stashed {
+                Some(end) => {
+                    self.stash.remove(end);
+                    Overtake::Copying { barrier, next: 0, end }
+                }
+                None => Overtake::Awaiting(barrier),
+            });
+            self.stashed();
+            encode_barrier(&barrier, out);
+            return Ok(Some((kind::ANNOUNCE, 0)));
+        }
+        if let Some(Overtake::Awaiting(barrier)) = self.overtake {
+            loop {
+                match self.queue.try_recv() {
+                    Ok(StreamMessage::Barrier(b)) if b == barrier => {
+                        self.overtake = Some(Overtake::Copying { barrier, next: 0, end: self.stash.len() });
+                        break;
+                    }
+                    Ok(message) => self.stash.push_back(message),
+                    Err(TryRecvError::Empty) => {
+                        self.stashed();
+                        return Ok(None);
+                    }
+                    Err(TryRecvError::Disconnected) => {
+                        // The producer went before its barrier (a cancel): what it
+                        // queued still goes, in order.
+                        self.overtake = None;
+                        self.stashed();
+                        return Ok(None);
+                    }
+                }
+            }
+            self.stashed();
+        }
+        let Some(Overtake::Copying { barrier, next, end }) = self.overtake else { return Ok(None) };
+        let batch = (next..end).find(|&i| matches!(&self.stash[i], StreamMessage::Records(b) if !b.is_empty()));
+        match batch {
+            Some(i) => {
+                let StreamMessage::Records(records) = &self.stash[i] else { unreachable!("found above") };
+                encode_records(records, out)?;
+                self.overtake = Some(Overtake::Copying { barrier, next: i + 1, end });
+                Ok(Some((kind::OVERTAKEN, count_of(records.len()))))
+            }
+            None => {
+                self.overtake = None;
+                self.last_in_band = Some(barrier.id);
+                encode_barrier(&barrier, out);
+                Ok(Some((kind::BARRIER, 0)))
+            }
+        }
     }
 
-    fn has_stashed(&self) -> bool {
-        self.stash.is_some()
-    }
-
-    fn next_frame(&mut self, out: &mut Vec<u8>, credit: bool) -> Result<Option<(u8, u32)>, ChannelEnd> {
-        let first = match self.stash.take() {
+    /// The next message to send, from the stash first; `None` if nothing can go.
+    fn take_next(&mut self, credit: bool) -> Result<Option<StreamMessage<T>>, ChannelEnd> {
+        let message = match self.stash.pop_front() {
             Some(message) => message,
             None if !credit => return Ok(None),
             None => match self.queue.try_recv() {
@@ -105,49 +248,66 @@ impl<T: Serialize + Send> OutboundChannel for TypedOutbound<T> {
                 Err(TryRecvError::Disconnected) => return Err(ChannelEnd::ProducerGone),
             },
         };
-        let StreamMessage::Records(batch) = first else {
-            return Ok(Some(encode_event(&first, out)));
-        };
-        if !credit {
-            self.stash = Some(StreamMessage::Records(batch));
+        if !credit && matches!(message, StreamMessage::Records(_)) {
+            self.stash.push_front(message);
             return Ok(None);
         }
+        Ok(Some(message))
+    }
+}
+
+impl<T: Serialize + Send> OutboundChannel for TypedOutbound<T> {
+    fn watch<'a>(&'a self, select: &mut Select<'a>, credit: bool) {
+        if let Some(overtaking) = &self.overtaking {
+            select.recv(&overtaking.announcements);
+        }
+        let awaiting = matches!(self.overtake, Some(Overtake::Awaiting(_)));
+        if awaiting || (credit && self.stash.is_empty()) {
+            select.recv(&self.queue);
+        }
+    }
+
+    fn next_frame(&mut self, out: &mut Vec<u8>, credit: bool) -> Result<Option<(u8, u32)>, ChannelEnd> {
+        if let Some(frame) = self.next_overtaking_frame(out)? {
+            return Ok(Some(frame));
+        }
+        if self.overtake.is_some() {
+            // Waiting for the barrier to be queued: nothing goes before it.
+            return Ok(None);
+        }
+        let first = self.take_next(credit)?;
+        self.stashed();
+        let Some(first) = first else { return Ok(None) };
+        let StreamMessage::Records(mut batch) = first else {
+            if let StreamMessage::Barrier(barrier) = &first {
+                self.last_in_band = Some(barrier.id);
+            }
+            return Ok(Some(encode_event(&first, out)));
+        };
         let start = out.len();
         let mut count = 0u32;
-        let mut batch = batch;
         loop {
-            for record in &batch {
-                // Postcard writes into the buffer in place. A type whose Serialize fails
-                // (a map of unknown length, a custom error) fails the job, named.
-                let buffer = std::mem::take(out);
-                *out = postcard::to_extend(record, buffer).map_err(|e| {
-                    ChannelEnd::Unsendable(format!(
-                        "a record of type `{}` cannot be serialized to go to another process: {e}",
-                        std::any::type_name::<T>()
-                    ))
-                })?;
-            }
-            if out.len().saturating_sub(HEADER_BYTES) > FRAME_BYTES_MAX {
-                return Err(ChannelEnd::Unsendable(format!(
-                    "a batch of records of type `{}` takes {} bytes, more than a network frame may carry ({FRAME_BYTES_MAX})",
-                    std::any::type_name::<T>(),
-                    out.len().saturating_sub(HEADER_BYTES)
-                )));
-            }
-            count = count.saturating_add(u32::try_from(batch.len()).unwrap_or(u32::MAX));
+            encode_records(&batch, out)?;
+            count = count.saturating_add(count_of(batch.len()));
             // Records of no size never fill a buffer: the count bounds a frame too.
             if !self.pack || out.len() - start >= NETWORK_BUFFER_BYTES || count >= u32::MAX / 2 {
                 break;
             }
-            match self.queue.try_recv() {
-                Ok(StreamMessage::Records(next)) => batch = next,
-                Ok(event) => {
-                    self.stash = Some(event);
+            // From the stash while it holds anything, else from the queue.
+            let next = match self.stash.pop_front() {
+                Some(message) => Some(message),
+                None => self.queue.try_recv().ok(),
+            };
+            match next {
+                Some(StreamMessage::Records(next)) => batch = next,
+                Some(event) => {
+                    self.stash.push_front(event);
                     break;
                 }
-                Err(_) => break,
+                None => break,
             }
         }
+        self.stashed();
         Ok(Some((kind::RECORDS, count)))
     }
 }
@@ -155,40 +315,70 @@ impl<T: Serialize + Send> OutboundChannel for TypedOutbound<T> {
 /// [`InboundChannel`] of records of type `T`.
 pub struct TypedInbound<T> {
     queue: BatchSender<T>,
+    /// Where an announced barrier is told to the consuming subtask (its input's
+    /// announcements, and this channel's index there), with unaligned checkpoints.
+    announce: Option<(Sender<Announcement>, usize)>,
+    /// Copies of records a barrier overtook, by barrier, for the consumer's checkpoint.
+    overtaken: Option<Sender<(CheckpointId, Vec<T>)>>,
+    /// The barrier announced last: the copies that follow are its.
+    last_announced: Option<CheckpointId>,
 }
 
 impl<T> TypedInbound<T> {
     pub fn new(queue: BatchSender<T>) -> Self {
-        Self { queue }
+        Self { queue, announce: None, overtaken: None, last_announced: None }
     }
+
+    /// Hears overtaking barriers: announcements go to `inbox` as channel `channel`, copies
+    /// of the overtaken records to `overtaken`.
+    pub fn overtaken_by_barriers(
+        self,
+        inbox: Sender<Announcement>,
+        channel: usize,
+        overtaken: Sender<(CheckpointId, Vec<T>)>,
+    ) -> Self {
+        Self { announce: Some((inbox, channel)), overtaken: Some(overtaken), ..self }
+    }
+}
+
+fn decode_records<T: DeserializeOwned>(count: u32, payload: &[u8]) -> Result<Vec<T>, String> {
+    // Each record takes a byte at least: a lying count cannot reserve more.
+    let mut records = Vec::with_capacity((count as usize).min(payload.len()));
+    let mut rest = payload;
+    for _ in 0..count {
+        let (record, tail) = postcard::take_from_bytes::<T>(rest).map_err(|e| format!("an undecodable record: {e}"))?;
+        records.push(record);
+        rest = tail;
+    }
+    if !rest.is_empty() {
+        return Err(format!("{} bytes after the {count} records of a frame", rest.len()));
+    }
+    Ok(records)
 }
 
 impl<T: DeserializeOwned + Send> InboundChannel for TypedInbound<T> {
     fn deliver(&mut self, frame_kind: u8, value: u32, payload: &[u8]) -> Result<bool, String> {
         let short = || format!("a frame of kind {frame_kind} is too short ({} bytes)", payload.len());
         let message = match frame_kind {
-            kind::RECORDS => {
-                // Each record takes a byte at least: a lying count cannot reserve more.
-                let mut records = Vec::with_capacity((value as usize).min(payload.len()));
-                let mut rest = payload;
-                for _ in 0..value {
-                    let (record, tail) =
-                        postcard::take_from_bytes::<T>(rest).map_err(|e| format!("an undecodable record: {e}"))?;
-                    records.push(record);
-                    rest = tail;
+            kind::RECORDS => StreamMessage::Records(decode_records(value, payload)?),
+            kind::BARRIER => StreamMessage::Barrier(decode_barrier(payload).ok_or_else(short)?),
+            kind::ANNOUNCE => {
+                let barrier = decode_barrier(payload).ok_or_else(short)?;
+                self.last_announced = Some(barrier.id);
+                if let Some((inbox, channel)) = &self.announce {
+                    let _ = inbox.send(Announcement { channel: *channel, barrier });
                 }
-                if !rest.is_empty() {
-                    return Err(format!("{} bytes after the {value} records of a frame", rest.len()));
-                }
-                StreamMessage::Records(records)
+                return Ok(false);
             }
-            kind::BARRIER => {
-                let id = u64::from_le_bytes(payload.get(0..8).ok_or_else(short)?.try_into().expect("8 bytes"));
-                let kind = match payload.get(8).ok_or_else(short)? {
-                    0 => eddy_checkpoint::SnapshotKind::Checkpoint,
-                    _ => eddy_checkpoint::SnapshotKind::Savepoint,
+            kind::OVERTAKEN => {
+                let records = decode_records(value, payload)?;
+                // Stored with the barrier announced last, which follows the copies.
+                let Some(overtaken) = &self.overtaken else {
+                    return Err("overtaken records on a channel without unaligned checkpoints".into());
                 };
-                StreamMessage::Barrier(CheckpointBarrier { id: eddy_checkpoint::CheckpointId(id), kind })
+                let barrier = self.last_announced.ok_or("overtaken records before any announcement")?;
+                let _ = overtaken.send((barrier, records));
+                return Ok(false);
             }
             kind::WATERMARK => {
                 let at = i64::from_le_bytes(payload.get(0..8).ok_or_else(short)?.try_into().expect("8 bytes"));
@@ -217,11 +407,20 @@ pub struct RemoteInputChannel<T> {
     key: ChannelKey,
     credits: Sender<ChannelKey>,
     lost: LostReason,
+    /// Copies of records that overtaking barriers passed at the producer, by barrier.
+    overtaken: Option<Receiver<(CheckpointId, Vec<T>)>>,
+    /// Those taken from `overtaken` whose barrier is still to come.
+    early: RefCell<VecDeque<(CheckpointId, Vec<T>)>>,
 }
 
 impl<T> RemoteInputChannel<T> {
     pub fn new(queue: BatchReceiver<T>, key: ChannelKey, credits: Sender<ChannelKey>, lost: LostReason) -> Self {
-        Self { queue, key, credits, lost }
+        Self { queue, key, credits, lost, overtaken: None, early: RefCell::default() }
+    }
+
+    /// Gets the copies of overtaken records from `overtaken` (see [`TypedInbound`]).
+    pub fn with_overtaken(self, overtaken: Receiver<(CheckpointId, Vec<T>)>) -> Self {
+        Self { overtaken: Some(overtaken), ..self }
     }
 }
 
@@ -233,6 +432,29 @@ impl<T: Send> InputChannel<T> for RemoteInputChannel<T> {
             let _ = self.credits.send(self.key);
         }
         Ok(message)
+    }
+
+    /// Without a credit back: what the consumer reads ahead keeps its buffer until it is
+    /// processed ([`Self::release`]), so that reading ahead lets the producer send no more.
+    fn try_recv_ahead(&self) -> Result<StreamMessage<T>, TryRecvError> {
+        self.queue.try_recv()
+    }
+
+    fn release(&self) {
+        let _ = self.credits.send(self.key);
+    }
+
+    fn take_overtaken(&self, barrier: &CheckpointBarrier, into: &mut Vec<T>) {
+        let mut early = self.early.borrow_mut();
+        if let Some(overtaken) = &self.overtaken {
+            early.extend(overtaken.try_iter());
+        }
+        while early.front().is_some_and(|(id, _)| *id <= barrier.id) {
+            let (id, records) = early.pop_front().expect("looked at above");
+            if id == barrier.id {
+                into.extend(records);
+            }
+        }
     }
 
     fn watch<'a>(&'a self, select: &mut Select<'a>) {

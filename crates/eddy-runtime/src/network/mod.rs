@@ -37,8 +37,8 @@ mod sender;
 mod wire;
 
 pub use channel::{
-    ChannelEnd, InboundChannel, LostReason, OutboundChannel, OutboundChannels, RemoteInputChannel, TypedInbound,
-    TypedOutbound,
+    ChannelEnd, InboundChannel, LostReason, OutboundChannel, OutboundChannels, Overtaking, RemoteInputChannel,
+    TypedInbound, TypedOutbound,
 };
 pub use receiver::{start_receivers, InboundSet};
 pub use sender::{start_sender, OutboundSet};
@@ -119,6 +119,81 @@ mod tests {
                 "EndOfInput".into()
             ]
         );
+    }
+
+    /// An unaligned checkpoint's barrier overtakes the producer's queue: announced at
+    /// once, then copies of the records it passed and the barrier itself, all without
+    /// credit; the records themselves follow with credit. The consumer's channel hands
+    /// the copies out at the barrier, and owes the credits of what it reads ahead.
+    #[test]
+    fn an_announced_barrier_overtakes_the_queue_with_copies_of_what_it_passed() {
+        use crate::channel::CheckpointBarrier;
+        use crate::task::in_flight::{Announcement, Backlog};
+        use eddy_checkpoint::{CheckpointId, SnapshotKind};
+        use std::sync::atomic::Ordering;
+        let barrier = CheckpointBarrier { id: CheckpointId(7), kind: SnapshotKind::Checkpoint };
+        let (tx, rx) = crossbeam_channel::bounded::<StreamMessage<u64>>(8);
+        let (announce_tx, announcements) = crossbeam_channel::unbounded();
+        let backlog = Backlog::default();
+        let mut outbound = TypedOutbound::new(rx).overtaking(Overtaking { announcements, backlog: backlog.clone() });
+        tx.send(StreamMessage::Records(vec![1, 2])).unwrap();
+        tx.send(StreamMessage::Watermark(Watermark(5))).unwrap();
+        tx.send(StreamMessage::Records(vec![3])).unwrap();
+        announce_tx.send(Announcement { channel: 0, barrier }).unwrap();
+
+        let key = ChannelKey { edge: 0, from: 0, to: 0 };
+        let (in_tx, in_rx) = crossbeam_channel::unbounded::<StreamMessage<u64>>();
+        let (inbox_tx, inbox_rx) = crossbeam_channel::unbounded();
+        let (overtaken_tx, overtaken_rx) = crossbeam_channel::unbounded();
+        let mut inbound = TypedInbound::new(in_tx).overtaken_by_barriers(inbox_tx, 3, overtaken_tx);
+        let (credit_tx, credit_rx) = crossbeam_channel::unbounded();
+        let input = RemoteInputChannel::new(in_rx, key, credit_tx, LostReason::default()).with_overtaken(overtaken_rx);
+
+        let mut frame = Vec::new();
+        let mut next = |outbound: &mut TypedOutbound<u64>, credit: bool, frame: &mut Vec<u8>| {
+            frame.clear();
+            let sent = outbound.next_frame(frame, credit).unwrap();
+            if let Some((k, n)) = sent {
+                inbound.deliver(k, n, frame).unwrap();
+            }
+            sent.map(|(k, _)| k)
+        };
+        assert_eq!(next(&mut outbound, false, &mut frame), Some(kind::ANNOUNCE), "announced at once, no credit");
+        assert_eq!(inbox_rx.try_recv().unwrap(), Announcement { channel: 3, barrier });
+        assert_eq!(next(&mut outbound, false, &mut frame), None, "the barrier is not queued yet");
+        assert_eq!(backlog.load(Ordering::Relaxed), 3, "the drained queue counts against the producer");
+        tx.send(StreamMessage::Barrier(barrier)).unwrap();
+        tx.send(StreamMessage::Records(vec![4])).unwrap();
+        assert_eq!(next(&mut outbound, false, &mut frame), Some(kind::OVERTAKEN));
+        assert_eq!(next(&mut outbound, false, &mut frame), Some(kind::OVERTAKEN));
+        assert_eq!(next(&mut outbound, false, &mut frame), Some(kind::BARRIER), "then the barrier, ahead");
+        assert_eq!(next(&mut outbound, false, &mut frame), None, "the stashed records wait for credit");
+        assert_eq!(next(&mut outbound, true, &mut frame), Some(kind::RECORDS));
+        assert_eq!(next(&mut outbound, true, &mut frame), Some(kind::WATERMARK));
+        assert_eq!(next(&mut outbound, true, &mut frame), Some(kind::RECORDS), "3, then 4 from the queue");
+        assert_eq!(backlog.load(Ordering::Relaxed), 0);
+        assert_eq!(next(&mut outbound, true, &mut frame), None);
+
+        // The consumer reads ahead to the barrier: no credit back until a batch is processed.
+        let mut copies = Vec::new();
+        let got = std::iter::from_fn(|| input.try_recv_ahead().ok()).collect::<Vec<_>>();
+        assert_eq!(
+            format!("{got:?}"),
+            format!(
+                "{:?}",
+                vec![
+                    StreamMessage::<u64>::Barrier(barrier),
+                    StreamMessage::Records(vec![1, 2]),
+                    StreamMessage::Watermark(Watermark(5)),
+                    StreamMessage::Records(vec![3, 4])
+                ]
+            )
+        );
+        assert!(credit_rx.try_recv().is_err(), "reading ahead returns no credit");
+        input.take_overtaken(&barrier, &mut copies);
+        assert_eq!(copies, vec![1, 2, 3], "the copies of what the barrier passed, in order");
+        input.release();
+        assert_eq!(credit_rx.try_recv().unwrap(), key);
     }
 
     #[test]

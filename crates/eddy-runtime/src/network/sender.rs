@@ -184,8 +184,8 @@ fn send_frames(
             let mut select = Select::new();
             select.recv(&credit_rx);
             for i in 0..channels.len() {
-                if !gone[i] && credits.has(i) && !channels[i].has_stashed() {
-                    channels[i].watch(&mut select);
+                if !gone[i] {
+                    channels[i].watch(&mut select, credits.has(i));
                 }
             }
             let _ = select.ready_timeout(Duration::from_millis(IDLE_WAIT_MS));

@@ -22,6 +22,13 @@ pub(super) mod kind {
     /// The producer cannot send the channel's records (a record that does not
     /// serialize): the payload says why, and the consumer fails with it.
     pub const UNSENDABLE: u8 = 7;
+    /// An unaligned checkpoint's barrier is coming on this channel, ahead of what the
+    /// producer queued: the consumer snapshots and reads the channel ahead to it. The
+    /// payload is the barrier's, as in [`BARRIER`].
+    pub const ANNOUNCE: u8 = 8;
+    /// A copy of records the coming barrier overtook at the producer (value: their count):
+    /// in flight for the consumer's checkpoint, sent for real behind the barrier.
+    pub const OVERTAKEN: u8 = 9;
 }
 
 /// One channel on a connection: edge index, producer subtask, consumer subtask.

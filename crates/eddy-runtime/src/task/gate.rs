@@ -25,6 +25,16 @@ use std::sync::atomic::Ordering;
 pub trait InputChannel<T>: Send {
     /// The next message, if one is waiting.
     fn try_recv(&self) -> Result<StreamMessage<T>, TryRecvError>;
+    /// The next message, read ahead of processing: a network channel returns its
+    /// buffer's credit only at [`Self::release`], once the message is handed out.
+    fn try_recv_ahead(&self) -> Result<StreamMessage<T>, TryRecvError> {
+        self.try_recv()
+    }
+    /// A records message read ahead was handed out.
+    fn release(&self) {}
+    /// Appends the records that `barrier` overtook at the producer (a network channel's
+    /// copies of them, sent ahead of the barrier), if it did.
+    fn take_overtaken(&self, _barrier: &CheckpointBarrier, _into: &mut Vec<T>) {}
     /// Registers the channel with `select`, to wait until it has a message.
     fn watch<'a>(&'a self, select: &mut Select<'a>);
     /// Why the channel is gone when its producer went away without ending it: in-process
@@ -61,6 +71,11 @@ pub struct InputGate<T> {
     pending_messages: usize,
     /// Per channel, the count of `pending` its producer sees (see [`Backlog`]).
     backlogs: Vec<Backlog>,
+    /// Per channel, the records messages in `pending`, and how many of them were read
+    /// ahead and owe their channel a [`InputChannel::release`] (the last ones: what is
+    /// put back goes in front).
+    pending_records: Vec<usize>,
+    owed: Vec<usize>,
     /// Per channel, whether its records are recorded as they are taken from its queue.
     recording: Vec<bool>,
     recording_any: bool,
@@ -103,6 +118,8 @@ impl<T: Clone + Serialize + DeserializeOwned> InputGate<T> {
             pending: (0..n).map(|_| VecDeque::new()).collect(),
             pending_messages: 0,
             backlogs: (0..n).map(|_| Backlog::default()).collect(),
+            pending_records: vec![0; n],
+            owed: vec![0; n],
             recording: vec![false; n],
             recording_any: false,
             recorded: (0..n).map(|_| Vec::new()).collect(),
@@ -151,6 +168,9 @@ impl<T> InputGate<T> {
                 None => match self.channels[channel].try_recv() {
                     Ok(message) => {
                         self.record(channel, &message);
+                        if let StreamMessage::Barrier(barrier) = &message {
+                            self.record_overtaken(channel, barrier);
+                        }
                         message
                     }
                     Err(TryRecvError::Empty) => continue,
@@ -179,10 +199,22 @@ impl<T> InputGate<T> {
         let message = self.pending[channel].pop_front()?;
         self.pending_messages -= 1;
         self.backlogs[channel].fetch_sub(1, Ordering::Relaxed);
+        if matches!(message, StreamMessage::Records(_)) {
+            self.pending_records[channel] -= 1;
+            if self.owed[channel] > self.pending_records[channel] {
+                self.owed[channel] -= 1;
+                self.channels[channel].release();
+            }
+        }
         Some(message)
     }
 
     fn hold(&mut self, channel: usize, message: StreamMessage<T>, front: bool) {
+        if matches!(message, StreamMessage::Records(_)) {
+            self.pending_records[channel] += 1;
+            // Read ahead (at the back): its credit is owed until it is handed out.
+            self.owed[channel] += usize::from(!front);
+        }
         if front {
             self.pending[channel].push_front(message);
         } else {
@@ -208,12 +240,26 @@ impl<T> InputGate<T> {
         }
     }
 
+    /// Keeps, if `channel` is recorded, the copies of the records its barrier overtook
+    /// at the producer: they come behind the barrier, after the snapshot, so they are in
+    /// flight for this checkpoint, after everything the channel delivered before it.
+    fn record_overtaken(&mut self, channel: usize, barrier: &CheckpointBarrier) {
+        let mut overtaken = Vec::new();
+        self.channels[channel].take_overtaken(barrier, &mut overtaken);
+        if self.recording_any && self.recording[channel] {
+            self.recorded[channel].append(&mut overtaken);
+        }
+    }
+
     /// Reads `channel`'s queue up to its barrier, keeping what comes before to hand out
     /// next (recorded if the channel is).
     pub fn read_ahead(&mut self, channel: usize) -> Result<ReadAhead, TaskError> {
         loop {
-            match self.channels[channel].try_recv() {
-                Ok(StreamMessage::Barrier(barrier)) => return Ok(ReadAhead::Barrier(barrier)),
+            match self.channels[channel].try_recv_ahead() {
+                Ok(StreamMessage::Barrier(barrier)) => {
+                    self.record_overtaken(channel, &barrier);
+                    return Ok(ReadAhead::Barrier(barrier));
+                }
                 Ok(message) => {
                     self.record(channel, &message);
                     let ended = matches!(message, StreamMessage::EndOfInput);
