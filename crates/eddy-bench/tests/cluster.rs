@@ -121,15 +121,34 @@ fn a_taskmanager_killed_while_barriers_overtake_full_network_queues_recovers_exa
     kill_task_managers_with("overtake-kill", 1, "300000", "100000", true, &["--slow-sink-us", "150", "--unaligned"]);
 }
 
+/// The same with a short aligned-checkpoint timeout: checkpoints start aligned, and
+/// barriers that overtake make them unaligned at their consumer wherever it stands.
+#[test]
+fn a_taskmanager_killed_while_barriers_overtake_after_an_aligned_timeout_recovers_exactly() {
+    let extra = ["--slow-sink-us", "150", "--unaligned", "--aligned-timeout-ms", "20"];
+    kill_task_managers_with("overtake-timeout-kill", 1, "300000", "100000", true, &extra);
+}
+
 /// Unaligned checkpoints across TaskManagers behind a sink of 10 ms a record: a barrier
 /// is announced over the network ahead of the producer's queue and the credit window,
 /// with copies of the records it passes, so checkpoints complete within a second however
 /// full the queues are, and hold those records. In band, behind the queues, none did.
 #[test]
 fn unaligned_checkpoints_across_taskmanagers_complete_within_a_second_behind_a_very_slow_sink() {
-    let cluster = Cluster::start("overtake-slow", &[1, 1]);
+    checkpoints_behind_a_very_slow_sink("overtake-slow", &[]);
+}
+
+/// The same with an aligned-checkpoint timeout: each checkpoint starts aligned, and a
+/// barrier still queued at a producer once the timeout passed overtakes from there.
+#[test]
+fn with_an_aligned_timeout_checkpoints_across_taskmanagers_turn_unaligned_behind_a_very_slow_sink() {
+    checkpoints_behind_a_very_slow_sink("overtake-timeout", &["--aligned-timeout-ms", "200"]);
+}
+
+fn checkpoints_behind_a_very_slow_sink(name: &str, extra: &[&str]) {
+    let cluster = Cluster::start(name, &[1, 1]);
     let checkpoints = cluster.dir.join("checkpoints");
-    let job = cluster.submit(&[
+    let mut args = vec![
         "api-count",
         "--events",
         "10000000",
@@ -144,7 +163,9 @@ fn unaligned_checkpoints_across_taskmanagers_complete_within_a_second_behind_a_v
         "500",
         "--checkpoint-dir",
         checkpoints.to_str().unwrap(),
-    ]);
+    ];
+    args.extend(extra);
+    let job = cluster.submit(&args);
     job.wait_for("checkpoint completed", 6, Duration::from_secs(60));
     let completed: Vec<(u64, u64)> = job
         .lines()

@@ -102,12 +102,12 @@ pub(crate) fn wire_placed(
     let mut origins: HashMap<(NodeId, usize, u32), Vec<(ChannelOrigin, Backlog)>> = HashMap::new();
     let mut inboxes: HashMap<(NodeId, usize, u32), Inbox> = HashMap::new();
     let mut writers: HashMap<(usize, u32), WriterTargets> = HashMap::new();
-    // Barriers overtake network queues when every exactly-once checkpoint goes unaligned
-    // at once. With an aligned-checkpoint timeout they stay in band across processes: a
-    // consumer still aligning would block the channel behind its barrier, with records
-    // the producer's snapshot counts as sent still to come.
+    // With unaligned checkpoints, barriers overtake the network queues (with an aligned
+    // timeout, once it passed at the producer: see `Overtaking`).
     let checkpoint = &graph.config.checkpoint;
-    let overtake = checkpoint.unaligned && checkpoint.aligned_checkpoint_timeout_ms == 0;
+    let overtake = checkpoint.unaligned;
+    let aligned_timeout = (checkpoint.aligned_checkpoint_timeout_ms > 0)
+        .then(|| std::time::Duration::from_millis(checkpoint.aligned_checkpoint_timeout_ms));
     for (index, edge) in graph.edges.iter().enumerate() {
         if plan.chained_edges[index] {
             continue;
@@ -169,7 +169,7 @@ pub(crate) fn wire_placed(
                         let overtaking = overtake.then(|| {
                             let (inbox, announcements) = crossbeam_channel::unbounded();
                             announce.push(Some(AnnouncementTarget { inbox, channel: 0, backlog: backlog.clone() }));
-                            Overtaking { announcements, backlog }
+                            Overtaking { announcements, backlog, aligned_timeout }
                         });
                         if overtaking.is_none() {
                             announce.push(None);

@@ -16,6 +16,7 @@ use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 /// Why a channel sends no more frames.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -41,6 +42,10 @@ pub trait OutboundChannel: Send {
     /// when nothing can go (nothing queued, or records without `credit`); `Err` when the
     /// producer is gone and everything it queued went.
     fn next_frame(&mut self, out: &mut Vec<u8>, credit: bool) -> Result<Option<(u8, u32)>, ChannelEnd>;
+    /// When the channel has something to do whatever comes: a barrier's time to overtake.
+    fn wake_at(&self) -> Option<Instant> {
+        None
+    }
 }
 
 /// The consumer's end of a network channel: decodes frames into the queue its subtask
@@ -58,16 +63,25 @@ pub trait InboundChannel: Send {
 /// stashed records follow as always, with credit. The consumer keeps the copy as the
 /// channel's in-flight records, so a restore needs nothing from the producer's side; and
 /// nothing moves sooner than credit allows, so the consumer holds no more than before.
+///
+/// With an aligned-checkpoint timeout the barrier first waits its turn in band, and
+/// overtakes only if it is still queued once the timeout passed since it was announced
+/// (Flink's timeout of aligned barriers in the output queues).
 pub struct Overtaking {
     pub announcements: Receiver<Announcement>,
     /// What the stash holds, which counts against the queue's capacity at the writer.
     pub backlog: Backlog,
+    pub aligned_timeout: Option<Duration>,
 }
 
 /// Where an overtaking barrier is.
 #[derive(Debug, Clone, Copy)]
 enum Overtake {
-    /// Announced; the queue is drained into the stash until the barrier comes.
+    /// Announced, with an aligned-checkpoint timeout: it overtakes at `at` if it is still
+    /// queued then.
+    Due { barrier: CheckpointBarrier, at: Instant },
+    /// Announced to the consumer; the queue is drained into the stash until the barrier
+    /// comes.
     Awaiting(CheckpointBarrier),
     /// The stash's first `end` messages came before the barrier: their records are copied
     /// from `next` on, one batch per frame, then the barrier goes.
@@ -173,7 +187,7 @@ fn count_of(len: usize) -> u32 {
 }
 
 impl<T: Serialize + Send> TypedOutbound<T> {
-    /// The next frame of an overtaking barrier, if one is under way or announced.
+    /// The next frame of an overtaking barrier, if one is under way or due.
     fn next_overtaking_frame(&mut self, out: &mut Vec<u8>) -> Result<Option<(u8, u32)>, ChannelEnd> {
         let Some(overtaking) = &self.overtaking else { return Ok(None) };
         if self.overtake.is_none() {
@@ -183,18 +197,18 @@ impl<T: Serialize + Send> TypedOutbound<T> {
                 // The barrier went in band before its announcement was read.
                 return Ok(None);
             }
-            // Packing may have stashed the barrier already.
-            let stashed = self.stash.iter().position(|m| matches!(m, StreamMessage::Barrier(b) if *b == barrier));
-            self.overtake = Some(match stashed {
-                Some(end) => {
-                    self.stash.remove(end);
-                    Overtake::Copying { barrier, next: 0, end }
-                }
-                None => Overtake::Awaiting(barrier),
-            });
-            self.stashed();
-            encode_barrier(&barrier, out);
-            return Ok(Some((kind::ANNOUNCE, 0)));
+            let Some(timeout) = overtaking.aligned_timeout else { return Ok(Some(self.overtake_now(barrier, out))) };
+            self.overtake = Some(Overtake::Due { barrier, at: Instant::now() + timeout });
+        }
+        if let Some(Overtake::Due { barrier, at }) = self.overtake {
+            if self.last_in_band.is_some_and(|sent| sent >= barrier.id) {
+                self.overtake = None;
+                return Ok(None);
+            }
+            if Instant::now() < at {
+                return Ok(None);
+            }
+            return Ok(Some(self.overtake_now(barrier, out)));
         }
         if let Some(Overtake::Awaiting(barrier)) = self.overtake {
             loop {
@@ -237,6 +251,23 @@ impl<T: Serialize + Send> TypedOutbound<T> {
         }
     }
 
+    /// Starts overtaking with `barrier`: the consumer hears of it now; the barrier goes
+    /// ahead of what is stashed before it (packing may have stashed it already), or of
+    /// the queue up to it.
+    fn overtake_now(&mut self, barrier: CheckpointBarrier, out: &mut Vec<u8>) -> (u8, u32) {
+        let stashed = self.stash.iter().position(|m| matches!(m, StreamMessage::Barrier(b) if *b == barrier));
+        self.overtake = Some(match stashed {
+            Some(end) => {
+                self.stash.remove(end);
+                Overtake::Copying { barrier, next: 0, end }
+            }
+            None => Overtake::Awaiting(barrier),
+        });
+        self.stashed();
+        encode_barrier(&barrier, out);
+        (kind::ANNOUNCE, 0)
+    }
+
     /// The next message to send, from the stash first; `None` if nothing can go.
     fn take_next(&mut self, credit: bool) -> Result<Option<StreamMessage<T>>, ChannelEnd> {
         let message = match self.stash.pop_front() {
@@ -267,11 +298,18 @@ impl<T: Serialize + Send> OutboundChannel for TypedOutbound<T> {
         }
     }
 
+    fn wake_at(&self) -> Option<Instant> {
+        match self.overtake {
+            Some(Overtake::Due { at, .. }) => Some(at),
+            _ => None,
+        }
+    }
+
     fn next_frame(&mut self, out: &mut Vec<u8>, credit: bool) -> Result<Option<(u8, u32)>, ChannelEnd> {
         if let Some(frame) = self.next_overtaking_frame(out)? {
             return Ok(Some(frame));
         }
-        if self.overtake.is_some() {
+        if matches!(self.overtake, Some(Overtake::Awaiting(_) | Overtake::Copying { .. })) {
             // Waiting for the barrier to be queued: nothing goes before it.
             return Ok(None);
         }

@@ -135,7 +135,8 @@ mod tests {
         let (tx, rx) = crossbeam_channel::bounded::<StreamMessage<u64>>(8);
         let (announce_tx, announcements) = crossbeam_channel::unbounded();
         let backlog = Backlog::default();
-        let mut outbound = TypedOutbound::new(rx).overtaking(Overtaking { announcements, backlog: backlog.clone() });
+        let overtaking = Overtaking { announcements, backlog: backlog.clone(), aligned_timeout: None };
+        let mut outbound = TypedOutbound::new(rx).overtaking(overtaking);
         tx.send(StreamMessage::Records(vec![1, 2])).unwrap();
         tx.send(StreamMessage::Watermark(Watermark(5))).unwrap();
         tx.send(StreamMessage::Records(vec![3])).unwrap();
@@ -194,6 +195,40 @@ mod tests {
         assert_eq!(copies, vec![1, 2, 3], "the copies of what the barrier passed, in order");
         input.release();
         assert_eq!(credit_rx.try_recv().unwrap(), key);
+    }
+
+    /// With an aligned-checkpoint timeout a barrier goes in band if it can within the
+    /// timeout, and overtakes only what still holds it back then.
+    #[test]
+    fn with_an_aligned_timeout_a_barrier_overtakes_only_once_the_timeout_passed() {
+        use crate::channel::CheckpointBarrier;
+        use crate::task::in_flight::{Announcement, Backlog};
+        use eddy_checkpoint::{CheckpointId, SnapshotKind};
+        let barrier = |id| CheckpointBarrier { id: CheckpointId(id), kind: SnapshotKind::Checkpoint };
+        let (tx, rx) = crossbeam_channel::bounded::<StreamMessage<u64>>(8);
+        let (announce_tx, announcements) = crossbeam_channel::unbounded();
+        let timeout = Duration::from_millis(50);
+        let overtaking = Overtaking { announcements, backlog: Backlog::default(), aligned_timeout: Some(timeout) };
+        let mut outbound = TypedOutbound::new(rx).overtaking(overtaking);
+        let mut kinds = |outbound: &mut TypedOutbound<u64>, credit: bool| {
+            let mut frame = Vec::new();
+            std::iter::from_fn(|| outbound.next_frame(&mut frame, credit).unwrap().map(|(k, _)| k)).collect::<Vec<_>>()
+        };
+        tx.send(StreamMessage::Records(vec![1])).unwrap();
+        announce_tx.send(Announcement { channel: 0, barrier: barrier(1) }).unwrap();
+        tx.send(StreamMessage::Barrier(barrier(1))).unwrap();
+        assert_eq!(kinds(&mut outbound, true), vec![kind::RECORDS, kind::BARRIER], "in band, in time");
+        assert!(outbound.wake_at().is_none());
+
+        tx.send(StreamMessage::Records(vec![2])).unwrap();
+        announce_tx.send(Announcement { channel: 0, barrier: barrier(2) }).unwrap();
+        tx.send(StreamMessage::Barrier(barrier(2))).unwrap();
+        assert_eq!(kinds(&mut outbound, false), Vec::<u8>::new(), "no credit: the barrier waits its turn");
+        assert!(outbound.wake_at().is_some());
+        std::thread::sleep(timeout);
+        let overtook = kinds(&mut outbound, false);
+        assert_eq!(overtook, vec![kind::ANNOUNCE, kind::OVERTAKEN, kind::BARRIER], "then overtakes");
+        assert_eq!(kinds(&mut outbound, true), vec![kind::RECORDS]);
     }
 
     #[test]

@@ -188,7 +188,13 @@ fn send_frames(
                     channels[i].watch(&mut select, credits.has(i));
                 }
             }
-            let _ = select.ready_timeout(Duration::from_millis(IDLE_WAIT_MS));
+            // A barrier due to overtake wakes the loop at its time.
+            let mut wait = Duration::from_millis(IDLE_WAIT_MS);
+            let now = std::time::Instant::now();
+            for at in channels.iter().zip(&gone).filter(|(_, gone)| !**gone).filter_map(|(c, _)| c.wake_at()) {
+                wait = wait.min(at.saturating_duration_since(now));
+            }
+            let _ = select.ready_timeout(wait);
         }
     }
     out.flush()?;

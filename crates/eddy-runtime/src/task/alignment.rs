@@ -155,6 +155,20 @@ impl BarrierAligner {
         self.on_barrier_at(channel, barrier, Instant::now())
     }
 
+    /// A barrier that overtook records at its producer arrived: its checkpoint goes
+    /// unaligned at once, aligning or not (the records come behind it).
+    pub fn force_unaligned(&mut self, barrier: CheckpointBarrier, now: Instant) -> Alignment {
+        if self.is_stale(&barrier) || !self.may_go_unaligned(&barrier) {
+            return Alignment::Pending;
+        }
+        self.begin(barrier, now);
+        if self.unaligned_now || self.current != Some(barrier) {
+            return Alignment::Pending;
+        }
+        self.unaligned_now = true;
+        Alignment::Unaligned { barrier, start: true, finish: false }
+    }
+
     pub fn on_barrier_at(&mut self, channel: usize, barrier: CheckpointBarrier, now: Instant) -> Alignment {
         if self.is_stale(&barrier) {
             return Alignment::Pending;
@@ -361,6 +375,25 @@ mod tests {
         assert_eq!(both, Alignment::Unaligned { barrier: barrier(2), start: true, finish: true });
         let savepoint = CheckpointBarrier { id: CheckpointId(3), kind: SnapshotKind::Savepoint };
         assert_eq!(a.on_barrier_at(0, savepoint, now), Alignment::Complete(savepoint), "savepoints stay aligned");
+    }
+
+    #[test]
+    fn a_barrier_that_overtook_records_turns_an_aligning_checkpoint_unaligned_at_once() {
+        let now = Instant::now();
+        let timeout = Duration::from_secs(60);
+        let mut a = BarrierAligner::with_unaligned(CheckpointingMode::ExactlyOnce, unaligned(Some(timeout)), 3);
+        assert_eq!(a.on_barrier_at(0, barrier(1), now), Alignment::Pending);
+        assert!(a.is_blocked(0), "aligning");
+        let forced = a.force_unaligned(barrier(1), now);
+        assert_eq!(forced, Alignment::Unaligned { barrier: barrier(1), start: true, finish: false });
+        assert!(!a.is_blocked(0) && a.is_recording(1) && a.is_recording(2), "long before the timeout");
+        assert_eq!(a.force_unaligned(barrier(1), now), Alignment::Pending, "started once");
+        assert_eq!(a.on_barrier_at(1, barrier(1), now), Alignment::Pending);
+        let done = a.on_barrier_at(2, barrier(1), now);
+        assert_eq!(done, Alignment::Unaligned { barrier: barrier(1), start: false, finish: true });
+        assert_eq!(a.force_unaligned(barrier(1), now), Alignment::Pending, "a finished checkpoint stays finished");
+        let savepoint = CheckpointBarrier { id: CheckpointId(2), kind: SnapshotKind::Savepoint };
+        assert_eq!(a.force_unaligned(savepoint, now), Alignment::Pending, "savepoints stay aligned");
     }
 
     #[test]

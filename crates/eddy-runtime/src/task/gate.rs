@@ -16,6 +16,7 @@ use super::in_flight::{Backlog, RecordCodec};
 use crate::channel::{CheckpointBarrier, StreamMessage};
 use crate::error::TaskError;
 use crossbeam_channel::{Receiver, Select, TryRecvError};
+use eddy_checkpoint::CheckpointId;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use std::collections::VecDeque;
@@ -80,6 +81,8 @@ pub struct InputGate<T> {
     recording: Vec<bool>,
     recording_any: bool,
     recorded: Vec<Vec<T>>,
+    /// Per channel, copies of the records its last barrier overtook at the producer.
+    overtaken: Vec<Option<(CheckpointId, Vec<T>)>>,
     codec: RecordCodec<T>,
 }
 
@@ -123,6 +126,7 @@ impl<T: Clone + Serialize + DeserializeOwned> InputGate<T> {
             recording: vec![false; n],
             recording_any: false,
             recorded: (0..n).map(|_| Vec::new()).collect(),
+            overtaken: (0..n).map(|_| None).collect(),
             codec: RecordCodec::new(),
         }
     }
@@ -169,7 +173,7 @@ impl<T> InputGate<T> {
                     Ok(message) => {
                         self.record(channel, &message);
                         if let StreamMessage::Barrier(barrier) = &message {
-                            self.record_overtaken(channel, barrier);
+                            self.take_overtaken(channel, barrier);
                         }
                         message
                     }
@@ -240,14 +244,28 @@ impl<T> InputGate<T> {
         }
     }
 
-    /// Keeps, if `channel` is recorded, the copies of the records its barrier overtook
-    /// at the producer: they come behind the barrier, after the snapshot, so they are in
-    /// flight for this checkpoint, after everything the channel delivered before it.
-    fn record_overtaken(&mut self, channel: usize, barrier: &CheckpointBarrier) {
-        let mut overtaken = Vec::new();
-        self.channels[channel].take_overtaken(barrier, &mut overtaken);
-        if self.recording_any && self.recording[channel] {
-            self.recorded[channel].append(&mut overtaken);
+    /// Keeps the copies of the records `barrier` overtook at `channel`'s producer, if it
+    /// did, for [`Self::keep_overtaken`]: they come behind the barrier, after a snapshot
+    /// taken at it, so they are in flight for its checkpoint.
+    fn take_overtaken(&mut self, channel: usize, barrier: &CheckpointBarrier) {
+        let mut copies = Vec::new();
+        self.channels[channel].take_overtaken(barrier, &mut copies);
+        self.overtaken[channel] = (!copies.is_empty()).then_some((barrier.id, copies));
+    }
+
+    /// Whether `barrier`, just delivered by `channel`, overtook records at the producer.
+    pub fn overtook(&self, channel: usize, barrier: &CheckpointBarrier) -> bool {
+        self.overtaken[channel].as_ref().is_some_and(|(id, _)| *id == barrier.id)
+    }
+
+    /// Adds the records `channel`'s last barrier overtook to what the channel recorded
+    /// (after everything it delivered before the barrier), or drops them (`keep` false:
+    /// the checkpoint is not taken here).
+    pub fn keep_overtaken(&mut self, channel: usize, keep: bool) {
+        if let Some((_, mut copies)) = self.overtaken[channel].take() {
+            if keep {
+                self.recorded[channel].append(&mut copies);
+            }
         }
     }
 
@@ -257,7 +275,7 @@ impl<T> InputGate<T> {
         loop {
             match self.channels[channel].try_recv_ahead() {
                 Ok(StreamMessage::Barrier(barrier)) => {
-                    self.record_overtaken(channel, &barrier);
+                    self.take_overtaken(channel, &barrier);
                     return Ok(ReadAhead::Barrier(barrier));
                 }
                 Ok(message) => {

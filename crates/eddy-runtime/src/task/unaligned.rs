@@ -184,6 +184,8 @@ pub(super) fn wait_for_room(shared: &TaskShared, mailbox: &MailboxReceiver, unal
 pub(super) trait Gates {
     fn channels(&self) -> usize;
     fn read_ahead(&mut self, channel: usize) -> Result<ReadAhead, TaskError>;
+    fn overtook(&self, channel: usize, barrier: &CheckpointBarrier) -> bool;
+    fn keep_overtaken(&mut self, channel: usize, keep: bool);
     fn stop_recording(&mut self, channel: usize);
     /// Drops what was recorded, and records the channels `recorded` names from now on.
     fn restart_recording(&mut self, recorded: &dyn Fn(usize) -> bool);
@@ -198,6 +200,14 @@ impl<T> Gates for InputGate<T> {
 
     fn read_ahead(&mut self, channel: usize) -> Result<ReadAhead, TaskError> {
         InputGate::read_ahead(self, channel)
+    }
+
+    fn overtook(&self, channel: usize, barrier: &CheckpointBarrier) -> bool {
+        InputGate::overtook(self, channel, barrier)
+    }
+
+    fn keep_overtaken(&mut self, channel: usize, keep: bool) {
+        InputGate::keep_overtaken(self, channel, keep)
     }
 
     fn stop_recording(&mut self, channel: usize) {
@@ -221,6 +231,14 @@ impl<G: Gates + ?Sized> Gates for &mut G {
 
     fn read_ahead(&mut self, channel: usize) -> Result<ReadAhead, TaskError> {
         (**self).read_ahead(channel)
+    }
+
+    fn overtook(&self, channel: usize, barrier: &CheckpointBarrier) -> bool {
+        (**self).overtook(channel, barrier)
+    }
+
+    fn keep_overtaken(&mut self, channel: usize, keep: bool) {
+        (**self).keep_overtaken(channel, keep)
     }
 
     fn stop_recording(&mut self, channel: usize) {
@@ -251,6 +269,20 @@ impl<A, B> Gates for BothGates<'_, A, B> {
         match channel.checked_sub(self.first.len()) {
             None => self.first.read_ahead(channel),
             Some(second) => self.second.read_ahead(second),
+        }
+    }
+
+    fn overtook(&self, channel: usize, barrier: &CheckpointBarrier) -> bool {
+        match channel.checked_sub(self.first.len()) {
+            None => self.first.overtook(channel, barrier),
+            Some(second) => self.second.overtook(second, barrier),
+        }
+    }
+
+    fn keep_overtaken(&mut self, channel: usize, keep: bool) {
+        match channel.checked_sub(self.first.len()) {
+            None => self.first.keep_overtaken(channel, keep),
+            Some(second) => self.second.keep_overtaken(second, keep),
         }
     }
 
@@ -291,6 +323,15 @@ pub(super) struct Checkpointing<'a, G> {
 impl<G: Gates> Checkpointing<'_, G> {
     /// A barrier on `channel` (read in order or ahead).
     pub(super) fn on_barrier(&mut self, channel: usize, barrier: CheckpointBarrier) -> Result<(), TaskError> {
+        if self.gates.overtook(channel, &barrier) {
+            // Records its producer counts as sent come behind this barrier: the checkpoint
+            // is unaligned here (snapshotted now if it was not), and they are in flight,
+            // whichever way the barrier was read and whatever the task heard before.
+            let alignment = self.aligner.force_unaligned(barrier, std::time::Instant::now());
+            self.on_alignment(alignment)?;
+            let taken = self.aligner.is_unaligned() && self.aligner.current() == Some(barrier);
+            self.gates.keep_overtaken(channel, taken);
+        }
         let first = self.aligner.current().is_none_or(|current| current.id < barrier.id);
         let alignment = self.aligner.on_barrier(channel, barrier);
         let complete = matches!(alignment, Alignment::Complete(_) | Alignment::Unaligned { finish: true, .. });
