@@ -9,7 +9,9 @@
 //! - A frame is a 16-byte header (payload length, kind, key, a value) and a payload.
 //!   Records frames pack consecutive batches of one channel into one network buffer of
 //!   [`NETWORK_BUFFER_BYTES`]; events (barriers, watermarks, ends of input) travel in band,
-//!   in order, in frames of their own.
+//!   in order, in frames of their own. An unaligned checkpoint's barrier overtakes: an
+//!   announcement, copies of the records it passes and the barrier go ahead of the queue
+//!   ([`Overtaking`]).
 //! - **Credits** (Flink's `CreditBasedPartitionRequestClientHandler`): a records frame
 //!   costs the sender one credit; the consumer grants each channel its share of buffers
 //!   first and one more credit per records frame its subtask takes, announced in

@@ -10,6 +10,15 @@
 //! records queued between producer and consumer at the checkpoint, and those still on
 //! their way, are in the consumer's part of the checkpoint, and no queue is reordered.
 //!
+//! Across processes the producer's queue is read by its network connection, not by the
+//! consumer, so the barrier overtakes it there (see `network::Overtaking`): the
+//! announcement crosses the network first, then copies of the records the barrier passed
+//! in the queue, then the barrier; the records themselves follow with credit. The
+//! consumer records what its channel delivered before the barrier, then the copies: a
+//! barrier with copies makes its checkpoint unaligned at the consumer, however it was
+//! read. What a consumer reads ahead keeps its network buffer's credit until processed,
+//! so reading ahead lets no producer run further ahead.
+//!
 //! The records are stored per channel ([`InFlightChannel`]) as a union list state of the
 //! consumer's head operator, [`IN_FLIGHT_STATE`]: at the same parallelism each subtask
 //! gets its own back; at another every subtask gets all of them and keeps what is its own
