@@ -85,7 +85,8 @@ pub struct RecordWriter<T> {
     /// With a sizer: this writer's slot among the limits of the chain's source step.
     step_limit: Option<usize>,
     /// Per target, where an unaligned checkpoint's barrier is announced ahead of the
-    /// queued records (in-process targets; empty when not announcing).
+    /// queued records (the consumer in this process, or the network connection to it;
+    /// empty when not announcing).
     announce: Vec<Option<AnnouncementTarget>>,
 }
 

@@ -61,8 +61,9 @@ pub trait InboundChannel: Send {
 /// the queue is then drained up to the barrier into the channel's stash, a copy of the
 /// stashed records goes out ([`kind::OVERTAKEN`], no credit), then the barrier, and the
 /// stashed records follow as always, with credit. The consumer keeps the copy as the
-/// channel's in-flight records, so a restore needs nothing from the producer's side; and
-/// nothing moves sooner than credit allows, so the consumer holds no more than before.
+/// channel's in-flight records, so a restore needs nothing from the producer's side. No
+/// record moves sooner than credit allows: beyond its credits, a consumer holds only the
+/// copies of the checkpoints it has under way, at most a queue's worth per channel each.
 ///
 /// With an aligned-checkpoint timeout the barrier first waits its turn in band, and
 /// overtakes only if it is still queued once the timeout passed since it was announced
@@ -100,13 +101,24 @@ pub struct TypedOutbound<T> {
     pack: bool,
     overtaking: Option<Overtaking>,
     overtake: Option<Overtake>,
+    /// The writer that announces is gone: its announcements are not watched any more (a
+    /// closed channel would wake the connection's wait at once, every time).
+    announcer_gone: bool,
     /// The newest barrier sent in band: an announcement that comes after it is stale.
     last_in_band: Option<CheckpointId>,
 }
 
 impl<T> TypedOutbound<T> {
     pub fn new(queue: BatchReceiver<T>) -> Self {
-        Self { queue, stash: VecDeque::new(), pack: true, overtaking: None, overtake: None, last_in_band: None }
+        Self {
+            queue,
+            stash: VecDeque::new(),
+            pack: true,
+            overtaking: None,
+            overtake: None,
+            announcer_gone: false,
+            last_in_band: None,
+        }
     }
 
     /// One batch per frame (buffer debloating).
@@ -191,9 +203,15 @@ impl<T: Serialize + Send> TypedOutbound<T> {
     fn next_overtaking_frame(&mut self, out: &mut Vec<u8>) -> Result<Option<(u8, u32)>, ChannelEnd> {
         let Some(overtaking) = &self.overtaking else { return Ok(None) };
         if self.overtake.is_none() {
-            let Ok(announcement) = overtaking.announcements.try_recv() else { return Ok(None) };
-            let barrier = announcement.barrier;
-            if self.last_in_band.is_some_and(|sent| sent >= barrier.id) {
+            let barrier = match overtaking.announcements.try_recv() {
+                Ok(announcement) => announcement.barrier,
+                Err(TryRecvError::Empty) => return Ok(None),
+                Err(TryRecvError::Disconnected) => {
+                    self.announcer_gone = true;
+                    return Ok(None);
+                }
+            };
+            if self.sent_in_band(barrier) {
                 // The barrier went in band before its announcement was read.
                 return Ok(None);
             }
@@ -201,7 +219,7 @@ impl<T: Serialize + Send> TypedOutbound<T> {
             self.overtake = Some(Overtake::Due { barrier, at: Instant::now() + timeout });
         }
         if let Some(Overtake::Due { barrier, at }) = self.overtake {
-            if self.last_in_band.is_some_and(|sent| sent >= barrier.id) {
+            if self.sent_in_band(barrier) {
                 self.overtake = None;
                 return Ok(None);
             }
@@ -244,11 +262,15 @@ impl<T: Serialize + Send> TypedOutbound<T> {
             }
             None => {
                 self.overtake = None;
-                self.last_in_band = Some(barrier.id);
+                self.last_in_band = self.last_in_band.max(Some(barrier.id));
                 encode_barrier(&barrier, out);
                 Ok(Some((kind::BARRIER, 0)))
             }
         }
+    }
+
+    fn sent_in_band(&self, barrier: CheckpointBarrier) -> bool {
+        self.last_in_band.is_some_and(|sent| sent >= barrier.id)
     }
 
     /// Starts overtaking with `barrier`: the consumer hears of it now; the barrier goes
@@ -289,7 +311,9 @@ impl<T: Serialize + Send> TypedOutbound<T> {
 
 impl<T: Serialize + Send> OutboundChannel for TypedOutbound<T> {
     fn watch<'a>(&'a self, select: &mut Select<'a>, credit: bool) {
-        if let Some(overtaking) = &self.overtaking {
+        // Announcements are read one at a time: only when none is under way or due (the
+        // time a due one overtakes is `wake_at`).
+        if let Some(overtaking) = self.overtaking.as_ref().filter(|_| self.overtake.is_none() && !self.announcer_gone) {
             select.recv(&overtaking.announcements);
         }
         let awaiting = matches!(self.overtake, Some(Overtake::Awaiting(_)));
@@ -318,7 +342,7 @@ impl<T: Serialize + Send> OutboundChannel for TypedOutbound<T> {
         let Some(first) = first else { return Ok(None) };
         let StreamMessage::Records(mut batch) = first else {
             if let StreamMessage::Barrier(barrier) = &first {
-                self.last_in_band = Some(barrier.id);
+                self.last_in_band = self.last_in_band.max(Some(barrier.id));
             }
             return Ok(Some(encode_event(&first, out)));
         };
@@ -462,6 +486,18 @@ impl<T> RemoteInputChannel<T> {
     }
 }
 
+impl<T> RemoteInputChannel<T> {
+    /// The copies of overtaken records of checkpoint `id` and older ones, taken out.
+    fn overtaken_through(&self, id: CheckpointId) -> Vec<(CheckpointId, Vec<T>)> {
+        let mut early = self.early.borrow_mut();
+        if let Some(overtaken) = &self.overtaken {
+            early.extend(overtaken.try_iter());
+        }
+        let through = early.iter().take_while(|(copied, _)| *copied <= id).count();
+        early.drain(..through).collect()
+    }
+}
+
 impl<T: Send> InputChannel<T> for RemoteInputChannel<T> {
     #[inline]
     fn try_recv(&self) -> Result<StreamMessage<T>, TryRecvError> {
@@ -483,15 +519,16 @@ impl<T: Send> InputChannel<T> for RemoteInputChannel<T> {
     }
 
     fn take_overtaken(&self, barrier: &CheckpointBarrier, into: &mut Vec<T>) {
-        let mut early = self.early.borrow_mut();
-        if let Some(overtaken) = &self.overtaken {
-            early.extend(overtaken.try_iter());
-        }
-        while early.front().is_some_and(|(id, _)| *id <= barrier.id) {
-            let (id, records) = early.pop_front().expect("looked at above");
+        for (id, records) in self.overtaken_through(barrier.id) {
             if id == barrier.id {
                 into.extend(records);
             }
+        }
+    }
+
+    fn discard_overtaken(&self, done: CheckpointId) {
+        if self.overtaken.as_ref().is_some_and(|o| !o.is_empty()) || !self.early.borrow().is_empty() {
+            drop(self.overtaken_through(done));
         }
     }
 

@@ -4,8 +4,9 @@
 //! connection opens, then one more per records frame its subtask took: [`CreditsDue`]
 //! coalesces those into one grant per channel per round. The producer spends one credit
 //! per records frame and sends records on a channel only while it has credit:
-//! [`SenderCredits`]. Events (barriers, watermarks, ends of input) cost none, so they are
-//! never held behind a channel without credit.
+//! [`SenderCredits`]. Events (barriers, watermarks, ends of input) and an overtaking
+//! barrier's announcement and copies of records cost none. A frame the consumer reads
+//! ahead of processing (for an unaligned checkpoint) is credited once it is processed.
 
 use super::wire::ChannelKey;
 use std::collections::{BTreeMap, HashMap};

@@ -197,6 +197,17 @@ mod tests {
         assert_eq!(copies, vec![1, 2, 3], "the copies of what the barrier passed, in order");
         input.release();
         assert_eq!(credit_rx.try_recv().unwrap(), key);
+
+        // Copies of a checkpoint the consumer is done with (declined) do not pile up.
+        let next = CheckpointBarrier { id: CheckpointId(8), ..barrier };
+        let mut payload = Vec::new();
+        payload.extend_from_slice(&8u64.to_le_bytes());
+        payload.push(0);
+        inbound.deliver(kind::ANNOUNCE, 0, &payload).unwrap();
+        inbound.deliver(kind::OVERTAKEN, 1, &postcard::to_allocvec(&9u64).unwrap()).unwrap();
+        input.discard_overtaken(CheckpointId(8));
+        input.take_overtaken(&next, &mut copies);
+        assert_eq!(copies, vec![1, 2, 3], "discarded");
     }
 
     /// With an aligned-checkpoint timeout a barrier goes in band if it can within the

@@ -23,8 +23,9 @@ pub(super) mod kind {
     /// serialize): the payload says why, and the consumer fails with it.
     pub const UNSENDABLE: u8 = 7;
     /// An unaligned checkpoint's barrier is coming on this channel, ahead of what the
-    /// producer queued: the consumer snapshots and reads the channel ahead to it. The
-    /// payload is the barrier's, as in [`BARRIER`].
+    /// producer queued: the consumer starts the checkpoint (snapshots, unless it aligns
+    /// toward a timeout) and reads the channel ahead to it. The payload is the barrier's,
+    /// as in [`BARRIER`].
     pub const ANNOUNCE: u8 = 8;
     /// A copy of records the coming barrier overtook at the producer (value: their count):
     /// in flight for the consumer's checkpoint, sent for real behind the barrier.

@@ -267,6 +267,12 @@ impl BarrierAligner {
         }
     }
 
+    /// The newest checkpoint this task is done with, declined or finished: nothing of it
+    /// or of an older one is used any more.
+    pub fn done_through(&self) -> Option<CheckpointId> {
+        self.declined.max(self.finished)
+    }
+
     /// The checkpoint being aligned, if any.
     pub fn current(&self) -> Option<CheckpointBarrier> {
         self.current

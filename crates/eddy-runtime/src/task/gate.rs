@@ -9,7 +9,7 @@
 //! in-flight data of the checkpoint (see [`super::in_flight`]).
 //!
 //! A channel is anything that implements [`InputChannel`]: the in-process crossbeam
-//! channel today, a network channel beside it later. A new stream element (a watermark)
+//! channel, or a network channel (`network::RemoteInputChannel`). A new stream element (a watermark)
 //! is a new [`StreamMessage`] variant: the gate passes it through untouched.
 
 use super::in_flight::{Backlog, RecordCodec};
@@ -36,6 +36,10 @@ pub trait InputChannel<T>: Send {
     /// Appends the records that `barrier` overtook at the producer (a network channel's
     /// copies of them, sent ahead of the barrier), if it did.
     fn take_overtaken(&self, _barrier: &CheckpointBarrier, _into: &mut Vec<T>) {}
+    /// Drops the copies of overtaken records of checkpoint `done` and older ones, which
+    /// the task is done with: a channel not read for a while (a declined checkpoint)
+    /// would pile them up.
+    fn discard_overtaken(&self, _done: CheckpointId) {}
     /// Registers the channel with `select`, to wait until it has a message.
     fn watch<'a>(&'a self, select: &mut Select<'a>);
     /// Why the channel is gone when its producer went away without ending it: in-process
@@ -251,6 +255,11 @@ impl<T> InputGate<T> {
         let mut copies = Vec::new();
         self.channels[channel].take_overtaken(barrier, &mut copies);
         self.overtaken[channel] = (!copies.is_empty()).then_some((barrier.id, copies));
+    }
+
+    /// See [`InputChannel::discard_overtaken`].
+    pub fn discard_overtaken(&self, done: CheckpointId) {
+        self.channels.iter().for_each(|channel| channel.discard_overtaken(done));
     }
 
     /// Whether `barrier`, just delivered by `channel`, overtook records at the producer.

@@ -8,7 +8,8 @@
 //! barrier, then reads each announced channel ahead up to its barrier, keeping what it read
 //! to process next, and records every record a channel delivers before its barrier. So the
 //! records queued between producer and consumer at the checkpoint, and those still on
-//! their way, are in the consumer's part of the checkpoint, and no queue is reordered.
+//! their way, are in the consumer's part of the checkpoint, and in-process no queue is
+//! reordered.
 //!
 //! Across processes the producer's queue is read by its network connection, not by the
 //! consumer, so the barrier overtakes it there (see `network::Overtaking`): the
@@ -50,18 +51,22 @@ pub struct Announcement {
 /// A consumer input's announcements channel, both ends.
 pub type Inbox = (Sender<Announcement>, Receiver<Announcement>);
 
-/// Where a producer's writer announces barriers to one consumer input.
+/// Where a producer's writer announces barriers to one consumer input in this process, or
+/// to the network connection to a consumer in another (which tells the consumer).
 #[derive(Debug, Clone)]
 pub struct AnnouncementTarget {
     pub inbox: Sender<Announcement>,
-    /// The producer's channel among the consumer input's channels.
+    /// The producer's channel among the consumer input's channels (unused by a network
+    /// connection: the consumer's side knows it).
     pub channel: usize,
-    /// The batches of this channel the consumer read ahead and holds: they count against
-    /// the queue's capacity, so that reading ahead never lets a producer run further ahead.
+    /// The batches of this channel held beyond its queue (by the consumer that read them
+    /// ahead, or by the connection that a barrier overtook them at): they count against
+    /// the queue's capacity, so that neither lets a producer run further ahead.
     pub backlog: Backlog,
 }
 
-/// Batches a consumer holds for one channel beyond its queue (read ahead, or put back).
+/// Batches held for one channel beyond its queue (read ahead or put back by the consumer,
+/// or stashed by the producer's network connection).
 pub type Backlog = Arc<AtomicUsize>;
 
 /// Which edge and producer a channel of an input comes from.

@@ -14,7 +14,7 @@ use crate::error::TaskError;
 use crate::output::Lifecycle;
 use crate::writer::KeySelectorFactory;
 use crossbeam_channel::Select;
-use eddy_checkpoint::OperatorSnapshot;
+use eddy_checkpoint::{CheckpointId, OperatorSnapshot};
 use eddy_types::assign_to_key_group;
 use std::time::Duration;
 
@@ -185,6 +185,7 @@ pub(super) trait Gates {
     fn channels(&self) -> usize;
     fn read_ahead(&mut self, channel: usize) -> Result<ReadAhead, TaskError>;
     fn overtook(&self, channel: usize, barrier: &CheckpointBarrier) -> bool;
+    fn discard_overtaken(&self, done: CheckpointId);
     fn keep_overtaken(&mut self, channel: usize, keep: bool);
     fn stop_recording(&mut self, channel: usize);
     /// Drops what was recorded, and records the channels `recorded` names from now on.
@@ -204,6 +205,10 @@ impl<T> Gates for InputGate<T> {
 
     fn overtook(&self, channel: usize, barrier: &CheckpointBarrier) -> bool {
         InputGate::overtook(self, channel, barrier)
+    }
+
+    fn discard_overtaken(&self, done: CheckpointId) {
+        InputGate::discard_overtaken(self, done)
     }
 
     fn keep_overtaken(&mut self, channel: usize, keep: bool) {
@@ -235,6 +240,10 @@ impl<G: Gates + ?Sized> Gates for &mut G {
 
     fn overtook(&self, channel: usize, barrier: &CheckpointBarrier) -> bool {
         (**self).overtook(channel, barrier)
+    }
+
+    fn discard_overtaken(&self, done: CheckpointId) {
+        (**self).discard_overtaken(done)
     }
 
     fn keep_overtaken(&mut self, channel: usize, keep: bool) {
@@ -277,6 +286,11 @@ impl<A, B> Gates for BothGates<'_, A, B> {
             None => self.first.overtook(channel, barrier),
             Some(second) => self.second.overtook(second, barrier),
         }
+    }
+
+    fn discard_overtaken(&self, done: CheckpointId) {
+        self.first.discard_overtaken(done);
+        self.second.discard_overtaken(done);
     }
 
     fn keep_overtaken(&mut self, channel: usize, keep: bool) {
@@ -323,6 +337,7 @@ pub(super) struct Checkpointing<'a, G> {
 impl<G: Gates> Checkpointing<'_, G> {
     /// A barrier on `channel` (read in order or ahead).
     pub(super) fn on_barrier(&mut self, channel: usize, barrier: CheckpointBarrier) -> Result<(), TaskError> {
+        let first = self.aligner.current().is_none_or(|current| current.id < barrier.id);
         if self.gates.overtook(channel, &barrier) {
             // Records its producer counts as sent come behind this barrier: the checkpoint
             // is unaligned here (snapshotted now if it was not), and they are in flight,
@@ -332,7 +347,6 @@ impl<G: Gates> Checkpointing<'_, G> {
             let taken = self.aligner.is_unaligned() && self.aligner.current() == Some(barrier);
             self.gates.keep_overtaken(channel, taken);
         }
-        let first = self.aligner.current().is_none_or(|current| current.id < barrier.id);
         let alignment = self.aligner.on_barrier(channel, barrier);
         let complete = matches!(alignment, Alignment::Complete(_) | Alignment::Unaligned { finish: true, .. });
         self.timer.on_barrier(first, complete, self.counters);
@@ -408,6 +422,9 @@ impl<G: Gates> Checkpointing<'_, G> {
             let done = matches!(alignment, Alignment::Unaligned { finish: true, .. });
             self.timer.on_barrier(first && self.aligner.current() == Some(barrier), done, self.counters);
             self.on_alignment(alignment)?;
+        }
+        if let Some(done) = self.aligner.done_through() {
+            self.gates.discard_overtaken(done);
         }
         if self.aligner.timeout_at().is_some_and(|at| at <= now) {
             let alignment = self.aligner.on_time(now);
