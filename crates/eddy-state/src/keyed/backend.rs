@@ -160,6 +160,11 @@ pub trait KeyedTable: Send {
         let _ = (local_group, hash);
         0
     }
+    /// See [`KeyedStateBackend::prefetch_entry`]: the entry of `hash` (a key and a
+    /// namespace), in tables that hold namespaced values.
+    fn prefetch_namespaced(&self, local_group: usize, hash: u64) {
+        let _ = (local_group, hash);
+    }
     /// Writes what only the heap holds to the store below (before a snapshot).
     fn flush(&mut self) -> Result<(), StateError>;
     /// The entries of one key group (`local_group` = key group − range start), serialized
@@ -264,6 +269,12 @@ pub trait KeyedStateBackend: Send {
     fn prefetch_key(&self, encoded_key: &[u8], hash: KeyHash) -> bool {
         let _ = (encoded_key, hash);
         false
+    }
+    /// Asks for the entry of a key and namespace (a window) that is used soon, in key
+    /// group `key_group`, `hash` as the tables have it (a timer's: firing timers walks
+    /// them in order, so the next one's window is known a timer ahead). A hint only.
+    fn prefetch_entry(&self, key_group: KeyGroup, hash: u64) {
+        let _ = (key_group, hash);
     }
     /// Declares a state, or returns the id of the one declared under the same name.
     fn register(

@@ -130,6 +130,9 @@ pub struct HeapTable<S> {
     /// Whether a function looked up the current key (no namespace) since the key was last
     /// set: then the next key is looked up as soon as it is set ([`KeyedTable::resolve_ahead`]).
     touched: bool,
+    /// Whether values were looked up in a namespace (a window's state): only then does a
+    /// prefetch of a namespaced entry ([`KeyedTable::prefetch_namespaced`]) look here.
+    namespaced: bool,
 }
 
 /// Asks the CPU to bring `value`'s cache lines in without waiting for them: a hint, which
@@ -230,6 +233,7 @@ impl<S: StateValue> HeapTable<S> {
             removed: None,
             snapshot_ms: 0,
             touched: false,
+            namespaced: false,
         }
     }
 
@@ -267,6 +271,7 @@ impl<S: StateValue> HeapTable<S> {
     #[inline]
     fn locate(&mut self, key: &CurrentKey) -> Option<usize> {
         self.touched = key.bytes.len() == key.key_len;
+        self.namespaced |= !self.touched;
         self.locate_untouched(key)
     }
 
@@ -542,6 +547,16 @@ impl<S: StateValue> HeapTable<S> {
         self.modify(key, S::default, |list| list.extend(elements))
     }
 
+    /// Brings in the entry of `hash` in key group `local_group`, if there is one: the first
+    /// entry whose tag matches, almost always the key's (telling needs the very load this
+    /// prefetch is for).
+    #[inline]
+    fn prefetch_entry(&self, local_group: usize, hash: u64) {
+        if let Some(entry) = self.groups.get(local_group).and_then(|g| g.get().find(hash, |_| true)) {
+            prefetch_read(entry);
+        }
+    }
+
     /// Every cached (encoded key, value) of one key group, for tests and tools.
     pub fn entries_of_group(&self, local_group: usize) -> impl Iterator<Item = (&[u8], &S)> {
         self.groups[local_group].get().iter().map(|e| (&*e.key, &e.value))
@@ -558,12 +573,15 @@ impl<S: StateValue> KeyedTable for HeapTable<S> {
         if !self.touched {
             return 0;
         }
-        // The first entry whose tag matches: almost always the key's, and telling needs
-        // the very load this prefetch is for.
-        if let Some(entry) = self.groups.get(local_group).and_then(|g| g.get().find(hash, |_| true)) {
-            prefetch_read(entry);
-        }
+        self.prefetch_entry(local_group, hash);
         self.cached * std::mem::size_of::<Entry<S>>()
+    }
+
+    #[inline]
+    fn prefetch_namespaced(&self, local_group: usize, hash: u64) {
+        if self.namespaced {
+            self.prefetch_entry(local_group, hash);
+        }
     }
 
     #[inline]

@@ -235,6 +235,13 @@ impl KeyedStateBackend for TableKeyedStateBackend {
         cfg!(target_arch = "x86_64") && used >= PREFETCH_BYTES_MIN
     }
 
+    fn prefetch_entry(&self, key_group: KeyGroup, hash: u64) {
+        if cfg!(target_arch = "x86_64") && self.range.contains(key_group) {
+            let local_group = (key_group.0 - self.range.start) as usize;
+            self.states.iter().for_each(|declared| declared.table.prefetch_namespaced(local_group, hash));
+        }
+    }
+
     fn set_current_namespace(&mut self, namespace: &[u8]) {
         let current = &mut self.current;
         if current.bytes[current.key_len..] == *namespace {

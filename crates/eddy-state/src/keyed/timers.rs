@@ -266,6 +266,14 @@ impl TimerQueue {
         }
     }
 
+    /// (key group, hash) of the live timer `ahead` places behind the next one due, among
+    /// those of the earliest time: whose entries firing will want next.
+    fn upcoming(&self, ahead: usize) -> Option<(u32, u64)> {
+        let bucket = self.buckets.first_key_value()?.1;
+        let timer = bucket.order[bucket.next..].iter().flatten().nth(ahead)?;
+        Some((timer.key_group, timer.hash))
+    }
+
     /// Live timers.
     pub fn len(&self) -> usize {
         self.len
@@ -415,6 +423,12 @@ pub fn pop_due_timer(id: super::StateId, name: &str, limit: i64) -> Result<Optio
     super::with_backend(name, |backend| {
         let queue = table_of(backend, id, name)?;
         let Some(timer) = queue.pop_due(limit) else { return Ok(None) };
+        // The entries of the timer after next are fetched while these two fire: a window's
+        // contents were written long before it fires, and are out of the cache by now.
+        let upcoming = queue.upcoming(1);
+        if let Some((key_group, hash)) = upcoming {
+            backend.prefetch_entry(eddy_types::KeyGroup(key_group), hash);
+        }
         backend.set_current_key(timer.key(), timer.key_hash())?;
         backend.set_current_namespace_hashed(timer.namespace(), timer.hash);
         let (key, table) = backend.current_key_and_table(id, name)?;
