@@ -141,9 +141,9 @@ impl<T, K: Key> KeyScope<T, K> {
         self.ahead.clear();
         self.key_fn.encode(next, &mut self.ahead);
         self.ahead_hash = stable_hash(&self.ahead);
-        let (bytes, hash) = (&self.ahead, self.ahead_hash);
+        let hash = self.ahead_hash;
         // A hint: without a backend (or inside another access) there is nothing to warm.
-        let pays = with_backend("<next key>", |backend| Ok(backend.prefetch_key(bytes, hash)));
+        let pays = with_backend("<next key>", |backend| Ok(backend.prefetch_key(hash)));
         if !pays.unwrap_or(false) {
             self.prefetch_pause = PREFETCH_PAUSE;
         }

@@ -223,7 +223,7 @@ mod tests {
         let timeout = Duration::from_millis(50);
         let overtaking = Overtaking { announcements, backlog: Backlog::default(), aligned_timeout: Some(timeout) };
         let mut outbound = TypedOutbound::new(rx).overtaking(overtaking);
-        let mut kinds = |outbound: &mut TypedOutbound<u64>, credit: bool| {
+        let kinds = |outbound: &mut TypedOutbound<u64>, credit: bool| {
             let mut frame = Vec::new();
             std::iter::from_fn(|| outbound.next_frame(&mut frame, credit).unwrap().map(|(k, _)| k)).collect::<Vec<_>>()
         };

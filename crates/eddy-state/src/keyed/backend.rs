@@ -261,13 +261,13 @@ pub trait KeyedStateBackend: Send {
     fn set_current_namespace_hashed(&mut self, namespace: &[u8], hash: u64);
     /// After this, state access fails until a key is set again.
     fn clear_current_key(&mut self);
-    /// The key after the current one, as [`KeyedStateBackend::set_current_key`] will get
-    /// it: the tables the last record used start fetching its entries into the cache, so
+    /// The key after the current one, by the hash [`KeyedStateBackend::set_current_key`]
+    /// will get: the tables the last record used start fetching its entries into the cache, so
     /// that the fetch overlaps the current record's work. A hint only. Returns whether
     /// it is worth it: false while what records use fits in the CPU's cache anyway, and
     /// the caller may then stop asking for a while.
-    fn prefetch_key(&self, encoded_key: &[u8], hash: KeyHash) -> bool {
-        let _ = (encoded_key, hash);
+    fn prefetch_key(&self, hash: KeyHash) -> bool {
+        let _ = hash;
         false
     }
     /// Asks for the entry of a key and namespace (a window) that is used soon, in key

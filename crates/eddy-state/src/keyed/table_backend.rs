@@ -224,7 +224,7 @@ impl KeyedStateBackend for TableKeyedStateBackend {
         Ok(key_group)
     }
 
-    fn prefetch_key(&self, _encoded_key: &[u8], hash: KeyHash) -> bool {
+    fn prefetch_key(&self, hash: KeyHash) -> bool {
         let key_group = assign_to_key_group(hash, self.max_parallelism);
         if !self.range.contains(key_group) {
             return false;
