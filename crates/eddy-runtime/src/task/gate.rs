@@ -402,6 +402,35 @@ mod tests {
         assert!(read.contains(&1), "channel 1 is read among the first batches: {read:?}");
     }
 
+    /// What a network channel delivers ahead of processing keeps its credit until it is
+    /// handed out; what is put back in front was credited when it was first taken.
+    #[test]
+    fn a_network_channel_read_ahead_is_credited_only_as_it_is_handed_out() {
+        use crate::network::{ChannelKey, LostReason, RemoteInputChannel};
+        use eddy_checkpoint::SnapshotKind;
+        let key = ChannelKey { edge: 0, from: 0, to: 0 };
+        let (tx, rx) = bounded::<StreamMessage<u32>>(8);
+        let (credit_tx, credit_rx) = crossbeam_channel::unbounded();
+        let remote = RemoteInputChannel::new(rx, key, credit_tx, LostReason::default());
+        let mut gate: InputGate<u32> = InputGate::new(vec![Box::new(remote)]);
+        let barrier = CheckpointBarrier { id: CheckpointId(1), kind: SnapshotKind::Checkpoint };
+        tx.send(StreamMessage::Records(vec![0, 1])).unwrap();
+        tx.send(StreamMessage::Records(vec![2])).unwrap();
+        tx.send(StreamMessage::Records(vec![3])).unwrap();
+        tx.send(StreamMessage::Barrier(barrier)).unwrap();
+        let Some((_, StreamMessage::Records(mut first))) = gate.poll(&|_| false).unwrap() else { panic!() };
+        assert_eq!(credit_rx.try_iter().count(), 1, "taken in order: credited at once");
+        assert_eq!(gate.read_ahead(0).unwrap(), ReadAhead::Barrier(barrier));
+        assert_eq!(credit_rx.try_iter().count(), 0, "read ahead: not yet");
+        gate.put_back(0, first.split_off(1));
+        let mut credited = Vec::new();
+        while let Some((_, message)) = gate.poll(&|_| false).unwrap() {
+            credited.push((format!("{message:?}"), credit_rx.try_iter().count()));
+        }
+        let expected = [("Records([1])", 0), ("Records([2])", 1), ("Records([3])", 1)];
+        assert_eq!(credited, expected.map(|(m, n)| (m.to_string(), n)));
+    }
+
     #[test]
     fn a_producer_gone_without_ending_its_channel_cancels() {
         let (tx, rx) = bounded::<StreamMessage<u32>>(1);
