@@ -166,14 +166,14 @@ pub(crate) fn wire_placed(
                         senders.push(sender);
                         // Unaligned barriers are announced to the connection, which sends
                         // them ahead of the queue (the consumer's channel index is its own).
-                        let overtaking = overtake.then(|| {
+                        let overtaking = if overtake {
                             let (inbox, announcements) = crossbeam_channel::unbounded();
                             announce.push(Some(AnnouncementTarget { inbox, channel: 0, backlog: backlog.clone() }));
-                            Overtaking { announcements, backlog, aligned_timeout }
-                        });
-                        if overtaking.is_none() {
+                            Some(Overtaking { announcements, backlog, aligned_timeout })
+                        } else {
                             announce.push(None);
-                        }
+                            None
+                        };
                         // The consumer grants as many credits as a queue holds batches.
                         credits.push(match channel_capacity {
                             ChannelCapacity::Bounded(batches) => batches,
