@@ -520,3 +520,37 @@ fn a_root_cause_reported_after_a_cancellation_replaces_it() {
         _ => panic!("the attempt failed"),
     }
 }
+
+#[test]
+fn a_failure_reported_after_a_users_cancel_is_a_consequence_and_the_attempt_ends_cancelled() {
+    let job = Job::new(checkpointing(), None);
+    let (mut coordinator, mut tasks) = job.attempt(1);
+    let no_status = |_: &AttemptCoordinator<'_>| String::new();
+    let answer = coordinator.command(7, eddy_rpc::messages::JobCommand::Cancel, &no_status);
+    assert!(matches!(answer, super::coordinator::CommandOutcome::Answer(Ok(_))));
+    assert!(tasks.posted(0).contains(&Control::Cancel), "the cancel reaches every task");
+    // A consumer sees its producer's connection close before its own cancel arrives.
+    coordinator.task_exited(1, Err(TaskError::Lost("the connection to task executor 0 was closed".into())));
+    coordinator.task_exited(0, Err(TaskError::Cancelled));
+    coordinator.task_exited(2, Err(TaskError::Cancelled));
+    match coordinator.end(&tasks.reports_rx, &mut tasks.result) {
+        AttemptEnd::Failed(JobError::Cancelled { .. }) => {}
+        AttemptEnd::Failed(other) => panic!("the user's cancel, not a restartable failure: {other}"),
+        _ => panic!("the attempt was cancelled"),
+    }
+}
+
+#[test]
+fn a_users_cancel_after_a_task_failed_ends_the_attempt_cancelled_rather_than_restarting() {
+    let job = Job::new(checkpointing(), None);
+    let (mut coordinator, mut tasks) = job.attempt(1);
+    coordinator.task_exited(2, Err(TaskError::Operator { operator: "sink".into(), message: "boom".into() }));
+    let no_status = |_: &AttemptCoordinator<'_>| String::new();
+    coordinator.command(7, eddy_rpc::messages::JobCommand::Cancel, &no_status);
+    coordinator.task_exited(0, Err(TaskError::Cancelled));
+    coordinator.task_exited(1, Err(TaskError::Cancelled));
+    assert!(matches!(
+        coordinator.end(&tasks.reports_rx, &mut tasks.result),
+        AttemptEnd::Failed(JobError::Cancelled { .. })
+    ));
+}

@@ -75,6 +75,10 @@ pub(crate) struct AttemptCoordinator<'a> {
     triggered_at: HashMap<u64, (u64, u64)>,
     failure: Option<JobError>,
     stopping: bool,
+    /// A user cancelled the job: whatever tasks report while they stop (a peer's
+    /// connection closing under them, most often) is a consequence, not a cause, and
+    /// the attempt ends cancelled rather than restarting.
+    pub(super) cancelled_by_user: bool,
     savepoint_triggered: bool,
     job_finished_sent: bool,
     /// The job's last checkpoint, once every task finished.
@@ -145,6 +149,7 @@ impl<'a> AttemptCoordinator<'a> {
             triggered_at: HashMap::new(),
             failure: None,
             stopping: false,
+            cancelled_by_user: false,
             savepoint_triggered: false,
             job_finished_sent: false,
             final_checkpoint: None,
@@ -406,6 +411,10 @@ impl<'a> AttemptCoordinator<'a> {
             }
             TaskError::Cancelled => (self.plan.chain_name(self.graph, head), "cancelled".to_string()),
         };
+        if self.cancelled_by_user {
+            tracing::info!(operator = %operator, subtask = subtask + 1, kind = ?kind, cause = %message, "task failed while the job was being cancelled; the job ends cancelled");
+            return;
+        }
         // A root cause replaces a cancellation recorded first.
         if matches!(self.failure, Some(JobError::Cancelled { .. })) {
             self.failure = None;

@@ -89,6 +89,12 @@ impl AttemptCoordinator<'_> {
                 if self.rescaling.take().is_some() {
                     self.stopping = false;
                 }
+                // The user's word ends the attempt cancelled even when a task failed
+                // just before: the restart that failure asked for is not wanted now.
+                self.cancelled_by_user = true;
+                if !self.stopping {
+                    self.failure = None;
+                }
                 self.fail(JobError::Cancelled { job: self.graph.job_name.clone() });
                 CommandOutcome::Answer(Ok("cancelling".to_string()))
             }
