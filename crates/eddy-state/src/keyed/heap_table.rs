@@ -25,9 +25,10 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 #[derive(Clone)]
+/// No hash is kept: a table growing hashes the key bytes again ([`rehash`]), which is
+/// rare, while eight bytes more per entry cost cache and memory on every access.
 struct Entry<S> {
     key: StoredKey,
-    hash: u64,
     value: S,
     /// The table's change epoch when the value last changed (0: as the raw store has it).
     /// It is dirty, not written to the raw store yet, while that is after the table's
@@ -43,6 +44,12 @@ struct Entry<S> {
     /// heap alone, every entry's insertion epoch: born after the last incremental
     /// snapshot, it needs no removal in the next one either.
     absent_in_raw_since: u64,
+}
+
+/// An entry's hash when its table grows: the same hash its key was looked up by (the
+/// stable hash of the key's bytes, with its namespace, as the backend computes it).
+fn rehash<S>(entry: &Entry<S>) -> u64 {
+    eddy_types::stable_hash(&entry.key).0
 }
 
 /// One key group's entries: the table's own, or shared with a snapshot being written
@@ -389,9 +396,8 @@ impl<S: StateValue> HeapTable<S> {
         let changed = if dirty { self.epoch } else { 0 };
         // On the heap alone, every new entry is absent from what the last snapshot holds.
         let absent_in_raw_since = if absent_in_raw || self.raw.is_none() { self.epoch } else { 0 };
-        let entry =
-            Entry { key: StoredKey::new(&key.bytes), hash: key.hash, value, changed, expires_ms, absent_in_raw_since };
-        let inserted = self.groups[key.local_group].get_mut().insert_unique(key.hash, entry, |e| e.hash);
+        let entry = Entry { key: StoredKey::new(&key.bytes), value, changed, expires_ms, absent_in_raw_since };
+        let inserted = self.groups[key.local_group].get_mut().insert_unique(key.hash, entry, rehash);
         // The insert may have grown the table, moving every entry.
         self.last_hit = (key.epoch != 0).then_some((key.epoch, inserted.bucket_index()));
         Ok(&mut inserted.into_mut().value)
@@ -685,12 +691,14 @@ impl<S: StateValue> KeyedTable for HeapTable<S> {
         let (name, ttl) = (self.name.clone(), self.ttl.is_some());
         Some(Box::new(move || {
             let mut key_groups = Vec::with_capacity(groups.len());
-            let mut refs: Vec<(&[u8], u64, &S)> = Vec::new();
-            for (key_group, group) in &groups {
-                refs.clear();
-                refs.extend(group.iter().filter(|e| e.expires_ms > now).map(|e| (&*e.key, e.expires_ms, &e.value)));
+            // Each group is let go once serialized, as the incremental writer does: a
+            // change to it after that takes it back without copying it. Held to the end,
+            // every group the task touched meanwhile was copied, doubling a large state.
+            for (key_group, group) in groups {
+                let mut refs: Vec<(&[u8], u64, &S)> =
+                    group.iter().filter(|e| e.expires_ms > now).map(|e| (&*e.key, e.expires_ms, &e.value)).collect();
                 if let Some(bytes) = serialize_group(&name, &mut refs, ttl)? {
-                    key_groups.push((*key_group, bytes));
+                    key_groups.push((key_group, bytes));
                 }
             }
             Ok(key_groups)
@@ -722,9 +730,8 @@ impl<S: StateValue> KeyedTable for HeapTable<S> {
         self.cached += entries.len();
         for (key, expires_ms, value) in entries {
             let hash = eddy_types::stable_hash(&key).0;
-            let entry =
-                Entry { key: StoredKey::new(&key), hash, value, changed: 0, expires_ms, absent_in_raw_since: 0 };
-            self.groups[local_group].get_mut().insert_unique(hash, entry, |e| e.hash);
+            let entry = Entry { key: StoredKey::new(&key), value, changed: 0, expires_ms, absent_in_raw_since: 0 };
+            self.groups[local_group].get_mut().insert_unique(hash, entry, rehash);
         }
         self.last_hit = None;
         Ok(())
@@ -748,5 +755,16 @@ impl<S: StateValue> KeyedTable for HeapTable<S> {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Entry;
+
+    #[test]
+    fn an_entry_of_a_u64_keeps_no_hash_and_takes_56_bytes() {
+        // Key (24, short keys inline), value, change epoch, expiry, insertion epoch.
+        assert_eq!(std::mem::size_of::<Entry<u64>>(), 56);
     }
 }

@@ -203,6 +203,8 @@ impl KeyedStateBackend for TableKeyedStateBackend {
     }
 
     fn set_current_key(&mut self, encoded_key: &[u8], hash: KeyHash) -> Result<KeyGroup, StateError> {
+        // Tables hash a key's bytes again when they grow: any other hash would lose it.
+        debug_assert_eq!(hash, stable_hash(encoded_key), "the key's hash is the stable hash of its bytes");
         let key_group = assign_to_key_group(hash, self.max_parallelism);
         if !self.range.contains(key_group) {
             return Err(StateError::KeyGroupOutOfRange { key_group: key_group.0, range: self.range.to_string() });
