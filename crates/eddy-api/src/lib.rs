@@ -12,6 +12,9 @@
 //! Depends on `eddy-runtime` (which runs the graph this crate builds), `eddy-state` and
 //! `eddy-types`.
 
+// Only eddy-state holds `unsafe` (one audited prefetch); nothing else may.
+#![forbid(unsafe_code)]
+
 pub mod env;
 pub mod function;
 mod key;

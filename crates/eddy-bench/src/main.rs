@@ -6,6 +6,9 @@
 //! cargo run --release -p eddy-bench -- api-count --events 1000000 --keys 10000 --bare
 //! ```
 
+// Only eddy-state holds `unsafe` (one audited prefetch); nothing else may.
+#![forbid(unsafe_code)]
+
 mod api_count;
 mod bare;
 mod checksum;

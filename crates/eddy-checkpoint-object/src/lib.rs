@@ -8,6 +8,9 @@
 //! (the protocol and formats) and of the runtime, which open storage through
 //! [`OpenStorage`] ([`ObjectStorageOpener`] here).
 
+// Only eddy-state holds `unsafe` (one audited prefetch); nothing else may.
+#![forbid(unsafe_code)]
+
 use eddy_checkpoint::metadata::{self, CheckpointMetadata, StateHandle, TaskStateEntry, METADATA_FILE};
 use eddy_checkpoint::storage::{
     directory_name, fetch_native_files, CheckpointStorage, CompletedCheckpoint, OpenStorage, SHARED_DIR,

@@ -22,6 +22,9 @@
 //!
 //! Depends on `eddy-types` and `eddy-state` (whose snapshot forms it stores).
 
+// Only eddy-state holds `unsafe` (one audited prefetch); nothing else may.
+#![forbid(unsafe_code)]
+
 pub mod acknowledgement;
 pub mod config;
 pub mod coordinator;

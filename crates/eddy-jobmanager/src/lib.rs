@@ -16,6 +16,9 @@
 //! Every connection starts with the cluster's secret handshake; a refusal is logged with
 //! the peer's address. Depends on `eddy-rpc` only (the wire, ids and service messages).
 
+// Only eddy-state holds `unsafe` (one audited prefetch); nothing else may.
+#![forbid(unsafe_code)]
+
 pub mod client;
 pub mod service;
 

@@ -18,6 +18,9 @@
 //! This crate is a leaf: only jobs that use Kafka build librdkafka (the `kafka` feature of
 //! the `eddy` crate).
 
+// Only eddy-state holds `unsafe` (one audited prefetch); nothing else may.
+#![forbid(unsafe_code)]
+
 pub mod admin;
 mod client;
 mod error;

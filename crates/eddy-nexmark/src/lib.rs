@@ -14,6 +14,9 @@
 //!
 //! See `REPORT.md` for what follows the reference and where it deviates.
 
+// Only eddy-state holds `unsafe` (one audited prefetch); nothing else may.
+#![forbid(unsafe_code)]
+
 mod config;
 mod generator;
 mod model;

@@ -21,6 +21,9 @@
 //! crates build on it without compiling the runtime. The runtime adds the data plane and
 //! the task executor ⇄ JobMaster messages on the same streams and frames.
 
+// Only eddy-state holds `unsafe` (one audited prefetch); nothing else may.
+#![forbid(unsafe_code)]
+
 pub mod auth;
 pub mod error;
 pub mod frame;

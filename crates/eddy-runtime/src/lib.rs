@@ -37,6 +37,9 @@
 //! coordinator decisions) and `eddy-rpc` (the cluster's wire); the DataStream API (`eddy-api`) sits above and instantiates the
 //! runtime's generic pieces with the user's types.
 
+// Only eddy-state holds `unsafe` (one audited prefetch); nothing else may.
+#![forbid(unsafe_code)]
+
 pub mod channel;
 pub mod cluster;
 pub mod coordination;

@@ -12,6 +12,9 @@
 //! Depends on `eddy-state` (the backend traits) and the `rocksdb` crate; nothing else in
 //! eddy sees RocksDB.
 
+// Only eddy-state holds `unsafe` (one audited prefetch); nothing else may.
+#![forbid(unsafe_code)]
+
 mod backend;
 mod native;
 mod store;

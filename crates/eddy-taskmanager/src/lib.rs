@@ -14,6 +14,9 @@
 //!
 //! Depends on `eddy-rpc` only.
 
+// Only eddy-state holds `unsafe` (one audited prefetch); nothing else may.
+#![forbid(unsafe_code)]
+
 pub mod service;
 
 pub use service::{run_task_manager, TaskManagerOptions};

@@ -7,6 +7,9 @@
 //! the runtime and the state backends agree on the same facts without depending on each
 //! other.
 
+// Only eddy-state holds `unsafe` (one audited prefetch); nothing else may.
+#![forbid(unsafe_code)]
+
 pub mod clock;
 pub mod codec;
 pub mod error;

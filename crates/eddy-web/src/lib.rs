@@ -15,6 +15,9 @@
 //! Depends on `eddy-rpc` (the views and commands) and the HTTP stack; the runtime never
 //! sees it: the API wires a job's board into a [`Backend`].
 
+// Only eddy-state holds `unsafe` (one audited prefetch); nothing else may.
+#![forbid(unsafe_code)]
+
 pub mod backend;
 mod dashboard;
 mod error;

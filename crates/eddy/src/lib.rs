@@ -28,6 +28,9 @@
 //! assert_eq!(counts.last(), Some(&("c".to_string(), 1)));
 //! ```
 
+// Only eddy-state holds `unsafe` (one audited prefetch); nothing else may.
+#![forbid(unsafe_code)]
+
 pub mod cluster;
 
 /// Connectors to outside systems, each behind a feature of its own.

@@ -10,6 +10,9 @@
 //!      --jobmanager HOST:PORT --secret-file F                   control a cluster's jobs
 //! ```
 
+// Only eddy-state holds `unsafe` (one audited prefetch); nothing else may.
+#![forbid(unsafe_code)]
+
 use clap::{Parser, Subcommand};
 use eddy::prelude::*;
 use eddy::types::{
