@@ -160,6 +160,8 @@ impl TableKeyedStateBackend {
     /// The current key's bytes took a new namespace whose hash (with the key) is `hash`.
     fn namespace_set(&mut self, hash: u64) {
         let current = &mut self.current;
+        // As for keys: a timer's hash must be the one its table rehashes the bytes to.
+        debug_assert_eq!(hash, stable_hash(&current.bytes).0, "the hash is the stable hash of key and namespace");
         current.hash = hash;
         current.inline = InlineKey::of(&current.bytes);
         current.epoch = current.epoch.wrapping_add(1).max(1);
