@@ -614,13 +614,12 @@ impl<S: StateValue> KeyedTable for HeapTable<S> {
             None => {
                 // Expired values are left out (cleanup in full snapshots).
                 let now = self.clock.now_ms();
-                let mut entries: Vec<(&[u8], u64, &S)> = self.groups[local_group]
+                let entries = self.groups[local_group]
                     .get()
                     .iter()
                     .filter(|e| e.expires_ms > now)
-                    .map(|e| (&*e.key, e.expires_ms, &e.value))
-                    .collect();
-                serialize_group(&self.name, &mut entries, self.ttl.is_some())
+                    .map(|e| (&*e.key, e.expires_ms, &e.value));
+                serialize_group(&self.name, entries, self.ttl.is_some(), &mut Vec::new())
             }
             Some(raw) => {
                 let key_group = self.first_key_group + local_group as u32;
@@ -691,13 +690,13 @@ impl<S: StateValue> KeyedTable for HeapTable<S> {
         let (name, ttl) = (self.name.clone(), self.ttl.is_some());
         Some(Box::new(move || {
             let mut key_groups = Vec::with_capacity(groups.len());
+            let mut order = Vec::new();
             // Each group is let go once serialized, as the incremental writer does: a
             // change to it after that takes it back without copying it. Held to the end,
             // every group the task touched meanwhile was copied, doubling a large state.
             for (key_group, group) in groups {
-                let mut refs: Vec<(&[u8], u64, &S)> =
-                    group.iter().filter(|e| e.expires_ms > now).map(|e| (&*e.key, e.expires_ms, &e.value)).collect();
-                if let Some(bytes) = serialize_group(&name, &mut refs, ttl)? {
+                let entries = group.iter().filter(|e| e.expires_ms > now).map(|e| (&*e.key, e.expires_ms, &e.value));
+                if let Some(bytes) = serialize_group(&name, entries, ttl, &mut order)? {
                     key_groups.push((key_group, bytes));
                 }
             }
