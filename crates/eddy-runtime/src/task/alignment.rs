@@ -169,6 +169,14 @@ impl BarrierAligner {
         Alignment::Unaligned { barrier, start: true, finish: false }
     }
 
+    /// Whether records that `barrier` overtook at its producer would be lost here: this
+    /// task takes the checkpoint aligned (configured unlike its producer, or a savepoint),
+    /// so what comes behind the barrier would fall into the next checkpoint, while the
+    /// producer's snapshot counts it as sent before this one.
+    pub fn loses_overtaken(&self, barrier: &CheckpointBarrier) -> bool {
+        !self.is_stale(barrier) && !self.may_go_unaligned(barrier)
+    }
+
     pub fn on_barrier_at(&mut self, channel: usize, barrier: CheckpointBarrier, now: Instant) -> Alignment {
         if self.is_stale(&barrier) {
             return Alignment::Pending;
@@ -399,7 +407,20 @@ mod tests {
         assert_eq!(done, Alignment::Unaligned { barrier: barrier(1), start: false, finish: true });
         assert_eq!(a.force_unaligned(barrier(1), now), Alignment::Pending, "a finished checkpoint stays finished");
         let savepoint = CheckpointBarrier { id: CheckpointId(2), kind: SnapshotKind::Savepoint };
+        assert!(!a.loses_overtaken(&barrier(1)), "done with it: its copies are of no use");
+        assert!(a.loses_overtaken(&savepoint));
         assert_eq!(a.force_unaligned(savepoint, now), Alignment::Pending, "savepoints stay aligned");
+    }
+
+    #[test]
+    fn a_task_that_aligns_would_lose_what_a_barrier_overtook_until_it_is_done_with_it() {
+        let mut a = BarrierAligner::new(CheckpointingMode::ExactlyOnce, 2);
+        assert!(a.loses_overtaken(&barrier(1)), "unaligned checkpoints are off here");
+        a.decline(CheckpointId(1));
+        assert!(!a.loses_overtaken(&barrier(1)));
+        assert!(a.loses_overtaken(&barrier(2)));
+        let u = BarrierAligner::with_unaligned(CheckpointingMode::ExactlyOnce, unaligned(None), 2);
+        assert!(!u.loses_overtaken(&barrier(1)), "it goes unaligned and keeps them");
     }
 
     #[test]

@@ -339,6 +339,14 @@ impl<G: Gates> Checkpointing<'_, G> {
     pub(super) fn on_barrier(&mut self, channel: usize, barrier: CheckpointBarrier) -> Result<(), TaskError> {
         let first = self.aligner.current().is_none_or(|current| current.id < barrier.id);
         if self.gates.overtook(channel, &barrier) {
+            if self.aligner.loses_overtaken(&barrier) {
+                // Never complete it without them: the restore would miss them.
+                const REASON: &str = "its barrier overtook records at the producer, and this task takes it aligned \
+                                      (unaligned checkpoints are configured differently here)";
+                tracing::warn!(checkpoint = barrier.id.0, "checkpoint declined: {REASON}");
+                self.aligner.decline(barrier.id);
+                self.shared.decline(&barrier, REASON);
+            }
             // Records its producer counts as sent come behind this barrier: the checkpoint
             // is unaligned here (snapshotted now if it was not), and they are in flight,
             // whichever way the barrier was read and whatever the task heard before.
