@@ -554,3 +554,26 @@ fn a_users_cancel_after_a_task_failed_ends_the_attempt_cancelled_rather_than_res
         AttemptEnd::Failed(JobError::Cancelled { .. })
     ));
 }
+
+#[test]
+fn a_users_cancel_after_a_failure_and_a_completed_stop_with_savepoint_does_not_restart_the_job() {
+    let request = SavepointRequest { dir: "/unused".into(), after_ms: 50, stop: true };
+    let job = Job::new(checkpointing(), Some(request));
+    let (mut coordinator, mut tasks) = job.attempt(1);
+    tasks.turn(&mut coordinator, 50);
+    for task in 0..3 {
+        tasks.acknowledge(task, 1, SnapshotKind::Savepoint);
+    }
+    // A task fails after acknowledging, before the savepoint is stored.
+    coordinator.task_exited(2, Err(TaskError::Operator { operator: "sink".into(), message: "boom".into() }));
+    tasks.turn(&mut coordinator, 0);
+    let no_status = |_: &AttemptCoordinator<'_>| String::new();
+    coordinator.command(7, eddy_rpc::messages::JobCommand::Cancel, &no_status);
+    coordinator.task_exited(0, Err(TaskError::Cancelled));
+    coordinator.task_exited(1, Err(TaskError::Cancelled));
+    match coordinator.end(&tasks.reports_rx, &mut tasks.result) {
+        AttemptEnd::Stopped => assert!(tasks.result.savepoint.is_some(), "stopped with its savepoint"),
+        AttemptEnd::Failed(other) => panic!("stopped as asked, not a restart: {other}"),
+        _ => panic!("the attempt stopped"),
+    }
+}

@@ -90,11 +90,10 @@ impl AttemptCoordinator<'_> {
                     self.stopping = false;
                 }
                 // The user's word ends the attempt cancelled even when a task failed
-                // just before: the restart that failure asked for is not wanted now.
+                // just before: the restart that failure asked for is not wanted now. A
+                // stop whose savepoint completed after that failure ends stopped.
                 self.cancelled_by_user = true;
-                if !self.stopping {
-                    self.failure = None;
-                }
+                self.failure = None;
                 self.fail(JobError::Cancelled { job: self.graph.job_name.clone() });
                 CommandOutcome::Answer(Ok("cancelling".to_string()))
             }
