@@ -82,12 +82,17 @@ pub(crate) fn serialize_group<'a, S: StateValue>(
         append_stored(name, value, ttl.then_some(expiry), &mut out)?;
         if nth == 0 {
             // The first value's size stands for the rest: one allocation, not a doubling
-            // series of copies.
-            out.reserve((out.len() - before) * (entries.len() - 1));
+            // series of copies. Only a guess, so bounded: one huge first value must not
+            // ask for its size times the group.
+            let guess = (out.len() - before).saturating_mul(entries.len() - 1);
+            out.reserve(guess.min(RESERVE_GUESS_MAX));
         }
     }
     Ok(Some(out))
 }
+
+/// The most [`serialize_group`] reserves on a guess of the values' size (64 MiB).
+const RESERVE_GUESS_MAX: usize = 64 << 20;
 
 /// A key's first twelve bytes (after those all keys share), zero-padded, as the top 96
 /// bits of an integer (the low 32 are left for the entry's index). Ordering by them and

@@ -90,10 +90,18 @@ impl AttemptCoordinator<'_> {
                     self.stopping = false;
                 }
                 // The user's word ends the attempt cancelled even when a task failed
-                // just before: the restart that failure asked for is not wanted now. A
-                // stop whose savepoint completed after that failure ends stopped.
+                // just before: the restart that failure asked for is not wanted now.
                 self.cancelled_by_user = true;
-                self.failure = None;
+                self.failure = match (&self.failure, self.stopping) {
+                    // A stop whose savepoint was stored after the failure is no clean
+                    // stop: the tasks were cancelled before they heard of it, and sinks
+                    // did not commit. It ends cancelled (`fail` skips it while stopping).
+                    (Some(failure), true) => {
+                        tracing::warn!(job = %self.graph.job_name, cause = %failure, "the stop's savepoint completed after a task failed; the job ends cancelled");
+                        Some(JobError::Cancelled { job: self.graph.job_name.clone() })
+                    }
+                    _ => None,
+                };
                 self.fail(JobError::Cancelled { job: self.graph.job_name.clone() });
                 CommandOutcome::Answer(Ok("cancelling".to_string()))
             }
