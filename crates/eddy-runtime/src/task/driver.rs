@@ -520,8 +520,7 @@ impl<A: 'static, B: 'static> TwoInputDriver<A, B> {
                 // ended: this task cannot take part in the checkpoint. It declines it, which
                 // does not count as a failure (Flink's "task not ready").
                 if self.aligner.current().is_none_or(|current| current.id <= barrier.id) {
-                    self.aligner.decline(barrier.id);
-                    self.shared.decline(&barrier, READS_SECOND_FIRST);
+                    self.checkpointing().decline(&barrier, READS_SECOND_FIRST);
                 }
                 Alignment::Pending
             }

@@ -335,6 +335,13 @@ pub(super) struct Checkpointing<'a, G> {
 }
 
 impl<G: Gates> Checkpointing<'_, G> {
+    /// Gives up `barrier`'s checkpoint here (and every older one) and tells the
+    /// coordinator why; not a failure (Flink's "task not ready").
+    pub(super) fn decline(&mut self, barrier: &CheckpointBarrier, reason: &str) {
+        self.aligner.decline(barrier.id);
+        self.shared.decline(barrier, reason);
+    }
+
     /// A barrier on `channel` (read in order or ahead).
     pub(super) fn on_barrier(&mut self, channel: usize, barrier: CheckpointBarrier) -> Result<(), TaskError> {
         let first = self.aligner.current().is_none_or(|current| current.id < barrier.id);
@@ -344,8 +351,7 @@ impl<G: Gates> Checkpointing<'_, G> {
                 const REASON: &str = "its barrier overtook records at the producer, and this task takes it aligned \
                                       (unaligned checkpoints are configured differently here)";
                 tracing::warn!(checkpoint = barrier.id.0, "checkpoint declined: {REASON}");
-                self.aligner.decline(barrier.id);
-                self.shared.decline(&barrier, REASON);
+                self.decline(&barrier, REASON);
             }
             // Records its producer counts as sent come behind this barrier: the checkpoint
             // is unaligned here (snapshotted now if it was not), and they are in flight,
@@ -419,8 +425,7 @@ impl<G: Gates> Checkpointing<'_, G> {
         for (channel, barrier) in unaligned.announcements() {
             if let Some(reason) = declining {
                 if self.aligner.current().is_none_or(|current| current.id <= barrier.id) {
-                    self.aligner.decline(barrier.id);
-                    self.shared.decline(&barrier, reason);
+                    self.decline(&barrier, reason);
                 }
                 continue;
             }

@@ -92,17 +92,18 @@ impl AttemptCoordinator<'_> {
                 // The user's word ends the attempt cancelled even when a task failed
                 // just before: the restart that failure asked for is not wanted now.
                 self.cancelled_by_user = true;
-                self.failure = match (&self.failure, self.stopping) {
+                let cancelled = JobError::Cancelled { job: self.graph.job_name.clone() };
+                match self.failure.take() {
                     // A stop whose savepoint was stored after the failure is no clean
                     // stop: the tasks were cancelled before they heard of it, and sinks
                     // did not commit. It ends cancelled (`fail` skips it while stopping).
-                    (Some(failure), true) => {
+                    Some(failure) if self.stopping => {
                         tracing::warn!(job = %self.graph.job_name, cause = %failure, "the stop's savepoint completed after a task failed; the job ends cancelled");
-                        Some(JobError::Cancelled { job: self.graph.job_name.clone() })
+                        self.failure = Some(cancelled);
+                        self.cancel_all();
                     }
-                    _ => None,
-                };
-                self.fail(JobError::Cancelled { job: self.graph.job_name.clone() });
+                    _ => self.fail(cancelled),
+                }
                 CommandOutcome::Answer(Ok("cancelling".to_string()))
             }
             JobCommand::Status => CommandOutcome::Answer(Ok(status(self))),
