@@ -449,6 +449,75 @@ fn a_configured_stop_with_savepoint_stores_it_apart_tells_every_task_and_stops_t
 }
 
 #[test]
+fn a_savepoint_that_does_not_stop_the_job_commits_nothing_and_the_next_checkpoint_commits_it() {
+    let request = SavepointRequest { dir: "/unused".into(), after_ms: 50, stop: false };
+    let job = Job::new(checkpointing(), Some(request));
+    let (mut coordinator, mut tasks) = job.attempt(1);
+    tasks.turn(&mut coordinator, 50);
+    assert_eq!(tasks.posted(0), vec![trigger(1, SnapshotKind::Savepoint)]);
+    let _ = tasks.posted(1);
+    for task in 0..3 {
+        tasks.acknowledge(task, 1, SnapshotKind::Savepoint);
+    }
+    tasks.turn(&mut coordinator, 0);
+    assert!(tasks.result.savepoint.is_some(), "the savepoint is written");
+    // A failover restores checkpoints, not savepoints: had the sinks committed the
+    // savepoint's transactions, a failure now would have them written twice.
+    assert_eq!(tasks.posted_to_all(), vec![], "no task hears of a savepoint that does not stop the job");
+    tasks.turn(&mut coordinator, INTERVAL_MS);
+    assert_eq!(tasks.posted(0), vec![trigger(2, SnapshotKind::Checkpoint)]);
+    let _ = tasks.posted(1);
+    for task in 0..3 {
+        tasks.acknowledge(task, 2, SnapshotKind::Checkpoint);
+    }
+    tasks.turn(&mut coordinator, 0);
+    assert_eq!(tasks.posted_to_all(), vec![completed(2)], "the next checkpoint commits everything up to it");
+}
+
+#[test]
+fn a_stop_whose_savepoint_completes_after_a_task_failed_commits_nothing_and_fails_over() {
+    let request = SavepointRequest { dir: "/unused".into(), after_ms: 50, stop: true };
+    let job = Job::new(checkpointing(), Some(request));
+    let (mut coordinator, mut tasks) = job.attempt(1);
+    tasks.turn(&mut coordinator, 50);
+    for task in 0..3 {
+        tasks.acknowledge(task, 1, SnapshotKind::Savepoint);
+    }
+    // A task fails after acknowledging, before the savepoint is stored.
+    coordinator.task_exited(2, Err(TaskError::Operator { operator: "sink".into(), message: "boom".into() }));
+    tasks.turn(&mut coordinator, 0);
+    // The failover restores the latest checkpoint: sinks that committed the savepoint's
+    // transactions would write them again.
+    for task in 0..3 {
+        let posted = tasks.posted(task);
+        assert!(!posted.contains(&completed(1)), "no task commits the savepoint: {posted:?}");
+    }
+    coordinator.task_exited(0, Err(TaskError::Cancelled));
+    coordinator.task_exited(1, Err(TaskError::Cancelled));
+    match coordinator.end(&tasks.reports_rx, &mut tasks.result) {
+        AttemptEnd::Failed(JobError::TaskFailed { operator, .. }) => assert_eq!(operator, "sink"),
+        AttemptEnd::Failed(other) => panic!("the sink's failure, to restart from: {other}"),
+        _ => panic!("the attempt fails over rather than stopping"),
+    }
+    assert!(tasks.result.savepoint.is_some(), "the configured savepoint is still written and the result's");
+}
+
+#[test]
+fn a_failed_stops_answer_names_the_savepoint_and_the_cause() {
+    let failure = JobError::TaskFailed {
+        job: "j".into(),
+        operator: "sink".into(),
+        subtask: 0,
+        parallelism: 1,
+        kind: FailureKind::UserCode,
+        message: "boom".into(),
+    };
+    let answer = super::coordinator::failed_stop(CheckpointId(4), "/sp/savepoint-4", &failure);
+    assert!(answer.starts_with("savepoint 4 was written to /sp/savepoint-4, but the job did not stop"), "{answer}");
+    assert!(answer.contains("boom") && answer.contains("restarts"), "{answer}");
+}
+
+#[test]
 fn the_end_of_an_attempt_reports_the_first_real_failure_and_cleans_up_what_is_pending() {
     let job = Job::new(checkpointing(), None);
     let (mut coordinator, mut tasks) = job.attempt(1);

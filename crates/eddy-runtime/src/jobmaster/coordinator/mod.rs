@@ -24,6 +24,8 @@ mod storing;
 pub(crate) use rescale::Rescaling;
 pub(crate) use savepoints::{CommandOutcome, RemoteHooks, SavepointOrder};
 pub(crate) use storing::discard_checkpoint;
+#[cfg(test)]
+pub(crate) use storing::failed_stop;
 
 use super::{AttemptEnd, JobResult, TaskExit};
 use crate::channel::{CheckpointBarrier, CheckpointEvent};

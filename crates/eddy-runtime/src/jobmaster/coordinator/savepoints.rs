@@ -92,18 +92,8 @@ impl AttemptCoordinator<'_> {
                 // The user's word ends the attempt cancelled even when a task failed
                 // just before: the restart that failure asked for is not wanted now.
                 self.cancelled_by_user = true;
-                let cancelled = JobError::Cancelled { job: self.graph.job_name.clone() };
-                match self.failure.take() {
-                    // A stop whose savepoint was stored after the failure is no clean
-                    // stop: the tasks were cancelled before they heard of it, and sinks
-                    // did not commit. It ends cancelled (`fail` skips it while stopping).
-                    Some(failure) if self.stopping => {
-                        tracing::warn!(job = %self.graph.job_name, cause = %failure, "the stop's savepoint completed after a task failed; the job ends cancelled");
-                        self.failure = Some(cancelled);
-                        self.cancel_all();
-                    }
-                    _ => self.fail(cancelled),
-                }
+                self.failure = None;
+                self.fail(JobError::Cancelled { job: self.graph.job_name.clone() });
                 CommandOutcome::Answer(Ok("cancelling".to_string()))
             }
             JobCommand::Status => CommandOutcome::Answer(Ok(status(self))),

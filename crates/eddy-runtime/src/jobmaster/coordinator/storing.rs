@@ -178,21 +178,38 @@ impl AttemptCoordinator<'_> {
                 Ok(stats) => {
                     tracing::info!(savepoint = %stats.id, bytes = stats.bytes, location = %stats.location, "savepoint completed");
                     self.note(|| format!("savepoint {} completed", stats.id));
-                    reply(self, Ok(format!("savepoint={}", stats.location)));
                     self.graph.config.board.checkpoint_completed(&stats, &task_bytes(&checkpoint));
-                    self.operators.completed(checkpoint.id);
+                    // A stop whose savepoint completed after a task failed does not stop:
+                    // the attempt fails over to the latest checkpoint, as in Flink.
+                    let stops = order.stop && self.failure.is_none();
+                    match (&self.failure, order.stop) {
+                        (Some(failure), true) => {
+                            let answer = failed_stop(stats.id, &stats.location, failure);
+                            tracing::warn!(job = %self.graph.job_name, "{answer}");
+                            reply(self, Err(answer));
+                        }
+                        _ => reply(self, Ok(format!("savepoint={}", stats.location))),
+                    }
                     // The job's own savepoints (its configuration's, or the one it stops
                     // with) are its result's; one the CLI took went to the CLI.
-                    if order.stop || order.request.is_none() {
+                    if stops || order.request.is_none() {
                         result.savepoint = Some(stats.location);
                     }
-                    self.broadcast(Control::Checkpoint(CheckpointEvent::Completed(checkpoint.id)));
-                    if order.stop {
+                    if stops {
                         // Every task hears of the savepoint before it stops (its sinks
                         // commit): the stop goes through the mailboxes behind that news,
                         // and the cancel flag follows once everything is delivered.
+                        self.operators.completed(checkpoint.id);
+                        self.broadcast(Control::Checkpoint(CheckpointEvent::Completed(checkpoint.id)));
                         self.stopping = true;
                         self.broadcast(Control::Cancel);
+                    } else {
+                        // Any other savepoint commits nothing (Flink's FLIP-193): a failover
+                        // restores the latest checkpoint, never a savepoint, and what sinks
+                        // committed after that checkpoint would be written again. What they
+                        // pre-committed for the savepoint commits with the next checkpoint,
+                        // or when a job restored from the savepoint starts.
+                        self.operators.discard(checkpoint.id);
                     }
                 }
                 Err(e) if order.request.is_some() => {
@@ -391,4 +408,15 @@ pub(crate) fn discard_checkpoint(
 /// Each task's state in a completed checkpoint, in task order.
 fn task_bytes(checkpoint: &Completed<Acknowledged>) -> Vec<u64> {
     checkpoint.task_states.iter().map(|ack| ack.bytes).collect()
+}
+
+/// The answer to a stop whose savepoint completed after a task had failed: the savepoint
+/// exists, but the job fails over instead of stopping (Flink's
+/// `StopWithSavepointStoppingException`).
+pub(crate) fn failed_stop(id: CheckpointId, location: &str, failure: &JobError) -> String {
+    format!(
+        "savepoint {id} was written to {location}, but the job did not stop: {failure}. The job restarts from its \
+         latest checkpoint by its restart strategy. The savepoint is consistent, but its sinks have not committed \
+         it: stop again, or cancel the job and start it from the savepoint"
+    )
 }
