@@ -853,3 +853,56 @@ fn unaligned_checkpoints_stay_short_under_backpressure_and_store_the_records_the
         assert_eq!(counted.len(), 60_000, "every record counted once");
     }
 }
+
+/// Whether a savepoint under `dir` completed (its `_metadata` is written).
+fn holds_completed_savepoint(dir: &Path) -> bool {
+    std::fs::read_dir(dir).into_iter().flatten().flatten().any(|entry| {
+        let path = entry.path();
+        path.join("_metadata").exists() || (path.is_dir() && holds_completed_savepoint(&path))
+    })
+}
+
+/// Flink's FLIP-193: a savepoint that does not stop the job commits nothing. A failover
+/// restores the latest checkpoint (here: none, the job starts over), so a sink that had
+/// committed the savepoint's transaction would write its records twice.
+#[test]
+fn a_failure_after_a_savepoint_writes_no_record_twice() {
+    let savepoints = temp_dir("savepoint-then-failure");
+    let out = temp_dir("savepoint-then-failure-out");
+    let env = Env::new();
+    env.set_parallelism(1);
+    env.set_restart_strategy(RestartStrategy::FixedDelay { attempts: 1, delay_ms: 1 });
+    env.trigger_savepoint_after(&savepoints, 30);
+    let failed = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let watched = savepoints.clone();
+    env.from_sequence(0, 39_999)
+        .map(move |i| {
+            if i % 100 == 0 && !failed.load(std::sync::atomic::Ordering::SeqCst) {
+                if holds_completed_savepoint(&watched) {
+                    // Time for the sink, a task of its own, to hear of the savepoint.
+                    std::thread::sleep(std::time::Duration::from_millis(300));
+                    failed.store(true, std::sync::atomic::Ordering::SeqCst);
+                    panic!("injected failure after the savepoint");
+                }
+                std::thread::sleep(std::time::Duration::from_millis(2));
+            }
+            i.to_string()
+        })
+        .add_sink(eddy::sink::ExactlyOnceFileSink::<String>::new_in(&out))
+        .disable_chaining();
+    let result = env.execute("savepoint then failure").unwrap();
+    assert!(result.savepoint.is_some(), "the savepoint was taken");
+    assert_eq!(result.restarts, 1, "{:?}", result.warnings);
+    let mut lines: Vec<u64> = Vec::new();
+    for entry in std::fs::read_dir(&out).unwrap().flatten() {
+        if entry.file_name().to_string_lossy().starts_with('.') {
+            continue;
+        }
+        lines.extend(std::fs::read_to_string(entry.path()).unwrap().lines().map(|l| l.parse::<u64>().unwrap()));
+    }
+    lines.sort();
+    assert_eq!(lines.len(), 40_000, "no record lost or written twice");
+    assert_eq!(lines, (0..40_000).collect::<Vec<_>>());
+    std::fs::remove_dir_all(&savepoints).unwrap();
+    std::fs::remove_dir_all(&out).unwrap();
+}
