@@ -449,6 +449,32 @@ fn a_configured_stop_with_savepoint_stores_it_apart_tells_every_task_and_stops_t
 }
 
 #[test]
+fn a_task_failing_after_the_stops_savepoint_was_stored_leaves_the_job_stopped_and_says_so() {
+    let request = SavepointRequest { dir: "/unused".into(), after_ms: 50, stop: true };
+    let job = Job::new(checkpointing(), Some(request));
+    let (mut coordinator, mut tasks) = job.attempt(1);
+    tasks.turn(&mut coordinator, 50);
+    for task in 0..3 {
+        tasks.acknowledge(task, 1, SnapshotKind::Savepoint);
+    }
+    tasks.turn(&mut coordinator, 0);
+    assert_eq!(tasks.posted(2), vec![completed(1), Control::Cancel]);
+    // The sink fails committing; the sources stop as told.
+    coordinator.task_exited(2, Err(TaskError::Operator { operator: "sink".into(), message: "disk full".into() }));
+    coordinator.task_exited(0, Err(TaskError::Cancelled));
+    coordinator.task_exited(1, Err(TaskError::Cancelled));
+    // A failover would restore the last checkpoint, behind what the sources' side
+    // committed: the job ends stopped, and says what may not be committed.
+    assert!(matches!(coordinator.end(&tasks.reports_rx, &mut tasks.result), AttemptEnd::Stopped));
+    let warning = tasks.result.warnings.iter().find(|w| w.contains("disk full"));
+    assert!(
+        warning.is_some_and(|w| w.starts_with("operator 'sink' (subtask 1/1) failed while the job stopped")),
+        "{:?}",
+        tasks.result.warnings
+    );
+}
+
+#[test]
 fn a_savepoint_that_does_not_stop_the_job_commits_nothing_and_the_next_checkpoint_commits_it() {
     let request = SavepointRequest { dir: "/unused".into(), after_ms: 50, stop: false };
     let job = Job::new(checkpointing(), Some(request));

@@ -77,6 +77,8 @@ pub(crate) struct AttemptCoordinator<'a> {
     triggered_at: HashMap<u64, (u64, u64)>,
     failure: Option<JobError>,
     stopping: bool,
+    /// A task that failed once the stop's savepoint was stored, said in the job's result.
+    failed_while_stopping: Option<String>,
     /// A user cancelled the job: whatever tasks report while they stop (a peer's
     /// connection closing under them, most often) is a consequence, not a cause, and
     /// the attempt ends cancelled rather than restarting.
@@ -151,6 +153,7 @@ impl<'a> AttemptCoordinator<'a> {
             triggered_at: HashMap::new(),
             failure: None,
             stopping: false,
+            failed_while_stopping: None,
             cancelled_by_user: false,
             savepoint_triggered: false,
             job_finished_sent: false,
@@ -188,6 +191,7 @@ impl<'a> AttemptCoordinator<'a> {
         }
         self.operators.close();
         result.trace.extend(self.trace.take().into_iter().flatten());
+        result.warnings.extend(self.failed_while_stopping.take());
         match self.failure.take() {
             Some(error) => AttemptEnd::Failed(error),
             None => {
@@ -425,6 +429,19 @@ impl<'a> AttemptCoordinator<'a> {
         let numbered = format!("{}/{parallelism}", subtask + 1);
         tracing::warn!(operator = %operator, subtask = %numbered, kind = ?kind, cause = %message, "task failed; cancelling the attempt");
         self.note(|| format!("task {index} ({operator} {subtask}) failed: {kind:?}"));
+        if self.stopping {
+            // The stop's savepoint is stored and every task was sent its news: the job
+            // still ends stopped, since a failover would restore an older checkpoint
+            // behind what the other sinks committed. This task may not have committed its
+            // part; a job restored from the savepoint does.
+            let warning = format!(
+                "operator '{operator}' (subtask {numbered}) failed while the job stopped with its savepoint: \
+                 {message}; what it had to commit for the savepoint is committed when a job restores from it"
+            );
+            tracing::warn!(job = %job, "{warning}");
+            self.failed_while_stopping.get_or_insert(warning);
+            return;
+        }
         self.fail(JobError::TaskFailed { job, operator, subtask, parallelism, kind, message });
     }
 
