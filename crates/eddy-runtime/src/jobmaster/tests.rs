@@ -459,13 +459,15 @@ fn a_task_failing_after_the_stops_savepoint_was_stored_leaves_the_job_stopped_an
     }
     tasks.turn(&mut coordinator, 0);
     assert_eq!(tasks.posted(2), vec![completed(1), Control::Cancel]);
-    // The sink fails committing; the sources stop as told.
+    // The sink fails committing; the sources stop as told, one seeing its consumer's
+    // connection close first (a peer's stop, no failure of its own).
     coordinator.task_exited(2, Err(TaskError::Operator { operator: "sink".into(), message: "disk full".into() }));
-    coordinator.task_exited(0, Err(TaskError::Cancelled));
+    coordinator.task_exited(0, Err(TaskError::Lost("the connection to task executor 1 was closed".into())));
     coordinator.task_exited(1, Err(TaskError::Cancelled));
     // A failover would restore the last checkpoint, behind what the sources' side
     // committed: the job ends stopped, and says what may not be committed.
     assert!(matches!(coordinator.end(&tasks.reports_rx, &mut tasks.result), AttemptEnd::Stopped));
+    assert_eq!(tasks.result.warnings.len(), 1, "{:?}", tasks.result.warnings);
     let warning = tasks.result.warnings.iter().find(|w| w.contains("disk full"));
     assert!(
         warning.is_some_and(|w| w.starts_with("operator 'sink' (subtask 1/1) failed while the job stopped")),
@@ -525,7 +527,9 @@ fn a_stop_whose_savepoint_completes_after_a_task_failed_commits_nothing_and_fail
         AttemptEnd::Failed(other) => panic!("the sink's failure, to restart from: {other}"),
         _ => panic!("the attempt fails over rather than stopping"),
     }
-    assert!(tasks.result.savepoint.is_some(), "the configured savepoint is still written and the result's");
+    assert_eq!(tasks.result.savepoint, None, "no stop happened: the next attempt takes its own");
+    let said = tasks.result.warnings.iter().find(|w| w.starts_with("savepoint 1 was written to"));
+    assert!(said.is_some_and(|w| w.contains("boom")), "the result says where and why: {:?}", tasks.result.warnings);
 }
 
 #[test]
@@ -540,7 +544,7 @@ fn a_failed_stops_answer_names_the_savepoint_and_the_cause() {
     };
     let answer = super::coordinator::failed_stop(CheckpointId(4), "/sp/savepoint-4", &failure);
     assert!(answer.starts_with("savepoint 4 was written to /sp/savepoint-4, but the job did not stop"), "{answer}");
-    assert!(answer.contains("boom") && answer.contains("restarts"), "{answer}");
+    assert!(answer.contains("boom") && answer.contains("a job started from it commits it"), "{answer}");
 }
 
 #[test]
@@ -669,7 +673,11 @@ fn a_users_cancel_after_a_failure_and_a_completed_stop_with_savepoint_does_not_r
     // Not a clean stop: the failed task never heard of the savepoint.
     match coordinator.end(&tasks.reports_rx, &mut tasks.result) {
         AttemptEnd::Failed(JobError::Cancelled { .. }) => {
-            assert!(tasks.result.savepoint.is_some(), "the savepoint is still the result's")
+            assert!(
+                tasks.result.warnings.iter().any(|w| w.starts_with("savepoint 1 was written to")),
+                "the result says where the savepoint is: {:?}",
+                tasks.result.warnings
+            )
         }
         AttemptEnd::Failed(other) => panic!("the user's cancel, not a restart: {other}"),
         _ => panic!("the attempt was cancelled"),

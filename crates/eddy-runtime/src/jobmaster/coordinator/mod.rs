@@ -31,7 +31,7 @@ use super::{AttemptEnd, JobResult, TaskExit};
 use crate::channel::{CheckpointBarrier, CheckpointEvent};
 use crate::deployment::restore::RestorePlan;
 use crate::deployment::subtasks::subtask_name;
-use crate::error::{JobError, TaskError};
+use crate::error::{FailureKind, JobError, TaskError};
 use crate::graph::{ChainPlan, OperatorFactory, StreamGraph};
 use crate::task::{Control, DeclineCause, Mailboxes, TaskReport};
 use crossbeam_channel::{select, Receiver};
@@ -429,7 +429,9 @@ impl<'a> AttemptCoordinator<'a> {
         let numbered = format!("{}/{parallelism}", subtask + 1);
         tracing::warn!(operator = %operator, subtask = %numbered, kind = ?kind, cause = %message, "task failed; cancelling the attempt");
         self.note(|| format!("task {index} ({operator} {subtask}) failed: {kind:?}"));
-        if self.stopping {
+        // A peer that stopped first is no failure of this task's own (its connections
+        // close); on a rescale, `stopping` is no stop with a savepoint.
+        if self.stopping && self.rescaling.is_none() && kind != FailureKind::Cluster {
             // The stop's savepoint is stored and every task was sent its news: the job
             // still ends stopped, since a failover would restore an older checkpoint
             // behind what the other sinks committed. This task may not have committed its

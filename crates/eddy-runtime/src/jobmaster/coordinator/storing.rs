@@ -186,13 +186,18 @@ impl AttemptCoordinator<'_> {
                         (Some(failure), true) => {
                             let answer = failed_stop(stats.id, &stats.location, failure);
                             tracing::warn!(job = %self.graph.job_name, "{answer}");
+                            // The CLI's stop hears it; a configured one's result says it.
+                            if order.request.is_none() {
+                                result.warnings.push(answer.clone());
+                            }
                             reply(self, Err(answer));
                         }
                         _ => reply(self, Ok(format!("savepoint={}", stats.location))),
                     }
                     // The job's own savepoints (its configuration's, or the one it stops
-                    // with) are its result's; one the CLI took went to the CLI.
-                    if stops || order.request.is_none() {
+                    // with) are its result's; one the CLI took went to the CLI. A stop that
+                    // did not happen is not (the next attempt takes its own).
+                    if stops || (order.request.is_none() && !order.stop) {
                         result.savepoint = Some(stats.location);
                     }
                     if stops {
@@ -410,13 +415,13 @@ fn task_bytes(checkpoint: &Completed<Acknowledged>) -> Vec<u64> {
     checkpoint.task_states.iter().map(|ack| ack.bytes).collect()
 }
 
-/// The answer to a stop whose savepoint completed after a task had failed: the savepoint
-/// exists, but the job fails over instead of stopping (Flink's
-/// `StopWithSavepointStoppingException`).
+/// The answer to a stop whose savepoint completed after the attempt had failed (or was
+/// cancelled): the savepoint exists, but nothing of it is committed and the job does not
+/// stop (as Flink's `StopWithSavepointStoppingException`).
 pub(crate) fn failed_stop(id: CheckpointId, location: &str, failure: &JobError) -> String {
     format!(
-        "savepoint {id} was written to {location}, but the job did not stop: {failure}. The job restarts from its \
-         latest checkpoint by its restart strategy. The savepoint is consistent, but its sinks have not committed \
-         it: stop again, or cancel the job and start it from the savepoint"
+        "savepoint {id} was written to {location}, but the job did not stop with it: {failure}. Nothing of the \
+         savepoint is committed, and the job goes on as that failure decides (a restart from its latest \
+         checkpoint, or its end). The savepoint is consistent: a job started from it commits it"
     )
 }
