@@ -55,14 +55,25 @@ impl InlineKey {
     const TOO_LONG: u8 = u8::MAX;
 
     pub fn of(key: &[u8]) -> Self {
-        let mut inline = [0; Self::BYTES_MAX + 1];
+        let mut inline = InlineKey([0; Self::BYTES_MAX + 1]);
+        inline.set(key);
+        inline
+    }
+
+    /// Makes this `key`'s inline form, in place: once per record for the current key, so
+    /// it copies with a few fixed-size moves rather than a call to `memcpy`, and writes
+    /// where the lookups read it rather than building it elsewhere and moving it (reading
+    /// back bytes just written piecewise stalls the CPU).
+    #[inline]
+    pub fn set(&mut self, key: &[u8]) {
+        let inline = &mut self.0;
+        *inline = [0; Self::BYTES_MAX + 1];
         if key.len() <= Self::BYTES_MAX {
             inline[0] = key.len() as u8;
-            inline[1..=key.len()].copy_from_slice(key);
+            copy_short(&mut inline[1..=key.len()], key);
         } else {
             inline[0] = Self::TOO_LONG;
         }
-        InlineKey(inline)
     }
 
     /// Whether the key was short enough.
@@ -76,6 +87,28 @@ impl InlineKey {
             &self.0[1..=self.0[0] as usize]
         } else {
             &[]
+        }
+    }
+}
+
+/// Copies `source` (at most 32 bytes) into `target` of the same length with two
+/// overlapping fixed-size moves of the largest size that fits (a byte loop below 4).
+#[inline(always)]
+fn copy_short(target: &mut [u8], source: &[u8]) {
+    let n = source.len();
+    debug_assert!(n == target.len() && n <= 32);
+    if n >= 16 {
+        target[..16].copy_from_slice(&source[..16]);
+        target[n - 16..].copy_from_slice(&source[n - 16..]);
+    } else if n >= 8 {
+        target[..8].copy_from_slice(&source[..8]);
+        target[n - 8..].copy_from_slice(&source[n - 8..]);
+    } else if n >= 4 {
+        target[..4].copy_from_slice(&source[..4]);
+        target[n - 4..].copy_from_slice(&source[n - 4..]);
+    } else {
+        for (t, s) in target.iter_mut().zip(source) {
+            *t = *s;
         }
     }
 }
@@ -471,7 +504,27 @@ pub fn with_backend<R>(
 
 #[cfg(test)]
 mod tests {
-    use super::KeyedStateEntries;
+    use super::{InlineKey, KeyedStateEntries};
+
+    #[test]
+    fn an_inline_key_is_its_length_its_bytes_and_zeros_for_every_length() {
+        let mut reused = InlineKey::of(&[0xff; 40]);
+        for len in 0..=30usize {
+            let key: Vec<u8> = (1..=len as u8).collect();
+            reused.set(&key);
+            assert_eq!(reused, InlineKey::of(&key), "set in place over a longer key, length {len}");
+            if len <= InlineKey::BYTES_MAX {
+                let mut expected = [0u8; InlineKey::BYTES_MAX + 1];
+                expected[0] = len as u8;
+                expected[1..=len].copy_from_slice(&key);
+                assert_eq!(reused.0, expected, "length {len}");
+                assert_eq!(reused.bytes(), &key[..]);
+            } else {
+                assert!(!reused.is_some(), "length {len} is too long");
+                assert_ne!(reused, InlineKey::of(&key[..InlineKey::BYTES_MAX]));
+            }
+        }
+    }
 
     /// The format of checkpoints written before key groups were written as byte strings.
     #[derive(serde::Serialize)]

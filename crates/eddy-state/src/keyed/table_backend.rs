@@ -214,7 +214,7 @@ impl KeyedStateBackend for TableKeyedStateBackend {
         let current = &mut self.current;
         current.bytes.clear();
         current.bytes.extend_from_slice(encoded_key);
-        current.inline = InlineKey::of(encoded_key);
+        current.inline.set(encoded_key);
         current.hash = hash.0;
         current.key_hash = hash.0;
         current.key_len = encoded_key.len();
