@@ -114,7 +114,13 @@ impl AttemptLauncher for RemoteLauncher {
             operator_parallelism: graph.operator_parallelism(),
         };
         if let Err(e) = client.send(&request) {
-            return cluster_error(format!("cannot ask the JobManager for slots: {e}"));
+            // The JobManager died (a restart raced the news of its loss): the job fails
+            // as on that news, saying so.
+            tracing::error!(reason = %e, "lost the JobManager; the job fails");
+            return cluster_error(format!(
+                "lost the JobManager: cannot ask it for slots ({e}); no JobManager can take the job back, so it \
+                 fails (its latest completed checkpoint stays, to restore it from)"
+            ));
         }
         tracing::info!(job = %job, attempt = %attempt, slots, "asking the JobManager for slots");
         // TaskManagers lost while the JobManager answers: slots it gives there are gone.
