@@ -256,6 +256,15 @@ impl Tasks {
 
     /// Task `task` acknowledges checkpoint `id`: its (empty) state written to the job's
     /// storage as a task writes it.
+    /// The configured savepoint (due after 50 ms) triggered and acknowledged by every task,
+    /// not yet completed: what `turn` makes of it comes next.
+    fn acknowledge_configured_savepoint(&mut self, coordinator: &mut AttemptCoordinator<'_>) {
+        self.turn(coordinator, 50);
+        for task in 0..3 {
+            self.acknowledge(task, 1, SnapshotKind::Savepoint);
+        }
+    }
+
     fn acknowledge(&self, task: usize, id: u64, kind: SnapshotKind) {
         let (head, subtask) = self.tasks[task];
         let node = self.graph.node(head);
@@ -453,10 +462,7 @@ fn a_task_failing_after_the_stops_savepoint_was_stored_leaves_the_job_stopped_an
     let request = SavepointRequest { dir: "/unused".into(), after_ms: 50, stop: true };
     let job = Job::new(checkpointing(), Some(request));
     let (mut coordinator, mut tasks) = job.attempt(1);
-    tasks.turn(&mut coordinator, 50);
-    for task in 0..3 {
-        tasks.acknowledge(task, 1, SnapshotKind::Savepoint);
-    }
+    tasks.acknowledge_configured_savepoint(&mut coordinator);
     tasks.turn(&mut coordinator, 0);
     assert_eq!(tasks.posted(2), vec![completed(1), Control::Cancel]);
     // The sink fails committing; the sources stop as told, one seeing its consumer's
@@ -507,10 +513,7 @@ fn a_stop_whose_savepoint_completes_after_a_task_failed_commits_nothing_and_fail
     let request = SavepointRequest { dir: "/unused".into(), after_ms: 50, stop: true };
     let job = Job::new(checkpointing(), Some(request));
     let (mut coordinator, mut tasks) = job.attempt(1);
-    tasks.turn(&mut coordinator, 50);
-    for task in 0..3 {
-        tasks.acknowledge(task, 1, SnapshotKind::Savepoint);
-    }
+    tasks.acknowledge_configured_savepoint(&mut coordinator);
     // A task fails after acknowledging, before the savepoint is stored.
     coordinator.task_exited(2, Err(TaskError::Operator { operator: "sink".into(), message: "boom".into() }));
     tasks.turn(&mut coordinator, 0);
@@ -659,10 +662,7 @@ fn a_users_cancel_after_a_failure_and_a_completed_stop_with_savepoint_does_not_r
     let request = SavepointRequest { dir: "/unused".into(), after_ms: 50, stop: true };
     let job = Job::new(checkpointing(), Some(request));
     let (mut coordinator, mut tasks) = job.attempt(1);
-    tasks.turn(&mut coordinator, 50);
-    for task in 0..3 {
-        tasks.acknowledge(task, 1, SnapshotKind::Savepoint);
-    }
+    tasks.acknowledge_configured_savepoint(&mut coordinator);
     // A task fails after acknowledging, before the savepoint is stored.
     coordinator.task_exited(2, Err(TaskError::Operator { operator: "sink".into(), message: "boom".into() }));
     tasks.turn(&mut coordinator, 0);
