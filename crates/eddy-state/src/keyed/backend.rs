@@ -195,8 +195,8 @@ pub trait KeyedTable: Send {
     }
     /// See [`KeyedStateBackend::prefetch_entry`]: the entry of `hash` (a key and a
     /// namespace), in tables that hold namespaced values.
-    fn prefetch_namespaced(&self, local_group: usize, hash: u64) {
-        let _ = (local_group, hash);
+    fn prefetch_namespaced(&self, local_group: usize, hash: u64, namespace: &[u8]) {
+        let _ = (local_group, hash, namespace);
     }
     /// Writes what only the heap holds to the store below (before a snapshot).
     fn flush(&mut self) -> Result<(), StateError>;
@@ -306,8 +306,8 @@ pub trait KeyedStateBackend: Send {
     /// Asks for the entry of a key and namespace (a window) that is used soon, in key
     /// group `key_group`, `hash` as the tables have it (a timer's: firing timers walks
     /// them in order, so the next one's window is known a timer ahead). A hint only.
-    fn prefetch_entry(&self, key_group: KeyGroup, hash: u64) {
-        let _ = (key_group, hash);
+    fn prefetch_entry(&self, key_group: KeyGroup, hash: u64, namespace: &[u8]) {
+        let _ = (key_group, hash, namespace);
     }
     /// Declares a state, or returns the id of the one declared under the same name.
     fn register(

@@ -14,56 +14,28 @@ use super::backend::TableSpec;
 use super::backend::{CurrentKey, DeferredKeyGroups, KeyedTable, StoredKey};
 use super::canonical::{append_stored, canonical_key_group, serialize_group, split_stored, stored_spans};
 use super::heap_chain::{ChangesWriter, DeferredChanges};
+use super::heap_group::{Entry, KeyGroupTable, Loc, SpaceSizing};
 use super::raw::{HeldWrite, RawLayout, RawTable};
 use crate::descriptor::{StateTtlConfig, TtlUpdateType};
 use crate::error::StateError;
 use crate::StateValue;
 use eddy_types::{Clock, WallClock};
-use hashbrown::HashTable;
 use std::any::Any;
 use std::collections::HashMap;
 use std::sync::Arc;
-
-#[derive(Clone)]
-/// No hash is kept: a table growing hashes the key bytes again ([`rehash`]), which is
-/// rare, while eight bytes more per entry cost cache and memory on every access.
-struct Entry<S> {
-    key: StoredKey,
-    value: S,
-    /// The table's change epoch when the value last changed (0: as the raw store has it).
-    /// It is dirty, not written to the raw store yet, while that is after the table's
-    /// `written` epoch: so writing back marks every entry clean at once, without touching
-    /// it (or copying a key group a snapshot shares).
-    changed: u64,
-    /// Wall-clock ms after which the value is gone (`u64::MAX`: no time to live).
-    expires_ms: u64,
-    /// The epoch it was inserted in, when the raw store was read and had no value for the
-    /// key (0: unknown, or loaded from it). While no write-back came since, the raw store
-    /// still has nothing of it, and removing it needs no delete there: a window's
-    /// contents, created and gone between two checkpoints, never touch RocksDB. On the
-    /// heap alone, every entry's insertion epoch: born after the last incremental
-    /// snapshot, it needs no removal in the next one either.
-    absent_in_raw_since: u64,
-}
-
-/// An entry's hash when its table grows: the same hash its key was looked up by (the
-/// stable hash of the key's bytes, with its namespace, as the backend computes it).
-fn rehash<S>(entry: &Entry<S>) -> u64 {
-    eddy_types::stable_hash(&entry.key).0
-}
 
 /// One key group's entries: the table's own, or shared with a snapshot being written
 /// (copy on write, as Flink's `CopyOnWriteStateMap`: a snapshot takes every group in O(1),
 /// and the first change after it takes the group back, copying it only if the snapshot
 /// still reads it). So the task thread never copies a whole state at a barrier.
 enum Group<S> {
-    Owned(HashTable<Entry<S>>),
-    Shared(Arc<HashTable<Entry<S>>>),
+    Owned(KeyGroupTable<S>),
+    Shared(Arc<KeyGroupTable<S>>),
 }
 
 impl<S: StateValue> Group<S> {
     #[inline]
-    fn get(&self) -> &HashTable<Entry<S>> {
+    fn get(&self) -> &KeyGroupTable<S> {
         match self {
             Group::Owned(table) => table,
             Group::Shared(table) => table,
@@ -73,7 +45,7 @@ impl<S: StateValue> Group<S> {
     /// The group for a change: owned again first if a snapshot shared it. A copy keeps
     /// every entry in its bucket, so bucket indexes stay valid.
     #[inline]
-    fn get_mut(&mut self) -> &mut HashTable<Entry<S>> {
+    fn get_mut(&mut self) -> &mut KeyGroupTable<S> {
         if let Group::Shared(_) = self {
             self.unshare();
         }
@@ -85,13 +57,13 @@ impl<S: StateValue> Group<S> {
 
     #[cold]
     fn unshare(&mut self) {
-        if let Group::Shared(shared) = std::mem::replace(self, Group::Owned(HashTable::new())) {
+        if let Group::Shared(shared) = std::mem::replace(self, Group::Owned(KeyGroupTable::default())) {
             *self = Group::Owned(Arc::try_unwrap(shared).unwrap_or_else(|shared| (*shared).clone()));
         }
     }
 
     /// The group for a snapshot, shared from now on.
-    fn share(&mut self) -> Arc<HashTable<Entry<S>>> {
+    fn share(&mut self) -> Arc<KeyGroupTable<S>> {
         if let Group::Owned(table) = self {
             *self = Group::Shared(Arc::new(std::mem::take(table)));
         }
@@ -126,7 +98,11 @@ pub struct HeapTable<S> {
     written: u64,
     /// (key epoch, bucket) of the last key found: `value()` then `update()` of one record
     /// look the key up once. Cleared by everything that moves or drops entries.
-    last_hit: Option<(u64, usize)>,
+    last_hit: Option<(u64, Loc)>,
+    /// Per key group, where its last namespace's table was found ([`KeyGroupTable`]).
+    space_memo: Vec<usize>,
+    /// How large a new namespace's table starts.
+    space_sizing: SpaceSizing,
     /// (key group, key) of every entry removed since the last incremental snapshot, while
     /// the backend keeps a chain of them ([`super::heap_chain`]); `None`: not tracked, so
     /// the next incremental snapshot takes every entry.
@@ -191,7 +167,7 @@ fn changes<'a, S: StateValue>(
     name: &str,
     ttl: bool,
     since: u64,
-    groups: impl Iterator<Item = (u32, &'a HashTable<Entry<S>>)>,
+    groups: impl Iterator<Item = (u32, &'a KeyGroupTable<S>)>,
 ) -> Result<(Vec<u8>, Vec<ChangeSpan<'a>>), StateError> {
     let mut values = Vec::new();
     let mut spans: Vec<ChangeSpan<'a>> = Vec::new();
@@ -225,7 +201,7 @@ impl<S: StateValue> HeapTable<S> {
     pub fn from_spec(name: &str, spec: TableSpec, ttl: Option<StateTtlConfig>) -> Self {
         Self {
             name: name.to_string(),
-            groups: (0..spec.group_count).map(|_| Group::Owned(HashTable::new())).collect(),
+            groups: (0..spec.group_count).map(|_| Group::Owned(KeyGroupTable::default())).collect(),
             first_key_group: spec.first_key_group,
             raw: spec.raw,
             cached: 0,
@@ -237,6 +213,8 @@ impl<S: StateValue> HeapTable<S> {
             epoch: 1,
             written: 0,
             last_hit: None,
+            space_memo: vec![0; spec.group_count],
+            space_sizing: SpaceSizing::default(),
             removed: None,
             snapshot_ms: 0,
             touched: false,
@@ -276,39 +254,40 @@ impl<S: StateValue> HeapTable<S> {
 
     /// The bucket of the current key's entry in its key group's table, if cached.
     #[inline]
-    fn locate(&mut self, key: &CurrentKey) -> Option<usize> {
+    fn locate(&mut self, key: &CurrentKey) -> Option<Loc> {
         self.touched = key.bytes.len() == key.key_len;
         self.namespaced |= !self.touched;
         self.locate_untouched(key)
     }
 
     #[inline]
-    fn locate_untouched(&mut self, key: &CurrentKey) -> Option<usize> {
-        if let Some((epoch, bucket)) = self.last_hit {
+    fn locate_untouched(&mut self, key: &CurrentKey) -> Option<Loc> {
+        if let Some((epoch, at)) = self.last_hit {
             // Checked all the same (a few instructions: the entry was just read), so that a
             // memo gone stale can never serve another key's value.
             if epoch == key.epoch
                 && key.epoch != 0
-                && self.groups[key.local_group].get().get_bucket(bucket).is_some_and(|e| e.key.matches(key))
+                && self.groups[key.local_group].get().get(at).is_some_and(|e| e.key.matches(key))
             {
-                return Some(bucket);
+                return Some(at);
             }
         }
-        let bucket = self.groups[key.local_group].get().find_bucket_index(key.hash, |e| e.key.matches(key))?;
-        self.last_hit = Some((key.epoch, bucket));
-        Some(bucket)
+        let memo = &mut self.space_memo[key.local_group];
+        let at = self.groups[key.local_group].get().locate(key, memo)?;
+        self.last_hit = Some((key.epoch, at));
+        Some(at)
     }
 
     #[inline]
     fn find(&mut self, key: &CurrentKey) -> Option<&Entry<S>> {
-        let bucket = self.locate(key)?;
-        self.groups[key.local_group].get().get_bucket(bucket)
+        let at = self.locate(key)?;
+        self.groups[key.local_group].get().get(at)
     }
 
     #[inline]
     fn find_mut(&mut self, key: &CurrentKey) -> Option<&mut Entry<S>> {
-        let bucket = self.locate(key)?;
-        self.groups[key.local_group].get_mut().get_bucket_mut(bucket)
+        let at = self.locate(key)?;
+        self.groups[key.local_group].get_mut().get_mut(at)
     }
 
     /// Writes every changed value to the raw store in one batch.
@@ -343,7 +322,7 @@ impl<S: StateValue> HeapTable<S> {
     /// (key group, table) of every non-empty key group, shared from now on with whoever
     /// reads them off the task thread (a snapshot, a write handed over): O(1) each, and a
     /// change copies a group first.
-    fn share_groups(&mut self) -> Vec<(u32, Arc<HashTable<Entry<S>>>)> {
+    fn share_groups(&mut self) -> Vec<(u32, Arc<KeyGroupTable<S>>)> {
         let first_key_group = self.first_key_group;
         self.groups
             .iter_mut()
@@ -375,7 +354,7 @@ impl<S: StateValue> HeapTable<S> {
             while self.cached > target && step < count {
                 let index = (self.evict_from + step) % count;
                 self.cached -= self.groups[index].get().len();
-                self.groups[index] = Group::Owned(HashTable::new());
+                self.groups[index] = Group::Owned(KeyGroupTable::default());
                 step += 1;
             }
             self.evict_from = (self.evict_from + step) % count;
@@ -397,10 +376,11 @@ impl<S: StateValue> HeapTable<S> {
         // On the heap alone, every new entry is absent from what the last snapshot holds.
         let absent_in_raw_since = if absent_in_raw || self.raw.is_none() { self.epoch } else { 0 };
         let entry = Entry { key: StoredKey::new(&key.bytes), value, changed, expires_ms, absent_in_raw_since };
-        let inserted = self.groups[key.local_group].get_mut().insert_unique(key.hash, entry, rehash);
+        let memo = &mut self.space_memo[key.local_group];
+        let (at, inserted) = self.groups[key.local_group].get_mut().insert(key, entry, memo, &self.space_sizing);
         // The insert may have grown the table, moving every entry.
-        self.last_hit = (key.epoch != 0).then_some((key.epoch, inserted.bucket_index()));
-        Ok(&mut inserted.into_mut().value)
+        self.last_hit = (key.epoch != 0).then_some((key.epoch, at));
+        Ok(&mut inserted.value)
     }
 
     /// Brings the current key's value into the cache from the raw store, if it is there.
@@ -492,13 +472,12 @@ impl<S: StateValue> HeapTable<S> {
         // A key that is not there leaves a shared key group unshared (no copy).
         let mut never_written = false;
         let cached = match self.locate(key) {
-            Some(bucket) => {
+            Some(at) => {
                 self.last_hit = None;
                 // Removed where it was found: one probe of the table, not two.
-                match self.groups[key.local_group].get_mut().get_bucket_entry(bucket) {
-                    Ok(entry) => {
+                match self.groups[key.local_group].get_mut().remove(at, &mut self.space_sizing) {
+                    Some(entry) => {
                         self.cached = self.cached.saturating_sub(1);
-                        let entry = entry.remove().0;
                         never_written = entry.absent_in_raw_since > self.written;
                         // An entry born since the last snapshot needs no removal in the next.
                         if let Some(removed) = self.removed.as_mut().filter(|_| !never_written) {
@@ -506,7 +485,7 @@ impl<S: StateValue> HeapTable<S> {
                         }
                         Some(entry.value)
                     }
-                    Err(_) => None,
+                    None => None,
                 }
             }
             None => None,
@@ -553,12 +532,13 @@ impl<S: StateValue> HeapTable<S> {
         self.modify(key, S::default, |list| list.extend(elements))
     }
 
-    /// Brings in the entry of `hash` in key group `local_group`, if there is one: the first
-    /// entry whose tag matches, almost always the key's (telling needs the very load this
-    /// prefetch is for).
+    /// Brings in the entry of `hash` (in `namespace`) in key group `local_group`, if there
+    /// is one: the first entry whose tag matches, almost always the key's (telling needs
+    /// the very load this prefetch is for).
     #[inline]
-    fn prefetch_entry(&self, local_group: usize, hash: u64) {
-        if let Some(entry) = self.groups.get(local_group).and_then(|g| g.get().find(hash, |_| true)) {
+    fn prefetch_entry(&self, local_group: usize, hash: u64, namespace: &[u8]) {
+        let memo = self.space_memo.get(local_group).copied().unwrap_or(0);
+        if let Some(entry) = self.groups.get(local_group).and_then(|g| g.get().probable(hash, namespace, memo)) {
             prefetch_read(entry);
         }
     }
@@ -579,14 +559,14 @@ impl<S: StateValue> KeyedTable for HeapTable<S> {
         if !self.touched {
             return 0;
         }
-        self.prefetch_entry(local_group, hash);
+        self.prefetch_entry(local_group, hash, &[]);
         self.cached * std::mem::size_of::<Entry<S>>()
     }
 
     #[inline]
-    fn prefetch_namespaced(&self, local_group: usize, hash: u64) {
+    fn prefetch_namespaced(&self, local_group: usize, hash: u64, namespace: &[u8]) {
         if self.namespaced {
-            self.prefetch_entry(local_group, hash);
+            self.prefetch_entry(local_group, hash, namespace);
         }
     }
 
@@ -730,7 +710,7 @@ impl<S: StateValue> KeyedTable for HeapTable<S> {
         for (key, expires_ms, value) in entries {
             let hash = eddy_types::stable_hash(&key).0;
             let entry = Entry { key: StoredKey::new(&key), value, changed: 0, expires_ms, absent_in_raw_since: 0 };
-            self.groups[local_group].get_mut().insert_unique(hash, entry, rehash);
+            self.groups[local_group].get_mut().insert_restored(hash, entry);
         }
         self.last_hit = None;
         Ok(())
@@ -739,7 +719,7 @@ impl<S: StateValue> KeyedTable for HeapTable<S> {
     fn clear_all(&mut self) -> Result<(), StateError> {
         self.last_hit = None;
         self.removed = None;
-        self.groups.iter_mut().for_each(|g| *g = Group::Owned(HashTable::new()));
+        self.groups.iter_mut().for_each(|g| *g = Group::Owned(KeyGroupTable::default()));
         self.cached = 0;
         if let Some(raw) = self.raw.as_mut() {
             // A snapshot being made may still write values handed over to it.
@@ -754,16 +734,5 @@ impl<S: StateValue> KeyedTable for HeapTable<S> {
             }
         }
         Ok(())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::Entry;
-
-    #[test]
-    fn an_entry_of_a_u64_keeps_no_hash_and_takes_56_bytes() {
-        // Key (24, short keys inline), value, change epoch, expiry, insertion epoch.
-        assert_eq!(std::mem::size_of::<Entry<u64>>(), 56);
     }
 }

@@ -28,6 +28,7 @@ mod backend;
 mod canonical;
 mod factory;
 mod heap_chain;
+mod heap_group;
 mod heap_table;
 mod list;
 mod map;

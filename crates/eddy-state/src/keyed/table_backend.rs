@@ -239,10 +239,10 @@ impl KeyedStateBackend for TableKeyedStateBackend {
         cfg!(target_arch = "x86_64") && used >= PREFETCH_BYTES_MIN
     }
 
-    fn prefetch_entry(&self, key_group: KeyGroup, hash: u64) {
+    fn prefetch_entry(&self, key_group: KeyGroup, hash: u64, namespace: &[u8]) {
         if cfg!(target_arch = "x86_64") && self.range.contains(key_group) {
             let local_group = (key_group.0 - self.range.start) as usize;
-            self.states.iter().for_each(|declared| declared.table.prefetch_namespaced(local_group, hash));
+            self.states.iter().for_each(|declared| declared.table.prefetch_namespaced(local_group, hash, namespace));
         }
     }
 

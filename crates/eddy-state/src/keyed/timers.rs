@@ -268,10 +268,10 @@ impl TimerQueue {
 
     /// (key group, hash) of the live timer `ahead` places behind the next one due, among
     /// those of the earliest time: whose entries firing will want next.
-    fn upcoming(&self, ahead: usize) -> Option<(u32, u64)> {
+    fn upcoming(&self, ahead: usize) -> Option<(u32, u64, &[u8])> {
         let bucket = self.buckets.first_key_value()?.1;
         let timer = bucket.order[bucket.next..].iter().flatten().nth(ahead)?;
-        Some((timer.key_group, timer.hash))
+        Some((timer.key_group, timer.hash, timer.namespace()))
     }
 
     /// Live timers.
@@ -425,9 +425,16 @@ pub fn pop_due_timer(id: super::StateId, name: &str, limit: i64) -> Result<Optio
         let Some(timer) = queue.pop_due(limit) else { return Ok(None) };
         // The entries of the timer after next are fetched while these two fire: a window's
         // contents were written long before it fires, and are out of the cache by now.
-        let upcoming = queue.upcoming(1);
-        if let Some((key_group, hash)) = upcoming {
-            backend.prefetch_entry(eddy_types::KeyGroup(key_group), hash);
+        // Its namespace copied out of the queue (a window's is a few bytes; a longer one
+        // goes without the hint): the backend is asked while the queue is let go.
+        let mut namespace = [0u8; 32];
+        let upcoming = queue.upcoming(1).and_then(|(key_group, hash, bytes)| {
+            let len = bytes.len();
+            namespace.get_mut(..len)?.copy_from_slice(bytes);
+            Some((key_group, hash, len))
+        });
+        if let Some((key_group, hash, len)) = upcoming {
+            backend.prefetch_entry(eddy_types::KeyGroup(key_group), hash, &namespace[..len]);
         }
         backend.set_current_key(timer.key(), timer.key_hash())?;
         backend.set_current_namespace_hashed(timer.namespace(), timer.hash);
