@@ -8,8 +8,8 @@ use eddy_runtime::task::OperatorInfo;
 use eddy_runtime::{Collector, PortOutput, TypedOutput};
 use eddy_state::{
     AggregateFunction, AggregatingState, AggregatingStateDescriptor, ListState, ListStateDescriptor, MapKey, MapState,
-    MapStateDescriptor, OperatorStateStore, ReducingState, ReducingStateDescriptor, StateError, StateValue, ValueState,
-    ValueStateDescriptor,
+    MapStateDescriptor, OperatorStateStore, ReducingState, ReducingStateDescriptor, StateError, StateErrorKind,
+    StateValue, ValueState, ValueStateDescriptor,
 };
 use eddy_types::{CheckpointId, SubtaskIndex};
 use std::marker::PhantomData;
@@ -92,7 +92,7 @@ impl<'a> RuntimeContext<'a> {
         if self.keyed {
             Ok(())
         } else {
-            Err(StateError::NotKeyed { state: state.to_string() })
+            Err(StateError::from(StateErrorKind::NotKeyed { state: state.to_string() }))
         }
     }
 

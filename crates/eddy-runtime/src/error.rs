@@ -36,18 +36,18 @@ impl TaskError {
     /// The failure of operator `operator` whose function (or the state it used) returned
     /// `error`: the backend's failures and eddy's bugs are told apart from the user's.
     pub fn of_operator(operator: &str, error: &(dyn std::error::Error + 'static)) -> Self {
-        use eddy_state::StateError;
+        use eddy_state::{StateError, StateErrorKind};
         let operator = operator.to_string();
-        match error.downcast_ref::<StateError>() {
-            Some(StateError::Backend(message)) => TaskError::StateBackend { operator, message: message.clone() },
+        match error.downcast_ref::<StateError>().map(StateError::kind) {
+            Some(StateErrorKind::Backend(message)) => TaskError::StateBackend { operator, message: message.clone() },
             // The same bytes, or the same declarations, after every restart: none mends them.
             Some(
-                e @ (StateError::Deserialize { .. }
-                | StateError::RestoredTypeChanged { .. }
-                | StateError::IncompatibleDeclaration { .. }
-                | StateError::NotDeclared { .. }),
+                e @ (StateErrorKind::Deserialize { .. }
+                | StateErrorKind::RestoredTypeChanged { .. }
+                | StateErrorKind::IncompatibleDeclaration { .. }
+                | StateErrorKind::NotDeclared { .. }),
             ) => TaskError::StateUnreadable { operator, message: e.to_string() },
-            Some(e @ (StateError::KeyGroupOutOfRange { .. } | StateError::BackendAlreadyInstalled)) => {
+            Some(e @ (StateErrorKind::KeyGroupOutOfRange { .. } | StateErrorKind::BackendAlreadyInstalled)) => {
                 TaskError::Internal(format!("operator '{operator}': {e}"))
             }
             _ => TaskError::Operator { operator, message: error.to_string() },
@@ -186,20 +186,20 @@ impl std::fmt::Debug for JobError {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use eddy_state::StateError;
+    use eddy_state::{StateError, StateErrorKind};
 
     #[test]
     fn a_functions_error_says_whether_the_user_the_backend_or_eddy_must_act() {
-        let backend = StateError::Backend("IO error: No space left on device".into());
+        let backend = StateError::from(StateErrorKind::Backend("IO error: No space left on device".into()));
         let error = TaskError::of_operator("count", &backend);
         assert_eq!(
             error,
             TaskError::StateBackend { operator: "count".into(), message: "IO error: No space left on device".into() }
         );
         assert_eq!(error.kind(), FailureKind::StateBackend);
-        let misuse = StateError::NoCurrentKey { state: "total".into() };
+        let misuse = StateError::from(StateErrorKind::NoCurrentKey { state: "total".into() });
         assert_eq!(TaskError::of_operator("count", &misuse).kind(), FailureKind::UserCode);
-        let bug = StateError::BackendAlreadyInstalled;
+        let bug = StateError::from(StateErrorKind::BackendAlreadyInstalled);
         assert_eq!(TaskError::of_operator("count", &bug).kind(), FailureKind::Internal);
         let user: Box<dyn std::error::Error + Send + Sync> = "bad record".into();
         assert_eq!(

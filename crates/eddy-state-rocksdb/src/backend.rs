@@ -4,7 +4,7 @@
 use crate::native::{clipped_store, read_key_groups, restore_store, BACKEND};
 use crate::store::{RocksDbRawStore, SlotMemory};
 use eddy_state::keyed::{BackendInstance, KeyedBackendFactory, KeyedStateBackend, KeyedStateSnapshot};
-use eddy_state::{StateError, TableKeyedStateBackend};
+use eddy_state::{StateError, StateErrorKind, TableKeyedStateBackend};
 use eddy_types::{KeyGroupRange, MaxParallelism, RunSeed};
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -115,10 +115,10 @@ impl KeyedBackendFactory for RocksDbStateBackend {
                 // The heap's incremental chains are read into the canonical form.
                 eddy_state::keyed::read_heap_chains(&mut snapshot, range)?;
                 if let Some(other) = snapshot.native.iter().find(|n| n.backend != BACKEND) {
-                    return Err(StateError::Backend(format!(
+                    return Err(StateError::from(StateErrorKind::Backend(format!(
                         "cannot restore '{}': its state is in {}'s own format, which RocksDB cannot read",
                         instance.name, other.backend
-                    )));
+                    ))));
                 }
                 canonical.states = snapshot.states;
                 canonical.state_types = snapshot.state_types;

@@ -18,7 +18,7 @@ use eddy_state::keyed::{
     canonical_key_group, KeyedStateEntries, KeyedStateSnapshot, LocalFiles, NativeFile, NativeFiles, NativeSnapshot,
     SharedWork, Unstored,
 };
-use eddy_state::StateError;
+use eddy_state::{StateError, StateErrorKind};
 use eddy_types::CheckpointId;
 use eddy_types::KeyGroupRange;
 use std::collections::HashMap;
@@ -64,7 +64,9 @@ pub(crate) fn take_snapshot(
         failed
     })?;
     let pending = SharedWork::new(Box::new(move || {
-        making.join().map_err(|_| StateError::Backend("the thread making a RocksDB checkpoint panicked".into()))?
+        making.join().map_err(|_| {
+            StateError::from(StateErrorKind::Backend("the thread making a RocksDB checkpoint panicked".into()))
+        })?
     }));
     Ok(NativeSnapshot {
         backend: BACKEND.into(),

@@ -7,7 +7,7 @@
 
 use crate::write_gate::{Held, OpenOnDrop, WriteGate};
 use eddy_state::keyed::{HeldWrite, NativeSnapshot, NativeTable, RawLayout, RawStore, RawTable, Unstored};
-use eddy_state::StateError;
+use eddy_state::{StateError, StateErrorKind};
 use eddy_types::CheckpointId;
 use eddy_types::KeyGroupRange;
 use rocksdb::{
@@ -20,7 +20,7 @@ use std::sync::Arc;
 pub(crate) type Db = DBWithThreadMode<MultiThreaded>;
 
 pub(crate) fn error(what: &str, e: impl std::fmt::Display) -> StateError {
-    StateError::Backend(format!("RocksDB {what}: {e}"))
+    StateError::from(StateErrorKind::Backend(format!("RocksDB {what}: {e}")))
 }
 
 /// One subtask's RocksDB instance.
@@ -158,7 +158,7 @@ impl RocksDbRawStore {
     }
 
     pub(crate) fn db(&self) -> Result<&Arc<Db>, StateError> {
-        self.db.as_ref().ok_or_else(|| StateError::Backend("RocksDB is closed".into()))
+        self.db.as_ref().ok_or_else(|| StateError::from(StateErrorKind::Backend("RocksDB is closed".into())))
     }
 
     /// The table with id `id`, for reading and writing.
@@ -228,17 +228,19 @@ impl RawStore for RocksDbRawStore {
     fn table(&mut self, name: &str, layout: RawLayout) -> Result<Box<dyn RawTable>, StateError> {
         let id = match self.tables.iter().find(|t| t.name == name) {
             Some(known) if known.layout != layout => {
-                return Err(StateError::IncompatibleDeclaration {
+                return Err(StateError::from(StateErrorKind::IncompatibleDeclaration {
                     name: name.to_string(),
                     first: format!("restored state stored as {:?}", known.layout),
                     second: format!("a state stored as {layout:?} (a time to live was added or removed)"),
-                })
+                }))
             }
             Some(known) => known.id,
             None => {
                 let next = self.tables.iter().map(|t| (t.id & !LAYOUT_BITS) + 1).max().unwrap_or(0);
                 if next & LAYOUT_BITS != 0 {
-                    return Err(StateError::Backend("more than 16384 states in one operator".into()));
+                    return Err(StateError::from(StateErrorKind::Backend(
+                        "more than 16384 states in one operator".into(),
+                    )));
                 }
                 let id = match layout {
                     RawLayout::Values => next,

@@ -18,7 +18,7 @@
 //! them.
 
 use eddy_state::keyed::HeldWrite;
-use eddy_state::StateError;
+use eddy_state::{StateError, StateErrorKind};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 
@@ -124,11 +124,11 @@ impl WriteGate {
             return Ok(());
         }
         let failure = self.0.failure.lock().unwrap_or_else(|p| p.into_inner());
-        Err(StateError::Backend(format!(
+        Err(StateError::from(StateErrorKind::Backend(format!(
             "RocksDB lacks changes that were handed to a checkpoint which then failed: {}; the task must \
              restore from a checkpoint",
             failure.as_deref().unwrap_or("unknown")
-        )))
+        ))))
     }
 }
 

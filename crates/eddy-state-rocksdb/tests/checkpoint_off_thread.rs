@@ -84,7 +84,7 @@ fn writes_after_the_barrier_stay_out_of_a_checkpoint_made_off_the_task_thread() 
 #[test]
 fn a_failed_handed_over_write_fails_the_checkpoint_and_every_later_access() {
     use eddy_state::keyed::{KeyedStateSnapshot, RawLayout, RawStore};
-    use eddy_state::StateError;
+    use eddy_state::{StateError, StateErrorKind};
     use eddy_state_rocksdb::RocksDbRawStore;
     let dir = std::env::temp_dir().join(format!("eddy-rocksdb-failed-hold-{}", std::process::id()));
     let max = MaxParallelism::default();
@@ -93,7 +93,11 @@ fn a_failed_handed_over_write_fails_the_checkpoint_and_every_later_access() {
     table.put(3, b"key", b"value").unwrap();
     store.prepare_snapshot();
     assert!(table.holds_writes());
-    table.hold(Box::new(|_put| Err(StateError::Serialize { state: "count".into(), message: "no".into() }))).unwrap();
+    table
+        .hold(Box::new(|_put| {
+            Err(StateError::from(StateErrorKind::Serialize { state: "count".into(), message: "no".into() }))
+        }))
+        .unwrap();
     let native = store.native_snapshot(eddy_types::CheckpointId(1), false).unwrap().unwrap();
     let mut snapshot = KeyedStateSnapshot { native: vec![native], ..KeyedStateSnapshot::default() };
     let message = snapshot.complete_deferred().unwrap_err().to_string();

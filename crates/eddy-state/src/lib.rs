@@ -29,7 +29,7 @@ pub use descriptor::{
     AggregateFunction, AggregatingStateDescriptor, ListStateDescriptor, MapStateDescriptor, ReducingStateDescriptor,
     StateKind, StateTtlConfig, TtlUpdateType, ValueStateDescriptor,
 };
-pub use error::StateError;
+pub use error::{StateError, StateErrorKind};
 pub use keyed::{
     AggregatingState, BackendInstance, HeapStateBackend, KeyedBackendFactory, KeyedStateBackend, KeyedStateSnapshot,
     ListState, MapState, ReducingState, TableKeyedStateBackend, ValueState,

@@ -72,7 +72,8 @@ pub mod state {
     pub use eddy_state::{
         AggregateFunction, AggregatingState, AggregatingStateDescriptor, BroadcastState, DeclaredState, ListState,
         ListStateDescriptor, MapState, MapStateDescriptor, OperatorListState, OperatorStateStore,
-        ReadOnlyBroadcastState, ReducingState, ReducingStateDescriptor, StateError, ValueState, ValueStateDescriptor,
+        ReadOnlyBroadcastState, ReducingState, ReducingStateDescriptor, StateError, StateErrorKind, ValueState,
+        ValueStateDescriptor,
     };
     pub use eddy_state::{
         BackendInstance, HeapStateBackend, KeyedBackendFactory, KeyedStateBackend, KeyedStateSnapshot, StateTtlConfig,

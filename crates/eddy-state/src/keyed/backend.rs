@@ -3,7 +3,7 @@
 
 use super::shared_work::SharedWork;
 use crate::descriptor::StateMeta;
-use crate::error::StateError;
+use crate::error::{StateError, StateErrorKind};
 use eddy_types::CheckpointId;
 use eddy_types::{KeyGroup, KeyGroupRange, KeyHash, MaxParallelism};
 use std::any::Any;
@@ -473,9 +473,9 @@ thread_local! {
 /// Installs the keyed backend of the subtask running on this thread.
 pub fn install_backend(backend: Box<dyn KeyedStateBackend>) -> Result<(), StateError> {
     INSTALLED.with(|slot| {
-        let mut slot = slot.try_borrow_mut().map_err(|_| StateError::BackendAlreadyInstalled)?;
+        let mut slot = slot.try_borrow_mut().map_err(|_| StateError::from(StateErrorKind::BackendAlreadyInstalled))?;
         if slot.is_some() {
-            return Err(StateError::BackendAlreadyInstalled);
+            return Err(StateError::from(StateErrorKind::BackendAlreadyInstalled));
         }
         *slot = Some(backend);
         Ok(())
@@ -494,10 +494,12 @@ pub fn with_backend<R>(
     f: impl FnOnce(&mut dyn KeyedStateBackend) -> Result<R, StateError>,
 ) -> Result<R, StateError> {
     INSTALLED.with(|slot| {
-        let mut slot = slot.try_borrow_mut().map_err(|_| StateError::Reentrant { state: state.to_string() })?;
+        let mut slot = slot
+            .try_borrow_mut()
+            .map_err(|_| StateError::from(StateErrorKind::Reentrant { state: state.to_string() }))?;
         match slot.as_deref_mut() {
             Some(backend) => f(backend),
-            None => Err(StateError::NotKeyed { state: state.to_string() }),
+            None => Err(StateError::from(StateErrorKind::NotKeyed { state: state.to_string() })),
         }
     })
 }

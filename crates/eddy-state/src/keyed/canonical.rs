@@ -4,7 +4,7 @@
 //! entries' keys in a raw store.
 
 use super::raw::{read_varint, write_varint, RawLayout, RawTable};
-use crate::error::StateError;
+use crate::error::{StateError, StateErrorKind};
 use crate::StateValue;
 
 /// Appends a stored value to `out`: for a state with a time to live, its expiry first (8
@@ -19,7 +19,7 @@ pub(crate) fn append_stored<S: StateValue>(
         out.extend_from_slice(&expires_ms.to_be_bytes());
     }
     let bytes = postcard::to_extend(value, std::mem::take(out))
-        .map_err(|e| StateError::Serialize { state: name.to_string(), message: e.to_string() })?;
+        .map_err(|e| StateError::from(StateErrorKind::Serialize { state: name.to_string(), message: e.to_string() }))?;
     *out = bytes;
     Ok(())
 }
@@ -51,10 +51,10 @@ pub(crate) fn serialize_group<'a, S: StateValue>(
         return Ok(None);
     }
     if u32::try_from(entries.len()).is_err() {
-        return Err(StateError::Serialize {
+        return Err(StateError::from(StateErrorKind::Serialize {
             state: name.to_string(),
             message: format!("{} entries in one key group, more than a snapshot can order", entries.len()),
-        });
+        }));
     }
     // The bytes every key starts with (a length's zeros, "/api/"…) order nothing: the
     // integers hold the twelve bytes after them.
@@ -116,7 +116,7 @@ pub(crate) fn stored_spans<'a, S: StateValue>(
     bytes: &'a [u8],
     ttl: bool,
 ) -> Result<EntrySpans<'a>, StateError> {
-    let corrupt = |message: String| StateError::Deserialize { state: name.to_string(), message };
+    let corrupt = |message: String| StateError::from(StateErrorKind::Deserialize { state: name.to_string(), message });
     let truncated = || corrupt("truncated entries".into());
     let (count, mut rest) = read_varint(bytes).ok_or_else(truncated)?;
     // Each entry takes at least a byte: the count cannot reserve more than the input holds.
@@ -194,7 +194,9 @@ pub fn canonical_key_group(
                 finish(&previous, entries, &map_body, &mut body);
             }
             if malformed {
-                return Err(StateError::Backend(format!("a map entry key in key group {key_group} is malformed")));
+                return Err(StateError::from(StateErrorKind::Backend(format!(
+                    "a map entry key in key group {key_group} is malformed"
+                ))));
             }
         }
     }

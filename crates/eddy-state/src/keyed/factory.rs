@@ -4,7 +4,7 @@
 use super::backend::{KeyedStateBackend, KeyedStateSnapshot};
 use super::heap_chain::{read_heap_chains, HeapChain};
 use super::table_backend::TableKeyedStateBackend;
-use crate::error::StateError;
+use crate::error::{StateError, StateErrorKind};
 use eddy_types::{KeyGroupRange, MaxParallelism, RunSeed};
 
 /// The keyed operator instance a backend is made for.
@@ -51,10 +51,10 @@ pub trait KeyedBackendFactory: Send + Sync + std::fmt::Debug {
 /// The error for native files a backend cannot read.
 fn unreadable_native(backend: &str, instance: &str, snapshot: &KeyedStateSnapshot) -> Option<StateError> {
     let native = snapshot.native.first()?;
-    Some(StateError::Backend(format!(
+    Some(StateError::from(StateErrorKind::Backend(format!(
         "cannot restore '{instance}' on the {backend} backend: its state was checkpointed in {}'s own format (an incremental checkpoint); restore it with the {} backend, or take a savepoint (canonical, backend-independent) to switch backends",
         native.backend, native.backend
-    )))
+    ))))
 }
 
 /// All keyed state as Rust values on the heap (Flink's `HashMapStateBackend`).

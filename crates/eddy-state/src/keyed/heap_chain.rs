@@ -30,7 +30,7 @@ use super::backend::{KeyedStateEntries, KeyedStateSnapshot};
 use super::native::{LocalFiles, NativeFile, NativeFiles, NativeSnapshot, Unstored};
 use super::raw::{read_varint, write_varint};
 use super::shared_work::{SharedWork, Work};
-use crate::error::StateError;
+use crate::error::{StateError, StateErrorKind};
 use eddy_types::{KeyGroup, KeyGroupRange};
 use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
@@ -238,7 +238,7 @@ impl HeapChain {
 }
 
 fn io_error(what: &str, path: &Path, e: std::io::Error) -> StateError {
-    StateError::Backend(format!("{what} '{}': {e}", path.display()))
+    StateError::from(StateErrorKind::Backend(format!("{what} '{}': {e}", path.display())))
 }
 
 /// Builds and writes one segment, after the segment before it (whose failure fails it).
@@ -339,9 +339,9 @@ fn read_chain(native: &NativeSnapshot, range: KeyGroupRange) -> Result<Vec<Keyed
     let mut states: BTreeMap<String, ReadState<'_>> = BTreeMap::new();
     for (index, (name, bytes)) in segments.iter().enumerate() {
         let corrupt = |message: &str| {
-            StateError::Backend(format!(
+            StateError::from(StateErrorKind::Backend(format!(
                 "the heap checkpoint segment '{name}' is corrupt: {message} (a damaged or crafted checkpoint)"
-            ))
+            )))
         };
         let mut reader = Reader { rest: bytes };
         if reader.take(MAGIC.len()).ok_or_else(|| corrupt("too short"))? != MAGIC {

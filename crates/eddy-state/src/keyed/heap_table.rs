@@ -17,7 +17,7 @@ use super::heap_chain::{ChangesWriter, DeferredChanges};
 use super::heap_group::{Entry, KeyGroupTable, Loc, SpaceSizing};
 use super::raw::{HeldWrite, RawLayout, RawTable};
 use crate::descriptor::{StateTtlConfig, TtlUpdateType};
-use crate::error::StateError;
+use crate::error::{StateError, StateErrorKind};
 use crate::StateValue;
 use eddy_types::{Clock, WallClock};
 use std::any::Any;
@@ -147,13 +147,14 @@ fn prefetch_read<T>(value: &T) {
 fn encode<S: StateValue>(name: &str, value: &S, out: &mut Vec<u8>) -> Result<(), StateError> {
     out.clear();
     let bytes = postcard::to_extend(value, std::mem::take(out))
-        .map_err(|e| StateError::Serialize { state: name.to_string(), message: e.to_string() })?;
+        .map_err(|e| StateError::from(StateErrorKind::Serialize { state: name.to_string(), message: e.to_string() }))?;
     *out = bytes;
     Ok(())
 }
 
 fn decode<S: StateValue>(name: &str, bytes: &[u8]) -> Result<S, StateError> {
-    postcard::from_bytes(bytes).map_err(|e| StateError::Deserialize { state: name.to_string(), message: e.to_string() })
+    postcard::from_bytes(bytes)
+        .map_err(|e| StateError::from(StateErrorKind::Deserialize { state: name.to_string(), message: e.to_string() }))
 }
 
 /// (key group, key, start, end) of one changed value in the buffer of stored values.
@@ -692,7 +693,9 @@ impl<S: StateValue> KeyedTable for HeapTable<S> {
             let spans = stored_spans::<S>(&self.name, bytes, self.ttl.is_some())?;
             return raw.put_batch(&mut spans.into_iter().map(|(key, value)| (key_group, key, value)));
         }
-        let corrupt = |e: postcard::Error| StateError::Deserialize { state: self.name.clone(), message: e.to_string() };
+        let corrupt = |e: postcard::Error| {
+            StateError::from(StateErrorKind::Deserialize { state: self.name.clone(), message: e.to_string() })
+        };
         let entries: Vec<(Vec<u8>, u64, S)> = match self.ttl {
             None => postcard::from_bytes::<Vec<(Vec<u8>, S)>>(bytes)
                 .map_err(corrupt)?

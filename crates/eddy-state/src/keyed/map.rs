@@ -10,7 +10,7 @@ use super::map_entries::MapEntriesTable;
 use super::raw::RawLayout;
 use super::{HeapTable, KeyedTable, StateId};
 use crate::descriptor::{MapStateDescriptor, StateKind, StateMeta, StateTtlConfig, TtlUpdateType};
-use crate::error::StateError;
+use crate::error::{StateError, StateErrorKind};
 use crate::{MapKey, StateValue};
 use std::collections::HashMap;
 use std::marker::PhantomData;
@@ -231,7 +231,7 @@ impl<K: MapKey, V: StateValue> MapState<K, V> {
             if let Some(ttl) = self.ttl {
                 return match table.downcast_mut::<HeapTable<HashMap<K, (u64, V)>>>() {
                     Some(table) => f(key, &mut ExpiringMap { table, ttl }),
-                    None => Err(StateError::ForeignHandle { state: self.name.to_string() }),
+                    None => Err(StateError::from(StateErrorKind::ForeignHandle { state: self.name.to_string() })),
                 };
             }
             if table.is::<MapEntriesTable<K, V>>() {
@@ -240,7 +240,7 @@ impl<K: MapKey, V: StateValue> MapState<K, V> {
             }
             match table.downcast_mut::<HeapTable<HashMap<K, V>>>() {
                 Some(heap) => f(key, heap),
-                None => Err(StateError::ForeignHandle { state: self.name.to_string() }),
+                None => Err(StateError::from(StateErrorKind::ForeignHandle { state: self.name.to_string() })),
             }
         })
     }

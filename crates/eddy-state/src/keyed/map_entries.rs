@@ -9,7 +9,7 @@
 use super::backend::{CurrentKey, KeyedTable, TableSpec};
 use super::canonical::{map_entry_key, map_key_prefix};
 use super::raw::RawTable;
-use crate::error::StateError;
+use crate::error::{StateError, StateErrorKind};
 use crate::{MapKey, StateValue};
 use std::any::Any;
 use std::collections::HashMap;
@@ -29,13 +29,14 @@ pub struct MapEntriesTable<K, V> {
 fn encode<T: serde::Serialize>(name: &str, value: &T, out: &mut Vec<u8>) -> Result<(), StateError> {
     out.clear();
     let bytes = postcard::to_extend(value, std::mem::take(out))
-        .map_err(|e| StateError::Serialize { state: name.to_string(), message: e.to_string() })?;
+        .map_err(|e| StateError::from(StateErrorKind::Serialize { state: name.to_string(), message: e.to_string() }))?;
     *out = bytes;
     Ok(())
 }
 
 fn decode<T: serde::de::DeserializeOwned>(name: &str, bytes: &[u8]) -> Result<T, StateError> {
-    postcard::from_bytes(bytes).map_err(|e| StateError::Deserialize { state: name.to_string(), message: e.to_string() })
+    postcard::from_bytes(bytes)
+        .map_err(|e| StateError::from(StateErrorKind::Deserialize { state: name.to_string(), message: e.to_string() }))
 }
 
 impl<K: MapKey, V: StateValue> MapEntriesTable<K, V> {

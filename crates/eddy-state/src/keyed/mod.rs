@@ -65,7 +65,7 @@ pub use timers::{
 pub use value::ValueState;
 
 use crate::descriptor::{StateKind, StateMeta, StateTtlConfig};
-use crate::error::StateError;
+use crate::error::{StateError, StateErrorKind};
 use crate::StateValue;
 use std::sync::Arc;
 
@@ -95,7 +95,7 @@ fn with_table<S: StateValue, R>(
         let table = table
             .as_any_mut()
             .downcast_mut::<HeapTable<S>>()
-            .ok_or_else(|| StateError::ForeignHandle { state: name.to_string() })?;
+            .ok_or_else(|| StateError::from(StateErrorKind::ForeignHandle { state: name.to_string() }))?;
         f(key, table)
     })
 }

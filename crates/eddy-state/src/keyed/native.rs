@@ -9,7 +9,7 @@
 //! them into a local directory again. The bytes are the backend's business; the runtime
 //! and the storage only move files.
 
-use crate::error::StateError;
+use crate::error::{StateError, StateErrorKind};
 use eddy_types::KeyGroupRange;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -103,10 +103,10 @@ impl NativeFile {
         let mut parts = std::path::Path::new(&self.name).components();
         match (parts.next(), parts.next()) {
             (Some(std::path::Component::Normal(_)), None) => Ok(&self.name),
-            _ => Err(StateError::Backend(format!(
+            _ => Err(StateError::from(StateErrorKind::Backend(format!(
                 "the snapshot names a native file '{}', which is not a plain file name (a corrupt or crafted checkpoint)",
                 self.name
-            ))),
+            )))),
         }
     }
 }
@@ -115,10 +115,10 @@ impl NativeSnapshot {
     /// The local directory with the files, or an error naming the backend.
     pub fn local_dir(&self) -> Result<&Path, StateError> {
         self.local.0.as_ref().map(|l| l.path()).ok_or_else(|| {
-            StateError::Backend(format!(
+            StateError::from(StateErrorKind::Backend(format!(
                 "the {} snapshot of key groups {} has no local files (internal error, please report)",
                 self.backend, self.key_group_range
-            ))
+            )))
         })
     }
 

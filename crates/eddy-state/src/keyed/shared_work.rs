@@ -5,7 +5,7 @@
 //! heap values, waiting for RocksDB's checkpoint files) must run once and its result serve
 //! every copy: the first copy written runs it, the others take its result.
 
-use crate::error::StateError;
+use crate::error::{StateError, StateErrorKind};
 use std::sync::{Arc, Mutex, OnceLock};
 
 /// The work itself: runs once, off the task thread.
@@ -41,7 +41,9 @@ impl<T> SharedWork<T> {
             let work = pending.ok_or("the work was lost")?;
             work().map_err(|e| e.to_string())
         });
-        done.as_ref().map_err(|message| StateError::Backend(format!("{what} could not be completed: {message}")))
+        done.as_ref().map_err(|message| {
+            StateError::from(StateErrorKind::Backend(format!("{what} could not be completed: {message}")))
+        })
     }
 }
 
@@ -67,7 +69,8 @@ mod tests {
 
     #[test]
     fn a_failure_fails_every_clone_and_is_named() {
-        let work: SharedWork<()> = SharedWork::new(Box::new(|| Err(StateError::Backend("disk full".into()))));
+        let work: SharedWork<()> =
+            SharedWork::new(Box::new(|| Err(StateError::from(StateErrorKind::Backend("disk full".into())))));
         for copy in [work.clone(), work] {
             let message = copy.result("snapshot of 'seen'").unwrap_err().to_string();
             assert!(message.contains("snapshot of 'seen'") && message.contains("disk full"), "{message}");

@@ -13,7 +13,7 @@ use super::heap_chain::{ChangedState, HeapChain};
 use super::native::Unstored;
 use super::raw::{RawLayout, RawStore};
 use crate::descriptor::{StateKind, StateMeta};
-use crate::error::StateError;
+use crate::error::{StateError, StateErrorKind};
 use eddy_types::CheckpointId;
 use eddy_types::{assign_to_key_group, stable_hash, KeyGroup, KeyGroupRange, KeyHash, MaxParallelism};
 use eddy_types::{Clock, WallClock};
@@ -106,10 +106,10 @@ impl TableKeyedStateBackend {
             let Some(changes) = declared.table.deferred_changes(base) else {
                 // Tables before it handed over their changes: only a base is whole again.
                 chain.mark_broken();
-                return Err(StateError::Backend(format!(
+                return Err(StateError::from(StateErrorKind::Backend(format!(
                     "state '{}' cannot take part in an incremental heap checkpoint (internal error, please report)",
                     declared.meta.name
-                )));
+                ))));
             };
             let (name, ttl) = (declared.meta.name.clone(), declared.meta.ttl.is_some());
             changed.push(ChangedState { name, ttl, changes });
@@ -209,7 +209,10 @@ impl KeyedStateBackend for TableKeyedStateBackend {
         debug_assert_eq!(hash, stable_hash(encoded_key), "the key's hash is the stable hash of its bytes");
         let key_group = assign_to_key_group(hash, self.max_parallelism);
         if !self.range.contains(key_group) {
-            return Err(StateError::KeyGroupOutOfRange { key_group: key_group.0, range: self.range.to_string() });
+            return Err(StateError::from(StateErrorKind::KeyGroupOutOfRange {
+                key_group: key_group.0,
+                range: self.range.to_string(),
+            }));
         }
         let current = &mut self.current;
         current.bytes.clear();
@@ -279,11 +282,11 @@ impl KeyedStateBackend for TableKeyedStateBackend {
         if let Some(index) = self.states.iter().position(|d| d.meta.name == meta.name) {
             let first = &self.states[index].meta;
             if first.kind != meta.kind || first.stored_type_id != meta.stored_type_id || first.ttl != meta.ttl {
-                return Err(StateError::IncompatibleDeclaration {
+                return Err(StateError::from(StateErrorKind::IncompatibleDeclaration {
                     name: meta.name.clone(),
                     first: first.describe(),
                     second: meta.describe(),
-                });
+                }));
             }
             return Ok(StateId { backend_id: self.id, index: index as u32 });
         }
@@ -291,27 +294,27 @@ impl KeyedStateBackend for TableKeyedStateBackend {
         let with = |ttl: bool| if ttl { "with a time to live" } else { "without a time to live" };
         if let Some(restored) = self.restored_types.iter().find(|r| r.name == meta.name) {
             if restored.ttl != meta.ttl.is_some() {
-                return Err(StateError::IncompatibleDeclaration {
+                return Err(StateError::from(StateErrorKind::IncompatibleDeclaration {
                     name: meta.name.clone(),
                     first: format!("restored state {}", with(restored.ttl)),
                     second: meta.describe(),
-                });
+                }));
             }
             if restored.declared_as != meta.declared_as() {
-                return Err(StateError::RestoredTypeChanged {
+                return Err(StateError::from(StateErrorKind::RestoredTypeChanged {
                     name: meta.name.clone(),
                     restored: restored.declared_as.clone(),
                     declared: meta.declared_as(),
-                });
+                }));
             }
         }
         if let Some(restored) = self.restored.iter().find(|r| r.name == meta.name) {
             if restored.ttl != meta.ttl.is_some() {
-                return Err(StateError::IncompatibleDeclaration {
+                return Err(StateError::from(StateErrorKind::IncompatibleDeclaration {
                     name: meta.name.clone(),
                     first: format!("restored state {}", with(restored.ttl)),
                     second: meta.describe(),
-                });
+                }));
             }
         }
         let layout = RawLayout::of(&meta);
@@ -344,25 +347,25 @@ impl KeyedStateBackend for TableKeyedStateBackend {
         name: &str,
     ) -> Result<(&CurrentKey, &mut dyn KeyedTable), StateError> {
         if id.backend_id != self.id {
-            return Err(StateError::ForeignHandle { state: name.to_string() });
+            return Err(StateError::from(StateErrorKind::ForeignHandle { state: name.to_string() }));
         }
         if !self.current.is_set {
-            return Err(StateError::NoCurrentKey { state: name.to_string() });
+            return Err(StateError::from(StateErrorKind::NoCurrentKey { state: name.to_string() }));
         }
         let declared = self
             .states
             .get_mut(id.index as usize)
-            .ok_or_else(|| StateError::ForeignHandle { state: name.to_string() })?;
+            .ok_or_else(|| StateError::from(StateErrorKind::ForeignHandle { state: name.to_string() }))?;
         Ok((&self.current, declared.table.as_mut()))
     }
 
     fn table_by_id_mut(&mut self, id: StateId, name: &str) -> Result<&mut dyn KeyedTable, StateError> {
         if id.backend_id != self.id {
-            return Err(StateError::ForeignHandle { state: name.to_string() });
+            return Err(StateError::from(StateErrorKind::ForeignHandle { state: name.to_string() }));
         }
         match self.states.get_mut(id.index as usize) {
             Some(declared) => Ok(declared.table.as_mut()),
-            None => Err(StateError::ForeignHandle { state: name.to_string() }),
+            None => Err(StateError::from(StateErrorKind::ForeignHandle { state: name.to_string() })),
         }
     }
 

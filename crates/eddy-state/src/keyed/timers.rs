@@ -15,7 +15,7 @@
 //! they were registered and a hash table of them (see [`TimerQueue`]).
 
 use super::backend::{CurrentKey, DeferredKeyGroups, KeyedTable, StoredKey};
-use crate::error::StateError;
+use crate::error::{StateError, StateErrorKind};
 use eddy_types::stable_hash;
 use hashbrown::HashTable;
 use std::any::Any;
@@ -298,7 +298,7 @@ fn serialize_timers(name: &str, timers: &mut [&Timer]) -> Result<Option<Vec<u8>>
     let entries: Vec<(i64, u32, &[u8])> = timers.iter().map(|t| (t.time, t.key_len, &*t.bytes)).collect();
     postcard::to_allocvec(&entries)
         .map(Some)
-        .map_err(|e| StateError::Serialize { state: name.to_string(), message: e.to_string() })
+        .map_err(|e| StateError::from(StateErrorKind::Serialize { state: name.to_string(), message: e.to_string() }))
 }
 
 impl KeyedTable for TimerQueue {
@@ -329,16 +329,18 @@ impl KeyedTable for TimerQueue {
     }
 
     fn restore_key_group(&mut self, local_group: usize, bytes: &[u8]) -> Result<(), StateError> {
-        let entries: Vec<(i64, u32, Vec<u8>)> = postcard::from_bytes(bytes).map_err(|e| StateError::Deserialize {
-            state: self.name.clone(),
-            message: format!("timers of key group {}: {e}", self.first_key_group + local_group as u32),
+        let entries: Vec<(i64, u32, Vec<u8>)> = postcard::from_bytes(bytes).map_err(|e| {
+            StateError::from(StateErrorKind::Deserialize {
+                state: self.name.clone(),
+                message: format!("timers of key group {}: {e}", self.first_key_group + local_group as u32),
+            })
         })?;
         for (time, key_len, bytes) in entries {
             if key_len as usize > bytes.len() {
-                return Err(StateError::Deserialize {
+                return Err(StateError::from(StateErrorKind::Deserialize {
                     state: self.name.clone(),
                     message: format!("a timer's key is {key_len} bytes long but it has {} bytes", bytes.len()),
-                });
+                }));
             }
             let key_hash = stable_hash(&bytes[..key_len as usize]).0;
             let timer = Timer {
@@ -412,7 +414,7 @@ pub fn with_timers<R>(
         let queue = table
             .as_any_mut()
             .downcast_mut::<TimerQueue>()
-            .ok_or_else(|| StateError::ForeignHandle { state: name.to_string() })?;
+            .ok_or_else(|| StateError::from(StateErrorKind::ForeignHandle { state: name.to_string() }))?;
         Ok(f(key, queue))
     })
 }
@@ -457,7 +459,10 @@ fn table_of<'a>(
     name: &str,
 ) -> Result<&'a mut TimerQueue, StateError> {
     let table = backend.table_by_id_mut(id, name)?;
-    table.as_any_mut().downcast_mut::<TimerQueue>().ok_or_else(|| StateError::ForeignHandle { state: name.to_string() })
+    table
+        .as_any_mut()
+        .downcast_mut::<TimerQueue>()
+        .ok_or_else(|| StateError::from(StateErrorKind::ForeignHandle { state: name.to_string() }))
 }
 
 #[cfg(test)]

@@ -1,7 +1,7 @@
 //! Redistribution of operator state when an operator's parallelism changes from p to p'.
 
 use super::store::{ListDistribution, ListSnapshot, OperatorStateSnapshot};
-use crate::error::StateError;
+use crate::error::{StateError, StateErrorKind};
 
 /// Cuts `items` into `parts` contiguous pieces whose lengths differ by at most one, the
 /// longer ones first (the split Flink uses for even-split list state).
@@ -22,7 +22,7 @@ pub fn redistribute(
     new_parallelism: usize,
 ) -> Result<Vec<OperatorStateSnapshot>, StateError> {
     if new_parallelism == 0 {
-        return Err(StateError::Redistribution("new parallelism must be at least 1".into()));
+        return Err(StateError::from(StateErrorKind::Redistribution("new parallelism must be at least 1".into())));
     }
     let mut new = vec![OperatorStateSnapshot::default(); new_parallelism];
 
@@ -30,10 +30,10 @@ pub fn redistribute(
     for list in old.iter().flat_map(|s| &s.lists) {
         match names.iter().find(|(n, _, _)| *n == list.name) {
             Some((_, d, _)) if *d != list.distribution => {
-                return Err(StateError::Redistribution(format!(
+                return Err(StateError::from(StateErrorKind::Redistribution(format!(
                     "list state '{}' is {:?} in one instance and {:?} in another",
                     list.name, d, list.distribution
-                )))
+                ))))
             }
             Some(_) => {}
             None => names.push((&list.name, list.distribution, &list.element_type)),

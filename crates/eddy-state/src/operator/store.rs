@@ -3,7 +3,7 @@
 use super::broadcast::{BroadcastState, ReadOnlyBroadcastState};
 use super::list::OperatorListState;
 use crate::descriptor::{short_type_name, ListStateDescriptor, MapStateDescriptor};
-use crate::error::StateError;
+use crate::error::{StateError, StateErrorKind};
 use crate::{MapKey, StateValue};
 use serde::{Deserialize, Serialize};
 use std::any::{type_name, Any, TypeId};
@@ -76,12 +76,13 @@ pub struct OperatorStateStore {
 }
 
 pub(crate) fn encode_value<T: Serialize>(value: &T, state: &str) -> Result<Vec<u8>, StateError> {
-    postcard::to_allocvec(value).map_err(|e| StateError::Serialize { state: state.to_string(), message: e.to_string() })
+    postcard::to_allocvec(value)
+        .map_err(|e| StateError::from(StateErrorKind::Serialize { state: state.to_string(), message: e.to_string() }))
 }
 
 pub(crate) fn decode_value<T: serde::de::DeserializeOwned>(bytes: &[u8], state: &str) -> Result<T, StateError> {
     postcard::from_bytes(bytes)
-        .map_err(|e| StateError::Deserialize { state: state.to_string(), message: e.to_string() })
+        .map_err(|e| StateError::from(StateErrorKind::Deserialize { state: state.to_string(), message: e.to_string() }))
 }
 
 fn encode_list<T: StateValue>(values: &dyn Any, state: &str) -> Result<Vec<Vec<u8>>, StateError> {
@@ -135,11 +136,11 @@ impl OperatorStateStore {
             Some(index) => {
                 let list = &self.lists[index];
                 if list.element_type_id != TypeId::of::<T>() || list.distribution != distribution {
-                    return Err(StateError::IncompatibleDeclaration {
+                    return Err(StateError::from(StateErrorKind::IncompatibleDeclaration {
                         name: name.to_string(),
                         first: format!("{:?} ListState<{}>", list.distribution, list.element_type),
                         second: format!("{:?} ListState<{}>", distribution, type_name::<T>()),
-                    });
+                    }));
                 }
                 index
             }
@@ -150,11 +151,11 @@ impl OperatorStateStore {
                     let declared = short_type_name(type_name::<T>());
                     // Unknown in a snapshot of format 1: nothing to check.
                     if !restored.element_type.is_empty() && restored.element_type != declared {
-                        return Err(StateError::RestoredTypeChanged {
+                        return Err(StateError::from(StateErrorKind::RestoredTypeChanged {
                             name: name.to_string(),
                             restored: format!("{:?} ListState<{}>", restored.distribution, restored.element_type),
                             declared: format!("{distribution:?} ListState<{declared}>"),
-                        });
+                        }));
                     }
                     let restored = self.restored.lists.swap_remove(pos);
                     values = restored.elements.iter().map(|e| decode_value(e, name)).collect::<Result<_, _>>()?;
@@ -203,11 +204,11 @@ impl OperatorStateStore {
         if let Some(index) = self.broadcasts.iter().position(|b| b.name == name) {
             let declared = &self.broadcasts[index];
             if declared.entry_type_id != TypeId::of::<(K, V)>() {
-                return Err(StateError::IncompatibleDeclaration {
+                return Err(StateError::from(StateErrorKind::IncompatibleDeclaration {
                     name: name.to_string(),
                     first: format!("BroadcastState<{}>", declared.entry_type),
                     second: format!("BroadcastState<{}>", type_name::<(K, V)>()),
-                });
+                }));
             }
             return Ok(index);
         }
@@ -216,11 +217,11 @@ impl OperatorStateStore {
             let restored = &self.restored.broadcasts[pos];
             let declared = short_type_name(type_name::<(K, V)>());
             if !restored.entry_type.is_empty() && restored.entry_type != declared {
-                return Err(StateError::RestoredTypeChanged {
+                return Err(StateError::from(StateErrorKind::RestoredTypeChanged {
                     name: name.to_string(),
                     restored: format!("BroadcastState<{}>", restored.entry_type),
                     declared: format!("BroadcastState<{declared}>"),
-                });
+                }));
             }
             let restored = self.restored.broadcasts.swap_remove(pos);
             for (k, v) in &restored.entries {
