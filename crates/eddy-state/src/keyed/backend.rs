@@ -138,6 +138,18 @@ impl StoredKey {
         }
     }
 
+    /// The current key (and namespace) as stored: its inline form copied as it is, not made
+    /// again from the bytes (which writes it on the stack piecewise and reads it back whole
+    /// at once, a store-forwarding stall on every new entry and timer).
+    #[inline]
+    pub(crate) fn of_current(key: &CurrentKey) -> Self {
+        if key.inline.is_some() {
+            StoredKey::Inline(key.inline)
+        } else {
+            StoredKey::Boxed(key.bytes.as_slice().into())
+        }
+    }
+
     /// Whether this is the current key.
     #[inline]
     pub(crate) fn matches(&self, key: &CurrentKey) -> bool {

@@ -267,7 +267,7 @@ mod tests {
     }
 
     fn entry(key: &CurrentKey, value: u64) -> Entry<u64> {
-        Entry { key: StoredKey::new(&key.bytes), value, changed: 0, expires_ms: u64::MAX, absent_in_raw_since: 0 }
+        Entry { key: StoredKey::of_current(key), value, changed: 0, expires_ms: u64::MAX, absent_in_raw_since: 0 }
     }
 
     #[test]

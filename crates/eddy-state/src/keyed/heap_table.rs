@@ -376,7 +376,7 @@ impl<S: StateValue> HeapTable<S> {
         let changed = if dirty { self.epoch } else { 0 };
         // On the heap alone, every new entry is absent from what the last snapshot holds.
         let absent_in_raw_since = if absent_in_raw || self.raw.is_none() { self.epoch } else { 0 };
-        let entry = Entry { key: StoredKey::new(&key.bytes), value, changed, expires_ms, absent_in_raw_since };
+        let entry = Entry { key: StoredKey::of_current(key), value, changed, expires_ms, absent_in_raw_since };
         let memo = &mut self.space_memo[key.local_group];
         let (at, inserted) = self.groups[key.local_group].get_mut().insert(key, entry, memo, &self.space_sizing);
         // The insert may have grown the table, moving every entry.

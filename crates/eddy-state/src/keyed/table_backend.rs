@@ -5,8 +5,7 @@
 
 use super::backend::TableSpec;
 use super::backend::{
-    CurrentKey, DeferredState, InlineKey, KeyedStateBackend, KeyedStateEntries, KeyedStateSnapshot, KeyedTable,
-    StateId, StateType,
+    CurrentKey, DeferredState, KeyedStateBackend, KeyedStateEntries, KeyedStateSnapshot, KeyedTable, StateId, StateType,
 };
 use super::canonical::canonical_key_group;
 use super::heap_chain::{ChangedState, HeapChain};
@@ -163,7 +162,7 @@ impl TableKeyedStateBackend {
         // As for keys: a timer's hash must be the one its table rehashes the bytes to.
         debug_assert_eq!(hash, stable_hash(&current.bytes).0, "the hash is the stable hash of key and namespace");
         current.hash = hash;
-        current.inline = InlineKey::of(&current.bytes);
+        current.inline.set(&current.bytes);
         current.epoch = current.epoch.wrapping_add(1).max(1);
     }
 

@@ -174,7 +174,7 @@ impl TimerQueue {
             key_hash: key.key_hash,
             hash: key.hash,
             key_group: key.key_group,
-            bytes: StoredKey::new(&key.bytes),
+            bytes: StoredKey::of_current(key),
         }
     }
 
