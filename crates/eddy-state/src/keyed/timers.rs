@@ -74,12 +74,17 @@ impl PartialEq for Timer {
 impl Eq for Timer {}
 
 /// The timers of one time, in the order they were registered. A deleted or popped timer
-/// leaves its slot empty and its index; `next` is where popping goes on.
+/// leaves its slot empty; `next` is where popping goes on.
 #[derive(Default)]
 struct Bucket {
     order: Vec<Option<Timer>>,
-    /// Indexes into `order` of the live timers, by their hash.
+    /// Indexes into `order` of the live timers, by their hash, and of popped ones: a pop
+    /// leaves its index here (its slot is empty, so no lookup matches it), since finding
+    /// it to remove it was a cache miss per timer fired, and the bucket goes whole once
+    /// popped to the end.
     live: HashTable<u32>,
+    /// How many timers are live (in `order`, not popped or deleted).
+    live_count: usize,
     next: usize,
 }
 
@@ -104,6 +109,7 @@ impl Bucket {
             Ok(entry) => {
                 let (index, _) = entry.remove();
                 self.order[index as usize] = None;
+                self.live_count -= 1;
                 true
             }
             Err(_) => false,
@@ -118,18 +124,20 @@ impl Bucket {
     /// deleted and set again at the same time, over and over, would grow `order`).
     fn compact_if_sparse(&mut self) {
         let slots = self.order.len() - self.next;
-        if slots <= 2 * self.live.len() + 16 {
+        if slots <= 2 * self.live_count + 16 {
             return;
         }
         let live: Vec<Timer> = self.order.drain(self.next..).flatten().collect();
         self.order.clear();
         self.next = 0;
         self.live.clear();
+        self.live_count = 0;
         for timer in live {
             let index = self.order.len() as u32;
             let order = &self.order;
             self.live.insert_unique(timer.hash, index, |&i| order[i as usize].as_ref().map_or(0, |t| t.hash));
             self.order.push(Some(timer));
+            self.live_count += 1;
         }
     }
 }
@@ -194,6 +202,7 @@ impl TimerQueue {
         let order = &bucket.order;
         bucket.live.insert_unique(timer.hash, index, |&i| order[i as usize].as_ref().map_or(0, |t| t.hash));
         bucket.order.push(Some(timer));
+        bucket.live_count += 1;
     }
 
     /// A timer at `time` for the current key in its current namespace; false if it was
@@ -223,7 +232,7 @@ impl TimerQueue {
         let removed = bucket.remove(key);
         if removed {
             self.len -= 1;
-            if bucket.live.is_empty() {
+            if bucket.live_count == 0 {
                 self.buckets.remove(&time);
             } else {
                 bucket.compact_if_sparse();
@@ -251,10 +260,8 @@ impl TimerQueue {
                 let index = bucket.next;
                 bucket.next += 1;
                 if let Some(timer) = bucket.order[index].take() {
-                    if let Ok(found) = bucket.live.find_entry(timer.hash, |&i| i as usize == index) {
-                        found.remove();
-                    }
-                    if bucket.live.is_empty() {
+                    bucket.live_count -= 1;
+                    if bucket.live_count == 0 {
                         entry.remove();
                     }
                     self.len -= 1;
@@ -519,6 +526,24 @@ mod tests {
         assert!(queue.register(&current, 5), "set again in its own callback");
         assert!(queue.delete(&current, 5), "a timer registered after the pop is deleted for real");
         assert!(queue.pop_due(i64::MAX).is_none());
+    }
+
+    #[test]
+    fn timers_of_a_bucket_being_fired_are_found_popped_or_not() {
+        let mut queue = TimerQueue::new("t", 0, 1);
+        for name in ["a", "b", "c"] {
+            assert!(queue.register(&key(name, b"w"), 5));
+        }
+        assert_eq!(queue.pop_due(5).unwrap().key(), b"a");
+        // `a` fired: set again, it is a new timer; `b` waits: set again, it is the same.
+        assert!(queue.register(&key("a", b"w"), 5), "a popped timer is not there any more");
+        assert!(!queue.register(&key("b", b"w"), 5), "a timer not popped yet is still there");
+        assert!(!queue.delete(&key("x", b"w"), 5));
+        assert!(queue.delete(&key("c", b"w"), 5));
+        assert_eq!(queue.len(), 2);
+        let rest: Vec<Vec<u8>> = std::iter::from_fn(|| queue.pop_due(5)).map(|t| t.key().to_vec()).collect();
+        assert_eq!(rest, [b"b".to_vec(), b"a".to_vec()]);
+        assert!(queue.is_empty() && queue.buckets.is_empty());
     }
 
     #[test]
