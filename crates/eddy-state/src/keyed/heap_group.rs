@@ -62,7 +62,9 @@ const KEYS: usize = usize::MAX;
 /// The entries of one namespace.
 #[derive(Clone)]
 struct Space<S> {
-    namespace: Box<[u8]>,
+    /// Inline when short (a time window's 16 bytes are): comparing it on every lookup
+    /// then reads no other line than the table of namespaces'.
+    namespace: StoredKey,
     /// `stable_hash(namespace)`, kept for when the table of namespaces grows.
     hash: u64,
     entries: HashTable<Entry<S>>,
@@ -212,7 +214,7 @@ impl<S> KeyGroupTable<S> {
             None => {
                 let hash = eddy_types::stable_hash(namespace).0;
                 let entries = HashTable::with_capacity(sizing.capacity);
-                let space = Space { namespace: namespace.into(), hash, entries, peak: 0 };
+                let space = Space { namespace: StoredKey::new(namespace), hash, entries, peak: 0 };
                 let bucket = self.spaces.insert_unique(hash, space, |space| space.hash).bucket_index();
                 *memo = bucket;
                 bucket
