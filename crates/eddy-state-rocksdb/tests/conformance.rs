@@ -107,6 +107,7 @@ fn map_state_keeps_one_rocksdb_entry_per_user_key() {
         is_set: true,
         epoch: 0,
         inline: eddy_state::keyed::InlineKey::of(name.as_bytes()),
+        namespace: eddy_state::keyed::NamespaceForm::of(&[]),
     };
     let entries = vec![("x".to_string(), 1), ("y".to_string(), 2), ("z".to_string(), 3)];
     map.put_all(&key("a"), entries.clone()).unwrap();

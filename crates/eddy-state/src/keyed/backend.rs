@@ -40,6 +40,34 @@ pub struct CurrentKey {
     pub epoch: u64,
     /// `bytes` in the fixed-size form tables compare short keys in.
     pub inline: InlineKey,
+    /// The namespace (`bytes` after `key_len`) as the heap's tables of namespaces look it
+    /// up: its inline form and [`NamespaceForm::hash`]. Kept with the namespace, so that
+    /// a lookup neither hashes it again nor calls `memcmp` on it.
+    pub namespace: NamespaceForm,
+}
+
+/// A namespace's inline form and a quick hash of it (see [`CurrentKey::namespace`]).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NamespaceForm {
+    pub inline: InlineKey,
+    /// A hash for tables private to this process (never stored: not the stable hash).
+    pub hash: u64,
+}
+
+impl NamespaceForm {
+    #[inline]
+    pub fn of(namespace: &[u8]) -> Self {
+        let mut form = NamespaceForm::default();
+        form.set(namespace);
+        form
+    }
+
+    /// This `namespace`'s form, in place.
+    #[inline]
+    pub fn set(&mut self, namespace: &[u8]) {
+        self.inline.set(namespace);
+        self.hash = if self.inline.is_some() { self.inline.quick_hash() } else { eddy_types::stable_hash(namespace).0 };
+    }
 }
 
 /// A short encoded key (up to [`InlineKey::BYTES_MAX`]) as a fixed-size array: its length,
@@ -74,6 +102,21 @@ impl InlineKey {
         } else {
             inline[0] = Self::TOO_LONG;
         }
+    }
+
+    /// Its three words folded by two multiplications: a hash for tables private to this
+    /// process, a few instructions for a short key (a window) where xxh3 is a call.
+    #[inline]
+    fn quick_hash(&self) -> u64 {
+        let word = |at: usize| u64::from_le_bytes(self.0[at..at + 8].try_into().expect("8 bytes"));
+        // The third word overlaps the second by one byte: the array is 23 bytes.
+        let (a, b, c) = (word(0), word(8), word(15));
+        let fold = |x: u64, y: u64| {
+            let product = u128::from(x) * u128::from(y);
+            (product as u64) ^ ((product >> 64) as u64)
+        };
+        fold(a ^ 0x243f_6a88_85a3_08d3, b ^ 0x1319_8a2e_0370_7344)
+            ^ fold(c ^ 0xa409_3822_299f_31d0, 0x082e_fa98_ec4e_6c89)
     }
 
     /// Whether the key was short enough.
@@ -147,6 +190,15 @@ impl StoredKey {
             StoredKey::Inline(key.inline)
         } else {
             StoredKey::Boxed(key.bytes.as_slice().into())
+        }
+    }
+
+    /// Whether this is the current key's namespace (stored as a key is).
+    #[inline]
+    pub(crate) fn matches_namespace(&self, namespace: &NamespaceForm, bytes: &[u8]) -> bool {
+        match self {
+            StoredKey::Inline(inline) => *inline == namespace.inline,
+            StoredKey::Boxed(stored) => **stored == *bytes,
         }
     }
 

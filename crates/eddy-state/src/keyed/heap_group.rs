@@ -15,7 +15,7 @@
 //! snapshot go to the keys' table whatever their namespace; namespaced lookups look
 //! there too while it holds any (restored windows fire and go, emptying it).
 
-use super::backend::{CurrentKey, StoredKey};
+use super::backend::{CurrentKey, NamespaceForm, StoredKey};
 use hashbrown::HashTable;
 
 /// One value of a state and what the table knows about it.
@@ -65,7 +65,7 @@ struct Space<S> {
     /// Inline when short (a time window's 16 bytes are): comparing it on every lookup
     /// then reads no other line than the table of namespaces'.
     namespace: StoredKey,
-    /// `stable_hash(namespace)`, kept for when the table of namespaces grows.
+    /// [`NamespaceForm::hash`], kept for when the table of namespaces grows.
     hash: u64,
     entries: HashTable<Entry<S>>,
     /// The most entries it has held (see [`SpaceSizing`]).
@@ -123,12 +123,12 @@ impl<S> KeyGroupTable<S> {
     /// The bucket of `namespace`'s table, trying `memo` (where the last one of this key
     /// group was) first; updates `memo`.
     #[inline]
-    fn space_of(&self, namespace: &[u8], memo: &mut usize) -> Option<usize> {
-        if self.spaces.get_bucket(*memo).is_some_and(|space| *space.namespace == *namespace) {
+    fn space_of(&self, form: &NamespaceForm, namespace: &[u8], memo: &mut usize) -> Option<usize> {
+        let same = |space: &Space<S>| space.namespace.matches_namespace(form, namespace);
+        if self.spaces.get_bucket(*memo).is_some_and(same) {
             return Some(*memo);
         }
-        let hash = eddy_types::stable_hash(namespace).0;
-        let bucket = self.spaces.find_bucket_index(hash, |space| *space.namespace == *namespace)?;
+        let bucket = self.spaces.find_bucket_index(form.hash, same)?;
         *memo = bucket;
         Some(bucket)
     }
@@ -139,7 +139,7 @@ impl<S> KeyGroupTable<S> {
     pub(super) fn locate(&self, key: &CurrentKey, memo: &mut usize) -> Option<Loc> {
         let namespace = namespace_of(key);
         if !namespace.is_empty() {
-            if let Some(space) = self.space_of(namespace, memo) {
+            if let Some(space) = self.space_of(&key.namespace, namespace, memo) {
                 let entries = &self.spaces.get_bucket(space).expect("located above").entries;
                 if let Some(bucket) = entries.find_bucket_index(key.hash, |e| e.key.matches(key)) {
                     return Some(Loc { space, bucket });
@@ -209,10 +209,10 @@ impl<S> KeyGroupTable<S> {
             let inserted = self.keys.insert_unique(key.hash, entry, rehash);
             return (Loc { space: KEYS, bucket: inserted.bucket_index() }, inserted.into_mut());
         }
-        let space = match self.space_of(namespace, memo) {
+        let space = match self.space_of(&key.namespace, namespace, memo) {
             Some(space) => space,
             None => {
-                let hash = eddy_types::stable_hash(namespace).0;
+                let hash = key.namespace.hash;
                 let entries = HashTable::with_capacity(sizing.capacity);
                 let space = Space { namespace: StoredKey::new(namespace), hash, entries, peak: 0 };
                 let bucket = self.spaces.insert_unique(hash, space, |space| space.hash).bucket_index();
@@ -242,7 +242,7 @@ impl<S> KeyGroupTable<S> {
         if namespace.is_empty() {
             return self.keys.find(hash, |_| true);
         }
-        let space = self.space_of(namespace, &mut memo)?;
+        let space = self.space_of(&NamespaceForm::of(namespace), namespace, &mut memo)?;
         self.spaces.get_bucket(space)?.entries.find(hash, |_| true)
     }
 }
@@ -250,7 +250,7 @@ impl<S> KeyGroupTable<S> {
 #[cfg(test)]
 mod tests {
     use super::{Entry, KeyGroupTable, SpaceSizing};
-    use crate::keyed::backend::{CurrentKey, InlineKey, StoredKey};
+    use crate::keyed::backend::{CurrentKey, InlineKey, NamespaceForm, StoredKey};
 
     fn current(key: &[u8], namespace: &[u8]) -> CurrentKey {
         let mut bytes = key.to_vec();
@@ -264,6 +264,7 @@ mod tests {
             is_set: true,
             epoch: 1,
             inline: InlineKey::of(&bytes),
+            namespace: NamespaceForm::of(namespace),
             bytes,
         }
     }
@@ -312,6 +313,24 @@ mod tests {
         assert_eq!(sizing.capacity, 50, "a new namespace's table starts as large as the last one was");
         assert!(keys.iter().all(|key| table.locate(&current(key, &windows[3]), &mut memo).is_none()));
         assert!(keys.iter().all(|key| table.locate(&current(key, &windows[4]), &mut memo).is_some()));
+    }
+
+    #[test]
+    fn namespaces_too_long_to_be_inline_are_told_apart_by_their_bytes() {
+        let (mut table, mut memo, sizing): (KeyGroupTable<u64>, usize, SpaceSizing) = Default::default();
+        let long = |last: u8| [[7u8; 29].as_slice(), &[last]].concat();
+        let (a, b) = (current(b"key", &long(1)), current(b"key", &long(2)));
+        assert!(!a.namespace.inline.is_some(), "30 bytes are not inline");
+        table.insert(&a, entry(&a, 1), &mut memo, &sizing);
+        assert!(table.locate(&b, &mut memo).is_none());
+        table.insert(&b, entry(&b, 2), &mut memo, &sizing);
+        let short = current(b"key", &[7u8; 16]);
+        assert!(table.locate(&short, &mut memo).is_none());
+        table.insert(&short, entry(&short, 3), &mut memo, &sizing);
+        assert_eq!(table.spaces.len(), 3);
+        for (key, value) in [(&a, 1), (&b, 2), (&short, 3)] {
+            assert_eq!(table.get(table.locate(key, &mut memo).unwrap()).unwrap().value, value);
+        }
     }
 
     #[test]

@@ -44,7 +44,7 @@ mod value;
 pub use aggregating::AggregatingState;
 pub use backend::{
     install_backend, take_backend, with_backend, CurrentKey, DeferredKeyGroups, DeferredState, InlineKey,
-    KeyedStateBackend, KeyedStateEntries, KeyedStateSnapshot, KeyedTable, StateId, StateType, TableSpec,
+    KeyedStateBackend, KeyedStateEntries, KeyedStateSnapshot, KeyedTable, NamespaceForm, StateId, StateType, TableSpec,
 };
 pub use canonical::canonical_key_group;
 pub use factory::{BackendInstance, HeapStateBackend, KeyedBackendFactory};

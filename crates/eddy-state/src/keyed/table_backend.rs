@@ -163,6 +163,7 @@ impl TableKeyedStateBackend {
         debug_assert_eq!(hash, stable_hash(&current.bytes).0, "the hash is the stable hash of key and namespace");
         current.hash = hash;
         current.inline.set(&current.bytes);
+        current.namespace.set(&current.bytes[current.key_len..]);
         current.epoch = current.epoch.wrapping_add(1).max(1);
     }
 
@@ -217,6 +218,7 @@ impl KeyedStateBackend for TableKeyedStateBackend {
         current.bytes.clear();
         current.bytes.extend_from_slice(encoded_key);
         current.inline.set(encoded_key);
+        current.namespace.set(&[]);
         current.hash = hash.0;
         current.key_hash = hash.0;
         current.key_len = encoded_key.len();

@@ -475,7 +475,7 @@ fn table_of<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::keyed::backend::InlineKey;
+    use crate::keyed::backend::{InlineKey, NamespaceForm};
 
     fn key(name: &str, namespace: &[u8]) -> CurrentKey {
         let mut bytes = name.as_bytes().to_vec();
@@ -490,6 +490,7 @@ mod tests {
             is_set: true,
             epoch: 0,
             inline: InlineKey::of(&bytes),
+            namespace: NamespaceForm::of(namespace),
             bytes,
         }
     }
