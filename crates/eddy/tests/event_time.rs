@@ -104,6 +104,9 @@ fn run_reminders(chain: &[(u32, Backend)], name: &str) {
     for (step, &(parallelism, backend)) in chain.iter().enumerate() {
         let env = Env::new();
         env.set_parallelism(parallelism).set_max_parallelism(32);
+        // Without RocksDB every step runs on the heap, the default.
+        #[cfg(not(feature = "rocksdb"))]
+        let _ = backend;
         #[cfg(feature = "rocksdb")]
         if let Backend::RocksDbIncremental = backend {
             let rocksdb = RocksDbStateBackend::new(dir.join("rocksdb")).with_cache_entries(4);

@@ -187,6 +187,9 @@ enum Backend {
 
 impl Backend {
     fn apply(self, env: &Env, name: &str) {
+        // Only RocksDB's directory is named after the run.
+        #[cfg(not(feature = "rocksdb"))]
+        let _ = name;
         match self {
             Backend::Heap => {}
             Backend::HeapIncremental => {
