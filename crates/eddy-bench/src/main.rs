@@ -159,9 +159,32 @@ pub struct Args {
     pub rest_bind: Option<String>,
 }
 
+/// The prefix of a run's RocksDB directory in the temporary directory; the process id follows.
+const ROCKSDB_DIR_PREFIX: &str = "eddy-bench-rocksdb-";
+
 /// Where this run's RocksDB instances keep their working directories.
 fn rocksdb_dir() -> std::path::PathBuf {
-    std::env::temp_dir().join(format!("eddy-bench-rocksdb-{}", std::process::id()))
+    std::env::temp_dir().join(format!("{ROCKSDB_DIR_PREFIX}{}", std::process::id()))
+}
+
+/// Removes the RocksDB directories of earlier runs whose process is gone: a run killed
+/// (the kill tests use SIGKILL) cannot remove its own. Where `/proc` does not tell which
+/// processes live, nothing is removed.
+fn remove_rocksdb_dirs_of_dead_runs() {
+    let proc = std::path::Path::new("/proc");
+    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else { return };
+    if !proc.join("self").exists() {
+        return;
+    }
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let pid = name.to_str().and_then(|name| name.strip_prefix(ROCKSDB_DIR_PREFIX));
+        if let Some(pid) = pid.filter(|pid| pid.parse::<u32>().is_ok()) {
+            if !proc.join(pid).exists() {
+                let _ = std::fs::remove_dir_all(entry.path());
+            }
+        }
+    }
 }
 
 impl Args {
@@ -190,6 +213,7 @@ impl Args {
             env.set_autoscaling(autoscaling);
         }
         if self.backend == Some(Backend::Rocksdb) {
+            remove_rocksdb_dirs_of_dead_runs();
             let backend = eddy::state::RocksDbStateBackend::new(rocksdb_dir())
                 .with_memory_per_slot(self.rocksdb_memory_mb as usize * 1024 * 1024)
                 .with_cache_entries(self.rocksdb_cache_entries as usize);

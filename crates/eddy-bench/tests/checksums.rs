@@ -172,3 +172,22 @@ fn nexmark_queries_give_the_same_results_at_any_parallelism_and_on_both_backends
     assert_eq!(code, 1);
     assert!(stderr.contains("nexmark needs --query"), "{stderr}");
 }
+
+#[test]
+fn a_rocksdb_run_removes_the_directories_that_killed_runs_left_behind() {
+    // No process has this id (above Linux's largest pid); a live run's directory stays.
+    let tmp = std::env::temp_dir();
+    let dead = tmp.join("eddy-bench-rocksdb-4000000000");
+    let live = tmp.join(format!("eddy-bench-rocksdb-{}", std::process::id()));
+    for dir in [&dead, &live] {
+        std::fs::create_dir_all(dir.join("job")).unwrap();
+    }
+    let (code, _, stderr) = bench(&["api-count", "--events", "1000", "--backend", "rocksdb"]);
+    let (dead_left, live_left) = (dead.exists(), live.exists());
+    let _ = std::fs::remove_dir_all(&live);
+    assert_eq!(code, 0, "{stderr}");
+    if std::path::Path::new("/proc/self").exists() {
+        assert!(!dead_left, "the dead run's directory is removed");
+    }
+    assert!(live_left, "a live process's directory is kept");
+}
