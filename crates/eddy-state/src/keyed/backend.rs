@@ -66,8 +66,41 @@ impl NamespaceForm {
     #[inline]
     pub fn set(&mut self, namespace: &[u8]) {
         self.inline.set(namespace);
-        self.hash = if self.inline.is_some() { self.inline.quick_hash() } else { eddy_types::stable_hash(namespace).0 };
+        self.hash = if namespace.len() <= InlineKey::BYTES_MAX {
+            quick_hash(namespace)
+        } else {
+            eddy_types::stable_hash(namespace).0
+        };
     }
+}
+
+/// A hash of a short byte string (up to [`InlineKey::BYTES_MAX`]) for tables private to
+/// this process: three words folded by two multiplications, a few instructions where xxh3
+/// is a call. It reads the words from `bytes` with overlapping loads, not from the inline
+/// form just written: reading back bytes just written piecewise stalls the CPU.
+#[inline]
+fn quick_hash(bytes: &[u8]) -> u64 {
+    let n = bytes.len();
+    debug_assert!(n <= InlineKey::BYTES_MAX);
+    let word = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().expect("8 bytes"));
+    let half = |at: usize| u64::from(u32::from_le_bytes(bytes[at..at + 4].try_into().expect("4 bytes")));
+    let (a, b, c) = if n >= 16 {
+        (word(0), word(8), word(n - 8))
+    } else if n >= 8 {
+        (word(0), word(n - 8), 0)
+    } else if n >= 4 {
+        (half(0) | half(n - 4) << 32, 0, 0)
+    } else {
+        (bytes.iter().fold(0u64, |word, &byte| word << 8 | u64::from(byte)), 0, 0)
+    };
+    let fold = |x: u64, y: u64| {
+        let product = u128::from(x) * u128::from(y);
+        (product as u64) ^ ((product >> 64) as u64)
+    };
+    // The length goes in too, as a multiplier: the loads overlap, so the words alone
+    // may not tell it.
+    fold(a ^ 0x243f_6a88_85a3_08d3, b ^ 0x1319_8a2e_0370_7344)
+        ^ fold(c ^ 0xa409_3822_299f_31d0, 0x082e_fa98_ec4e_6c89 ^ (n as u64) << 40)
 }
 
 /// A short encoded key (up to [`InlineKey::BYTES_MAX`]) as a fixed-size array: its length,
@@ -102,21 +135,6 @@ impl InlineKey {
         } else {
             inline[0] = Self::TOO_LONG;
         }
-    }
-
-    /// Its three words folded by two multiplications: a hash for tables private to this
-    /// process, a few instructions for a short key (a window) where xxh3 is a call.
-    #[inline]
-    fn quick_hash(&self) -> u64 {
-        let word = |at: usize| u64::from_le_bytes(self.0[at..at + 8].try_into().expect("8 bytes"));
-        // The third word overlaps the second by one byte: the array is 23 bytes.
-        let (a, b, c) = (word(0), word(8), word(15));
-        let fold = |x: u64, y: u64| {
-            let product = u128::from(x) * u128::from(y);
-            (product as u64) ^ ((product >> 64) as u64)
-        };
-        fold(a ^ 0x243f_6a88_85a3_08d3, b ^ 0x1319_8a2e_0370_7344)
-            ^ fold(c ^ 0xa409_3822_299f_31d0, 0x082e_fa98_ec4e_6c89)
     }
 
     /// Whether the key was short enough.
@@ -570,7 +588,7 @@ pub fn with_backend<R>(
 
 #[cfg(test)]
 mod tests {
-    use super::{InlineKey, KeyedStateEntries};
+    use super::{InlineKey, KeyedStateEntries, NamespaceForm};
 
     #[test]
     fn an_inline_key_is_its_length_its_bytes_and_zeros_for_every_length() {
@@ -588,6 +606,28 @@ mod tests {
             } else {
                 assert!(!reused.is_some(), "length {len} is too long");
                 assert_ne!(reused, InlineKey::of(&key[..InlineKey::BYTES_MAX]));
+            }
+        }
+    }
+
+    #[test]
+    fn a_namespace_form_is_the_same_in_place_and_tells_every_byte_and_length() {
+        let mut reused = NamespaceForm::of(&[0xff; 40]);
+        let mut hashes = std::collections::HashSet::new();
+        for len in 0..=30usize {
+            for at in 0..len.max(1) {
+                // Each byte of each length changed once; the zero-filled ones too.
+                let mut namespace = vec![0u8; len];
+                if len > 0 {
+                    namespace[at] = 1;
+                }
+                reused.set(&namespace);
+                let fresh = NamespaceForm::of(&namespace);
+                assert_eq!((reused.inline, reused.hash), (fresh.inline, fresh.hash), "{namespace:?}");
+                assert!(hashes.insert(fresh.hash), "{namespace:?} hashes as another namespace does");
+            }
+            if len > 0 {
+                assert!(hashes.insert(NamespaceForm::of(&vec![0u8; len]).hash), "zeros of length {len}");
             }
         }
     }
