@@ -68,20 +68,8 @@ struct Space<S> {
     /// [`NamespaceForm::hash`], kept for when the table of namespaces grows.
     hash: u64,
     entries: HashTable<Entry<S>>,
-    /// The most entries it has held (see [`SpaceSizing`]).
+    /// The most entries it has held (see [`KeyGroupTable::space_capacity`]).
     peak: usize,
-}
-
-/// How large a new namespace's table starts: as many entries as the last namespace that
-/// went held at most. A window operator opens a table per key group per window; grown
-/// from empty, each would rehash four or five times on the way to its size.
-///
-/// Only the last namespace's peak counts, not the largest ever seen: tables kept for
-/// reuse, or a high-water mark, only grow, and a job's memory crept up with its run time
-/// (W3: 129 -> 160 MB from 10 M to 60 M events) for no speed over this.
-#[derive(Default)]
-pub(super) struct SpaceSizing {
-    capacity: usize,
 }
 
 /// One key group's entries (see the module's overview).
@@ -92,11 +80,21 @@ pub(super) struct KeyGroupTable<S> {
     /// Whether `keys` may hold namespaced entries (restored ones).
     restored: bool,
     len: usize,
+    /// How large a new namespace's table starts: as many entries as this key group's last
+    /// namespace that went held at most. A window operator opens a table per key group
+    /// per window; grown from empty, each would rehash four or five times on the way to
+    /// its size.
+    ///
+    /// Only this key group's last namespace counts: not the largest ever seen (tables kept
+    /// for reuse, or a high-water mark, only grow, and a job's memory crept up with its run
+    /// time: W3 129 -> 160 MB from 10 M to 60 M events), nor another key group's (with
+    /// skewed keys a hot group's size would be reserved in every group for every window).
+    space_capacity: usize,
 }
 
 impl<S> Default for KeyGroupTable<S> {
     fn default() -> Self {
-        Self { keys: HashTable::new(), spaces: HashTable::new(), restored: false, len: 0 }
+        Self { keys: HashTable::new(), spaces: HashTable::new(), restored: false, len: 0, space_capacity: 0 }
     }
 }
 
@@ -172,8 +170,8 @@ impl<S> KeyGroupTable<S> {
     }
 
     /// Removes the entry at `at`; a namespace left without entries goes, its peak noted in
-    /// `sizing`.
-    pub(super) fn remove(&mut self, at: Loc, sizing: &mut SpaceSizing) -> Option<Entry<S>> {
+    /// `space_capacity`.
+    pub(super) fn remove(&mut self, at: Loc) -> Option<Entry<S>> {
         let entry = if at.space == KEYS {
             let entry = self.keys.get_bucket_entry(at.bucket).ok()?.remove().0;
             if self.keys.is_empty() {
@@ -184,7 +182,7 @@ impl<S> KeyGroupTable<S> {
             let space = self.spaces.get_bucket_mut(at.space)?;
             let entry = space.entries.get_bucket_entry(at.bucket).ok()?.remove().0;
             if space.entries.is_empty() {
-                sizing.capacity = space.peak;
+                self.space_capacity = space.peak;
                 if let Ok(gone) = self.spaces.get_bucket_entry(at.space) {
                     gone.remove();
                 }
@@ -196,13 +194,7 @@ impl<S> KeyGroupTable<S> {
     }
 
     /// Inserts the current key's entry, which is not here; returns where it went.
-    pub(super) fn insert(
-        &mut self,
-        key: &CurrentKey,
-        entry: Entry<S>,
-        memo: &mut usize,
-        sizing: &SpaceSizing,
-    ) -> (Loc, &mut Entry<S>) {
+    pub(super) fn insert(&mut self, key: &CurrentKey, entry: Entry<S>, memo: &mut usize) -> (Loc, &mut Entry<S>) {
         self.len += 1;
         let namespace = namespace_of(key);
         if namespace.is_empty() {
@@ -213,7 +205,7 @@ impl<S> KeyGroupTable<S> {
             Some(space) => space,
             None => {
                 let hash = key.namespace.hash;
-                let entries = HashTable::with_capacity(sizing.capacity);
+                let entries = HashTable::with_capacity(self.space_capacity);
                 let space = Space { namespace: StoredKey::new(namespace), hash, entries, peak: 0 };
                 let bucket = self.spaces.insert_unique(hash, space, |space| space.hash).bucket_index();
                 *memo = bucket;
@@ -249,7 +241,7 @@ impl<S> KeyGroupTable<S> {
 
 #[cfg(test)]
 mod tests {
-    use super::{Entry, KeyGroupTable, SpaceSizing};
+    use super::{Entry, KeyGroupTable};
     use crate::keyed::backend::{CurrentKey, InlineKey, NamespaceForm, StoredKey};
 
     fn current(key: &[u8], namespace: &[u8]) -> CurrentKey {
@@ -281,16 +273,16 @@ mod tests {
 
     #[test]
     fn entries_of_namespaces_and_keys_are_found_where_they_went_and_emptied_namespaces_go() {
-        let (mut table, mut memo, mut sizing): (KeyGroupTable<u64>, usize, SpaceSizing) = Default::default();
+        let (mut table, mut memo): (KeyGroupTable<u64>, usize) = Default::default();
         let keys: Vec<Vec<u8>> = (0..50u32).map(|k| k.to_be_bytes().to_vec()).collect();
         let windows: Vec<Vec<u8>> = (0..7u64).map(|w| w.to_be_bytes().to_vec()).collect();
         for (k, key) in keys.iter().enumerate() {
             let own = current(key, &[]);
-            table.insert(&own, entry(&own, k as u64), &mut memo, &sizing);
+            table.insert(&own, entry(&own, k as u64), &mut memo);
             for (w, window) in windows.iter().enumerate() {
                 let at = current(key, window);
                 assert!(table.locate(&at, &mut memo).is_none());
-                table.insert(&at, entry(&at, (k * 100 + w) as u64), &mut memo, &sizing);
+                table.insert(&at, entry(&at, (k * 100 + w) as u64), &mut memo);
             }
         }
         assert_eq!(table.len(), 50 * 8);
@@ -307,26 +299,33 @@ mod tests {
         // A window fires: its entries go, then the window itself.
         for key in &keys {
             let at = table.locate(&current(key, &windows[3]), &mut memo).unwrap();
-            assert!(table.remove(at, &mut sizing).is_some());
+            assert!(table.remove(at).is_some());
         }
         assert_eq!((table.len(), table.spaces.len()), (50 * 7, 6));
-        assert_eq!(sizing.capacity, 50, "a new namespace's table starts as large as the last one was");
+        assert_eq!(table.space_capacity, 50, "a new namespace's table starts as large as the last one was");
         assert!(keys.iter().all(|key| table.locate(&current(key, &windows[3]), &mut memo).is_none()));
         assert!(keys.iter().all(|key| table.locate(&current(key, &windows[4]), &mut memo).is_some()));
+        // The next window starts at that size here, and at its own size in another key group.
+        let (mut other, mut other_memo): (KeyGroupTable<u64>, usize) = Default::default();
+        let next = current(&keys[0], &9u64.to_be_bytes());
+        table.insert(&next, entry(&next, 9), &mut memo);
+        other.insert(&next, entry(&next, 9), &mut other_memo);
+        let capacity = |t: &KeyGroupTable<u64>| t.spaces.iter().find(|s| s.peak == 1).unwrap().entries.capacity();
+        assert!(capacity(&table) >= 50 && capacity(&other) < 50, "{} {}", capacity(&table), capacity(&other));
     }
 
     #[test]
     fn namespaces_too_long_to_be_inline_are_told_apart_by_their_bytes() {
-        let (mut table, mut memo, sizing): (KeyGroupTable<u64>, usize, SpaceSizing) = Default::default();
+        let (mut table, mut memo): (KeyGroupTable<u64>, usize) = Default::default();
         let long = |last: u8| [[7u8; 29].as_slice(), &[last]].concat();
         let (a, b) = (current(b"key", &long(1)), current(b"key", &long(2)));
         assert!(!a.namespace.inline.is_some(), "30 bytes are not inline");
-        table.insert(&a, entry(&a, 1), &mut memo, &sizing);
+        table.insert(&a, entry(&a, 1), &mut memo);
         assert!(table.locate(&b, &mut memo).is_none());
-        table.insert(&b, entry(&b, 2), &mut memo, &sizing);
+        table.insert(&b, entry(&b, 2), &mut memo);
         let short = current(b"key", &[7u8; 16]);
         assert!(table.locate(&short, &mut memo).is_none());
-        table.insert(&short, entry(&short, 3), &mut memo, &sizing);
+        table.insert(&short, entry(&short, 3), &mut memo);
         assert_eq!(table.spaces.len(), 3);
         for (key, value) in [(&a, 1), (&b, 2), (&short, 3)] {
             assert_eq!(table.get(table.locate(key, &mut memo).unwrap()).unwrap().value, value);
@@ -335,7 +334,7 @@ mod tests {
 
     #[test]
     fn restored_entries_are_found_with_or_without_a_namespace_until_they_are_gone() {
-        let (mut table, mut memo, mut sizing): (KeyGroupTable<u64>, usize, SpaceSizing) = Default::default();
+        let (mut table, mut memo): (KeyGroupTable<u64>, usize) = Default::default();
         let windowed = current(b"key", b"window");
         let own = current(b"key", &[]);
         table.insert_restored(windowed.hash, entry(&windowed, 1));
@@ -343,12 +342,12 @@ mod tests {
         let at = table.locate(&windowed, &mut memo).expect("a restored window's entry");
         assert_eq!(table.get(at).unwrap().value, 1);
         assert_eq!(table.get(table.locate(&own, &mut memo).unwrap()).unwrap().value, 2);
-        table.remove(at, &mut sizing);
+        table.remove(at);
         let at = table.locate(&own, &mut memo).unwrap();
-        table.remove(at, &mut sizing);
+        table.remove(at);
         assert!(table.is_empty() && !table.restored);
         // New entries of the window go to its own table.
-        table.insert(&windowed, entry(&windowed, 3), &mut memo, &sizing);
+        table.insert(&windowed, entry(&windowed, 3), &mut memo);
         assert_eq!(table.spaces.len(), 1);
         assert_eq!(table.get(table.locate(&windowed, &mut memo).unwrap()).unwrap().value, 3);
     }

@@ -14,7 +14,7 @@ use super::backend::TableSpec;
 use super::backend::{CurrentKey, DeferredKeyGroups, KeyedTable, StoredKey};
 use super::canonical::{append_stored, canonical_key_group, serialize_group, split_stored, stored_spans};
 use super::heap_chain::{ChangesWriter, DeferredChanges};
-use super::heap_group::{Entry, KeyGroupTable, Loc, SpaceSizing};
+use super::heap_group::{Entry, KeyGroupTable, Loc};
 use super::raw::{HeldWrite, RawLayout, RawTable};
 use crate::descriptor::{StateTtlConfig, TtlUpdateType};
 use crate::error::{StateError, StateErrorKind};
@@ -101,8 +101,6 @@ pub struct HeapTable<S> {
     last_hit: Option<(u64, Loc)>,
     /// Per key group, where its last namespace's table was found ([`KeyGroupTable`]).
     space_memo: Vec<usize>,
-    /// How large a new namespace's table starts.
-    space_sizing: SpaceSizing,
     /// (key group, key) of every entry removed since the last incremental snapshot, while
     /// the backend keeps a chain of them ([`super::heap_chain`]); `None`: not tracked, so
     /// the next incremental snapshot takes every entry.
@@ -215,7 +213,6 @@ impl<S: StateValue> HeapTable<S> {
             written: 0,
             last_hit: None,
             space_memo: vec![0; spec.group_count],
-            space_sizing: SpaceSizing::default(),
             removed: None,
             snapshot_ms: 0,
             touched: false,
@@ -378,7 +375,7 @@ impl<S: StateValue> HeapTable<S> {
         let absent_in_raw_since = if absent_in_raw || self.raw.is_none() { self.epoch } else { 0 };
         let entry = Entry { key: StoredKey::of_current(key), value, changed, expires_ms, absent_in_raw_since };
         let memo = &mut self.space_memo[key.local_group];
-        let (at, inserted) = self.groups[key.local_group].get_mut().insert(key, entry, memo, &self.space_sizing);
+        let (at, inserted) = self.groups[key.local_group].get_mut().insert(key, entry, memo);
         // The insert may have grown the table, moving every entry.
         self.last_hit = (key.epoch != 0).then_some((key.epoch, at));
         Ok(&mut inserted.value)
@@ -476,7 +473,7 @@ impl<S: StateValue> HeapTable<S> {
             Some(at) => {
                 self.last_hit = None;
                 // Removed where it was found: one probe of the table, not two.
-                match self.groups[key.local_group].get_mut().remove(at, &mut self.space_sizing) {
+                match self.groups[key.local_group].get_mut().remove(at) {
                     Some(entry) => {
                         self.cached = self.cached.saturating_sub(1);
                         never_written = entry.absent_in_raw_since > self.written;
