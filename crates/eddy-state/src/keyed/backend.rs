@@ -276,9 +276,10 @@ pub trait KeyedTable: Send {
         0
     }
     /// See [`KeyedStateBackend::prefetch_entry`]: the entry of `hash` (a key and a
-    /// namespace), in tables that hold namespaced values.
-    fn prefetch_namespaced(&self, local_group: usize, hash: u64, namespace: &[u8]) {
-        let _ = (local_group, hash, namespace);
+    /// namespace), in tables that hold namespaced values. `form` is the namespace's,
+    /// made once for every table.
+    fn prefetch_namespaced(&self, local_group: usize, hash: u64, namespace: &[u8], form: &NamespaceForm) {
+        let _ = (local_group, hash, namespace, form);
     }
     /// Writes what only the heap holds to the store below (before a snapshot).
     fn flush(&mut self) -> Result<(), StateError>;

@@ -226,15 +226,21 @@ impl<S> KeyGroupTable<S> {
         self.keys.insert_unique(hash, entry, rehash);
     }
 
-    /// The entry of `hash` (in `namespace`'s table, if any), or one that shares its tag:
-    /// for a prefetch, which cannot tell them apart without the load it is for.
+    /// The entry of `hash` (in `namespace`'s table, if any: its form and bytes), or one
+    /// that shares its tag: for a prefetch, which cannot tell them apart without the load
+    /// it is for.
     #[inline]
-    pub(super) fn probable(&self, hash: u64, namespace: &[u8], memo: usize) -> Option<&Entry<S>> {
+    pub(super) fn probable(
+        &self,
+        hash: u64,
+        namespace: Option<(&NamespaceForm, &[u8])>,
+        memo: usize,
+    ) -> Option<&Entry<S>> {
         let mut memo = memo;
-        if namespace.is_empty() {
+        let Some((form, namespace)) = namespace.filter(|(_, bytes)| !bytes.is_empty()) else {
             return self.keys.find(hash, |_| true);
-        }
-        let space = self.space_of(&NamespaceForm::of(namespace), namespace, &mut memo)?;
+        };
+        let space = self.space_of(form, namespace, &mut memo)?;
         self.spaces.get_bucket(space)?.entries.find(hash, |_| true)
     }
 }

@@ -11,7 +11,7 @@
 //! the task thread's part of a checkpoint does not grow with the state.
 
 use super::backend::TableSpec;
-use super::backend::{CurrentKey, DeferredKeyGroups, KeyedTable, StoredKey};
+use super::backend::{CurrentKey, DeferredKeyGroups, KeyedTable, NamespaceForm, StoredKey};
 use super::canonical::{append_stored, canonical_key_group, serialize_group, split_stored, stored_spans};
 use super::heap_chain::{ChangesWriter, DeferredChanges};
 use super::heap_group::{Entry, KeyGroupTable, Loc};
@@ -530,11 +530,11 @@ impl<S: StateValue> HeapTable<S> {
         self.modify(key, S::default, |list| list.extend(elements))
     }
 
-    /// Brings in the entry of `hash` (in `namespace`) in key group `local_group`, if there
-    /// is one: the first entry whose tag matches, almost always the key's (telling needs
-    /// the very load this prefetch is for).
+    /// Brings in the entry of `hash` (in `namespace`, its form and bytes) in key group
+    /// `local_group`, if there is one: the first entry whose tag matches, almost always
+    /// the key's (telling needs the very load this prefetch is for).
     #[inline]
-    fn prefetch_entry(&self, local_group: usize, hash: u64, namespace: &[u8]) {
+    fn prefetch_entry(&self, local_group: usize, hash: u64, namespace: Option<(&NamespaceForm, &[u8])>) {
         let memo = self.space_memo.get(local_group).copied().unwrap_or(0);
         if let Some(entry) = self.groups.get(local_group).and_then(|g| g.get().probable(hash, namespace, memo)) {
             prefetch_read(entry);
@@ -557,14 +557,14 @@ impl<S: StateValue> KeyedTable for HeapTable<S> {
         if !self.touched {
             return 0;
         }
-        self.prefetch_entry(local_group, hash, &[]);
+        self.prefetch_entry(local_group, hash, None);
         self.cached * std::mem::size_of::<Entry<S>>()
     }
 
     #[inline]
-    fn prefetch_namespaced(&self, local_group: usize, hash: u64, namespace: &[u8]) {
+    fn prefetch_namespaced(&self, local_group: usize, hash: u64, namespace: &[u8], form: &NamespaceForm) {
         if self.namespaced {
-            self.prefetch_entry(local_group, hash, namespace);
+            self.prefetch_entry(local_group, hash, Some((form, namespace)));
         }
     }
 

@@ -5,7 +5,8 @@
 
 use super::backend::TableSpec;
 use super::backend::{
-    CurrentKey, DeferredState, KeyedStateBackend, KeyedStateEntries, KeyedStateSnapshot, KeyedTable, StateId, StateType,
+    CurrentKey, DeferredState, KeyedStateBackend, KeyedStateEntries, KeyedStateSnapshot, KeyedTable, NamespaceForm,
+    StateId, StateType,
 };
 use super::canonical::canonical_key_group;
 use super::heap_chain::{ChangedState, HeapChain};
@@ -246,7 +247,10 @@ impl KeyedStateBackend for TableKeyedStateBackend {
     fn prefetch_entry(&self, key_group: KeyGroup, hash: u64, namespace: &[u8]) {
         if cfg!(target_arch = "x86_64") && self.range.contains(key_group) {
             let local_group = (key_group.0 - self.range.start) as usize;
-            self.states.iter().for_each(|declared| declared.table.prefetch_namespaced(local_group, hash, namespace));
+            let form = NamespaceForm::of(namespace);
+            for declared in &self.states {
+                declared.table.prefetch_namespaced(local_group, hash, namespace, &form);
+            }
         }
     }
 

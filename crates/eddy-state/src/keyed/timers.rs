@@ -133,11 +133,7 @@ impl Bucket {
         self.live.clear();
         self.live_count = 0;
         for timer in live {
-            let index = self.order.len() as u32;
-            let order = &self.order;
-            self.live.insert_unique(timer.hash, index, |&i| order[i as usize].as_ref().map_or(0, |t| t.hash));
-            self.order.push(Some(timer));
-            self.live_count += 1;
+            TimerQueue::push(self, timer);
         }
     }
 }
