@@ -73,7 +73,6 @@ struct Space<S> {
 }
 
 /// One key group's entries (see the module's overview).
-#[derive(Clone)]
 pub(super) struct KeyGroupTable<S> {
     keys: HashTable<Entry<S>>,
     spaces: HashTable<Space<S>>,
@@ -90,6 +89,23 @@ pub(super) struct KeyGroupTable<S> {
     /// time: W3 129 -> 160 MB from 10 M to 60 M events), nor another key group's (with
     /// skewed keys a hot group's size would be reserved in every group for every window).
     space_capacity: usize,
+}
+
+impl<S: Clone> Clone for KeyGroupTable<S> {
+    fn clone(&self) -> Self {
+        let mut copy = Self::default();
+        copy.clone_from(self);
+        copy
+    }
+
+    /// Into this table's own memory where the sizes allow: a spare table a snapshot let go
+    /// takes the next copy without the page faults of fresh memory. Entries keep their
+    /// buckets (what [`Loc`]s are).
+    fn clone_from(&mut self, source: &Self) {
+        self.keys.clone_from(&source.keys);
+        self.spaces.clone_from(&source.spaces);
+        (self.restored, self.len, self.space_capacity) = (source.restored, source.len, source.space_capacity);
+    }
 }
 
 impl<S> Default for KeyGroupTable<S> {
@@ -246,11 +262,12 @@ impl<S> KeyGroupTable<S> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::{Entry, KeyGroupTable};
     use crate::keyed::backend::{CurrentKey, InlineKey, NamespaceForm, StoredKey};
 
-    fn current(key: &[u8], namespace: &[u8]) -> CurrentKey {
+    /// The current key `key` in `namespace`, as the backend would set it (key group 0).
+    pub(in crate::keyed) fn current(key: &[u8], namespace: &[u8]) -> CurrentKey {
         let mut bytes = key.to_vec();
         bytes.extend_from_slice(namespace);
         CurrentKey {
