@@ -11,6 +11,8 @@
 // Only eddy-state holds `unsafe` (one audited prefetch); nothing else may.
 #![forbid(unsafe_code)]
 
+mod local_file;
+
 use eddy_checkpoint::metadata::{self, CheckpointMetadata, StateHandle, TaskStateEntry, METADATA_FILE};
 use eddy_checkpoint::storage::{
     directory_name, fetch_native_files, CheckpointStorage, CompletedCheckpoint, OpenStorage, SHARED_DIR,
@@ -34,6 +36,8 @@ pub struct ObjectCheckpointStorage {
     root: String,
     /// For local directories: the real path, to remove emptied directories.
     local_root: Option<PathBuf>,
+    /// For local directories: the store itself, where files are linked in.
+    local_fs: Option<Arc<LocalFileSystem>>,
 }
 
 /// A small runtime for the object store's I/O.
@@ -51,16 +55,17 @@ impl ObjectCheckpointStorage {
         let dir = dir.as_ref();
         std::fs::create_dir_all(dir).map_err(|e| io(&dir.display().to_string(), e))?;
         let dir = dir.canonicalize().map_err(|e| io(&dir.display().to_string(), e))?;
-        let store = LocalFileSystem::new_with_prefix(&dir).map_err(|e| io(&dir.display().to_string(), e))?;
+        let store = Arc::new(LocalFileSystem::new_with_prefix(&dir).map_err(|e| io(&dir.display().to_string(), e))?);
         let runtime = io_runtime(&dir.display().to_string())?;
-        Ok(Self { store: Arc::new(store), runtime, root: dir.display().to_string(), local_root: Some(dir) })
+        let root = dir.display().to_string();
+        Ok(Self { store: store.clone(), runtime, root, local_root: Some(dir), local_fs: Some(store) })
     }
 
     /// Checkpoints in any object store (an S3 client, say), under `root` for messages.
     pub fn new(store: Arc<dyn ObjectStore>, root: impl Into<String>) -> Result<Self, CheckpointError> {
         let root = root.into();
         let runtime = io_runtime(&root)?;
-        Ok(Self { store, runtime, root, local_root: None })
+        Ok(Self { store, runtime, root, local_root: None, local_fs: None })
     }
 
     /// Checkpoints at a location: `s3://bucket/prefix` for an S3-compatible store (endpoint,
@@ -363,6 +368,9 @@ impl CheckpointStorage for ObjectCheckpointStorage {
     }
 
     fn upload_file(&self, relative: &str, source: &Path) -> Result<(u64, u32), CheckpointError> {
+        if let Some(local) = &self.local_fs {
+            return local_file::place(local, relative, &self.full(relative), source);
+        }
         let bytes = std::fs::read(source).map_err(|e| io(&source.display().to_string(), e))?;
         let written = (bytes.len() as u64, crc32fast::hash(&bytes));
         self.put(relative, bytes)?;

@@ -192,3 +192,38 @@ fn a_checkpoint_whose_metadata_cannot_be_deleted_is_kept_whole() {
     assert_eq!(files, 3, "_metadata and both task state files remain");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn a_native_file_is_placed_in_a_local_directory_whole_with_its_size_and_checksum() {
+    let dir = temp_dir("place");
+    let storage = ObjectCheckpointStorage::local(&dir).unwrap();
+    let local = temp_dir("place-local");
+    std::fs::create_dir_all(&local).unwrap();
+    // Longer than the buffer it is checksummed through, and not a multiple of it.
+    let bytes: Vec<u8> = (0..700_001u32).map(|i| (i.wrapping_mul(31) % 251) as u8).collect();
+    let source = local.join("000001-3.delta");
+    std::fs::write(&source, &bytes).unwrap();
+    let location = "shared/up-1-000001-3.delta";
+    let (size, crc32) = storage.upload_file(location, &source).unwrap();
+    assert_eq!((size, crc32), (bytes.len() as u64, crc32fast::hash(&bytes)));
+    // The local copy goes after an upload, as the uploader removes it.
+    std::fs::remove_dir_all(&local).unwrap();
+    assert_eq!(std::fs::read(dir.join(location)).unwrap(), bytes);
+    let fetched = temp_dir("place-fetched");
+    storage.download_file(location, &fetched, size, crc32).unwrap();
+    assert_eq!(std::fs::read(&fetched).unwrap(), bytes);
+    // Placed again (a retried upload): replaced whole, and nothing staged is left beside it.
+    std::fs::create_dir_all(&local).unwrap();
+    std::fs::write(&source, &bytes[..1000]).unwrap();
+    assert_eq!(storage.upload_file(location, &source).unwrap(), (1000, crc32fast::hash(&bytes[..1000])));
+    assert_eq!(std::fs::read(dir.join(location)).unwrap(), &bytes[..1000]);
+    let names: Vec<_> = std::fs::read_dir(dir.join("shared")).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(names, vec![std::ffi::OsString::from("up-1-000001-3.delta")]);
+    // A missing file is named.
+    let err = storage.upload_file("chk-1/op-0/gone", &local.join("gone")).unwrap_err().to_string();
+    assert!(err.contains(&local.join("gone").display().to_string()), "{err}");
+    for d in [&dir, &local] {
+        std::fs::remove_dir_all(d).unwrap();
+    }
+    std::fs::remove_file(&fetched).unwrap();
+}
