@@ -169,7 +169,8 @@ impl ProcessFunction<(String, u64), (String, u64)> for SlowFirstSubtask {
     }
 }
 
-pub fn run(args: &Args) -> anyhow::Result<Report> {
+/// W1, or W4 (the same job over 2 M keys), named `job` in its logs.
+pub fn run(args: &Args, job: &str) -> anyhow::Result<Report> {
     let env = Env::new();
     args.configure(&env)?;
     let keys = args.keys();
@@ -205,7 +206,7 @@ pub fn run(args: &Args) -> anyhow::Result<Report> {
             .name("exactly-once file sink")
             .uid("file-sink");
     }
-    let result = env.execute("W1 api-count")?;
+    let result = env.execute(job)?;
     Ok(Report {
         task_executor: result.task_executor,
         events: args.events,

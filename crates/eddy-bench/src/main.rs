@@ -267,7 +267,8 @@ fn main() {
         (Workload::LargeState | Workload::WindowReplay | Workload::Nexmark, true) => {
             Err(anyhow::anyhow!("--bare is for api-count, join and window"))
         }
-        (Workload::ApiCount | Workload::LargeState, false) => api_count::run(&cli.args),
+        (Workload::ApiCount, false) => api_count::run(&cli.args, "W1 api-count"),
+        (Workload::LargeState, false) => api_count::run(&cli.args, "W4 large-state"),
         (Workload::Join, false) => join::run(&cli.args),
         (Workload::Window, false) => window::run(&cli.args),
         (Workload::Nexmark, false) => nexmark::run(&cli.args),
