@@ -13,7 +13,7 @@ use crate::CheckpointError;
 use object_store::local::LocalFileSystem;
 use object_store::path::Path as ObjectPath;
 use std::io::Read;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Places `source` at `relative` under `store`'s root (`shown` in messages) and returns its
@@ -32,21 +32,33 @@ pub(crate) fn place(
     if let Some(parent) = target.parent() {
         std::fs::create_dir_all(parent).map_err(|e| io(&display(parent), e))?;
     }
-    let mut staged = target.clone().into_os_string();
-    staged.push(format!("#eddy-{}-{}", std::process::id(), STAGED.fetch_add(1, Ordering::Relaxed)));
-    let staged = std::path::PathBuf::from(staged);
-    let _ = std::fs::remove_file(&staged);
-    let placed = match std::fs::hard_link(source, &staged) {
-        Ok(()) => Ok(()),
-        Err(_) => std::fs::copy(source, &staged)
-            .map(|_| ())
-            .map_err(|e| io(&display(&staged), format!("copying {}: {e}", display(source)))),
+    // A name of its own: a staged file is never someone else's (another process's, with
+    // the same pid in another container, say).
+    let staged = loop {
+        let mut staged = target.clone().into_os_string();
+        staged.push(format!("#eddy-{}-{}", std::process::id(), STAGED.fetch_add(1, Ordering::Relaxed)));
+        let staged = PathBuf::from(staged);
+        match std::fs::hard_link(source, &staged) {
+            Ok(()) => break staged,
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            // Another file system (or no links there): a copy, made by the kernel.
+            Err(_) => match std::fs::OpenOptions::new().write(true).create_new(true).open(&staged) {
+                Ok(_) => match std::fs::copy(source, &staged) {
+                    Ok(_) => break staged,
+                    Err(e) => {
+                        let _ = std::fs::remove_file(&staged);
+                        return Err(io(shown, format!("copying {}: {e}", display(source))));
+                    }
+                },
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+                Err(e) => return Err(io(shown, format!("staging {}: {e}", display(&staged)))),
+            },
+        }
     };
-    placed.and_then(|()| std::fs::rename(&staged, &target).map_err(|e| io(&display(&target), e))).inspect_err(
-        |_| {
-            let _ = std::fs::remove_file(&staged);
-        },
-    )?;
+    let renamed = std::fs::rename(&staged, &target);
+    // Also after a rename: onto a link to the same file, it does nothing and leaves it.
+    let _ = std::fs::remove_file(&staged);
+    renamed.map_err(|e| io(shown, e))?;
     Ok(written)
 }
 

@@ -237,13 +237,20 @@ fn incremental_checkpoints_upload_little_keep_what_retained_ones_need_and_restor
     let original = std::fs::read(&victim).unwrap();
     let mut flipped = original.clone();
     flipped[original.len() / 2] ^= 0x20;
-    std::fs::write(&victim, flipped).unwrap();
+    // Written beside it and renamed over it: stored files may be links to one file (a
+    // file uploaded twice), and the older checkpoints' must stay whole.
+    let replace = |bytes: &[u8]| {
+        let beside = victim.with_extension("corrupting");
+        std::fs::write(&beside, bytes).unwrap();
+        std::fs::rename(&beside, &victim).unwrap();
+    };
+    replace(&flipped);
     let env = Env::new();
     env.restore_latest_from(&checkpoints);
     let result = assert_restores(&env, &dir, &checkpoints, &expected_at(&retained[1]), "fallback");
     let warned = result.warnings.iter().any(|w| w.contains("skipping checkpoint") && w.contains(&only_newest[0]));
     assert!(warned, "{:?}", result.warnings);
-    std::fs::write(&victim, original).unwrap();
+    replace(&original);
 
     // The heap backend cannot read RocksDB's files: a clear error, not a panic.
     let env = Env::new();

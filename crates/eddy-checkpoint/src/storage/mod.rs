@@ -74,7 +74,8 @@ pub trait CheckpointStorage: Send + Sync {
     fn load_task_state(&self, location: &str, entry: &TaskStateEntry)
         -> Result<Vec<OperatorSnapshot>, CheckpointError>;
     /// Writes the local file `source` at `relative` (to the storage's root); returns its
-    /// size and CRC-32.
+    /// size and CRC-32. `source` must never change once uploaded: storage in a local
+    /// directory links it in rather than copying it (native snapshot files are immutable).
     fn upload_file(&self, relative: &str, source: &Path) -> Result<(u64, u32), CheckpointError>;
     /// Copies the file at `relative` into the local file `target`, verifying its size and
     /// CRC-32.
