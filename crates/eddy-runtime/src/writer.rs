@@ -220,7 +220,7 @@ impl<T: Clone> RecordWriter<T> {
         // that a long wait shows while it lasts.
         let mut count = WaitCounter { counters: &self.counters, since: std::time::Instant::now() };
         loop {
-            match self.targets[target].send_timeout(message, Duration::from_millis(SEND_WAIT_MS)) {
+            match self.targets[target].send_waiting(message, Duration::from_millis(SEND_WAIT_MS)) {
                 Ok(()) => return,
                 Err(SendTimeoutError::Timeout(back)) if !self.shared.is_cancelled() => {
                     count.add_so_far();

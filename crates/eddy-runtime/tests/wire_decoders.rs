@@ -76,7 +76,7 @@ proptest! {
 
     #[test]
     fn random_data_frames_are_refused_without_a_panic(kind in 0..10u8, value in any::<u32>(), payload in proptest::collection::vec(any::<u8>(), 0..256)) {
-        let (tx, _rx) = crossbeam_channel::unbounded();
+        let (tx, _rx) = eddy_runtime::channel::ChannelCapacity::Unbounded.channel::<(u64, String)>();
         let mut inbound = TypedInbound::<(u64, String)>::new(tx);
         let _ = inbound.deliver(kind, value, &payload);
     }

@@ -89,14 +89,14 @@ mod tests {
 
     #[test]
     fn records_and_events_cross_an_outbound_and_inbound_pair_in_order() {
-        let (tx, rx) = crossbeam_channel::bounded::<StreamMessage<(u64, String)>>(8);
+        let (tx, rx) = crate::channel::batch_channel::<(u64, String)>(8);
         let mut outbound = TypedOutbound::new(rx);
         tx.send(StreamMessage::Records(vec![(1, "a".into()), (2, "b".into())])).unwrap();
         tx.send(StreamMessage::Records(vec![(3, "c".into())])).unwrap();
         tx.send(StreamMessage::Watermark(Watermark(-5))).unwrap();
         tx.send(StreamMessage::EndOfInput).unwrap();
         drop(tx);
-        let (in_tx, in_rx) = crossbeam_channel::unbounded::<StreamMessage<(u64, String)>>();
+        let (in_tx, in_rx) = crate::channel::ChannelCapacity::Unbounded.channel::<(u64, String)>();
         let mut inbound = TypedInbound::new(in_tx);
         let mut frame = Vec::new();
         assert_eq!(outbound.next_frame(&mut frame, false).unwrap(), None, "records need credit");
@@ -112,7 +112,7 @@ mod tests {
         let (k, n) = outbound.next_frame(&mut frame, true).unwrap().unwrap();
         assert!(inbound.deliver(k, n, &frame).unwrap(), "the end of input ends the channel");
         assert_eq!(outbound.next_frame(&mut frame, true), Err(ChannelEnd::ProducerGone));
-        let got: Vec<String> = in_rx.try_iter().map(|m| format!("{m:?}")).collect();
+        let got: Vec<String> = std::iter::from_fn(|| in_rx.try_recv().ok()).map(|m| format!("{m:?}")).collect();
         assert_eq!(
             got,
             vec![
@@ -134,7 +134,7 @@ mod tests {
         use eddy_checkpoint::{CheckpointId, SnapshotKind};
         use std::sync::atomic::Ordering;
         let barrier = CheckpointBarrier { id: CheckpointId(7), kind: SnapshotKind::Checkpoint };
-        let (tx, rx) = crossbeam_channel::bounded::<StreamMessage<u64>>(8);
+        let (tx, rx) = crate::channel::batch_channel::<u64>(8);
         let (announce_tx, announcements) = crossbeam_channel::unbounded();
         let backlog = Backlog::default();
         let overtaking = Overtaking { announcements, backlog: backlog.clone(), aligned_timeout: None };
@@ -145,7 +145,7 @@ mod tests {
         announce_tx.send(Announcement { channel: 0, barrier }).unwrap();
 
         let key = ChannelKey { edge: 0, from: 0, to: 0 };
-        let (in_tx, in_rx) = crossbeam_channel::unbounded::<StreamMessage<u64>>();
+        let (in_tx, in_rx) = crate::channel::ChannelCapacity::Unbounded.channel::<u64>();
         let (inbox_tx, inbox_rx) = crossbeam_channel::unbounded();
         let (overtaken_tx, overtaken_rx) = crossbeam_channel::unbounded();
         let mut inbound = TypedInbound::new(in_tx).overtaken_by_barriers(inbox_tx, 3, overtaken_tx);
@@ -218,7 +218,7 @@ mod tests {
         use crate::task::in_flight::{Announcement, Backlog};
         use eddy_checkpoint::{CheckpointId, SnapshotKind};
         let barrier = |id| CheckpointBarrier { id: CheckpointId(id), kind: SnapshotKind::Checkpoint };
-        let (tx, rx) = crossbeam_channel::bounded::<StreamMessage<u64>>(8);
+        let (tx, rx) = crate::channel::batch_channel::<u64>(8);
         let (announce_tx, announcements) = crossbeam_channel::unbounded();
         let timeout = Duration::from_millis(50);
         let overtaking = Overtaking { announcements, backlog: Backlog::default(), aligned_timeout: Some(timeout) };
@@ -246,7 +246,7 @@ mod tests {
 
     #[test]
     fn a_truncated_records_frame_is_an_error() {
-        let (in_tx, _in_rx) = crossbeam_channel::unbounded::<StreamMessage<u64>>();
+        let (in_tx, _in_rx) = crate::channel::ChannelCapacity::Unbounded.channel::<u64>();
         let mut inbound = TypedInbound::new(in_tx);
         assert!(inbound.deliver(kind::RECORDS, 2, &[7]).is_err());
         assert!(inbound.deliver(kind::BARRIER, 0, &[1, 2]).is_err());
@@ -266,7 +266,7 @@ mod tests {
         let key = ChannelKey { edge: 0, from: 0, to: 0 };
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let consumer = listener.local_addr().unwrap();
-        let (in_tx, in_rx) = crossbeam_channel::unbounded::<StreamMessage<String>>();
+        let (in_tx, in_rx) = crate::channel::ChannelCapacity::Unbounded.channel::<String>();
         let (credit_tx, credit_rx) = crossbeam_channel::unbounded();
         let lost = LostReason::default();
         let channels = HashMap::from([(key, Box::new(TypedInbound::new(in_tx)) as Box<dyn InboundChannel>)]);
@@ -303,7 +303,7 @@ mod tests {
             }
         });
 
-        let (tx, rx) = crossbeam_channel::bounded::<StreamMessage<String>>(4);
+        let (tx, rx) = crate::channel::batch_channel::<String>(4);
         let outbound = OutboundSet {
             channels: vec![(key, Box::new(TypedOutbound::new(rx)) as Box<dyn OutboundChannel>)],
             counters: ChannelCounters::new(),

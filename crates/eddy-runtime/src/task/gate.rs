@@ -13,9 +13,9 @@
 //! is a new [`StreamMessage`] variant: the gate passes it through untouched.
 
 use super::in_flight::{Backlog, RecordCodec};
-use crate::channel::{CheckpointBarrier, StreamMessage};
+use crate::channel::{BatchReceiver, CheckpointBarrier, StreamMessage};
 use crate::error::TaskError;
-use crossbeam_channel::{Receiver, Select, TryRecvError};
+use crossbeam_channel::{Select, TryRecvError};
 use eddy_checkpoint::CheckpointId;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -50,14 +50,14 @@ pub trait InputChannel<T>: Send {
     }
 }
 
-impl<T: Send> InputChannel<T> for Receiver<StreamMessage<T>> {
+impl<T: Send> InputChannel<T> for BatchReceiver<T> {
     #[inline]
     fn try_recv(&self) -> Result<StreamMessage<T>, TryRecvError> {
-        Receiver::try_recv(self)
+        BatchReceiver::try_recv(self)
     }
 
     fn watch<'a>(&'a self, select: &mut Select<'a>) {
-        select.recv(self);
+        select.recv(self.watched());
     }
 }
 
@@ -364,7 +364,7 @@ impl<T> InputGate<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crossbeam_channel::bounded;
+    use crate::channel::batch_channel as bounded;
 
     #[test]
     fn reads_every_channel_skips_blocked_and_ended_ones_and_counts_ends() {
@@ -409,7 +409,7 @@ mod tests {
         use crate::network::{ChannelKey, LostReason, RemoteInputChannel};
         use eddy_checkpoint::SnapshotKind;
         let key = ChannelKey { edge: 0, from: 0, to: 0 };
-        let (tx, rx) = bounded::<StreamMessage<u32>>(8);
+        let (tx, rx) = bounded::<u32>(8);
         let (credit_tx, credit_rx) = crossbeam_channel::unbounded();
         let remote = RemoteInputChannel::new(rx, key, credit_tx, LostReason::default());
         let mut gate: InputGate<u32> = InputGate::new(vec![Box::new(remote)]);
@@ -433,7 +433,7 @@ mod tests {
 
     #[test]
     fn a_producer_gone_without_ending_its_channel_cancels() {
-        let (tx, rx) = bounded::<StreamMessage<u32>>(1);
+        let (tx, rx) = bounded::<u32>(1);
         let mut gate: InputGate<u32> = InputGate::new(vec![Box::new(rx)]);
         drop(tx);
         assert_eq!(gate.poll(&|_| false).unwrap_err(), TaskError::Cancelled);
