@@ -1,8 +1,9 @@
 //! What travels between subtasks of one process: batches of records through bounded
 //! crossbeam channels, never single records and never serialized.
 
+use crossbeam_channel::Select;
 use crossbeam_channel::{bounded, Receiver, SendError, SendTimeoutError, Sender, TryRecvError, TrySendError};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{fence, AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -44,12 +45,12 @@ pub struct CheckpointBarrier {
 /// on its own, so that alignment can hold one without holding the others.
 ///
 /// A producer that finds its channel full waits until the consumer has read it down to
-/// half ([`BatchSender::wait_for_room`]), not for the first free slot: a channel's
+/// half ([`BatchSender::send_waiting`]), not for the first free slot: a channel's
 /// blocking send is woken at every receive, so a producer faster than its consumer was
 /// woken, with a futex call on the consumer's thread, once per batch (W1: 4.9 % of the
 /// consumer's samples, and the producer's switches 3.5 % of its own). Every receive
 /// goes through [`BatchReceiver::try_recv`], which wakes a waiting producer when it is
-/// time.
+/// time. One producer sends into a channel.
 pub struct BatchSender<T> {
     queue: Sender<StreamMessage<T>>,
     room: Arc<Room>,
@@ -61,17 +62,51 @@ pub struct BatchReceiver<T> {
     room: Arc<Room>,
 }
 
-/// Whether a producer waits for room in a channel, and where to wake it.
+/// Whether the producer waits for room in a channel, and where to wake it.
+///
+/// Why no wake is lost: the producer says it waits (`waiting`, a sequentially consistent
+/// store, then a fence) before it looks at the channel a last time; the consumer takes a
+/// message, fences, then reads `waiting`. So either the producer's look sees the room the
+/// consumer made, or the consumer sees `waiting`; a wake that comes before the producer
+/// parks is kept by `unpark` for its `park`.
 #[derive(Default)]
 struct Room {
     waiting: AtomicBool,
+    /// The consumer is gone: the producer stops waiting.
+    closed: AtomicBool,
+    /// The channel holds at most this many batches when the producer is woken.
+    wake_at: AtomicUsize,
     producer: Mutex<Option<std::thread::Thread>>,
 }
 
-/// A second handle on the same channel (to look at its length); one producer sends.
-impl<T> Clone for BatchSender<T> {
-    fn clone(&self) -> Self {
-        Self { queue: self.queue.clone(), room: self.room.clone() }
+impl Room {
+    fn wake(&self) {
+        // Cloned out, so that the producer waking does not find the lock still held.
+        let producer = self.producer.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        if let Some(producer) = producer {
+            producer.unpark();
+        }
+    }
+}
+
+/// What a [`BatchSender`]'s channel holds: a handle that looks, never sends.
+pub struct BatchGauge<T> {
+    queue: Sender<StreamMessage<T>>,
+}
+
+impl<T> BatchGauge<T> {
+    /// Batches waiting in the channel.
+    pub fn len(&self) -> usize {
+        self.queue.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.queue.is_empty()
+    }
+
+    /// How many batches it holds (`None`: unbounded).
+    pub fn capacity(&self) -> Option<usize> {
+        self.queue.capacity()
     }
 }
 
@@ -87,18 +122,26 @@ impl<T> BatchSender<T> {
         self.queue.send(message)
     }
 
-    /// Sends, waiting until the channel is half empty if it is full, or at most `timeout`
-    /// (then the message comes back).
+    /// Sends, waiting while the channel is full until the consumer has read it down to
+    /// half (`to_half`) or to one free slot, or at most `timeout` (then the message comes
+    /// back). A producer whose batches follow the consumer's pace (buffer debloating)
+    /// takes every slot as it frees: its queue holds about the target time, and half of
+    /// it would be a long wait.
     pub fn send_waiting(
         &self,
         mut message: StreamMessage<T>,
         timeout: Duration,
+        to_half: bool,
     ) -> Result<(), SendTimeoutError<StreamMessage<T>>> {
         let deadline = Instant::now() + timeout;
+        let capacity = self.queue.capacity().unwrap_or(usize::MAX);
+        let wake_at = if to_half { capacity / 2 } else { capacity.saturating_sub(1) };
+        self.room.wake_at.store(wake_at, Ordering::Relaxed);
+        *self.room.producer.lock().unwrap_or_else(|p| p.into_inner()) = Some(std::thread::current());
         loop {
-            // Said before the last look, so that a receive after it sees it (see `Room`).
-            *self.room.producer.lock().unwrap_or_else(|p| p.into_inner()) = Some(std::thread::current());
+            // Said before the last look (see `Room`).
             self.room.waiting.store(true, Ordering::SeqCst);
+            fence(Ordering::SeqCst);
             match self.queue.try_send(message) {
                 Ok(()) => {
                     self.room.waiting.store(false, Ordering::Relaxed);
@@ -107,6 +150,9 @@ impl<T> BatchSender<T> {
                 Err(TrySendError::Full(back)) => message = back,
                 Err(TrySendError::Disconnected(back)) => return Err(SendTimeoutError::Disconnected(back)),
             }
+            if self.room.closed.load(Ordering::SeqCst) {
+                return Err(SendTimeoutError::Disconnected(message));
+            }
             let now = Instant::now();
             if now >= deadline {
                 self.room.waiting.store(false, Ordering::Relaxed);
@@ -114,6 +160,11 @@ impl<T> BatchSender<T> {
             }
             std::thread::park_timeout(deadline - now);
         }
+    }
+
+    /// A handle that looks at how full the channel is.
+    pub fn gauge(&self) -> BatchGauge<T> {
+        BatchGauge { queue: self.queue.clone() }
     }
 
     /// Batches waiting in the channel.
@@ -133,10 +184,11 @@ impl<T> BatchSender<T> {
 
 impl<T> BatchReceiver<T> {
     /// The next message, if one is waiting; wakes a producer waiting for room once the
-    /// channel is half empty.
+    /// channel is down to where it asked.
     #[inline]
     pub fn try_recv(&self) -> Result<StreamMessage<T>, TryRecvError> {
         let message = self.queue.try_recv()?;
+        fence(Ordering::SeqCst);
         if self.room.waiting.load(Ordering::SeqCst) {
             self.room_made();
         }
@@ -145,18 +197,17 @@ impl<T> BatchReceiver<T> {
 
     #[cold]
     fn room_made(&self) {
-        let half = self.queue.capacity().unwrap_or(0) / 2;
-        if self.queue.len() <= half && self.room.waiting.swap(false, Ordering::SeqCst) {
-            if let Some(producer) = self.room.producer.lock().unwrap_or_else(|p| p.into_inner()).as_ref() {
-                producer.unpark();
-            }
+        if self.queue.len() <= self.room.wake_at.load(Ordering::Relaxed)
+            && self.room.waiting.swap(false, Ordering::SeqCst)
+        {
+            self.room.wake();
         }
     }
 
-    /// For `Select`, to wait until a message is waiting (then read it with
-    /// [`Self::try_recv`], never through this).
-    pub fn watched(&self) -> &Receiver<StreamMessage<T>> {
-        &self.queue
+    /// Registers the channel with `select`, to wait until a message is waiting (then read
+    /// it with [`Self::try_recv`]).
+    pub fn watch<'a>(&'a self, select: &mut Select<'a>) {
+        select.recv(&self.queue);
     }
 
     /// Batches waiting in the channel.
@@ -169,12 +220,12 @@ impl<T> BatchReceiver<T> {
     }
 }
 
-/// A consumer gone wakes its waiting producer, which then finds the channel closed.
+/// A consumer gone wakes its waiting producer, which then stops waiting (told before the
+/// wake: the channel itself is closed only after this runs).
 impl<T> Drop for BatchReceiver<T> {
     fn drop(&mut self) {
-        if let Some(producer) = self.room.producer.lock().unwrap_or_else(|p| p.into_inner()).as_ref() {
-            producer.unpark();
-        }
+        self.room.closed.store(true, Ordering::SeqCst);
+        self.room.wake();
     }
 }
 
@@ -183,8 +234,10 @@ fn batch_pair<T>(queue: (Sender<StreamMessage<T>>, Receiver<StreamMessage<T>>)) 
     (BatchSender { queue: queue.0, room: room.clone() }, BatchReceiver { queue: queue.1, room })
 }
 
-/// A bounded channel of `capacity_batches`.
+/// A bounded channel of `capacity_batches` (at least 1: a channel of none pairs a sender
+/// with a waiting receiver, and receivers here never wait in it).
 pub fn batch_channel<T>(capacity_batches: usize) -> (BatchSender<T>, BatchReceiver<T>) {
+    assert!(capacity_batches > 0, "a batch channel holds at least one batch");
     batch_pair(bounded(capacity_batches))
 }
 
@@ -214,4 +267,64 @@ pub enum CheckpointEvent {
     Completed(eddy_checkpoint::CheckpointId),
     /// Timed out, failed or subsumed: it will never complete.
     Aborted(eddy_checkpoint::CheckpointId),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The time a send took and how it ended.
+    type Sent = (Duration, Result<(), &'static str>);
+
+    /// A producer sending into a full channel of 4 on a thread of its own, once it waits.
+    fn blocked_producer(to_half: bool) -> (BatchReceiver<u32>, Arc<Room>, std::thread::JoinHandle<Sent>) {
+        let (tx, rx) = batch_channel::<u32>(4);
+        (0..4).for_each(|i| tx.try_send(StreamMessage::Records(vec![i])).unwrap());
+        let room = tx.room.clone();
+        let producer = std::thread::spawn(move || {
+            let started = Instant::now();
+            let sent = tx.send_waiting(StreamMessage::Records(vec![9]), Duration::from_secs(20), to_half);
+            let ended = match sent {
+                Ok(()) => Ok(()),
+                Err(SendTimeoutError::Timeout(_)) => Err("timed out"),
+                Err(SendTimeoutError::Disconnected(_)) => Err("disconnected"),
+            };
+            (started.elapsed(), ended)
+        });
+        while !room.waiting.load(Ordering::SeqCst) {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        (rx, room, producer)
+    }
+
+    #[test]
+    fn a_producer_waiting_for_room_is_woken_once_its_channel_is_half_empty_not_before() {
+        let (rx, _room, producer) = blocked_producer(true);
+        rx.try_recv().unwrap();
+        std::thread::sleep(Duration::from_millis(200));
+        assert!(!producer.is_finished(), "woken with 3 of 4 batches still queued");
+        rx.try_recv().unwrap();
+        let (took, ended) = producer.join().unwrap();
+        assert_eq!(ended, Ok(()));
+        assert!(took < Duration::from_secs(10), "woken by the receive, not its timeout: {took:?}");
+        assert_eq!(rx.len(), 3, "two read, one more sent");
+    }
+
+    #[test]
+    fn a_producer_following_its_consumer_is_woken_at_the_first_free_slot() {
+        let (rx, _room, producer) = blocked_producer(false);
+        rx.try_recv().unwrap();
+        let (took, ended) = producer.join().unwrap();
+        assert_eq!(ended, Ok(()));
+        assert!(took < Duration::from_secs(10), "woken by the receive, not its timeout: {took:?}");
+    }
+
+    #[test]
+    fn a_producer_waiting_for_room_stops_when_its_consumer_goes() {
+        let (rx, _room, producer) = blocked_producer(true);
+        drop(rx);
+        let (took, ended) = producer.join().unwrap();
+        assert_eq!(ended, Err("disconnected"));
+        assert!(took < Duration::from_secs(10), "told at once, not at its timeout: {took:?}");
+    }
 }

@@ -16,7 +16,8 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// How long a writer blocked on a full channel waits before it looks at the cancel flag.
+/// How long a writer blocked on a full channel waits at most before it looks at the cancel
+/// flag (and at its channel again, if the consumer stopped reading above where it wakes it).
 const SEND_WAIT_MS: u64 = 100;
 
 /// Extracts a record's key and returns its stable hash (built by `key_by`).
@@ -152,7 +153,7 @@ impl<T: Clone> RecordWriter<T> {
                 .targets
                 .iter()
                 .enumerate()
-                .map(|(i, q)| (q.clone(), announce.get(i).and_then(|a| a.as_ref().map(|a| a.backlog.clone()))))
+                .map(|(i, q)| (q.gauge(), announce.get(i).and_then(|a| a.as_ref().map(|a| a.backlog.clone()))))
                 .collect();
             self.shared.add_output_room(Box::new(move || {
                 queues.iter().all(|(queue, backlog)| {
@@ -206,7 +207,8 @@ impl<T: Clone> RecordWriter<T> {
         }
     }
 
-    /// Blocks while the target's queue is full (backpressure), looking at the cancel flag.
+    /// Blocks while the target's queue is full (backpressure), until the consumer has made
+    /// room, looking at the cancel flag at least every [`SEND_WAIT_MS`].
     fn send(&mut self, target: usize, message: StreamMessage<T>) {
         let mut message = match self.targets[target].try_send(message) {
             Ok(()) => return,
@@ -217,10 +219,12 @@ impl<T: Clone> RecordWriter<T> {
             }
         };
         // Full: the time until there is room is backpressure, counted at every look, so
-        // that a long wait shows while it lasts.
+        // that a long wait shows while it lasts. Woken when the queue is half empty, or at
+        // the first free slot with buffer debloating (see `BatchSender::send_waiting`).
+        let to_half = self.sizer.is_none();
         let mut count = WaitCounter { counters: &self.counters, since: std::time::Instant::now() };
         loop {
-            match self.targets[target].send_waiting(message, Duration::from_millis(SEND_WAIT_MS)) {
+            match self.targets[target].send_waiting(message, Duration::from_millis(SEND_WAIT_MS), to_half) {
                 Ok(()) => return,
                 Err(SendTimeoutError::Timeout(back)) if !self.shared.is_cancelled() => {
                     count.add_so_far();

@@ -318,7 +318,7 @@ impl<T: Serialize + Send> OutboundChannel for TypedOutbound<T> {
         }
         let awaiting = matches!(self.overtake, Some(Overtake::Awaiting(_)));
         if awaiting || (credit && self.stash.is_empty()) {
-            select.recv(self.queue.watched());
+            self.queue.watch(select);
         }
     }
 
@@ -533,7 +533,7 @@ impl<T: Send> InputChannel<T> for RemoteInputChannel<T> {
     }
 
     fn watch<'a>(&'a self, select: &mut Select<'a>) {
-        select.recv(self.queue.watched());
+        self.queue.watch(select);
     }
 
     fn disconnected(&self) -> TaskError {

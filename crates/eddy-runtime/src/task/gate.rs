@@ -57,7 +57,7 @@ impl<T: Send> InputChannel<T> for BatchReceiver<T> {
     }
 
     fn watch<'a>(&'a self, select: &mut Select<'a>) {
-        select.recv(self.watched());
+        BatchReceiver::watch(self, select);
     }
 }
 
