@@ -166,20 +166,6 @@ impl<T> BatchSender<T> {
     pub fn gauge(&self) -> BatchGauge<T> {
         BatchGauge { queue: self.queue.clone() }
     }
-
-    /// Batches waiting in the channel.
-    pub fn len(&self) -> usize {
-        self.queue.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.queue.is_empty()
-    }
-
-    /// How many batches it holds (`None`: unbounded).
-    pub fn capacity(&self) -> Option<usize> {
-        self.queue.capacity()
-    }
 }
 
 impl<T> BatchReceiver<T> {

@@ -112,7 +112,7 @@ impl<T: Clone> RecordWriter<T> {
         let capacities: Option<Vec<usize>> = targets
             .iter()
             .enumerate()
-            .map(|(i, t)| t.capacity().map(|queue| queue + credits.get(i).copied().unwrap_or(0)))
+            .map(|(i, t)| t.gauge().capacity().map(|queue| queue + credits.get(i).copied().unwrap_or(0)))
             .collect();
         let sizer = match (shared.buffer_debloat(), capacities) {
             (Some(config), Some(capacities)) if largest > 1 => {
