@@ -348,7 +348,13 @@ fn unaligned_task(
             announce.push(tx.clone());
             InputLayout {
                 origins: (0..channels)
-                    .map(|p| ChannelOrigin { from_uid: "src".into(), from_port: 0, nth: 0, producer: p as u32 })
+                    .map(|p| ChannelOrigin {
+                        from_uid: "src".into(),
+                        from_port: 0,
+                        nth: 0,
+                        producer: p as u32,
+                        producers: channels as u32,
+                    })
                     .collect(),
                 keep_open: tx,
                 backlogs: (0..channels).map(|_| Backlog::default()).collect(),
@@ -418,7 +424,8 @@ fn a_task_reading_input_2_first_declines_announced_barriers_and_replays_before_i
     let (_mailbox_tx, mailbox_rx) = mailbox();
     let probe = Probe::default();
     let replayed = postcard::to_allocvec(&vec![7u32]).unwrap();
-    let replay = vec![ReplayChannel { input: 1, records: replayed, key_filter: None }];
+    let replay =
+        vec![ReplayChannel { input: 1, records: replayed, key_filter: None, watermarks: Vec::new(), channel: 0 }];
     let (shared, announce) = unaligned_task(&[1, 1], replay);
     let mut driver = TwoInputDriver::new(rx1, rx2, Box::new(probe.clone()), mailbox_rx, shared, true);
     driver.open().unwrap();
@@ -435,4 +442,59 @@ fn a_task_reading_input_2_first_declines_announced_barriers_and_replays_before_i
     }
     let seen: Vec<String> = probe.0.borrow().iter().filter(|e| *e != "flush").cloned().collect();
     assert_eq!(seen, vec!["open", "in2 7", "in2 100", "in1 1"], "replay first; input 1 after input 2; no snapshot");
+}
+
+/// A restored task replays each channel's in-flight watermarks at their places among its
+/// records, through the watermark valve: a watermark counts once every channel reached
+/// it, as if the channels had delivered them again.
+#[test]
+fn a_restored_task_replays_in_flight_watermarks_among_the_records_through_its_valve() {
+    use eddy_runtime::task::in_flight::{InFlightWatermark, ReplayChannel};
+    let mark = |after, watermark| InFlightWatermark { after, watermark };
+    let encoded = |values: &[u32]| postcard::to_allocvec(&values.to_vec()).unwrap();
+    let replay = vec![
+        // Channel 1 first: its watermarks alone move nothing (channel 0 is at the lowest).
+        ReplayChannel {
+            input: 0,
+            records: encoded(&[10, 11]),
+            key_filter: None,
+            watermarks: vec![mark(0, 4), mark(1, 8), mark(2, 20)],
+            channel: 1,
+        },
+        ReplayChannel {
+            input: 0,
+            records: encoded(&[1, 2, 3]),
+            key_filter: None,
+            watermarks: vec![mark(0, 5), mark(2, 9), mark(3, 30)],
+            channel: 0,
+        },
+    ];
+    let (tx, rx) = channels(2, 16);
+    let (_mailbox_tx, mailbox_rx) = mailbox();
+    let probe = Probe::default();
+    let (shared, _announce) = unaligned_task(&[2], replay);
+    let mut driver = OneInputDriver::new(rx, Box::new(probe.clone()), mailbox_rx, shared);
+    driver.open().unwrap();
+    let seen: Vec<String> = probe.0.borrow().clone();
+    let expected = [
+        "open",
+        "record 10",
+        "record 11",
+        "watermark 5",
+        "record 1",
+        "record 2",
+        "watermark 9",
+        "record 3",
+        "watermark 20",
+    ];
+    assert_eq!(seen, expected);
+    // What the producers send next goes through the same valve: a lower watermark of the
+    // restored producer changes nothing, a higher one counts.
+    tx[0].send(StreamMessage::Watermark(eddy_types::Watermark(25))).unwrap();
+    tx[1].send(StreamMessage::Watermark(eddy_types::Watermark(40))).unwrap();
+    for _ in 0..4 {
+        driver.step().unwrap();
+    }
+    let after: Vec<String> = probe.0.borrow()[expected.len()..].iter().filter(|e| *e != "flush").cloned().collect();
+    assert_eq!(after, vec!["watermark 30"], "channel 0 stays at 30 from its replay; channel 1 at 40");
 }

@@ -145,8 +145,13 @@ pub(crate) fn wire_placed(
                 let gate = (edge.to, edge.to_input, target);
                 let backlog = Backlog::default();
                 if consumer_here {
-                    let origin =
-                        ChannelOrigin { from_uid: from_uid.clone(), from_port: edge.from_port as u32, nth, producer };
+                    let origin = ChannelOrigin {
+                        from_uid: from_uid.clone(),
+                        from_port: edge.from_port as u32,
+                        nth,
+                        producer,
+                        producers: from.parallelism,
+                    };
                     origins.entry(gate).or_default().push((origin, backlog.clone()));
                 }
                 match (producer_here, consumer_here) {
@@ -470,7 +475,7 @@ impl ChainBuilder<'_> {
     ) -> Box<dyn TaskDriver> {
         let node = self.graph.node(head);
         let mut info = self.info(node);
-        let replay = self.replay(node, &mut info);
+        let replay = self.replay(node, &mut info, &layouts);
         self.shared.set_channel_layout(ChannelLayout {
             head_uid: info.uid.clone(),
             head_name: node.name.clone(),
@@ -495,8 +500,10 @@ impl ChainBuilder<'_> {
     }
 
     /// The in-flight data of an unaligned checkpoint the head restores, taken out of its
-    /// restored state: the channels this subtask replays before any input.
-    fn replay(&self, node: &StreamNode, info: &mut OperatorInfo) -> Vec<ReplayChannel> {
+    /// restored state: the channels this subtask replays before any input. A channel's
+    /// watermarks go along only into the same channel of `layouts` (see
+    /// [`in_flight`]'s overview).
+    fn replay(&self, node: &StreamNode, info: &mut OperatorInfo, layouts: &[InputLayout]) -> Vec<ReplayChannel> {
         let Some(restored) = info.restored.as_mut() else { return Vec::new() };
         let fail = |message: String| {
             self.shared.fail_with(TaskError::StateBackend { operator: node.name.clone(), message });
@@ -539,7 +546,23 @@ impl ChainBuilder<'_> {
                 }
                 _ => None,
             };
-            replay.push(ReplayChannel { input: usize::from(channel.input), records: channel.records, key_filter });
+            let input = usize::from(channel.input);
+            let origins = layouts.get(input).map_or(&[][..], |layout| &layout.origins[..]);
+            let same = origins.iter().position(|o| {
+                (o.from_uid.as_str(), o.from_port, o.nth, o.producer, o.producers)
+                    == (
+                        channel.from_uid.as_str(),
+                        channel.from_port,
+                        channel.nth,
+                        channel.producer,
+                        channel.producer_parallelism,
+                    )
+            });
+            let (watermarks, at) = match same {
+                Some(at) if channel.consumer_parallelism == node.parallelism => (channel.watermarks, at),
+                _ => (Vec::new(), 0),
+            };
+            replay.push(ReplayChannel { input, records: channel.records, key_filter, watermarks, channel: at });
         }
         replay
     }

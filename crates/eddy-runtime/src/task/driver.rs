@@ -18,12 +18,13 @@ use super::context::TaskShared;
 use super::gate::{InputChannel, InputGate};
 use super::mailbox::{Control, MailboxReceiver};
 use super::metrics::{AlignmentTimer, TaskCounters};
-use super::unaligned::{replay, wait_for_room, BothGates, Checkpointing, UnalignedInputs};
+use super::unaligned::{replay, wait_for_room, BothGates, Checkpointing, Replayed, UnalignedInputs};
 use super::watermarks::{ValveOutput, WatermarkValve};
 use crate::channel::{BatchReceiver, CheckpointBarrier, CheckpointEvent, StreamMessage};
 use crate::error::TaskError;
 use crate::output::{Lifecycle, Output};
 use crossbeam_channel::{Select, TryRecvError};
+use eddy_types::Watermark;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use std::rc::Rc;
@@ -211,6 +212,7 @@ impl<T: 'static> OneInputDriver<T> {
             timer: &mut self.alignment_timer,
             counters: &self.counters,
             unaligned: self.unaligned.as_mut(),
+            watermarks: &self.watermarks,
         }
     }
 
@@ -311,6 +313,24 @@ fn aligner(shared: &TaskShared, unaligned: Option<&UnalignedInputs>, channels: u
     BarrierAligner::with_unaligned(shared.checkpointing_mode(), policy, channels)
 }
 
+/// A replayed in-flight watermark of channel `channel` (by the valve's index), passed on
+/// as one read from the channel would be.
+fn replay_watermark(
+    head: &mut dyn Lifecycle,
+    watermarks: &mut WatermarkValve,
+    counters: &TaskCounters,
+    shared: &TaskShared,
+    channel: usize,
+    watermark: Watermark,
+) -> Result<(), TaskError> {
+    if let Some(watermark) = watermarks.on_watermark(channel, watermark) {
+        counters.input_watermark(watermark.0);
+        head.on_watermark(watermark)?;
+        shared.check()?;
+    }
+    Ok(())
+}
+
 fn log_replayed(records: usize) {
     if records > 0 {
         tracing::info!(records, "replayed the in-flight records of the restored unaligned checkpoint");
@@ -322,9 +342,18 @@ impl<T: 'static> TaskDriver for OneInputDriver<T> {
         self.head.open()?;
         self.shared.check()?;
         if let Some(unaligned) = self.unaligned.as_mut() {
-            let head = &mut self.head;
+            let (head, watermarks, counters, shared) =
+                (&mut self.head, &mut self.watermarks, &self.counters, &self.shared);
             let channels = unaligned.take_replay(0);
-            let replayed = replay(&self.gate, channels, unaligned.head_name(), |record| head.collect(record))?;
+            let replayed = replay(&self.gate, channels, unaligned.head_name(), |item| match item {
+                Replayed::Record(record) => {
+                    head.collect(record);
+                    Ok(())
+                }
+                Replayed::Watermark { channel, watermark } => {
+                    replay_watermark(&mut **head, watermarks, counters, shared, channel, watermark)
+                }
+            })?;
             log_replayed(replayed);
             self.shared.check()?;
         }
@@ -478,6 +507,7 @@ impl<A: 'static, B: 'static> TwoInputDriver<A, B> {
             timer: &mut self.alignment_timer,
             counters: &self.counters,
             unaligned: self.unaligned.as_mut(),
+            watermarks: &self.watermarks,
         }
     }
 
@@ -565,10 +595,28 @@ impl<A: 'static, B: 'static> TaskDriver for TwoInputDriver<A, B> {
         self.head.open()?;
         self.shared.check()?;
         if let Some(unaligned) = self.unaligned.as_mut() {
-            let head = &mut self.head;
+            let (head, watermarks, counters, shared) =
+                (&mut self.head, &mut self.watermarks, &self.counters, &self.shared);
             let name = unaligned.head_name().to_string();
-            let mut replayed = replay(&self.first, unaligned.take_replay(0), &name, |r| head.process1(r))?;
-            replayed += replay(&self.second, unaligned.take_replay(1), &name, |r| head.process2(r))?;
+            let offset = self.first.len();
+            let mut replayed = replay(&self.first, unaligned.take_replay(0), &name, |item| match item {
+                Replayed::Record(record) => {
+                    head.process1(record);
+                    Ok(())
+                }
+                Replayed::Watermark { channel, watermark } => {
+                    replay_watermark(&mut **head, watermarks, counters, shared, channel, watermark)
+                }
+            })?;
+            replayed += replay(&self.second, unaligned.take_replay(1), &name, |item| match item {
+                Replayed::Record(record) => {
+                    head.process2(record);
+                    Ok(())
+                }
+                Replayed::Watermark { channel, watermark } => {
+                    replay_watermark(&mut **head, watermarks, counters, shared, offset + channel, watermark)
+                }
+            })?;
             log_replayed(replayed);
             self.shared.check()?;
         }

@@ -12,7 +12,7 @@
 //! channel, or a network channel (`network::RemoteInputChannel`). A new stream element (a watermark)
 //! is a new [`StreamMessage`] variant: the gate passes it through untouched.
 
-use super::in_flight::{Backlog, RecordCodec};
+use super::in_flight::{Backlog, InFlightWatermark, RecordCodec, RecordedChannel};
 use crate::channel::{BatchReceiver, CheckpointBarrier, StreamMessage};
 use crate::error::TaskError;
 use crossbeam_channel::{Select, TryRecvError};
@@ -85,15 +85,27 @@ pub struct InputGate<T> {
     recording: Vec<bool>,
     recording_any: bool,
     recorded: Vec<Vec<T>>,
+    /// Per channel, the watermarks among `recorded`.
+    recorded_watermarks: Vec<Vec<InFlightWatermark>>,
     /// Per channel, copies of the records its last barrier overtook at the producer.
     overtaken: Vec<Option<(CheckpointId, Vec<T>)>>,
     codec: RecordCodec<T>,
 }
 
-/// Appends copies of `message`'s records, if it has any, to `recorded`.
-fn copy_records<T>(message: &StreamMessage<T>, recorded: &mut Vec<T>, copy: fn(&T) -> T) {
-    if let StreamMessage::Records(batch) = message {
-        recorded.extend(batch.iter().map(copy));
+/// Appends copies of `message`'s records to `recorded`, or its watermark to
+/// `watermarks` at its place among them.
+fn copy_message<T>(
+    message: &StreamMessage<T>,
+    recorded: &mut Vec<T>,
+    watermarks: &mut Vec<InFlightWatermark>,
+    copy: fn(&T) -> T,
+) {
+    match message {
+        StreamMessage::Records(batch) => recorded.extend(batch.iter().map(copy)),
+        StreamMessage::Watermark(watermark) => {
+            watermarks.push(InFlightWatermark { after: recorded.len() as u32, watermark: watermark.0 })
+        }
+        _ => {}
     }
 }
 
@@ -130,6 +142,7 @@ impl<T: Clone + Serialize + DeserializeOwned> InputGate<T> {
             recording: vec![false; n],
             recording_any: false,
             recorded: (0..n).map(|_| Vec::new()).collect(),
+            recorded_watermarks: (0..n).map(|_| Vec::new()).collect(),
             overtaken: (0..n).map(|_| None).collect(),
             codec: RecordCodec::new(),
         }
@@ -240,11 +253,12 @@ impl<T> InputGate<T> {
         }
     }
 
-    /// Keeps a copy of `message`'s records if `channel` is recorded.
+    /// Keeps a copy of `message`'s records, or its watermark, if `channel` is recorded.
     #[inline]
     fn record(&mut self, channel: usize, message: &StreamMessage<T>) {
         if self.recording_any && self.recording[channel] {
-            copy_records(message, &mut self.recorded[channel], self.codec.copy);
+            let (records, watermarks) = (&mut self.recorded[channel], &mut self.recorded_watermarks[channel]);
+            copy_message(message, records, watermarks, self.codec.copy);
         }
     }
 
@@ -309,18 +323,22 @@ impl<T> InputGate<T> {
         }
     }
 
-    /// Starts recording the channels `recorded` names. What they hold already, read
-    /// ahead or put back, was delivered before the snapshot and is not in it: it is
-    /// recorded first.
-    pub fn start_recording(&mut self, recorded: &dyn Fn(usize) -> bool) {
+    /// Starts recording the channels `recorded` names, each from the watermark it had
+    /// reached (`reached`: none below any). What they hold already, read ahead or put
+    /// back, was delivered before the snapshot and is not in it: it is recorded first.
+    pub fn start_recording(&mut self, recorded: &dyn Fn(usize) -> bool, reached: &dyn Fn(usize) -> Option<i64>) {
         for channel in 0..self.channels.len() {
             if !recorded(channel) {
                 continue;
             }
             self.recording[channel] = true;
             self.recording_any = true;
+            let (records, watermarks) = (&mut self.recorded[channel], &mut self.recorded_watermarks[channel]);
+            if let Some(watermark) = reached(channel) {
+                watermarks.push(InFlightWatermark { after: records.len() as u32, watermark });
+            }
             for message in &self.pending[channel] {
-                copy_records(message, &mut self.recorded[channel], self.codec.copy);
+                copy_message(message, records, watermarks, self.codec.copy);
             }
         }
     }
@@ -331,19 +349,26 @@ impl<T> InputGate<T> {
         self.recording_any = self.recording.iter().any(|r| *r);
     }
 
-    /// Stops recording everywhere and hands out what was recorded, encoded, per channel
-    /// that recorded any record.
-    pub fn take_recorded(&mut self) -> Result<Vec<(usize, Vec<u8>)>, String> {
+    /// Stops recording everywhere and hands out what was recorded, the records encoded,
+    /// per channel that recorded any record or watermark (as input 0).
+    pub fn take_recorded(&mut self) -> Result<Vec<RecordedChannel>, String> {
         self.recording.iter_mut().for_each(|r| *r = false);
         self.recording_any = false;
-        let (mut encoded, encode) = (Vec::new(), self.codec.encode);
-        for (channel, records) in self.recorded.iter_mut().enumerate() {
-            if !records.is_empty() {
-                encoded.push((channel, encode(records)?));
+        let (mut taken, encode) = (Vec::new(), self.codec.encode);
+        let recorded = self.recorded.iter_mut().zip(&mut self.recorded_watermarks);
+        for (channel, (records, watermarks)) in recorded.enumerate() {
+            if !records.is_empty() || !watermarks.is_empty() {
+                let records_bytes = encode(records)?;
+                taken.push(RecordedChannel {
+                    input: 0,
+                    channel,
+                    records: records_bytes,
+                    watermarks: std::mem::take(watermarks),
+                });
                 records.clear();
             }
         }
-        Ok(encoded)
+        Ok(taken)
     }
 
     /// Decodes records stored by [`Self::take_recorded`] (on restore).
@@ -437,5 +462,44 @@ mod tests {
         let mut gate: InputGate<u32> = InputGate::new(vec![Box::new(rx)]);
         drop(tx);
         assert_eq!(gate.poll(&|_| false).unwrap_err(), TaskError::Cancelled);
+    }
+
+    /// A recorded channel keeps the watermark it had reached, then every record and
+    /// watermark it delivers before its barrier, read ahead or not, each watermark at its
+    /// place among the records.
+    #[test]
+    fn a_recorded_channel_keeps_its_watermarks_at_their_places_among_its_records() {
+        use eddy_checkpoint::SnapshotKind;
+        use eddy_types::Watermark;
+        let (tx, rx) = bounded::<u32>(16);
+        let (other_tx, other_rx) = bounded::<u32>(16);
+        let mut gate: InputGate<u32> = InputGate::new(vec![Box::new(rx), Box::new(other_rx)]);
+        let barrier = CheckpointBarrier { id: CheckpointId(1), kind: SnapshotKind::Checkpoint };
+        tx.send(StreamMessage::Records(vec![1])).unwrap();
+        tx.send(StreamMessage::Watermark(Watermark(3))).unwrap();
+        // Read ahead before the snapshot: recorded first.
+        assert_eq!(gate.read_ahead(0).unwrap(), ReadAhead::Waiting);
+        gate.start_recording(&|c| c == 0, &|c| (c == 0).then_some(2));
+        for message in [
+            StreamMessage::Records(vec![2, 3]),
+            StreamMessage::Watermark(Watermark(4)),
+            StreamMessage::Watermark(Watermark(6)),
+            StreamMessage::Records(vec![4]),
+            StreamMessage::Barrier(barrier),
+        ] {
+            tx.send(message).unwrap();
+        }
+        other_tx.send(StreamMessage::Watermark(Watermark(100))).unwrap();
+        while let Some((channel, message)) = gate.poll(&|_| false).unwrap() {
+            if matches!(message, StreamMessage::Barrier(_)) {
+                gate.stop_recording(channel);
+            }
+        }
+        let recorded = gate.take_recorded().unwrap();
+        assert_eq!(recorded.len(), 1, "only channel 0 was recorded: {recorded:?}");
+        assert_eq!(gate.decode(&recorded[0].records).unwrap(), vec![1, 2, 3, 4]);
+        let marks: Vec<(u32, i64)> = recorded[0].watermarks.iter().map(|w| (w.after, w.watermark)).collect();
+        assert_eq!(marks, vec![(0, 2), (1, 3), (3, 4), (3, 6)]);
+        assert!(gate.take_recorded().unwrap().is_empty(), "taken once");
     }
 }

@@ -24,6 +24,19 @@
 //! consumer's head operator, [`IN_FLIGHT_STATE`]: at the same parallelism each subtask
 //! gets its own back; at another every subtask gets all of them and keeps what is its own
 //! now ([`keeps`]): by key group after a `key_by`, else the old consumer's share.
+//!
+//! Watermarks are in flight too (in Flink they travel inside the channel state's
+//! buffers): a channel stores the watermark it had reached when the snapshot was taken,
+//! and every watermark it delivered before its barrier, each at its place among the
+//! records ([`InFlightWatermark`]). A restore hands them to the task's watermark valve
+//! as it replays the records, so that a record late behind an in-flight watermark is
+//! late after the restore too, and a window the watermark closes closes before the
+//! records behind it. They are replayed only into the same channel: same producer, same
+//! consumer, neither rescaled. Elsewhere a watermark of an old channel says nothing of
+//! what the new channel will carry, so it is dropped, which only makes fewer records
+//! late (the valve starts at the lowest watermark, as without a restore). Watermarks
+//! among the copies a barrier overtook at a network producer are not stored either (the
+//! copies carry records only), with the same effect.
 
 use crate::channel::CheckpointBarrier;
 use crate::graph::Partitioning;
@@ -39,6 +52,14 @@ use std::sync::Arc;
 
 /// The operator list state that holds a task's in-flight data.
 pub const IN_FLIGHT_STATE: &str = "eddy.in-flight";
+
+/// The element type of [`IN_FLIGHT_STATE`]'s list as written now: channels with their
+/// watermarks.
+const IN_FLIGHT_TYPE: &str = "eddy::InFlightChannel/2";
+
+/// The element type written before in-flight watermarks were stored (records only);
+/// still read.
+const IN_FLIGHT_TYPE_V1: &str = "eddy::InFlightChannel";
 
 /// A producer's word that barrier `barrier` is queued in channel `channel` of the
 /// consumer's input, behind records the consumer may read ahead.
@@ -78,6 +99,9 @@ pub struct ChannelOrigin {
     /// Which of the edges from that port into this input (the same stream may come twice).
     pub nth: u32,
     pub producer: u32,
+    /// The producer's parallelism: a watermark replays into the same channel only if
+    /// the producer was not rescaled.
+    pub producers: u32,
 }
 
 /// One input of a task, for unaligned checkpoints: where each channel comes from, and
@@ -99,6 +123,30 @@ pub struct ReplayChannel {
     pub records: Vec<u8>,
     /// After a `key_by` at another parallelism: keep only the records of these key groups.
     pub key_filter: Option<KeyFilter>,
+    /// The old channel's watermarks, to hand to the valve as channel `channel` of the
+    /// input (empty unless it is the same channel: see the module's overview).
+    pub watermarks: Vec<InFlightWatermark>,
+    pub channel: usize,
+}
+
+/// A watermark among a channel's in-flight records: it came after the first `after` of
+/// them (0: before any, which is where the watermark the channel had reached at the
+/// snapshot is stored).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InFlightWatermark {
+    pub after: u32,
+    pub watermark: i64,
+}
+
+/// What a task recorded of one channel for an unaligned checkpoint.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecordedChannel {
+    /// The input (0, or 1 for a two-input operator's second), and the channel in it.
+    pub input: usize,
+    pub channel: usize,
+    /// The records, encoded by the input's [`RecordCodec`].
+    pub records: Vec<u8>,
+    pub watermarks: Vec<InFlightWatermark>,
 }
 
 /// The key groups a restored subtask owns, and how to find a record's.
@@ -120,7 +168,7 @@ pub struct ChannelLayout {
     pub replay: Vec<ReplayChannel>,
 }
 
-/// The in-flight records of one channel at a checkpoint, as stored.
+/// The in-flight records and watermarks of one channel at a checkpoint, as stored.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct InFlightChannel {
     /// The consumer's input (0, or 1 for a two-input operator's second).
@@ -133,6 +181,40 @@ pub struct InFlightChannel {
     pub consumer_parallelism: u32,
     /// The records, a postcard `Vec<T>` of the input's type.
     pub records: Vec<u8>,
+    /// The producer's parallelism (0 in data written before watermarks were stored).
+    pub producer_parallelism: u32,
+    /// In order of `after`.
+    pub watermarks: Vec<InFlightWatermark>,
+}
+
+/// [`InFlightChannel`] as written before watermarks were stored.
+#[derive(Deserialize)]
+struct InFlightChannelV1 {
+    input: u8,
+    from_uid: String,
+    from_port: u32,
+    nth: u32,
+    producer: u32,
+    consumer: u32,
+    consumer_parallelism: u32,
+    records: Vec<u8>,
+}
+
+impl From<InFlightChannelV1> for InFlightChannel {
+    fn from(v1: InFlightChannelV1) -> Self {
+        Self {
+            input: v1.input,
+            from_uid: v1.from_uid,
+            from_port: v1.from_port,
+            nth: v1.nth,
+            producer: v1.producer,
+            consumer: v1.consumer,
+            consumer_parallelism: v1.consumer_parallelism,
+            records: v1.records,
+            producer_parallelism: 0,
+            watermarks: Vec::new(),
+        }
+    }
 }
 
 /// Encodes, decodes and copies records of one input's type, for the untyped parts.
@@ -173,7 +255,7 @@ pub fn attach(
     let list = ListSnapshot {
         name: IN_FLIGHT_STATE.to_string(),
         distribution: ListDistribution::Union,
-        element_type: "eddy::InFlightChannel".to_string(),
+        element_type: IN_FLIGHT_TYPE.to_string(),
         elements,
     };
     match snapshots.iter_mut().find(|s| s.uid == layout.head_uid) {
@@ -199,15 +281,26 @@ pub fn take_from(restored: &mut OperatorSnapshot) -> Result<Vec<InFlightChannel>
         return Ok(Vec::new());
     };
     let list = restored.operator.lists.remove(at);
+    let decode: fn(&[u8]) -> Result<InFlightChannel, postcard::Error> = match list.element_type.as_str() {
+        IN_FLIGHT_TYPE => |bytes| postcard::from_bytes(bytes),
+        IN_FLIGHT_TYPE_V1 => |bytes| postcard::from_bytes::<InFlightChannelV1>(bytes).map(InFlightChannel::from),
+        other => return Err(format!("in-flight data of an unknown kind '{other}' (written by a newer eddy?)")),
+    };
     list.elements
         .iter()
         .map(|e| {
-            let channel: InFlightChannel =
-                postcard::from_bytes(e).map_err(|e| format!("undecodable in-flight data: {e}"))?;
+            let channel = decode(e).map_err(|e| format!("undecodable in-flight data: {e}"))?;
             if channel.input > 1 || channel.consumer >= channel.consumer_parallelism {
                 return Err(format!(
                     "corrupt in-flight data: input {} of consumer {} of {}",
                     channel.input, channel.consumer, channel.consumer_parallelism
+                ));
+            }
+            let records = channel.watermarks.iter().map(|w| w.after);
+            if !records.clone().zip(records.skip(1)).all(|(a, b)| a <= b) {
+                return Err(format!(
+                    "corrupt in-flight data: watermarks out of order in the channel from '{}' (producer {})",
+                    channel.from_uid, channel.producer
                 ));
             }
             Ok(channel)
@@ -246,6 +339,11 @@ mod tests {
             consumer,
             consumer_parallelism: of,
             records: vec![1],
+            producer_parallelism: 1,
+            watermarks: vec![
+                InFlightWatermark { after: 0, watermark: 7 },
+                InFlightWatermark { after: 1, watermark: 9 },
+            ],
         }
     }
 
@@ -280,8 +378,46 @@ mod tests {
         attach(&mut corrupt, &layout, vec![channel(2, 2)]).unwrap();
         assert!(take_from(&mut corrupt[0]).unwrap_err().contains("corrupt in-flight data"));
         assert!(snapshots[0].operator.lists.is_empty(), "taken out, the operator never sees it");
+        let mut disordered = channel(1, 2);
+        disordered.watermarks.reverse();
+        let mut stored = Vec::new();
+        attach(&mut stored, &layout, vec![disordered]).unwrap();
+        assert!(take_from(&mut stored[0]).unwrap_err().contains("watermarks out of order"));
         let codec = RecordCodec::<String>::new();
         let bytes = (codec.encode)(&["a".to_string(), "b".to_string()]).unwrap();
         assert_eq!((codec.decode)(&bytes).unwrap(), vec!["a".to_string(), "b".to_string()]);
+    }
+
+    /// In-flight data written before watermarks were stored still restores: its records,
+    /// no watermarks; a kind of list this version does not know is refused by name.
+    #[test]
+    fn in_flight_data_of_the_first_format_restores_without_watermarks() {
+        #[derive(Serialize)]
+        struct V1<'a>(u8, &'a str, u32, u32, u32, u32, u32, Vec<u8>);
+        let v1 = postcard::to_allocvec(&V1(1, "src", 0, 2, 3, 1, 2, vec![4, 5])).unwrap();
+        let list = |element_type: &str| ListSnapshot {
+            name: IN_FLIGHT_STATE.to_string(),
+            distribution: ListDistribution::Union,
+            element_type: element_type.to_string(),
+            elements: vec![v1.clone()],
+        };
+        let mut head = OperatorSnapshot::default();
+        head.operator.lists.push(list(IN_FLIGHT_TYPE_V1));
+        let restored = take_from(&mut head).unwrap();
+        let expected = InFlightChannel {
+            input: 1,
+            from_uid: "src".into(),
+            from_port: 0,
+            nth: 2,
+            producer: 3,
+            consumer: 1,
+            consumer_parallelism: 2,
+            records: vec![4, 5],
+            producer_parallelism: 0,
+            watermarks: Vec::new(),
+        };
+        assert_eq!(restored, vec![expected]);
+        head.operator.lists.push(list("eddy::InFlightChannel/9"));
+        assert!(take_from(&mut head).unwrap_err().contains("unknown kind 'eddy::InFlightChannel/9'"));
     }
 }

@@ -6,8 +6,9 @@
 use super::alignment::{Alignment, BarrierAligner};
 use super::context::TaskShared;
 use super::gate::{InputGate, ReadAhead};
-use super::in_flight::{self, Announcement, ChannelLayout, InFlightChannel, ReplayChannel};
+use super::in_flight::{self, Announcement, ChannelLayout, InFlightChannel, RecordedChannel, ReplayChannel};
 use super::metrics::{AlignmentTimer, TaskCounters};
+use super::watermarks::WatermarkValve;
 use super::MailboxReceiver;
 use crate::channel::CheckpointBarrier;
 use crate::error::TaskError;
@@ -15,7 +16,7 @@ use crate::output::Lifecycle;
 use crate::writer::KeySelectorFactory;
 use crossbeam_channel::Select;
 use eddy_checkpoint::{CheckpointId, OperatorSnapshot};
-use eddy_types::assign_to_key_group;
+use eddy_types::{assign_to_key_group, Watermark};
 use std::time::Duration;
 
 /// How long a task with unaligned checkpoints waits at most for room downstream before it
@@ -90,17 +91,13 @@ impl UnalignedInputs {
     }
 
     /// Every channel delivered the barrier: the snapshot goes out with the in-flight
-    /// records `recorded` (input, channel of the input, encoded records).
-    pub(super) fn finish(
-        &mut self,
-        shared: &TaskShared,
-        recorded: Vec<(usize, usize, Vec<u8>)>,
-    ) -> Result<(), TaskError> {
+    /// records and watermarks `recorded`.
+    pub(super) fn finish(&mut self, shared: &TaskShared, recorded: Vec<RecordedChannel>) -> Result<(), TaskError> {
         let Some((barrier, mut snapshots)) = self.taken.take() else { return Ok(()) };
         let layout = &self.layout;
         let channels: Vec<InFlightChannel> = recorded
             .into_iter()
-            .map(|(input, channel, records)| {
+            .map(|RecordedChannel { input, channel, records, watermarks }| {
                 let origin = &layout.inputs[input].origins[channel];
                 InFlightChannel {
                     input: input as u8,
@@ -111,6 +108,8 @@ impl UnalignedInputs {
                     consumer: layout.subtask,
                     consumer_parallelism: layout.parallelism,
                     records,
+                    producer_parallelism: origin.producers,
+                    watermarks,
                 }
             })
             .collect();
@@ -188,10 +187,11 @@ pub(super) trait Gates {
     fn discard_overtaken(&self, done: CheckpointId);
     fn keep_overtaken(&mut self, channel: usize, keep: bool);
     fn stop_recording(&mut self, channel: usize);
-    /// Drops what was recorded, and records the channels `recorded` names from now on.
-    fn restart_recording(&mut self, recorded: &dyn Fn(usize) -> bool);
-    /// What was recorded: (input, channel of the input, encoded records).
-    fn take_recorded(&mut self) -> Result<Vec<(usize, usize, Vec<u8>)>, String>;
+    /// Drops what was recorded, and records the channels `recorded` names from now on,
+    /// each from the watermark it `reached`.
+    fn restart_recording(&mut self, recorded: &dyn Fn(usize) -> bool, reached: &dyn Fn(usize) -> Option<i64>);
+    /// What was recorded, per channel of each input.
+    fn take_recorded(&mut self) -> Result<Vec<RecordedChannel>, String>;
 }
 
 impl<T> Gates for InputGate<T> {
@@ -219,13 +219,13 @@ impl<T> Gates for InputGate<T> {
         InputGate::stop_recording(self, channel)
     }
 
-    fn restart_recording(&mut self, recorded: &dyn Fn(usize) -> bool) {
+    fn restart_recording(&mut self, recorded: &dyn Fn(usize) -> bool, reached: &dyn Fn(usize) -> Option<i64>) {
         let _ = InputGate::take_recorded(self);
-        self.start_recording(recorded);
+        self.start_recording(recorded, reached);
     }
 
-    fn take_recorded(&mut self) -> Result<Vec<(usize, usize, Vec<u8>)>, String> {
-        Ok(InputGate::take_recorded(self)?.into_iter().map(|(channel, records)| (0, channel, records)).collect())
+    fn take_recorded(&mut self) -> Result<Vec<RecordedChannel>, String> {
+        InputGate::take_recorded(self)
     }
 }
 
@@ -254,11 +254,11 @@ impl<G: Gates + ?Sized> Gates for &mut G {
         (**self).stop_recording(channel)
     }
 
-    fn restart_recording(&mut self, recorded: &dyn Fn(usize) -> bool) {
-        (**self).restart_recording(recorded)
+    fn restart_recording(&mut self, recorded: &dyn Fn(usize) -> bool, reached: &dyn Fn(usize) -> Option<i64>) {
+        (**self).restart_recording(recorded, reached)
     }
 
-    fn take_recorded(&mut self) -> Result<Vec<(usize, usize, Vec<u8>)>, String> {
+    fn take_recorded(&mut self) -> Result<Vec<RecordedChannel>, String> {
         (**self).take_recorded()
     }
 }
@@ -307,16 +307,16 @@ impl<A, B> Gates for BothGates<'_, A, B> {
         }
     }
 
-    fn restart_recording(&mut self, recorded: &dyn Fn(usize) -> bool) {
+    fn restart_recording(&mut self, recorded: &dyn Fn(usize) -> bool, reached: &dyn Fn(usize) -> Option<i64>) {
         let offset = self.first.len();
-        Gates::restart_recording(self.first, recorded);
-        Gates::restart_recording(self.second, &|c| recorded(offset + c));
+        Gates::restart_recording(self.first, recorded, reached);
+        Gates::restart_recording(self.second, &|c| recorded(offset + c), &|c| reached(offset + c));
     }
 
-    fn take_recorded(&mut self) -> Result<Vec<(usize, usize, Vec<u8>)>, String> {
+    fn take_recorded(&mut self) -> Result<Vec<RecordedChannel>, String> {
         let mut recorded = Gates::take_recorded(self.first)?;
         let second = Gates::take_recorded(self.second)?;
-        recorded.extend(second.into_iter().map(|(_, channel, records)| (1, channel, records)));
+        recorded.extend(second.into_iter().map(|channel| RecordedChannel { input: 1, ..channel }));
         Ok(recorded)
     }
 }
@@ -332,6 +332,9 @@ pub(super) struct Checkpointing<'a, G> {
     pub(super) timer: &'a mut AlignmentTimer,
     pub(super) counters: &'a TaskCounters,
     pub(super) unaligned: Option<&'a mut UnalignedInputs>,
+    /// The task's watermark valve, by the aligner's channel index: where each recorded
+    /// channel's watermark starts.
+    pub(super) watermarks: &'a WatermarkValve,
 }
 
 impl<G: Gates> Checkpointing<'_, G> {
@@ -383,8 +386,8 @@ impl<G: Gates> Checkpointing<'_, G> {
         let unaligned = self.unaligned.as_deref_mut().expect("unaligned checkpoints only with a channel layout");
         if start {
             unaligned.start(self.head, self.shared, barrier)?;
-            let aligner = &*self.aligner;
-            self.gates.restart_recording(&|c| aligner.is_recording(c));
+            let (aligner, watermarks) = (&*self.aligner, self.watermarks);
+            self.gates.restart_recording(&|c| aligner.is_recording(c), &|c| watermarks.reached(c).map(|w| w.0));
         }
         if finish {
             let name = unaligned.head_name().to_string();
@@ -468,38 +471,56 @@ impl<G: Gates> Checkpointing<'_, G> {
     }
 }
 
+/// What a replay hands its task: a record, or a watermark of one of the input's channels.
+pub(super) enum Replayed<T> {
+    Record(T),
+    Watermark { channel: usize, watermark: Watermark },
+}
+
 /// Replays in-flight records of a restored unaligned checkpoint into `process`, keeping
-/// only this subtask's key groups where the channel says so.
+/// only this subtask's key groups where the channel says so, with the channel's
+/// watermarks at their places among them.
 pub(super) fn replay<T: 'static>(
     gate: &InputGate<T>,
     channels: Vec<ReplayChannel>,
     operator: &str,
-    mut process: impl FnMut(T),
+    mut process: impl FnMut(Replayed<T>) -> Result<(), TaskError>,
 ) -> Result<usize, TaskError> {
     let fail = |message: String| TaskError::StateBackend { operator: operator.to_string(), message };
     let mut replayed = 0;
     for channel in channels {
         let records = gate.decode(&channel.records).map_err(|e| fail(format!("undecodable in-flight records: {e}")))?;
-        match &channel.key_filter {
-            None => {
-                replayed += records.len();
-                records.into_iter().for_each(&mut process);
-            }
+        let mut selector = match &channel.key_filter {
+            None => None,
             Some(filter) => {
                 let factory = filter
                     .selector
                     .downcast_ref::<KeySelectorFactory<T>>()
                     .ok_or_else(|| fail("in-flight records of another type than the input's key selector".into()))?;
-                let mut selector = factory();
-                for record in records {
-                    let key_group = assign_to_key_group(selector.key_hash(&record), filter.max_parallelism);
-                    if filter.range.contains(key_group) {
-                        replayed += 1;
-                        process(record);
-                    }
+                Some((factory(), filter))
+            }
+        };
+        let mut watermarks = channel.watermarks.iter().peekable();
+        let mut due = |before: usize, process: &mut dyn FnMut(Replayed<T>) -> Result<(), TaskError>| {
+            while let Some(w) = watermarks.next_if(|w| w.after as usize <= before) {
+                process(Replayed::Watermark { channel: channel.channel, watermark: Watermark(w.watermark) })?;
+            }
+            Ok::<_, TaskError>(())
+        };
+        for (at, record) in records.into_iter().enumerate() {
+            due(at, &mut process)?;
+            let kept = match &mut selector {
+                None => true,
+                Some((selector, filter)) => {
+                    filter.range.contains(assign_to_key_group(selector.key_hash(&record), filter.max_parallelism))
                 }
+            };
+            if kept {
+                replayed += 1;
+                process(Replayed::Record(record))?;
             }
         }
+        due(usize::MAX, &mut process)?;
     }
     Ok(replayed)
 }

@@ -50,6 +50,13 @@ impl WatermarkValve {
         self.advance()
     }
 
+    /// The watermark channel `channel` has reached, unless it has none yet or ended (for
+    /// an unaligned checkpoint's in-flight data, where the channel's replay starts).
+    pub fn reached(&self, channel: usize) -> Option<Watermark> {
+        let state = self.channels.get(channel)?;
+        (!state.ended && state.watermark > Watermark::MIN).then_some(state.watermark)
+    }
+
     /// Channel `channel` went idle or active again.
     pub fn on_status(&mut self, channel: usize, status: WatermarkStatus) -> ValveOutput {
         let state = &mut self.channels[channel];
