@@ -445,15 +445,14 @@ fn a_task_reading_input_2_first_declines_announced_barriers_and_replays_before_i
 }
 
 /// A restored task replays each channel's in-flight watermarks at their places among its
-/// records, through the watermark valve: a watermark counts once every channel reached
-/// it, as if the channels had delivered them again.
+/// records, through the watermark valve, the channels interleaved in the order of their
+/// watermarks: a watermark counts once every channel reached it.
 #[test]
 fn a_restored_task_replays_in_flight_watermarks_among_the_records_through_its_valve() {
     use eddy_runtime::task::in_flight::{InFlightWatermark, ReplayChannel};
     let mark = |after, watermark| InFlightWatermark { after, watermark };
     let encoded = |values: &[u32]| postcard::to_allocvec(&values.to_vec()).unwrap();
     let replay = vec![
-        // Channel 1 first: its watermarks alone move nothing (channel 0 is at the lowest).
         ReplayChannel {
             input: 0,
             records: encoded(&[10, 11]),
@@ -479,12 +478,14 @@ fn a_restored_task_replays_in_flight_watermarks_among_the_records_through_its_va
     let expected = [
         "open",
         "record 10",
-        "record 11",
-        "watermark 5",
+        "watermark 4",
         "record 1",
         "record 2",
-        "watermark 9",
+        "watermark 5",
+        "record 11",
+        "watermark 8",
         "record 3",
+        "watermark 9",
         "watermark 20",
     ];
     assert_eq!(seen, expected);
@@ -497,4 +498,60 @@ fn a_restored_task_replays_in_flight_watermarks_among_the_records_through_its_va
     }
     let after: Vec<String> = probe.0.borrow()[expected.len()..].iter().filter(|e| *e != "flush").cloned().collect();
     assert_eq!(after, vec!["watermark 30"], "channel 0 stays at 30 from its replay; channel 1 at 40");
+}
+
+/// A two-input task's second input's watermarks replay into its own channels of the
+/// valve (after the first input's), and the two inputs' records interleave by them.
+#[test]
+fn a_restored_two_input_task_replays_each_inputs_watermarks_into_its_own_channels() {
+    use eddy_runtime::task::in_flight::{InFlightWatermark, ReplayChannel};
+    let mark = |after, watermark| InFlightWatermark { after, watermark };
+    let encoded = |values: &[u32]| postcard::to_allocvec(&values.to_vec()).unwrap();
+    let replay = vec![
+        ReplayChannel {
+            input: 0,
+            records: encoded(&[1]),
+            key_filter: None,
+            watermarks: vec![mark(0, 5), mark(1, 5)],
+            channel: 0,
+        },
+        ReplayChannel {
+            input: 1,
+            records: encoded(&[7]),
+            key_filter: None,
+            watermarks: vec![mark(0, 3), mark(1, 6)],
+            channel: 0,
+        },
+    ];
+    let (_tx1, rx1) = channels(1, 16);
+    let (_tx2, rx2) = channels(1, 16);
+    let (_mailbox_tx, mailbox_rx) = mailbox();
+    let probe = Probe::default();
+    let (shared, _announce) = unaligned_task(&[1, 1], replay);
+    let mut driver = TwoInputDriver::new(rx1, rx2, Box::new(probe.clone()), mailbox_rx, shared, false);
+    driver.open().unwrap();
+    let seen: Vec<String> = probe.0.borrow().clone();
+    assert_eq!(seen, vec!["open", "in2 7", "watermark 3", "in1 1", "watermark 5"]);
+}
+
+/// A watermark stored past the end of its channel's records is corrupt data: the
+/// restore fails naming it, before anything is replayed.
+#[test]
+fn a_watermark_stored_past_its_channels_records_fails_the_restore_clearly() {
+    use eddy_runtime::task::in_flight::{InFlightWatermark, ReplayChannel};
+    let replay = vec![ReplayChannel {
+        input: 0,
+        records: postcard::to_allocvec(&vec![1u32]).unwrap(),
+        key_filter: None,
+        watermarks: vec![InFlightWatermark { after: 5, watermark: 9 }],
+        channel: 0,
+    }];
+    let (_tx, rx) = channels(1, 16);
+    let (_mailbox_tx, mailbox_rx) = mailbox();
+    let probe = Probe::default();
+    let (shared, _announce) = unaligned_task(&[1], replay);
+    let mut driver = OneInputDriver::new(rx, Box::new(probe.clone()), mailbox_rx, shared);
+    let error = driver.open().unwrap_err().to_string();
+    assert!(error.contains("corrupt in-flight data: a watermark after record 5 of a channel that holds 1"), "{error}");
+    assert_eq!(*probe.0.borrow(), vec!["open"], "nothing replayed");
 }

@@ -716,3 +716,158 @@ fn a_window_functions_keyed_state_is_per_key_across_windows() {
         assert_eq!(fired, expected, "sliding {sliding}: firings counted per key across windows");
     }
 }
+
+/// Event `i` of [`in_flight_watermarks_job`], at `10 i` ms, except that from 300 on the
+/// two after each 100 ms window's first are 25 ms behind: in the window before, which
+/// the watermark right before them closed (a record behind it is late only if that
+/// very watermark, in flight or not, is where it was).
+fn key_and_time(i: u64) -> (u64, i64) {
+    let time = i as i64 * 10;
+    (i % 3, if i >= 300 && matches!(i % 10, 1 | 2) { time - 25 } else { time })
+}
+
+/// Counts, slowly enough that the queue in front of the window stays full of records
+/// and watermarks.
+#[derive(Clone)]
+struct SlowCount;
+
+impl eddy::state::AggregateFunction for SlowCount {
+    type In = (u64, i64);
+    type Acc = u64;
+    type Out = u64;
+    fn create_accumulator(&self) -> u64 {
+        0
+    }
+    fn add(&self, _value: (u64, i64), count: u64) -> u64 {
+        std::thread::sleep(Duration::from_micros(300));
+        count + 1
+    }
+    fn get_result(&self, count: &u64) -> u64 {
+        *count
+    }
+    fn merge(&self, a: u64, b: u64) -> u64 {
+        a + b
+    }
+}
+
+/// Fails the job at the first record after an attempt's first completed checkpoint,
+/// `left` times in all (shared by every attempt).
+#[derive(Clone)]
+struct FailAfterCheckpoints {
+    left: Arc<AtomicU64>,
+    completed: u64,
+}
+
+impl RichFunction for FailAfterCheckpoints {
+    fn notify_checkpoint_complete(&mut self, _checkpoint: eddy::checkpoint::CheckpointId) -> FunctionResult {
+        self.completed += 1;
+        Ok(())
+    }
+}
+
+impl RichMapFunction<String, String> for FailAfterCheckpoints {
+    fn map(&mut self, line: String) -> FunctionResult<String> {
+        if self.completed >= 1 && self.left.load(Ordering::SeqCst) > 0 {
+            self.left.fetch_sub(1, Ordering::SeqCst);
+            return Err(format!("injected failure after {} checkpoints", self.completed).into());
+        }
+        Ok(line)
+    }
+}
+
+/// Watermark = largest timestamp − 1, after every record.
+struct EveryRecord(i64);
+
+impl eddy::time::WatermarkGenerator<(u64, i64)> for EveryRecord {
+    fn on_event(&mut self, _: &(u64, i64), timestamp: i64, output: &mut eddy::time::WatermarkOutput) {
+        self.0 = self.0.max(timestamp);
+        output.emit_watermark(self.0 - 1);
+    }
+    fn on_periodic_emit(&mut self, _: &mut eddy::time::WatermarkOutput) {}
+}
+
+const IN_FLIGHT_EVENTS: u64 = 6_000;
+
+/// Per-key counts of 100 ms tumbling windows behind a slow count, late records to a
+/// side output, unaligned checkpoints every 50 ms, `failures` failures.
+fn in_flight_watermarks_job(out: &Path, checkpoints: &Path, failures: u64) -> eddy::JobResult {
+    let env = Env::new();
+    env.set_parallelism(1);
+    env.set_checkpoint_config(eddy::checkpoint::CheckpointConfig {
+        interval_ms: 50,
+        ..eddy::checkpoint::CheckpointConfig::default()
+    });
+    env.enable_unaligned_checkpoints();
+    env.set_checkpoint_dir(checkpoints);
+    env.set_restart_strategy(eddy::checkpoint::restart::RestartStrategy::FixedDelay { attempts: 10, delay_ms: 10 });
+    let late = OutputTag::<(u64, i64)>::new("late");
+    let windows = env
+        .from_sequence(0, IN_FLIGHT_EVENTS - 1)
+        .uid("numbers")
+        .map(key_and_time)
+        .uid("events")
+        .assign_timestamps_and_watermarks(
+            WatermarkStrategy::for_generator(|| EveryRecord(i64::MIN)).with_timestamp_assigner(|e: &(u64, i64)| e.1),
+        )
+        .uid("timestamps")
+        .key_by(|e: &(u64, i64)| e.0)
+        .window(TumblingEventTimeWindows::of(Duration::from_millis(100)))
+        .side_output_late_data(&late)
+        .aggregate_with(
+            SlowCount,
+            window_function(
+                |key: &u64, w: &TimeWindow, counts: &mut dyn Iterator<Item = u64>, out: &mut Collector<'_, String>| {
+                    for count in counts {
+                        out.collect(format!("W {key} {} {count}", w.start));
+                    }
+                },
+            ),
+        )
+        .uid("windows");
+    let dropped = windows.side_output(&late).map(|(key, t)| format!("L {key} {t}")).uid("late");
+    windows
+        .union(&[dropped])
+        .rich_map(FailAfterCheckpoints { left: Arc::new(AtomicU64::new(failures)), completed: 0 })
+        .uid("fail")
+        .add_sink(ExactlyOnceFileSink::<String>::new_in(out))
+        .uid("sink");
+    env.execute("in-flight watermarks").expect("the job survives its failures")
+}
+
+/// A failure restores unaligned checkpoints taken behind a queue full of records and
+/// watermarks, some records late behind them. The watermarks in flight, and the one each
+/// channel had reached, come back with the records: every late record is late again and
+/// every window counts what it counted without a failure (without them a late record
+/// was counted into a window fired again, or a window fired twice).
+#[test]
+fn late_records_stay_late_when_a_failure_restores_unaligned_checkpoints_with_watermarks_in_flight() {
+    let dir = common::temp_dir("in-flight-watermarks");
+    let (out, checkpoints) = (dir.join("out"), dir.join("chk"));
+    let result = in_flight_watermarks_job(&out, &checkpoints, 3);
+    // Three failures, each after a completed checkpoint; at least one however loaded the
+    // machine is.
+    assert!(result.restarts >= 1, "{} restarts: {:?}", result.restarts, result.warnings);
+    let mut lines: Vec<String> = committed_files(&out).into_iter().flatten().collect();
+    lines.sort();
+    // By hand: every delayed event is late (see `key_and_time`); the others count.
+    let mut counts: std::collections::BTreeMap<(u64, i64), u64> = std::collections::BTreeMap::new();
+    let mut expected = Vec::new();
+    for i in 0..IN_FLIGHT_EVENTS {
+        let (key, time) = key_and_time(i);
+        if time == i as i64 * 10 {
+            *counts.entry((key, time - time % 100)).or_default() += 1;
+        } else {
+            expected.push(format!("L {key} {time}"));
+        }
+    }
+    expected.extend(counts.into_iter().map(|((key, start), count)| format!("W {key} {start} {count}")));
+    expected.sort();
+    if lines != expected {
+        let (got, want): (std::collections::BTreeSet<_>, std::collections::BTreeSet<_>) =
+            (lines.iter().collect(), expected.iter().collect());
+        let missing: Vec<_> = want.difference(&got).take(10).collect();
+        let unexpected: Vec<_> = got.difference(&want).take(10).collect();
+        panic!("{} lines, expected {}; missing {missing:?}; unexpected {unexpected:?}", lines.len(), expected.len());
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}

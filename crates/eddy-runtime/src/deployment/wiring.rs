@@ -450,9 +450,10 @@ impl ChainBuilder<'_> {
         let in_flight = info.restored.as_mut().map(in_flight::take_from);
         if let Some(Err(message)) = in_flight {
             self.shared.fail_with(TaskError::StateBackend { operator: node.name.clone(), message });
-        } else if in_flight.is_some_and(|channels| channels.is_ok_and(|c| !c.is_empty())) {
+        } else if in_flight.is_some_and(|channels| channels.is_ok_and(|c| c.iter().any(|c| !c.records.is_empty()))) {
             // Its input was a network of queues when the checkpoint was taken; chained now,
-            // nothing could replay what was in flight there.
+            // nothing could replay what was in flight there. Watermarks alone are dropped:
+            // the chained operator gets its producer's watermarks directly.
             let message = "the unaligned checkpoint holds in-flight records into this operator, which is \
                            chained to its producer now: restore it with the chaining it had (or from a savepoint, \
                            which holds none)"
@@ -527,6 +528,10 @@ impl ChainBuilder<'_> {
                 })
                 .nth(channel.nth as usize);
             let Some(edge) = edge else {
+                if channel.records.is_empty() {
+                    // Only watermarks of an edge the job no longer has: nothing to replay.
+                    continue;
+                }
                 return fail(format!(
                     "the checkpoint holds in-flight records from operator uid '{}' into input {} of '{}', \
                      which this job no longer has",

@@ -18,7 +18,9 @@ use super::context::TaskShared;
 use super::gate::{InputChannel, InputGate};
 use super::mailbox::{Control, MailboxReceiver};
 use super::metrics::{AlignmentTimer, TaskCounters};
-use super::unaligned::{replay, wait_for_room, BothGates, Checkpointing, Replayed, UnalignedInputs};
+use super::unaligned::{
+    decode_replay, replay, wait_for_room, BothGates, Checkpointing, ReplayQueue, Replayed, UnalignedInputs,
+};
 use super::watermarks::{ValveOutput, WatermarkValve};
 use crate::channel::{BatchReceiver, CheckpointBarrier, CheckpointEvent, StreamMessage};
 use crate::error::TaskError;
@@ -27,6 +29,7 @@ use crossbeam_channel::{Select, TryRecvError};
 use eddy_types::Watermark;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
+use std::convert::Infallible;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
@@ -344,12 +347,13 @@ impl<T: 'static> TaskDriver for OneInputDriver<T> {
         if let Some(unaligned) = self.unaligned.as_mut() {
             let (head, watermarks, counters, shared) =
                 (&mut self.head, &mut self.watermarks, &self.counters, &self.shared);
-            let channels = unaligned.take_replay(0);
-            let replayed = replay(&self.gate, channels, unaligned.head_name(), |item| match item {
-                Replayed::Record(record) => {
+            let queues = decode_replay(&self.gate, unaligned.take_replay(0), 0, unaligned.head_name())?;
+            let replayed = replay(queues, Vec::<ReplayQueue<Infallible>>::new(), |item| match item {
+                Replayed::First(record) => {
                     head.collect(record);
                     Ok(())
                 }
+                Replayed::Second(never) => match never {},
                 Replayed::Watermark { channel, watermark } => {
                     replay_watermark(&mut **head, watermarks, counters, shared, channel, watermark)
                 }
@@ -598,23 +602,19 @@ impl<A: 'static, B: 'static> TaskDriver for TwoInputDriver<A, B> {
             let (head, watermarks, counters, shared) =
                 (&mut self.head, &mut self.watermarks, &self.counters, &self.shared);
             let name = unaligned.head_name().to_string();
-            let offset = self.first.len();
-            let mut replayed = replay(&self.first, unaligned.take_replay(0), &name, |item| match item {
-                Replayed::Record(record) => {
+            let first = decode_replay(&self.first, unaligned.take_replay(0), 0, &name)?;
+            let second = decode_replay(&self.second, unaligned.take_replay(1), self.first.len(), &name)?;
+            let replayed = replay(first, second, |item| match item {
+                Replayed::First(record) => {
                     head.process1(record);
                     Ok(())
                 }
-                Replayed::Watermark { channel, watermark } => {
-                    replay_watermark(&mut **head, watermarks, counters, shared, channel, watermark)
-                }
-            })?;
-            replayed += replay(&self.second, unaligned.take_replay(1), &name, |item| match item {
-                Replayed::Record(record) => {
+                Replayed::Second(record) => {
                     head.process2(record);
                     Ok(())
                 }
                 Replayed::Watermark { channel, watermark } => {
-                    replay_watermark(&mut **head, watermarks, counters, shared, offset + channel, watermark)
+                    replay_watermark(&mut **head, watermarks, counters, shared, channel, watermark)
                 }
             })?;
             log_replayed(replayed);

@@ -323,24 +323,34 @@ impl<T> InputGate<T> {
         }
     }
 
-    /// Starts recording the channels `recorded` names, each from the watermark it had
-    /// reached (`reached`: none below any). What they hold already, read ahead or put
-    /// back, was delivered before the snapshot and is not in it: it is recorded first.
+    /// Starts recording the channels `recorded` names. Every channel keeps the watermark
+    /// it had reached (`reached`: none below any), recorded or not: a channel not
+    /// recorded delivered its barrier already, and took nothing after it. What a
+    /// recorded channel holds already, read ahead or put back, was delivered before the
+    /// snapshot and is not in it: it is recorded first.
     pub fn start_recording(&mut self, recorded: &dyn Fn(usize) -> bool, reached: &dyn Fn(usize) -> Option<i64>) {
         for channel in 0..self.channels.len() {
+            let (records, watermarks) = (&mut self.recorded[channel], &mut self.recorded_watermarks[channel]);
+            if let Some(watermark) = reached(channel) {
+                watermarks.push(InFlightWatermark { after: records.len() as u32, watermark });
+            }
             if !recorded(channel) {
                 continue;
             }
             self.recording[channel] = true;
             self.recording_any = true;
-            let (records, watermarks) = (&mut self.recorded[channel], &mut self.recorded_watermarks[channel]);
-            if let Some(watermark) = reached(channel) {
-                watermarks.push(InFlightWatermark { after: records.len() as u32, watermark });
-            }
             for message in &self.pending[channel] {
                 copy_message(message, records, watermarks, self.codec.copy);
             }
         }
+    }
+
+    /// Stops recording everywhere and drops what was recorded (a checkpoint abandoned).
+    pub fn clear_recorded(&mut self) {
+        self.recording.iter_mut().for_each(|r| *r = false);
+        self.recording_any = false;
+        self.recorded.iter_mut().for_each(Vec::clear);
+        self.recorded_watermarks.iter_mut().for_each(Vec::clear);
     }
 
     /// `channel` delivered its barrier: what it delivers from now on is not in flight.
@@ -349,8 +359,9 @@ impl<T> InputGate<T> {
         self.recording_any = self.recording.iter().any(|r| *r);
     }
 
-    /// Stops recording everywhere and hands out what was recorded, the records encoded,
-    /// per channel that recorded any record or watermark (as input 0).
+    /// Stops recording everywhere and hands out what was recorded, the records encoded
+    /// (empty bytes for none), per channel that recorded any record or watermark (as
+    /// input 0).
     pub fn take_recorded(&mut self) -> Result<Vec<RecordedChannel>, String> {
         self.recording.iter_mut().for_each(|r| *r = false);
         self.recording_any = false;
@@ -358,7 +369,8 @@ impl<T> InputGate<T> {
         let recorded = self.recorded.iter_mut().zip(&mut self.recorded_watermarks);
         for (channel, (records, watermarks)) in recorded.enumerate() {
             if !records.is_empty() || !watermarks.is_empty() {
-                let records_bytes = encode(records)?;
+                // No records: no bytes, rather than an encoded empty list.
+                let records_bytes = if records.is_empty() { Vec::new() } else { encode(records)? };
                 taken.push(RecordedChannel {
                     input: 0,
                     channel,

@@ -26,12 +26,14 @@
 //! now ([`keeps`]): by key group after a `key_by`, else the old consumer's share.
 //!
 //! Watermarks are in flight too (in Flink they travel inside the channel state's
-//! buffers): a channel stores the watermark it had reached when the snapshot was taken,
-//! and every watermark it delivered before its barrier, each at its place among the
-//! records ([`InFlightWatermark`]). A restore hands them to the task's watermark valve
-//! as it replays the records, so that a record late behind an in-flight watermark is
-//! late after the restore too, and a window the watermark closes closes before the
-//! records behind it. They are replayed only into the same channel: same producer, same
+//! buffers): every channel stores the watermark it had reached when the snapshot was
+//! taken (a channel that delivered its barrier before took nothing after it), and a
+//! recorded channel every watermark it delivered before its barrier, each at its place
+//! among the records ([`InFlightWatermark`]). A restore hands them to the task's
+//! watermark valve as it replays the records, so that a record late behind an
+//! in-flight watermark is late after the restore too, and a window the watermark closes
+//! closes before the records behind it. A channel with watermarks only stores no
+//! records (empty bytes), and nothing checks it against the job's edges or chaining. They are replayed only into the same channel: same producer, same
 //! consumer, neither rescaled. Elsewhere a watermark of an old channel says nothing of
 //! what the new channel will carry, so it is dropped, which only makes fewer records
 //! late (the valve starts at the lowest watermark, as without a restore). Watermarks
@@ -120,6 +122,7 @@ pub struct InputLayout {
 /// channel.
 pub struct ReplayChannel {
     pub input: usize,
+    /// As in [`InFlightChannel::records`].
     pub records: Vec<u8>,
     /// After a `key_by` at another parallelism: keep only the records of these key groups.
     pub key_filter: Option<KeyFilter>,
@@ -179,7 +182,8 @@ pub struct InFlightChannel {
     pub producer: u32,
     pub consumer: u32,
     pub consumer_parallelism: u32,
-    /// The records, a postcard `Vec<T>` of the input's type.
+    /// The records, a postcard `Vec<T>` of the input's type (empty bytes: none, the
+    /// channel had only watermarks).
     pub records: Vec<u8>,
     /// The producer's parallelism (0 in data written before watermarks were stored).
     pub producer_parallelism: u32,

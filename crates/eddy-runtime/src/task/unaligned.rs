@@ -17,6 +17,7 @@ use crate::writer::KeySelectorFactory;
 use crossbeam_channel::Select;
 use eddy_checkpoint::{CheckpointId, OperatorSnapshot};
 use eddy_types::{assign_to_key_group, Watermark};
+use std::collections::VecDeque;
 use std::time::Duration;
 
 /// How long a task with unaligned checkpoints waits at most for room downstream before it
@@ -188,8 +189,10 @@ pub(super) trait Gates {
     fn keep_overtaken(&mut self, channel: usize, keep: bool);
     fn stop_recording(&mut self, channel: usize);
     /// Drops what was recorded, and records the channels `recorded` names from now on,
-    /// each from the watermark it `reached`.
+    /// every channel from the watermark it `reached`.
     fn restart_recording(&mut self, recorded: &dyn Fn(usize) -> bool, reached: &dyn Fn(usize) -> Option<i64>);
+    /// Drops what was recorded (a checkpoint abandoned).
+    fn clear_recorded(&mut self);
     /// What was recorded, per channel of each input.
     fn take_recorded(&mut self) -> Result<Vec<RecordedChannel>, String>;
 }
@@ -220,8 +223,12 @@ impl<T> Gates for InputGate<T> {
     }
 
     fn restart_recording(&mut self, recorded: &dyn Fn(usize) -> bool, reached: &dyn Fn(usize) -> Option<i64>) {
-        let _ = InputGate::take_recorded(self);
+        self.clear_recorded();
         self.start_recording(recorded, reached);
+    }
+
+    fn clear_recorded(&mut self) {
+        InputGate::clear_recorded(self)
     }
 
     fn take_recorded(&mut self) -> Result<Vec<RecordedChannel>, String> {
@@ -256,6 +263,10 @@ impl<G: Gates + ?Sized> Gates for &mut G {
 
     fn restart_recording(&mut self, recorded: &dyn Fn(usize) -> bool, reached: &dyn Fn(usize) -> Option<i64>) {
         (**self).restart_recording(recorded, reached)
+    }
+
+    fn clear_recorded(&mut self) {
+        (**self).clear_recorded()
     }
 
     fn take_recorded(&mut self) -> Result<Vec<RecordedChannel>, String> {
@@ -311,6 +322,11 @@ impl<A, B> Gates for BothGates<'_, A, B> {
         let offset = self.first.len();
         Gates::restart_recording(self.first, recorded, reached);
         Gates::restart_recording(self.second, &|c| recorded(offset + c), &|c| reached(offset + c));
+    }
+
+    fn clear_recorded(&mut self) {
+        self.first.clear_recorded();
+        self.second.clear_recorded();
     }
 
     fn take_recorded(&mut self) -> Result<Vec<RecordedChannel>, String> {
@@ -419,7 +435,7 @@ impl<G: Gates> Checkpointing<'_, G> {
     pub(super) fn step(&mut self, declining: Option<&str>) -> Result<Option<super::StepResult>, TaskError> {
         let Some(unaligned) = self.unaligned.as_deref_mut() else { return Ok(None) };
         if unaligned.abandon_unless(self.aligner.current()) {
-            let _ = self.gates.take_recorded();
+            self.gates.clear_recorded();
         }
         if !unaligned.listening() {
             return Ok(None);
@@ -471,25 +487,74 @@ impl<G: Gates> Checkpointing<'_, G> {
     }
 }
 
-/// What a replay hands its task: a record, or a watermark of one of the input's channels.
-pub(super) enum Replayed<T> {
-    Record(T),
+/// What a replay hands its task: a record of input 1 or 2, or a watermark of a channel
+/// (by the valve's index).
+pub(super) enum Replayed<A, B> {
+    First(A),
+    Second(B),
     Watermark { channel: usize, watermark: Watermark },
 }
 
-/// Replays in-flight records of a restored unaligned checkpoint into `process`, keeping
-/// only this subtask's key groups where the channel says so, with the channel's
-/// watermarks at their places among them.
-pub(super) fn replay<T: 'static>(
+/// One old channel's in-flight data, decoded, in order.
+pub(super) struct ReplayQueue<T> {
+    items: VecDeque<Item<T>>,
+    /// The valve's index of the channel its watermarks go to.
+    channel: usize,
+}
+
+enum Item<T> {
+    Record(T),
+    Watermark(Watermark),
+}
+
+impl<T> ReplayQueue<T> {
+    fn next_record(&mut self) -> Option<T> {
+        match self.items.front()? {
+            Item::Record(_) => match self.items.pop_front() {
+                Some(Item::Record(record)) => Some(record),
+                _ => None,
+            },
+            Item::Watermark(_) => None,
+        }
+    }
+
+    /// Takes the watermark at the head; the valve's channel it is for.
+    fn take_watermark(&mut self) -> usize {
+        self.items.pop_front();
+        self.channel
+    }
+
+    fn next_watermark(&self) -> Option<Watermark> {
+        match self.items.front()? {
+            Item::Watermark(watermark) => Some(*watermark),
+            Item::Record(_) => None,
+        }
+    }
+}
+
+/// Decodes the in-flight data of an input's restored channels, keeping only this
+/// subtask's key groups where a channel says so; the watermarks go to the valve's
+/// channel `offset + channel`.
+pub(super) fn decode_replay<T: 'static>(
     gate: &InputGate<T>,
     channels: Vec<ReplayChannel>,
+    offset: usize,
     operator: &str,
-    mut process: impl FnMut(Replayed<T>) -> Result<(), TaskError>,
-) -> Result<usize, TaskError> {
+) -> Result<Vec<ReplayQueue<T>>, TaskError> {
     let fail = |message: String| TaskError::StateBackend { operator: operator.to_string(), message };
-    let mut replayed = 0;
+    let mut queues = Vec::with_capacity(channels.len());
     for channel in channels {
-        let records = gate.decode(&channel.records).map_err(|e| fail(format!("undecodable in-flight records: {e}")))?;
+        let records = match channel.records.is_empty() {
+            true => Vec::new(),
+            false => gate.decode(&channel.records).map_err(|e| fail(format!("undecodable in-flight records: {e}")))?,
+        };
+        if let Some(last) = channel.watermarks.last().filter(|w| w.after as usize > records.len()) {
+            return Err(fail(format!(
+                "corrupt in-flight data: a watermark after record {} of a channel that holds {}",
+                last.after,
+                records.len()
+            )));
+        }
         let mut selector = match &channel.key_filter {
             None => None,
             Some(filter) => {
@@ -500,15 +565,12 @@ pub(super) fn replay<T: 'static>(
                 Some((factory(), filter))
             }
         };
+        let mut items = VecDeque::with_capacity(records.len() + channel.watermarks.len());
         let mut watermarks = channel.watermarks.iter().peekable();
-        let mut due = |before: usize, process: &mut dyn FnMut(Replayed<T>) -> Result<(), TaskError>| {
-            while let Some(w) = watermarks.next_if(|w| w.after as usize <= before) {
-                process(Replayed::Watermark { channel: channel.channel, watermark: Watermark(w.watermark) })?;
-            }
-            Ok::<_, TaskError>(())
-        };
         for (at, record) in records.into_iter().enumerate() {
-            due(at, &mut process)?;
+            while let Some(w) = watermarks.next_if(|w| w.after as usize <= at) {
+                items.push_back(Item::Watermark(Watermark(w.watermark)));
+            }
             let kept = match &mut selector {
                 None => true,
                 Some((selector, filter)) => {
@@ -516,11 +578,52 @@ pub(super) fn replay<T: 'static>(
                 }
             };
             if kept {
-                replayed += 1;
-                process(Replayed::Record(record))?;
+                items.push_back(Item::Record(record));
             }
         }
-        due(usize::MAX, &mut process)?;
+        items.extend(watermarks.map(|w| Item::Watermark(Watermark(w.watermark))));
+        queues.push(ReplayQueue { items, channel: offset + channel.channel });
+    }
+    Ok(queues)
+}
+
+/// Replays decoded in-flight data into `process`: each channel in its order, the
+/// channels interleaved as if they had moved on together in event time. Every record
+/// before its channel's next watermark goes first; then the lowest watermark a channel
+/// is at, and so on. Any interleaving is one that a run without failure could have
+/// taken; this one holds records back behind a channel's high watermark only once every
+/// other channel got as far (the input's watermark is the minimum of its channels').
+/// Returns the count of records replayed.
+pub(super) fn replay<A, B>(
+    mut first: Vec<ReplayQueue<A>>,
+    mut second: Vec<ReplayQueue<B>>,
+    mut process: impl FnMut(Replayed<A, B>) -> Result<(), TaskError>,
+) -> Result<usize, TaskError> {
+    let mut replayed = 0;
+    loop {
+        for queue in &mut first {
+            while let Some(record) = queue.next_record() {
+                replayed += 1;
+                process(Replayed::First(record))?;
+            }
+        }
+        for queue in &mut second {
+            while let Some(record) = queue.next_record() {
+                replayed += 1;
+                process(Replayed::Second(record))?;
+            }
+        }
+        // Each queue's head is a watermark now, or the queue is done.
+        let heads = first.iter().enumerate().map(|(at, q)| (q.next_watermark(), 0, at));
+        let heads = heads.chain(second.iter().enumerate().map(|(at, q)| (q.next_watermark(), 1, at)));
+        let Some((watermark, input, at)) = heads.filter_map(|(w, input, at)| Some((w?, input, at))).min() else {
+            break;
+        };
+        let channel = match input {
+            0 => first[at].take_watermark(),
+            _ => second[at].take_watermark(),
+        };
+        process(Replayed::Watermark { channel, watermark })?;
     }
     Ok(replayed)
 }
