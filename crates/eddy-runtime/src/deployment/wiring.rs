@@ -538,7 +538,11 @@ impl ChainBuilder<'_> {
                     channel.from_uid, channel.input, node.name
                 ));
             };
-            if !in_flight::keeps(&channel, &edge.partitioning, self.subtask, node.parallelism) {
+            let watermarks_only = channel.records.is_empty();
+            if (watermarks_only && channel.consumer_parallelism != node.parallelism)
+                || !in_flight::keeps(&channel, &edge.partitioning, self.subtask, node.parallelism)
+            {
+                // (Watermarks only go nowhere at another parallelism: see `in_flight`.)
                 continue;
             }
             let key_filter = match &edge.partitioning {

@@ -33,8 +33,9 @@
 //! watermark valve as it replays the records, so that a record late behind an
 //! in-flight watermark is late after the restore too, and a window the watermark closes
 //! closes before the records behind it. A channel with watermarks only stores no
-//! records (empty bytes), and nothing checks it against the job's edges or chaining. They are replayed only into the same channel: same producer, same
-//! consumer, neither rescaled. Elsewhere a watermark of an old channel says nothing of
+//! records (empty bytes), and nothing checks it against the job's edges or chaining.
+//! Watermarks are replayed only into the same channel: same producer, same consumer,
+//! neither rescaled. Elsewhere a watermark of an old channel says nothing of
 //! what the new channel will carry, so it is dropped, which only makes fewer records
 //! late (the valve starts at the lowest watermark, as without a restore). Watermarks
 //! among the copies a barrier overtook at a network producer are not stored either (the
