@@ -5,11 +5,12 @@
 //!
 //! For unaligned checkpoints the gate also reads a channel ahead up to its barrier,
 //! keeping what it read to hand out next ([`InputGate::read_ahead`]), and records the
-//! records a channel delivers while it is told to ([`InputGate::start_recording`]): the
-//! in-flight data of the checkpoint (see [`super::in_flight`]).
+//! records and watermarks a channel delivers while it is told to
+//! ([`InputGate::start_recording`]): the in-flight data of the checkpoint (see
+//! [`super::in_flight`]).
 //!
 //! A channel is anything that implements [`InputChannel`]: the in-process crossbeam
-//! channel, or a network channel (`network::RemoteInputChannel`). A new stream element (a watermark)
+//! channel, or a network channel (`network::RemoteInputChannel`). A new stream element
 //! is a new [`StreamMessage`] variant: the gate passes it through untouched.
 
 use super::in_flight::{Backlog, InFlightWatermark, RecordCodec, RecordedChannel};
