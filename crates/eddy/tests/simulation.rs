@@ -310,6 +310,111 @@ fn w1_with_unaligned_checkpoints_under_60_seeds_with_faults_commits_every_count_
     println!("in-flight bytes over the seeds' last attempts: {in_flight}");
 }
 
+const WINDOW_EVENTS: u64 = 20_000;
+
+/// Event `i` of the windowed job, at `10 i` ms, except that from 300 on the two after each
+/// 100 ms window's first are 25 ms behind: in the window before, which the watermark right
+/// before them closed, so that each is late only if that very watermark is where it was.
+fn timed_event(i: u64) -> (u64, i64) {
+    let time = i as i64 * 10;
+    (i % 3, if i >= 300 && matches!(i % 10, 1 | 2) { time - 25 } else { time })
+}
+
+/// Watermark = largest timestamp − 1, after every record.
+struct EveryRecord(i64);
+
+impl eddy::time::WatermarkGenerator<(u64, i64)> for EveryRecord {
+    fn on_event(&mut self, _: &(u64, i64), timestamp: i64, output: &mut eddy::time::WatermarkOutput) {
+        self.0 = self.0.max(timestamp);
+        output.emit_watermark(self.0 - 1);
+    }
+    fn on_periodic_emit(&mut self, _: &mut eddy::time::WatermarkOutput) {}
+}
+
+/// Per-key counts of 100 ms event-time windows at parallelism 1, late records to a side
+/// output, with unaligned checkpoints, under seed `seed`: the committed lines, the trace,
+/// the restarts and the in-flight bytes of the last attempt's checkpoints.
+fn run_windows(seed: u64) -> (Vec<String>, Vec<String>, u32, u64) {
+    use eddy::time::WatermarkStrategy;
+    use eddy::window::{window_function, TimeWindow, TumblingEventTimeWindows};
+    let env = simulated_env(seed, None);
+    env.set_parallelism(1);
+    env.enable_unaligned_checkpoints();
+    let committed = Committed::new();
+    let late = OutputTag::<(u64, i64)>::new("late");
+    let windows = env
+        .from_sequence(0, WINDOW_EVENTS - 1)
+        .uid("events")
+        .map(timed_event)
+        .uid("timed")
+        .assign_timestamps_and_watermarks(
+            WatermarkStrategy::for_generator(|| EveryRecord(i64::MIN)).with_timestamp_assigner(|e: &(u64, i64)| e.1),
+        )
+        .uid("timestamps")
+        .key_by(|e: &(u64, i64)| e.0)
+        .window(TumblingEventTimeWindows::of(std::time::Duration::from_millis(100)))
+        .side_output_late_data(&late)
+        .process(window_function(
+            |key: &u64,
+             w: &TimeWindow,
+             events: &mut dyn Iterator<Item = (u64, i64)>,
+             out: &mut Collector<'_, String>| {
+                out.collect(format!("W {key} {} {}", w.start, events.count()));
+            },
+        ))
+        .uid("windows");
+    let dropped = windows.side_output(&late).map(|(key, t)| format!("L {key} {t}")).uid("late");
+    windows.union(&[dropped]).add_sink(TwoPhaseCommitSink::new(committed.clone())).uid("sink");
+    let result = env.execute("windows simulated").unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+    let in_flight = result.accumulators.get(eddy::IN_FLIGHT_BYTES).copied().unwrap_or(0);
+    (committed.records(), result.trace, result.restarts, in_flight)
+}
+
+/// What a run without failure commits: every delayed event late (see [`timed_event`]),
+/// the others counted in their windows.
+fn windows_expected() -> Vec<String> {
+    let mut counts: BTreeMap<(u64, i64), u64> = BTreeMap::new();
+    let mut lines = Vec::new();
+    for i in 0..WINDOW_EVENTS {
+        let (key, time) = timed_event(i);
+        if time == i as i64 * 10 {
+            *counts.entry((key, time - time % 100)).or_default() += 1;
+        } else {
+            lines.push(format!("L {key} {time}"));
+        }
+    }
+    lines.extend(counts.into_iter().map(|((key, start), count)| format!("W {key} {start} {count}")));
+    lines.sort();
+    lines
+}
+
+/// Event-time windows with unaligned checkpoints under faults: every restore replays the
+/// watermarks in flight with the records, so a record late behind one is late again and
+/// no window counts it or fires twice: the committed output is a run's without failure.
+#[test]
+fn windows_with_unaligned_checkpoints_under_40_seeds_with_faults_keep_late_records_late() {
+    let expected = windows_expected();
+    let restarts = std::sync::atomic::AtomicU32::new(0);
+    let in_flight = std::sync::atomic::AtomicU64::new(0);
+    for_seeds(600..640, |seed| {
+        let (committed, trace, restarted, bytes) = run_windows(seed);
+        let got = sorted(committed);
+        if got != expected {
+            let (got_set, want): (BTreeSet<_>, BTreeSet<_>) = (got.iter().collect(), expected.iter().collect());
+            let missing: Vec<_> = want.difference(&got_set).take(6).collect();
+            let unexpected: Vec<_> = got_set.difference(&want).take(6).collect();
+            panic!("seed {seed}: missing {missing:?}, unexpected {unexpected:?}; trace: {trace:#?}");
+        }
+        restarts.fetch_add(restarted, std::sync::atomic::Ordering::Relaxed);
+        in_flight.fetch_add(bytes, std::sync::atomic::Ordering::Relaxed);
+    });
+    let restarts = restarts.into_inner();
+    assert!(restarts >= 40 * FAULTS / 2, "{restarts} restarts: too few for the faults injected");
+    let in_flight = in_flight.into_inner();
+    assert!(in_flight > 0, "the checkpoints stored in-flight records: {in_flight} bytes");
+    println!("window runs: {restarts} restarts, {in_flight} in-flight bytes over the seeds' last attempts");
+}
+
 #[test]
 fn the_order_state_machine_under_100_seeds_with_faults_matches_a_sequential_run() {
     let events = order_state_machine::sample_events(4_000);
