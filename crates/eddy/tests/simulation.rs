@@ -1,6 +1,7 @@
-//! Deterministic simulation: 200 seeds, each with seeded faults (task failures, storage
-//! write, torn-write, metadata and read faults), across a W1-shaped count per key and the
-//! order state machine of seed 004. Every run must commit exactly the output of a
+//! Deterministic simulation: seeds, each with seeded faults (task failures, storage
+//! write, torn-write, metadata and read faults), across a W1-shaped count per key (also
+//! with unaligned checkpoints), event-time windows with late records under unaligned
+//! checkpoints, and the order state machine of seed 004. Every run must commit exactly the output of a
 //! sequential run, no record lost or doubled, and the same seed must leave the same trace.
 
 #![allow(dead_code)]
