@@ -5,7 +5,7 @@
 use super::wire::{kind, ChannelKey, FRAME_BYTES_MAX, HEADER_BYTES, NETWORK_BUFFER_BYTES};
 use crate::channel::{BatchReceiver, BatchSender, CheckpointBarrier, StreamMessage};
 use crate::error::TaskError;
-use crate::task::in_flight::{Announcement, Backlog};
+use crate::task::in_flight::{Announcement, Backlog, InFlightWatermark};
 use crate::task::InputChannel;
 use crossbeam_channel::{Receiver, Select, Sender, TryRecvError};
 use eddy_checkpoint::CheckpointId;
@@ -143,6 +143,17 @@ fn encode_barrier(barrier: &CheckpointBarrier, out: &mut Vec<u8>) {
     out.push(matches!(barrier.kind, eddy_checkpoint::SnapshotKind::Savepoint) as u8);
 }
 
+fn decode_watermark(payload: &[u8]) -> Option<Watermark> {
+    Some(Watermark(i64::from_le_bytes(payload.get(0..8)?.try_into().ok()?)))
+}
+
+/// A copy a barrier overtook at the producer, sent ahead of it (see [`Overtaking`]).
+#[derive(Debug)]
+pub enum Overtaken<T> {
+    Records(Vec<T>),
+    Watermark(Watermark),
+}
+
 fn decode_barrier(payload: &[u8]) -> Option<CheckpointBarrier> {
     let id = u64::from_le_bytes(payload.get(0..8)?.try_into().ok()?);
     let kind = match payload.get(8)? {
@@ -252,13 +263,25 @@ impl<T: Serialize + Send> TypedOutbound<T> {
             self.stashed();
         }
         let Some(Overtake::Copying { barrier, next, end }) = self.overtake else { return Ok(None) };
-        let batch = (next..end).find(|&i| matches!(&self.stash[i], StreamMessage::Records(b) if !b.is_empty()));
-        match batch {
+        let copied = (next..end).find(|&i| match &self.stash[i] {
+            StreamMessage::Records(batch) => !batch.is_empty(),
+            StreamMessage::Watermark(_) => true,
+            _ => false,
+        });
+        match copied {
             Some(i) => {
-                let StreamMessage::Records(records) = &self.stash[i] else { unreachable!("found above") };
-                encode_records(records, out)?;
                 self.overtake = Some(Overtake::Copying { barrier, next: i + 1, end });
-                Ok(Some((kind::OVERTAKEN, count_of(records.len()))))
+                match &self.stash[i] {
+                    StreamMessage::Records(records) => {
+                        encode_records(records, out)?;
+                        Ok(Some((kind::OVERTAKEN, count_of(records.len()))))
+                    }
+                    message => {
+                        // A watermark: its copy keeps its place among the records' copies.
+                        encode_event(message, out);
+                        Ok(Some((kind::OVERTAKEN_WATERMARK, 0)))
+                    }
+                }
             }
             None => {
                 self.overtake = None;
@@ -380,8 +403,9 @@ pub struct TypedInbound<T> {
     /// Where an announced barrier is told to the consuming subtask (its input's
     /// announcements, and this channel's index there), with unaligned checkpoints.
     announce: Option<(Sender<Announcement>, usize)>,
-    /// Copies of records a barrier overtook, by barrier, for the consumer's checkpoint.
-    overtaken: Option<Sender<(CheckpointId, Vec<T>)>>,
+    /// Copies of records and watermarks a barrier overtook, by barrier, for the
+    /// consumer's checkpoint.
+    overtaken: Option<Sender<(CheckpointId, Overtaken<T>)>>,
     /// The barrier announced last: the copies that follow are its.
     last_announced: Option<CheckpointId>,
 }
@@ -397,7 +421,7 @@ impl<T> TypedInbound<T> {
         self,
         inbox: Sender<Announcement>,
         channel: usize,
-        overtaken: Sender<(CheckpointId, Vec<T>)>,
+        overtaken: Sender<(CheckpointId, Overtaken<T>)>,
     ) -> Self {
         Self { announce: Some((inbox, channel)), overtaken: Some(overtaken), ..self }
     }
@@ -432,20 +456,20 @@ impl<T: DeserializeOwned + Send> InboundChannel for TypedInbound<T> {
                 }
                 return Ok(false);
             }
-            kind::OVERTAKEN => {
-                let records = decode_records(value, payload)?;
+            kind::OVERTAKEN | kind::OVERTAKEN_WATERMARK => {
+                let copy = match frame_kind {
+                    kind::OVERTAKEN => Overtaken::Records(decode_records(value, payload)?),
+                    _ => Overtaken::Watermark(decode_watermark(payload).ok_or_else(short)?),
+                };
                 // Stored with the barrier announced last, which follows the copies.
                 let Some(overtaken) = &self.overtaken else {
                     return Err("overtaken records on a channel without unaligned checkpoints".into());
                 };
                 let barrier = self.last_announced.ok_or("overtaken records before any announcement")?;
-                let _ = overtaken.send((barrier, records));
+                let _ = overtaken.send((barrier, copy));
                 return Ok(false);
             }
-            kind::WATERMARK => {
-                let at = i64::from_le_bytes(payload.get(0..8).ok_or_else(short)?.try_into().expect("8 bytes"));
-                StreamMessage::Watermark(Watermark(at))
-            }
+            kind::WATERMARK => StreamMessage::Watermark(decode_watermark(payload).ok_or_else(short)?),
             kind::WATERMARK_STATUS => {
                 StreamMessage::WatermarkStatus(if value == 1 { WatermarkStatus::Idle } else { WatermarkStatus::Active })
             }
@@ -469,10 +493,11 @@ pub struct RemoteInputChannel<T> {
     key: ChannelKey,
     credits: Sender<ChannelKey>,
     lost: LostReason,
-    /// Copies of records that overtaking barriers passed at the producer, by barrier.
-    overtaken: Option<Receiver<(CheckpointId, Vec<T>)>>,
+    /// Copies of records and watermarks that overtaking barriers passed at the producer,
+    /// by barrier.
+    overtaken: Option<Receiver<(CheckpointId, Overtaken<T>)>>,
     /// Those taken from `overtaken` whose barrier is still to come.
-    early: RefCell<VecDeque<(CheckpointId, Vec<T>)>>,
+    early: RefCell<VecDeque<(CheckpointId, Overtaken<T>)>>,
 }
 
 impl<T> RemoteInputChannel<T> {
@@ -481,14 +506,14 @@ impl<T> RemoteInputChannel<T> {
     }
 
     /// Gets the copies of overtaken records from `overtaken` (see [`TypedInbound`]).
-    pub fn with_overtaken(self, overtaken: Receiver<(CheckpointId, Vec<T>)>) -> Self {
+    pub fn with_overtaken(self, overtaken: Receiver<(CheckpointId, Overtaken<T>)>) -> Self {
         Self { overtaken: Some(overtaken), ..self }
     }
 }
 
 impl<T> RemoteInputChannel<T> {
     /// The copies of overtaken records of checkpoint `id` and older ones, taken out.
-    fn overtaken_through(&self, id: CheckpointId) -> Vec<(CheckpointId, Vec<T>)> {
+    fn overtaken_through(&self, id: CheckpointId) -> Vec<(CheckpointId, Overtaken<T>)> {
         let mut early = self.early.borrow_mut();
         if let Some(overtaken) = &self.overtaken {
             early.extend(overtaken.try_iter());
@@ -518,10 +543,14 @@ impl<T: Send> InputChannel<T> for RemoteInputChannel<T> {
         let _ = self.credits.send(self.key);
     }
 
-    fn take_overtaken(&self, barrier: &CheckpointBarrier, into: &mut Vec<T>) {
-        for (id, records) in self.overtaken_through(barrier.id) {
-            if id == barrier.id {
-                into.extend(records);
+    fn take_overtaken(&self, barrier: &CheckpointBarrier, into: &mut Vec<T>, watermarks: &mut Vec<InFlightWatermark>) {
+        for (id, copy) in self.overtaken_through(barrier.id) {
+            match copy {
+                _ if id != barrier.id => {}
+                Overtaken::Records(records) => into.extend(records),
+                Overtaken::Watermark(watermark) => {
+                    watermarks.push(InFlightWatermark { after: into.len() as u32, watermark: watermark.0 })
+                }
             }
         }
     }

@@ -10,8 +10,8 @@
 //!   Records frames pack consecutive batches of one channel into one network buffer of
 //!   [`NETWORK_BUFFER_BYTES`]; events (barriers, watermarks, ends of input) travel in band,
 //!   in order, in frames of their own. An unaligned checkpoint's barrier overtakes: an
-//!   announcement, copies of the records it passes and the barrier go ahead of the queue
-//!   ([`Overtaking`]).
+//!   announcement, copies of the records it passes (and of the watermarks among them)
+//!   and the barrier go ahead of the queue ([`Overtaking`]).
 //! - **Credits** (Flink's `CreditBasedPartitionRequestClientHandler`): a records frame
 //!   costs the sender one credit; the consumer grants each channel its share of buffers
 //!   first and one more credit per records frame its subtask takes, announced in
@@ -39,8 +39,8 @@ mod sender;
 mod wire;
 
 pub use channel::{
-    ChannelEnd, InboundChannel, LostReason, OutboundChannel, OutboundChannels, Overtaking, RemoteInputChannel,
-    TypedInbound, TypedOutbound,
+    ChannelEnd, InboundChannel, LostReason, OutboundChannel, OutboundChannels, Overtaken, Overtaking,
+    RemoteInputChannel, TypedInbound, TypedOutbound,
 };
 pub use receiver::{start_receivers, InboundSet};
 pub use sender::{start_sender, OutboundSet};
@@ -124,8 +124,8 @@ mod tests {
     }
 
     /// An unaligned checkpoint's barrier overtakes the producer's queue: announced at
-    /// once, then copies of the records it passed and the barrier itself, all without
-    /// credit; the records themselves follow with credit. The consumer's channel hands
+    /// once, then copies of the records it passed (and of the watermarks among them) and
+    /// the barrier itself, all without credit; the records themselves follow with credit. The consumer's channel hands
     /// the copies out at the barrier, and owes the credits of what it reads ahead.
     #[test]
     fn an_announced_barrier_overtakes_the_queue_with_copies_of_what_it_passed() {
@@ -168,6 +168,7 @@ mod tests {
         tx.send(StreamMessage::Barrier(barrier)).unwrap();
         tx.send(StreamMessage::Records(vec![4])).unwrap();
         assert_eq!(next(&mut outbound, false, &mut frame), Some(kind::OVERTAKEN));
+        assert_eq!(next(&mut outbound, false, &mut frame), Some(kind::OVERTAKEN_WATERMARK));
         assert_eq!(next(&mut outbound, false, &mut frame), Some(kind::OVERTAKEN));
         assert_eq!(next(&mut outbound, false, &mut frame), Some(kind::BARRIER), "then the barrier, ahead");
         assert_eq!(next(&mut outbound, false, &mut frame), None, "the stashed records wait for credit");
@@ -178,7 +179,7 @@ mod tests {
         assert_eq!(next(&mut outbound, true, &mut frame), None);
 
         // The consumer reads ahead to the barrier: no credit back until a batch is processed.
-        let mut copies = Vec::new();
+        let (mut copies, mut watermarks) = (Vec::new(), Vec::new());
         let got = std::iter::from_fn(|| input.try_recv_ahead().ok()).collect::<Vec<_>>();
         assert_eq!(
             format!("{got:?}"),
@@ -193,8 +194,10 @@ mod tests {
             )
         );
         assert!(credit_rx.try_recv().is_err(), "reading ahead returns no credit");
-        input.take_overtaken(&barrier, &mut copies);
+        input.take_overtaken(&barrier, &mut copies, &mut watermarks);
         assert_eq!(copies, vec![1, 2, 3], "the copies of what the barrier passed, in order");
+        let watermark = crate::task::in_flight::InFlightWatermark { after: 2, watermark: 5 };
+        assert_eq!(watermarks, vec![watermark], "with the watermark at its place among them");
         input.release();
         assert_eq!(credit_rx.try_recv().unwrap(), key);
 
@@ -206,8 +209,8 @@ mod tests {
         inbound.deliver(kind::ANNOUNCE, 0, &payload).unwrap();
         inbound.deliver(kind::OVERTAKEN, 1, &postcard::to_allocvec(&9u64).unwrap()).unwrap();
         input.discard_overtaken(CheckpointId(8));
-        input.take_overtaken(&next, &mut copies);
-        assert_eq!(copies, vec![1, 2, 3], "discarded");
+        input.take_overtaken(&next, &mut copies, &mut watermarks);
+        assert_eq!((copies, watermarks), (vec![1, 2, 3], vec![watermark]), "discarded");
     }
 
     /// With an aligned-checkpoint timeout a barrier goes in band if it can within the

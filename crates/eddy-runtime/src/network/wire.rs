@@ -30,6 +30,9 @@ pub(super) mod kind {
     /// A copy of records the coming barrier overtook at the producer (value: their count):
     /// in flight for the consumer's checkpoint, sent for real behind the barrier.
     pub const OVERTAKEN: u8 = 9;
+    /// A copy of a watermark the coming barrier overtook among those records (payload as
+    /// in [`WATERMARK`]), at its place among the copies; sent for real behind the barrier.
+    pub const OVERTAKEN_WATERMARK: u8 = 10;
 }
 
 /// One channel on a connection: edge index, producer subtask, consumer subtask.

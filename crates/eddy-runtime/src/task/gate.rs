@@ -35,8 +35,15 @@ pub trait InputChannel<T>: Send {
     /// A records message read ahead was handed out.
     fn release(&self) {}
     /// Appends the records that `barrier` overtook at the producer (a network channel's
-    /// copies of them, sent ahead of the barrier), if it did.
-    fn take_overtaken(&self, _barrier: &CheckpointBarrier, _into: &mut Vec<T>) {}
+    /// copies of them, sent ahead of the barrier), if it did, and the watermarks among
+    /// them at their places in `into`.
+    fn take_overtaken(
+        &self,
+        _barrier: &CheckpointBarrier,
+        _into: &mut Vec<T>,
+        _watermarks: &mut Vec<InFlightWatermark>,
+    ) {
+    }
     /// Drops the copies of overtaken records of checkpoint `done` and older ones, which
     /// the task is done with: a channel not read for a while (a declined checkpoint)
     /// would pile them up.
@@ -88,9 +95,18 @@ pub struct InputGate<T> {
     recorded: Vec<Vec<T>>,
     /// Per channel, the watermarks among `recorded`.
     recorded_watermarks: Vec<Vec<InFlightWatermark>>,
-    /// Per channel, copies of the records its last barrier overtook at the producer.
-    overtaken: Vec<Option<(CheckpointId, Vec<T>)>>,
+    /// Per channel, copies of the records its last barrier overtook at the producer, with
+    /// the watermarks among them.
+    overtaken: Vec<Option<Overtaken<T>>>,
     codec: RecordCodec<T>,
+}
+
+/// What a channel's barrier overtook at its producer: copies of records, and the
+/// watermarks among them (positions among the copies).
+struct Overtaken<T> {
+    barrier: CheckpointId,
+    records: Vec<T>,
+    watermarks: Vec<InFlightWatermark>,
 }
 
 /// Appends copies of `message`'s records to `recorded`, or its watermark to
@@ -267,9 +283,13 @@ impl<T> InputGate<T> {
     /// did, for [`Self::keep_overtaken`]: they come behind the barrier, after a snapshot
     /// taken at it, so they are in flight for its checkpoint.
     fn take_overtaken(&mut self, channel: usize, barrier: &CheckpointBarrier) {
-        let mut copies = Vec::new();
-        self.channels[channel].take_overtaken(barrier, &mut copies);
-        self.overtaken[channel] = (!copies.is_empty()).then_some((barrier.id, copies));
+        let (mut records, mut watermarks) = (Vec::new(), Vec::new());
+        self.channels[channel].take_overtaken(barrier, &mut records, &mut watermarks);
+        // Watermarks without records are not stored: the barrier overtook no record, so
+        // the checkpoint need not be unaligned for them, and a watermark left out only
+        // makes fewer records late after a restore.
+        self.overtaken[channel] =
+            (!records.is_empty()).then_some(Overtaken { barrier: barrier.id, records, watermarks });
     }
 
     /// See [`InputChannel::discard_overtaken`].
@@ -279,16 +299,19 @@ impl<T> InputGate<T> {
 
     /// Whether `barrier`, just delivered by `channel`, overtook records at the producer.
     pub fn overtook(&self, channel: usize, barrier: &CheckpointBarrier) -> bool {
-        self.overtaken[channel].as_ref().is_some_and(|(id, _)| *id == barrier.id)
+        self.overtaken[channel].as_ref().is_some_and(|o| o.barrier == barrier.id)
     }
 
-    /// Adds the records `channel`'s last barrier overtook to what the channel recorded
-    /// (after everything it delivered before the barrier), or drops them (`keep` false:
-    /// the checkpoint is not taken here).
+    /// Adds the records `channel`'s last barrier overtook, and the watermarks among them,
+    /// to what the channel recorded (after everything it delivered before the barrier),
+    /// or drops them (`keep` false: the checkpoint is not taken here).
     pub fn keep_overtaken(&mut self, channel: usize, keep: bool) {
-        if let Some((_, mut copies)) = self.overtaken[channel].take() {
+        if let Some(Overtaken { mut records, watermarks, .. }) = self.overtaken[channel].take() {
             if keep {
-                self.recorded[channel].append(&mut copies);
+                let before = self.recorded[channel].len() as u32;
+                let moved = watermarks.into_iter().map(|w| InFlightWatermark { after: before + w.after, ..w });
+                self.recorded_watermarks[channel].extend(moved);
+                self.recorded[channel].append(&mut records);
             }
         }
     }
@@ -514,5 +537,39 @@ mod tests {
         let marks: Vec<(u32, i64)> = recorded[0].watermarks.iter().map(|w| (w.after, w.watermark)).collect();
         assert_eq!(marks, vec![(0, 2), (1, 3), (3, 4), (3, 6)]);
         assert!(gate.take_recorded().unwrap().is_empty(), "taken once");
+    }
+
+    /// The copies a barrier overtook at a network producer come after everything the
+    /// channel delivered before the barrier, the watermarks among them at their places.
+    #[test]
+    fn a_network_channels_overtaken_copies_are_recorded_with_their_watermarks() {
+        use crate::network::{ChannelKey, LostReason, Overtaken, RemoteInputChannel};
+        use eddy_checkpoint::SnapshotKind;
+        use eddy_types::Watermark;
+        let key = ChannelKey { edge: 0, from: 0, to: 0 };
+        let (tx, rx) = bounded::<u32>(8);
+        let (credit_tx, _credit_rx) = crossbeam_channel::unbounded();
+        let (overtaken_tx, overtaken_rx) = crossbeam_channel::unbounded();
+        let remote = RemoteInputChannel::new(rx, key, credit_tx, LostReason::default()).with_overtaken(overtaken_rx);
+        let mut gate: InputGate<u32> = InputGate::new(vec![Box::new(remote)]);
+        let barrier = CheckpointBarrier { id: CheckpointId(1), kind: SnapshotKind::Checkpoint };
+        gate.start_recording(&|_| true, &|_| Some(1));
+        tx.send(StreamMessage::Records(vec![10])).unwrap();
+        tx.send(StreamMessage::Watermark(Watermark(2))).unwrap();
+        for copy in [Overtaken::Records(vec![20]), Overtaken::Watermark(Watermark(3)), Overtaken::Records(vec![21])] {
+            overtaken_tx.send((barrier.id, copy)).unwrap();
+        }
+        tx.send(StreamMessage::Barrier(barrier)).unwrap();
+        while let Some((channel, message)) = gate.poll(&|_| false).unwrap() {
+            if let StreamMessage::Barrier(barrier) = message {
+                assert!(gate.overtook(channel, &barrier));
+                gate.keep_overtaken(channel, true);
+                gate.stop_recording(channel);
+            }
+        }
+        let recorded = gate.take_recorded().unwrap();
+        assert_eq!(gate.decode(&recorded[0].records).unwrap(), vec![10, 20, 21]);
+        let marks: Vec<(u32, i64)> = recorded[0].watermarks.iter().map(|w| (w.after, w.watermark)).collect();
+        assert_eq!(marks, vec![(0, 1), (1, 2), (2, 3)]);
     }
 }

@@ -37,9 +37,9 @@
 //! Watermarks are replayed only into the same channel: same producer, same consumer,
 //! neither rescaled. Elsewhere a watermark of an old channel says nothing of
 //! what the new channel will carry, so it is dropped, which only makes fewer records
-//! late (the valve starts at the lowest watermark, as without a restore). Watermarks
-//! among the copies a barrier overtook at a network producer are not stored either (the
-//! copies carry records only), with the same effect.
+//! late (the valve starts at the lowest watermark, as without a restore). The copies a
+//! barrier overtook at a network producer carry the watermarks among them too; a barrier
+//! that overtook watermarks but no record leaves them out, with the same effect.
 
 use crate::channel::CheckpointBarrier;
 use crate::graph::Partitioning;
