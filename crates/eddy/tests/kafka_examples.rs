@@ -28,12 +28,14 @@ fn two_topics_joined_exactly_once_through_kafka() {
     env.set_parallelism(2);
     env.enable_checkpointing(100);
     kafka_two_topic_join::job(&env, &b, "orders", "payments", "joined", true);
-    env.execute("two topic join on Kafka").unwrap();
+    let result = env.execute("two topic join on Kafka").unwrap();
     let mut joined: BTreeMap<u64, Vec<String>> = BTreeMap::new();
     for (_, key, value) in read_all(&b, "joined", Duration::from_secs(60)).unwrap() {
         let key: u64 = String::from_utf8(key).unwrap().parse().unwrap();
         joined.entry(key).or_default().push(String::from_utf8(value).unwrap());
     }
     let expected: BTreeMap<u64, Vec<String>> = (100..200).map(|k| (k, vec![format!("{k},{k},{}", 1000 + k)])).collect();
-    assert_eq!(joined, expected);
+    // A failover is allowed (exactly once), but says so if the output differs: it once
+    // lost 21 keys under load, cause unknown (see issue 22's note 11).
+    assert_eq!(joined, expected, "{} restarts: {:?}", result.restarts, result.warnings);
 }

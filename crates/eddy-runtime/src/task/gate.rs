@@ -309,7 +309,8 @@ impl<T> InputGate<T> {
         if let Some(Overtaken { mut records, watermarks, .. }) = self.overtaken[channel].take() {
             if keep {
                 let before = self.recorded[channel].len() as u32;
-                let moved = watermarks.into_iter().map(|w| InFlightWatermark { after: before + w.after, ..w });
+                let moved =
+                    watermarks.into_iter().map(|w| InFlightWatermark { after: before.saturating_add(w.after), ..w });
                 self.recorded_watermarks[channel].extend(moved);
                 self.recorded[channel].append(&mut records);
             }
