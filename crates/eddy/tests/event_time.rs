@@ -15,6 +15,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 mod common;
+use common::late_windows::{differences, expected_lines, timed_event, EveryRecord, WINDOW_MS};
 
 const EVENTS: u64 = 30_000;
 const KEYS: u64 = 7;
@@ -717,15 +718,6 @@ fn a_window_functions_keyed_state_is_per_key_across_windows() {
     }
 }
 
-/// Event `i` of [`in_flight_watermarks_job`], at `10 i` ms, except that from 300 on the
-/// two after each 100 ms window's first are 25 ms behind: in the window before, which
-/// the watermark right before them closed (a record behind it is late only if that
-/// very watermark, in flight or not, is where it was).
-fn key_and_time(i: u64) -> (u64, i64) {
-    let time = i as i64 * 10;
-    (i % 3, if i >= 300 && matches!(i % 10, 1 | 2) { time - 25 } else { time })
-}
-
 /// Counts, slowly enough that the queue in front of the window stays full of records
 /// and watermarks.
 #[derive(Clone)]
@@ -775,17 +767,6 @@ impl RichMapFunction<String, String> for FailAfterCheckpoints {
     }
 }
 
-/// Watermark = largest timestamp − 1, after every record.
-struct EveryRecord(i64);
-
-impl eddy::time::WatermarkGenerator<(u64, i64)> for EveryRecord {
-    fn on_event(&mut self, _: &(u64, i64), timestamp: i64, output: &mut eddy::time::WatermarkOutput) {
-        self.0 = self.0.max(timestamp);
-        output.emit_watermark(self.0 - 1);
-    }
-    fn on_periodic_emit(&mut self, _: &mut eddy::time::WatermarkOutput) {}
-}
-
 const IN_FLIGHT_EVENTS: u64 = 6_000;
 
 /// Per-key counts of 100 ms tumbling windows behind a slow count, late records to a
@@ -804,14 +785,14 @@ fn in_flight_watermarks_job(out: &Path, checkpoints: &Path, failures: u64) -> ed
     let windows = env
         .from_sequence(0, IN_FLIGHT_EVENTS - 1)
         .uid("numbers")
-        .map(key_and_time)
+        .map(timed_event)
         .uid("events")
         .assign_timestamps_and_watermarks(
             WatermarkStrategy::for_generator(|| EveryRecord(i64::MIN)).with_timestamp_assigner(|e: &(u64, i64)| e.1),
         )
         .uid("timestamps")
         .key_by(|e: &(u64, i64)| e.0)
-        .window(TumblingEventTimeWindows::of(Duration::from_millis(100)))
+        .window(TumblingEventTimeWindows::of(Duration::from_millis(WINDOW_MS)))
         .side_output_late_data(&late)
         .aggregate_with(
             SlowCount,
@@ -849,25 +830,9 @@ fn late_records_stay_late_when_a_failure_restores_unaligned_checkpoints_with_wat
     assert!(result.restarts >= 1, "{} restarts: {:?}", result.restarts, result.warnings);
     let mut lines: Vec<String> = committed_files(&out).into_iter().flatten().collect();
     lines.sort();
-    // By hand: every delayed event is late (see `key_and_time`); the others count.
-    let mut counts: std::collections::BTreeMap<(u64, i64), u64> = std::collections::BTreeMap::new();
-    let mut expected = Vec::new();
-    for i in 0..IN_FLIGHT_EVENTS {
-        let (key, time) = key_and_time(i);
-        if time == i as i64 * 10 {
-            *counts.entry((key, time - time % 100)).or_default() += 1;
-        } else {
-            expected.push(format!("L {key} {time}"));
-        }
-    }
-    expected.extend(counts.into_iter().map(|((key, start), count)| format!("W {key} {start} {count}")));
-    expected.sort();
-    if lines != expected {
-        let (got, want): (std::collections::BTreeSet<_>, std::collections::BTreeSet<_>) =
-            (lines.iter().collect(), expected.iter().collect());
-        let missing: Vec<_> = want.difference(&got).take(10).collect();
-        let unexpected: Vec<_> = got.difference(&want).take(10).collect();
-        panic!("{} lines, expected {}; missing {missing:?}; unexpected {unexpected:?}", lines.len(), expected.len());
+    // By hand: every delayed event is late (see `timed_event`); the others count.
+    if let Some(differences) = differences(&lines, &expected_lines(IN_FLIGHT_EVENTS)) {
+        panic!("{differences}");
     }
     let _ = std::fs::remove_dir_all(dir);
 }

@@ -16,6 +16,9 @@ use eddy::sink::{TransactionalSink, TwoPhaseCommitSink};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 
+mod common;
+use common::late_windows::{differences, expected_lines, timed_event, EveryRecord, WINDOW_MS};
+
 /// An in-memory transactional system that behaves like a real one: a transaction carries
 /// its records; pre-committing prepares it; committing files its records under its
 /// (subtask, sequence), once (committing again changes nothing); aborting the leftovers of
@@ -313,25 +316,6 @@ fn w1_with_unaligned_checkpoints_under_60_seeds_with_faults_commits_every_count_
 
 const WINDOW_EVENTS: u64 = 20_000;
 
-/// Event `i` of the windowed job, at `10 i` ms, except that from 300 on the two after each
-/// 100 ms window's first are 25 ms behind: in the window before, which the watermark right
-/// before them closed, so that each is late only if that very watermark is where it was.
-fn timed_event(i: u64) -> (u64, i64) {
-    let time = i as i64 * 10;
-    (i % 3, if i >= 300 && matches!(i % 10, 1 | 2) { time - 25 } else { time })
-}
-
-/// Watermark = largest timestamp − 1, after every record.
-struct EveryRecord(i64);
-
-impl eddy::time::WatermarkGenerator<(u64, i64)> for EveryRecord {
-    fn on_event(&mut self, _: &(u64, i64), timestamp: i64, output: &mut eddy::time::WatermarkOutput) {
-        self.0 = self.0.max(timestamp);
-        output.emit_watermark(self.0 - 1);
-    }
-    fn on_periodic_emit(&mut self, _: &mut eddy::time::WatermarkOutput) {}
-}
-
 /// Per-key counts of 100 ms event-time windows at parallelism 1, late records to a side
 /// output, with unaligned checkpoints, under seed `seed`: the committed lines, the trace,
 /// the restarts and the in-flight bytes of the last attempt's checkpoints.
@@ -353,7 +337,7 @@ fn run_windows(seed: u64) -> (Vec<String>, Vec<String>, u32, u64) {
         )
         .uid("timestamps")
         .key_by(|e: &(u64, i64)| e.0)
-        .window(TumblingEventTimeWindows::of(std::time::Duration::from_millis(100)))
+        .window(TumblingEventTimeWindows::of(std::time::Duration::from_millis(WINDOW_MS)))
         .side_output_late_data(&late)
         .process(window_function(
             |key: &u64,
@@ -371,40 +355,18 @@ fn run_windows(seed: u64) -> (Vec<String>, Vec<String>, u32, u64) {
     (committed.records(), result.trace, result.restarts, in_flight)
 }
 
-/// What a run without failure commits: every delayed event late (see [`timed_event`]),
-/// the others counted in their windows.
-fn windows_expected() -> Vec<String> {
-    let mut counts: BTreeMap<(u64, i64), u64> = BTreeMap::new();
-    let mut lines = Vec::new();
-    for i in 0..WINDOW_EVENTS {
-        let (key, time) = timed_event(i);
-        if time == i as i64 * 10 {
-            *counts.entry((key, time - time % 100)).or_default() += 1;
-        } else {
-            lines.push(format!("L {key} {time}"));
-        }
-    }
-    lines.extend(counts.into_iter().map(|((key, start), count)| format!("W {key} {start} {count}")));
-    lines.sort();
-    lines
-}
-
 /// Event-time windows with unaligned checkpoints under faults: every restore replays the
 /// watermarks in flight with the records, so a record late behind one is late again and
 /// no window counts it or fires twice: the committed output is a run's without failure.
 #[test]
 fn windows_with_unaligned_checkpoints_under_40_seeds_with_faults_keep_late_records_late() {
-    let expected = windows_expected();
+    let expected = expected_lines(WINDOW_EVENTS);
     let restarts = std::sync::atomic::AtomicU32::new(0);
     let in_flight = std::sync::atomic::AtomicU64::new(0);
     for_seeds(600..640, |seed| {
         let (committed, trace, restarted, bytes) = run_windows(seed);
-        let got = sorted(committed);
-        if got != expected {
-            let (got_set, want): (BTreeSet<_>, BTreeSet<_>) = (got.iter().collect(), expected.iter().collect());
-            let missing: Vec<_> = want.difference(&got_set).take(6).collect();
-            let unexpected: Vec<_> = got_set.difference(&want).take(6).collect();
-            panic!("seed {seed}: missing {missing:?}, unexpected {unexpected:?}; trace: {trace:#?}");
+        if let Some(differences) = differences(&sorted(committed), &expected) {
+            panic!("seed {seed}: {differences}; trace: {trace:#?}");
         }
         restarts.fetch_add(restarted, std::sync::atomic::Ordering::Relaxed);
         in_flight.fetch_add(bytes, std::sync::atomic::Ordering::Relaxed);

@@ -2,6 +2,8 @@
 
 #![allow(dead_code)]
 
+pub mod late_windows;
+
 use eddy::prelude::*;
 use std::path::PathBuf;
 
