@@ -195,15 +195,6 @@ impl<T> BatchReceiver<T> {
     pub fn watch<'a>(&'a self, select: &mut Select<'a>) {
         select.recv(&self.queue);
     }
-
-    /// Batches waiting in the channel.
-    pub fn len(&self) -> usize {
-        self.queue.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.queue.is_empty()
-    }
 }
 
 /// A consumer gone wakes its waiting producer, which then stops waiting (told before the
@@ -293,7 +284,7 @@ mod tests {
         let (took, ended) = producer.join().unwrap();
         assert_eq!(ended, Ok(()));
         assert!(took < Duration::from_secs(10), "woken by the receive, not its timeout: {took:?}");
-        assert_eq!(rx.len(), 3, "two read, one more sent");
+        assert_eq!(rx.queue.len(), 3, "two read, one more sent");
     }
 
     #[test]
