@@ -91,15 +91,34 @@ pub fn end_offsets(brokers: &str, topic: &str) -> Result<Vec<(i32, i64)>, KafkaC
     let metadata = consumer
         .fetch_metadata(Some(topic), ADMIN_TIMEOUT)
         .map_err(|e| KafkaConnectorError::client(format!("reading the metadata of {topic}"), brokers, e))?;
-    let mut partitions: Vec<i32> = metadata
-        .topics()
-        .iter()
-        .filter(|t| t.name() == topic)
-        .flat_map(|t| t.partitions().iter().map(|p| p.id()))
-        .collect();
+    let mut partitions: Vec<i32> =
+        named_topic(metadata.topics(), topic, brokers)?.partitions().iter().map(|p| p.id()).collect();
     partitions.sort_unstable();
     let ends = probe_end_offsets(brokers, &properties, topic, &partitions, ADMIN_TIMEOUT)?;
     Ok(partitions.into_iter().zip(ends).collect())
+}
+
+/// The metadata of topic `name` among `topics`: an error that names it if the brokers do
+/// not have it (a `Config` error: asking again will not help), or reported an error for it
+/// (a `Client` error, worth asking again).
+pub(crate) fn named_topic<'a>(
+    topics: &'a [rdkafka::metadata::MetadataTopic],
+    name: &str,
+    brokers: &str,
+) -> Result<&'a rdkafka::metadata::MetadataTopic, KafkaConnectorError> {
+    use rdkafka::types::RDKafkaRespErr;
+    let topic = topics.iter().find(|t| t.name() == name);
+    match topic.map(|t| (t, t.error())) {
+        Some((topic, None)) => Ok(topic),
+        None | Some((_, Some(RDKafkaRespErr::RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART))) => {
+            Err(KafkaConnectorError::Config(format!("topic '{name}' does not exist on brokers {brokers}")))
+        }
+        Some((_, Some(error))) => Err(KafkaConnectorError::client(
+            format!("reading the metadata of topic '{name}'"),
+            brokers,
+            rdkafka::error::KafkaError::MetadataFetch(error.into()),
+        )),
+    }
 }
 
 /// The end offsets of `partitions` of `topic`: each partition's high watermark, checked

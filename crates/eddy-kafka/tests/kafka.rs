@@ -352,6 +352,21 @@ fn a_partition_without_a_starting_offset_fails_the_job_without_restarts() {
     assert!(started.elapsed() < Duration::from_millis(2_500), "the job restarted: {:?}", started.elapsed());
 }
 
+/// A bounded read of a topic the brokers do not have fails by the topic's name, instead
+/// of finishing at once as if the topic were empty.
+#[test]
+fn a_bounded_source_over_a_missing_topic_fails_the_job_by_the_topics_name() {
+    let broker = Broker::start().unwrap();
+    let b = broker.brokers.clone();
+    create_topic(&b, "present", 1, &[]).unwrap();
+    produce(&b, "present", &numbers(0, 3, 1)).unwrap();
+    let env = Env::new();
+    env.set_restart_strategy(RestartStrategy::None);
+    env.add_source(KafkaSource::new(&b, &["present", "absent"], utf8_values).bounded()).add_sink(CollectSink::new());
+    let error = env.execute("missing topic").unwrap_err().to_string();
+    assert!(error.contains("topic 'absent' does not exist"), "{error}");
+}
+
 #[test]
 fn starting_offsets_by_offset_timestamp_and_latest() {
     use eddy_kafka::{OffsetResetStrategy, StartingOffsets};

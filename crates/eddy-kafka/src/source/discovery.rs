@@ -5,7 +5,7 @@
 
 use super::split::{PartitionSplit, EARLIEST};
 use super::{OffsetResetStrategy, StartingOffsets, REQUEST_TIMEOUT};
-use crate::admin::probe_end_offsets;
+use crate::admin::{named_topic, probe_end_offsets};
 use crate::{KafkaConnectorError, KafkaProperties};
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::{Offset, TopicPartitionList};
@@ -80,6 +80,9 @@ impl Discovery {
             .consumer
             .fetch_metadata(None, REQUEST_TIMEOUT)
             .map_err(|e| KafkaConnectorError::client("reading the topics' metadata", &brokers, e))?;
+        if self.settings.bounded {
+            self.check_named_topics(metadata.topics())?;
+        }
         let mut found: Vec<(String, i32)> = Vec::new();
         for topic in metadata.topics() {
             if self.settings.subscription.matches(topic.name()) && topic.error().is_none() {
@@ -112,6 +115,24 @@ impl Discovery {
         self.known.extend(found);
         self.first_done = true;
         Ok(splits)
+    }
+
+    /// A bounded source reads its topics as they are when the job starts, once: a named
+    /// topic the brokers do not have would make it finish at once without that topic's
+    /// records, as if it were empty. So a missing one fails the job by name (as Flink's
+    /// topic-list subscriber does), and one the brokers report an error for is asked
+    /// again, like a failed request.
+    fn check_named_topics(&self, topics: &[rdkafka::metadata::MetadataTopic]) -> Result<(), KafkaConnectorError> {
+        let Subscription::Topics(names) = &self.settings.subscription else { return Ok(()) };
+        for name in names {
+            named_topic(topics, name, &self.settings.brokers).map_err(|error| match error {
+                KafkaConnectorError::Config(message) => KafkaConnectorError::Config(format!(
+                    "{message}: a bounded source reads its topics as they are when the job starts"
+                )),
+                retried => retried,
+            })?;
+        }
+        Ok(())
     }
 
     /// Where `partition` ends now ("latest").
