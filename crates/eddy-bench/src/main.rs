@@ -15,6 +15,7 @@ mod checksum;
 mod generator;
 mod join;
 mod kafka;
+mod late_windows;
 mod nexmark;
 mod options;
 mod rate;
@@ -49,6 +50,10 @@ enum Workload {
     /// Writes W1's events into --topic at --rate and measures when each `(path, count)`
     /// is readable in --output-topic (a job runs `api-count --kafka` between them).
     KafkaLatency,
+    /// A test job: event-time windows with records late behind the watermark right before
+    /// them, counted at --slow-sink-us each, exactly once into --output (the cluster
+    /// tests kill it under unaligned checkpoints).
+    LateWindows,
     /// Replays `key,timestamp` lines through an event-time window count, as
     /// shared/flink-oracle runs Apache Flink (--input, --window, --out-of-orderness,
     /// --allowed-lateness, --output FILE).
@@ -147,7 +152,7 @@ pub struct Args {
     #[arg(long, default_value_t = 0)]
     pub debloat_target_ms: u64,
     /// api-count: the first subtask of the sink waits this many microseconds per record (a
-    /// slow sink, to see backpressure).
+    /// slow sink, to see backpressure); late-windows: every window subtask, per record.
     #[arg(long, default_value_t = 0)]
     pub slow_sink_us: u64,
     /// `--jobmanager HOST:PORT --secret-file FILE`: run on a cluster.
@@ -264,7 +269,7 @@ fn main() {
         (Workload::ApiCount, true) => bare::api_count(&cli.args),
         (Workload::Join, true) => bare::join(&cli.args),
         (Workload::Window, true) => bare::window(&cli.args),
-        (Workload::LargeState | Workload::WindowReplay | Workload::Nexmark, true) => {
+        (Workload::LargeState | Workload::WindowReplay | Workload::Nexmark | Workload::LateWindows, true) => {
             Err(anyhow::anyhow!("--bare is for api-count, join and window"))
         }
         (Workload::ApiCount, false) => api_count::run(&cli.args, "W1 api-count"),
@@ -273,6 +278,7 @@ fn main() {
         (Workload::Window, false) => window::run(&cli.args),
         (Workload::Nexmark, false) => nexmark::run(&cli.args),
         (Workload::WindowReplay, false) => window_replay::run(&cli.args),
+        (Workload::LateWindows, false) => late_windows::run(&cli.args),
     };
     let _ = std::fs::remove_dir_all(rocksdb_dir());
     match report {

@@ -3,6 +3,7 @@
 //! TaskManagers killed with SIGKILL. Every run must give exactly the output of a local,
 //! failure-free run.
 
+use std::collections::BTreeSet;
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -127,6 +128,48 @@ fn a_taskmanager_killed_while_barriers_overtake_full_network_queues_recovers_exa
 fn a_taskmanager_killed_while_barriers_overtake_after_an_aligned_timeout_recovers_exactly() {
     let extra = ["--slow-sink-us", "150", "--unaligned", "--aligned-timeout-ms", "20"];
     kill_task_managers_with("overtake-timeout-kill", 1, "300000", "100000", true, &extra);
+}
+
+/// Event-time windows across TaskManagers under unaligned checkpoints, behind a slow
+/// count: one source subtask feeds both window subtasks, so its barriers overtake a
+/// network queue with copies of the records and of the watermarks among them, some
+/// records late only behind the watermark right before them. A SIGKILL restores them,
+/// and every record late before is late again: the committed windows and late records
+/// are a failure-free run's, line for line.
+#[test]
+fn late_records_stay_late_when_a_taskmanager_is_killed_under_unaligned_checkpoints() {
+    let mut cluster = Cluster::start("late-windows", &[1, 1, 1]);
+    let (reference, out) = (cluster.dir.join("reference"), cluster.dir.join("out"));
+    let checkpoints = cluster.dir.join("checkpoints");
+    let (events, late) = (20_000, (20_000 - 300) / 10 * 2);
+    let base = ["late-windows", "--events", "20000", "--parallelism", "2", "--slow-sink-us", "100"];
+    let mut local = base.to_vec();
+    local.extend(["--output", reference.to_str().unwrap()]);
+    run_local(&local);
+    let expected = output(&reference);
+    assert_eq!(expected.iter().filter(|l| l.starts_with("L ")).count(), late, "late records of {events} events");
+    let mut args = base.to_vec();
+    args.extend(["--unaligned", "--checkpoint-ms", "100", "--restart-delay-ms", "100"]);
+    args.extend(["--checkpoint-dir", checkpoints.to_str().unwrap(), "--output", out.to_str().unwrap()]);
+    let job = cluster.submit(&args);
+    job.wait_for("attempt running on the cluster", 1, Duration::from_secs(60));
+    job.wait_for("checkpoint completed", 2, Duration::from_secs(60));
+    let victim = cluster.allocated()[1];
+    cluster.task_manager_by_id(victim).child.kill().unwrap();
+    job.wait_for("attempt running on the cluster", 2, Duration::from_secs(60));
+    cluster.add_task_manager(1);
+    let (code, log) = job.finish(Duration::from_secs(300));
+    assert_eq!(code, 0, "{log}");
+    assert_eq!(field(&log, "restarts"), "1", "{log}");
+    let in_flight: u64 = field(&log, "avg_checkpoint_in_flight_bytes").parse().unwrap();
+    assert!(in_flight > 0, "the barriers overtook records: {log}");
+    let got = output(&out);
+    if got != expected {
+        let (got_set, want): (BTreeSet<_>, BTreeSet<_>) = (got.iter().collect(), expected.iter().collect());
+        let missing: Vec<_> = want.difference(&got_set).take(10).collect();
+        let unexpected: Vec<_> = got_set.difference(&want).take(10).collect();
+        panic!("{} lines, expected {}; missing {missing:?}; unexpected {unexpected:?}", got.len(), expected.len());
+    }
 }
 
 /// Unaligned checkpoints across TaskManagers behind a sink of 10 ms a record: a barrier
