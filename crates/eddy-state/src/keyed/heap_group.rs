@@ -59,6 +59,39 @@ pub(super) struct Loc {
 /// `Loc::space` of the keys' own table.
 const KEYS: usize = usize::MAX;
 
+/// Where a key group's table of keys keeps its control bytes, and its bucket mask, as
+/// last seen: enough to prefetch where a lookup of any hash will start without reading
+/// the table first (a lookup's first load, of the control bytes, is the one that misses
+/// the cache, and finding them through the table is that very load). An address only:
+/// stale after the table moves until it is seen again, which costs a useless prefetch,
+/// never a wrong read.
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct ControlHint {
+    /// The control bytes' address (0: not seen yet).
+    control: usize,
+    bucket_mask: usize,
+}
+
+impl ControlHint {
+    /// An address in every cache line a lookup of `hash` reads first: the group of 16
+    /// control bytes at its probe start, and the values of the first two buckets there
+    /// (hashbrown starts at bucket `hash & mask`, and keeps bucket `i`'s value `i + 1`
+    /// values below the control bytes). `None` before the table was seen.
+    #[inline]
+    pub(super) fn probe_start<S>(&self, hash: u64) -> Option<[usize; 5]> {
+        if self.control == 0 {
+            return None;
+        }
+        let bucket = hash as usize & self.bucket_mask;
+        let size = std::mem::size_of::<Entry<S>>();
+        let group = self.control.wrapping_add(bucket);
+        let values = self.control.wrapping_sub((bucket + 2) * size);
+        // Points less than a line (64 bytes) apart from the first byte to the last: each
+        // line of the range holds one.
+        Some([group, group.wrapping_add(15), values, values.wrapping_add(size), values.wrapping_add(2 * size - 1)])
+    }
+}
+
 /// The entries of one namespace.
 #[derive(Clone)]
 struct Space<S> {
@@ -165,6 +198,19 @@ impl<S> KeyGroupTable<S> {
         }
         let bucket = self.keys.find_bucket_index(key.hash, |e| e.key.matches(key))?;
         Some(Loc { space: KEYS, bucket })
+    }
+
+    /// The [`ControlHint`] of the keys' table, seen through the entry at `at` if it is
+    /// there (the entry was just read: no other line is touched).
+    #[inline]
+    pub(super) fn control_hint(&self, at: Loc) -> Option<ControlHint> {
+        if at.space != KEYS {
+            return None;
+        }
+        let entry = self.keys.get_bucket(at.bucket)?;
+        let control =
+            (entry as *const Entry<S> as usize).wrapping_add((at.bucket + 1) * std::mem::size_of::<Entry<S>>());
+        Some(ControlHint { control, bucket_mask: self.keys.num_buckets() - 1 })
     }
 
     #[inline]
@@ -292,6 +338,29 @@ pub(super) mod tests {
     fn an_entry_of_a_u64_keeps_no_hash_and_takes_56_bytes() {
         // Key (24, short keys inline), value, change epoch, expiry, insertion epoch.
         assert_eq!(std::mem::size_of::<Entry<u64>>(), 56);
+    }
+
+    /// The hint's layout is hashbrown's: every entry of a table shows the same control
+    /// bytes, and most keys' entries lie within the range their hash's probe start names.
+    #[test]
+    fn a_control_hint_names_the_same_control_bytes_from_every_entry_and_the_probe_start_of_a_key() {
+        let (mut table, mut memo): (KeyGroupTable<u64>, usize) = Default::default();
+        let keys: Vec<CurrentKey> = (0..200u32).map(|k| current(&k.to_be_bytes(), &[])).collect();
+        for (k, key) in keys.iter().enumerate() {
+            table.insert(key, entry(key, k as u64), &mut memo);
+        }
+        let mut near = 0;
+        let hint = table.control_hint(table.locate(&keys[0], &mut memo).unwrap()).unwrap();
+        for key in &keys {
+            let at = table.locate(key, &mut memo).unwrap();
+            let seen = table.control_hint(at).unwrap();
+            assert_eq!((seen.control, seen.bucket_mask), (hint.control, hint.bucket_mask));
+            let [_, _, first, _, last] = hint.probe_start::<u64>(key.hash).unwrap();
+            let address = table.get(at).unwrap() as *const Entry<u64> as usize;
+            near += usize::from((first..=last).contains(&address));
+        }
+        // Most keys sit in the first two buckets of their probe (load factor <= 7/8).
+        assert!(near > keys.len() / 2, "{near} of {} keys where their probe starts", keys.len());
     }
 
     #[test]
