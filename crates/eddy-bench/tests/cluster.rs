@@ -141,8 +141,10 @@ fn late_records_stay_late_when_a_taskmanager_is_killed_under_unaligned_checkpoin
     let mut cluster = Cluster::start("late-windows", &[1, 1, 1]);
     let (reference, out) = (cluster.dir.join("reference"), cluster.dir.join("out"));
     let checkpoints = cluster.dir.join("checkpoints");
-    let (events, late) = (20_000, (20_000 - 300) / 10 * 2);
-    let base = ["late-windows", "--events", "20000", "--parallelism", "2", "--slow-sink-us", "100"];
+    // About 4 s at 100 µs a record in each of two subtasks: the kill, after the second
+    // checkpoint (about 0.3 s in), comes long before the end even on a loaded machine.
+    let (events, late) = (40_000, (40_000 - 300) / 10 * 2);
+    let base = ["late-windows", "--events", "40000", "--parallelism", "2", "--slow-sink-us", "100"];
     let mut local = base.to_vec();
     local.extend(["--output", reference.to_str().unwrap()]);
     run_local(&local);
@@ -154,6 +156,7 @@ fn late_records_stay_late_when_a_taskmanager_is_killed_under_unaligned_checkpoin
     let job = cluster.submit(&args);
     job.wait_for("attempt running on the cluster", 1, Duration::from_secs(60));
     job.wait_for("checkpoint completed", 2, Duration::from_secs(60));
+    assert_eq!(job.count("job finished"), 0, "the job ended before the kill:\n{}", job.lines().join("\n"));
     let victim = cluster.allocated()[1];
     cluster.task_manager_by_id(victim).child.kill().unwrap();
     job.wait_for("attempt running on the cluster", 2, Duration::from_secs(60));

@@ -86,8 +86,9 @@ impl ControlHint {
         let size = std::mem::size_of::<Entry<S>>();
         let group = self.control.wrapping_add(bucket);
         let values = self.control.wrapping_sub((bucket + 2) * size);
-        // Points less than a line (64 bytes) apart from the first byte to the last: each
-        // line of the range holds one.
+        // From the first byte to the last, points one value apart: with values of at most
+        // a line (64 bytes; W4's are 56), every line of the range holds one. A larger value
+        // gets a line skipped, a smaller hint.
         Some([group, group.wrapping_add(15), values, values.wrapping_add(size), values.wrapping_add(2 * size - 1)])
     }
 }
