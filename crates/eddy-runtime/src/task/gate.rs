@@ -97,13 +97,14 @@ pub struct InputGate<T> {
     recorded_watermarks: Vec<Vec<InFlightWatermark>>,
     /// Per channel, copies of the records its last barrier overtook at the producer, with
     /// the watermarks among them.
-    overtaken: Vec<Option<Overtaken<T>>>,
+    overtaken: Vec<Option<OvertakenCopies<T>>>,
     codec: RecordCodec<T>,
 }
 
-/// What a channel's barrier overtook at its producer: copies of records, and the
-/// watermarks among them (positions among the copies).
-struct Overtaken<T> {
+/// What a channel's barrier overtook at its producer, gathered from the channel's
+/// copies (`network::Overtaken`, one record batch or watermark each): the records, and
+/// the watermarks among them (positions among the records).
+struct OvertakenCopies<T> {
     barrier: CheckpointId,
     records: Vec<T>,
     watermarks: Vec<InFlightWatermark>,
@@ -289,7 +290,7 @@ impl<T> InputGate<T> {
         // the checkpoint need not be unaligned for them, and a watermark left out only
         // makes fewer records late after a restore.
         self.overtaken[channel] =
-            (!records.is_empty()).then_some(Overtaken { barrier: barrier.id, records, watermarks });
+            (!records.is_empty()).then_some(OvertakenCopies { barrier: barrier.id, records, watermarks });
     }
 
     /// See [`InputChannel::discard_overtaken`].
@@ -306,7 +307,7 @@ impl<T> InputGate<T> {
     /// to what the channel recorded (after everything it delivered before the barrier),
     /// or drops them (`keep` false: the checkpoint is not taken here).
     pub fn keep_overtaken(&mut self, channel: usize, keep: bool) {
-        if let Some(Overtaken { mut records, watermarks, .. }) = self.overtaken[channel].take() {
+        if let Some(OvertakenCopies { mut records, watermarks, .. }) = self.overtaken[channel].take() {
             if keep {
                 let before = self.recorded[channel].len() as u32;
                 let moved =
