@@ -104,6 +104,18 @@ pub struct InputGate<T> {
 /// What a channel's barrier overtook at its producer, gathered from the channel's
 /// copies (`network::Overtaken`, one record batch or watermark each): the records, and
 /// the watermarks among them (positions among the records).
+/// What a barrier overtook in its producer's output queue (a network channel's producer
+/// going unaligned): what the consumer must keep for the checkpoint.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Overtook {
+    Nothing,
+    /// Watermarks and no record: an aligned checkpoint loses nothing by leaving them out
+    /// (it stores no watermark), an unaligned one keeps them.
+    Watermarks,
+    /// Records (and the watermarks among them): the checkpoint must be unaligned here.
+    Records,
+}
+
 struct OvertakenCopies<T> {
     barrier: CheckpointId,
     records: Vec<T>,
@@ -286,11 +298,13 @@ impl<T> InputGate<T> {
     fn take_overtaken(&mut self, channel: usize, barrier: &CheckpointBarrier) {
         let (mut records, mut watermarks) = (Vec::new(), Vec::new());
         self.channels[channel].take_overtaken(barrier, &mut records, &mut watermarks);
-        // Watermarks without records are not stored: the barrier overtook no record, so
-        // the checkpoint need not be unaligned for them, and a watermark left out only
-        // makes fewer records late after a restore.
-        self.overtaken[channel] =
-            (!records.is_empty()).then_some(OvertakenCopies { barrier: barrier.id, records, watermarks });
+        // Watermarks overtaken without records are kept too: left out, the channel would
+        // restore behind them, and records after them that were late would not be.
+        self.overtaken[channel] = (!records.is_empty() || !watermarks.is_empty()).then_some(OvertakenCopies {
+            barrier: barrier.id,
+            records,
+            watermarks,
+        });
     }
 
     /// See [`InputChannel::discard_overtaken`].
@@ -298,9 +312,13 @@ impl<T> InputGate<T> {
         self.channels.iter().for_each(|channel| channel.discard_overtaken(done));
     }
 
-    /// Whether `barrier`, just delivered by `channel`, overtook records at the producer.
-    pub fn overtook(&self, channel: usize, barrier: &CheckpointBarrier) -> bool {
-        self.overtaken[channel].as_ref().is_some_and(|o| o.barrier == barrier.id)
+    /// What `barrier`, just delivered by `channel`, overtook at the producer.
+    pub fn overtook(&self, channel: usize, barrier: &CheckpointBarrier) -> Overtook {
+        match self.overtaken[channel].as_ref().filter(|o| o.barrier == barrier.id) {
+            None => Overtook::Nothing,
+            Some(copies) if copies.records.is_empty() => Overtook::Watermarks,
+            Some(_) => Overtook::Records,
+        }
     }
 
     /// Adds the records `channel`'s last barrier overtook, and the watermarks among them,
@@ -564,7 +582,7 @@ mod tests {
         tx.send(StreamMessage::Barrier(barrier)).unwrap();
         while let Some((channel, message)) = gate.poll(&|_| false).unwrap() {
             if let StreamMessage::Barrier(barrier) = message {
-                assert!(gate.overtook(channel, &barrier));
+                assert_eq!(gate.overtook(channel, &barrier), Overtook::Records);
                 gate.keep_overtaken(channel, true);
                 gate.stop_recording(channel);
             }
@@ -573,5 +591,45 @@ mod tests {
         assert_eq!(gate.decode(&recorded[0].records).unwrap(), vec![10, 20, 21]);
         let marks: Vec<(u32, i64)> = recorded[0].watermarks.iter().map(|w| (w.after, w.watermark)).collect();
         assert_eq!(marks, vec![(0, 1), (1, 2), (2, 3)]);
+    }
+
+    /// A barrier that overtook a watermark and no record at a network producer: the
+    /// watermark is kept after what the channel delivered (a restore reaches it before
+    /// the records behind it), or left out when the checkpoint is aligned here.
+    #[test]
+    fn a_watermark_overtaken_without_records_is_kept_in_an_unaligned_checkpoint() {
+        use crate::network::{ChannelKey, LostReason, Overtaken, RemoteInputChannel};
+        use eddy_checkpoint::SnapshotKind;
+        use eddy_types::Watermark;
+        for keep in [true, false] {
+            let key = ChannelKey { edge: 0, from: 0, to: 0 };
+            let (tx, rx) = bounded::<u32>(8);
+            let (credit_tx, _credit_rx) = crossbeam_channel::unbounded();
+            let (overtaken_tx, overtaken_rx) = crossbeam_channel::unbounded();
+            let remote =
+                RemoteInputChannel::new(rx, key, credit_tx, LostReason::default()).with_overtaken(overtaken_rx);
+            let mut gate: InputGate<u32> = InputGate::new(vec![Box::new(remote)]);
+            let barrier = CheckpointBarrier { id: CheckpointId(1), kind: SnapshotKind::Checkpoint };
+            gate.start_recording(&|_| true, &|_| Some(1));
+            tx.send(StreamMessage::Records(vec![10])).unwrap();
+            tx.send(StreamMessage::Watermark(Watermark(2))).unwrap();
+            overtaken_tx.send((barrier.id, Overtaken::Watermark(Watermark(3)))).unwrap();
+            tx.send(StreamMessage::Barrier(barrier)).unwrap();
+            let mut seen = false;
+            while let Some((channel, message)) = gate.poll(&|_| false).unwrap() {
+                if let StreamMessage::Barrier(barrier) = message {
+                    assert_eq!(gate.overtook(channel, &barrier), Overtook::Watermarks);
+                    gate.keep_overtaken(channel, keep);
+                    gate.stop_recording(channel);
+                    seen = true;
+                }
+            }
+            assert!(seen, "the barrier came");
+            let recorded = gate.take_recorded().unwrap();
+            assert_eq!(gate.decode(&recorded[0].records).unwrap(), vec![10]);
+            let marks: Vec<(u32, i64)> = recorded[0].watermarks.iter().map(|w| (w.after, w.watermark)).collect();
+            let expected = if keep { vec![(0, 1), (1, 2), (1, 3)] } else { vec![(0, 1), (1, 2)] };
+            assert_eq!(marks, expected, "kept: {keep}");
+        }
     }
 }

@@ -38,8 +38,9 @@
 //! neither rescaled. Elsewhere a watermark of an old channel says nothing of
 //! what the new channel will carry, so it is dropped, which only makes fewer records
 //! late (the valve starts at the lowest watermark, as without a restore). The copies a
-//! barrier overtook at a network producer carry the watermarks among them too; a barrier
-//! that overtook watermarks but no record leaves them out, with the same effect.
+//! barrier overtook at a network producer carry the watermarks among them too, also when
+//! it overtook watermarks but no record (a task that takes that checkpoint aligned leaves
+//! them out: an aligned checkpoint stores no watermark).
 
 use crate::channel::CheckpointBarrier;
 use crate::graph::Partitioning;

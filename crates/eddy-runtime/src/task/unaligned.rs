@@ -5,7 +5,7 @@
 
 use super::alignment::{Alignment, BarrierAligner};
 use super::context::TaskShared;
-use super::gate::{InputGate, ReadAhead};
+use super::gate::{InputGate, Overtook, ReadAhead};
 use super::in_flight::{self, Announcement, ChannelLayout, InFlightChannel, RecordedChannel, ReplayChannel};
 use super::metrics::{AlignmentTimer, TaskCounters};
 use super::watermarks::WatermarkValve;
@@ -184,7 +184,7 @@ pub(super) fn wait_for_room(shared: &TaskShared, mailbox: &MailboxReceiver, unal
 pub(super) trait Gates {
     fn channels(&self) -> usize;
     fn read_ahead(&mut self, channel: usize) -> Result<ReadAhead, TaskError>;
-    fn overtook(&self, channel: usize, barrier: &CheckpointBarrier) -> bool;
+    fn overtook(&self, channel: usize, barrier: &CheckpointBarrier) -> Overtook;
     fn discard_overtaken(&self, done: CheckpointId);
     fn keep_overtaken(&mut self, channel: usize, keep: bool);
     fn stop_recording(&mut self, channel: usize);
@@ -206,7 +206,7 @@ impl<T> Gates for InputGate<T> {
         InputGate::read_ahead(self, channel)
     }
 
-    fn overtook(&self, channel: usize, barrier: &CheckpointBarrier) -> bool {
+    fn overtook(&self, channel: usize, barrier: &CheckpointBarrier) -> Overtook {
         InputGate::overtook(self, channel, barrier)
     }
 
@@ -245,7 +245,7 @@ impl<G: Gates + ?Sized> Gates for &mut G {
         (**self).read_ahead(channel)
     }
 
-    fn overtook(&self, channel: usize, barrier: &CheckpointBarrier) -> bool {
+    fn overtook(&self, channel: usize, barrier: &CheckpointBarrier) -> Overtook {
         (**self).overtook(channel, barrier)
     }
 
@@ -292,7 +292,7 @@ impl<A, B> Gates for BothGates<'_, A, B> {
         }
     }
 
-    fn overtook(&self, channel: usize, barrier: &CheckpointBarrier) -> bool {
+    fn overtook(&self, channel: usize, barrier: &CheckpointBarrier) -> Overtook {
         match channel.checked_sub(self.first.len()) {
             None => self.first.overtook(channel, barrier),
             Some(second) => self.second.overtook(second, barrier),
@@ -364,7 +364,12 @@ impl<G: Gates> Checkpointing<'_, G> {
     /// A barrier on `channel` (read in order or ahead).
     pub(super) fn on_barrier(&mut self, channel: usize, barrier: CheckpointBarrier) -> Result<(), TaskError> {
         let first = self.aligner.current().is_none_or(|current| current.id < barrier.id);
-        if self.gates.overtook(channel, &barrier) {
+        let overtook = self.gates.overtook(channel, &barrier);
+        if overtook == Overtook::Watermarks && self.aligner.loses_overtaken(&barrier) {
+            // Taken aligned here: an aligned checkpoint stores no watermark, so leaving
+            // these out loses nothing it would have kept.
+            self.gates.keep_overtaken(channel, false);
+        } else if overtook != Overtook::Nothing {
             if self.aligner.loses_overtaken(&barrier) {
                 // Never complete it without them: the restore would miss them.
                 const REASON: &str = "its barrier overtook records at the producer, and this task takes it aligned \
