@@ -650,6 +650,12 @@ impl<S: StateValue> HeapTable<S> {
     }
 }
 
+/// A key group's entries still alive at `now`, as a full snapshot writes them (key,
+/// expiry, value): expired values are left out, which is their cleanup in full snapshots.
+fn unexpired<S>(group: &KeyGroupTable<S>, now: u64) -> impl Iterator<Item = (&[u8], u64, &S)> {
+    group.iter().filter(move |e| e.expires_ms > now).map(|e| (&*e.key, e.expires_ms, &e.value))
+}
+
 impl<S: StateValue> KeyedTable for HeapTable<S> {
     fn as_any_mut(&mut self) -> &mut dyn Any {
         self
@@ -697,13 +703,8 @@ impl<S: StateValue> KeyedTable for HeapTable<S> {
     fn snapshot_key_group(&self, local_group: usize) -> Result<Option<Vec<u8>>, StateError> {
         match &self.raw {
             None => {
-                // Expired values are left out (cleanup in full snapshots).
                 let now = self.clock.now_ms();
-                let entries = self.groups[local_group]
-                    .get()
-                    .iter()
-                    .filter(|e| e.expires_ms > now)
-                    .map(|e| (&*e.key, e.expires_ms, &e.value));
+                let entries = unexpired(self.groups[local_group].get(), now);
                 serialize_group(&self.name, entries, self.ttl.is_some(), &mut Vec::new())
             }
             Some(raw) => {
@@ -781,7 +782,7 @@ impl<S: StateValue> KeyedTable for HeapTable<S> {
             // change to it after that takes it back without copying it. Held to the end,
             // every group the task touched meanwhile was copied, doubling a large state.
             for (key_group, group) in groups {
-                let entries = group.iter().filter(|e| e.expires_ms > now).map(|e| (&*e.key, e.expires_ms, &e.value));
+                let entries = unexpired(&group, now);
                 if let Some(bytes) = serialize_group(&name, entries, ttl, &mut order)? {
                     key_groups.push((key_group, bytes));
                 }
