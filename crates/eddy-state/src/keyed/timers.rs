@@ -81,7 +81,7 @@ struct Bucket {
     /// Indexes into `order` of the live timers, by their hash, and of popped ones: a pop
     /// leaves its index here (its slot is empty, so no lookup matches it), since finding
     /// it to remove it was a cache miss per timer fired, and the bucket goes whole once
-    /// popped to the end.
+    /// popped to the end (or is compacted, if timers keep coming while it fires).
     live: HashTable<u32>,
     /// How many timers are live (in `order`, not popped or deleted).
     live_count: usize,
@@ -120,11 +120,15 @@ impl Bucket {
         self.order[self.next..].iter().flatten()
     }
 
-    /// Drops the empty slots once they outnumber the live timers (a key whose timer is
-    /// deleted and set again at the same time, over and over, would grow `order`).
+    /// Drops the empty slots, and the indexes popped timers left in `live`, once either
+    /// outnumbers the live timers: a key whose timer is deleted and set again at the same
+    /// time, over and over, would grow `order`, and timers set at a time that is firing
+    /// (due at once), over and over, would grow `live`.
     fn compact_if_sparse(&mut self) {
         let slots = self.order.len() - self.next;
-        if slots <= 2 * self.live_count + 16 {
+        let popped = self.live.len() - self.live_count;
+        let most = 2 * self.live_count + 16;
+        if slots <= most && popped <= most {
             return;
         }
         let live: Vec<Timer> = self.order.drain(self.next..).flatten().collect();
@@ -214,6 +218,10 @@ impl TimerQueue {
             return false;
         }
         Self::push(bucket, Self::timer(key, time));
+        if bucket.next > 0 {
+            // Its time is firing: popped timers left their indexes (see `Bucket::live`).
+            bucket.compact_if_sparse();
+        }
         self.len += 1;
         true
     }
@@ -554,6 +562,27 @@ mod tests {
         let bucket = queue.buckets.get(&5).unwrap();
         assert!(bucket.order.len() < 64, "{} slots for one live timer", bucket.order.len());
         assert_eq!(queue.pop_due(5).unwrap().key(), b"stays");
+    }
+
+    #[test]
+    fn timers_set_again_and_again_at_a_time_that_is_firing_do_not_grow_its_bucket() {
+        let mut queue = TimerQueue::new("t", 0, 1);
+        queue.register(&key("a", b""), 5);
+        queue.register(&key("b", b""), 5);
+        assert_eq!(queue.pop_due(5).unwrap().key(), b"a");
+        // One timer is always left while the time fires: its bucket never goes.
+        let mut expected = "b".to_string();
+        for i in 0..10_000 {
+            let name = format!("due {i}");
+            queue.register(&key(&name, b""), 5);
+            assert_eq!(queue.pop_due(5).unwrap().key(), expected.as_bytes(), "in the order they were set");
+            expected = name;
+        }
+        let bucket = queue.buckets.get(&5).unwrap();
+        assert!(bucket.live.len() < 64, "{} indexes for one live timer", bucket.live.len());
+        assert!(bucket.order.len() < 64, "{} slots for one live timer", bucket.order.len());
+        assert_eq!(queue.pop_due(5).unwrap().key(), expected.as_bytes());
+        assert!(queue.is_empty() && queue.pop_due(5).is_none());
     }
 
     #[test]
