@@ -555,3 +555,50 @@ fn a_watermark_stored_past_its_channels_records_fails_the_restore_clearly() {
     assert!(error.contains("corrupt in-flight data: a watermark after record 5 of a channel that holds 1"), "{error}");
     assert_eq!(*probe.0.borrow(), vec!["open"], "nothing replayed");
 }
+
+/// A barrier that overtook a watermark and no record at a network producer, read by a
+/// task that takes checkpoints aligned: the checkpoint completes here (an aligned
+/// checkpoint stores no watermark), where one whose barrier overtook records is declined.
+#[test]
+fn an_aligned_task_declines_a_barrier_that_overtook_records_but_not_one_that_overtook_a_watermark() {
+    use eddy_checkpoint::storage::{MemoryCheckpointStorage, TaskStateWriter};
+    use eddy_runtime::network::{ChannelKey, LostReason, Overtaken, RemoteInputChannel};
+    use eddy_runtime::task::{InputChannel, QueuedWork, TaskCheckpointing, TaskReport};
+    for overtook_records in [false, true] {
+        let (tx, rx) = batch_channel::<u32>(16);
+        let (credit_tx, _credit_rx) = crossbeam_channel::unbounded();
+        let (overtaken_tx, overtaken_rx) = crossbeam_channel::unbounded();
+        let key = ChannelKey { edge: 0, from: 0, to: 0 };
+        let remote = RemoteInputChannel::new(rx, key, credit_tx, LostReason::default()).with_overtaken(overtaken_rx);
+        let (_mailbox_tx, mailbox_rx) = mailbox();
+        let probe = Probe::default();
+        let shared = TaskShared::new(Arc::new(AtomicBool::new(false)));
+        let (reports_tx, reports_rx) = crossbeam_channel::unbounded();
+        let clock = Arc::new(eddy_types::ManualClock::new(0));
+        let storage = Arc::new(MemoryCheckpointStorage::new(1 << 20));
+        let writer = TaskStateWriter::new(storage, None, clock, "map".into(), 0, "map");
+        let work = Arc::new(QueuedWork::default());
+        shared.set_checkpointing(TaskCheckpointing { task: 0, reports: reports_tx, writer: Arc::new(writer), work });
+        let channels = vec![Box::new(remote) as Box<dyn InputChannel<u32>>];
+        let mut driver = OneInputDriver::from_channels(channels, Box::new(probe.clone()), mailbox_rx, shared);
+        driver.open().unwrap();
+        let id = CheckpointId(1);
+        overtaken_tx.send((id, Overtaken::Watermark(eddy_types::Watermark(7)))).unwrap();
+        if overtook_records {
+            overtaken_tx.send((id, Overtaken::Records(vec![5]))).unwrap();
+        }
+        tx.send(records(&[1])).unwrap();
+        tx.send(barrier(1)).unwrap();
+        for _ in 0..4 {
+            driver.step().unwrap();
+        }
+        let snapshotted = probe.0.borrow().contains(&"snapshot 1".to_string());
+        let declined = std::iter::from_fn(|| reports_rx.try_recv().ok())
+            .any(|report| matches!(report, TaskReport::Declined { checkpoint, .. } if checkpoint == id));
+        assert_eq!(
+            (snapshotted, declined),
+            (!overtook_records, overtook_records),
+            "overtook records: {overtook_records}"
+        );
+    }
+}

@@ -155,8 +155,8 @@ impl BarrierAligner {
         self.on_barrier_at(channel, barrier, Instant::now())
     }
 
-    /// A barrier that overtook records at its producer arrived: its checkpoint goes
-    /// unaligned at once, aligning or not (the records come behind it).
+    /// A barrier that overtook records or watermarks at its producer arrived: its
+    /// checkpoint goes unaligned at once, aligning or not (they come behind it).
     pub fn force_unaligned(&mut self, barrier: CheckpointBarrier, now: Instant) -> Alignment {
         if self.is_stale(&barrier) || !self.may_go_unaligned(&barrier) {
             return Alignment::Pending;

@@ -95,15 +95,12 @@ pub struct InputGate<T> {
     recorded: Vec<Vec<T>>,
     /// Per channel, the watermarks among `recorded`.
     recorded_watermarks: Vec<Vec<InFlightWatermark>>,
-    /// Per channel, copies of the records its last barrier overtook at the producer, with
-    /// the watermarks among them.
+    /// Per channel, copies of the records and watermarks its last barrier overtook at the
+    /// producer.
     overtaken: Vec<Option<OvertakenCopies<T>>>,
     codec: RecordCodec<T>,
 }
 
-/// What a channel's barrier overtook at its producer, gathered from the channel's
-/// copies (`network::Overtaken`, one record batch or watermark each): the records, and
-/// the watermarks among them (positions among the records).
 /// What a barrier overtook in its producer's output queue (a network channel's producer
 /// going unaligned): what the consumer must keep for the checkpoint.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -116,6 +113,9 @@ pub enum Overtook {
     Records,
 }
 
+/// What a channel's barrier overtook at its producer, gathered from the channel's
+/// copies (`network::Overtaken`, one record batch or watermark each): the records (maybe
+/// none), and the watermarks among them (positions among the records).
 struct OvertakenCopies<T> {
     barrier: CheckpointId,
     records: Vec<T>,
@@ -292,8 +292,8 @@ impl<T> InputGate<T> {
         }
     }
 
-    /// Keeps the copies of the records `barrier` overtook at `channel`'s producer, if it
-    /// did, for [`Self::keep_overtaken`]: they come behind the barrier, after a snapshot
+    /// Keeps the copies of the records and watermarks `barrier` overtook at `channel`'s
+    /// producer, if it overtook any, for [`Self::keep_overtaken`]: they come behind the barrier, after a snapshot
     /// taken at it, so they are in flight for its checkpoint.
     fn take_overtaken(&mut self, channel: usize, barrier: &CheckpointBarrier) {
         let (mut records, mut watermarks) = (Vec::new(), Vec::new());

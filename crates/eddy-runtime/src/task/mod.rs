@@ -21,7 +21,7 @@ pub use driver::{
     OneInputDriver, SourceDriver, SourceOperator, SourceStatus, StepResult, TaskDriver, TwoInputDriver,
     TwoInputOperator,
 };
-pub use gate::{InputChannel, InputGate, ReadAhead};
+pub use gate::{InputChannel, InputGate, Overtook, ReadAhead};
 pub use mailbox::{mailbox, Control, MailboxReceiver, MailboxSender, Mailboxes, FINAL_CHECKPOINT};
 pub use metrics::TaskCounters;
 pub use panic::{catch_task_panic, install_panic_capture};

@@ -377,8 +377,8 @@ impl<G: Gates> Checkpointing<'_, G> {
                 tracing::warn!(checkpoint = barrier.id.0, "checkpoint declined: {REASON}");
                 self.decline(&barrier, REASON);
             }
-            // Records its producer counts as sent come behind this barrier: the checkpoint
-            // is unaligned here (snapshotted now if it was not), and they are in flight,
+            // Records (or watermarks) its producer counts as sent come behind this barrier:
+            // the checkpoint is unaligned here (snapshotted now if it was not), and they are in flight,
             // whichever way the barrier was read and whatever the task heard before.
             let alignment = self.aligner.force_unaligned(barrier, std::time::Instant::now());
             self.on_alignment(alignment)?;
