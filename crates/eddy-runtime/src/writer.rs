@@ -195,7 +195,7 @@ impl<T: Clone> RecordWriter<T> {
     }
 
     fn send_batch(&mut self, target: usize) {
-        let fresh = Vec::with_capacity(self.batch_records[target]);
+        let fresh = self.targets[target].fresh_batch(self.batch_records[target]);
         let batch = std::mem::replace(&mut self.buffers[target], fresh);
         let records = batch.len();
         self.counters.add_out(records);

@@ -259,6 +259,45 @@ fn two_inputs_take_turns_so_a_busy_one_starves_neither() {
     assert!(probe.0.borrow().contains(&"in2 100".to_string()), "{:?}", probe.0.borrow());
 }
 
+/// A task gives each batch's buffer back to the producer of its channel once it took the
+/// records out: one- and two-input tasks, each input to its own producer.
+#[test]
+fn a_task_gives_each_batch_buffer_back_to_the_producer_it_came_from() {
+    let sent = |tx: &BatchSender<u32>, values: &[u32]| {
+        let mut batch = tx.fresh_batch(values.len());
+        batch.extend_from_slice(values);
+        let at = batch.as_ptr();
+        tx.send(StreamMessage::Records(batch)).unwrap();
+        at
+    };
+
+    let (tx, rx) = channels(2, 8);
+    let (_mailbox_tx, mailbox_rx) = mailbox();
+    let shared = TaskShared::new(Arc::new(AtomicBool::new(false)));
+    let mut driver = OneInputDriver::new(rx, Box::new(Probe::default()), mailbox_rx, shared);
+    driver.open().unwrap();
+    let at = sent(&tx[1], &[1, 2, 3]);
+    assert_eq!(driver.step().unwrap(), StepResult::Continue);
+    assert_eq!((tx[0].buffers_given_back(), tx[1].buffers_given_back()), (0, 1));
+    let next = tx[1].fresh_batch(3);
+    assert_eq!(next.as_ptr(), at, "back to its producer");
+
+    let (tx1, rx1) = channels(1, 8);
+    let (tx2, rx2) = channels(1, 8);
+    let (_mailbox_tx, mailbox_rx) = mailbox();
+    let shared = TaskShared::new(Arc::new(AtomicBool::new(false)));
+    let probe = Probe::default();
+    let mut driver = TwoInputDriver::new(rx1, rx2, Box::new(probe.clone()), mailbox_rx, shared, false);
+    let (at1, at2) = (sent(&tx1[0], &[1, 2]), sent(&tx2[0], &[3, 4]));
+    driver.step().unwrap();
+    driver.step().unwrap();
+    assert_eq!(probe.0.borrow().len(), 4, "{:?}", probe.0.borrow());
+    assert_eq!((tx1[0].buffers_given_back(), tx2[0].buffers_given_back()), (1, 1));
+    let (next1, next2) = (tx1[0].fresh_batch(2), tx2[0].fresh_batch(2));
+    assert_eq!(next1.as_ptr(), at1, "input 1's back to its producer");
+    assert_eq!(next2.as_ptr(), at2, "input 2's back to its producer");
+}
+
 /// Reading input 2 to its end first (broadcast first): input 1 is not read, so a
 /// checkpoint that needs its barrier cannot be aligned; the task declines it, without it
 /// counting as a failure, and input 1 still waits for the end of input 2.

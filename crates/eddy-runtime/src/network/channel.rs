@@ -384,7 +384,8 @@ impl<T: Serialize + Send> OutboundChannel for TypedOutbound<T> {
                 None => self.queue.try_recv().ok(),
             };
             match next {
-                Some(StreamMessage::Records(next)) => batch = next,
+                // Each encoded batch's buffer goes back to the writer (see `BatchSender`).
+                Some(StreamMessage::Records(next)) => self.queue.recycle(std::mem::replace(&mut batch, next)),
                 Some(event) => {
                     self.stash.push_front(event);
                     break;
@@ -392,6 +393,7 @@ impl<T: Serialize + Send> OutboundChannel for TypedOutbound<T> {
                 None => break,
             }
         }
+        self.queue.recycle(batch);
         self.stashed();
         Ok(Some((kind::RECORDS, count)))
     }
@@ -428,8 +430,13 @@ impl<T> TypedInbound<T> {
 }
 
 fn decode_records<T: DeserializeOwned>(count: u32, payload: &[u8]) -> Result<Vec<T>, String> {
+    decode_records_into(count, payload, Vec::new())
+}
+
+/// The records of a frame, in `records` (an empty buffer to reuse).
+fn decode_records_into<T: DeserializeOwned>(count: u32, payload: &[u8], mut records: Vec<T>) -> Result<Vec<T>, String> {
     // Each record takes a byte at least: a lying count cannot reserve more.
-    let mut records = Vec::with_capacity((count as usize).min(payload.len()));
+    records.reserve((count as usize).min(payload.len()));
     let mut rest = payload;
     for _ in 0..count {
         let (record, tail) = postcard::take_from_bytes::<T>(rest).map_err(|e| format!("an undecodable record: {e}"))?;
@@ -446,7 +453,11 @@ impl<T: DeserializeOwned + Send> InboundChannel for TypedInbound<T> {
     fn deliver(&mut self, frame_kind: u8, value: u32, payload: &[u8]) -> Result<bool, String> {
         let short = || format!("a frame of kind {frame_kind} is too short ({} bytes)", payload.len());
         let message = match frame_kind {
-            kind::RECORDS => StreamMessage::Records(decode_records(value, payload)?),
+            kind::RECORDS => {
+                // Into a buffer the consumer gave back (see `BatchSender`).
+                let buffer = self.queue.fresh_batch(0);
+                StreamMessage::Records(decode_records_into(value, payload, buffer)?)
+            }
             kind::BARRIER => StreamMessage::Barrier(decode_barrier(payload).ok_or_else(short)?),
             kind::ANNOUNCE => {
                 let barrier = decode_barrier(payload).ok_or_else(short)?;
@@ -531,6 +542,11 @@ impl<T: Send> InputChannel<T> for RemoteInputChannel<T> {
             let _ = self.credits.send(self.key);
         }
         Ok(message)
+    }
+
+    #[inline]
+    fn recycle(&self, batch: Vec<T>) {
+        self.queue.recycle(batch);
     }
 
     /// Without a credit back: what the consumer reads ahead keeps its buffer until it is

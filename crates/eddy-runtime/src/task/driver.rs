@@ -221,11 +221,11 @@ impl<T: 'static> OneInputDriver<T> {
 
     fn handle(&mut self, channel: usize, message: StreamMessage<T>) -> Result<StepResult, TaskError> {
         match message {
-            StreamMessage::Records(batch) => {
+            StreamMessage::Records(mut batch) => {
                 match self.unaligned.as_ref().filter(|u| u.listening()) {
                     None => {
                         self.counters.add_in(batch.len());
-                        let mut records = batch.into_iter().peekable();
+                        let mut records = batch.drain(..).peekable();
                         while let Some(record) = records.next() {
                             if let Some(next) = records.peek() {
                                 self.head.prepare(next);
@@ -238,7 +238,7 @@ impl<T: 'static> OneInputDriver<T> {
                         // whole batch of a slow operator: the rest waits in the gate. While
                         // a checkpoint records, the channels are read ahead between records
                         // too, so that it completes as soon as the barriers are queued.
-                        let mut records = batch.into_iter();
+                        let mut records = batch.drain(..);
                         let mut processed = 0;
                         while let Some(record) = records.next() {
                             self.head.collect(record);
@@ -251,6 +251,7 @@ impl<T: 'static> OneInputDriver<T> {
                         self.counters.add_in(processed);
                     }
                 }
+                self.gate.recycle(channel, batch);
                 self.shared.check()?;
                 if self.flush.due(&self.shared) {
                     self.head.flush()?;
@@ -528,10 +529,11 @@ impl<A: 'static, B: 'static> TwoInputDriver<A, B> {
         message: StreamMessage<X>,
         process: impl Fn(&mut Box<dyn TwoInputOperator<A, B>>, X, Option<&X>),
         put_back: impl FnOnce(&mut Self, Vec<X>),
+        recycle: impl FnOnce(&mut Self, Vec<X>),
     ) -> Result<StepResult, TaskError> {
         let alignment = match message {
-            StreamMessage::Records(batch) => {
-                let mut records = batch.into_iter().peekable();
+            StreamMessage::Records(mut batch) => {
+                let mut records = batch.drain(..).peekable();
                 let mut processed = 0;
                 let watch = self.unaligned.as_ref().is_some_and(|u| u.listening());
                 let mut put_back = Some(put_back);
@@ -541,11 +543,13 @@ impl<A: 'static, B: 'static> TwoInputDriver<A, B> {
                     // As in OneInputDriver: announcements and read-ahead between records.
                     if watch && self.checkpointing().between_records()? {
                         if let Some(put_back) = put_back.take() {
-                            put_back(self, records.collect());
+                            put_back(self, records.by_ref().collect());
                         }
                         break;
                     }
                 }
+                drop(records);
+                recycle(self, batch);
                 self.counters.add_in(processed);
                 Alignment::Pending
             }
@@ -650,7 +654,8 @@ impl<A: 'static, B: 'static> TaskDriver for TwoInputDriver<A, B> {
                         }
                         head.process2(r)
                     };
-                    return self.handle(offset + channel, message, process, put_back);
+                    let recycle = move |driver: &mut Self, batch| driver.second.recycle(channel, batch);
+                    return self.handle(offset + channel, message, process, put_back, recycle);
                 }
             } else if !self.hold_first() {
                 let aligner = &self.aligner;
@@ -662,7 +667,8 @@ impl<A: 'static, B: 'static> TaskDriver for TwoInputDriver<A, B> {
                         }
                         head.process1(r)
                     };
-                    return self.handle(channel, message, process, put_back);
+                    let recycle = move |driver: &mut Self, batch| driver.first.recycle(channel, batch);
+                    return self.handle(channel, message, process, put_back, recycle);
                 }
             }
         }

@@ -56,12 +56,20 @@ pub trait InputChannel<T>: Send {
     fn disconnected(&self) -> TaskError {
         TaskError::Cancelled
     }
+    /// Takes back the buffer of a batch whose records were taken out (a channel in the
+    /// process gives it to its producer; see [`BatchReceiver::recycle`]).
+    fn recycle(&self, _batch: Vec<T>) {}
 }
 
 impl<T: Send> InputChannel<T> for BatchReceiver<T> {
     #[inline]
     fn try_recv(&self) -> Result<StreamMessage<T>, TryRecvError> {
         BatchReceiver::try_recv(self)
+    }
+
+    #[inline]
+    fn recycle(&self, batch: Vec<T>) {
+        BatchReceiver::recycle(self, batch);
     }
 
     fn watch<'a>(&'a self, select: &mut Select<'a>) {
@@ -357,6 +365,13 @@ impl<T> InputGate<T> {
                 Err(TryRecvError::Disconnected) => return Err(self.channels[channel].disconnected()),
             }
         }
+    }
+
+    /// Gives the buffer of a batch `channel` delivered back to where it came from, once its
+    /// records were taken out.
+    #[inline]
+    pub fn recycle(&self, channel: usize, batch: Vec<T>) {
+        self.channels[channel].recycle(batch);
     }
 
     /// Puts records of `channel` back in front of everything else it holds: the rest of a
