@@ -73,6 +73,10 @@ pub struct BatchReceiver<T> {
 /// Empty batch buffers a channel keeps for its producer: a few, as the producer takes
 /// one for each batch it sends and the consumer gives one back for each it took.
 const RETURNED_BATCHES_MAX: usize = 4;
+/// The largest buffer a channel keeps, in bytes: a batch of [`BATCH_RECORDS_MAX`] small
+/// records fits (W1's: 56 KiB). Larger ones (large records, a network frame packing many
+/// batches, a replayed channel) are freed, so that a channel keeps 512 KiB at most.
+const RETURNED_BATCH_BYTES_MAX: usize = 128 << 10;
 
 /// Whether the producer waits for room in a channel, and where to wake it.
 ///
@@ -226,11 +230,14 @@ impl<T> BatchReceiver<T> {
         select.recv(&self.queue);
     }
 
-    /// Gives a batch's buffer back to the producer, emptied (dropped when it has enough).
+    /// Gives a batch's buffer back to the producer, emptied. It is freed instead when the
+    /// channel keeps [`RETURNED_BATCHES_MAX`] already, or it is larger than
+    /// [`RETURNED_BATCH_BYTES_MAX`], or it has no room at all.
     #[inline]
     pub fn recycle(&self, mut batch: Vec<T>) {
         batch.clear();
-        if batch.capacity() > 0 {
+        let bytes = batch.capacity().saturating_mul(std::mem::size_of::<T>().max(1));
+        if batch.capacity() > 0 && bytes <= RETURNED_BATCH_BYTES_MAX {
             let _ = self.returns.try_send(batch);
         }
     }
@@ -306,8 +313,8 @@ mod tests {
         assert_eq!(next.as_ptr(), sent_at, "the buffer came back");
         assert!(next.is_empty() && next.capacity() >= 8, "empty, with room for the records asked");
         // Without one given back, a new buffer.
+        assert_eq!(tx.buffers_given_back(), 0);
         let other = tx.fresh_batch(8);
-        assert_ne!(other.as_ptr(), next.as_ptr());
         assert!(other.is_empty() && other.capacity() >= 8);
     }
 
@@ -325,9 +332,12 @@ mod tests {
         let kept_at: Vec<*const u64> = kept.iter().map(|batch| batch.as_ptr()).collect();
         assert_eq!(kept_at, given[..RETURNED_BATCHES_MAX], "the first ones, in order");
         assert!(kept.iter().all(|batch| batch.is_empty()));
-        // A buffer of no capacity is not kept.
+        // Neither a buffer of no room nor one too large is kept.
         rx.recycle(Vec::new());
+        rx.recycle(Vec::<u64>::with_capacity(RETURNED_BATCH_BYTES_MAX / 8 + 1));
         assert_eq!(tx.buffers_given_back(), 0);
+        rx.recycle(Vec::<u64>::with_capacity(RETURNED_BATCH_BYTES_MAX / 8));
+        assert_eq!(tx.buffers_given_back(), 1, "one of the largest size kept is");
     }
 
     /// The time a send took and how it ended.

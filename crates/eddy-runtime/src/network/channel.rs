@@ -454,7 +454,8 @@ impl<T: DeserializeOwned + Send> InboundChannel for TypedInbound<T> {
         let short = || format!("a frame of kind {frame_kind} is too short ({} bytes)", payload.len());
         let message = match frame_kind {
             kind::RECORDS => {
-                // Into a buffer the consumer gave back (see `BatchSender`).
+                // Into a buffer the consumer gave back (see `BatchSender`); the decoder
+                // reserves room for as many records as the frame can hold.
                 let buffer = self.queue.fresh_batch(0);
                 StreamMessage::Records(decode_records_into(value, payload, buffer)?)
             }

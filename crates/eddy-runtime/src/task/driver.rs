@@ -244,7 +244,7 @@ impl<T: 'static> OneInputDriver<T> {
                             self.head.collect(record);
                             processed += 1;
                             if self.checkpointing().between_records()? {
-                                self.gate.put_back(channel, records.collect());
+                                self.gate.put_back(channel, records.by_ref().collect());
                                 break;
                             }
                         }

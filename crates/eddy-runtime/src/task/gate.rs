@@ -56,8 +56,10 @@ pub trait InputChannel<T>: Send {
     fn disconnected(&self) -> TaskError {
         TaskError::Cancelled
     }
-    /// Takes back the buffer of a batch whose records were taken out (a channel in the
-    /// process gives it to its producer; see [`BatchReceiver::recycle`]).
+    /// Takes back the buffer of a batch whose records were taken out, for the next batch
+    /// (see [`BatchReceiver::recycle`]): a channel in the process gives it to its
+    /// producer's writer, a network channel to the connection that decodes its frames.
+    /// Without it, the buffer is freed.
     fn recycle(&self, _batch: Vec<T>) {}
 }
 
