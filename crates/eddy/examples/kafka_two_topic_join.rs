@@ -27,8 +27,15 @@ pub fn record(kafka: &KafkaRecord<'_>) -> Result<Option<Record>, String> {
 }
 
 /// The join from `topic_a` and `topic_b` into `output`; `bounded`: up to the topics' ends
-/// at the start.
-pub fn job(env: &Env, brokers: &str, topic_a: &str, topic_b: &str, output: &str, bounded: bool) {
+/// at the start. Returns the sink, for a caller to set it apart (its parallelism).
+pub fn job(
+    env: &Env,
+    brokers: &str,
+    topic_a: &str,
+    topic_b: &str,
+    output: &str,
+    bounded: bool,
+) -> eddy::DataStreamSink {
     let source = |topic: &str| {
         let source = KafkaSource::new(brokers, &[topic], record).with_group_id("eddy-two-topic-join");
         if bounded {
@@ -46,7 +53,7 @@ pub fn job(env: &Env, brokers: &str, topic_a: &str, topic_b: &str, output: &str,
     })
     .with_delivery_guarantee(DeliveryGuarantee::ExactlyOnce)
     .with_transactional_id_prefix(&format!("eddy-two-topic-join-{output}"));
-    a.connect(&b).co_flat_map(StatefulJoin::default()).name("join").uid("join").add_sink(sink).uid("joined");
+    a.connect(&b).co_flat_map(StatefulJoin::default()).name("join").uid("join").add_sink(sink).uid("joined")
 }
 
 #[derive(Parser)]
@@ -76,7 +83,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let env = Env::new();
     args.cluster.apply_to(&env)?;
     env.enable_checkpointing(args.checkpoint_ms);
-    job(&env, &args.brokers, &args.topic_a, &args.topic_b, &args.output, args.bounded);
+    let _sink = job(&env, &args.brokers, &args.topic_a, &args.topic_b, &args.output, args.bounded);
     env.execute("two topic join on Kafka")?;
     Ok(())
 }
