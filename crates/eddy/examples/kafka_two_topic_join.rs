@@ -83,7 +83,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let env = Env::new();
     args.cluster.apply_to(&env)?;
     env.enable_checkpointing(args.checkpoint_ms);
-    let _sink = job(&env, &args.brokers, &args.topic_a, &args.topic_b, &args.output, args.bounded);
+    job(&env, &args.brokers, &args.topic_a, &args.topic_b, &args.output, args.bounded);
     env.execute("two topic join on Kafka")?;
     Ok(())
 }
