@@ -522,34 +522,30 @@ impl<A: 'static, B: 'static> TwoInputDriver<A, B> {
     }
 
     /// Handles one message of channel `channel` of the aligner (input 2's come after
-    /// input 1's).
+    /// input 1's), channel `local` of the input gate `gate` picks.
     fn handle<X>(
         &mut self,
-        channel: usize,
+        (channel, local): (usize, usize),
         message: StreamMessage<X>,
         process: impl Fn(&mut Box<dyn TwoInputOperator<A, B>>, X, Option<&X>),
-        put_back: impl FnOnce(&mut Self, Vec<X>),
-        recycle: impl FnOnce(&mut Self, Vec<X>),
+        gate: fn(&mut Self) -> &mut InputGate<X>,
     ) -> Result<StepResult, TaskError> {
         let alignment = match message {
             StreamMessage::Records(mut batch) => {
                 let mut records = batch.drain(..).peekable();
                 let mut processed = 0;
                 let watch = self.unaligned.as_ref().is_some_and(|u| u.listening());
-                let mut put_back = Some(put_back);
                 while let Some(record) = records.next() {
                     process(&mut self.head, record, records.peek());
                     processed += 1;
                     // As in OneInputDriver: announcements and read-ahead between records.
                     if watch && self.checkpointing().between_records()? {
-                        if let Some(put_back) = put_back.take() {
-                            put_back(self, records.by_ref().collect());
-                        }
+                        gate(self).put_back(local, records.by_ref().collect());
                         break;
                     }
                 }
                 drop(records);
-                recycle(self, batch);
+                gate(self).recycle(local, batch);
                 self.counters.add_in(processed);
                 Alignment::Pending
             }
@@ -647,28 +643,24 @@ impl<A: 'static, B: 'static> TaskDriver for TwoInputDriver<A, B> {
         for second in order {
             if second {
                 if let Some((channel, message)) = self.second.poll(&|c| aligner.is_blocked(offset + c))? {
-                    let put_back = move |driver: &mut Self, rest| driver.second.put_back(channel, rest);
                     let process = |head: &mut Box<dyn TwoInputOperator<A, B>>, r, next: Option<&B>| {
                         if let Some(next) = next {
                             head.prepare2(next);
                         }
                         head.process2(r)
                     };
-                    let recycle = move |driver: &mut Self, batch| driver.second.recycle(channel, batch);
-                    return self.handle(offset + channel, message, process, put_back, recycle);
+                    return self.handle((offset + channel, channel), message, process, |driver| &mut driver.second);
                 }
             } else if !self.hold_first() {
                 let aligner = &self.aligner;
                 if let Some((channel, message)) = self.first.poll(&|c| aligner.is_blocked(c))? {
-                    let put_back = move |driver: &mut Self, rest| driver.first.put_back(channel, rest);
                     let process = |head: &mut Box<dyn TwoInputOperator<A, B>>, r, next: Option<&A>| {
                         if let Some(next) = next {
                             head.prepare1(next);
                         }
                         head.process1(r)
                     };
-                    let recycle = move |driver: &mut Self, batch| driver.first.recycle(channel, batch);
-                    return self.handle(channel, message, process, put_back, recycle);
+                    return self.handle((channel, channel), message, process, |driver| &mut driver.first);
                 }
             }
         }

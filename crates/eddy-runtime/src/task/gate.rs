@@ -303,8 +303,8 @@ impl<T> InputGate<T> {
     }
 
     /// Keeps the copies of the records and watermarks `barrier` overtook at `channel`'s
-    /// producer, if it overtook any, for [`Self::keep_overtaken`]: they come behind the barrier, after a snapshot
-    /// taken at it, so they are in flight for its checkpoint.
+    /// producer, if it overtook any, for [`Self::keep_overtaken`]: they come behind the
+    /// barrier, after a snapshot taken at it, so they are in flight for its checkpoint.
     fn take_overtaken(&mut self, channel: usize, barrier: &CheckpointBarrier) {
         let (mut records, mut watermarks) = (Vec::new(), Vec::new());
         self.channels[channel].take_overtaken(barrier, &mut records, &mut watermarks);

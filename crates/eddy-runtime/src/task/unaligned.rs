@@ -378,8 +378,8 @@ impl<G: Gates> Checkpointing<'_, G> {
                 self.decline(&barrier, REASON);
             }
             // Records (or watermarks) its producer counts as sent come behind this barrier:
-            // the checkpoint is unaligned here (snapshotted now if it was not), and they are in flight,
-            // whichever way the barrier was read and whatever the task heard before.
+            // the checkpoint is unaligned here (snapshotted now if it was not), and they are
+            // in flight, whichever way the barrier was read and whatever the task heard before.
             let alignment = self.aligner.force_unaligned(barrier, std::time::Instant::now());
             self.on_alignment(alignment)?;
             let taken = self.aligner.is_unaligned() && self.aligner.current() == Some(barrier);

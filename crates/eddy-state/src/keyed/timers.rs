@@ -121,9 +121,9 @@ impl Bucket {
     }
 
     /// Drops the empty slots, and the indexes popped timers left in `live`, once either
-    /// is more than twice the live timers (and 16): a key whose timer is deleted and set again at the same
-    /// time, over and over, would grow `order`, and timers set at a time that is firing
-    /// (due at once), over and over, would grow `live`.
+    /// is more than twice the live timers (and 16): a key whose timer is deleted and set
+    /// again at the same time, over and over, would grow `order`, and timers set at a time
+    /// that is firing (due at once), over and over, would grow `live`.
     fn compact_if_sparse(&mut self) {
         let slots = self.order.len() - self.next;
         let popped = self.live.len() - self.live_count;
