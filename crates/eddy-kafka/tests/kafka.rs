@@ -6,7 +6,7 @@
 //! from (open transactions) is checked on its own.
 
 use eddy_api::sink::CollectSink;
-use eddy_api::Env;
+use eddy_api::{DataStreamSink, Env};
 use eddy_checkpoint::restart::RestartStrategy;
 use eddy_kafka::admin::create_topic;
 use eddy_kafka::source::utf8_values;
@@ -37,6 +37,14 @@ fn write_values(value: &String, key: &mut Vec<u8>, payload: &mut Vec<u8>) -> boo
     key.extend_from_slice(value.as_bytes());
     payload.extend_from_slice(value.as_bytes());
     true
+}
+
+/// `sink` at one subtask, for tests of the source: the test broker (tansu 0.6) can fail to
+/// serve the records of one of two transactions committed at once into the same
+/// partitions (`tests/broker_probe.rs`); `splits_found_while_running_are_read_from_the_start`
+/// lost records that way with two. Tests of the sink's slots keep several.
+fn one_sink_subtask(sink: DataStreamSink) -> DataStreamSink {
+    sink.set_parallelism(1)
 }
 
 /// An exactly-once sink of strings into `topic` (key and value the string), its
@@ -182,16 +190,18 @@ fn bounded_restore_stops_where_the_first_run_would_have() {
         if let Some(ms) = stop_after {
             env.stop_with_savepoint_after(dir.join("savepoint"), ms);
         }
-        env.add_parallel_source(KafkaSource::new(&b, &["bounded"], utf8_values).bounded())
-            .uid("in")
-            .map(|v: String| {
-                // Slow enough that the first run is stopped before it read everything.
-                std::thread::sleep(Duration::from_millis(2));
-                v
-            })
-            .uid("slow")
-            .add_sink(exactly_once_to(&b, "bounded-out"))
-            .uid("out");
+        one_sink_subtask(
+            env.add_parallel_source(KafkaSource::new(&b, &["bounded"], utf8_values).bounded())
+                .uid("in")
+                .map(|v: String| {
+                    // Slow enough that the first run is stopped before it read everything.
+                    std::thread::sleep(Duration::from_millis(2));
+                    v
+                })
+                .uid("slow")
+                .add_sink(exactly_once_to(&b, "bounded-out"))
+                .uid("out"),
+        );
         env.execute("bounded").unwrap()
     };
     // The savepoint comes after the readers fixed their ends (they start within ~1 s).
@@ -218,13 +228,15 @@ fn splits_found_while_running_are_read_from_the_start() {
     let env = Env::new();
     env.set_parallelism(2);
     env.stop_with_savepoint_after(dir.join("savepoint"), 5000);
-    env.add_parallel_source(
-        KafkaSource::new(&b, &[], utf8_values)
-            .with_topic_pattern("events-.*")
-            .unwrap()
-            .with_partition_discovery_interval(Duration::from_millis(200)),
-    )
-    .add_sink(exactly_once_to(&b, "grow-out"));
+    one_sink_subtask(
+        env.add_parallel_source(
+            KafkaSource::new(&b, &[], utf8_values)
+                .with_topic_pattern("events-.*")
+                .unwrap()
+                .with_partition_discovery_interval(Duration::from_millis(200)),
+        )
+        .add_sink(exactly_once_to(&b, "grow-out")),
+    );
     let grower = {
         let b = b.clone();
         std::thread::spawn(move || {
