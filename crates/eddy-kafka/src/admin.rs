@@ -24,15 +24,15 @@ fn admin(
         .map_err(|e| KafkaConnectorError::client("creating an admin client", brokers, e))
 }
 
-/// Creates `topic` with `partitions` partitions (replication 1) and `config`; a topic
-/// that already exists is left as it is.
+/// Creates `topic` with `partitions` partitions, the brokers' default replication factor
+/// and `config`; a topic that already exists is left as it is.
 pub fn create_topic(
     brokers: &str,
     topic: &str,
     partitions: i32,
     config: &[(&str, &str)],
 ) -> Result<(), KafkaConnectorError> {
-    create_topic_with(brokers, &KafkaProperties::default(), topic, partitions, 1, config)
+    create_topic_with(brokers, &KafkaProperties::default(), topic, partitions, DEFAULT_REPLICATION, config)
 }
 
 /// [`create_topic`] with client `properties` and a replication factor
@@ -94,7 +94,7 @@ pub fn end_offsets(brokers: &str, topic: &str) -> Result<Vec<(i32, i64)>, KafkaC
     let mut partitions: Vec<i32> =
         named_topic(metadata.topics(), topic, brokers)?.partitions().iter().map(|p| p.id()).collect();
     partitions.sort_unstable();
-    let ends = probe_end_offsets(brokers, &properties, topic, &partitions, ADMIN_TIMEOUT)?;
+    let ends = high_watermarks(brokers, &properties, topic, &partitions, ADMIN_TIMEOUT)?;
     Ok(partitions.into_iter().zip(ends).collect())
 }
 
@@ -121,69 +121,27 @@ pub(crate) fn named_topic<'a>(
     }
 }
 
-/// The end offsets of `partitions` of `topic`: each partition's high watermark, checked
-/// by reading from just before it to the partition's end. A broker should report the
-/// offset after the last record as high watermark; tansu 0.6 reports the last batch's
-/// first offset + 1, and a bounded source that trusted it would stop inside that batch.
-/// Reading the tail costs at most one batch per partition, and on a broker that is right
-/// only the end-of-partition event.
-pub(crate) fn probe_end_offsets(
+/// The end offsets of `partitions` of `topic` as a consumer with `properties` sees them:
+/// each partition's high watermark, or for `isolation.level=read_committed` its last
+/// stable offset (where the first transaction still open begins).
+pub(crate) fn high_watermarks(
     brokers: &str,
     properties: &KafkaProperties,
     topic: &str,
     partitions: &[i32],
     timeout: Duration,
 ) -> Result<Vec<i64>, KafkaConnectorError> {
-    use rdkafka::error::KafkaError;
-    use rdkafka::message::Message;
-    use rdkafka::{Offset, TopicPartitionList};
     let consumer: BaseConsumer = properties
-        .client_config(
-            brokers,
-            &[("enable.partition.eof", "true"), ("enable.auto.commit", "false"), ("group.id", "eddy-end-offsets")],
-        )
+        .client_config(brokers, &[("enable.auto.commit", "false"), ("group.id", "eddy-end-offsets")])
         .create()
         .map_err(|e| KafkaConnectorError::client("creating a consumer", brokers, e))?;
-    let mut ends = Vec::with_capacity(partitions.len());
-    let mut assignment = TopicPartitionList::new();
-    for &partition in partitions {
-        let (low, high) = consumer.fetch_watermarks(topic, partition, timeout).map_err(|e| {
-            KafkaConnectorError::client(format!("reading the end offset of {topic}/{partition}"), brokers, e)
-        })?;
-        ends.push(high);
-        if high > low {
-            assignment
-                .add_partition_offset(topic, partition, Offset::Offset(high - 1))
-                .map_err(|e| KafkaConnectorError::client("building an assignment", brokers, e))?;
-        }
-    }
-    let mut open = assignment.count();
-    if open == 0 {
-        return Ok(ends);
-    }
-    consumer.assign(&assignment).map_err(|e| KafkaConnectorError::client("assigning partitions", brokers, e))?;
-    let index = |partition: i32| partitions.iter().position(|p| *p == partition);
-    let deadline = std::time::Instant::now() + timeout;
-    while open > 0 {
-        match consumer.poll(Duration::from_millis(100)) {
-            Some(Ok(message)) => {
-                if let Some(i) = index(message.partition()) {
-                    ends[i] = ends[i].max(message.offset() + 1);
-                }
-            }
-            Some(Err(KafkaError::PartitionEOF(_))) => open -= 1,
-            Some(Err(error)) => {
-                return Err(KafkaConnectorError::client(format!("reading the tail of {topic}"), brokers, error))
-            }
-            None if std::time::Instant::now() > deadline => {
-                return Err(KafkaConnectorError::Timeout {
-                    action: format!("reading the end offsets of {topic}"),
-                    brokers: brokers.to_string(),
-                    seconds: timeout.as_secs(),
-                })
-            }
-            None => {}
-        }
-    }
-    Ok(ends)
+    partitions
+        .iter()
+        .map(|&partition| {
+            let (_, high) = consumer.fetch_watermarks(topic, partition, timeout).map_err(|e| {
+                KafkaConnectorError::client(format!("reading the end offset of {topic}/{partition}"), brokers, e)
+            })?;
+            Ok(high)
+        })
+        .collect()
 }

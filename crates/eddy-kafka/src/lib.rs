@@ -12,8 +12,10 @@
 //!   Flink's recovery path is closed; see the README).
 //! - [`admin`]: creating topics and partitions, and reading end offsets (what the
 //!   benchmark's producer, the tests and consumer lag need).
-//! - [`testing`]: a real Kafka-protocol broker (tansu) on loopback for tests, and a proxy
-//!   in front of it that can cut the connection.
+//! - [`testing`]: Apache Kafka brokers on loopback for tests and benchmarks (one, shared,
+//!   or a cluster whose brokers a test kills and restarts), a proxy that can cut the
+//!   connection, and readers of committed output through librdkafka and Kafka's own Java
+//!   consumer.
 //!
 //! This crate is a leaf: only jobs that use Kafka build librdkafka (the `kafka` feature of
 //! the `eddy` crate).

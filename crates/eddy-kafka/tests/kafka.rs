@@ -1,16 +1,14 @@
-//! The Kafka connector against a real Kafka-protocol broker (tansu) on loopback: every
-//! test starts its own broker and names its own topics; outputs are compared record by
-//! record. They are read as uncommitted readers see them (`read_all`): tansu's last
-//! stable offset can lag committed transactions for seconds. No test aborts a
-//! transaction, so both views hold the same records; what committed readers are kept
-//! from (open transactions) is checked on its own.
+//! The Kafka connector against Apache Kafka on loopback: the tests share one broker
+//! started by the first (`KafkaCluster::shared`), each naming its own topics, but for the
+//! one that cuts its broker off behind a proxy. Outputs are read as `read_committed`
+//! consumers see them and compared record by record.
 
 use eddy_api::sink::CollectSink;
-use eddy_api::{DataStreamSink, Env};
+use eddy_api::Env;
 use eddy_checkpoint::restart::RestartStrategy;
 use eddy_kafka::admin::create_topic;
 use eddy_kafka::source::utf8_values;
-use eddy_kafka::testing::{produce, read_all, read_committed, Broker};
+use eddy_kafka::testing::{produce, read_committed, read_committed_with_java, KafkaCluster};
 use eddy_kafka::{DeliveryGuarantee, KafkaSink, KafkaSource};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -39,14 +37,6 @@ fn write_values(value: &String, key: &mut Vec<u8>, payload: &mut Vec<u8>) -> boo
     true
 }
 
-/// `sink` at one subtask, for tests of the source: the test broker (tansu 0.6) can fail to
-/// serve the records of one of two transactions committed at once into the same
-/// partitions (`tests/broker_probe.rs`); `splits_found_while_running_are_read_from_the_start`
-/// lost records that way with two. Tests of the sink's slots keep several.
-fn one_sink_subtask(sink: DataStreamSink) -> DataStreamSink {
-    sink.set_parallelism(1)
-}
-
 /// An exactly-once sink of strings into `topic` (key and value the string), its
 /// transactional ids named after the topic.
 fn exactly_once_to(brokers: &str, topic: &str) -> KafkaSink<String> {
@@ -58,7 +48,7 @@ fn exactly_once_to(brokers: &str, topic: &str) -> KafkaSink<String> {
 /// How often each value occurs in the committed output.
 fn output_counts(brokers: &str, topic: &str) -> BTreeMap<u64, u32> {
     let mut counts = BTreeMap::new();
-    for (_, _, value) in read_all(brokers, topic, WAIT).unwrap() {
+    for (_, _, value) in read_committed(brokers, topic, WAIT).unwrap() {
         *counts.entry(String::from_utf8(value).unwrap().parse::<u64>().unwrap()).or_insert(0) += 1;
     }
     counts
@@ -76,20 +66,17 @@ fn assert_exactly(counts: &BTreeMap<u64, u32>, expected: std::ops::Range<u64>) {
 }
 
 /// The broker does what the exactly-once sink relies on: `init_transactions` on a reused
-/// id fences the producer that used it before (it can no longer commit), and a
-/// `read_committed` reader sees nothing of an open transaction until it commits.
-/// (tansu 0.6 does not hide the records of *aborted* transactions from `read_committed`
-/// readers, which Kafka does: a crash in the middle of the sink's commit is not tested
-/// here, see the README.)
+/// id fences the producer that used it before (it can no longer commit) and aborts its
+/// open transaction, and a `read_committed` reader sees nothing of an open transaction
+/// until it commits, and nothing of an aborted one ever.
 #[test]
 fn broker_transactions_behave_as_the_sink_needs() {
     use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
     use rdkafka::ClientConfig;
-    let broker = Broker::start().unwrap();
-    let b = &broker.brokers;
+    let b = &KafkaCluster::shared().brokers;
     create_topic(b, "txn", 1, &[]).unwrap();
     let make = || -> BaseProducer {
-        ClientConfig::new().set("bootstrap.servers", b).set("transactional.id", "t-0").create().unwrap()
+        ClientConfig::new().set("bootstrap.servers", b).set("transactional.id", "txn-test-0").create().unwrap()
     };
     let first = make();
     first.init_transactions(WAIT).unwrap();
@@ -103,25 +90,28 @@ fn broker_transactions_behave_as_the_sink_needs() {
     second.init_transactions(WAIT).unwrap();
     assert!(first.commit_transaction(Duration::from_secs(5)).is_err(), "the fenced producer must not commit");
     second.begin_transaction().unwrap();
+    second.send(BaseRecord::to("txn").key("b").payload("aborted")).unwrap();
+    second.flush(WAIT).unwrap();
+    second.abort_transaction(WAIT).unwrap();
+    second.begin_transaction().unwrap();
     second.send(BaseRecord::to("txn").key("c").payload("committed")).unwrap();
     second.commit_transaction(WAIT).unwrap();
     let values: Vec<Vec<u8>> = read_committed(b, "txn", WAIT).unwrap().into_iter().map(|(_, _, v)| v).collect();
-    assert!(values.contains(&b"committed".to_vec()), "{values:?}");
+    assert_eq!(values, vec![b"committed".to_vec()]);
 }
 
 /// Seed 001's case: a 5-partition topic read at parallelism 1, stopped with a savepoint,
 /// resumed at 2, then at 3, written exactly once: every input record once in the output.
 #[test]
 fn rescaled_source_and_exactly_once_sink_keep_every_record_once() {
-    let broker = Broker::start().unwrap();
-    let b = broker.brokers.clone();
-    create_topic(&b, "in", 5, &[]).unwrap();
-    create_topic(&b, "out", 3, &[]).unwrap();
+    let b = KafkaCluster::shared().brokers.clone();
+    create_topic(&b, "rescale-in", 5, &[]).unwrap();
+    create_topic(&b, "rescale-out", 3, &[]).unwrap();
     let dir = scratch("rescale");
     let mut restore: Option<String> = None;
     for (round, parallelism) in [1u32, 2, 3].into_iter().enumerate() {
         let round = round as u64;
-        produce(&b, "in", &numbers(round * 3000, 3000, 5)).unwrap();
+        produce(&b, "rescale-in", &numbers(round * 3000, 3000, 5)).unwrap();
         let env = Env::new();
         env.set_parallelism(parallelism);
         env.enable_checkpointing(200);
@@ -131,23 +121,29 @@ fn rescaled_source_and_exactly_once_sink_keep_every_record_once() {
             env.restore_from(savepoint);
         }
         env.stop_with_savepoint_after(dir.join(format!("savepoint-{round}")), 2500);
-        env.add_parallel_source(KafkaSource::new(&b, &["in"], utf8_values))
+        env.add_parallel_source(KafkaSource::new(&b, &["rescale-in"], utf8_values))
             .uid("kafka-in")
-            .add_sink(exactly_once_to(&b, "out"))
+            .add_sink(exactly_once_to(&b, "rescale-out"))
             .uid("kafka-out");
         let result = env.execute("kafka rescale").unwrap();
         restore = Some(result.savepoint.clone().expect("stopped with a savepoint"));
         // Everything read so far is in the output, once (the savepoint's epoch is
         // committed when the job stops with it).
-        assert_exactly(&output_counts(&b, "out"), 0..(round + 1) * 3000);
+        assert_exactly(&output_counts(&b, "rescale-out"), 0..(round + 1) * 3000);
     }
+    // Kafka's own Java consumer reads the same: every record once, none of an aborted
+    // transaction.
+    let mut by_java = BTreeMap::new();
+    for (_, _, value) in read_committed_with_java(&b, "rescale-out", Duration::from_secs(5)).unwrap() {
+        *by_java.entry(String::from_utf8(value).unwrap().parse::<u64>().unwrap()).or_insert(0) += 1;
+    }
+    assert_exactly(&by_java, 0..9000);
 }
 
 /// A record that is not UTF-8 fails the job with an error naming where it is.
 #[test]
 fn undeserializable_record_names_topic_partition_and_offset() {
-    let broker = Broker::start().unwrap();
-    let b = broker.brokers.clone();
+    let b = KafkaCluster::shared().brokers.clone();
     create_topic(&b, "bad", 1, &[]).unwrap();
     let mut records = numbers(0, 3, 1);
     records.push((0, "x".into(), vec![0xff, 0xfe]));
@@ -174,8 +170,7 @@ fn undeserializable_record_names_topic_partition_and_offset() {
 /// records arrived since.
 #[test]
 fn bounded_restore_stops_where_the_first_run_would_have() {
-    let broker = Broker::start().unwrap();
-    let b = broker.brokers.clone();
+    let b = KafkaCluster::shared().brokers.clone();
     create_topic(&b, "bounded", 3, &[]).unwrap();
     produce(&b, "bounded", &numbers(0, 3000, 3)).unwrap();
     let dir = scratch("bounded");
@@ -190,18 +185,16 @@ fn bounded_restore_stops_where_the_first_run_would_have() {
         if let Some(ms) = stop_after {
             env.stop_with_savepoint_after(dir.join("savepoint"), ms);
         }
-        one_sink_subtask(
-            env.add_parallel_source(KafkaSource::new(&b, &["bounded"], utf8_values).bounded())
-                .uid("in")
-                .map(|v: String| {
-                    // Slow enough that the first run is stopped before it read everything.
-                    std::thread::sleep(Duration::from_millis(2));
-                    v
-                })
-                .uid("slow")
-                .add_sink(exactly_once_to(&b, "bounded-out"))
-                .uid("out"),
-        );
+        env.add_parallel_source(KafkaSource::new(&b, &["bounded"], utf8_values).bounded())
+            .uid("in")
+            .map(|v: String| {
+                // Slow enough that the first run is stopped before it read everything.
+                std::thread::sleep(Duration::from_millis(2));
+                v
+            })
+            .uid("slow")
+            .add_sink(exactly_once_to(&b, "bounded-out"))
+            .uid("out");
         env.execute("bounded").unwrap()
     };
     // The savepoint comes after the readers fixed their ends (they start within ~1 s).
@@ -214,51 +207,55 @@ fn bounded_restore_stops_where_the_first_run_would_have() {
     assert_exactly(&output_counts(&b, "bounded-out"), 0..3000);
 }
 
-/// Splits found while the job runs are read from their first record: a topic created
-/// while a pattern-subscribed job runs (tansu 0.6 cannot add partitions to a topic,
-/// `CreatePartitions` is unsupported; a new topic's partitions take the same path, new
-/// splits found by a later discovery).
+/// Splits found while the job runs are read from their first record: partitions added to
+/// a subscribed topic, and a topic created that matches the job's pattern.
 #[test]
 fn splits_found_while_running_are_read_from_the_start() {
-    let broker = Broker::start().unwrap();
-    let b = broker.brokers.clone();
-    create_topic(&b, "events-a", 2, &[]).unwrap();
-    produce(&b, "events-a", &numbers(0, 100, 2)).unwrap();
+    use eddy_kafka::admin::add_partitions;
+    let b = KafkaCluster::shared().brokers.clone();
+    create_topic(&b, "grow-in-a", 2, &[]).unwrap();
+    produce(&b, "grow-in-a", &numbers(0, 100, 2)).unwrap();
     let dir = scratch("grow");
     let env = Env::new();
     env.set_parallelism(2);
-    env.stop_with_savepoint_after(dir.join("savepoint"), 5000);
-    one_sink_subtask(
-        env.add_parallel_source(
-            KafkaSource::new(&b, &[], utf8_values)
-                .with_topic_pattern("events-.*")
-                .unwrap()
-                .with_partition_discovery_interval(Duration::from_millis(200)),
-        )
-        .add_sink(exactly_once_to(&b, "grow-out")),
-    );
+    env.stop_with_savepoint_after(dir.join("savepoint"), 6000);
+    env.add_parallel_source(
+        KafkaSource::new(&b, &[], utf8_values)
+            .with_topic_pattern("grow-in-.*")
+            .unwrap()
+            .with_partition_discovery_interval(Duration::from_millis(200)),
+    )
+    .add_sink(exactly_once_to(&b, "grow-out"));
     let grower = {
         let b = b.clone();
         std::thread::spawn(move || {
             std::thread::sleep(Duration::from_millis(1500));
-            create_topic(&b, "events-b", 3, &[]).unwrap();
-            produce(&b, "events-b", &numbers(100, 60, 3)).unwrap();
+            // Two partitions more for grow-in-a, written before discovery can find them.
+            add_partitions(&b, "grow-in-a", 4).unwrap();
+            produce(
+                &b,
+                "grow-in-a",
+                &numbers(160, 40, 4).into_iter().map(|(p, k, v)| (2 + p % 2, k, v)).collect::<Vec<_>>(),
+            )
+            .unwrap();
+            create_topic(&b, "grow-in-b", 3, &[]).unwrap();
+            produce(&b, "grow-in-b", &numbers(100, 60, 3)).unwrap();
             // Not matched: never read.
-            create_topic(&b, "other", 1, &[]).unwrap();
-            produce(&b, "other", &numbers(1000, 5, 1)).unwrap();
+            create_topic(&b, "grow-other", 1, &[]).unwrap();
+            produce(&b, "grow-other", &numbers(1000, 5, 1)).unwrap();
         })
     };
     env.execute("grow").unwrap();
     grower.join().unwrap();
     // Stopped with a savepoint: what it read is committed.
-    assert_exactly(&output_counts(&b, "grow-out"), 0..160);
+    assert_exactly(&output_counts(&b, "grow-out"), 0..200);
 }
 
 /// Brokers unreachable at start, then cut while the job runs: the job waits, retries and
 /// loses nothing.
 #[test]
 fn unreachable_brokers_are_waited_for() {
-    let (broker, proxy) = Broker::start_behind_proxy().unwrap();
+    let (broker, proxy) = KafkaCluster::single_behind_proxy().unwrap();
     let b = broker.brokers.clone();
     create_topic(&b, "flaky", 2, &[]).unwrap();
     produce(&b, "flaky", &numbers(0, 2000, 2)).unwrap();
@@ -291,8 +288,7 @@ fn unreachable_brokers_are_waited_for() {
 fn an_idle_partition_does_not_hold_back_event_time() {
     use eddy_api::time::WatermarkStrategy;
     use eddy_api::window::{window_function, TimeWindow, TumblingEventTimeWindows};
-    let broker = Broker::start().unwrap();
-    let b = broker.brokers.clone();
+    let b = KafkaCluster::shared().brokers.clone();
     create_topic(&b, "clicks", 2, &[]).unwrap();
     // Partition 0: timestamps 0, 100, …, 5000 (value = timestamp); partition 1: nothing.
     let records: Vec<_> = (0..=50u64).map(|i| (0, i.to_string(), (i * 100).to_string().into_bytes())).collect();
@@ -329,8 +325,11 @@ fn an_idle_partition_does_not_hold_back_event_time() {
             .add_sink(exactly_once_to(&b, output))
             .uid("out");
         env.execute("idle partition").unwrap();
-        let mut windows: Vec<String> =
-            read_all(&b, output, WAIT).unwrap().into_iter().map(|(_, _, v)| String::from_utf8(v).unwrap()).collect();
+        let mut windows: Vec<String> = read_committed(&b, output, WAIT)
+            .unwrap()
+            .into_iter()
+            .map(|(_, _, v)| String::from_utf8(v).unwrap())
+            .collect();
         windows.sort_by_key(|w| w.split(':').next().unwrap().parse::<i64>().unwrap());
         windows
     };
@@ -348,8 +347,7 @@ fn an_idle_partition_does_not_hold_back_event_time() {
 #[test]
 fn a_partition_without_a_starting_offset_fails_the_job_without_restarts() {
     use eddy_kafka::{OffsetResetStrategy, StartingOffsets};
-    let broker = Broker::start().unwrap();
-    let b = broker.brokers.clone();
+    let b = KafkaCluster::shared().brokers.clone();
     create_topic(&b, "unplaced", 2, &[]).unwrap();
     let env = Env::new();
     // A restart would wait 3 s first.
@@ -368,8 +366,7 @@ fn a_partition_without_a_starting_offset_fails_the_job_without_restarts() {
 /// of finishing at once as if the topic were empty.
 #[test]
 fn a_bounded_source_over_a_missing_topic_fails_the_job_by_the_topics_name() {
-    let broker = Broker::start().unwrap();
-    let b = broker.brokers.clone();
+    let b = KafkaCluster::shared().brokers.clone();
     create_topic(&b, "present", 1, &[]).unwrap();
     produce(&b, "present", &numbers(0, 3, 1)).unwrap();
     let env = Env::new();
@@ -382,8 +379,7 @@ fn a_bounded_source_over_a_missing_topic_fails_the_job_by_the_topics_name() {
 #[test]
 fn starting_offsets_by_offset_timestamp_and_latest() {
     use eddy_kafka::{OffsetResetStrategy, StartingOffsets};
-    let broker = Broker::start().unwrap();
-    let b = broker.brokers.clone();
+    let b = KafkaCluster::shared().brokers.clone();
     create_topic(&b, "starts", 1, &[]).unwrap();
     produce(&b, "starts", &numbers(0, 50, 1)).unwrap();
     std::thread::sleep(Duration::from_millis(100));
@@ -432,11 +428,9 @@ fn starting_offsets_by_offset_timestamp_and_latest() {
 /// fences slot 2's transactional id, reads its marker, and sends again what Kafka lacks.
 /// Every record once.
 #[test]
-#[ignore = "tansu 0.6: under CI load the last stable offset stayed held by the failed run's open transaction past 120 s (2026-12-02 CI); run with --ignored on an idle machine"]
 fn a_restore_at_lower_parallelism_recovers_every_slot_exactly_once() {
     use eddy_checkpoint::CheckpointConfig;
-    let broker = Broker::start().unwrap();
-    let b = broker.brokers.clone();
+    let b = KafkaCluster::shared().brokers.clone();
     create_topic(&b, "down", 3, &[]).unwrap();
     create_topic(&b, "down-out", 3, &[]).unwrap();
     produce(&b, "down", &numbers(0, 6000, 3)).unwrap();

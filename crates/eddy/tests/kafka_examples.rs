@@ -1,5 +1,5 @@
-//! Seed 000's two-topic join on Kafka (`examples/kafka_two_topic_join.rs`) against a
-//! real Kafka-protocol broker the test starts (feature `kafka`).
+//! Seed 000's two-topic join on Kafka (`examples/kafka_two_topic_join.rs`) against
+//! Apache Kafka the test starts (feature `kafka`).
 #![cfg(feature = "kafka")]
 
 #[path = "../examples/kafka_two_topic_join.rs"]
@@ -7,7 +7,7 @@
 mod kafka_two_topic_join;
 
 use eddy::connector::kafka::admin::create_topic;
-use eddy::connector::kafka::testing::{produce, read_all, Broker};
+use eddy::connector::kafka::testing::{produce, read_committed, KafkaCluster};
 use eddy::prelude::*;
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -16,8 +16,8 @@ use std::time::Duration;
 /// (whichever side comes second emits), keys on one side only never.
 #[test]
 fn two_topics_joined_exactly_once_through_kafka() {
-    let broker = Broker::start().unwrap();
-    let b = broker.brokers.clone();
+    let kafka = KafkaCluster::single().unwrap();
+    let b = kafka.brokers.clone();
     for topic in ["orders", "payments", "joined"] {
         create_topic(&b, topic, 2, &[]).unwrap();
     }
@@ -27,15 +27,10 @@ fn two_topics_joined_exactly_once_through_kafka() {
     let env = Env::new();
     env.set_parallelism(2);
     env.enable_checkpointing(100);
-    // One sink subtask: the test broker (tansu 0.6) can fail to serve the records of one of
-    // two transactions committed at once into the same partitions, without eddy
-    // (`eddy-kafka/tests/broker_probe.rs`). With two sink subtasks this test failed now and
-    // then; the failures that were analysed lost exactly the records one subtask sent to
-    // one partition.
-    kafka_two_topic_join::job(&env, &b, "orders", "payments", "joined", true).set_parallelism(1);
+    kafka_two_topic_join::job(&env, &b, "orders", "payments", "joined", true);
     let result = env.execute("two topic join on Kafka").unwrap();
     let mut joined: BTreeMap<u64, Vec<String>> = BTreeMap::new();
-    for (_, key, value) in read_all(&b, "joined", Duration::from_secs(60)).unwrap() {
+    for (_, key, value) in read_committed(&b, "joined", Duration::from_secs(60)).unwrap() {
         let key: u64 = String::from_utf8(key).unwrap().parse().unwrap();
         joined.entry(key).or_default().push(String::from_utf8(value).unwrap());
     }

@@ -21,7 +21,7 @@ impl Proc {
     pub fn start(args: &[&str]) -> Proc {
         let mut child = Command::new(BENCH)
             .args(args)
-            // The Kafka sink's transactions at debug: the Kafka tests freeze a job between two.
+            // The Kafka sink's transactions at debug: the Kafka tests wait for its first commit.
             .env("EDDY_LOG", "info,eddy_kafka=debug")
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())

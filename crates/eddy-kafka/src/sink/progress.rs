@@ -75,7 +75,7 @@ pub(crate) fn read_marker(
     // slot's open transaction, and send an epoch again that Kafka already has.
     let mut uncommitted = properties.clone();
     uncommitted.set("isolation.level", "read_uncommitted");
-    let end = crate::admin::probe_end_offsets(brokers, &uncommitted, topic, &[0], Duration::from_secs(30))?[0];
+    let end = crate::admin::high_watermarks(brokers, &uncommitted, topic, &[0], Duration::from_secs(30))?[0];
     if end <= 0 {
         return Ok(None);
     }

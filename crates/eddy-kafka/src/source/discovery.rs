@@ -5,7 +5,7 @@
 
 use super::split::{PartitionSplit, EARLIEST};
 use super::{OffsetResetStrategy, StartingOffsets, REQUEST_TIMEOUT};
-use crate::admin::{named_topic, probe_end_offsets};
+use crate::admin::{high_watermarks, named_topic};
 use crate::{KafkaConnectorError, KafkaProperties};
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::{Offset, TopicPartitionList};
@@ -101,7 +101,7 @@ impl Discovery {
             let same = rest.iter().take_while(|(t, _)| t == topic).count();
             let ids: Vec<i32> = rest[..same].iter().map(|(_, p)| *p).collect();
             let stops: Vec<Option<i64>> = if self.settings.bounded {
-                let ends = probe_end_offsets(&brokers, &self.settings.properties, topic, &ids, REQUEST_TIMEOUT * 5)?;
+                let ends = high_watermarks(&brokers, &self.settings.properties, topic, &ids, REQUEST_TIMEOUT * 5)?;
                 ends.into_iter().map(Some).collect()
             } else {
                 vec![None; ids.len()]
@@ -138,7 +138,7 @@ impl Discovery {
     /// Where `partition` ends now ("latest").
     fn high_watermark(&self, topic: &str, partition: i32) -> Result<i64, KafkaConnectorError> {
         let (brokers, properties) = (&self.settings.brokers, &self.settings.properties);
-        let ends = probe_end_offsets(brokers, properties, topic, &[partition], REQUEST_TIMEOUT * 5)?;
+        let ends = high_watermarks(brokers, properties, topic, &[partition], REQUEST_TIMEOUT * 5)?;
         Ok(ends[0])
     }
 

@@ -1,0 +1,156 @@
+//! Writing and reading topics in tests: [`produce`] through librdkafka, and every
+//! committed record of a topic read back through librdkafka ([`read_committed`]) or
+//! through Kafka's own Java consumer ([`read_committed_with_java`]).
+
+use std::time::{Duration, Instant};
+
+/// Writes `records` (`(partition, key, value)`) to `topic` and waits until all are
+/// acknowledged.
+pub fn produce(brokers: &str, topic: &str, records: &[(i32, String, Vec<u8>)]) -> Result<(), String> {
+    use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+    let producer: BaseProducer = crate::KafkaProperties::default()
+        .client_config(brokers, &[("acks", "all")])
+        .create()
+        .map_err(|e| e.to_string())?;
+    for (partition, key, value) in records {
+        let mut record = BaseRecord::to(topic).partition(*partition).key(key.as_bytes()).payload(value.as_slice());
+        loop {
+            match producer.send(record) {
+                Ok(()) => break,
+                Err((
+                    rdkafka::error::KafkaError::MessageProduction(rdkafka::types::RDKafkaErrorCode::QueueFull),
+                    back,
+                )) => {
+                    record = back;
+                    producer.poll(Duration::from_millis(10));
+                }
+                Err((error, _)) => return Err(format!("producing to {topic}: {error}")),
+            }
+        }
+    }
+    producer.flush(Duration::from_secs(60)).map_err(|e| format!("flushing to {topic}: {e}"))
+}
+
+/// A record as a test reads it back: partition, key, value.
+pub type ReadRecord = (i32, Vec<u8>, Vec<u8>);
+
+/// Every record of `topic` a `read_committed` consumer sees, up to each partition's end
+/// offset now, open transactions included: the read waits until they are decided (up to
+/// `wait`), as `(partition, key, value)` in partition and offset order.
+pub fn read_committed(brokers: &str, topic: &str, wait: Duration) -> Result<Vec<ReadRecord>, String> {
+    use rdkafka::consumer::{BaseConsumer, Consumer};
+    use rdkafka::message::Message;
+    use rdkafka::{Offset, TopicPartitionList};
+    let ends = crate::admin::end_offsets(brokers, topic).map_err(|e| e.to_string())?;
+    let consumer: BaseConsumer = crate::KafkaProperties::default()
+        .client_config(brokers, &[("isolation.level", "read_committed"), ("group.id", "eddy-test-reader")])
+        .create()
+        .map_err(|e| e.to_string())?;
+    let mut assignment = TopicPartitionList::new();
+    for (partition, _) in &ends {
+        assignment.add_partition_offset(topic, *partition, Offset::Beginning).map_err(|e| e.to_string())?;
+    }
+    consumer.assign(&assignment).map_err(|e| e.to_string())?;
+    let mut records: Vec<(i32, i64, Vec<u8>, Vec<u8>)> = Vec::new();
+    let mut reached: Vec<bool> = ends.iter().map(|(_, end)| *end <= 0).collect();
+    let deadline = Instant::now() + wait;
+    while reached.iter().any(|r| !r) {
+        match consumer.poll(Duration::from_millis(100)) {
+            Some(Ok(message)) => {
+                let partition = message.partition();
+                if let Some(i) = ends.iter().position(|(p, _)| *p == partition) {
+                    reached[i] |= message.offset() + 1 >= ends[i].1;
+                }
+                records.push((
+                    partition,
+                    message.offset(),
+                    message.key().unwrap_or_default().to_vec(),
+                    message.payload().unwrap_or_default().to_vec(),
+                ))
+            }
+            Some(Err(error)) => return Err(format!("reading {topic}: {error}")),
+            None => {
+                // Transaction markers at the end move the position without a message.
+                let positions = consumer.position().map_err(|e| e.to_string())?;
+                for (i, (partition, end)) in ends.iter().enumerate() {
+                    if let Some(Offset::Offset(p)) = positions.find_partition(topic, *partition).map(|e| e.offset()) {
+                        reached[i] |= p >= *end;
+                    }
+                }
+                if Instant::now() > deadline {
+                    return Err(format!("reading {topic} did not reach the end offsets {ends:?} within {wait:?}"));
+                }
+            }
+        }
+    }
+    records.sort_by_key(|(partition, offset, _, _)| (*partition, *offset));
+    Ok(records.into_iter().map(|(p, _, k, v)| (p, k, v)).collect())
+}
+
+/// Every record of `topic` as Kafka's own Java consumer (`kafka-console-consumer`, from
+/// the jars in [`kafka_libs`](super::kafka_libs)) reads it with
+/// `isolation.level=read_committed`, from the beginning until no record came for `idle`,
+/// as `(partition, key, value)`, each partition in offset order. Keys and values must be
+/// UTF-8 without tabs or line breaks (the console consumer prints them as text).
+pub fn read_committed_with_java(brokers: &str, topic: &str, idle: Duration) -> Result<Vec<ReadRecord>, String> {
+    let libs = super::kafka_libs()?;
+    let output = super::cluster::java(&libs)
+        // Its log would go to standard output among the records.
+        .args(["-Xmx256m", "-Dlog4j2.level=OFF", "org.apache.kafka.tools.consumer.ConsoleConsumer"])
+        .args(["--bootstrap-server", brokers])
+        .args(["--topic", topic, "--from-beginning", "--isolation-level", "read_committed"])
+        .args(["--formatter-property", "print.partition=true", "--formatter-property", "print.key=true"])
+        .args(["--timeout-ms", &idle.as_millis().to_string()])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .map_err(|e| format!("cannot run Kafka's console consumer: {e}"))?;
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    // It ends by the idle timeout, reported as an error, then counts what it printed.
+    let processed = stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("Processed a total of ")?.strip_suffix(" messages")?.parse::<usize>().ok())
+        .ok_or_else(|| format!("Kafka's console consumer of {topic} did not finish: {stderr}"))?;
+    let mut records = Vec::new();
+    for line in String::from_utf8_lossy(&output.stdout).lines() {
+        // "Partition:0<TAB>key<TAB>value"
+        let mut fields = line.splitn(3, '\t');
+        let partition = fields.next().and_then(|p| p.strip_prefix("Partition:")).and_then(|p| p.parse::<i32>().ok());
+        match (partition, fields.next(), fields.next()) {
+            (Some(partition), Some(key), Some(value)) => {
+                records.push((partition, key.as_bytes().to_vec(), value.as_bytes().to_vec()))
+            }
+            _ => return Err(format!("Kafka's console consumer printed an unexpected line: {line:?}")),
+        }
+    }
+    if records.len() != processed {
+        return Err(format!(
+            "Kafka's console consumer counted {processed} records of {topic}, printed {}",
+            records.len()
+        ));
+    }
+    // Stable: each partition's records stay in their offset order.
+    records.sort_by_key(|(partition, _, _)| *partition);
+    Ok(records)
+}
+
+/// Each partition's end offsets as committed and uncommitted readers see them, for the
+/// messages of failed tests.
+pub fn describe_ends(brokers: &str, topic: &str) -> String {
+    use rdkafka::consumer::{BaseConsumer, Consumer};
+    let Ok(partitions) = crate::admin::end_offsets(brokers, topic) else { return format!("{topic}: no metadata") };
+    let mut text = format!("{topic}:");
+    for isolation in ["read_committed", "read_uncommitted"] {
+        let Ok(consumer) = crate::KafkaProperties::default()
+            .client_config(brokers, &[("isolation.level", "read_committed")])
+            .create::<BaseConsumer>()
+        else {
+            continue;
+        };
+        let ends: Vec<String> = partitions
+            .iter()
+            .map(|(p, _)| format!("{:?}", consumer.fetch_watermarks(topic, *p, Duration::from_secs(10)).map(|w| w.1)))
+            .collect();
+        text.push_str(&format!(" {isolation} {}", ends.join(" ")));
+    }
+    text
+}
