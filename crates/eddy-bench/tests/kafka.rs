@@ -253,7 +253,11 @@ fn a_broker_killed_mid_job_leaves_the_failure_free_output(kafka: &mut KafkaClust
     job.wait_for("transaction committed", 1, WAIT);
     assert!(job.running(), "the job ended before the broker was killed:\n{}", job.lines().join("\n"));
     kafka.kill(node);
+    let before = job.count("checkpoint completed");
     std::thread::sleep(Duration::from_secs(4));
+    // The sink commits on a thread of its own: a commit waiting for the brokers holds
+    // neither the task nor checkpoints (the 4 s give room for 20 at 200 ms).
+    let during = job.count("checkpoint completed") - before;
     kafka.restart(node).unwrap();
     let (code, log) = job.finish(Duration::from_secs(300));
     assert_eq!(code, 0, "{log}\n--- broker {node}:\n{}", kafka.log_tail(node, 40));
@@ -262,6 +266,7 @@ fn a_broker_killed_mid_job_leaves_the_failure_free_output(kafka: &mut KafkaClust
     }
     assert_eq!(field(&log, "checksum"), field(&reference, "checksum"));
     assert_same_output(&b, &reference_topic, &recovered, false);
+    assert!(during >= 3, "{during} checkpoints completed in the 4 s without broker {node}:\n{log}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -79,6 +79,40 @@ pub fn add_partitions(brokers: &str, topic: &str, total: usize) -> Result<(), Ka
     Ok(())
 }
 
+/// The value of broker setting `name` as one of the brokers reports it (`None`: the broker
+/// does not know the setting).
+pub fn broker_config(
+    brokers: &str,
+    properties: &KafkaProperties,
+    name: &str,
+) -> Result<Option<String>, KafkaConnectorError> {
+    use rdkafka::admin::ResourceSpecifier;
+    let admin = admin(brokers, properties)?;
+    let metadata = admin
+        .inner()
+        .fetch_metadata(None, ADMIN_TIMEOUT)
+        .map_err(|e| KafkaConnectorError::client("reading the brokers' metadata", brokers, e))?;
+    let Some(broker) = metadata.brokers().first().map(|b| b.id()) else {
+        return Err(KafkaConnectorError::Config(format!("the cluster at {brokers} lists no brokers")));
+    };
+    let options = AdminOptions::new().request_timeout(Some(ADMIN_TIMEOUT));
+    let results = futures_executor::block_on(admin.describe_configs([&ResourceSpecifier::Broker(broker)], &options))
+        .map_err(|e| {
+            KafkaConnectorError::client(format!("reading the setting {name} of broker {broker}"), brokers, e)
+        })?;
+    for result in results {
+        match result {
+            Ok(resource) => return Ok(resource.get(name).and_then(|entry| entry.value.clone())),
+            Err(code) => {
+                return Err(KafkaConnectorError::Config(format!(
+                    "cannot read the setting {name} of broker {broker} at {brokers}: {code}"
+                )))
+            }
+        }
+    }
+    Ok(None)
+}
+
 /// The partitions of `topic` with their end offsets (the offset the next record will
 /// get, records of open transactions included), in partition order.
 pub fn end_offsets(brokers: &str, topic: &str) -> Result<Vec<(i32, i64)>, KafkaConnectorError> {

@@ -470,3 +470,30 @@ fn a_restore_at_lower_parallelism_recovers_every_slot_exactly_once() {
     run(2, None).unwrap();
     assert_exactly(&output_counts(&b, "down-out"), 0..6000);
 }
+
+/// Brokers whose `transaction.max.timeout.ms` (5 s) is below the sink's
+/// `transaction.timeout.ms` (librdkafka's 60 s): the job is refused when the sink starts,
+/// naming both settings; with the sink's timeout lowered to fit, every record is written
+/// once.
+#[test]
+fn a_transaction_timeout_above_the_brokers_maximum_is_refused_naming_both_settings() {
+    let kafka = KafkaCluster::start(1, &[("transaction.max.timeout.ms", "5000")]).unwrap();
+    let b = kafka.brokers.clone();
+    create_topic(&b, "short", 2, &[]).unwrap();
+    produce(&b, "short", &numbers(0, 1000, 2)).unwrap();
+    let run = |sink: KafkaSink<String>| {
+        let env = Env::new();
+        env.set_parallelism(2);
+        env.enable_checkpointing(100);
+        env.set_restart_strategy(RestartStrategy::None);
+        env.add_parallel_source(KafkaSource::new(&b, &["short"], utf8_values).bounded()).add_sink(sink);
+        env.execute("short transactions")
+    };
+    let error = run(exactly_once_to(&b, "short-out")).unwrap_err().to_string();
+    assert!(
+        error.contains("transaction.timeout.ms is 60000 ms") && error.contains("transaction.max.timeout.ms of 5000 ms"),
+        "{error}"
+    );
+    run(exactly_once_to(&b, "short-out").with_property("transaction.timeout.ms", "4000")).unwrap();
+    assert_exactly(&output_counts(&b, "short-out"), 0..1000);
+}

@@ -3,6 +3,7 @@
 //! Kafka has them.
 
 use serde::{Deserialize, Serialize};
+use std::sync::Arc;
 
 /// Epoch number of the records after the end of input (the task's last snapshot,
 /// committed when the job finishes).
@@ -59,11 +60,11 @@ impl Epoch {
 }
 
 /// The epochs of a running slot: the one being written, and those sealed by a checkpoint
-/// barrier but not yet known to be in Kafka, in order.
+/// barrier but not yet known to be in Kafka, in order (shared with the committer thread).
 #[derive(Debug, Default)]
 pub(crate) struct PendingEpochs {
     pub(crate) current: Epoch,
-    pub(crate) sealed: Vec<Epoch>,
+    pub(crate) sealed: Vec<Arc<Epoch>>,
 }
 
 impl PendingEpochs {
@@ -78,7 +79,7 @@ impl PendingEpochs {
         let epoch = checkpoint.unwrap_or(END_OF_INPUT);
         let mut sealed = std::mem::take(&mut self.current);
         sealed.epoch = epoch;
-        self.sealed.push(sealed);
+        self.sealed.push(Arc::new(sealed));
         epoch
     }
 
@@ -119,8 +120,8 @@ pub(crate) struct SlotState {
 mod tests {
     use super::*;
 
-    fn epoch_numbers(epochs: &[Epoch]) -> Vec<u64> {
-        epochs.iter().map(|e| e.epoch).collect()
+    fn epoch_numbers<E: std::borrow::Borrow<Epoch>>(epochs: &[E]) -> Vec<u64> {
+        epochs.iter().map(|e| e.borrow().epoch).collect()
     }
 
     #[test]

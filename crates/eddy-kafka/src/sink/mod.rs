@@ -16,6 +16,7 @@
 //!   (commit the pre-committed transaction after recovery) is closed; re-doing is not.
 //!   The guarantee and its conditions are in the README.
 
+mod committer;
 mod epochs;
 mod producer;
 mod progress;
@@ -23,12 +24,13 @@ mod progress;
 pub use progress::PROGRESS_TOPIC_DEFAULT;
 
 use crate::{KafkaConnectorError, KafkaProperties};
+use committer::{commit_epochs, CommitTarget, Committer};
 use eddy_api::function::{FunctionResult, RichFunction, RuntimeContext, Sink, SnapshotContext};
 use eddy_state::ListStateDescriptor;
 use eddy_types::CheckpointId;
 use epochs::{Epoch, PendingEpochs, SlotState, END_OF_INPUT};
-use producer::{SinkProducer, FLUSH_TIMEOUT};
-use progress::{ensure_progress_topic, marker_key, read_marker, Marker};
+use producer::{check_transaction_timeout, SinkProducer, FLUSH_TIMEOUT};
+use progress::{ensure_progress_topic, marker_key, read_marker};
 use rdkafka::producer::Producer;
 use std::sync::Arc;
 
@@ -129,19 +131,53 @@ impl<T: 'static> KafkaSink<T> {
 
 /// A running sink subtask.
 struct SinkRun {
-    producer: SinkProducer,
     slot: u32,
     key: Vec<u8>,
     payload: Vec<u8>,
-    /// Exactly-once only.
-    log: Option<WriteAhead>,
+    writer: Writer,
 }
 
-/// The exactly-once sink's epochs not yet known to be in Kafka.
+/// How a running sink subtask writes.
+enum Writer {
+    /// None and at-least-once: straight to the producer.
+    Direct(SinkProducer),
+    /// Exactly-once: into the write-ahead log, committed by the committer thread.
+    WriteAhead(Box<WriteAhead>),
+}
+
+impl SinkRun {
+    fn write_ahead(&mut self) -> Option<&mut WriteAhead> {
+        match &mut self.writer {
+            Writer::WriteAhead(log) => Some(log),
+            Writer::Direct(_) => None,
+        }
+    }
+}
+
+/// The exactly-once sink's epochs not yet known to be in Kafka, and its committer.
 struct WriteAhead {
-    prefix: String,
     lineage: u64,
     epochs: PendingEpochs,
+    /// How many sealed epochs, from the front, are handed to the committer.
+    submitted: usize,
+    committer: Committer,
+}
+
+impl WriteAhead {
+    /// Drops the sealed epochs the committer reports committed; its failure, if a commit
+    /// failed.
+    fn forget_committed(&mut self) -> Result<(), KafkaConnectorError> {
+        if let Some(last) = self.committer.committed()? {
+            self.forget_up_to(last);
+        }
+        Ok(())
+    }
+
+    fn forget_up_to(&mut self, last: u64) {
+        let done = self.epochs.due(last);
+        self.epochs.sealed.drain(..done);
+        self.submitted -= done;
+    }
 }
 
 impl<T: 'static> KafkaSink<T> {
@@ -182,76 +218,17 @@ impl<T: 'static> KafkaSink<T> {
         Ok(producer)
     }
 
-    /// Sends `epochs` and the marker of the last in one transaction of `producer`.
-    fn commit_epochs(
-        producer: &mut SinkProducer,
-        topic: &str,
-        progress_topic: &str,
-        prefix: &str,
-        slot: u32,
-        lineage: u64,
-        epochs: &[Epoch],
-    ) -> Result<(), KafkaConnectorError> {
-        let Some(last) = epochs.last().map(|e| e.epoch) else { return Ok(()) };
-        let brokers = producer.brokers().to_string();
-        let client = |action: &str, e| KafkaConnectorError::client(format!("{action} (slot {slot})"), &brokers, e);
-        let started = std::time::Instant::now();
-        producer.producer.begin_transaction().map_err(|e| client("beginning a transaction", e))?;
-        tracing::debug!(slot, last_epoch = last, "Kafka sink: transaction begun");
-        let mut records = 0u64;
-        let sent = (|| {
-            for epoch in epochs {
-                let mut count = 0;
-                for record in epoch.records() {
-                    let (key, value) = record.map_err(KafkaConnectorError::Recovery)?;
-                    producer.send(topic, key, value)?;
-                    count += 1;
-                }
-                if count != epoch.records {
-                    return Err(KafkaConnectorError::Recovery(format!(
-                        "epoch {} of sink slot {slot} holds {count} records, its state says {}",
-                        epoch.epoch, epoch.records
-                    )));
-                }
-                records += count;
-            }
-            let key = marker_key(prefix, slot);
-            producer.send(progress_topic, Some(key.as_bytes()), Marker { lineage, epoch: last }.encode().as_bytes())
-        })();
-        if let Err(error) = sent {
-            let _ = producer.producer.abort_transaction(FLUSH_TIMEOUT);
-            return Err(error);
-        }
-        let sent_ms = started.elapsed().as_millis();
-        if let Err(error) = producer.producer.commit_transaction(FLUSH_TIMEOUT) {
-            let _ = producer.producer.abort_transaction(FLUSH_TIMEOUT);
-            return Err(client("committing a transaction", error));
-        }
-        producer.check_deliveries()?;
-        tracing::debug!(
-            slot,
-            epochs = epochs.len(),
-            last_epoch = last,
-            records,
-            send_ms = sent_ms,
-            commit_ms = started.elapsed().as_millis() - sent_ms,
-            "Kafka sink: transaction committed"
-        );
-        Ok(())
-    }
-
-    /// Exactly-once: commits the pending epochs up to `last`.
+    /// Exactly-once: hands the sealed epochs up to `last` not handed over yet to the
+    /// committer, and forgets those it reported committed.
     fn commit_up_to(&mut self, last: u64) -> Result<(), KafkaConnectorError> {
-        let (topic, progress_topic) = (self.topic.clone(), self.progress_topic.clone());
-        let run = self.run()?;
-        let Some(log) = run.log.as_mut() else { return Ok(()) };
+        let Some(log) = self.run()?.write_ahead() else { return Ok(()) };
+        log.forget_committed()?;
         let due = log.epochs.due(last);
-        if due == 0 {
-            return Ok(());
+        if due > log.submitted {
+            let epochs = log.epochs.sealed[log.submitted..due].to_vec();
+            log.committer.submit(epochs)?;
+            log.submitted = due;
         }
-        let epochs = &log.epochs.sealed[..due];
-        Self::commit_epochs(&mut run.producer, &topic, &progress_topic, &log.prefix, run.slot, log.lineage, epochs)?;
-        log.epochs.sealed.drain(..due);
         Ok(())
     }
 
@@ -278,7 +255,14 @@ impl<T: 'static> KafkaSink<T> {
             resent_records = redo.iter().map(|e| e.records).sum::<u64>(),
             "Kafka sink: slot recovered"
         );
-        Self::commit_epochs(producer, &self.topic, &self.progress_topic, prefix, state.slot, state.lineage, &redo)
+        let target = CommitTarget {
+            topic: self.topic.clone(),
+            progress_topic: self.progress_topic.clone(),
+            prefix: prefix.to_string(),
+            slot: state.slot,
+            lineage: state.lineage,
+        };
+        commit_epochs(producer, &target, &redo)
     }
 }
 
@@ -308,8 +292,8 @@ impl<T: 'static> RichFunction for KafkaSink<T> {
                 ))
                 .into());
             }
-            let producer = self.new_producer(None)?;
-            self.run = Some(Box::new(SinkRun { producer, slot, key: Vec::new(), payload: Vec::new(), log: None }));
+            let writer = Writer::Direct(self.new_producer(None)?);
+            self.run = Some(Box::new(SinkRun { slot, key: Vec::new(), payload: Vec::new(), writer }));
             return Ok(());
         }
         let prefix = self.transactional_id_prefix.clone().ok_or_else(|| {
@@ -317,6 +301,7 @@ impl<T: 'static> RichFunction for KafkaSink<T> {
                 "an exactly-once Kafka sink needs a transactional id prefix (with_transactional_id_prefix)".into(),
             )
         })?;
+        check_transaction_timeout(&self.brokers, &self.properties)?;
         ensure_progress_topic(&self.brokers, &self.properties, &self.progress_topic)?;
         let mut producer = self.fenced_producer(&prefix, slot)?;
         // Slot s's state goes to subtask s mod p: slot j < p stays on subtask j, so no
@@ -340,12 +325,20 @@ impl<T: 'static> RichFunction for KafkaSink<T> {
         }
         let lineage = lineage.unwrap_or_else(|| new_lineage(slot));
         tracing::info!(slot, parallelism, transactional_id = %format!("{prefix}-{slot}"), lineage = %format!("{lineage:016x}"), "Kafka sink (exactly-once) ready");
+        let target = CommitTarget {
+            topic: self.topic.clone(),
+            progress_topic: self.progress_topic.clone(),
+            prefix,
+            slot,
+            lineage,
+        };
+        let committer = Committer::start(producer, target)?;
+        let log = WriteAhead { lineage, epochs: PendingEpochs::default(), submitted: 0, committer };
         self.run = Some(Box::new(SinkRun {
-            producer,
             slot,
             key: Vec::new(),
             payload: Vec::new(),
-            log: Some(WriteAhead { prefix, lineage, epochs: PendingEpochs::default() }),
+            writer: Writer::WriteAhead(Box::new(log)),
         }));
         Ok(())
     }
@@ -354,19 +347,21 @@ impl<T: 'static> RichFunction for KafkaSink<T> {
         let checkpoint = ctx.checkpoint_id().map(|c| c.0);
         let guarantee = self.guarantee;
         let run = self.run()?;
+        let slot = run.slot;
         let mut states = Vec::new();
-        match run.log.as_mut() {
-            Some(log) => {
+        match &mut run.writer {
+            Writer::WriteAhead(log) => {
+                log.forget_committed()?;
                 let snapshot_epoch = log.epochs.seal(checkpoint);
                 states.push(SlotState {
-                    slot: run.slot,
+                    slot,
                     lineage: log.lineage,
                     snapshot_epoch,
-                    epochs: log.epochs.sealed.clone(),
+                    epochs: log.epochs.sealed.iter().map(|e| Epoch::clone(e)).collect(),
                 });
             }
-            None if guarantee == DeliveryGuarantee::AtLeastOnce => run.producer.flush()?,
-            None => {}
+            Writer::Direct(producer) if guarantee == DeliveryGuarantee::AtLeastOnce => producer.flush()?,
+            Writer::Direct(_) => {}
         }
         ctx.operator_state().union_list_state(&ListStateDescriptor::<SlotState>::new(SLOTS_STATE))?.update(states);
         Ok(())
@@ -377,7 +372,14 @@ impl<T: 'static> RichFunction for KafkaSink<T> {
     }
 
     fn notify_job_finished(&mut self) -> FunctionResult {
-        Ok(self.commit_up_to(END_OF_INPUT)?)
+        self.commit_up_to(END_OF_INPUT)?;
+        // The job ends with this: everything it wrote is in Kafka first.
+        if let Some(log) = self.run()?.write_ahead() {
+            if let Some(last) = log.committer.wait_all()? {
+                log.forget_up_to(last);
+            }
+        }
+        Ok(())
     }
 
     fn close(&mut self) -> FunctionResult {
@@ -394,17 +396,16 @@ impl<T: 'static> Sink<T> for KafkaSink<T> {
         run.payload.clear();
         let keyed = self.schema.serialize(&value, &mut run.key, &mut run.payload);
         let key = keyed.then_some(run.key.as_slice());
-        match run.log.as_mut() {
-            Some(log) => log.epochs.current.push(key, &run.payload),
-            None => run.producer.send(&self.topic, key, &run.payload)?,
+        match &mut run.writer {
+            Writer::WriteAhead(log) => log.epochs.current.push(key, &run.payload),
+            Writer::Direct(producer) => producer.send(&self.topic, key, &run.payload)?,
         }
         Ok(())
     }
 
     fn finish(&mut self) -> FunctionResult {
-        let run = self.run()?;
-        if run.log.is_none() {
-            run.producer.flush()?;
+        if let Writer::Direct(producer) = &mut self.run()?.writer {
+            producer.flush()?;
         }
         Ok(())
     }

@@ -114,3 +114,41 @@ impl SinkProducer {
         &self.brokers
     }
 }
+
+/// librdkafka's `transaction.timeout.ms` when the job does not set it.
+const LIBRDKAFKA_TRANSACTION_TIMEOUT_MS: u64 = 60_000;
+
+/// Refuses a transactional producer whose `transaction.timeout.ms` (from `properties`, else
+/// librdkafka's 60 s) is above the brokers' `transaction.max.timeout.ms`: the brokers would
+/// refuse every transaction of it, and the job would restart again and again on an error
+/// that names only the broker's setting. A broker that cannot be asked is not checked (its
+/// answer to the transactions will say it).
+pub(crate) fn check_transaction_timeout(
+    brokers: &str,
+    properties: &KafkaProperties,
+) -> Result<(), KafkaConnectorError> {
+    let ours = match properties.0.iter().rev().find(|(k, _)| k == "transaction.timeout.ms") {
+        Some((_, value)) => value.parse::<u64>().map_err(|_| {
+            KafkaConnectorError::Config(format!("the sink's transaction.timeout.ms is not a number of ms: {value:?}"))
+        })?,
+        None => LIBRDKAFKA_TRANSACTION_TIMEOUT_MS,
+    };
+    let theirs = match crate::admin::broker_config(brokers, properties, "transaction.max.timeout.ms") {
+        Ok(Some(value)) => value.parse::<u64>().ok(),
+        Ok(None) => None,
+        Err(error) => {
+            tracing::warn!(brokers, "Kafka sink: cannot read the brokers' transaction.max.timeout.ms: {error}");
+            None
+        }
+    };
+    match theirs {
+        Some(max) if ours > max => Err(KafkaConnectorError::Config(format!(
+            "the exactly-once sink's transaction.timeout.ms is {ours} ms, above the brokers' \
+             transaction.max.timeout.ms of {max} ms at {brokers}, so they would refuse its transactions: set the \
+             sink's transaction.timeout.ms to at most {max} (with_property), or raise transaction.max.timeout.ms on \
+             the brokers. A transaction of eddy's is open only while one checkpoint's records are sent and \
+             committed, so it need not cover the checkpoint interval"
+        ))),
+        _ => Ok(()),
+    }
+}

@@ -27,6 +27,8 @@ use std::time::{Duration, Instant};
 const FOUND_QUEUE: usize = 4;
 /// How long the discovery thread waits after the brokers did not answer.
 const RETRY_AFTER: Duration = Duration::from_secs(1);
+/// How long closing the enumerator waits for its discovery thread to end.
+const DISCOVERY_JOIN_WAIT: Duration = Duration::from_secs(2);
 /// How often the consumer lag is logged while the job runs.
 const LAG_LOG_EVERY: Duration = Duration::from_secs(10);
 
@@ -95,6 +97,7 @@ pub(super) struct KafkaSourceEnumerator {
     found: Option<Receiver<Found>>,
     /// Dropped to stop the discovery thread.
     stop: Option<Sender<()>>,
+    discovery_thread: Option<std::thread::JoinHandle<()>>,
 }
 
 impl KafkaSourceEnumerator {
@@ -106,6 +109,7 @@ impl KafkaSourceEnumerator {
             last_lag_log: None,
             found: None,
             stop: None,
+            discovery_thread: None,
         }
     }
 
@@ -134,10 +138,13 @@ impl OperatorCoordinator for KafkaSourceEnumerator {
                 })?;
             }
             // A checkpoint of an earlier eddy, whose readers found their partitions
-            // themselves: a first discovery hands every partition out again; a reader
-            // keeps the position it restored for one it holds, and one no reader held
-            // starts where the job's starting offsets say now.
-            CoordinatorRestore::WithoutState => {}
+            // themselves: a first discovery hands every partition out again, and a reader
+            // keeps the position it restored for one it holds. One no reader held (found
+            // after the checkpoint, or not started yet) starts at its earliest offset, as
+            // partitions found after a job's first discovery do: the job's starting
+            // offsets were resolved when it first started, and resolving "latest" or a
+            // time again now would skip what came in between.
+            CoordinatorRestore::WithoutState => self.settings.starting = super::StartingOffsets::Earliest,
         }
         tracing::info!(
             brokers = %self.settings.brokers,
@@ -153,12 +160,13 @@ impl OperatorCoordinator for KafkaSourceEnumerator {
         let (found_tx, found_rx) = sync_channel(FOUND_QUEUE);
         let (stop_tx, stop_rx) = channel();
         let (settings, known, first_done) = (self.settings.clone(), self.state.assigned.clone(), self.state.first_done);
-        std::thread::Builder::new()
+        let thread = std::thread::Builder::new()
             .name("kafka-split-discovery".into())
             .spawn(move || discover_until_stopped(settings, known, first_done, &found_tx, &stop_rx))
             .map_err(|e| {
                 CoordinatorError::restartable(format!("cannot start the Kafka split discovery thread: {e}"))
             })?;
+        self.discovery_thread = Some(thread);
         self.found = Some(found_rx);
         self.stop = Some(stop_tx);
         Ok(())
@@ -248,9 +256,26 @@ impl OperatorCoordinator for KafkaSourceEnumerator {
     }
 
     fn close(&mut self) {
-        // The thread sees the channel gone at its next wait and ends.
+        // The thread sees the channel gone at its next wait and ends: joined, unless it
+        // is inside a request to brokers that do not answer (up to its timeout), which
+        // must not hold the JobMaster's thread; it ends when the request returns.
         self.stop = None;
         self.found = None;
+        if let Some(thread) = self.discovery_thread.take() {
+            let deadline = Instant::now() + DISCOVERY_JOIN_WAIT;
+            while !thread.is_finished() && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            if thread.is_finished() {
+                let _ = thread.join();
+            } else {
+                tracing::warn!(
+                    brokers = %self.settings.brokers,
+                    "Kafka split enumerator closed while its discovery thread waits for the brokers; it ends when \
+                     the request returns"
+                );
+            }
+        }
     }
 }
 

@@ -1,0 +1,166 @@
+//! The exactly-once sink's committer: a thread per sink subtask that owns the slot's
+//! transactional producer and commits the epochs a completed checkpoint made due, in
+//! order, one transaction each batch, so that the task thread never waits for Kafka (a
+//! commit waits for every record's acknowledgement and the transaction's markers, and
+//! for as long as the brokers are away).
+//!
+//! The task keeps every epoch it handed over in its state until the committer reports it
+//! committed: a failure in between restores them, and recovery sends again exactly what
+//! the progress marker says Kafka lacks. A failed commit stops the committer; the task
+//! learns of it at its next checkpoint event and fails.
+
+use super::epochs::Epoch;
+use super::producer::{SinkProducer, FLUSH_TIMEOUT};
+use super::progress::{marker_key, Marker};
+use crate::KafkaConnectorError;
+use rdkafka::producer::Producer;
+use std::borrow::Borrow;
+use std::sync::mpsc::{channel, Receiver, Sender};
+use std::sync::{Arc, Mutex};
+
+/// Where a slot's transactions go, and under which marker.
+#[derive(Clone)]
+pub(crate) struct CommitTarget {
+    pub(crate) topic: String,
+    pub(crate) progress_topic: String,
+    pub(crate) prefix: String,
+    pub(crate) slot: u32,
+    pub(crate) lineage: u64,
+}
+
+/// Sends `epochs` and the marker of the last in one transaction of `producer`.
+pub(crate) fn commit_epochs<E: Borrow<Epoch>>(
+    producer: &mut SinkProducer,
+    target: &CommitTarget,
+    epochs: &[E],
+) -> Result<(), KafkaConnectorError> {
+    let Some(last) = epochs.last().map(|e| e.borrow().epoch) else { return Ok(()) };
+    let slot = target.slot;
+    let brokers = producer.brokers().to_string();
+    let client = |action: &str, e| KafkaConnectorError::client(format!("{action} (slot {slot})"), &brokers, e);
+    let started = std::time::Instant::now();
+    producer.producer.begin_transaction().map_err(|e| client("beginning a transaction", e))?;
+    tracing::debug!(slot, last_epoch = last, "Kafka sink: transaction begun");
+    let mut records = 0u64;
+    let sent = (|| {
+        for epoch in epochs.iter().map(Borrow::borrow) {
+            let mut count = 0;
+            for record in epoch.records() {
+                let (key, value) = record.map_err(KafkaConnectorError::Recovery)?;
+                producer.send(&target.topic, key, value)?;
+                count += 1;
+            }
+            if count != epoch.records {
+                return Err(KafkaConnectorError::Recovery(format!(
+                    "epoch {} of sink slot {slot} holds {count} records, its state says {}",
+                    epoch.epoch, epoch.records
+                )));
+            }
+            records += count;
+        }
+        let key = marker_key(&target.prefix, slot);
+        let marker = Marker { lineage: target.lineage, epoch: last }.encode();
+        producer.send(&target.progress_topic, Some(key.as_bytes()), marker.as_bytes())
+    })();
+    if let Err(error) = sent {
+        let _ = producer.producer.abort_transaction(FLUSH_TIMEOUT);
+        return Err(error);
+    }
+    let sent_ms = started.elapsed().as_millis();
+    if let Err(error) = producer.producer.commit_transaction(FLUSH_TIMEOUT) {
+        let _ = producer.producer.abort_transaction(FLUSH_TIMEOUT);
+        return Err(client("committing a transaction", error));
+    }
+    producer.check_deliveries()?;
+    tracing::debug!(
+        slot,
+        epochs = epochs.len(),
+        last_epoch = last,
+        records,
+        send_ms = sent_ms,
+        commit_ms = started.elapsed().as_millis() - sent_ms,
+        "Kafka sink: transaction committed"
+    );
+    Ok(())
+}
+
+/// A slot's committer thread and the two channels to it.
+pub(crate) struct Committer {
+    jobs: Option<Sender<Vec<Arc<Epoch>>>>,
+    /// In a mutex only because a sink must be `Sync`; only the task thread takes it.
+    results: Mutex<Receiver<Result<u64, KafkaConnectorError>>>,
+    /// Batches handed over and not reported yet.
+    in_flight: usize,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Committer {
+    /// Starts the thread; `producer`'s transactional id is fenced already.
+    pub(crate) fn start(mut producer: SinkProducer, target: CommitTarget) -> Result<Self, KafkaConnectorError> {
+        let (jobs, job_rx) = channel::<Vec<Arc<Epoch>>>();
+        let (result_tx, results) = channel();
+        let thread = std::thread::Builder::new()
+            .name(format!("kafka-sink-commit-{}", target.slot))
+            .spawn(move || {
+                for epochs in job_rx {
+                    let last = epochs.last().map_or(0, |e| e.epoch);
+                    let result = commit_epochs(&mut producer, &target, &epochs).map(|()| last);
+                    let failed = result.is_err();
+                    if result_tx.send(result).is_err() || failed {
+                        return;
+                    }
+                }
+            })
+            .map_err(|e| KafkaConnectorError::Config(format!("cannot start the Kafka sink's committer thread: {e}")))?;
+        Ok(Self { jobs: Some(jobs), results: Mutex::new(results), in_flight: 0, thread: Some(thread) })
+    }
+
+    /// Hands `epochs` over, to be committed after those handed over before.
+    pub(crate) fn submit(&mut self, epochs: Vec<Arc<Epoch>>) -> Result<(), KafkaConnectorError> {
+        let jobs = self.jobs.as_ref().expect("the committer runs until dropped");
+        if jobs.send(epochs).is_err() {
+            // The thread ended after a failure it reported: take that report.
+            return self.wait_all().map(|_| ());
+        }
+        self.in_flight += 1;
+        Ok(())
+    }
+
+    /// The last epoch committed since the previous call, without waiting; the first
+    /// failure of a commit, if one failed.
+    pub(crate) fn committed(&mut self) -> Result<Option<u64>, KafkaConnectorError> {
+        let mut last = None;
+        let results = self.results.get_mut().unwrap_or_else(|p| p.into_inner());
+        while let Ok(result) = results.try_recv() {
+            self.in_flight -= 1;
+            last = Some(result?);
+        }
+        Ok(last)
+    }
+
+    /// Waits until every batch handed over is committed; the last epoch committed.
+    pub(crate) fn wait_all(&mut self) -> Result<Option<u64>, KafkaConnectorError> {
+        let mut last = None;
+        let results = self.results.get_mut().unwrap_or_else(|p| p.into_inner());
+        while self.in_flight > 0 {
+            let result = results.recv().map_err(|_| {
+                KafkaConnectorError::Config("the Kafka sink's committer thread ended without reporting".into())
+            })?;
+            self.in_flight -= 1;
+            last = Some(result?);
+        }
+        Ok(last)
+    }
+}
+
+impl Drop for Committer {
+    /// Lets the thread finish the commit it is in (bounded by the commit's timeout) and
+    /// end: a transaction it left open would hold `read_committed` readers back until the
+    /// next attempt fences the id.
+    fn drop(&mut self) {
+        self.jobs = None;
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
