@@ -71,6 +71,8 @@ struct Args {
     bounded: bool,
     #[arg(long, default_value_t = 1000)]
     checkpoint_ms: u64,
+    #[arg(long, default_value_t = 2)]
+    parallelism: u32,
     #[command(flatten)]
     cluster: eddy::cluster::SubmitArgs,
 }
@@ -82,6 +84,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args = Args::parse();
     let env = Env::new();
     args.cluster.apply_to(&env)?;
+    env.set_parallelism(args.parallelism);
     env.enable_checkpointing(args.checkpoint_ms);
     job(&env, &args.brokers, &args.topic_a, &args.topic_b, &args.output, args.bounded);
     env.execute("two topic join on Kafka")?;

@@ -3,32 +3,11 @@
 //! with the first difference. Here the TaskManager is the `dedup` example and the job is
 //! the `api_count` example's.
 
-use std::io::{BufRead, BufReader};
-use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
 mod common;
-
-fn example(name: &str) -> PathBuf {
-    // target/<profile>/deps/<this test> → target/<profile>/examples/<name>
-    let exe = std::env::current_exe().unwrap();
-    exe.parent().unwrap().parent().unwrap().join("examples").join(name)
-}
-
-/// Starts `binary` as a JobManager on a free port of loopback; the process and its address.
-fn start_jobmanager(binary: &std::path::Path, secret: &str) -> (std::process::Child, String) {
-    let mut jobmanager = Command::new(binary)
-        .args(["jobmanager", "--bind", "127.0.0.1:0", "--secret-file", secret])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut first = String::new();
-    BufReader::new(jobmanager.stdout.take().unwrap()).read_line(&mut first).unwrap();
-    let address = first.trim().strip_prefix("jobmanager listening on ").unwrap().to_string();
-    (jobmanager, address)
-}
+use common::{example, start_jobmanager};
 
 #[test]
 fn a_taskmanager_whose_binary_builds_another_graph_is_refused_with_the_difference() {
@@ -37,7 +16,7 @@ fn a_taskmanager_whose_binary_builds_another_graph_is_refused_with_the_differenc
     let secret = dir.join("secret");
     std::fs::write(&secret, "the-secret-of-the-graph-test").unwrap();
     let secret = secret.to_str().unwrap();
-    let (mut jobmanager, address) = start_jobmanager(&example("dedup"), secret);
+    let (mut jobmanager, address) = start_jobmanager(&example("dedup"), secret, Stdio::null());
     let mut taskmanager = Command::new(example("dedup"))
         .args(["taskmanager", "--jobmanager", &address, "--slots", "2", "--secret-file", secret])
         .stdout(Stdio::null())
@@ -75,7 +54,7 @@ fn a_record_type_that_cannot_serialize_on_a_cluster_edge_fails_the_job_naming_it
     std::fs::write(&secret, "the-secret-of-the-unsendable-test").unwrap();
     let secret = secret.to_str().unwrap();
     let binary = example("unserializable_record");
-    let (mut jobmanager, address) = start_jobmanager(&binary, secret);
+    let (mut jobmanager, address) = start_jobmanager(&binary, secret, Stdio::null());
     let mut taskmanagers: Vec<_> = (0..2)
         .map(|_| {
             Command::new(&binary)

@@ -12,36 +12,87 @@ use eddy::prelude::*;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-/// One record per key on each side: every key on both sides is joined exactly once
-/// (whichever side comes second emits), keys on one side only never.
-#[test]
-fn two_topics_joined_exactly_once_through_kafka() {
-    let kafka = KafkaCluster::single().unwrap();
-    let b = kafka.brokers.clone();
-    for topic in ["orders", "payments", "joined"] {
-        create_topic(&b, topic, 2, &[]).unwrap();
+mod common;
+
+/// Orders for keys 0..200 and payments for keys 100..300 into two topics of 2 partitions.
+fn produce_orders_and_payments(b: &str, orders: &str, payments: &str, joined: &str) {
+    for topic in [orders, payments, joined] {
+        create_topic(b, topic, 2, &[]).unwrap();
     }
     let line = |key: u64, value: u64| ((key % 2) as i32, key.to_string(), format!("{key},{value}").into_bytes());
-    produce(&b, "orders", &(0..200).map(|k| line(k, k)).collect::<Vec<_>>()).unwrap();
-    produce(&b, "payments", &(100..300).map(|k| line(k, 1000 + k)).collect::<Vec<_>>()).unwrap();
+    produce(b, orders, &(0..200).map(|k| line(k, k)).collect::<Vec<_>>()).unwrap();
+    produce(b, payments, &(100..300).map(|k| line(k, 1000 + k)).collect::<Vec<_>>()).unwrap();
+}
+
+/// Every key on both sides joined exactly once (whichever side comes second emits), keys
+/// on one side only never; `context` goes into the failure message.
+fn assert_joined_exactly_once(b: &str, joined: &str, context: &str) {
+    let mut got: BTreeMap<u64, Vec<String>> = BTreeMap::new();
+    for (_, key, value) in read_committed(b, joined, Duration::from_secs(60)).unwrap() {
+        let key: u64 = String::from_utf8(key).unwrap().parse().unwrap();
+        got.entry(key).or_default().push(String::from_utf8(value).unwrap());
+    }
+    let expected: BTreeMap<u64, Vec<String>> = (100..200).map(|k| (k, vec![format!("{k},{k},{}", 1000 + k)])).collect();
+    assert_eq!(got, expected, "{context}; {}", eddy::connector::kafka::testing::describe_ends(b, joined));
+}
+
+/// One record per key on each side, joined in this process at parallelism 2.
+#[test]
+fn two_topics_joined_exactly_once_through_kafka() {
+    let b = KafkaCluster::shared().brokers.clone();
+    produce_orders_and_payments(&b, "orders", "payments", "joined");
     let env = Env::new();
     env.set_parallelism(2);
     env.enable_checkpointing(100);
     kafka_two_topic_join::job(&env, &b, "orders", "payments", "joined", true);
     let result = env.execute("two topic join on Kafka").unwrap();
-    let mut joined: BTreeMap<u64, Vec<String>> = BTreeMap::new();
-    for (_, key, value) in read_committed(&b, "joined", Duration::from_secs(60)).unwrap() {
-        let key: u64 = String::from_utf8(key).unwrap().parse().unwrap();
-        joined.entry(key).or_default().push(String::from_utf8(value).unwrap());
-    }
-    let expected: BTreeMap<u64, Vec<String>> = (100..200).map(|k| (k, vec![format!("{k},{k},{}", 1000 + k)])).collect();
     // A failover is allowed (exactly once), but says so if the output differs.
-    assert_eq!(
-        joined,
-        expected,
-        "{} restarts: {:?}; {}",
-        result.restarts,
-        result.warnings,
-        eddy::connector::kafka::testing::describe_ends(&b, "joined")
-    );
+    assert_joined_exactly_once(&b, "joined", &format!("{} restarts: {:?}", result.restarts, result.warnings));
+}
+
+/// The same join on a cluster: the example's binary as JobManager and two TaskManagers of
+/// one slot each, so that each subtask of the job runs in another process and the keyed
+/// exchange crosses them over TCP.
+#[test]
+fn two_topics_joined_exactly_once_across_two_taskmanagers() {
+    use std::process::{Command, Stdio};
+    let b = KafkaCluster::shared().brokers.clone();
+    produce_orders_and_payments(&b, "tm-orders", "tm-payments", "tm-joined");
+    let dir = common::temp_dir("kafka-join-cluster");
+    std::fs::create_dir_all(&dir).unwrap();
+    let secret = dir.join("secret");
+    std::fs::write(&secret, "the-secret-of-the-kafka-join-test").unwrap();
+    let secret = secret.to_str().unwrap();
+    let binary = common::example("kafka_two_topic_join");
+    let jobmanager_log = dir.join("jobmanager.log");
+    let log_file = std::fs::File::create(&jobmanager_log).unwrap();
+    let (jobmanager, address) = common::start_jobmanager(&binary, secret, Stdio::from(log_file));
+    let mut processes = vec![jobmanager];
+    for _ in 0..2 {
+        let taskmanager = Command::new(&binary)
+            .args(["taskmanager", "--jobmanager", &address, "--slots", "1", "--secret-file", secret])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        processes.push(taskmanager);
+    }
+    let job = Command::new(&binary)
+        .args(["--brokers", &b, "--topic-a", "tm-orders", "--topic-b", "tm-payments", "--output", "tm-joined"])
+        .args(["--bounded", "--parallelism", "2", "--checkpoint-ms", "100"])
+        .args(["--jobmanager", &address, "--secret-file", secret, "--slot-timeout-ms", "30000"])
+        .output()
+        .unwrap();
+    for process in &mut processes {
+        let _ = process.kill();
+        let _ = process.wait();
+    }
+    let jobmanager_log = std::fs::read_to_string(&jobmanager_log).unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    let log = String::from_utf8_lossy(&job.stderr);
+    assert!(job.status.success(), "{log}");
+    // One slot on each TaskManager: "slots allocated; deploying … task_managers=[(1, 1), (2, 1)]".
+    let allocation = jobmanager_log.lines().find(|l| l.contains("slots allocated")).unwrap_or_default();
+    assert!(allocation.contains("(1, 1), (2, 1)"), "the job did not run across both TaskManagers:\n{jobmanager_log}");
+    assert_joined_exactly_once(&b, "tm-joined", &format!("the job's log:\n{log}"));
 }

@@ -1,11 +1,36 @@
-//! Helpers shared by the checkpoint tests: a slow counting job and temporary directories.
+//! Helpers shared by the tests: a slow counting job, temporary directories, and the
+//! examples' binaries started as cluster processes.
 
 #![allow(dead_code)]
 
 pub mod late_windows;
 
 use eddy::prelude::*;
-use std::path::PathBuf;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+/// The binary of example `name`, built beside the tests.
+pub fn example(name: &str) -> PathBuf {
+    // target/<profile>/deps/<this test> → target/<profile>/examples/<name>
+    let exe = std::env::current_exe().unwrap();
+    exe.parent().unwrap().parent().unwrap().join("examples").join(name)
+}
+
+/// Starts `binary` as a JobManager on a free port of loopback, its log to `log`; the
+/// process and its address.
+pub fn start_jobmanager(binary: &Path, secret: &str, log: Stdio) -> (std::process::Child, String) {
+    let mut jobmanager = Command::new(binary)
+        .args(["jobmanager", "--bind", "127.0.0.1:0", "--secret-file", secret])
+        .stdout(Stdio::piped())
+        .stderr(log)
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    BufReader::new(jobmanager.stdout.take().unwrap()).read_line(&mut first).unwrap();
+    let address = first.trim().strip_prefix("jobmanager listening on ").unwrap().to_string();
+    (jobmanager, address)
+}
 
 /// A fresh temporary directory for one test.
 pub fn temp_dir(name: &str) -> PathBuf {
