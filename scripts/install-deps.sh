@@ -25,6 +25,11 @@ command -v cmake > /dev/null || need+=(cmake)
   || compgen -G "/usr/include/*/curl/curl.h" > /dev/null || need+=(libcurl4-openssl-dev)
 command -v chromium > /dev/null || need+=(chromium)
 command -v etcd > /dev/null || need+=(etcd-server)
+# Apache Kafka runs on Java 17 and is fetched by Maven (both on the project's machines);
+# the Kafka tests' watchdog uses pkill.
+command -v java > /dev/null || need+=(openjdk-17-jre-headless)
+command -v mvn > /dev/null || need+=(maven)
+command -v pkill > /dev/null || need+=(procps)
 if [ ${#need[@]} -gt 0 ]; then
   echo "install-deps: installing ${need[*]}"
   sudo=""
@@ -40,8 +45,10 @@ kafka_version=$(sed -n 's:.*<kafka.version>\(.*\)</kafka.version>.*:\1:p' "$(dir
 kafka_libs=${EDDY_KAFKA_LIBS:-$HOME/.cache/eddy/apache-kafka/libs}
 if [ ! -e "$kafka_libs/kafka_2.13-$kafka_version.jar" ]; then
   echo "install-deps: copying Apache Kafka $kafka_version from Maven Central into $kafka_libs"
-  command -v mvn > /dev/null || { echo "install-deps: Maven (mvn) and Java 17 are needed for Apache Kafka" >&2; exit 1; }
-  rm -rf "$kafka_libs"
+  # Into a fresh folder first: an interrupted copy must not pass for a complete one.
+  rm -rf "$kafka_libs.partial"
   mvn --batch-mode --quiet --file "$(dirname "$0")/kafka/pom.xml" \
-    dependency:copy-dependencies -DoutputDirectory="$kafka_libs"
+    dependency:copy-dependencies -DoutputDirectory="$kafka_libs.partial"
+  rm -rf "$kafka_libs"
+  mv "$kafka_libs.partial" "$kafka_libs"
 fi

@@ -1,7 +1,8 @@
-//! W1 on Kafka: `kafka-produce` writes W1's stream into a topic, `api-count --kafka` reads
-//! it, counts per path and writes one record per event into another topic, with the
-//! delivery guarantee asked for; `--bare` reads the topic in a plain rdkafka consumer
-//! loop (the limit the engine is compared with).
+//! W1 on Kafka: `kafka-broker` starts Apache Kafka to run against, `kafka-produce` writes
+//! W1's stream into a topic, `api-count --kafka` reads it, counts per path and writes one
+//! record per event into another topic, with the delivery guarantee asked for; `--bare`
+//! reads the topic in a plain rdkafka consumer loop (the limit the engine is compared
+//! with); `kafka-latency` measures produce-to-readable latency through such a job.
 
 use crate::api_count::{checksum_term, CountPerPath};
 use crate::checksum::{checksum_of_job, ChecksumSink};
@@ -51,10 +52,28 @@ pub struct KafkaArgs {
     /// kafka-latency: how the output is read (`read_committed` or `read_uncommitted`).
     #[arg(long, default_value = "read_committed")]
     pub isolation: String,
+    /// kafka-broker: how many brokers (more than one: every topic replicated to all).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=9))]
+    pub nodes: u16,
 }
 
 fn need<'a>(value: &'a Option<String>, flag: &str) -> anyhow::Result<&'a str> {
     value.as_deref().ok_or_else(|| anyhow::anyhow!("{flag} is required here"))
+}
+
+/// `kafka-broker`: `--nodes` Apache Kafka brokers until the process is stopped (their JVMs
+/// and log directories go with it); says how long they took to start.
+pub fn broker(args: &Args) -> anyhow::Result<Report> {
+    use std::io::Write;
+    let started = Instant::now();
+    let kafka = eddy::connector::kafka::testing::KafkaCluster::start(args.kafka.nodes.into(), &[])
+        .map_err(anyhow::Error::msg)?;
+    println!("started_seconds={:.2}", started.elapsed().as_secs_f64());
+    println!("brokers={}", kafka.brokers);
+    std::io::stdout().flush()?;
+    loop {
+        std::thread::park();
+    }
 }
 
 /// `kafka-produce`: W1's events `0..events` into `--topic` (created with `--partitions`),

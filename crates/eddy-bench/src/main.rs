@@ -44,6 +44,10 @@ enum Workload {
     LargeState,
     /// W5: the Nexmark queries (--query q0 … q8).
     Nexmark,
+    /// Starts Apache Kafka (--nodes brokers, default 1, KRaft mode, from the jars
+    /// scripts/install-deps.sh copies) on free loopback ports, prints `brokers=HOST:PORT,…`
+    /// and runs until stopped: the brokers the Kafka benchmarks run against.
+    KafkaBroker,
     /// Writes W1's events into a Kafka topic (--brokers, --topic, --partitions, --events,
     /// --keys).
     KafkaProduce,
@@ -262,6 +266,7 @@ fn main() {
     cli.args.backend.get_or_insert(if large { Backend::Rocksdb } else { Backend::Heap });
     let on_kafka = cli.args.kafka.kafka.is_some();
     let report = match (cli.workload, cli.args.bare) {
+        (Workload::KafkaBroker, _) => kafka::broker(&cli.args),
         (Workload::KafkaProduce, _) => kafka::produce(&cli.args),
         (Workload::KafkaLatency, _) => kafka::latency(&cli.args),
         (Workload::ApiCount, true) if on_kafka => kafka::bare(&cli.args),

@@ -70,7 +70,8 @@ fn assert_same_output(brokers: &str, reference: &str, recovered: &str, java: boo
     }
     let mut readers = vec![("librdkafka", output_by_key(read_committed(brokers, recovered, WAIT).unwrap()))];
     if java {
-        let records = read_committed_with_java(brokers, recovered, Duration::from_secs(5)).unwrap();
+        let total = expected.values().map(Vec::len).sum();
+        let records = read_committed_with_java(brokers, recovered, total).unwrap();
         readers.push(("Kafka's Java consumer", output_by_key(records)));
     }
     for (reader, got) in readers {

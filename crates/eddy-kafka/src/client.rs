@@ -14,6 +14,11 @@ impl KafkaProperties {
         self.0.push((key, value.into()));
     }
 
+    /// The value set for `key`, if any.
+    pub fn get(&self, key: &str) -> Option<&str> {
+        self.0.iter().rev().find(|(k, _)| k == key).map(|(_, v)| v.as_str())
+    }
+
     /// A client config for `brokers` with the connector's settings, then the user's
     /// (which win).
     pub(crate) fn client_config(&self, brokers: &str, connector: &[(&str, &str)]) -> ClientConfig {

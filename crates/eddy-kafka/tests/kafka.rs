@@ -85,7 +85,10 @@ fn broker_transactions_behave_as_the_sink_needs() {
     first.flush(WAIT).unwrap();
     // A committed reader cannot pass the open transaction.
     let blocked = read_committed(b, "txn", Duration::from_secs(3));
-    assert!(blocked.is_err(), "a committed reader passed an open transaction: {blocked:?}");
+    assert!(
+        blocked.as_ref().is_err_and(|e| e.contains("did not reach the end offsets")),
+        "a committed reader passed an open transaction: {blocked:?}"
+    );
     let second = make();
     second.init_transactions(WAIT).unwrap();
     assert!(first.commit_transaction(Duration::from_secs(5)).is_err(), "the fenced producer must not commit");
@@ -134,7 +137,7 @@ fn rescaled_source_and_exactly_once_sink_keep_every_record_once() {
     // Kafka's own Java consumer reads the same: every record once, none of an aborted
     // transaction.
     let mut by_java = BTreeMap::new();
-    for (_, _, value) in read_committed_with_java(&b, "rescale-out", Duration::from_secs(5)).unwrap() {
+    for (_, _, value) in read_committed_with_java(&b, "rescale-out", 9000).unwrap() {
         *by_java.entry(String::from_utf8(value).unwrap().parse::<u64>().unwrap()).or_insert(0) += 1;
     }
     assert_exactly(&by_java, 0..9000);
@@ -197,8 +200,9 @@ fn bounded_restore_stops_where_the_first_run_would_have() {
             .uid("out");
         env.execute("bounded").unwrap()
     };
-    // The savepoint comes after the readers fixed their ends (they start within ~1 s).
-    let first = run(None, Some(1500));
+    // The savepoint comes after the readers fixed their ends (they start within ~1 s),
+    // before they read everything (1,500 records each at 2 ms a record take 3 s).
+    let first = run(None, Some(2000));
     let savepoint = first.savepoint.expect("stopped with a savepoint");
     let partial = output_counts(&b, "bounded-out").len();
     assert!(partial < 3000, "the first run should have been stopped early, it wrote {partial}");
@@ -350,8 +354,8 @@ fn a_partition_without_a_starting_offset_fails_the_job_without_restarts() {
     let b = KafkaCluster::shared().brokers.clone();
     create_topic(&b, "unplaced", 2, &[]).unwrap();
     let env = Env::new();
-    // A restart would wait 3 s first.
-    env.set_restart_strategy(RestartStrategy::FixedDelay { attempts: 3, delay_ms: 3_000 });
+    // A restart would wait 60 s first.
+    env.set_restart_strategy(RestartStrategy::FixedDelay { attempts: 3, delay_ms: 60_000 });
     let starts = StartingOffsets::Offsets(vec![("unplaced".into(), 0, 0)], OffsetResetStrategy::None);
     env.add_source(KafkaSource::new(&b, &["unplaced"], utf8_values).with_starting_offsets(starts).bounded())
         .add_sink(CollectSink::new());
@@ -359,7 +363,7 @@ fn a_partition_without_a_starting_offset_fails_the_job_without_restarts() {
     let error = env.execute("unplaced").unwrap_err().to_string();
     assert!(error.contains("the coordinator of operator"), "{error}");
     assert!(error.contains("no starting offset for unplaced/1 and no reset strategy"), "{error}");
-    assert!(started.elapsed() < Duration::from_millis(2_500), "the job restarted: {:?}", started.elapsed());
+    assert!(started.elapsed() < Duration::from_secs(30), "the job restarted: {:?}", started.elapsed());
 }
 
 /// A bounded read of a topic the brokers do not have fails by the topic's name, instead

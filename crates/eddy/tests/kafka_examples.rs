@@ -67,7 +67,7 @@ fn two_topics_joined_exactly_once_across_two_taskmanagers() {
     let jobmanager_log = dir.join("jobmanager.log");
     let log_file = std::fs::File::create(&jobmanager_log).unwrap();
     let (jobmanager, address) = common::start_jobmanager(&binary, secret, Stdio::from(log_file));
-    let mut processes = vec![jobmanager];
+    let mut processes = common::KillOnDrop(vec![jobmanager]);
     for _ in 0..2 {
         let taskmanager = Command::new(&binary)
             .args(["taskmanager", "--jobmanager", &address, "--slots", "1", "--secret-file", secret])
@@ -75,7 +75,7 @@ fn two_topics_joined_exactly_once_across_two_taskmanagers() {
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
-        processes.push(taskmanager);
+        processes.0.push(taskmanager);
     }
     let job = Command::new(&binary)
         .args(["--brokers", &b, "--topic-a", "tm-orders", "--topic-b", "tm-payments", "--output", "tm-joined"])
@@ -83,10 +83,7 @@ fn two_topics_joined_exactly_once_across_two_taskmanagers() {
         .args(["--jobmanager", &address, "--secret-file", secret, "--slot-timeout-ms", "30000"])
         .output()
         .unwrap();
-    for process in &mut processes {
-        let _ = process.kill();
-        let _ = process.wait();
-    }
+    drop(processes);
     let jobmanager_log = std::fs::read_to_string(&jobmanager_log).unwrap();
     let _ = std::fs::remove_dir_all(&dir);
     let log = String::from_utf8_lossy(&job.stderr);

@@ -15,7 +15,7 @@ use super::progress::{marker_key, Marker};
 use crate::KafkaConnectorError;
 use rdkafka::producer::Producer;
 use std::borrow::Borrow;
-use std::sync::mpsc::{channel, Receiver, Sender};
+use std::sync::mpsc::{channel, Receiver, Sender, TryRecvError};
 use std::sync::{Arc, Mutex};
 
 /// Where a slot's transactions go, and under which marker.
@@ -91,6 +91,8 @@ pub(crate) struct Committer {
     results: Mutex<Receiver<Result<u64, KafkaConnectorError>>>,
     /// Batches handed over and not reported yet.
     in_flight: usize,
+    /// The first failure, kept: every later call fails with it.
+    failure: Option<String>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
@@ -112,15 +114,17 @@ impl Committer {
                 }
             })
             .map_err(|e| KafkaConnectorError::Config(format!("cannot start the Kafka sink's committer thread: {e}")))?;
-        Ok(Self { jobs: Some(jobs), results: Mutex::new(results), in_flight: 0, thread: Some(thread) })
+        Ok(Self { jobs: Some(jobs), results: Mutex::new(results), in_flight: 0, failure: None, thread: Some(thread) })
     }
 
-    /// Hands `epochs` over, to be committed after those handed over before.
+    /// Hands `epochs` over, to be committed after those handed over before. Fails if a
+    /// commit failed before.
     pub(crate) fn submit(&mut self, epochs: Vec<Arc<Epoch>>) -> Result<(), KafkaConnectorError> {
+        self.take_results(false)?;
         let jobs = self.jobs.as_ref().expect("the committer runs until dropped");
         if jobs.send(epochs).is_err() {
-            // The thread ended after a failure it reported: take that report.
-            return self.wait_all().map(|_| ());
+            // The thread is gone without a failure in its reports: it cannot commit.
+            return Err(self.failed("the Kafka sink's committer thread ended".into()));
         }
         self.in_flight += 1;
         Ok(())
@@ -129,35 +133,61 @@ impl Committer {
     /// The last epoch committed since the previous call, without waiting; the first
     /// failure of a commit, if one failed.
     pub(crate) fn committed(&mut self) -> Result<Option<u64>, KafkaConnectorError> {
+        self.take_results(false)
+    }
+
+    /// Waits until every batch handed over is committed; the last epoch committed since
+    /// the previous call.
+    pub(crate) fn wait_all(&mut self) -> Result<Option<u64>, KafkaConnectorError> {
+        self.take_results(true)
+    }
+
+    /// Takes the committer's reports (all that are due, when `wait`), failing from the
+    /// first failure on: a failed commit stays failed.
+    fn take_results(&mut self, wait: bool) -> Result<Option<u64>, KafkaConnectorError> {
+        if let Some(failure) = &self.failure {
+            return Err(KafkaConnectorError::Config(failure.clone()));
+        }
         let mut last = None;
-        let results = self.results.get_mut().unwrap_or_else(|p| p.into_inner());
-        while let Ok(result) = results.try_recv() {
-            self.in_flight -= 1;
-            last = Some(result?);
+        while self.in_flight > 0 {
+            let results = self.results.get_mut().unwrap_or_else(|p| p.into_inner());
+            let result = if wait { results.recv().map_err(|_| TryRecvError::Disconnected) } else { results.try_recv() };
+            match result {
+                Ok(Ok(epoch)) => {
+                    self.in_flight -= 1;
+                    last = Some(epoch);
+                }
+                Ok(Err(error)) => {
+                    self.in_flight -= 1;
+                    self.failure = Some(error.to_string());
+                    return Err(error);
+                }
+                Err(TryRecvError::Empty) => break,
+                Err(TryRecvError::Disconnected) => {
+                    return Err(self.failed("the Kafka sink's committer thread ended without reporting".into()))
+                }
+            }
         }
         Ok(last)
     }
 
-    /// Waits until every batch handed over is committed; the last epoch committed.
-    pub(crate) fn wait_all(&mut self) -> Result<Option<u64>, KafkaConnectorError> {
-        let mut last = None;
-        let results = self.results.get_mut().unwrap_or_else(|p| p.into_inner());
-        while self.in_flight > 0 {
-            let result = results.recv().map_err(|_| {
-                KafkaConnectorError::Config("the Kafka sink's committer thread ended without reporting".into())
-            })?;
-            self.in_flight -= 1;
-            last = Some(result?);
-        }
-        Ok(last)
+    fn failed(&mut self, message: String) -> KafkaConnectorError {
+        self.failure = Some(message.clone());
+        KafkaConnectorError::Config(message)
     }
 }
 
 impl Drop for Committer {
-    /// Lets the thread finish the commit it is in (bounded by the commit's timeout) and
+    /// Lets the thread commit what it was handed (each commit bounded by its timeout) and
     /// end: a transaction it left open would hold `read_committed` readers back until the
-    /// next attempt fences the id.
+    /// next attempt fences the id. The sink's `close` waits for the same and reports a
+    /// failure; here, on a path without `close`, a failure is only logged.
     fn drop(&mut self) {
+        if self.failure.is_none() && self.in_flight > 0 {
+            if let Err(error) = self.wait_all() {
+                tracing::warn!("Kafka sink: a commit failed while the sink was dropped: {error}");
+            }
+        }
         self.jobs = None;
         if let Some(thread) = self.thread.take() {
             let _ = thread.join();

@@ -7,9 +7,10 @@
 //!   failure fails the checkpoint. After a restore, records since the checkpoint come
 //!   again: duplicates, no loss.
 //! - [`DeliveryGuarantee::ExactlyOnce`]: a write-ahead sink. Each epoch's records stay in
-//!   the sink's operator state; when the checkpoint completes they are sent in one short
-//!   transaction under the slot's fixed transactional id, together with a progress marker
-//!   (slot → epoch) in a one-partition topic. After a failure the restored slot fences its
+//!   the sink's operator state; when the checkpoint completes the slot's committer thread
+//!   ([`committer`]) sends them in one short transaction under the slot's fixed
+//!   transactional id, together with a progress marker (slot → epoch) in a one-partition
+//!   topic, while the task goes on; they leave the state once the commit is reported. After a failure the restored slot fences its
 //!   id (`init_transactions` aborts whatever an earlier attempt left open), reads its
 //!   marker with `read_committed`, and sends again only the epochs Kafka does not have.
 //!   librdkafka cannot resume a transaction another producer began, so Flink's way
@@ -18,7 +19,7 @@
 
 mod committer;
 mod epochs;
-mod producer;
+pub(crate) mod producer;
 mod progress;
 
 pub use progress::PROGRESS_TOPIC_DEFAULT;
@@ -173,6 +174,14 @@ impl WriteAhead {
         Ok(())
     }
 
+    /// Waits until the committer committed everything handed over, and drops it.
+    fn wait_for_commits(&mut self) -> Result<(), KafkaConnectorError> {
+        if let Some(last) = self.committer.wait_all()? {
+            self.forget_up_to(last);
+        }
+        Ok(())
+    }
+
     fn forget_up_to(&mut self, last: u64) {
         let done = self.epochs.due(last);
         self.epochs.sealed.drain(..done);
@@ -232,6 +241,16 @@ impl<T: 'static> KafkaSink<T> {
         Ok(())
     }
 
+    fn commit_target(&self, prefix: &str, slot: u32, lineage: u64) -> CommitTarget {
+        CommitTarget {
+            topic: self.topic.clone(),
+            progress_topic: self.progress_topic.clone(),
+            prefix: prefix.to_string(),
+            slot,
+            lineage,
+        }
+    }
+
     /// Exactly-once recovery of one restored slot, its id already fenced by `producer`:
     /// read its marker, send again what Kafka does not have.
     fn recover(&self, prefix: &str, state: &SlotState, producer: &mut SinkProducer) -> Result<(), KafkaConnectorError> {
@@ -255,14 +274,7 @@ impl<T: 'static> KafkaSink<T> {
             resent_records = redo.iter().map(|e| e.records).sum::<u64>(),
             "Kafka sink: slot recovered"
         );
-        let target = CommitTarget {
-            topic: self.topic.clone(),
-            progress_topic: self.progress_topic.clone(),
-            prefix: prefix.to_string(),
-            slot: state.slot,
-            lineage: state.lineage,
-        };
-        commit_epochs(producer, &target, &redo)
+        commit_epochs(producer, &self.commit_target(prefix, state.slot, state.lineage), &redo)
     }
 }
 
@@ -325,14 +337,7 @@ impl<T: 'static> RichFunction for KafkaSink<T> {
         }
         let lineage = lineage.unwrap_or_else(|| new_lineage(slot));
         tracing::info!(slot, parallelism, transactional_id = %format!("{prefix}-{slot}"), lineage = %format!("{lineage:016x}"), "Kafka sink (exactly-once) ready");
-        let target = CommitTarget {
-            topic: self.topic.clone(),
-            progress_topic: self.progress_topic.clone(),
-            prefix,
-            slot,
-            lineage,
-        };
-        let committer = Committer::start(producer, target)?;
+        let committer = Committer::start(producer, self.commit_target(&prefix, slot, lineage))?;
         let log = WriteAhead { lineage, epochs: PendingEpochs::default(), submitted: 0, committer };
         self.run = Some(Box::new(SinkRun {
             slot,
@@ -375,16 +380,21 @@ impl<T: 'static> RichFunction for KafkaSink<T> {
         self.commit_up_to(END_OF_INPUT)?;
         // The job ends with this: everything it wrote is in Kafka first.
         if let Some(log) = self.run()?.write_ahead() {
-            if let Some(last) = log.committer.wait_all()? {
-                log.forget_up_to(last);
-            }
+            log.wait_for_commits()?;
         }
         Ok(())
     }
 
     fn close(&mut self) -> FunctionResult {
+        // Commits handed over are due (their checkpoint completed): they finish before
+        // the sink goes, and a failure among them is the task's (after a stop with a
+        // savepoint, the savepoint's records would otherwise be missing without a word).
+        let waited = match self.run.as_deref_mut().and_then(SinkRun::write_ahead) {
+            Some(log) => log.wait_for_commits(),
+            None => Ok(()),
+        };
         self.run = None;
-        Ok(())
+        Ok(waited?)
     }
 }
 

@@ -64,6 +64,12 @@ impl SinkProducer {
         if let Some(key) = key {
             record = record.key(key);
         }
+        self.send_record(record)
+    }
+
+    /// Queues `record` (to any partition it names); waits while librdkafka's queue is full.
+    #[inline]
+    pub(crate) fn send_record(&mut self, mut record: BaseRecord<'_, [u8], [u8]>) -> Result<(), KafkaConnectorError> {
         loop {
             match self.producer.send(record) {
                 Ok(()) => break,
@@ -71,9 +77,9 @@ impl SinkProducer {
                     record = back;
                     self.producer.poll(Duration::from_millis(5));
                 }
-                Err((error, _)) => {
+                Err((error, back)) => {
                     return Err(KafkaConnectorError::client(
-                        format!("sending a record to {topic}"),
+                        format!("sending a record to {}", back.topic),
                         &self.brokers,
                         error,
                     ))
@@ -127,8 +133,8 @@ pub(crate) fn check_transaction_timeout(
     brokers: &str,
     properties: &KafkaProperties,
 ) -> Result<(), KafkaConnectorError> {
-    let ours = match properties.0.iter().rev().find(|(k, _)| k == "transaction.timeout.ms") {
-        Some((_, value)) => value.parse::<u64>().map_err(|_| {
+    let ours = match properties.get("transaction.timeout.ms") {
+        Some(value) => value.parse::<u64>().map_err(|_| {
             KafkaConnectorError::Config(format!("the sink's transaction.timeout.ms is not a number of ms: {value:?}"))
         })?,
         None => LIBRDKAFKA_TRANSACTION_TIMEOUT_MS,

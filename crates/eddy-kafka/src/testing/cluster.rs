@@ -186,11 +186,25 @@ impl KafkaCluster {
         }
     }
 
-    /// Starts node `index` again on its log directory and waits until the cluster serves
-    /// metadata with all of its brokers.
+    /// Starts node `index` again on its log directory and waits until it says it started
+    /// (the cluster's metadata may still list it from before the kill) and the cluster
+    /// serves metadata with all of its brokers.
     pub fn restart(&mut self, index: usize) -> Result<(), String> {
         self.kill(index);
+        let starts_before = self.nodes[index].starts_logged();
         self.nodes[index].launch(&kafka_libs()?)?;
+        let deadline = Instant::now() + START_TIMEOUT;
+        while self.nodes[index].starts_logged() <= starts_before {
+            self.nodes[index].check_alive()?;
+            if Instant::now() > deadline {
+                return Err(format!(
+                    "Kafka node {} did not start again within {START_TIMEOUT:?}; its log ends:\n{}",
+                    self.nodes[index].id,
+                    self.log_tail(index, 30)
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
         self.wait_until_serving(self.nodes.len())
     }
 
@@ -257,7 +271,7 @@ impl Node {
         let out = std::fs::File::create(self.dir.join("server.out")).map_err(|e| e.to_string())?;
         let err = out.try_clone().map_err(|e| e.to_string())?;
         let process = java(libs)
-            .args(["-Xms256m", "-Xmx1g", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20", "-Djava.awt.headless=true"])
+            .args(["-Xms128m", "-Xmx512m", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20", "-Djava.awt.headless=true"])
             .arg(format!("-Dkafka.logs.dir={}", self.dir.display()))
             .arg(format!("-Dlog4j2.configurationFile={}", self.dir.join("log4j2.properties").display()))
             .arg("kafka.Kafka")
@@ -269,6 +283,13 @@ impl Node {
             .map_err(|e| format!("cannot start java for Kafka node {}: {e}", self.id))?;
         self.process = Some(process);
         Ok(())
+    }
+
+    /// How often its server.log says the server started (the log is appended to across
+    /// restarts).
+    fn starts_logged(&self) -> usize {
+        let log = std::fs::read_to_string(self.dir.join("server.log")).unwrap_or_default();
+        log.matches("Kafka Server started").count()
     }
 
     fn check_alive(&mut self) -> Result<(), String> {
@@ -302,13 +323,17 @@ fn format_storage(libs: &Path, node_dir: &Path, cluster_id: &str) -> Result<Chil
 }
 
 /// A process that, once the test process is gone, kills the cluster's JVMs (their
-/// command lines name files under `dir/node-`) and removes `dir`.
+/// command lines name files under `dir/node-`) and removes `dir`. In a process group of
+/// its own, so that a signal to the test's group (Ctrl-C, a runner's timeout) leaves it
+/// to clean up.
 fn watchdog(dir: &Path) -> Result<Child, String> {
+    use std::os::unix::process::CommandExt;
     const SCRIPT: &str =
         r#"while kill -0 "$1" 2>/dev/null; do sleep 1; done; pkill -9 -f -- "$2/node-"; rm -rf -- "$2""#;
     Command::new("sh")
         .args(["-c", SCRIPT, "eddy-kafka-watchdog", &std::process::id().to_string()])
         .arg(dir)
+        .process_group(0)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null())

@@ -5,30 +5,18 @@
 use std::time::{Duration, Instant};
 
 /// Writes `records` (`(partition, key, value)`) to `topic` and waits until all are
-/// acknowledged.
+/// acknowledged; fails if any was not delivered (a partition the producer does not know
+/// yet, say).
 pub fn produce(brokers: &str, topic: &str, records: &[(i32, String, Vec<u8>)]) -> Result<(), String> {
-    use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
-    let producer: BaseProducer = crate::KafkaProperties::default()
-        .client_config(brokers, &[("acks", "all")])
-        .create()
+    use crate::sink::producer::SinkProducer;
+    use rdkafka::producer::BaseRecord;
+    let mut producer = SinkProducer::new(brokers, &crate::KafkaProperties::default(), &[("acks", "all")])
         .map_err(|e| e.to_string())?;
     for (partition, key, value) in records {
-        let mut record = BaseRecord::to(topic).partition(*partition).key(key.as_bytes()).payload(value.as_slice());
-        loop {
-            match producer.send(record) {
-                Ok(()) => break,
-                Err((
-                    rdkafka::error::KafkaError::MessageProduction(rdkafka::types::RDKafkaErrorCode::QueueFull),
-                    back,
-                )) => {
-                    record = back;
-                    producer.poll(Duration::from_millis(10));
-                }
-                Err((error, _)) => return Err(format!("producing to {topic}: {error}")),
-            }
-        }
+        let record = BaseRecord::to(topic).partition(*partition).key(key.as_bytes()).payload(value.as_slice());
+        producer.send_record(record).map_err(|e| format!("producing to {topic}: {e}"))?;
     }
-    producer.flush(Duration::from_secs(60)).map_err(|e| format!("flushing to {topic}: {e}"))
+    producer.flush().map_err(|e| format!("producing to {topic}: {e}"))
 }
 
 /// A record as a test reads it back: partition, key, value.
@@ -87,12 +75,14 @@ pub fn read_committed(brokers: &str, topic: &str, wait: Duration) -> Result<Vec<
     Ok(records.into_iter().map(|(p, _, k, v)| (p, k, v)).collect())
 }
 
-/// Every record of `topic` as Kafka's own Java consumer (`kafka-console-consumer`, from
-/// the jars in [`kafka_libs`](super::kafka_libs)) reads it with
-/// `isolation.level=read_committed`, from the beginning until no record came for `idle`,
-/// as `(partition, key, value)`, each partition in offset order. Keys and values must be
-/// UTF-8 without tabs or line breaks (the console consumer prints them as text).
-pub fn read_committed_with_java(brokers: &str, topic: &str, idle: Duration) -> Result<Vec<ReadRecord>, String> {
+/// The first `expected` records of `topic` as Kafka's own Java consumer
+/// (`kafka-console-consumer`, from the jars in [`kafka_libs`](super::kafka_libs)) reads
+/// them with `isolation.level=read_committed` from the beginning, fewer if no record comes
+/// for 30 s (the first wait includes joining its consumer group), as `(partition, key,
+/// value)`, each partition in offset order. Keys and values must be UTF-8 without tabs or
+/// line breaks (it prints them as text). Records beyond `expected` are not read: compare
+/// the whole topic through [`read_committed`].
+pub fn read_committed_with_java(brokers: &str, topic: &str, expected: usize) -> Result<Vec<ReadRecord>, String> {
     let libs = super::kafka_libs()?;
     let output = super::cluster::java(&libs)
         // Its log would go to standard output among the records.
@@ -100,12 +90,13 @@ pub fn read_committed_with_java(brokers: &str, topic: &str, idle: Duration) -> R
         .args(["--bootstrap-server", brokers])
         .args(["--topic", topic, "--from-beginning", "--isolation-level", "read_committed"])
         .args(["--formatter-property", "print.partition=true", "--formatter-property", "print.key=true"])
-        .args(["--timeout-ms", &idle.as_millis().to_string()])
+        .args(["--max-messages", &expected.to_string(), "--timeout-ms", "30000"])
         .stdin(std::process::Stdio::null())
         .output()
         .map_err(|e| format!("cannot run Kafka's console consumer: {e}"))?;
     let stderr = String::from_utf8_lossy(&output.stderr);
-    // It ends by the idle timeout, reported as an error, then counts what it printed.
+    // It ends after `expected` records or by the idle timeout (reported as an error),
+    // then counts what it printed.
     let processed = stderr
         .lines()
         .find_map(|l| l.strip_prefix("Processed a total of ")?.strip_suffix(" messages")?.parse::<usize>().ok())
@@ -141,7 +132,7 @@ pub fn describe_ends(brokers: &str, topic: &str) -> String {
     let mut text = format!("{topic}:");
     for isolation in ["read_committed", "read_uncommitted"] {
         let Ok(consumer) = crate::KafkaProperties::default()
-            .client_config(brokers, &[("isolation.level", "read_committed")])
+            .client_config(brokers, &[("isolation.level", isolation)])
             .create::<BaseConsumer>()
         else {
             continue;

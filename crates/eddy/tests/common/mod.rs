@@ -17,6 +17,18 @@ pub fn example(name: &str) -> PathBuf {
     exe.parent().unwrap().parent().unwrap().join("examples").join(name)
 }
 
+/// Processes killed when dropped, also when a test panics before its end.
+pub struct KillOnDrop(pub Vec<std::process::Child>);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        for process in &mut self.0 {
+            let _ = process.kill();
+            let _ = process.wait();
+        }
+    }
+}
+
 /// Starts `binary` as a JobManager on a free port of loopback, its log to `log`; the
 /// process and its address.
 pub fn start_jobmanager(binary: &Path, secret: &str, log: Stdio) -> (std::process::Child, String) {
