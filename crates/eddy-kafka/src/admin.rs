@@ -25,7 +25,8 @@ fn admin(
 }
 
 /// Creates `topic` with `partitions` partitions, the brokers' default replication factor
-/// and `config`; a topic that already exists is left as it is.
+/// and `config`, and waits until the brokers list it; a topic that already exists is left
+/// as it is.
 pub fn create_topic(
     brokers: &str,
     topic: &str,
@@ -53,15 +54,48 @@ pub fn create_topic_with(
     let options = AdminOptions::new().operation_timeout(Some(ADMIN_TIMEOUT));
     let results = futures_executor::block_on(admin.create_topics([&new], &options))
         .map_err(|e| KafkaConnectorError::client(format!("creating topic {topic}"), brokers, e))?;
+    // A topic that was there already is waited for with whatever partitions it has.
+    let mut expected = 1;
     for result in results {
         match result {
-            Ok(_) | Err((_, RDKafkaErrorCode::TopicAlreadyExists)) => {}
+            Ok(_) => expected = partitions.max(1) as usize,
+            Err((_, RDKafkaErrorCode::TopicAlreadyExists)) => {}
             Err((name, code)) => {
                 return Err(KafkaConnectorError::Config(format!("cannot create topic {name} on {brokers}: {code}")))
             }
         }
     }
-    Ok(())
+    wait_until_listed(&admin, brokers, topic, expected)
+}
+
+/// Waits until the brokers' metadata lists `topic` with at least `partitions`
+/// partitions: a broker answers a creation before its metadata cache has the topic (a
+/// bounded source started at once would take it for missing), or its new partitions (a
+/// producer would find no such partition).
+fn wait_until_listed(
+    admin: &AdminClient<DefaultClientContext>,
+    brokers: &str,
+    topic: &str,
+    partitions: usize,
+) -> Result<(), KafkaConnectorError> {
+    let deadline = std::time::Instant::now() + ADMIN_TIMEOUT;
+    loop {
+        let metadata = admin
+            .inner()
+            .fetch_metadata(Some(topic), ADMIN_TIMEOUT)
+            .map_err(|e| KafkaConnectorError::client(format!("reading the metadata of {topic}"), brokers, e))?;
+        if named_topic(metadata.topics(), topic, brokers).is_ok_and(|t| t.partitions().len() >= partitions) {
+            return Ok(());
+        }
+        if std::time::Instant::now() > deadline {
+            return Err(KafkaConnectorError::Timeout {
+                action: format!("waiting for the created topic {topic} to be listed"),
+                brokers: brokers.to_string(),
+                seconds: ADMIN_TIMEOUT.as_secs(),
+            });
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 /// Grows `topic` to `total` partitions.
@@ -76,7 +110,7 @@ pub fn add_partitions(brokers: &str, topic: &str, total: usize) -> Result<(), Ka
             return Err(KafkaConnectorError::Config(format!("cannot grow topic {name} to {total} partitions: {code}")));
         }
     }
-    Ok(())
+    wait_until_listed(&admin, brokers, topic, total)
 }
 
 /// The value of broker setting `name` as one of the brokers reports it (`None`: the broker
