@@ -134,17 +134,13 @@ pub fn broker_config(
         .map_err(|e| {
             KafkaConnectorError::client(format!("reading the setting {name} of broker {broker}"), brokers, e)
         })?;
-    for result in results {
-        match result {
-            Ok(resource) => return Ok(resource.get(name).and_then(|entry| entry.value.clone())),
-            Err(code) => {
-                return Err(KafkaConnectorError::Config(format!(
-                    "cannot read the setting {name} of broker {broker} at {brokers}: {code}"
-                )))
-            }
-        }
+    match results.into_iter().next() {
+        Some(Ok(resource)) => Ok(resource.get(name).and_then(|entry| entry.value.clone())),
+        Some(Err(code)) => Err(KafkaConnectorError::Config(format!(
+            "cannot read the setting {name} of broker {broker} at {brokers}: {code}"
+        ))),
+        None => Ok(None),
     }
-    Ok(None)
 }
 
 /// The partitions of `topic` with their end offsets (the offset the next record will
