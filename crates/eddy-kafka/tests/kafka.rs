@@ -343,9 +343,6 @@ fn an_idle_partition_does_not_hold_back_event_time() {
     assert_eq!(run(None, "windows-waiting"), Vec::<String>::new());
 }
 
-/// Where a source starts: explicit offsets, the first record at or after a time, and the
-/// end ("latest", resolved once when the reader starts, so records written after it are
-/// read and none before).
 /// A setting the split enumerator cannot work with fails the job at once, naming the
 /// coordinator and the partition, without a restart (every restart would fail the same).
 #[test]
@@ -380,6 +377,9 @@ fn a_bounded_source_over_a_missing_topic_fails_the_job_by_the_topics_name() {
     assert!(error.contains("topic 'absent' does not exist"), "{error}");
 }
 
+/// Where a source starts: explicit offsets, the first record at or after a time, and the
+/// end ("latest", resolved once when the reader starts, so records written after it are
+/// read and none before).
 #[test]
 fn starting_offsets_by_offset_timestamp_and_latest() {
     use eddy_kafka::{OffsetResetStrategy, StartingOffsets};
