@@ -157,10 +157,11 @@ impl KafkaCluster {
             let output = format.wait_with_output().map_err(|e| format!("formatting node {}: {e}", node.id))?;
             if !output.status.success() {
                 return Err(format!(
-                    "formatting the log directory of Kafka node {} failed ({}): {}",
+                    "formatting the log directory of Kafka node {} failed ({}): {} {}",
                     node.id,
                     output.status,
-                    String::from_utf8_lossy(&output.stdout).trim()
+                    String::from_utf8_lossy(&output.stdout).trim(),
+                    String::from_utf8_lossy(&output.stderr).trim()
                 ));
             }
         }
@@ -317,7 +318,7 @@ fn format_storage(libs: &Path, node_dir: &Path, cluster_id: &str) -> Result<Chil
         .arg(node_dir.join("server.properties"))
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
+        .stderr(Stdio::piped())
         .spawn()
         .map_err(|e| format!("cannot run java to format a Kafka log directory: {e}"))
 }
@@ -345,7 +346,9 @@ fn write(path: &Path, text: &str) -> Result<(), String> {
     std::fs::write(path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))
 }
 
-/// A KRaft cluster id: 16 random bytes in URL-safe base64 without padding.
+/// A KRaft cluster id: 16 random bytes in URL-safe base64 without padding, never starting
+/// with `-` (`kafka-storage format -t -…` would take it for an option and fail, once in 64
+/// starts: seen in a stress run).
 fn random_cluster_id() -> String {
     use std::hash::{BuildHasher, Hasher};
     let mut bytes = Vec::with_capacity(16);
@@ -357,6 +360,8 @@ fn random_cluster_id() -> String {
         );
         bytes.extend_from_slice(&hasher.finish().to_le_bytes());
     }
+    // The first character is the first byte's top six bits: below 32, a letter.
+    bytes[0] &= 0x7f;
     const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
     let mut id = String::new();
     for chunk in bytes.chunks(3) {
@@ -366,4 +371,16 @@ fn random_cluster_id() -> String {
         }
     }
     id
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn cluster_ids_are_22_characters_and_never_start_with_a_dash() {
+        for _ in 0..2000 {
+            let id = super::random_cluster_id();
+            assert_eq!(id.len(), 22, "{id}");
+            assert!(id.starts_with(|c: char| c.is_ascii_alphabetic()), "{id}");
+        }
+    }
 }
