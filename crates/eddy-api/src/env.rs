@@ -35,6 +35,8 @@ pub(crate) struct NodeDraft {
     pub(crate) chainable: bool,
     /// A source's coordinator (its split enumerator).
     pub(crate) coordinator: Option<CoordinatorProvider>,
+    /// What it must hold alone on a cluster ([`crate::function::Sink::exclusive_resources`]).
+    pub(crate) exclusive_resources: Vec<String>,
 }
 
 pub(crate) struct EdgeDraft {
@@ -290,6 +292,7 @@ impl Env {
             outputs: vec![OutputPort { tag: None, port_type: Arc::new(TypedPort::<T>::new()) }],
             chainable: true,
             coordinator,
+            exclusive_resources: Vec::new(),
         };
         let id = self.add_node(node, Vec::new());
         let stream = DataStream::from_port(self.clone(), id, 0);
@@ -366,6 +369,7 @@ impl Env {
                 outputs: draft.outputs.clone(),
                 chainable: draft.chainable,
                 coordinator: draft.coordinator.clone(),
+                exclusive_resources: draft.exclusive_resources.clone(),
             });
         }
         let edges = inner

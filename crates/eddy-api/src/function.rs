@@ -531,6 +531,13 @@ pub trait Sink<T>: RichFunction + Clone + Send + Sync + 'static {
     fn finish(&mut self) -> FunctionResult {
         Ok(())
     }
+    /// What the sink must hold alone, each named so that a person knows it (a Kafka
+    /// sink's transactional ids, say): a JobManager refuses a job naming one that a
+    /// running job holds, and a job naming one twice is invalid, instead of two writers
+    /// fencing each other. Default: nothing.
+    fn exclusive_resources(&self) -> Vec<String> {
+        Vec::new()
+    }
 }
 
 /// What a [`SourceFunction::emit_batch`] call did.

@@ -501,3 +501,18 @@ fn a_transaction_timeout_above_the_brokers_maximum_is_refused_naming_both_settin
     run(exactly_once_to(&b, "short-out").with_property("transaction.timeout.ms", "4000")).unwrap();
     assert_exactly(&output_counts(&b, "short-out"), 0..1000);
 }
+
+/// Two exactly-once sinks of one job with one transactional id prefix would fence each
+/// other: the job is refused before it runs, naming both sinks and the prefix.
+#[test]
+fn one_transactional_id_prefix_for_two_sinks_of_a_job_is_refused() {
+    let env = Env::new();
+    let words = env.from_collection(vec!["a".to_string(), "b".to_string()]);
+    words.add_sink(exactly_once_to("127.0.0.1:1", "twice")).name("first");
+    words.add_sink(exactly_once_to("127.0.0.1:1", "twice")).name("second");
+    let error = env.execute("two sinks, one prefix").unwrap_err().to_string();
+    assert!(
+        error.contains("operator 'first' and operator 'second' both need the Kafka transactional id prefix 'twice'"),
+        "{error}"
+    );
+}

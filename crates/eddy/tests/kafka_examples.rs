@@ -93,3 +93,60 @@ fn two_topics_joined_exactly_once_across_two_taskmanagers() {
     assert!(allocation.contains("(1, 1), (2, 1)"), "the job did not run across both TaskManagers:\n{jobmanager_log}");
     assert_joined_exactly_once(&b, "tm-joined", &format!("the job's log:\n{log}"));
 }
+
+/// Two jobs writing exactly once with one transactional id prefix would fence each other's
+/// producers: the JobManager refuses the second at submission, naming the prefix and the
+/// job that holds it, and the first goes on; a job with another prefix is admitted.
+#[test]
+fn a_second_job_with_the_same_transactional_id_prefix_is_refused_at_submission() {
+    use std::process::{Command, Stdio};
+    let b = KafkaCluster::shared().brokers.clone();
+    for topic in ["prefix-orders", "prefix-payments", "prefix-joined"] {
+        create_topic(&b, topic, 2, &[]).unwrap();
+    }
+    let dir = common::temp_dir("kafka-prefix-refused");
+    std::fs::create_dir_all(&dir).unwrap();
+    let secret = dir.join("secret");
+    std::fs::write(&secret, "the-secret-of-the-prefix-test").unwrap();
+    let secret = secret.to_str().unwrap();
+    let binary = common::example("kafka_two_topic_join");
+    let jobmanager_log = dir.join("jobmanager.log");
+    let (jobmanager, address) =
+        common::start_jobmanager(&binary, secret, Stdio::from(std::fs::File::create(&jobmanager_log).unwrap()));
+    let mut processes = common::KillOnDrop(vec![jobmanager]);
+    let job = |output: &str| {
+        let mut command = Command::new(&binary);
+        command
+            .args(["--brokers", &b, "--topic-a", "prefix-orders", "--topic-b", "prefix-payments", "--output", output])
+            .args(["--jobmanager", &address, "--secret-file", secret, "--slot-timeout-ms", "120000"]);
+        command
+    };
+    // No TaskManager: the first job waits for slots, submitted and not ended.
+    let first = job("prefix-joined").stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+    processes.0.push(first);
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while !std::fs::read_to_string(&jobmanager_log).unwrap().contains("job submitted") {
+        assert!(std::time::Instant::now() < deadline, "the first job was not submitted");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let second = job("prefix-joined").output().unwrap();
+    let log = String::from_utf8_lossy(&second.stderr).to_string();
+    assert!(!second.status.success(), "the second job ran:\n{log}");
+    assert!(
+        log.contains("needs the Kafka transactional id prefix 'eddy-two-topic-join-prefix-joined'")
+            && log.contains("which job 1 ('two topic join on Kafka'"),
+        "{log}"
+    );
+    // Another output has another prefix: that job is admitted (it waits for slots too).
+    let mut third = job("prefix-other").stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while std::fs::read_to_string(&jobmanager_log).unwrap().matches("job submitted").count() < 2 {
+        assert!(std::time::Instant::now() < deadline, "a job with another prefix was not admitted");
+        assert!(third.try_wait().unwrap().is_none(), "a job with another prefix ended");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    processes.0.push(third);
+    assert!(processes.0[1].try_wait().unwrap().is_none(), "the first job ended");
+    drop(processes);
+    let _ = std::fs::remove_dir_all(&dir);
+}

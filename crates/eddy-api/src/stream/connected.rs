@@ -35,6 +35,7 @@ where
         outputs: vec![OutputPort { tag: None, port_type: Arc::new(TypedPort::<O>::new()) }],
         chainable: true,
         coordinator: None,
+        exclusive_resources: Vec::new(),
     };
     let mut edges = first.edges(0);
     edges.extend(second.edges(1));

@@ -89,6 +89,7 @@ impl<T: Data> DataStream<T> {
             outputs: vec![OutputPort { tag: None, port_type: Arc::new(TypedPort::<O>::new()) }],
             chainable: true,
             coordinator: None,
+            exclusive_resources: Vec::new(),
         };
         let id = self.env.add_node(node, self.edges(0));
         DataStream::from_port(self.env.clone(), id, 0)
@@ -112,6 +113,7 @@ impl<T: Data> DataStream<T> {
             outputs: Vec::new(),
             chainable: true,
             coordinator: None,
+            exclusive_resources: Vec::new(),
         };
         let node = self.env.add_node(node, self.edges(0));
         DataStreamSink { env: self.env.clone(), node }
@@ -301,7 +303,8 @@ impl<T: Data> DataStream<T> {
 
     /// A user sink.
     pub fn add_sink<S: Sink<T>>(&self, sink: S) -> DataStreamSink {
-        self.sink_node("Sink", SinkLogic(sink))
+        let exclusive = sink.exclusive_resources();
+        self.sink_node("Sink", SinkLogic(sink)).with_node(|n| n.exclusive_resources = exclusive)
     }
 
     /// Names the operator that produced this stream.

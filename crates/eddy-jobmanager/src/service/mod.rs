@@ -58,6 +58,8 @@ struct Job {
     slot_timeout_ms: u64,
     /// Each operator's parallelism in its last attempt (empty: as the program sets it).
     operator_parallelism: Vec<u32>,
+    /// What it holds alone while it runs (a Kafka sink's transactional ids).
+    exclusive_resources: Vec<String>,
     /// The number after its attempts so far.
     next_attempt: u32,
     /// JobMasters started again since one last got slots.
@@ -448,8 +450,8 @@ fn tell_slots_available(shared: &Shared) {
 fn serve_job(shared: &Arc<Shared>, connection: Connection, mut reader: Reader) {
     let first = reader.receive();
     let admitted = match first {
-        Ok(JobMasterMessage::Submit { name, parallelism, args }) => {
-            Ok(submit(shared, &connection, name, parallelism, args))
+        Ok(JobMasterMessage::Submit { name, parallelism, args, exclusive_resources }) => {
+            submit(shared, &connection, name, parallelism, args, exclusive_resources)
         }
         Ok(JobMasterMessage::Resume { job, name, parallelism, generation }) => {
             takeover::resume(shared, &connection, (job, &name, parallelism), generation)
@@ -567,15 +569,26 @@ fn serve_job(shared: &Arc<Shared>, connection: Connection, mut reader: Reader) {
     end_job(shared, job, generation, &reason);
 }
 
-/// A new job: its entry, under the next id.
+/// A new job: its entry, under the next id; refused if a job not ended yet holds one of
+/// its exclusive resources.
 fn submit(
     shared: &Shared,
     connection: &Connection,
     name: String,
     parallelism: u32,
     args: Vec<String>,
-) -> (JobId, u32, u32) {
+    exclusive_resources: Vec<String>,
+) -> Result<(JobId, u32, u32), String> {
     let mut state = shared.state();
+    for (id, other) in state.jobs.iter().filter(|(_, j)| j.ended.is_none()) {
+        if let Some(resource) = exclusive_resources.iter().find(|r| other.exclusive_resources.contains(r)) {
+            return Err(format!(
+                "job '{name}' needs {resource}, which job {id} ('{}', {}) holds: two writers would fence each \
+                 other. Stop or cancel job {id} first, or give this job's sink its own",
+                other.name, other.state
+            ));
+        }
+    }
     state.next_job += 1;
     let id = JobId(state.next_job);
     let entry = Job {
@@ -586,6 +599,7 @@ fn submit(
         job_dir: None,
         slot_timeout_ms: eddy_rpc::SLOT_TIMEOUT_MS_DEFAULT,
         operator_parallelism: Vec::new(),
+        exclusive_resources,
         next_attempt: 0,
         takeovers_in_a_row: 0,
         taking_over_on: None,
@@ -601,7 +615,7 @@ fn submit(
     drop(state);
     tracing::info!(job = %id, name = %name, parallelism, peer = %connection.peer(), "job submitted");
     leading::persist(shared, id);
-    (id, 0, 0)
+    Ok((id, 0, 0))
 }
 
 /// A job's request for the slots of one attempt.

@@ -37,7 +37,21 @@ pub(crate) fn commit_epochs<E: Borrow<Epoch>>(
     let Some(last) = epochs.last().map(|e| e.borrow().epoch) else { return Ok(()) };
     let slot = target.slot;
     let brokers = producer.brokers().to_string();
-    let client = |action: &str, e| KafkaConnectorError::client(format!("{action} (slot {slot})"), &brokers, e);
+    let client = |action: &str, e: rdkafka::error::KafkaError| {
+        use rdkafka::types::RDKafkaErrorCode::{Fenced, InvalidProducerEpoch, ProducerFenced};
+        let fenced = matches!(e.rdkafka_error_code(), Some(Fenced | ProducerFenced | InvalidProducerEpoch));
+        let why = if fenced {
+            format!(
+                "; another producer took the transactional id {}-{slot}: another job with the transactional id \
+                 prefix '{}' (each job needs its own; a JobManager refuses a second one at submission, jobs run \
+                 apart cannot know of each other), or a newer attempt of this job",
+                target.prefix, target.prefix
+            )
+        } else {
+            String::new()
+        };
+        KafkaConnectorError::client(format!("{action} (slot {slot}){why}"), &brokers, e)
+    };
     let started = std::time::Instant::now();
     producer.producer.begin_transaction().map_err(|e| client("beginning a transaction", e))?;
     tracing::debug!(slot, last_epoch = last, "Kafka sink: transaction begun");

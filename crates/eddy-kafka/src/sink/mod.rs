@@ -419,4 +419,18 @@ impl<T: 'static> Sink<T> for KafkaSink<T> {
         }
         Ok(())
     }
+
+    /// Exactly-once: its transactional ids on its brokers. A second job with the same
+    /// prefix would fence this one's producers at its start (and this one's restart would
+    /// fence it back), so a JobManager refuses it at submission.
+    fn exclusive_resources(&self) -> Vec<String> {
+        match (&self.transactional_id_prefix, self.guarantee) {
+            (Some(prefix), DeliveryGuarantee::ExactlyOnce) => {
+                let mut brokers: Vec<&str> = self.brokers.split(',').map(str::trim).collect();
+                brokers.sort_unstable();
+                vec![format!("the Kafka transactional id prefix '{prefix}' on {}", brokers.join(","))]
+            }
+            _ => Vec::new(),
+        }
+    }
 }

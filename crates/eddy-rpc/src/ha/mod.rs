@@ -66,6 +66,9 @@ pub struct JobRecord {
     #[serde(default)]
     pub generation: u32,
     pub state: JobState,
+    /// What it holds alone (see `Submit`).
+    #[serde(default)]
+    pub exclusive_resources: Vec<String>,
 }
 
 impl HaServices {

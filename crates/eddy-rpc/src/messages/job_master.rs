@@ -18,6 +18,10 @@ pub enum JobMasterMessage {
         name: String,
         parallelism: u32,
         args: Vec<String>,
+        /// What its operators must hold alone (a Kafka sink's transactional ids): refused
+        /// while a running job holds one of them.
+        #[serde(default)]
+        exclusive_resources: Vec<String>,
     },
     /// A JobMaster started again for a job whose JobMaster died takes it back under its id.
     Resume {

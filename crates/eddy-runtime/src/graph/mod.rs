@@ -92,6 +92,9 @@ pub struct StreamNode {
     pub chainable: bool,
     /// Its coordinator with the JobMaster (a source's split enumerator).
     pub coordinator: Option<crate::coordination::CoordinatorProvider>,
+    /// What it must hold alone on a cluster (a Kafka sink's transactional ids): the
+    /// JobManager refuses a second running job naming one.
+    pub exclusive_resources: Vec<String>,
 }
 
 impl StreamNode {
@@ -136,6 +139,11 @@ impl StreamGraph {
     /// sharing), so as many as its highest parallelism.
     pub fn slots_needed(&self) -> u32 {
         self.nodes.iter().map(|n| n.parallelism).max().unwrap_or(1)
+    }
+
+    /// What the job's operators must hold alone on a cluster, for its submission.
+    pub fn exclusive_resources(&self) -> Vec<String> {
+        self.nodes.iter().flat_map(|n| n.exclusive_resources.iter().cloned()).collect()
     }
 
     pub fn node(&self, id: NodeId) -> &StreamNode {

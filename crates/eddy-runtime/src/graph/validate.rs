@@ -15,7 +15,17 @@ pub fn validate(graph: &StreamGraph) -> Result<(), String> {
         ));
     }
     let mut uids: HashMap<String, &str> = HashMap::new();
+    let mut held: HashMap<&str, &str> = HashMap::new();
     for node in &graph.nodes {
+        for resource in &node.exclusive_resources {
+            if let Some(other) = held.insert(resource, &node.name) {
+                return Err(format!(
+                    "operator '{other}' and operator '{}' both need {resource}, which one writer must hold alone \
+                     (they would fence each other); give one of them its own",
+                    node.name
+                ));
+            }
+        }
         graph
             .max_parallelism
             .check_parallelism(&format!("operator '{}'", node.name), node.parallelism)

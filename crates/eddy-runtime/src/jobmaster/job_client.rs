@@ -126,17 +126,24 @@ fn admit(target: &ClusterTarget, hello: &JobMasterMessage, wait: Duration) -> Re
 }
 
 impl JobClient {
-    /// Submits job `name` needing `parallelism` slots to the JobManager `target` names;
-    /// or, for a JobMaster started again (`resume`), takes the job back under its id.
+    /// Submits job `name` needing `parallelism` slots and holding `exclusive_resources`
+    /// alone to the JobManager `target` names; or, for a JobMaster started again
+    /// (`resume`), takes the job back under its id (the JobManager knows the rest).
     pub fn submit(
         target: &ClusterTarget,
         name: &str,
         parallelism: u32,
+        exclusive_resources: Vec<String>,
         resume: Option<JobId>,
     ) -> Result<Self, ClusterError> {
         let name = name.to_string();
         let hello = match resume {
-            None => JobMasterMessage::Submit { name: name.clone(), parallelism, args: target.args.clone() },
+            None => JobMasterMessage::Submit {
+                name: name.clone(),
+                parallelism,
+                args: target.args.clone(),
+                exclusive_resources,
+            },
             Some(job) => JobMasterMessage::Resume { job, name: name.clone(), parallelism, generation: None },
         };
         let admitted = admit(target, &hello, target.heartbeats.timeout())?;

@@ -96,7 +96,7 @@ fn take_job_back(
     parallelism: u32,
     job: eddy_rpc::JobId,
 ) -> Result<super::job_client::JobClient, JobError> {
-    super::job_client::JobClient::submit(target, name, parallelism, Some(job)).map_err(|source| JobError::Cluster {
+    super::job_client::JobClient::submit(target, name, parallelism, Vec::new(), Some(job)).map_err(|source| JobError::Cluster {
         job: name.to_string(),
         message: "cannot take the job back from the JobManager".into(),
         source: Some(source),

@@ -123,6 +123,7 @@ impl Job {
             outputs: vec![OutputPort { tag: None, port_type: port.clone() }],
             chainable: true,
             coordinator: None,
+            exclusive_resources: Vec::new(),
         };
         let sink = StreamNode {
             id: NodeId(1),
@@ -138,6 +139,7 @@ impl Job {
             outputs: Vec::new(),
             chainable: true,
             coordinator: None,
+            exclusive_resources: Vec::new(),
         };
         let savepoints: Option<Arc<dyn CheckpointStorage>> =
             savepoint.as_ref().map(|_| Arc::new(MemoryCheckpointStorage::new(1 << 20)) as _);
