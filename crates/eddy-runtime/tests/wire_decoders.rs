@@ -36,7 +36,12 @@ fn messages() -> Vec<Vec<u8>> {
         write_value(b, &m).unwrap()
     });
     put(&|b| {
-        let m = JobMasterMessage::Submit { name: "job".into(), parallelism: 2, args: vec!["--events".into()] };
+        let m = JobMasterMessage::Submit {
+            name: "job".into(),
+            parallelism: 2,
+            args: vec!["--events".into()],
+            exclusive_resources: vec!["the Kafka transactional id prefix 'p' on b:9092".into()],
+        };
         write_value(b, &m).unwrap()
     });
     put(&|b| {
