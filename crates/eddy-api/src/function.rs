@@ -568,6 +568,14 @@ pub trait SourceFunction<T>: RichFunction + Clone + Send + Sync + 'static {
     /// `emit_batch`; only a watermark higher than the last one goes downstream.
     fn emit_watermarks(&mut self, _output: &mut crate::time::WatermarkOutput) {}
 
+    /// Called instead of `emit_batch` while watermark alignment holds the source back
+    /// (its watermark ran ahead of its group's): emit nothing, but keep what the source
+    /// reports fresh (a Kafka reader's consumer lag). Keep it short: checkpoints wait.
+    /// Default: nothing.
+    fn while_paused(&mut self) -> FunctionResult {
+        Ok(())
+    }
+
     /// The source's coordinator, which runs once per job with the JobMaster (a split
     /// enumerator: Flink's FLIP-27 `SplitEnumerator`): made anew for every attempt, and
     /// checkpointed with the job ([`eddy_runtime::coordination`]). Default: none.

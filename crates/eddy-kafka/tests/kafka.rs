@@ -516,3 +516,108 @@ fn one_transactional_id_prefix_for_two_sinks_of_a_job_is_refused() {
         "{error}"
     );
 }
+
+/// Emits "0" once, then nothing (holding its alignment group's event time at 0) until the
+/// test says it is over, then fails the job with [`HELD_SOURCE_DONE`].
+#[derive(Clone, Default)]
+struct HeldAtZero {
+    emitted: bool,
+}
+
+static TEST_OVER: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+const HELD_SOURCE_DONE: &str = "the lag test is over";
+
+impl eddy_api::RichFunction for HeldAtZero {}
+
+impl eddy_api::SourceFunction<String> for HeldAtZero {
+    fn emit_batch(
+        &mut self,
+        _max: usize,
+        out: &mut eddy_runtime::Collector<'_, String>,
+    ) -> eddy_api::FunctionResult<eddy_api::SourceStep> {
+        if TEST_OVER.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err(HELD_SOURCE_DONE.into());
+        }
+        if !std::mem::replace(&mut self.emitted, true) {
+            out.collect("0".to_string());
+        }
+        std::thread::sleep(Duration::from_millis(10));
+        Ok(eddy_api::SourceStep::Idle)
+    }
+}
+
+/// The Kafka consumer lag gauges of the job's `/metrics` at `port`, per topic/partition.
+fn lag_gauges(port: u16) -> BTreeMap<String, i64> {
+    use std::io::{Read, Write};
+    let Ok(mut stream) = std::net::TcpStream::connect(("127.0.0.1", port)) else { return BTreeMap::new() };
+    let _ = stream.write_all(b"GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n");
+    let mut text = String::new();
+    let _ = stream.read_to_string(&mut text);
+    text.lines()
+        .filter(|l| l.starts_with("eddy_kafka_consumer_lag{"))
+        .filter_map(|l| {
+            let topic = l.split_once("topic=\"")?.1.split_once('"')?.0;
+            let partition = l.split_once("partition=\"")?.1.split_once('"')?.0;
+            Some((format!("{topic}/{partition}"), l.rsplit_once(' ')?.1.parse::<f64>().ok()? as i64))
+        })
+        .collect()
+}
+
+/// A reader that watermark alignment holds back polls nothing, so librdkafka's statistics
+/// stop; its consumer lag still follows the topic: records produced while it waits show in
+/// the lag gauge, one for one.
+#[test]
+fn the_consumer_lag_follows_the_topic_while_watermark_alignment_holds_the_reader_back() {
+    use eddy_api::time::WatermarkStrategy;
+    let b = KafkaCluster::shared().brokers.clone();
+    create_topic(&b, "held-back", 1, &[]).unwrap();
+    produce(&b, "held-back", &numbers(0, 20_000, 1)).unwrap();
+    let port = eddy_kafka::testing::free_port();
+    let brokers = b.clone();
+    let job = std::thread::spawn(move || {
+        let env = Env::new();
+        env.set_parallelism(1);
+        env.set_restart_strategy(RestartStrategy::None);
+        env.set_rest_bind(&format!("127.0.0.1:{port}"));
+        let aligned = || {
+            WatermarkStrategy::for_monotonous_timestamps()
+                .with_timestamp_assigner(|v: &String| v.parse::<i64>().unwrap_or(0))
+                .with_watermark_alignment("held-back", Duration::from_millis(100), Duration::from_millis(10))
+        };
+        let fast = env
+            .add_parallel_source(KafkaSource::new(&brokers, &["held-back"], utf8_values))
+            .assign_timestamps_and_watermarks(aligned());
+        let slow = env.add_source(HeldAtZero::default()).assign_timestamps_and_watermarks(aligned());
+        fast.union(&[slow]).add_sink(CollectSink::new());
+        env.execute("held back").map(|_| ()).map_err(|e| e.to_string())
+    });
+    // Held back near event time 0 (the drift, and what it read before the watermark
+    // caught up): the lag stays put above 0; a reader not held back would read to the end.
+    let settled = |what: &str| {
+        let deadline = std::time::Instant::now() + WAIT;
+        let mut last = None;
+        loop {
+            assert!(!job.is_finished(), "the job ended {what}");
+            let lag = lag_gauges(port).get("held-back/0").copied();
+            if let Some(lag) = lag.filter(|_| lag == last) {
+                return lag;
+            }
+            assert!(std::time::Instant::now() < deadline, "no settled lag {what}: {lag:?}");
+            last = lag;
+            std::thread::sleep(Duration::from_millis(2500));
+        }
+    };
+    let before = settled("before more records came");
+    assert!(before > 0, "the reader was not held back: lag {before}");
+    produce(&b, "held-back", &numbers(20_000, 5_000, 1)).unwrap();
+    let deadline = std::time::Instant::now() + WAIT;
+    let mut after = before;
+    while after != before + 5_000 && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(200));
+        after = lag_gauges(port).get("held-back/0").copied().unwrap_or(after);
+    }
+    TEST_OVER.store(true, std::sync::atomic::Ordering::SeqCst);
+    let ended = job.join().unwrap();
+    assert_eq!(after, before + 5_000, "the lag while held back did not follow the topic");
+    assert!(ended.as_ref().is_err_and(|e| e.contains(HELD_SOURCE_DONE)), "{ended:?}");
+}

@@ -110,4 +110,13 @@ impl<T, S: SourceFunction<T>> SourceOperator for SourceOp<T, S> {
             }
         }
     }
+
+    fn paused(&mut self) {
+        let previous = self.core.info.shared.enter(self.core.info.index);
+        let result = self.function.while_paused();
+        self.core.info.shared.leave(previous);
+        if let Err(error) = result {
+            self.core.fail(error);
+        }
+    }
 }

@@ -320,6 +320,14 @@ impl<T: 'static> RichFunction for KafkaSource<T> {
 }
 
 impl<T: 'static> SourceFunction<T> for KafkaSource<T> {
+    /// Held back by watermark alignment: the consumer lag stays current (the enumerator
+    /// shows it in `/metrics`, the job's status and its log).
+    fn while_paused(&mut self) -> FunctionResult {
+        let brokers = self.brokers.clone();
+        self.reader()?.report_progress_while_paused(&brokers);
+        Ok(())
+    }
+
     fn emit_batch(&mut self, max_records: usize, out: &mut Collector<'_, T>) -> FunctionResult<SourceStep> {
         if self.reader()?.assignment_stale {
             self.assign()?;

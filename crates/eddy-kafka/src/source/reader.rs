@@ -17,6 +17,10 @@ use std::time::{Duration, Instant};
 /// statistics to the reader).
 pub(super) const PROGRESS_EVERY: Duration = Duration::from_secs(1);
 
+/// How long a paused reader waits for one partition's end offset: the task thread waits
+/// with it (a checkpoint too), so a broker that does not answer costs this once a round.
+const PAUSED_END_OFFSET_TIMEOUT: Duration = Duration::from_millis(200);
+
 /// The reader's consumer context: per partition, the first and the end offset readable
 /// (the last stable offset for `read_committed`, librdkafka's default) from librdkafka's
 /// statistics. Locked once per statistics report and once per progress report, never per
@@ -96,6 +100,33 @@ impl Reader {
         if !progress.is_empty() {
             gateway.send(ReaderEvent::Progress(progress).encode());
         }
+    }
+
+    /// While watermark alignment holds the reader back it polls nothing, so librdkafka's
+    /// statistics (served by polls, and fed by fetches) stop: every [`PROGRESS_EVERY`] the
+    /// end offsets are asked of the brokers instead (as the consumer reads them: the last
+    /// stable offset for `read_committed`), and the progress goes out as usual. A failed
+    /// request ends the round; the next one asks again.
+    pub(super) fn report_progress_while_paused(&mut self, brokers: &str) {
+        if Instant::now() < self.next_progress {
+            return;
+        }
+        let unfinished: Vec<(String, i32)> =
+            self.splits.iter().filter(|s| !s.is_finished()).map(|s| (s.topic.clone(), s.partition)).collect();
+        for (topic, partition) in unfinished {
+            match self.consumer.fetch_watermarks(&topic, partition, PAUSED_END_OFFSET_TIMEOUT) {
+                Ok((first, end)) => {
+                    if let Ok(mut ends) = self.consumer.context().0.lock() {
+                        ends.insert((topic, partition), (first.max(0), end));
+                    }
+                }
+                Err(error) => {
+                    self.warn(&format!("reading the end offset of {topic}/{partition} while paused"), &error, brokers);
+                    break;
+                }
+            }
+        }
+        self.report_progress();
     }
 
     /// Whether every split it owns is read to its end and no more will come.

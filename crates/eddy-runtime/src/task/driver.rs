@@ -707,6 +707,11 @@ pub enum SourceStatus {
 pub trait SourceOperator: Lifecycle {
     /// Emits up to one batch of records; errors go into the task's failure slot.
     fn emit(&mut self) -> SourceStatus;
+
+    /// Called instead of [`emit`](Self::emit) while watermark alignment holds the source
+    /// back: it emits nothing, but may keep what it reports fresh (a Kafka reader's
+    /// consumer lag). Errors go into the task's failure slot.
+    fn paused(&mut self) {}
 }
 
 /// Drives a source chain; checkpoints start here, between two batches.
@@ -740,6 +745,8 @@ impl TaskDriver for SourceDriver {
         }
         if self.shared.is_source_paused() {
             // Ahead of its alignment group: wait for the next look (a processing-time call).
+            self.source.paused();
+            self.shared.check()?;
             self.source.flush()?;
             return Ok(idle(&self.shared));
         }
