@@ -34,7 +34,7 @@ pub use client::KafkaProperties;
 pub use error::KafkaConnectorError;
 /// The librdkafka binding the connector is built on, for jobs that need it directly.
 pub use rdkafka;
-pub use sink::{DeliveryGuarantee, KafkaSerializationSchema, KafkaSink};
+pub use sink::{DeliveryGuarantee, KafkaSerializationSchema, KafkaSink, MAX_UNCOMMITTED_BYTES_DEFAULT};
 pub use source::{
     BadRecord, KafkaDeserializationSchema, KafkaRecord, KafkaSource, OffsetResetStrategy, StartingOffsets,
 };

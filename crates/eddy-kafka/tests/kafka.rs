@@ -621,3 +621,54 @@ fn the_consumer_lag_follows_the_topic_while_watermark_alignment_holds_the_reader
     assert_eq!(after, before + 5_000, "the lag while held back did not follow the topic");
     assert!(ended.as_ref().is_err_and(|e| e.contains(HELD_SOURCE_DONE)), "{ended:?}");
 }
+
+/// While commits wait for brokers that are away, the exactly-once sink keeps at most its
+/// bound of records not in Kafka (here 64 KiB, about 3,000 records) and then holds its
+/// task back: from 2 s to 6 s into an outage it takes in less than a quarter of what it
+/// took in the 4 s before (without the bound, as much). Once the brokers are back it goes
+/// on, and every record is in Kafka once.
+#[test]
+fn the_exactly_once_sink_holds_its_task_back_beyond_its_bound_of_uncommitted_bytes() {
+    use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
+    static TAKEN: AtomicU64 = AtomicU64::new(0);
+    const RECORDS: u64 = 150_000;
+    let (_broker, proxy) = KafkaCluster::single_behind_proxy().unwrap();
+    let b = _broker.brokers.clone();
+    create_topic(&b, "bounded-out", 1, &[]).unwrap();
+    let sampler = std::thread::spawn(move || {
+        let deadline = std::time::Instant::now() + WAIT;
+        while TAKEN.load(SeqCst) < 10_000 {
+            assert!(std::time::Instant::now() < deadline, "the job did not start writing");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let start = TAKEN.load(SeqCst);
+        std::thread::sleep(Duration::from_secs(4));
+        let before = TAKEN.load(SeqCst) - start;
+        proxy.cut();
+        std::thread::sleep(Duration::from_secs(2));
+        let held = TAKEN.load(SeqCst);
+        std::thread::sleep(Duration::from_secs(4));
+        let during = TAKEN.load(SeqCst) - held;
+        proxy.restore();
+        (before, during, proxy)
+    });
+    let env = Env::new();
+    env.set_parallelism(1);
+    env.enable_checkpointing(100);
+    env.set_restart_strategy(RestartStrategy::None);
+    env.from_sequence(0, RECORDS - 1)
+        .map(|i: u64| {
+            // At most about 20,000 records a second: the job outlasts the outage.
+            if i % 20 == 0 {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            TAKEN.fetch_add(1, SeqCst);
+            i.to_string()
+        })
+        .add_sink(exactly_once_to(&b, "bounded-out").with_max_uncommitted_bytes(64 << 10));
+    env.execute("bounded uncommitted bytes").unwrap();
+    let (before, during, _proxy) = sampler.join().unwrap();
+    eprintln!("taken in 4 s before the outage: {before}; from 2 s to 6 s into it: {during}");
+    assert!(during * 4 < before, "taken in 4 s before the outage {before}, in 4 s of it {during}");
+    assert_exactly(&output_counts(&b, "bounded-out"), 0..RECORDS);
+}

@@ -98,6 +98,14 @@ pub(crate) fn commit_epochs<E: Borrow<Epoch>>(
     Ok(())
 }
 
+/// How long [`Committer::take_results`] waits.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Wait {
+    No,
+    One,
+    All,
+}
+
 /// A slot's committer thread and the two channels to it.
 pub(crate) struct Committer {
     jobs: Option<Sender<Vec<Arc<Epoch>>>>,
@@ -134,7 +142,7 @@ impl Committer {
     /// Hands `epochs` over, to be committed after those handed over before. Fails if a
     /// commit failed before.
     pub(crate) fn submit(&mut self, epochs: Vec<Arc<Epoch>>) -> Result<(), KafkaConnectorError> {
-        self.take_results(false)?;
+        self.take_results(Wait::No)?;
         let jobs = self.jobs.as_ref().expect("the committer runs until dropped");
         if jobs.send(epochs).is_err() {
             // The thread is gone without a failure in its reports: it cannot commit.
@@ -147,25 +155,42 @@ impl Committer {
     /// The last epoch committed since the previous call, without waiting; the first
     /// failure of a commit, if one failed.
     pub(crate) fn committed(&mut self) -> Result<Option<u64>, KafkaConnectorError> {
-        self.take_results(false)
+        self.take_results(Wait::No)
     }
 
     /// Waits until every batch handed over is committed; the last epoch committed since
     /// the previous call.
     pub(crate) fn wait_all(&mut self) -> Result<Option<u64>, KafkaConnectorError> {
-        self.take_results(true)
+        self.take_results(Wait::All)
     }
 
-    /// Takes the committer's reports (all that are due, when `wait`), failing from the
-    /// first failure on: a failed commit stays failed.
-    fn take_results(&mut self, wait: bool) -> Result<Option<u64>, KafkaConnectorError> {
+    /// Waits until one more batch handed over is committed (none if none is in flight);
+    /// the last epoch committed since the previous call.
+    pub(crate) fn wait_one(&mut self) -> Result<Option<u64>, KafkaConnectorError> {
+        self.take_results(Wait::One)
+    }
+
+    /// Whether batches are handed over and not reported yet.
+    pub(crate) fn is_busy(&self) -> bool {
+        self.in_flight > 0
+    }
+
+    /// Takes the committer's reports (waiting as `wait` says), failing from the first
+    /// failure on: a failed commit stays failed.
+    fn take_results(&mut self, mut wait: Wait) -> Result<Option<u64>, KafkaConnectorError> {
         if let Some(failure) = &self.failure {
             return Err(KafkaConnectorError::Config(failure.clone()));
         }
         let mut last = None;
         while self.in_flight > 0 {
             let results = self.results.get_mut().unwrap_or_else(|p| p.into_inner());
-            let result = if wait { results.recv().map_err(|_| TryRecvError::Disconnected) } else { results.try_recv() };
+            let result = match wait {
+                Wait::No => results.try_recv(),
+                Wait::One | Wait::All => results.recv().map_err(|_| TryRecvError::Disconnected),
+            };
+            if wait == Wait::One {
+                wait = Wait::No;
+            }
             match result {
                 Ok(Ok(epoch)) => {
                     self.in_flight -= 1;

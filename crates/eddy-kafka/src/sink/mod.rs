@@ -37,6 +37,10 @@ use std::sync::Arc;
 
 const SLOTS_STATE: &str = "kafka-sink-slots";
 
+/// Exactly-once: how many bytes of records not yet in Kafka a sink subtask keeps before it
+/// waits for its committer (`with_max_uncommitted_bytes`).
+pub const MAX_UNCOMMITTED_BYTES_DEFAULT: usize = 256 << 20;
+
 /// Flink's `DeliveryGuarantee`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DeliveryGuarantee {
@@ -68,6 +72,7 @@ pub struct KafkaSink<T> {
     guarantee: DeliveryGuarantee,
     transactional_id_prefix: Option<String>,
     progress_topic: String,
+    max_uncommitted_bytes: usize,
     properties: KafkaProperties,
     schema: Arc<dyn KafkaSerializationSchema<T>>,
     run: Option<Box<SinkRun>>,
@@ -82,6 +87,7 @@ impl<T> Clone for KafkaSink<T> {
             guarantee: self.guarantee,
             transactional_id_prefix: self.transactional_id_prefix.clone(),
             progress_topic: self.progress_topic.clone(),
+            max_uncommitted_bytes: self.max_uncommitted_bytes,
             properties: self.properties.clone(),
             schema: self.schema.clone(),
             run: None,
@@ -98,6 +104,7 @@ impl<T: 'static> KafkaSink<T> {
             guarantee: DeliveryGuarantee::AtLeastOnce,
             transactional_id_prefix: None,
             progress_topic: PROGRESS_TOPIC_DEFAULT.to_string(),
+            max_uncommitted_bytes: MAX_UNCOMMITTED_BYTES_DEFAULT,
             properties: KafkaProperties::default(),
             schema: Arc::new(schema),
             run: None,
@@ -120,6 +127,16 @@ impl<T: 'static> KafkaSink<T> {
     /// created with one partition if missing).
     pub fn with_progress_topic(mut self, topic: &str) -> Self {
         self.progress_topic = topic.to_string();
+        self
+    }
+
+    /// Exactly-once: the most bytes of records not yet in Kafka (buffered since the last
+    /// barrier, or waiting for their commit) a subtask keeps before its task waits for the
+    /// commits in hand (default 256 MiB). The epochs live in memory and in every
+    /// checkpoint until committed, so while commits are slower than the input (brokers
+    /// slow or away) this bound turns into backpressure instead of growing them.
+    pub fn with_max_uncommitted_bytes(mut self, bytes: usize) -> Self {
+        self.max_uncommitted_bytes = bytes;
         self
     }
 
@@ -159,12 +176,47 @@ impl SinkRun {
 struct WriteAhead {
     lineage: u64,
     epochs: PendingEpochs,
+    /// The bytes of the sealed epochs.
+    sealed_bytes: usize,
+    /// See [`KafkaSink::with_max_uncommitted_bytes`].
+    max_uncommitted_bytes: usize,
     /// How many sealed epochs, from the front, are handed to the committer.
     submitted: usize,
     committer: Committer,
 }
 
 impl WriteAhead {
+    #[inline]
+    fn over_bound(&self) -> bool {
+        self.epochs.current.bytes.len() + self.sealed_bytes > self.max_uncommitted_bytes
+    }
+
+    /// Above the bound: waits for the committer while it has commits in hand that free
+    /// bytes. Epochs whose checkpoint has not completed yet cannot be committed (waiting
+    /// for them would hold back the barrier that completes it), so without commits in
+    /// hand the task goes on.
+    fn hold_back(&mut self, slot: u32) -> Result<(), KafkaConnectorError> {
+        self.forget_committed()?;
+        if !self.over_bound() || !self.committer.is_busy() {
+            return Ok(());
+        }
+        let started = std::time::Instant::now();
+        tracing::warn!(
+            slot,
+            uncommitted_bytes = self.epochs.current.bytes.len() + self.sealed_bytes,
+            epochs = self.epochs.sealed.len(),
+            bound = self.max_uncommitted_bytes,
+            "Kafka sink: more records wait for their commit than the bound allows; the task waits for its committer"
+        );
+        while self.over_bound() && self.committer.is_busy() {
+            if let Some(last) = self.committer.wait_one()? {
+                self.forget_up_to(last);
+            }
+        }
+        tracing::info!(slot, waited_ms = started.elapsed().as_millis() as u64, "Kafka sink: commits caught up; the task goes on");
+        Ok(())
+    }
+
     /// Drops the sealed epochs the committer reports committed; its failure, if a commit
     /// failed.
     fn forget_committed(&mut self) -> Result<(), KafkaConnectorError> {
@@ -186,6 +238,11 @@ impl WriteAhead {
         let done = self.epochs.due(last);
         self.epochs.sealed.drain(..done);
         self.submitted -= done;
+        self.count_sealed_bytes();
+    }
+
+    fn count_sealed_bytes(&mut self) {
+        self.sealed_bytes = self.epochs.sealed.iter().map(|e| e.bytes.len()).sum();
     }
 }
 
@@ -338,7 +395,14 @@ impl<T: 'static> RichFunction for KafkaSink<T> {
         let lineage = lineage.unwrap_or_else(|| new_lineage(slot));
         tracing::info!(slot, parallelism, transactional_id = %format!("{prefix}-{slot}"), lineage = %format!("{lineage:016x}"), "Kafka sink (exactly-once) ready");
         let committer = Committer::start(producer, self.commit_target(&prefix, slot, lineage))?;
-        let log = WriteAhead { lineage, epochs: PendingEpochs::default(), submitted: 0, committer };
+        let log = WriteAhead {
+            lineage,
+            epochs: PendingEpochs::default(),
+            sealed_bytes: 0,
+            max_uncommitted_bytes: self.max_uncommitted_bytes,
+            submitted: 0,
+            committer,
+        };
         self.run = Some(Box::new(SinkRun {
             slot,
             key: Vec::new(),
@@ -358,6 +422,7 @@ impl<T: 'static> RichFunction for KafkaSink<T> {
             Writer::WriteAhead(log) => {
                 log.forget_committed()?;
                 let snapshot_epoch = log.epochs.seal(checkpoint);
+                log.count_sealed_bytes();
                 states.push(SlotState {
                     slot,
                     lineage: log.lineage,
@@ -407,7 +472,12 @@ impl<T: 'static> Sink<T> for KafkaSink<T> {
         let keyed = self.schema.serialize(&value, &mut run.key, &mut run.payload);
         let key = keyed.then_some(run.key.as_slice());
         match &mut run.writer {
-            Writer::WriteAhead(log) => log.epochs.current.push(key, &run.payload),
+            Writer::WriteAhead(log) => {
+                log.epochs.current.push(key, &run.payload);
+                if log.over_bound() {
+                    log.hold_back(run.slot)?;
+                }
+            }
             Writer::Direct(producer) => producer.send(&self.topic, key, &run.payload)?,
         }
         Ok(())
