@@ -58,6 +58,24 @@ fn api_count_args<'a>(brokers: &'a str, input: &'a str, output: &'a str) -> Vec<
     ]
 }
 
+/// [`api_count_args`] for a run a test disturbs: checkpoints every 200 ms into
+/// `checkpoints`, 6,000 events a second (so that it still runs when disturbed), and the
+/// delay before a restart if given.
+fn disturbed_run_args<'a>(
+    brokers: &'a str,
+    input: &'a str,
+    output: &'a str,
+    checkpoints: &'a str,
+    restart_delay_ms: Option<&'a str>,
+) -> Vec<&'a str> {
+    let mut args = api_count_args(brokers, input, output);
+    args.extend(["--checkpoint-ms", "200", "--checkpoint-dir", checkpoints, "--rate", "6000"]);
+    if let Some(delay) = restart_delay_ms {
+        args.extend(["--restart-delay-ms", delay]);
+    }
+    args
+}
+
 /// The failure-free run's output of `reference` is W1's counts, and `recovered` holds
 /// exactly the same, read through librdkafka; `java` also reads `recovered` through
 /// Kafka's own Java consumer.
@@ -165,8 +183,7 @@ fn sigkill_of_an_exactly_once_job_then_restore_gives_the_failure_free_output() {
     let dir = std::env::temp_dir().join(format!("eddy-bench-kafka-kill-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let checkpoints = dir.join("checkpoints");
-    let mut args = api_count_args(&b, "kill-events", "kill-recovered");
-    args.extend(["--checkpoint-ms", "200", "--checkpoint-dir", checkpoints.to_str().unwrap(), "--rate", "6000"]);
+    let args = disturbed_run_args(&b, "kill-events", "kill-recovered", checkpoints.to_str().unwrap(), None);
     let mut job = Proc::start(&args);
     job.wait_for("checkpoint completed", 2, WAIT);
     job.wait_for("transaction committed", 1, WAIT);
@@ -192,17 +209,7 @@ fn a_taskmanager_killed_under_an_exactly_once_kafka_job_leaves_the_failure_free_
     let reference = run_local(&api_count_args(&b, "tm-events", "tm-reference"));
     let mut cluster = Cluster::start("kafka", &[1, 1, 1]);
     let checkpoints = cluster.dir.join("checkpoints");
-    let mut args = api_count_args(&b, "tm-events", "tm-recovered");
-    args.extend([
-        "--checkpoint-ms",
-        "200",
-        "--checkpoint-dir",
-        checkpoints.to_str().unwrap(),
-        "--rate",
-        "6000",
-        "--restart-delay-ms",
-        "100",
-    ]);
+    let args = disturbed_run_args(&b, "tm-events", "tm-recovered", checkpoints.to_str().unwrap(), Some("100"));
     let job = cluster.submit(&args);
     job.wait_for("attempt running on the cluster", 1, WAIT);
     job.wait_for("checkpoint completed", 2, WAIT);
@@ -238,17 +245,7 @@ fn a_broker_killed_mid_job_leaves_the_failure_free_output(kafka: &mut KafkaClust
     let dir = std::env::temp_dir().join(format!("eddy-bench-kafka-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let checkpoints = dir.join("checkpoints");
-    let mut args = api_count_args(&b, &input, &recovered);
-    args.extend([
-        "--checkpoint-ms",
-        "200",
-        "--checkpoint-dir",
-        checkpoints.to_str().unwrap(),
-        "--rate",
-        "6000",
-        "--restart-delay-ms",
-        "500",
-    ]);
+    let args = disturbed_run_args(&b, &input, &recovered, checkpoints.to_str().unwrap(), Some("500"));
     let mut job = Proc::start(&args);
     job.wait_for("checkpoint completed", 2, WAIT);
     job.wait_for("transaction committed", 1, WAIT);

@@ -209,3 +209,70 @@ pub(crate) fn high_watermarks(
         })
         .collect()
 }
+
+/// Reads `topic`'s `ends` (partition, end offset) from each partition's beginning as a
+/// `read_committed` consumer with `properties` (in consumer group `group`, committing
+/// nothing), handing every message to `each`, until every partition's position passed its
+/// end: transactions still open there are waited for until decided, up to `wait`.
+/// Aborted records and transaction markers move a position without a message, so the
+/// positions are looked at too. A failed poll is logged and retried.
+pub(crate) fn read_committed_up_to(
+    brokers: &str,
+    properties: &KafkaProperties,
+    group: &str,
+    topic: &str,
+    ends: &[(i32, i64)],
+    wait: Duration,
+    mut each: impl FnMut(&rdkafka::message::BorrowedMessage<'_>),
+) -> Result<(), KafkaConnectorError> {
+    use rdkafka::message::Message;
+    use rdkafka::{Offset, TopicPartitionList};
+    let failed = |e| KafkaConnectorError::client(format!("reading {topic}"), brokers, e);
+    let consumer: BaseConsumer = properties
+        .client_config(
+            brokers,
+            &[("isolation.level", "read_committed"), ("enable.auto.commit", "false"), ("group.id", group)],
+        )
+        .create()
+        .map_err(failed)?;
+    let mut assignment = TopicPartitionList::new();
+    for (partition, _) in ends {
+        assignment.add_partition_offset(topic, *partition, Offset::Beginning).map_err(failed)?;
+    }
+    consumer.assign(&assignment).map_err(failed)?;
+    let mut reached: Vec<bool> = ends.iter().map(|(_, end)| *end <= 0).collect();
+    let deadline = std::time::Instant::now() + wait;
+    let mut last_warning: Option<std::time::Instant> = None;
+    while reached.iter().any(|r| !r) {
+        match consumer.poll(Duration::from_millis(100)) {
+            Some(Ok(message)) => {
+                if let Some(i) = ends.iter().position(|(p, _)| *p == message.partition()) {
+                    reached[i] |= message.offset() + 1 >= ends[i].1;
+                }
+                each(&message);
+            }
+            Some(Err(error)) => {
+                if last_warning.is_none_or(|at| at.elapsed() >= Duration::from_secs(10)) {
+                    last_warning = Some(std::time::Instant::now());
+                    tracing::warn!(topic, brokers, "reading {topic}: {error}; retrying");
+                }
+            }
+            None => {
+                if let Ok(positions) = consumer.position() {
+                    for (i, (partition, end)) in ends.iter().enumerate() {
+                        let position = positions.find_partition(topic, *partition).map(|e| e.offset());
+                        reached[i] |= matches!(position, Some(Offset::Offset(p)) if p >= *end);
+                    }
+                }
+            }
+        }
+        if reached.iter().any(|r| !r) && std::time::Instant::now() > deadline {
+            return Err(KafkaConnectorError::Timeout {
+                action: format!("reading {topic} up to the end offsets {ends:?} (a transaction holds it back)"),
+                brokers: brokers.to_string(),
+                seconds: wait.as_secs(),
+            });
+        }
+    }
+    Ok(())
+}

@@ -86,7 +86,7 @@ fn broker_transactions_behave_as_the_sink_needs() {
     // A committed reader cannot pass the open transaction.
     let blocked = read_committed(b, "txn", Duration::from_secs(3));
     assert!(
-        blocked.as_ref().is_err_and(|e| e.contains("did not reach the end offsets")),
+        blocked.as_ref().is_err_and(|e| e.contains("reading txn up to the end offsets")),
         "a committed reader passed an open transaction: {blocked:?}"
     );
     let second = make();
@@ -659,7 +659,7 @@ fn the_exactly_once_sink_holds_its_task_back_beyond_its_bound_of_uncommitted_byt
     env.from_sequence(0, RECORDS - 1)
         .map(|i: u64| {
             // At most about 20,000 records a second: the job outlasts the outage.
-            if i % 20 == 0 {
+            if i.is_multiple_of(20) {
                 std::thread::sleep(Duration::from_millis(1));
             }
             TAKEN.fetch_add(1, SeqCst);

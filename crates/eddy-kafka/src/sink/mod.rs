@@ -213,7 +213,11 @@ impl WriteAhead {
                 self.forget_up_to(last);
             }
         }
-        tracing::info!(slot, waited_ms = started.elapsed().as_millis() as u64, "Kafka sink: commits caught up; the task goes on");
+        tracing::info!(
+            slot,
+            waited_ms = started.elapsed().as_millis() as u64,
+            "Kafka sink: commits caught up; the task goes on"
+        );
         Ok(())
     }
 

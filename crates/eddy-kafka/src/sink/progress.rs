@@ -3,12 +3,10 @@
 //! to a one-partition topic. Read back with `read_committed` after fencing, the marker
 //! says which restored epochs Kafka already has (Materialize's progress topic).
 
-use crate::admin::{create_topic_with, DEFAULT_REPLICATION};
+use crate::admin::{create_topic_with, read_committed_up_to, DEFAULT_REPLICATION};
 use crate::{KafkaConnectorError, KafkaProperties};
-use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::Message;
-use rdkafka::{Offset, TopicPartitionList};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// The default progress topic.
 pub const PROGRESS_TOPIC_DEFAULT: &str = "_eddy_sink_progress";
@@ -59,15 +57,6 @@ pub(crate) fn read_marker(
     topic: &str,
     key: &str,
 ) -> Result<Option<Marker>, KafkaConnectorError> {
-    let client = |isolation: &str| -> Result<BaseConsumer, KafkaConnectorError> {
-        properties
-            .client_config(
-                brokers,
-                &[("isolation.level", isolation), ("enable.auto.commit", "false"), ("group.id", "eddy-progress")],
-            )
-            .create()
-            .map_err(|e| KafkaConnectorError::client("creating a progress reader", brokers, e))
-    };
     // The end uncommitted readers see: every marker ever written lies before it, also
     // those of transactions still open (another slot's, aborted when its new owner fences
     // it). A committed reader passes it only once they are all decided; stopping at the
@@ -76,46 +65,13 @@ pub(crate) fn read_marker(
     let mut uncommitted = properties.clone();
     uncommitted.set("isolation.level", "read_uncommitted");
     let end = crate::admin::high_watermarks(brokers, &uncommitted, topic, &[0], Duration::from_secs(30))?[0];
-    if end <= 0 {
-        return Ok(None);
-    }
-    let reader = client("read_committed")?;
-    let mut assignment = TopicPartitionList::new();
-    assignment
-        .add_partition_offset(topic, 0, Offset::Beginning)
-        .map_err(|e| KafkaConnectorError::client("assigning the progress topic", brokers, e))?;
-    reader.assign(&assignment).map_err(|e| KafkaConnectorError::client("assigning the progress topic", brokers, e))?;
-    let deadline = Instant::now() + READ_TIMEOUT;
     let mut marker = None;
-    loop {
-        match reader.poll(Duration::from_millis(100)) {
-            Some(Ok(message)) => {
-                if message.key() == Some(key.as_bytes()) {
-                    marker = message.payload().and_then(Marker::decode).or(marker);
-                }
-                if message.offset() + 1 >= end {
-                    return Ok(marker);
-                }
-            }
-            Some(Err(error)) => tracing::warn!(topic, "reading the sink's progress markers: {error}; retrying"),
-            None => {
-                // Aborted records and transaction markers move the position without a message.
-                let position = reader.position().ok().and_then(|p| p.find_partition(topic, 0).map(|e| e.offset()));
-                if matches!(position, Some(Offset::Offset(p)) if p >= end) {
-                    return Ok(marker);
-                }
-            }
+    read_committed_up_to(brokers, properties, "eddy-progress", topic, &[(0, end)], READ_TIMEOUT, |message| {
+        if message.key() == Some(key.as_bytes()) {
+            marker = message.payload().and_then(Marker::decode).or(marker);
         }
-        if Instant::now() > deadline {
-            return Err(KafkaConnectorError::Timeout {
-                action: format!(
-                    "reading the progress markers in {topic} up to offset {end} (a transaction holds it back)"
-                ),
-                brokers: brokers.to_string(),
-                seconds: READ_TIMEOUT.as_secs(),
-            });
-        }
-    }
+    })?;
+    Ok(marker)
 }
 
 #[cfg(test)]

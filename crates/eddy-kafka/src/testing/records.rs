@@ -2,7 +2,7 @@
 //! committed record of a topic read back through librdkafka ([`read_committed`]) or
 //! through Kafka's own Java consumer ([`read_committed_with_java`]).
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Writes `records` (`(partition, key, value)`) to `topic` and waits until all are
 /// acknowledged; fails if any was not delivered (a partition the producer does not know
@@ -26,51 +26,19 @@ pub type ReadRecord = (i32, Vec<u8>, Vec<u8>);
 /// offset now, open transactions included: the read waits until they are decided (up to
 /// `wait`), as `(partition, key, value)` in partition and offset order.
 pub fn read_committed(brokers: &str, topic: &str, wait: Duration) -> Result<Vec<ReadRecord>, String> {
-    use rdkafka::consumer::{BaseConsumer, Consumer};
     use rdkafka::message::Message;
-    use rdkafka::{Offset, TopicPartitionList};
     let ends = crate::admin::end_offsets(brokers, topic).map_err(|e| e.to_string())?;
-    let consumer: BaseConsumer = crate::KafkaProperties::default()
-        .client_config(brokers, &[("isolation.level", "read_committed"), ("group.id", "eddy-test-reader")])
-        .create()
-        .map_err(|e| e.to_string())?;
-    let mut assignment = TopicPartitionList::new();
-    for (partition, _) in &ends {
-        assignment.add_partition_offset(topic, *partition, Offset::Beginning).map_err(|e| e.to_string())?;
-    }
-    consumer.assign(&assignment).map_err(|e| e.to_string())?;
+    let properties = crate::KafkaProperties::default();
     let mut records: Vec<(i32, i64, Vec<u8>, Vec<u8>)> = Vec::new();
-    let mut reached: Vec<bool> = ends.iter().map(|(_, end)| *end <= 0).collect();
-    let deadline = Instant::now() + wait;
-    while reached.iter().any(|r| !r) {
-        match consumer.poll(Duration::from_millis(100)) {
-            Some(Ok(message)) => {
-                let partition = message.partition();
-                if let Some(i) = ends.iter().position(|(p, _)| *p == partition) {
-                    reached[i] |= message.offset() + 1 >= ends[i].1;
-                }
-                records.push((
-                    partition,
-                    message.offset(),
-                    message.key().unwrap_or_default().to_vec(),
-                    message.payload().unwrap_or_default().to_vec(),
-                ))
-            }
-            Some(Err(error)) => return Err(format!("reading {topic}: {error}")),
-            None => {
-                // Transaction markers at the end move the position without a message.
-                let positions = consumer.position().map_err(|e| e.to_string())?;
-                for (i, (partition, end)) in ends.iter().enumerate() {
-                    if let Some(Offset::Offset(p)) = positions.find_partition(topic, *partition).map(|e| e.offset()) {
-                        reached[i] |= p >= *end;
-                    }
-                }
-                if Instant::now() > deadline {
-                    return Err(format!("reading {topic} did not reach the end offsets {ends:?} within {wait:?}"));
-                }
-            }
-        }
-    }
+    crate::admin::read_committed_up_to(brokers, &properties, "eddy-test-reader", topic, &ends, wait, |message| {
+        records.push((
+            message.partition(),
+            message.offset(),
+            message.key().unwrap_or_default().to_vec(),
+            message.payload().unwrap_or_default().to_vec(),
+        ))
+    })
+    .map_err(|e| e.to_string())?;
     records.sort_by_key(|(partition, offset, _, _)| (*partition, *offset));
     Ok(records.into_iter().map(|(p, _, k, v)| (p, k, v)).collect())
 }

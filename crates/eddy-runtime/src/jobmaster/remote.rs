@@ -51,11 +51,14 @@ impl RemoteLauncher {
         let job = graph.job_name.clone();
         validate(&graph).map_err(|message| JobError::InvalidJob { job: job.clone(), message })?;
         let parallelism = graph.slots_needed();
-        let client = JobClient::submit(&target, &job, parallelism, graph.exclusive_resources(), resume).map_err(|source| JobError::Cluster {
-            job: job.clone(),
-            message: format!("cannot submit the job to the JobManager at {}", target.jobmanager),
-            source: Some(source),
-        })?;
+        let client =
+            JobClient::submit(&target, &job, parallelism, graph.exclusive_resources(), resume).map_err(|source| {
+                JobError::Cluster {
+                    job: job.clone(),
+                    message: format!("cannot submit the job to the JobManager at {}", target.jobmanager),
+                    source: Some(source),
+                }
+            })?;
         let launcher = RemoteLauncher { clock, client };
         let board = graph.config.board.clone();
         let outcome = JobMaster { launcher: &launcher }.run(graph);

@@ -96,9 +96,11 @@ fn take_job_back(
     parallelism: u32,
     job: eddy_rpc::JobId,
 ) -> Result<super::job_client::JobClient, JobError> {
-    super::job_client::JobClient::submit(target, name, parallelism, Vec::new(), Some(job)).map_err(|source| JobError::Cluster {
-        job: name.to_string(),
-        message: "cannot take the job back from the JobManager".into(),
-        source: Some(source),
+    super::job_client::JobClient::submit(target, name, parallelism, Vec::new(), Some(job)).map_err(|source| {
+        JobError::Cluster {
+            job: name.to_string(),
+            message: "cannot take the job back from the JobManager".into(),
+            source: Some(source),
+        }
     })
 }
