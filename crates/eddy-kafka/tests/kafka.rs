@@ -9,7 +9,7 @@ use eddy_checkpoint::restart::RestartStrategy;
 use eddy_kafka::admin::create_topic;
 use eddy_kafka::source::utf8_values;
 use eddy_kafka::testing::{produce, read_committed, read_committed_with_java, KafkaCluster};
-use eddy_kafka::{DeliveryGuarantee, KafkaSink, KafkaSource};
+use eddy_kafka::{DeliveryGuarantee, KafkaSink, KafkaSource, StartingOffsets};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -671,4 +671,87 @@ fn the_exactly_once_sink_holds_its_task_back_beyond_its_bound_of_uncommitted_byt
     eprintln!("taken in 4 s before the outage: {before}; from 2 s to 6 s into it: {during}");
     assert!(during * 4 < before, "taken in 4 s before the outage {before}, in 4 s of it {during}");
     assert_exactly(&output_counts(&b, "bounded-out"), 0..RECORDS);
+}
+
+/// `savepoint`'s `_metadata` written again as format 2 wrote it (an eddy before the split
+/// enumerators' state was checkpointed): without coordinator state.
+fn rewrite_as_format_2(savepoint: &str) {
+    use eddy_checkpoint::metadata::{decode_metadata, frame, TaskStateEntry, METADATA_FILE};
+    use eddy_checkpoint::{CheckpointId, SnapshotKind};
+    #[derive(serde::Serialize)]
+    struct MetadataV2<'a> {
+        checkpoint_id: &'a CheckpointId,
+        kind: &'a SnapshotKind,
+        job_name: &'a str,
+        max_parallelism: u32,
+        timestamp_ms: u64,
+        tasks: &'a [TaskStateEntry],
+    }
+    let path = std::path::Path::new(savepoint).join(METADATA_FILE);
+    let metadata = decode_metadata(savepoint, &std::fs::read(&path).unwrap()).unwrap();
+    assert!(metadata.coordinators.is_some(), "the savepoint holds the split enumerator's state");
+    let old = MetadataV2 {
+        checkpoint_id: &metadata.checkpoint_id,
+        kind: &metadata.kind,
+        job_name: &metadata.job_name,
+        max_parallelism: metadata.max_parallelism,
+        timestamp_ms: metadata.timestamp_ms,
+        tasks: &metadata.tasks,
+    };
+    let mut bytes = frame(&postcard::to_allocvec(&old).unwrap());
+    bytes[8..12].copy_from_slice(&2u32.to_le_bytes()); // the checksum covers the payload only
+    std::fs::write(&path, &bytes).unwrap();
+    assert_eq!(decode_metadata(savepoint, &bytes).unwrap().coordinators, None);
+}
+
+/// A savepoint of format 2 has no split enumerator state: the readers' restored splits
+/// keep their positions, and a partition none of them held (here one added after the
+/// savepoint) starts at its earliest offset, not at the job's starting offsets resolved
+/// anew ("latest" would skip every record written to it before the restore).
+#[test]
+fn a_partition_no_reader_held_at_a_format_2_savepoint_starts_at_its_earliest_offset() {
+    let b = KafkaCluster::shared().brokers.clone();
+    create_topic(&b, "fmt2", 2, &[]).unwrap();
+    produce(&b, "fmt2", &numbers(0, 2000, 2)).unwrap();
+    let dir = scratch("fmt2");
+    let run = |restore: Option<&str>, stop_after: Option<u64>| {
+        let env = Env::new();
+        env.set_parallelism(2);
+        env.enable_checkpointing(100);
+        env.set_checkpoint_dir(dir.join("checkpoints"));
+        env.set_restart_strategy(RestartStrategy::None);
+        if let Some(savepoint) = restore {
+            env.restore_from(savepoint);
+        }
+        if let Some(ms) = stop_after {
+            env.stop_with_savepoint_after(dir.join("savepoint"), ms);
+        }
+        // The two first partitions from offset 0; any other from the latest offset.
+        let starting = StartingOffsets::Offsets(
+            vec![("fmt2".into(), 0, 0), ("fmt2".into(), 1, 0)],
+            eddy_kafka::OffsetResetStrategy::Latest,
+        );
+        env.add_parallel_source(KafkaSource::new(&b, &["fmt2"], utf8_values).with_starting_offsets(starting).bounded())
+            .uid("in")
+            .map(|v: String| {
+                // Slow enough that the first run is stopped before it read everything.
+                std::thread::sleep(Duration::from_millis(2));
+                v
+            })
+            .uid("slow")
+            .add_sink(exactly_once_to(&b, "fmt2-out"))
+            .uid("out");
+        env.execute("format 2").unwrap()
+    };
+    let first = run(None, Some(1500));
+    let savepoint = first.savepoint.expect("stopped with a savepoint");
+    let partial = output_counts(&b, "fmt2-out").len();
+    assert!(partial < 2000, "the first run should have been stopped early, it wrote {partial}");
+    rewrite_as_format_2(&savepoint);
+    eddy_kafka::admin::add_partitions(&b, "fmt2", 3).unwrap();
+    produce(&b, "fmt2", &(2000..3000).map(|i| (2, i.to_string(), i.to_string().into_bytes())).collect::<Vec<_>>())
+        .unwrap();
+    run(Some(&savepoint), None);
+    assert_exactly(&output_counts(&b, "fmt2-out"), 0..3000);
+    let _ = std::fs::remove_dir_all(&dir);
 }
