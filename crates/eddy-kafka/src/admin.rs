@@ -227,6 +227,9 @@ pub(crate) fn read_committed_up_to(
 ) -> Result<(), KafkaConnectorError> {
     use rdkafka::message::Message;
     use rdkafka::{Offset, TopicPartitionList};
+    if ends.iter().all(|(_, end)| *end <= 0) {
+        return Ok(());
+    }
     let failed = |e| KafkaConnectorError::client(format!("reading {topic}"), brokers, e);
     let consumer: BaseConsumer = properties
         .client_config(
@@ -243,6 +246,7 @@ pub(crate) fn read_committed_up_to(
     let mut reached: Vec<bool> = ends.iter().map(|(_, end)| *end <= 0).collect();
     let deadline = std::time::Instant::now() + wait;
     let mut last_warning: Option<std::time::Instant> = None;
+    let mut last_error = None;
     while reached.iter().any(|r| !r) {
         match consumer.poll(Duration::from_millis(100)) {
             Some(Ok(message)) => {
@@ -256,6 +260,7 @@ pub(crate) fn read_committed_up_to(
                     last_warning = Some(std::time::Instant::now());
                     tracing::warn!(topic, brokers, "reading {topic}: {error}; retrying");
                 }
+                last_error = Some(error);
             }
             None => {
                 if let Ok(positions) = consumer.position() {
@@ -267,8 +272,18 @@ pub(crate) fn read_committed_up_to(
             }
         }
         if reached.iter().any(|r| !r) && std::time::Instant::now() > deadline {
+            let short: Vec<String> = ends
+                .iter()
+                .zip(&reached)
+                .filter(|(_, reached)| !**reached)
+                .map(|((partition, end), _)| format!("{topic}/{partition} to offset {end}"))
+                .collect();
+            let why = match last_error {
+                Some(error) => format!("the last read failed: {error}"),
+                None => "a transaction still open there holds a committed reader back".to_string(),
+            };
             return Err(KafkaConnectorError::Timeout {
-                action: format!("reading {topic} up to the end offsets {ends:?} (a transaction holds it back)"),
+                action: format!("reading {topic} up to its end offsets ({} not reached; {why})", short.join(", ")),
                 brokers: brokers.to_string(),
                 seconds: wait.as_secs(),
             });

@@ -86,7 +86,7 @@ fn broker_transactions_behave_as_the_sink_needs() {
     // A committed reader cannot pass the open transaction.
     let blocked = read_committed(b, "txn", Duration::from_secs(3));
     assert!(
-        blocked.as_ref().is_err_and(|e| e.contains("reading txn up to the end offsets")),
+        blocked.as_ref().is_err_and(|e| e.contains("reading txn up to its end offsets")),
         "a committed reader passed an open transaction: {blocked:?}"
     );
     let second = make();
@@ -175,6 +175,8 @@ fn undeserializable_record_names_topic_partition_and_offset() {
 fn bounded_restore_stops_where_the_first_run_would_have() {
     let b = KafkaCluster::shared().brokers.clone();
     create_topic(&b, "bounded", 3, &[]).unwrap();
+    // Created here: the first run may be stopped before its first commit would create it.
+    create_topic(&b, "bounded-out", 3, &[]).unwrap();
     produce(&b, "bounded", &numbers(0, 3000, 3)).unwrap();
     let dir = scratch("bounded");
     let run = |restore: Option<&str>, stop_after: Option<u64>| {
@@ -512,7 +514,9 @@ fn one_transactional_id_prefix_for_two_sinks_of_a_job_is_refused() {
     words.add_sink(exactly_once_to("127.0.0.1:1", "twice")).name("second");
     let error = env.execute("two sinks, one prefix").unwrap_err().to_string();
     assert!(
-        error.contains("operator 'first' and operator 'second' both need the Kafka transactional id prefix 'twice'"),
+        error.contains("operator 'first' (uid ")
+            && error.contains("and operator 'second' (uid ")
+            && error.contains("both need the Kafka transactional id prefix 'twice'"),
         "{error}"
     );
 }
@@ -634,7 +638,7 @@ fn the_exactly_once_sink_holds_its_task_back_beyond_its_bound_of_uncommitted_byt
     const RECORDS: u64 = 150_000;
     let (_broker, proxy) = KafkaCluster::single_behind_proxy().unwrap();
     let b = _broker.brokers.clone();
-    create_topic(&b, "bounded-out", 1, &[]).unwrap();
+    create_topic(&b, "capped-out", 1, &[]).unwrap();
     let sampler = std::thread::spawn(move || {
         let deadline = std::time::Instant::now() + WAIT;
         while TAKEN.load(SeqCst) < 10_000 {
@@ -665,12 +669,12 @@ fn the_exactly_once_sink_holds_its_task_back_beyond_its_bound_of_uncommitted_byt
             TAKEN.fetch_add(1, SeqCst);
             i.to_string()
         })
-        .add_sink(exactly_once_to(&b, "bounded-out").with_max_uncommitted_bytes(64 << 10));
+        .add_sink(exactly_once_to(&b, "capped-out").with_max_uncommitted_bytes(64 << 10));
     env.execute("bounded uncommitted bytes").unwrap();
     let (before, during, _proxy) = sampler.join().unwrap();
     eprintln!("taken in 4 s before the outage: {before}; from 2 s to 6 s into it: {during}");
     assert!(during * 4 < before, "taken in 4 s before the outage {before}, in 4 s of it {during}");
-    assert_exactly(&output_counts(&b, "bounded-out"), 0..RECORDS);
+    assert_exactly(&output_counts(&b, "capped-out"), 0..RECORDS);
 }
 
 /// `savepoint`'s `_metadata` written again as format 2 wrote it (an eddy before the split
@@ -712,6 +716,8 @@ fn rewrite_as_format_2(savepoint: &str) {
 fn a_partition_no_reader_held_at_a_format_2_savepoint_starts_at_its_earliest_offset() {
     let b = KafkaCluster::shared().brokers.clone();
     create_topic(&b, "fmt2", 2, &[]).unwrap();
+    // Created here: the first run may be stopped before its first commit would create it.
+    create_topic(&b, "fmt2-out", 2, &[]).unwrap();
     produce(&b, "fmt2", &numbers(0, 2000, 2)).unwrap();
     let dir = scratch("fmt2");
     let run = |restore: Option<&str>, stop_after: Option<u64>| {

@@ -580,11 +580,14 @@ fn submit(
     exclusive_resources: Vec<String>,
 ) -> Result<(JobId, u32, u32), String> {
     let mut state = shared.state();
-    for (id, other) in state.jobs.iter().filter(|(_, j)| j.ended.is_none()) {
+    // A job that reported its end holds nothing any more, also before its JobMaster's
+    // connection closes (a restore from its savepoint follows at once).
+    let holding = state.jobs.iter().filter(|(_, j)| j.ended.is_none() && !j.state.is_terminal());
+    for (id, other) in holding {
         if let Some(resource) = exclusive_resources.iter().find(|r| other.exclusive_resources.contains(r)) {
             return Err(format!(
                 "job '{name}' needs {resource}, which job {id} ('{}', {}) holds: two writers would fence each \
-                 other. Stop or cancel job {id} first, or give this job's sink its own",
+                 other. Stop or cancel job {id} and wait until it has ended, or give this job's sink another one",
                 other.name, other.state
             ));
         }

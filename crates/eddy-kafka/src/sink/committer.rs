@@ -28,8 +28,36 @@ pub(crate) struct CommitTarget {
     pub(crate) lineage: u64,
 }
 
-/// Sends `epochs` and the marker of the last in one transaction of `producer`.
+/// Sends `epochs` and the marker of the last in one transaction of `producer`; a failure
+/// because another producer took the slot's transactional id says so.
 pub(crate) fn commit_epochs<E: Borrow<Epoch>>(
+    producer: &mut SinkProducer,
+    target: &CommitTarget,
+    epochs: &[E],
+) -> Result<(), KafkaConnectorError> {
+    transact(producer, target, epochs).map_err(|error| explain_fencing(error, producer, target))
+}
+
+/// `error` with the reason when the producer was fenced (its own error or the producer's
+/// fatal error says so: a send after the fencing fails only as "fatal error").
+fn explain_fencing(error: KafkaConnectorError, producer: &SinkProducer, target: &CommitTarget) -> KafkaConnectorError {
+    use rdkafka::types::RDKafkaErrorCode::{Fenced, InvalidProducerEpoch, ProducerFenced};
+    let is_fenced = |code| matches!(code, Some(Fenced | ProducerFenced | InvalidProducerEpoch));
+    let KafkaConnectorError::Client { action, brokers, source } = error else { return error };
+    if !is_fenced(source.rdkafka_error_code()) && !is_fenced(producer.producer.client().fatal_error().map(|(c, _)| c)) {
+        return KafkaConnectorError::Client { action, brokers, source };
+    }
+    let prefix = &target.prefix;
+    let action = format!(
+        "{action}; another producer took the transactional id {prefix}-{}: another job with the transactional id \
+         prefix '{prefix}' (each job needs its own; a JobManager refuses a second one at submission, jobs run apart \
+         cannot know of each other), or a newer attempt of this job",
+        target.slot
+    );
+    KafkaConnectorError::Client { action, brokers, source }
+}
+
+fn transact<E: Borrow<Epoch>>(
     producer: &mut SinkProducer,
     target: &CommitTarget,
     epochs: &[E],
@@ -37,21 +65,7 @@ pub(crate) fn commit_epochs<E: Borrow<Epoch>>(
     let Some(last) = epochs.last().map(|e| e.borrow().epoch) else { return Ok(()) };
     let slot = target.slot;
     let brokers = producer.brokers().to_string();
-    let client = |action: &str, e: rdkafka::error::KafkaError| {
-        use rdkafka::types::RDKafkaErrorCode::{Fenced, InvalidProducerEpoch, ProducerFenced};
-        let fenced = matches!(e.rdkafka_error_code(), Some(Fenced | ProducerFenced | InvalidProducerEpoch));
-        let why = if fenced {
-            format!(
-                "; another producer took the transactional id {}-{slot}: another job with the transactional id \
-                 prefix '{}' (each job needs its own; a JobManager refuses a second one at submission, jobs run \
-                 apart cannot know of each other), or a newer attempt of this job",
-                target.prefix, target.prefix
-            )
-        } else {
-            String::new()
-        };
-        KafkaConnectorError::client(format!("{action} (slot {slot}){why}"), &brokers, e)
-    };
+    let client = |action: &str, e| KafkaConnectorError::client(format!("{action} (slot {slot})"), &brokers, e);
     let started = std::time::Instant::now();
     producer.producer.begin_transaction().map_err(|e| client("beginning a transaction", e))?;
     tracing::debug!(slot, last_epoch = last, "Kafka sink: transaction begun");

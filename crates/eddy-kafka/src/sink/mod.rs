@@ -41,6 +41,9 @@ const SLOTS_STATE: &str = "kafka-sink-slots";
 /// waits for its committer (`with_max_uncommitted_bytes`).
 pub const MAX_UNCOMMITTED_BYTES_DEFAULT: usize = 256 << 20;
 
+/// How often a sink subtask that waits for its committer says so.
+const HOLD_WARNING_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// Flink's `DeliveryGuarantee`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DeliveryGuarantee {
@@ -130,11 +133,15 @@ impl<T: 'static> KafkaSink<T> {
         self
     }
 
-    /// Exactly-once: the most bytes of records not yet in Kafka (buffered since the last
-    /// barrier, or waiting for their commit) a subtask keeps before its task waits for the
-    /// commits in hand (default 256 MiB). The epochs live in memory and in every
-    /// checkpoint until committed, so while commits are slower than the input (brokers
-    /// slow or away) this bound turns into backpressure instead of growing them.
+    /// Exactly-once: a threshold on the bytes of records not yet in Kafka (buffered since
+    /// the last barrier, or waiting for their commit) beyond which a subtask's task waits
+    /// for the commits already due (default 256 MiB). The epochs live in memory and in
+    /// every checkpoint until committed, so while commits are slower than the input
+    /// (brokers slow or away) this turns into backpressure instead of growing them. It is
+    /// a threshold, not a cap: records of checkpoints not completed yet cannot be
+    /// committed and are not waited for (a long checkpoint interval, failing
+    /// checkpoints), and a wait ends with a commit or its failure (up to the commit's
+    /// 60 s timeout, also when the job is cancelled meanwhile).
     pub fn with_max_uncommitted_bytes(mut self, bytes: usize) -> Self {
         self.max_uncommitted_bytes = bytes;
         self
@@ -180,6 +187,8 @@ struct WriteAhead {
     sealed_bytes: usize,
     /// See [`KafkaSink::with_max_uncommitted_bytes`].
     max_uncommitted_bytes: usize,
+    /// When the task last said it waits for its committer (said at most every 10 s).
+    last_hold_warning: Option<std::time::Instant>,
     /// How many sealed epochs, from the front, are handed to the committer.
     submitted: usize,
     committer: Committer,
@@ -187,33 +196,37 @@ struct WriteAhead {
 
 impl WriteAhead {
     #[inline]
-    fn over_bound(&self) -> bool {
+    fn over_threshold(&self) -> bool {
         self.epochs.current.bytes.len() + self.sealed_bytes > self.max_uncommitted_bytes
     }
 
-    /// Above the bound: waits for the committer while it has commits in hand that free
+    /// Above the threshold: waits for the committer while it has commits in hand that free
     /// bytes. Epochs whose checkpoint has not completed yet cannot be committed (waiting
     /// for them would hold back the barrier that completes it), so without commits in
     /// hand the task goes on.
     fn hold_back(&mut self, slot: u32) -> Result<(), KafkaConnectorError> {
         self.forget_committed()?;
-        if !self.over_bound() || !self.committer.is_busy() {
+        if !self.over_threshold() || !self.committer.is_busy() {
             return Ok(());
         }
         let started = std::time::Instant::now();
-        tracing::warn!(
-            slot,
-            uncommitted_bytes = self.epochs.current.bytes.len() + self.sealed_bytes,
-            epochs = self.epochs.sealed.len(),
-            bound = self.max_uncommitted_bytes,
-            "Kafka sink: more records wait for their commit than the bound allows; the task waits for its committer"
-        );
-        while self.over_bound() && self.committer.is_busy() {
+        if self.last_hold_warning.is_none_or(|at| at.elapsed() >= HOLD_WARNING_EVERY) {
+            self.last_hold_warning = Some(started);
+            tracing::warn!(
+                slot,
+                uncommitted_bytes = self.epochs.current.bytes.len() + self.sealed_bytes,
+                epochs = self.epochs.sealed.len(),
+                threshold = self.max_uncommitted_bytes,
+                "Kafka sink: more records wait for their commit than max_uncommitted_bytes; the task waits for its \
+                 committer (said at most every 10 s)"
+            );
+        }
+        while self.over_threshold() && self.committer.is_busy() {
             if let Some(last) = self.committer.wait_one()? {
                 self.forget_up_to(last);
             }
         }
-        tracing::info!(
+        tracing::debug!(
             slot,
             waited_ms = started.elapsed().as_millis() as u64,
             "Kafka sink: commits caught up; the task goes on"
@@ -404,6 +417,7 @@ impl<T: 'static> RichFunction for KafkaSink<T> {
             epochs: PendingEpochs::default(),
             sealed_bytes: 0,
             max_uncommitted_bytes: self.max_uncommitted_bytes,
+            last_hold_warning: None,
             submitted: 0,
             committer,
         };
@@ -478,7 +492,7 @@ impl<T: 'static> Sink<T> for KafkaSink<T> {
         match &mut run.writer {
             Writer::WriteAhead(log) => {
                 log.epochs.current.push(key, &run.payload);
-                if log.over_bound() {
+                if log.over_threshold() {
                     log.hold_back(run.slot)?;
                 }
             }
@@ -494,15 +508,15 @@ impl<T: 'static> Sink<T> for KafkaSink<T> {
         Ok(())
     }
 
-    /// Exactly-once: its transactional ids on its brokers. A second job with the same
-    /// prefix would fence this one's producers at its start (and this one's restart would
-    /// fence it back), so a JobManager refuses it at submission.
+    /// Exactly-once: its transactional id prefix. A second job with the same prefix would
+    /// fence this one's producers at its start (and this one's restart would fence it
+    /// back), so a JobManager refuses it at submission. The prefix alone, not the brokers:
+    /// one cluster has many spellings (names, addresses, a subset of its brokers), and a
+    /// prefix of its own per job costs nothing.
     fn exclusive_resources(&self) -> Vec<String> {
         match (&self.transactional_id_prefix, self.guarantee) {
             (Some(prefix), DeliveryGuarantee::ExactlyOnce) => {
-                let mut brokers: Vec<&str> = self.brokers.split(',').map(str::trim).collect();
-                brokers.sort_unstable();
-                vec![format!("the Kafka transactional id prefix '{prefix}' on {}", brokers.join(","))]
+                vec![format!("the Kafka transactional id prefix '{prefix}'")]
             }
             _ => Vec::new(),
         }

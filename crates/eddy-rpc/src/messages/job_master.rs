@@ -19,8 +19,8 @@ pub enum JobMasterMessage {
         parallelism: u32,
         args: Vec<String>,
         /// What its operators must hold alone (a Kafka sink's transactional ids): refused
-        /// while a running job holds one of them.
-        #[serde(default)]
+        /// while a running job holds one of them. (Added in protocol version 3: postcard
+        /// cannot leave a field out, so a default would not help older peers.)
         exclusive_resources: Vec<String>,
     },
     /// A JobMaster started again for a job whose JobMaster died takes it back under its id.

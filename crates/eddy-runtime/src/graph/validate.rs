@@ -15,14 +15,14 @@ pub fn validate(graph: &StreamGraph) -> Result<(), String> {
         ));
     }
     let mut uids: HashMap<String, &str> = HashMap::new();
-    let mut held: HashMap<&str, &str> = HashMap::new();
+    let mut held: HashMap<&str, String> = HashMap::new();
     for node in &graph.nodes {
+        let named = format!("operator '{}' (uid {})", node.name, node.effective_uid());
         for resource in &node.exclusive_resources {
-            if let Some(other) = held.insert(resource, &node.name) {
+            if let Some(other) = held.insert(resource, named.clone()) {
                 return Err(format!(
-                    "operator '{other}' and operator '{}' both need {resource}, which one writer must hold alone \
-                     (they would fence each other); give one of them its own",
-                    node.name
+                    "{other} and {named} both need {resource}, which one writer must hold alone (they would fence \
+                     each other); give one of them another one"
                 ));
             }
         }
