@@ -42,8 +42,9 @@ type Allocation = Vec<(TaskManagerId, u32)>;
 
 struct Job {
     name: String,
-    /// Its JobMaster's connection (the last one's while another starts; none for a job a
-    /// new leader found in the job store, until its JobMaster comes back).
+    /// Its JobMaster's connection, once told it is admitted (the last one's while another
+    /// starts; none for a job a new leader found in the job store, until its JobMaster
+    /// comes back).
     connection: Option<Connection>,
     /// Counts the job's JobMasters: a connection that ends speaks for the job only if it
     /// is still the current JobMaster's.
@@ -470,16 +471,29 @@ fn serve_job(shared: &Arc<Shared>, connection: Connection, mut reader: Reader) {
         }
     };
     let heartbeats = shared.options.heartbeats;
-    let slots_available = shared.state().available_to(job);
-    let submitted = JobMasterMessage::Submitted {
-        job,
-        first_attempt,
-        slots_available,
-        generation,
-        heartbeat_interval_ms: heartbeats.interval_ms,
-        heartbeat_timeout_ms: heartbeats.timeout_ms,
+    // The job's connection is set here, and `Submitted` sent, under one lock: whatever
+    // else goes to the job (slots available, commands) is sent after it, as its
+    // JobMaster's admission expects (a TaskManager registering in between sent it
+    // `SlotsAvailable` first, once in 220 stress runs).
+    let sent = {
+        let mut state = shared.state();
+        let slots_available = state.available_to(job);
+        match state.jobs.get_mut(&job) {
+            Some(j) if j.generation == generation && j.ended.is_none() => {
+                j.connection = Some(connection.clone());
+                connection.send(&JobMasterMessage::Submitted {
+                    job,
+                    first_attempt,
+                    slots_available,
+                    generation,
+                    heartbeat_interval_ms: heartbeats.interval_ms,
+                    heartbeat_timeout_ms: heartbeats.timeout_ms,
+                })
+            }
+            _ => return,
+        }
     };
-    if connection.send(&submitted).is_err() {
+    if sent.is_err() {
         return end_job(shared, job, generation, "its JobMaster went away");
     }
     let Some((name, args)) = shared.state().jobs.get(&job).map(|j| (j.name.clone(), j.args.clone())) else { return };
@@ -596,7 +610,8 @@ fn submit(
     let id = JobId(state.next_job);
     let entry = Job {
         name: name.clone(),
-        connection: Some(connection.clone()),
+        // Set once it is told it is admitted (`serve_job`).
+        connection: None,
         generation: 0,
         args: Arc::new(args),
         job_dir: None,

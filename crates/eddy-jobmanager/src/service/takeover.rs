@@ -140,7 +140,8 @@ pub(super) fn resume(
     }
     let Job { generation, connection: current, state: job_state, taking_over_on, parallelism: p, .. } = j;
     *generation += 1;
-    *current = Some(connection.clone());
+    // Set once it is told it is admitted (`serve_job`).
+    *current = None;
     *job_state = JobState::Created;
     *taking_over_on = None;
     *p = parallelism;
