@@ -7,7 +7,8 @@
 //! operators); keyed functions declare state through their [`RuntimeContext`] and set
 //! timers through their context's [`TimerService`]. Event time is [`time`] (timestamps and
 //! watermark strategies); [`window`] holds windows, triggers and evictors, used through
-//! [`KeyedStream::window`].
+//! [`KeyedStream::window`]; [`join`] joins two streams over time (window join, coGroup,
+//! interval join); [`async_io`] enriches records from external services without blocking.
 //!
 //! Depends on `eddy-runtime` (which runs the graph this crate builds), `eddy-state` and
 //! `eddy-types`.
@@ -15,8 +16,10 @@
 // Only eddy-state holds `unsafe` (one audited prefetch); nothing else may.
 #![forbid(unsafe_code)]
 
+pub mod async_io;
 pub mod env;
 pub mod function;
+pub mod join;
 mod key;
 mod operator;
 pub mod sink;
@@ -30,8 +33,8 @@ pub use eddy_types::{CheckpointId, SubtaskIndex};
 pub use env::Env;
 pub use function::*;
 pub use stream::{
-    BroadcastConnectedStream, ConnectedStreams, DataStream, DataStreamSink, KeyedBroadcastConnectedStream,
-    KeyedConnectedStreams, KeyedStream, WindowedStream,
+    AllWindowedStream, BroadcastConnectedStream, ConnectedStreams, DataStream, DataStreamSink,
+    KeyedBroadcastConnectedStream, KeyedConnectedStreams, KeyedStream, WindowedStream,
 };
 
 /// What a stream's records must be: cloneable (fan-out and broadcast copy them), sendable

@@ -109,3 +109,75 @@ pub fn window(args: &Args) -> anyhow::Result<Report> {
     emit(current_start, &mut counts);
     Ok(Report::bare(args.events, started, checksum))
 }
+
+/// W6: per key, each stream's indices of the last `--interval-ms`; a new event pairs with
+/// the other stream's (the streams alternate, so everything older can never pair again
+/// and is dropped: the watermark's work).
+pub fn interval_join(args: &Args) -> anyhow::Result<Report> {
+    check(args, "interval-join")?;
+    let keys = args.keys();
+    let bound = args.interval_ms;
+    let started = Instant::now();
+    let mut waiting: HashMap<u64, [std::collections::VecDeque<u64>; 2]> = HashMap::new();
+    let (mut checksum, mut emitted) = (0u64, 0u64);
+    for i in 0..args.events {
+        for side in 0..2 {
+            let event = Event::generate(side as u64 + 1, i, keys);
+            let sides = waiting.entry(event.key).or_default();
+            for queue in sides.iter_mut() {
+                while queue.front().is_some_and(|&t| t + bound < i) {
+                    queue.pop_front();
+                }
+            }
+            for &other in &sides[1 - side] {
+                let (a, b) = if side == 0 { (i, other) } else { (other, i) };
+                checksum =
+                    checksum.wrapping_add(crate::time_join::pair_term(&(event.key, a, b)).map_err(anyhow::Error::msg)?);
+                emitted += 1;
+            }
+            sides[side].push_back(i);
+        }
+    }
+    let mut report = Report::bare(2 * args.events, started, checksum);
+    report.extra.push(("emitted".to_string(), emitted.to_string()));
+    Ok(report)
+}
+
+/// W7: per key, each stream's indices in the current window; at the window's end every
+/// pair of a key is emitted.
+pub fn window_join(args: &Args) -> anyhow::Result<Report> {
+    check(args, "window-join")?;
+    let keys = args.keys();
+    let size = args.window_ms;
+    let started = Instant::now();
+    let mut window: HashMap<u64, [Vec<u64>; 2]> = HashMap::new();
+    let mut current_start = 0u64;
+    let (mut checksum, mut emitted) = (0u64, 0u64);
+    let mut fire = |window: &mut HashMap<u64, [Vec<u64>; 2]>| -> anyhow::Result<()> {
+        for (key, [lefts, rights]) in window.drain() {
+            for &a in &lefts {
+                for &b in &rights {
+                    checksum =
+                        checksum.wrapping_add(crate::time_join::pair_term(&(key, a, b)).map_err(anyhow::Error::msg)?);
+                    emitted += 1;
+                }
+            }
+        }
+        Ok(())
+    };
+    for i in 0..args.events {
+        let start = i - i % size;
+        if start != current_start {
+            fire(&mut window)?;
+            current_start = start;
+        }
+        for side in 0..2 {
+            let event = Event::generate(side as u64 + 1, i, keys);
+            window.entry(event.key).or_default()[side].push(i);
+        }
+    }
+    fire(&mut window)?;
+    let mut report = Report::bare(2 * args.events, started, checksum);
+    report.extra.push(("emitted".to_string(), emitted.to_string()));
+    Ok(report)
+}

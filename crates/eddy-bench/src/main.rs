@@ -12,13 +12,16 @@
 mod api_count;
 mod bare;
 mod checksum;
+mod enrich;
 mod generator;
 mod join;
+mod join_replay;
 mod kafka;
 mod late_windows;
 mod nexmark;
 mod options;
 mod rate;
+mod time_join;
 mod window;
 mod window_replay;
 
@@ -44,6 +47,17 @@ enum Workload {
     LargeState,
     /// W5: the Nexmark queries (--query q0 … q8).
     Nexmark,
+    /// W6: an event-time interval join of streams 1 and 2 by key within --interval-ms.
+    IntervalJoin,
+    /// Enriches each event through an async HTTP request to a loopback service (async I/O:
+    /// --capacity, --ordered, --service).
+    AsyncEnrich,
+    /// Starts async-enrich's HTTP service on a free loopback port, prints `service=ADDR`
+    /// and runs until stopped.
+    EnrichService,
+    /// W7: an event-time window join of streams 1 and 2 by key in tumbling windows of
+    /// --window-ms.
+    WindowJoin,
     /// Starts Apache Kafka (--nodes brokers, default 1, KRaft mode, from the jars
     /// scripts/install-deps.sh copies) on free loopback ports, prints `brokers=HOST:PORT,…`
     /// and runs until stopped: the brokers the Kafka benchmarks run against.
@@ -62,6 +76,10 @@ enum Workload {
     /// shared/flink-oracle runs Apache Flink (--input, --window, --out-of-orderness,
     /// --allowed-lateness, --output FILE).
     WindowReplay,
+    /// Replays two inputs of `key,timestamp,value` lines through a window join, coGroup or
+    /// interval join, as shared/flink-sql-oracle runs Apache Flink (--input,
+    /// --right-input, --join, --output FILE).
+    JoinReplay,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -134,9 +152,12 @@ pub struct Args {
     /// W5: which Nexmark query.
     #[arg(long, value_enum)]
     pub query: Option<nexmark::Query>,
-    /// W3: the window size in ms.
+    /// W3 and W7: the window size in ms.
     #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..))]
     pub window_ms: u64,
+    /// W6: how far apart in event time two events of a key may be and still pair (ms).
+    #[arg(long, default_value_t = 100)]
+    pub interval_ms: u64,
     /// W3: how often the sources emit watermarks, ms of processing time (Flink's
     /// pipeline.auto-watermark-interval, 200 by default).
     #[arg(long, default_value_t = 200, value_parser = clap::value_parser!(u64).range(1..))]
@@ -147,6 +168,10 @@ pub struct Args {
     pub kafka: kafka::KafkaArgs,
     #[command(flatten)]
     pub replay: window_replay::ReplayArgs,
+    #[command(flatten)]
+    pub join_replay: join_replay::JoinReplayArgs,
+    #[command(flatten)]
+    pub enrich: enrich::EnrichArgs,
     /// How often partial batches and network buffers go out while input keeps coming
     /// (Flink's execution.buffer-timeout); 0: every record at once.
     #[arg(long, default_value_t = eddy::runtime_defaults::BUFFER_TIMEOUT_MS)]
@@ -274,15 +299,28 @@ fn main() {
         (Workload::ApiCount, true) => bare::api_count(&cli.args),
         (Workload::Join, true) => bare::join(&cli.args),
         (Workload::Window, true) => bare::window(&cli.args),
-        (Workload::LargeState | Workload::WindowReplay | Workload::Nexmark | Workload::LateWindows, true) => {
-            Err(anyhow::anyhow!("--bare is for api-count, join and window"))
-        }
+        (Workload::IntervalJoin, true) => bare::interval_join(&cli.args),
+        (Workload::WindowJoin, true) => bare::window_join(&cli.args),
+        (
+            Workload::LargeState
+            | Workload::WindowReplay
+            | Workload::JoinReplay
+            | Workload::AsyncEnrich
+            | Workload::Nexmark
+            | Workload::LateWindows,
+            true,
+        ) => Err(anyhow::anyhow!("--bare is for api-count, join, window, interval-join and window-join")),
         (Workload::ApiCount, false) => api_count::run(&cli.args, "W1 api-count"),
         (Workload::LargeState, false) => api_count::run(&cli.args, "W4 large-state"),
         (Workload::Join, false) => join::run(&cli.args),
         (Workload::Window, false) => window::run(&cli.args),
+        (Workload::IntervalJoin, false) => time_join::run(&cli.args, true),
+        (Workload::WindowJoin, false) => time_join::run(&cli.args, false),
         (Workload::Nexmark, false) => nexmark::run(&cli.args),
         (Workload::WindowReplay, false) => window_replay::run(&cli.args),
+        (Workload::JoinReplay, false) => join_replay::run(&cli.args),
+        (Workload::AsyncEnrich, false) => enrich::run(&cli.args),
+        (Workload::EnrichService, _) => enrich::serve(&cli.args),
         (Workload::LateWindows, false) => late_windows::run(&cli.args),
     };
     let _ = std::fs::remove_dir_all(rocksdb_dir());

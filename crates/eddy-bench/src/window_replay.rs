@@ -44,7 +44,7 @@ impl std::str::FromStr for WindowKind {
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct ReplayArgs {
-    /// window-replay: the `key,timestamp` lines to replay.
+    /// window-replay: the `key,timestamp` lines to replay (join-replay: the first input).
     #[arg(long)]
     pub input: Option<PathBuf>,
     /// window-replay: tumbling:SIZE | sliding:SIZE:SLIDE | session:GAP (ms).
@@ -81,13 +81,18 @@ impl WatermarkGenerator<Record> for PerRecord {
 
 /// Reads `key,timestamp` lines; blank lines are skipped.
 pub fn read_input(path: &Path) -> anyhow::Result<Vec<Record>> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("reading --input {}", path.display()))?;
+    Ok(read_timed_lines(path)?.into_iter().map(|(key, timestamp, _)| (key, timestamp)).collect())
+}
+
+/// Reads `key,timestamp[,rest]` lines (the rest as it is); blank lines are skipped.
+pub fn read_timed_lines(path: &Path) -> anyhow::Result<Vec<(String, i64, Option<String>)>> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
     let mut records = Vec::new();
     for (number, line) in text.lines().enumerate() {
         if line.trim().is_empty() {
             continue;
         }
-        let mut fields = line.split(',');
+        let mut fields = line.splitn(3, ',');
         let (Some(key), Some(timestamp)) = (fields.next(), fields.next()) else {
             bail!("{}:{}: expected `key,timestamp`, found '{line}'", path.display(), number + 1);
         };
@@ -99,7 +104,7 @@ pub fn read_input(path: &Path) -> anyhow::Result<Vec<Record>> {
                 timestamp.trim()
             )
         })?;
-        records.push((key.to_string(), timestamp));
+        records.push((key.to_string(), timestamp, fields.next().map(|rest| rest.trim().to_string())));
     }
     Ok(records)
 }

@@ -228,7 +228,7 @@ impl<T, S: Sink<T>> OneInputLogic<T, ()> for SinkLogic<S> {
     ) -> FunctionResult {
         self.0.invoke(record)
     }
-    fn end_input(&mut self) -> FunctionResult {
+    fn end_input(&mut self, _main: &mut dyn Output<()>) -> FunctionResult {
         self.0.finish()
     }
 }

@@ -29,9 +29,20 @@ pub(crate) trait OneInputLogic<I, O>: 'static {
         side: &mut SideOutputs,
         timers: Option<&InternalTimers>,
     ) -> FunctionResult;
-    /// All input has ended (a sink flushes here).
-    fn end_input(&mut self) -> FunctionResult {
+    /// All input has ended (a sink flushes here; async I/O emits what is in flight).
+    fn end_input(&mut self, _main: &mut dyn Output<O>) -> FunctionResult {
         Ok(())
+    }
+    /// Whether the task must call [`OneInputLogic::on_processing_time`] again soon after
+    /// this record (async I/O while requests are in flight).
+    #[inline]
+    fn wants_wakeup(&self) -> bool {
+        false
+    }
+    /// A watermark from upstream: `true` if the logic keeps it, to pass it on itself later
+    /// through `main` in order with what it holds back (async I/O); `false` passes it on now.
+    fn hold_watermark(&mut self, _watermark: eddy_types::Watermark, _main: &mut dyn Output<O>) -> FunctionResult<bool> {
+        Ok(false)
     }
     /// A timer of a keyed operator fired; its key and namespace are current.
     fn on_timer(
@@ -98,6 +109,10 @@ impl<I, O, L: OneInputLogic<I, O>> Output<I> for OneInputOperator<I, O, L> {
         if let Err(error) = self.logic.process(record, &mut *self.main, &mut core.side, core.timers.as_ref()) {
             self.core.fail(error);
         }
+        if self.logic.wants_wakeup() {
+            let shared = &self.core.info.shared;
+            shared.request_processing_time(shared.processing_time() + 1);
+        }
         self.core.info.shared.leave(previous);
     }
 
@@ -121,7 +136,7 @@ impl<I, O, L: OneInputLogic<I, O>> Lifecycle for OneInputOperator<I, O, L> {
 
     fn end_input(&mut self) -> Result<(), TaskError> {
         let previous = self.core.info.shared.enter(self.core.info.index);
-        let finished = self.logic.end_input();
+        let finished = self.logic.end_input(&mut *self.main);
         self.core.info.shared.leave(previous);
         finished.map_err(|e| self.core.error(e))?;
         self.core.end_input_with(&mut *self.main)
@@ -145,6 +160,12 @@ impl<I, O, L: OneInputLogic<I, O>> Lifecycle for OneInputOperator<I, O, L> {
 
     fn on_watermark(&mut self, watermark: eddy_types::Watermark) -> Result<(), TaskError> {
         if !self.logic.passes_upstream_time() && watermark != eddy_types::Watermark::MAX {
+            return Ok(());
+        }
+        let previous = self.core.info.shared.enter(self.core.info.index);
+        let held = self.logic.hold_watermark(watermark, &mut *self.main);
+        self.core.info.shared.leave(previous);
+        if held.map_err(|e| self.core.error(e))? {
             return Ok(());
         }
         let (logic, main) = (&mut self.logic, &mut self.main);

@@ -84,6 +84,107 @@ impl<T: Data, K: Key> KeyedStream<T, K> {
         )
     }
 
+    /// The running sum of a field per key, emitted after every record (Flink's `sum`):
+    /// the key's first record with the field replaced by the sum so far. The field is
+    /// named by a closure, `|o: &mut Order| &mut o.amount`, as Rust has no field positions.
+    pub fn sum<N, F>(&self, field: F) -> DataStream<T>
+    where
+        T: StateValue + Sync,
+        N: std::ops::AddAssign + Clone,
+        F: Fn(&mut T) -> &mut N + Clone + Send + Sync + 'static,
+    {
+        self.rolling("Keyed Aggregation (sum)", move |mut so_far: T, mut next: T| {
+            let add = field(&mut next).clone();
+            *field(&mut so_far) += add;
+            so_far
+        })
+    }
+
+    /// The running minimum of a field per key (Flink's `min`): the key's first record with
+    /// the field replaced by the smallest value so far. [`KeyedStream::min_by`] gives the
+    /// record that holds the minimum instead.
+    pub fn min<N, F>(&self, field: F) -> DataStream<T>
+    where
+        T: StateValue + Sync,
+        N: PartialOrd + Clone,
+        F: Fn(&mut T) -> &mut N + Clone + Send + Sync + 'static,
+    {
+        self.rolling("Keyed Aggregation (min)", move |mut so_far: T, mut next: T| {
+            let candidate = field(&mut next).clone();
+            let current = field(&mut so_far);
+            if candidate < *current {
+                *current = candidate;
+            }
+            so_far
+        })
+    }
+
+    /// The running maximum of a field per key (Flink's `max`), as [`KeyedStream::min`].
+    pub fn max<N, F>(&self, field: F) -> DataStream<T>
+    where
+        T: StateValue + Sync,
+        N: PartialOrd + Clone,
+        F: Fn(&mut T) -> &mut N + Clone + Send + Sync + 'static,
+    {
+        self.rolling("Keyed Aggregation (max)", move |mut so_far: T, mut next: T| {
+            let candidate = field(&mut next).clone();
+            let current = field(&mut so_far);
+            if candidate > *current {
+                *current = candidate;
+            }
+            so_far
+        })
+    }
+
+    /// The record with the smallest `value` per key so far, emitted after every record
+    /// (Flink's `minBy`); of equal values the first record is kept.
+    pub fn min_by<N, F>(&self, value: F) -> DataStream<T>
+    where
+        T: StateValue + Sync,
+        N: PartialOrd,
+        F: Fn(&T) -> N + Clone + Send + Sync + 'static,
+    {
+        self.rolling(
+            "Keyed Aggregation (minBy)",
+            move |so_far: T, next: T| {
+                if value(&next) < value(&so_far) {
+                    next
+                } else {
+                    so_far
+                }
+            },
+        )
+    }
+
+    /// The record with the largest `value` per key so far (Flink's `maxBy`); of equal
+    /// values the first record is kept.
+    pub fn max_by<N, F>(&self, value: F) -> DataStream<T>
+    where
+        T: StateValue + Sync,
+        N: PartialOrd,
+        F: Fn(&T) -> N + Clone + Send + Sync + 'static,
+    {
+        self.rolling(
+            "Keyed Aggregation (maxBy)",
+            move |so_far: T, next: T| {
+                if value(&next) > value(&so_far) {
+                    next
+                } else {
+                    so_far
+                }
+            },
+        )
+    }
+
+    /// A rolling aggregation: a reduce under its own name.
+    fn rolling<F>(&self, name: &str, reduce: F) -> DataStream<T>
+    where
+        T: StateValue + Sync,
+        F: Fn(T, T) -> T + Clone + Send + Sync + 'static,
+    {
+        self.reduce(reduce).name(name)
+    }
+
     /// Connects with another stream keyed by the same key type: both sides share the keyed
     /// state of a key (seed 000's two-topic join).
     pub fn connect<B: Data>(&self, other: &KeyedStream<B, K>) -> KeyedConnectedStreams<T, B, K> {

@@ -1,11 +1,14 @@
 //! The streams a job is built from: [`DataStream`], [`KeyedStream`] (after `key_by`),
 //! [`ConnectedStreams`] / [`KeyedConnectedStreams`] (after `connect`) and
-//! [`BroadcastConnectedStream`].
+//! [`BroadcastConnectedStream`]; [`WindowedStream`] and [`AllWindowedStream`] after
+//! `window` and `window_all`.
 
+mod all_windowed;
 mod connected;
 mod keyed;
 mod windowed;
 
+pub use all_windowed::AllWindowedStream;
 pub use connected::{BroadcastConnectedStream, ConnectedStreams, KeyedBroadcastConnectedStream, KeyedConnectedStreams};
 pub use keyed::KeyedStream;
 pub use windowed::WindowedStream;
