@@ -453,3 +453,16 @@ fn a_restore_of_the_latest_among_two_killed_jobs_is_refused_until_one_is_named()
     assert_eq!(output(&out_a), expected, "A's output is exactly the failure-free run's");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// W6, the interval join: its buffers and cleanup timers are keyed state; restored at
+/// parallelism 3, the pairs are exactly the failure-free run's.
+#[test]
+fn the_interval_join_survives_sigkill_and_restores_at_parallelism_3_record_exact() {
+    kill_and_restore_at("interval-join-kill", "interval-join", &[], &[], "3");
+}
+
+/// W7, the window join, on RocksDB: both sides' window contents restored at parallelism 1.
+#[test]
+fn the_window_join_on_rocksdb_survives_sigkill_and_restores_at_parallelism_1_record_exact() {
+    kill_and_restore_at("window-join-kill", "window-join", &["--backend", "rocksdb"], &[], "1");
+}

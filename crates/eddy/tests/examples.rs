@@ -4,6 +4,8 @@
 
 #[path = "../examples/api_count.rs"]
 mod api_count;
+#[path = "../examples/async_enrichment.rs"]
+mod async_enrichment;
 #[path = "../examples/broadcast_rules.rs"]
 mod broadcast_rules;
 #[path = "../examples/consumer_lag.rs"]
@@ -12,6 +14,8 @@ mod consumer_lag;
 mod dedup;
 #[path = "../examples/order_state_machine.rs"]
 mod order_state_machine;
+#[path = "../examples/orders_payments.rs"]
+mod orders_payments;
 #[path = "../examples/requests_per_minute.rs"]
 mod requests_per_minute;
 #[path = "../examples/two_topic_join.rs"]
@@ -423,4 +427,37 @@ fn unpaid_orders_are_reported_by_their_timers_also_after_a_restore() {
         job_with_timeout(env, events.clone(), timeout, ExactlyOnceFileSink::<String>::new_in(out));
     });
     assert_eq!(lines, expected);
+}
+
+#[test]
+fn orders_payments_pairs_exactly_the_orders_paid_within_15_minutes() {
+    use orders_payments::*;
+    let (orders, payments) = orders_and_payments(3_000);
+    let mut expected = Vec::new();
+    for p in &payments {
+        let o = &orders[p.order as usize];
+        let waited = p.paid_ms - o.placed_ms;
+        if (0..=PAY_WITHIN_MS).contains(&waited) {
+            expected.push((o.id, o.customer.clone(), waited / 60_000));
+        }
+    }
+    assert!(expected.len() > 1_000 && expected.len() < payments.len(), "some payments are too late");
+    for parallelism in [1, 4] {
+        let sink = CollectSink::new();
+        let env = env(parallelism);
+        job(&env, orders.clone(), payments.clone(), sink.clone());
+        env.execute("orders and payments").unwrap();
+        assert_eq!(sorted(sink.take()), sorted(expected.clone()), "at parallelism {parallelism}");
+    }
+}
+
+#[test]
+fn async_enrichment_gives_every_order_its_customer_name_once() {
+    let service = async_enrichment::start_customer_service().unwrap();
+    let sink = CollectSink::new();
+    let env = env(2);
+    async_enrichment::job(&env, service, 2_000, sink.clone());
+    env.execute("async enrichment").unwrap();
+    let expected: Vec<(u64, String)> = (0..2_000).map(|o| (o, format!("name-{}", o % 100))).collect();
+    assert_eq!(sorted(sink.take()), expected, "every order once, retried past the 503s");
 }
