@@ -2,9 +2,9 @@
 //! rolling aggregations (`sum`, `min`, `max`, `min_by`, `max_by`) as Flink emits them,
 //! `window_all` and `count_window_all` at parallelism 1, window join and coGroup with
 //! sessions merged across both sides, triggers, allowed lateness and late side outputs,
-//! the interval join's late side outputs and timestamps, and jobs refused for joins that
-//! cannot work. (Flink's own outputs for window and interval joins on generated inputs:
-//! eddy-bench's `tests/join_replay.rs`.)
+//! the interval join's late side outputs and timestamps, jobs refused for joins that cannot
+//! work, and ingestion time. (Flink's own outputs for window and interval joins on
+//! generated inputs: eddy-bench's `tests/join_replay.rs`.)
 
 use eddy::join::{join_function, JoinContext, TaggedUnion};
 use eddy::prelude::*;
@@ -430,4 +430,51 @@ fn joins_that_cannot_work_are_refused_before_the_job_runs() {
         error.contains("event-time window join needs timestamps on both inputs, and the second has none"),
         "{error}"
     );
+}
+
+#[test]
+fn ingestion_time_stamps_records_with_the_sources_clock_and_windows_follow_it() {
+    use eddy::time::Ingested;
+    // The stamping takes the parallelism of the operator before it (1 here, the job's is
+    // 2), so it runs in that operator's task, as it should.
+    let env = Env::new();
+    env.set_parallelism(2);
+    let started = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64;
+    // Two groups of records 500 ms apart on the clock: no 250 ms window can hold both.
+    let stamped = env
+        .from_sequence(0, 19)
+        .set_parallelism(1)
+        .map(|i| {
+            if i == 10 {
+                std::thread::sleep(Duration::from_millis(500));
+            }
+            i
+        })
+        .set_parallelism(1)
+        .with_ingestion_time();
+    let stamps = CollectSink::new();
+    stamped.add_sink(stamps.clone());
+    let windows = CollectSink::new();
+    stamped
+        .window_all(TumblingEventTimeWindows::of(Duration::from_millis(250)))
+        .process(eddy::window::window_function(
+            |_: &(),
+             _: &TimeWindow,
+             records: &mut dyn Iterator<Item = Ingested<u64>>,
+             out: &mut Collector<'_, Vec<u64>>| { out.collect(records.map(|r| r.value).collect()) },
+        ))
+        .add_sink(windows.clone());
+    env.execute("ingestion time").unwrap();
+    let ended = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64;
+    let mut stamps = stamps.take();
+    stamps.sort_by_key(|r| r.value);
+    assert_eq!(stamps.len(), 20);
+    assert!(stamps.windows(2).all(|w| w[0].timestamp <= w[1].timestamp), "stamps never go back: {stamps:?}");
+    assert!(stamps.iter().all(|r| (started..=ended).contains(&r.timestamp)), "stamped by the clock of the run");
+    assert!(stamps[10].timestamp - stamps[9].timestamp >= 500, "the pause is in the stamps");
+    let windows = windows.take();
+    assert_eq!(windows.iter().map(Vec::len).sum::<usize>(), 20, "{windows:?}");
+    for window in &windows {
+        assert!(window.iter().all(|&i| i < 10) || window.iter().all(|&i| i >= 10), "one group per window: {windows:?}");
+    }
 }

@@ -14,10 +14,12 @@
 //! pause while they are too far ahead of the group's slowest (`alignment.rs`).
 
 mod alignment;
+mod ingestion;
 mod strategy;
 
 pub(crate) use alignment::AlignmentMember;
 pub use alignment::WatermarkAlignment;
+pub use ingestion::Ingested;
 pub(crate) use strategy::WatermarkForward;
 
 pub use strategy::{
