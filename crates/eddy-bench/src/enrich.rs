@@ -5,7 +5,8 @@
 //!
 //! The service (`enrich-service`, or one started in-process without `--service`) answers
 //! after 10 ms; every 50th id (i mod 50 = 7) after 200 ms; the first request for every
-//! 13th id with HTTP 503, which the job retries (fixed delay, up to 5 times). `GET
+//! 13th id with HTTP 503, which the job retries (fixed delay, up to 5 times); with
+//! `--steady`, every answer after 10 ms. `GET
 //! /requests` tells how many requests it answered and for how many distinct ids, so that a
 //! test sees each record requested at least once.
 
@@ -33,13 +34,24 @@ pub struct EnrichArgs {
     /// async-enrich: results in the order of their records.
     #[arg(long)]
     pub ordered: bool,
+    /// async-enrich / enrich-service: the service answers every request after 10 ms, with
+    /// neither slow answers nor errors (for the throughput ceiling, capacity / 10 ms).
+    #[arg(long)]
+    pub steady: bool,
 }
 
 /// Requests per id the service answered.
 type Requests = Arc<Mutex<HashMap<u64, u64>>>;
 
+/// The service's state: the requests so far, and whether it is steady.
+#[derive(Clone)]
+struct Service {
+    requests: Requests,
+    steady: bool,
+}
+
 async fn enrich(
-    axum::extract::State(requests): axum::extract::State<Requests>,
+    axum::extract::State(Service { requests, steady }): axum::extract::State<Service>,
     axum::extract::Path(id): axum::extract::Path<u64>,
 ) -> (axum::http::StatusCode, String) {
     let first = {
@@ -48,21 +60,21 @@ async fn enrich(
         *count += 1;
         *count == 1
     };
-    let delay = if id % 50 == 7 { 200 } else { 10 };
+    let delay = if id % 50 == 7 && !steady { 200 } else { 10 };
     tokio::time::sleep(Duration::from_millis(delay)).await;
-    if first && id % 13 == 0 {
+    if first && id.is_multiple_of(13) && !steady {
         return (axum::http::StatusCode::SERVICE_UNAVAILABLE, "try again".to_string());
     }
     (axum::http::StatusCode::OK, (3 * id + 1).to_string())
 }
 
-async fn stats(axum::extract::State(requests): axum::extract::State<Requests>) -> String {
+async fn stats(axum::extract::State(Service { requests, .. }): axum::extract::State<Service>) -> String {
     let requests = requests.lock().unwrap_or_else(|e| e.into_inner());
     format!("requests={} distinct={}\n", requests.values().sum::<u64>(), requests.len())
 }
 
 /// Starts the service on a free loopback port, on a thread of its own.
-pub fn start_service() -> anyhow::Result<SocketAddr> {
+pub fn start_service(steady: bool) -> anyhow::Result<SocketAddr> {
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     let listener = runtime.block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))?;
     let address = listener.local_addr()?;
@@ -70,7 +82,7 @@ pub fn start_service() -> anyhow::Result<SocketAddr> {
     let app = axum::Router::new()
         .route("/enrich/{id}", axum::routing::get(enrich))
         .route("/requests", axum::routing::get(stats))
-        .with_state(requests);
+        .with_state(Service { requests, steady });
     std::thread::Builder::new().name("enrich-service".into()).spawn(move || {
         if let Err(e) = runtime.block_on(async { axum::serve(listener, app).await }) {
             eprintln!("enrich-service stopped: {e}");
@@ -80,8 +92,8 @@ pub fn start_service() -> anyhow::Result<SocketAddr> {
 }
 
 /// `enrich-service`: runs the service until killed.
-pub fn serve(_args: &Args) -> anyhow::Result<Report> {
-    let address = start_service()?;
+pub fn serve(args: &Args) -> anyhow::Result<Report> {
+    let address = start_service(args.enrich.steady)?;
     println!("service={address}");
     loop {
         std::thread::park();
@@ -109,7 +121,7 @@ pub fn run(args: &Args) -> anyhow::Result<Report> {
     let enrich_args = &args.enrich;
     let address = match enrich_args.service {
         Some(address) => address,
-        None => start_service()?,
+        None => start_service(enrich_args.steady)?,
     };
     let env = Env::new();
     args.configure(&env)?;
