@@ -29,16 +29,19 @@ use std::time::Duration;
 /// record's results (Flink's `ResultFuture.complete`), or an error, which fails the job
 /// unless a retry strategy retries it.
 ///
-/// `async_invoke` runs on the task's thread and should only start the work; the future
-/// runs on eddy's async I/O runtime (tokio), where tokio's I/O and timers work. `open`
-/// is the place to make clients; they are shared by the subtask's requests.
+/// `async_invoke` is called on eddy's async I/O runtime (tokio), where tokio's I/O and
+/// timers work, once per attempt. `open` is the place to make clients: the requests call
+/// a copy of the function made right after `open` (clients shared through an `Arc`, or
+/// cheap to clone as most are), while `snapshot_state`, the checkpoint notifications and
+/// `close` reach the original.
 pub trait AsyncFunction<I, O>: RichFunction + Clone + Send + Sync + 'static {
     fn async_invoke(&self, input: I) -> impl Future<Output = FunctionResult<Vec<O>>> + Send + 'static;
 
     /// The request for `input` did not complete within the timeout (all its attempts
     /// together). By default the job fails; override it to emit a fallback instead.
     fn timeout(&self, _input: &I) -> FunctionResult<Vec<O>> {
-        Err(AsyncIoError::TimedOut.into())
+        Err("AsyncFunction::timeout is not overridden, so a timeout fails the job (override it to emit a fallback)"
+            .into())
     }
 }
 

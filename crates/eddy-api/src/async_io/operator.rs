@@ -9,7 +9,9 @@
 //! - A checkpoint keeps the inputs of every queued record (operator list state); after a
 //!   restore they are requested again, before any new record: each record's request is
 //!   made at least once and its results are emitted exactly once.
-//! - The end of input waits for every request.
+//! - The end of input waits for every request. A cancel is noticed while waiting, and the
+//!   requests still in flight are aborted when the operator goes away.
+//! - A request that panics ends as an error, so nothing waits for it forever.
 
 use super::queue::{ElementQueue, Emit};
 use super::retry::AsyncRetryStrategy;
@@ -18,17 +20,23 @@ use crate::function::{FunctionError, FunctionResult, RichFunction, RuntimeContex
 use crate::operator::one_input::OneInputLogic;
 use crate::operator::timers::InternalTimers;
 use crossbeam_channel::{unbounded, Receiver, RecvTimeoutError, Sender};
+use eddy_runtime::task::OperatorInfo;
 use eddy_runtime::Output;
 use eddy_state::ListStateDescriptor;
 use eddy_types::{CheckpointId, Watermark};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// The operator list state holding the queued inputs.
 const QUEUE_STATE: &str = "async-wait-queue";
 
 /// How long a full queue waits for an outcome before it says so in the log.
 const FULL_QUEUE_NOTICE: Duration = Duration::from_secs(30);
+
+/// How often a wait for an outcome looks whether the task was cancelled.
+const CANCEL_CHECK: Duration = Duration::from_millis(50);
 
 /// How a request ended.
 enum Outcome<O> {
@@ -49,9 +57,13 @@ pub(crate) struct AsyncWaitLogic<I, O, F> {
     ordered: bool,
     queue: ElementQueue<I, Outcome<O>>,
     outcomes: (Sender<Completion<O>>, Receiver<Completion<O>>),
-    /// Inputs of the checkpoint restored from, requested again once the task runs.
+    /// Inputs of the checkpoint restored from, requested again when the operator opens.
     restored: Vec<I>,
     ready: Vec<Emit<I, Outcome<O>>>,
+    /// The requests in flight, to abort when the operator goes away.
+    in_flight: HashMap<u64, tokio::task::AbortHandle>,
+    /// The task's cancel flag (set in `attach`).
+    cancelled: Option<Arc<AtomicBool>>,
 }
 
 impl<I: Clone, O, F: Clone> AsyncWaitLogic<I, O, F> {
@@ -73,6 +85,8 @@ impl<I: Clone, O, F: Clone> AsyncWaitLogic<I, O, F> {
             outcomes: unbounded(),
             restored: Vec::new(),
             ready: Vec::new(),
+            in_flight: HashMap::new(),
+            cancelled: None,
         }
     }
 }
@@ -101,8 +115,7 @@ where
         Ok(())
     }
     fn snapshot_state(&mut self, ctx: &mut SnapshotContext<'_>) -> FunctionResult {
-        let mut pending = self.restored.clone();
-        pending.extend(self.queue.snapshot());
+        let pending = self.queue.snapshot();
         ctx.operator_state().list_state(&ListStateDescriptor::<I>::new(QUEUE_STATE))?.update(pending);
         self.function.snapshot_state(ctx)
     }
@@ -133,32 +146,51 @@ where
         }
         let id = self.queue.push_record(input.clone());
         let invoker = self.invoker.clone().ok_or("async I/O used before open (bug)")?;
-        let (timeout, retry, sender) = (self.timeout, self.retry.clone(), self.outcomes.0.clone());
-        runtime::spawn(async move {
+        let (timeout, retry) = (self.timeout, self.retry.clone());
+        let reply = Reply { id, sender: Some(self.outcomes.0.clone()) };
+        let handle = runtime::spawn(async move {
+            let mut reply = reply;
             let attempts = request(invoker, input, retry);
             let outcome = match tokio::time::timeout(timeout, attempts).await {
                 Ok(result) => Outcome::Done(result),
                 Err(_) => Outcome::TimedOut,
             };
-            // The operator is gone (the job failed or was cancelled): nobody waits.
-            let _ = sender.send((id, outcome));
+            reply.send(outcome);
         })?;
+        self.in_flight.insert(id, handle);
         Ok(())
     }
 
-    /// Blocks until one request ends, then emits what it frees.
+    /// Takes one outcome that arrived.
+    fn complete(&mut self, (id, outcome): Completion<O>) {
+        self.in_flight.remove(&id);
+        self.queue.complete(id, outcome);
+    }
+
+    /// Blocks until one request ends, then emits what it frees. Fails when the task is
+    /// cancelled meanwhile (the job is failing or stopping: nothing waits for the rest).
     fn wait_for_outcome(&mut self, main: &mut dyn Output<O>) -> FunctionResult {
+        let mut waiting_since = Instant::now();
         loop {
-            match self.outcomes.1.recv_timeout(FULL_QUEUE_NOTICE) {
-                Ok((id, outcome)) => {
-                    self.queue.complete(id, outcome);
+            match self.outcomes.1.recv_timeout(CANCEL_CHECK) {
+                Ok(completion) => {
+                    self.complete(completion);
                     return self.emit_ready(main);
                 }
-                Err(RecvTimeoutError::Timeout) => tracing::warn!(
-                    in_flight = self.queue.records(),
-                    "async I/O: no request completed in {} s; the input waits",
-                    FULL_QUEUE_NOTICE.as_secs()
-                ),
+                Err(RecvTimeoutError::Timeout) => {
+                    if self.cancelled.as_ref().is_some_and(|c| c.load(Ordering::Relaxed)) {
+                        return Err("async I/O: the task was cancelled while requests were in flight".into());
+                    }
+                    if waiting_since.elapsed() >= FULL_QUEUE_NOTICE {
+                        tracing::warn!(
+                            in_flight = self.queue.records(),
+                            "async I/O: no request completed in {} s; the input waits",
+                            FULL_QUEUE_NOTICE.as_secs()
+                        );
+                        waiting_since = Instant::now();
+                    }
+                }
+                // The operator holds a sender itself, so the channel stays open.
                 Err(RecvTimeoutError::Disconnected) => return Err("async I/O: the request channel closed (bug)".into()),
             }
         }
@@ -166,8 +198,8 @@ where
 
     /// Takes every outcome that arrived, and emits what may go out.
     fn poll(&mut self, main: &mut dyn Output<O>) -> FunctionResult {
-        while let Ok((id, outcome)) = self.outcomes.1.try_recv() {
-            self.queue.complete(id, outcome);
+        while let Ok(completion) = self.outcomes.1.try_recv() {
+            self.complete(completion);
         }
         self.emit_ready(main)
     }
@@ -185,11 +217,15 @@ where
                     records.into_iter().for_each(|r| main.collect(r));
                     Ok(())
                 }
-                Emit::Result(_, Outcome::Done(Err(error))) => Err(AsyncIoError::Failed(error).into()),
+                Emit::Result(_, Outcome::Done(Err(error))) => Err(error),
                 Emit::Result(input, Outcome::TimedOut) => match self.invoker.as_ref() {
-                    Some(invoker) => {
-                        invoker.timeout(&input).map(|records| records.into_iter().for_each(|r| main.collect(r)))
-                    }
+                    Some(invoker) => match invoker.timeout(&input) {
+                        Ok(records) => {
+                            records.into_iter().for_each(|r| main.collect(r));
+                            Ok(())
+                        }
+                        Err(source) => Err(AsyncIoError::TimedOut { timeout: self.timeout, source }.into()),
+                    },
                     None => Err("async I/O used before open (bug)".into()),
                 },
                 Emit::Watermark(watermark) => {
@@ -202,30 +238,71 @@ where
     }
 }
 
-/// The request for `input`, with its retries.
+/// Sends a request's outcome once; if the request ends without one (its future panicked
+/// and was dropped), says so instead, so that the queue never waits for it forever.
+struct Reply<O> {
+    id: u64,
+    sender: Option<Sender<Completion<O>>>,
+}
+
+impl<O> Reply<O> {
+    fn send(&mut self, outcome: Outcome<O>) {
+        if let Some(sender) = self.sender.take() {
+            // The operator is gone (the job failed or was cancelled): nobody waits.
+            let _ = sender.send((self.id, outcome));
+        }
+    }
+}
+
+impl<O> Drop for Reply<O> {
+    fn drop(&mut self) {
+        self.send(Outcome::Done(Err("the async I/O request panicked".into())));
+    }
+}
+
+/// The request for `input`, with its retries; an error that ends them names how many
+/// attempts were made.
 async fn request<I: Clone, O, F: AsyncFunction<I, O>>(
     invoker: Arc<F>,
     input: I,
     retry: Option<AsyncRetryStrategy<O>>,
 ) -> FunctionResult<Vec<O>> {
     let mut outcome = invoker.async_invoke(input.clone()).await;
-    let Some(retry) = retry else { return outcome };
-    let mut attempt = 1;
-    while retry.wants_retry(&outcome) && retry.can_retry(attempt) {
-        tokio::time::sleep(retry.delay(attempt)).await;
-        outcome = invoker.async_invoke(input.clone()).await;
-        attempt += 1;
+    let mut attempts = 1;
+    if let Some(retry) = retry {
+        while retry.wants_retry(&outcome) && retry.can_retry(attempts) {
+            tokio::time::sleep(retry.delay(attempts)).await;
+            outcome = invoker.async_invoke(input.clone()).await;
+            attempts += 1;
+        }
     }
-    outcome
+    outcome.map_err(|source| AsyncIoError::Failed { attempts, source }.into())
 }
 
-/// Why a request failed the job.
+/// Why a request failed the job. The cause is in the message too: a task's failure is
+/// reported by its message.
 #[derive(Debug, thiserror::Error)]
 pub enum AsyncIoError {
-    #[error("an async I/O request failed (no retry strategy retried it)")]
-    Failed(#[source] FunctionError),
-    #[error("an async I/O request did not complete within its timeout, and the function gives no results for a timeout (override AsyncFunction::timeout to emit a fallback)")]
-    TimedOut,
+    #[error("an async I/O request failed after {attempts} attempt(s): {source}")]
+    Failed {
+        attempts: u32,
+        #[source]
+        source: FunctionError,
+    },
+    #[error("an async I/O request gave no result within its timeout of {timeout:?}: {source}")]
+    TimedOut {
+        timeout: Duration,
+        #[source]
+        source: FunctionError,
+    },
+}
+
+impl<I, O, F> Drop for AsyncWaitLogic<I, O, F> {
+    /// Requests still in flight are of no use to anyone: they stop, rather than go on
+    /// calling the service after the job failed or was cancelled.
+    fn drop(&mut self) {
+        self.in_flight.drain().for_each(|(_, request)| request.abort());
+    }
 }
 
 impl<I, O, F> OneInputLogic<I, O> for AsyncWaitLogic<I, O, F>
@@ -259,11 +336,14 @@ where
     }
 
     fn end_input(&mut self, main: &mut dyn Output<O>) -> FunctionResult {
-        self.resubmit_restored(main)?;
         while !self.queue.is_empty() {
             self.wait_for_outcome(main)?;
         }
         Ok(())
+    }
+
+    fn attach(&mut self, info: &OperatorInfo) {
+        self.cancelled = Some(info.shared.cancel_flag());
     }
 
     fn on_processing_time(&mut self, now_ms: i64, main: &mut dyn Output<O>) -> FunctionResult<Option<i64>> {
@@ -279,7 +359,8 @@ where
     O: Send + 'static,
     F: AsyncFunction<I, O>,
 {
-    /// The restored inputs go first, in their order (Flink requests them in `open`).
+    /// The restored inputs go first, in their order (Flink requests them in `open`; here
+    /// the first processing-time call, made when the operator opens).
     fn resubmit_restored(&mut self, main: &mut dyn Output<O>) -> FunctionResult {
         if self.restored.is_empty() {
             return Ok(());

@@ -54,13 +54,20 @@ impl<I: Clone, R> ElementQueue<I, R> {
     }
 
     /// Adds a watermark, unless nothing waits before it: then it goes out at once
-    /// (`Some`).
+    /// (`Some`). A watermark right after another replaces it: with no record between them
+    /// the later one says all, and a slow request does not pile watermarks up.
     pub(crate) fn push_watermark(&mut self, watermark: i64) -> Option<i64> {
-        if self.elements.is_empty() {
-            return Some(watermark);
+        match self.elements.back_mut() {
+            None => Some(watermark),
+            Some(Element::Watermark(last)) => {
+                *last = watermark;
+                None
+            }
+            Some(Element::Record { .. }) => {
+                self.elements.push_back(Element::Watermark(watermark));
+                None
+            }
         }
-        self.elements.push_back(Element::Watermark(watermark));
-        None
     }
 
     /// Record `id`'s outcome arrived. Ids of records no longer queued are ignored.
@@ -160,6 +167,17 @@ mod tests {
         assert_eq!(drained(&mut queue), ["a=1", "W5", "b=2"]);
         assert!(queue.is_empty());
         assert_eq!(queue.push_watermark(6), Some(6), "nothing waits: at once");
+    }
+
+    #[test]
+    fn a_watermark_right_after_another_replaces_it() {
+        let mut queue = ElementQueue::new(true);
+        let a = queue.push_record("a");
+        queue.push_watermark(5);
+        queue.push_watermark(6);
+        queue.push_watermark(7);
+        queue.complete(a, 1);
+        assert_eq!(drained(&mut queue), ["a=1", "W7"]);
     }
 
     #[test]

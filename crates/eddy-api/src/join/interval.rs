@@ -5,11 +5,11 @@
 //! Each side's records wait in keyed map state by timestamp (`left-buffer`,
 //! `right-buffer`). A record first joins everything of the other side's buffer within its
 //! bounds, then stays in its own buffer until the watermark passes the last time a record
-//! of the other side could still meet it: an event-time timer at `ts + upper` (left) or
-//! `ts - lower` (right), at the record's own time if that is earlier, removes it. A timer
-//! at time `t` is due for the left records of `t - upper` and the right records of
-//! `t + lower` alike, so one timer serves both sides and needs no namespace. State stays
-//! bounded by the rate times the interval plus the watermark's lag.
+//! of the other side could still meet it: an event-time timer at `ts + max(upper, 0)`
+//! (left) or `ts + max(-lower, 0)` (right) removes it. Each of the two is a shift of `ts`,
+//! so a timer at `t` is due for exactly the left records of `t - max(upper, 0)` and the
+//! right records of `t - max(-lower, 0)`: one timer serves both sides and needs no
+//! namespace. State stays bounded by the rate times the interval plus the watermark's lag.
 //!
 //! A record behind the watermark is late: it is dropped, or goes to the side output the
 //! job named for its side, and joins nothing (Flink's rule).
@@ -251,6 +251,12 @@ impl<A: StateValue, B: StateValue, F: RichFunction> RichFunction for IntervalJoi
     fn notify_checkpoint_complete(&mut self, checkpoint: eddy_types::CheckpointId) -> FunctionResult {
         self.function.notify_checkpoint_complete(checkpoint)
     }
+    fn notify_checkpoint_aborted(&mut self, checkpoint: eddy_types::CheckpointId) -> FunctionResult {
+        self.function.notify_checkpoint_aborted(checkpoint)
+    }
+    fn notify_job_finished(&mut self) -> FunctionResult {
+        self.function.notify_job_finished()
+    }
     fn close(&mut self) -> FunctionResult {
         self.function.close()
     }
@@ -261,6 +267,36 @@ fn buffer_record<T: StateValue>(buffer: &Buffer<T>, timestamp: i64, record: T) -
     let mut records = buffer.get(&timestamp)?.unwrap_or_default();
     records.push(record);
     buffer.put(timestamp, records)?;
+    Ok(())
+}
+
+/// What a record of one side does, the same for both sides (Flink's
+/// `IntervalJoinOperator.processElement`): it waits in its own buffer, meets the other
+/// side's records at `timestamp + from ..= timestamp + to`, and is cleaned once the
+/// watermark passes `timestamp + wait` (`wait` ≥ 0). `meet(own, other, own time, other
+/// time, ctx, out)` calls the user's function with the pair in its order.
+#[allow(clippy::too_many_arguments)]
+fn join_record<K, Own: StateValue, Other: StateValue, O>(
+    own: &Buffer<Own>,
+    other: &Buffer<Other>,
+    value: Own,
+    timestamp: i64,
+    (from, to): (i64, i64),
+    wait: i64,
+    ctx: &mut KeyedContext<'_, K>,
+    out: &mut Collector<'_, O>,
+    mut meet: impl FnMut(&Own, &Other, i64, i64, &mut KeyedContext<'_, K>, &mut Collector<'_, O>) -> FunctionResult,
+) -> FunctionResult {
+    buffer_record(own, timestamp, value.clone())?;
+    let (from, to) = (timestamp.saturating_add(from), timestamp.saturating_add(to));
+    for (other_time, records) in other.iter()? {
+        if (from..=to).contains(&other_time) {
+            for record in &records {
+                meet(&value, record, timestamp, other_time, ctx, out)?;
+            }
+        }
+    }
+    ctx.timer_service().register_event_time_timer(timestamp.saturating_add(wait))?;
     Ok(())
 }
 
@@ -291,20 +327,11 @@ where
             return Ok(());
         }
         let (left, right) = self.buffers.as_ref().ok_or("interval join used before open (bug)")?;
-        buffer_record(left, timestamp, value.clone())?;
-        let (from, to) = (timestamp.saturating_add(self.lower), timestamp.saturating_add(self.upper));
-        for (right_time, records) in right.iter()? {
-            if right_time < from || right_time > to {
-                continue;
-            }
-            let mut join = JoinContext { keyed: ctx, left: timestamp, right: right_time };
-            for record in &records {
-                self.function.process_element(&value, record, &mut join, out)?;
-            }
-        }
-        let cleanup = if self.upper > 0 { timestamp.saturating_add(self.upper) } else { timestamp };
-        ctx.timer_service().register_event_time_timer(cleanup)?;
-        Ok(())
+        let function = &mut self.function;
+        let bounds = (self.lower, self.upper);
+        join_record(left, right, value, timestamp, bounds, self.upper.max(0), ctx, out, |a, b, ta, tb, ctx, out| {
+            function.process_element(a, b, &mut JoinContext { keyed: ctx, left: ta, right: tb }, out)
+        })
     }
 
     fn process_element2(
@@ -321,29 +348,21 @@ where
             return Ok(());
         }
         let (left, right) = self.buffers.as_ref().ok_or("interval join used before open (bug)")?;
-        buffer_record(right, timestamp, value.clone())?;
+        let function = &mut self.function;
         // The left records this one falls in the interval of.
-        let (from, to) = (timestamp.saturating_sub(self.upper), timestamp.saturating_sub(self.lower));
-        for (left_time, records) in left.iter()? {
-            if left_time < from || left_time > to {
-                continue;
-            }
-            let mut join = JoinContext { keyed: ctx, left: left_time, right: timestamp };
-            for record in &records {
-                self.function.process_element(record, &value, &mut join, out)?;
-            }
-        }
-        let cleanup = if self.lower < 0 { timestamp.saturating_sub(self.lower) } else { timestamp };
-        ctx.timer_service().register_event_time_timer(cleanup)?;
-        Ok(())
+        let bounds = (self.upper.saturating_neg(), self.lower.saturating_neg());
+        let wait = self.lower.saturating_neg().max(0);
+        join_record(right, left, value, timestamp, bounds, wait, ctx, out, |b, a, tb, ta, ctx, out| {
+            function.process_element(a, b, &mut JoinContext { keyed: ctx, left: ta, right: tb }, out)
+        })
     }
 
     fn on_timer(&mut self, timestamp: i64, _: &mut KeyedContext<'_, K>, _: &mut Collector<'_, O>) -> FunctionResult {
         let (left, right) = self.buffers.as_ref().ok_or("interval join used before open (bug)")?;
         // The inverses of the cleanup times set above: whichever side registered this
         // timer, both entries are due now.
-        left.remove(&(if self.upper > 0 { timestamp.saturating_sub(self.upper) } else { timestamp }))?;
-        right.remove(&(if self.lower < 0 { timestamp.saturating_add(self.lower) } else { timestamp }))?;
+        left.remove(&timestamp.saturating_sub(self.upper.max(0)))?;
+        right.remove(&timestamp.saturating_sub(self.lower.saturating_neg().max(0)))?;
         Ok(())
     }
 }

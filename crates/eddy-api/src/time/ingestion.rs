@@ -4,8 +4,12 @@
 //!
 //! eddy's records carry no timestamp field (see the module above), so the stamp is kept
 //! beside the record: [`crate::DataStream::with_ingestion_time`] wraps each record in
-//! [`Ingested`], stamped with the wall clock in epoch ms and never going back within a
-//! subtask, and makes watermarks that follow the stamps. Apply it right after the source,
+//! [`Ingested`], stamped with the machine's wall clock in epoch ms (as Flink's
+//! `IngestionTimeAssigner` reads `System.currentTimeMillis`; not the simulated clock of
+//! `--simulate`), never going back within a subtask, and makes watermarks that follow the
+//! stamps. Like Flink 2's, the watermark moves with records only: a source that goes quiet
+//! leaves its last window open until it emits again or ends (or `with_idleness` on a
+//! strategy of your own over `Ingested` lets others go on). Apply it right after the source,
 //! at the source's parallelism, so that it runs in the source's task and the stamps are
 //! the source's clock (downstream of an exchange, records would be stamped when they
 //! arrive there).

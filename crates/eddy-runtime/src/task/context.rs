@@ -477,6 +477,12 @@ impl TaskShared {
     pub fn is_cancelled(&self) -> bool {
         self.cancel.load(Ordering::Relaxed)
     }
+
+    /// The flag [`TaskShared::is_cancelled`] reads, for an operator that blocks in a wait
+    /// of its own (async I/O with a full queue) and must notice a cancel there.
+    pub fn cancel_flag(&self) -> Arc<AtomicBool> {
+        self.cancel.clone()
+    }
 }
 
 /// What an operator instance knows about itself when it is built.
