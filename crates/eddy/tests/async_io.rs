@@ -34,6 +34,8 @@ fn a_timeout_fails_the_job_unless_the_function_gives_a_fallback() {
     struct WithFallback;
     impl RichFunction for WithFallback {}
     impl AsyncFunction<u64, (u64, String)> for WithFallback {
+        // Not an `async fn`: its future would borrow `self`, and a request's must not.
+        #[allow(clippy::manual_async_fn)]
         fn async_invoke(
             &self,
             i: u64,
