@@ -13,11 +13,11 @@
 //! Each input is one source whose watermark follows its largest timestamp − D − 1 after
 //! every record; the end of the inputs is a final watermark. Any parallelism and backend.
 
-use crate::window_replay::read_timed_lines;
+use crate::window_replay::{read_timed_lines, PerRecord};
 use anyhow::{anyhow, bail, Context};
 use eddy::join::join_function;
 use eddy::prelude::*;
-use eddy::time::{WatermarkGenerator, WatermarkOutput, WatermarkStrategy};
+use eddy::time::WatermarkStrategy;
 use eddy::window::{SlidingEventTimeWindows, TimeWindow, TumblingEventTimeWindows, WindowAssigner};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -84,20 +84,6 @@ fn parse_spec(text: &str) -> anyhow::Result<Spec> {
 
 /// One replayed record: key, timestamp, value.
 type Record = (String, i64, String);
-
-/// The watermark after every record: the largest timestamp − out-of-orderness − 1.
-struct PerRecord {
-    out_of_orderness: i64,
-    max: i64,
-}
-
-impl WatermarkGenerator<Record> for PerRecord {
-    fn on_event(&mut self, _: &Record, timestamp: i64, output: &mut WatermarkOutput) {
-        self.max = self.max.max(timestamp);
-        output.emit_watermark(self.max - self.out_of_orderness - 1);
-    }
-    fn on_periodic_emit(&mut self, _: &mut WatermarkOutput) {}
-}
 
 fn read_side(path: &Path) -> anyhow::Result<Vec<Record>> {
     read_timed_lines(path)?

@@ -65,14 +65,15 @@ pub struct ReplayArgs {
 /// One replayed record.
 type Record = (String, i64);
 
-/// The watermark after every record: the largest timestamp − out-of-orderness − 1.
-struct PerRecord {
-    out_of_orderness: i64,
-    max: i64,
+/// The watermark after every record: the largest timestamp − out-of-orderness − 1 (also
+/// join-replay's, for records of any type).
+pub struct PerRecord {
+    pub out_of_orderness: i64,
+    pub max: i64,
 }
 
-impl WatermarkGenerator<Record> for PerRecord {
-    fn on_event(&mut self, _: &Record, timestamp: i64, output: &mut WatermarkOutput) {
+impl<T> WatermarkGenerator<T> for PerRecord {
+    fn on_event(&mut self, _: &T, timestamp: i64, output: &mut WatermarkOutput) {
         self.max = self.max.max(timestamp);
         output.emit_watermark(self.max - self.out_of_orderness - 1);
     }

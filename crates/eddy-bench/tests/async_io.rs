@@ -4,12 +4,12 @@
 //! mid-run and a restore at another parallelism every record's result is emitted exactly
 //! once (exactly-once file sink), its request having been made at least once.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 mod common;
-use common::output;
 use common::process::Proc;
+use common::{has_complete_checkpoint, output};
 
 fn temp_dir(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("eddy-async-{name}-{}", std::process::id()));
@@ -40,18 +40,6 @@ fn expected(events: u64) -> Vec<String> {
     let mut lines: Vec<String> = (0..events).map(|i| format!("{i} {}", 3 * i + 1)).collect();
     lines.sort();
     lines
-}
-
-fn has_complete_checkpoint(dir: &Path) -> bool {
-    std::fs::read_dir(dir)
-        .map(|jobs| {
-            jobs.flatten().any(|job| {
-                std::fs::read_dir(job.path())
-                    .map(|d| d.flatten().any(|c| c.path().join("_metadata").exists()))
-                    .unwrap_or(false)
-            })
-        })
-        .unwrap_or(false)
 }
 
 #[test]

@@ -7,7 +7,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 mod common;
-use common::output;
+use common::{has_complete_checkpoint, holds_checkpoint, job_dirs, output};
 
 const EVENTS: &str = "300000";
 
@@ -45,25 +45,6 @@ fn reference(dir: &Path, workload: &str) -> (String, Vec<String>) {
     ]);
     assert_eq!(code, 0, "{stderr}");
     (checksum(&stdout), output(&out))
-}
-
-/// The job directories under a checkpoint directory (one per job run into it).
-fn job_dirs(dir: &Path) -> Vec<PathBuf> {
-    let mut dirs: Vec<PathBuf> = std::fs::read_dir(dir)
-        .map(|d| d.flatten().map(|e| e.path()).filter(|p| p.is_dir()).collect())
-        .unwrap_or_default();
-    dirs.sort();
-    dirs
-}
-
-/// Whether the job directory `job` holds a complete checkpoint.
-fn holds_checkpoint(job: &Path) -> bool {
-    std::fs::read_dir(job).map(|d| d.flatten().any(|e| e.path().join("_metadata").exists())).unwrap_or(false)
-}
-
-/// Whether a job wrote a complete checkpoint under the checkpoint directory `dir`.
-fn has_complete_checkpoint(dir: &Path) -> bool {
-    job_dirs(dir).iter().any(|job| holds_checkpoint(job))
 }
 
 /// Starts W1 with checkpoints every 100 ms into `chk` and output into `out`, rate-limited

@@ -6,6 +6,8 @@
 //!   input backs up, as Flink's backpressure does.
 //! - While requests are in flight the task asks to be woken every millisecond, so that
 //!   outcomes go out also when no input comes.
+//! - Upstream going idle is passed on only once the records held back are out: downstream
+//!   would otherwise stop waiting for this input while its results still come.
 //! - A checkpoint keeps the inputs of every queued record (operator list state); after a
 //!   restore they are requested again, before any new record: each record's request is
 //!   made at least once and its results are emitted exactly once.
@@ -23,7 +25,7 @@ use crossbeam_channel::{unbounded, Receiver, RecvTimeoutError, Sender};
 use eddy_runtime::task::OperatorInfo;
 use eddy_runtime::Output;
 use eddy_state::ListStateDescriptor;
-use eddy_types::{CheckpointId, Watermark};
+use eddy_types::{CheckpointId, Watermark, WatermarkStatus};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -64,6 +66,8 @@ pub(crate) struct AsyncWaitLogic<I, O, F> {
     in_flight: HashMap<u64, tokio::task::AbortHandle>,
     /// The task's cancel flag (set in `attach`).
     cancelled: Option<Arc<AtomicBool>>,
+    /// Upstream went idle while records were held: said downstream once they are out.
+    idle_held: bool,
 }
 
 impl<I: Clone, O, F: Clone> AsyncWaitLogic<I, O, F> {
@@ -87,6 +91,7 @@ impl<I: Clone, O, F: Clone> AsyncWaitLogic<I, O, F> {
             ready: Vec::new(),
             in_flight: HashMap::new(),
             cancelled: None,
+            idle_held: false,
         }
     }
 }
@@ -234,6 +239,10 @@ where
             };
         }
         self.ready = ready;
+        if result.is_ok() && self.idle_held && self.queue.is_empty() {
+            self.idle_held = false;
+            main.on_watermark_status(WatermarkStatus::Idle).map_err(|e| Box::new(e) as FunctionError)?;
+        }
         result
     }
 }
@@ -324,6 +333,23 @@ where
     ) -> FunctionResult {
         self.submit(record, main)?;
         self.poll(main)
+    }
+
+    fn hold_watermark_status(&mut self, status: WatermarkStatus) -> bool {
+        match status {
+            // Downstream would stop waiting for this input while its results still come.
+            WatermarkStatus::Idle if !self.queue.is_empty() => {
+                self.idle_held = true;
+                true
+            }
+            WatermarkStatus::Idle => false,
+            WatermarkStatus::Active if self.idle_held => {
+                // Never announced idle: nothing to take back.
+                self.idle_held = false;
+                true
+            }
+            WatermarkStatus::Active => false,
+        }
     }
 
     fn wants_wakeup(&self) -> bool {

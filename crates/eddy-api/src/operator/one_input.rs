@@ -44,6 +44,12 @@ pub(crate) trait OneInputLogic<I, O>: 'static {
     fn hold_watermark(&mut self, _watermark: eddy_types::Watermark, _main: &mut dyn Output<O>) -> FunctionResult<bool> {
         Ok(false)
     }
+    /// A watermark status from upstream: `true` if the logic keeps it, as
+    /// [`OneInputLogic::hold_watermark`] (an idle input must not be announced while
+    /// records of it are still held back).
+    fn hold_watermark_status(&mut self, _status: eddy_types::WatermarkStatus) -> bool {
+        false
+    }
     /// A timer of a keyed operator fired; its key and namespace are current.
     fn on_timer(
         &mut self,
@@ -176,7 +182,7 @@ impl<I, O, L: OneInputLogic<I, O>> Lifecycle for OneInputOperator<I, O, L> {
     }
 
     fn on_watermark_status(&mut self, status: eddy_types::WatermarkStatus) -> Result<(), TaskError> {
-        if !self.logic.passes_upstream_time() {
+        if !self.logic.passes_upstream_time() || self.logic.hold_watermark_status(status) {
             return Ok(());
         }
         self.core.watermark_status_with(&mut *self.main, status)

@@ -87,6 +87,8 @@ impl<T: Data, K: Key> KeyedStream<T, K> {
     /// The running sum of a field per key, emitted after every record (Flink's `sum`):
     /// the key's first record with the field replaced by the sum so far. The field is
     /// named by a closure, `|o: &mut Order| &mut o.amount`, as Rust has no field positions.
+    /// The sum follows Rust's `+=`: an integer overflow panics in a debug build and wraps
+    /// in a release build (Java's, in Flink, always wraps).
     pub fn sum<N, F>(&self, field: F) -> DataStream<T>
     where
         T: StateValue + Sync,
