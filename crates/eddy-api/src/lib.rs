@@ -10,8 +10,10 @@
 //! [`KeyedStream::window`]; [`join`] joins two streams over time (window join, coGroup,
 //! interval join); [`async_io`] enriches records from external services without blocking.
 //!
-//! Depends on `eddy-runtime` (which runs the graph this crate builds), `eddy-state` and
-//! `eddy-types`.
+//! Depends on `eddy-runtime` (which runs the graph this crate builds), `eddy-state`,
+//! `eddy-types` and `eddy-checkpoint`; on `eddy-web` (a local job's REST server),
+//! `eddy-checkpoint-object` (where checkpoints are stored) and `eddy-rpc` (a job launched
+//! on a cluster); and on tokio, whose runtime runs async I/O's requests.
 
 // Only eddy-state holds `unsafe` (one audited prefetch); nothing else may.
 #![forbid(unsafe_code)]
