@@ -13,8 +13,8 @@
 //! Each input is one source whose watermark follows its largest timestamp − D − 1 after
 //! every record; the end of the inputs is a final watermark. Any parallelism and backend.
 
-use crate::window_replay::{read_timed_lines, PerRecord};
-use anyhow::{anyhow, bail, Context};
+use crate::window_replay::{read_timed_lines, report_lines, PerRecord};
+use anyhow::{anyhow, bail};
 use eddy::join::join_function;
 use eddy::prelude::*;
 use eddy::time::WatermarkStrategy;
@@ -192,20 +192,5 @@ pub fn run(common: &crate::Args) -> anyhow::Result<crate::Report> {
     let lines = CollectSink::new();
     joined.uid("join").add_sink(lines.clone()).uid("lines");
     let result = env.execute("join replay")?;
-    if result.task_executor {
-        return Ok(crate::Report { events, seconds: 0.0, checksum: 0, extra: Vec::new(), task_executor: true });
-    }
-    let lines = lines.take();
-    let mut text = lines.join("\n");
-    if !text.is_empty() {
-        text.push('\n');
-    }
-    std::fs::write(output, text).with_context(|| format!("writing --output {}", output.display()))?;
-    Ok(crate::Report {
-        events,
-        seconds: result.duration.as_secs_f64(),
-        checksum: 0,
-        extra: vec![("lines".into(), lines.len().to_string())],
-        task_executor: false,
-    })
+    report_lines(events, &result, lines, output)
 }

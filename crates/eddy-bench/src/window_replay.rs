@@ -202,10 +202,19 @@ pub fn run(common: &crate::Args) -> anyhow::Result<crate::Report> {
         }
     };
     let result = env.execute("window replay")?;
-    let extra = Vec::new();
+    report_lines(events, &result, lines, output)
+}
+
+/// A replay's end, shared with join-replay: writes the collected lines to `output` (a task
+/// executor of a cluster job leaves that to its JobMaster) and reports their count.
+pub fn report_lines(
+    events: u64,
+    result: &JobResult,
+    lines: CollectSink<String>,
+    output: &Path,
+) -> anyhow::Result<crate::Report> {
     if result.task_executor {
-        // A task executor of a cluster job: the output is the JobMaster's to write.
-        return Ok(crate::Report { events, seconds: 0.0, checksum: 0, extra, task_executor: true });
+        return Ok(crate::Report { events, seconds: 0.0, checksum: 0, extra: Vec::new(), task_executor: true });
     }
     let lines = lines.take();
     let mut text = lines.join("\n");
