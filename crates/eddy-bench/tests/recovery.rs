@@ -7,6 +7,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 mod common;
+use common::process::Proc;
 use common::{has_complete_checkpoint, holds_checkpoint, job_dirs, output};
 
 const EVENTS: &str = "300000";
@@ -446,4 +447,70 @@ fn the_interval_join_survives_sigkill_and_restores_at_parallelism_3_record_exact
 #[test]
 fn the_window_join_on_rocksdb_survives_sigkill_and_restores_at_parallelism_1_record_exact() {
     kill_and_restore_at("window-join-kill", "window-join", &["--backend", "rocksdb"], &[], "1");
+}
+
+/// Checkpoints after the sources finished (Flink's FLIP-147): W1's 4,000 events are all
+/// queued at once in front of a sink subtask that takes 5 ms a record, so the sources
+/// finish at once and the job's tail lasts about 10 s. Checkpoints (every 500 ms) complete
+/// during the tail, each holding what the sink has not processed yet as in-flight data; a
+/// SIGKILL in the tail restores from one at `restore_parallelism`, the restored sources
+/// send nothing, and the output is exactly the failure-free run's.
+fn kill_in_the_tail_after_the_sources_finished(name: &str, extra: &[&str], restore_parallelism: &str) {
+    const FINISHED: &str = "task finished its input";
+    const COMPLETED: &str = "checkpoint completed";
+    let dir = temp_dir(name);
+    let job = ["api-count", "--events", "4000", "--keys", "100", "--checkpoint-ms", "500"];
+    let reference = dir.join("reference");
+    let (code, stdout, stderr) =
+        bench(&[&job[..], &["--parallelism", "2", "--output", reference.to_str().unwrap()]].concat());
+    assert_eq!(code, 0, "{stderr}");
+    let (expected_checksum, expected) = (checksum(&stdout), output(&reference));
+    assert_eq!(expected.len(), 4000);
+
+    let (chk, out) = (dir.join("chk"), dir.join("out"));
+    let paths = ["--checkpoint-dir", chk.to_str().unwrap(), "--output", out.to_str().unwrap()];
+    let slow = ["--slow-sink-us", "5000"];
+    let run = Proc::start(&[&job[..], &["--parallelism", "2"], &slow, &paths, extra].concat());
+    let sources_finished = |lines: &[String]| {
+        let finished = lines.iter().filter(|l| l.contains(FINISHED) && l.contains("events -> generate"));
+        finished.count() == 2
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !sources_finished(&run.lines()) {
+        assert!(Instant::now() < deadline, "the sources did not finish:\n{}", run.lines().join("\n"));
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let at_finish = run.count(COMPLETED);
+    run.wait_for(COMPLETED, at_finish + 3, Duration::from_secs(8));
+    let lines = run.lines();
+    assert!(
+        !lines.iter().any(|l| l.contains(FINISHED) && l.contains("(1/2)") && l.contains("count per path")),
+        "the slow sink subtask is still in its tail:\n{}",
+        lines.join("\n")
+    );
+    drop(run); // SIGKILL
+    let restored = Proc::start(
+        &[&job[..], &["--parallelism", restore_parallelism], &slow, &paths, extra, &["--restore", "latest"]].concat(),
+    );
+    let (code, log) = restored.finish(Duration::from_secs(60));
+    assert_eq!(code, 0, "{log}");
+    let sources: Vec<&str> = log.lines().filter(|l| l.contains(FINISHED) && l.contains("events -> generate")).collect();
+    assert!(!sources.is_empty(), "{log}");
+    for line in sources {
+        assert!(line.contains("records_out=0"), "a restored source read its input again: {line}");
+    }
+    assert!(log.contains("replayed the in-flight records"), "{log}");
+    assert_eq!(checksum(log.lines().last().unwrap()), expected_checksum);
+    assert_eq!(output(&out), expected, "exactly the failure-free output");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn checkpoints_go_on_after_the_sources_finish_and_a_restore_in_the_tail_does_not_read_them_again() {
+    kill_in_the_tail_after_the_sources_finished("after-sources", &[], "2");
+}
+
+#[test]
+fn checkpoints_after_the_sources_finish_restore_on_rocksdb_at_another_parallelism() {
+    kill_in_the_tail_after_the_sources_finished("after-sources-rocks", &["--backend", "rocksdb"], "3");
 }

@@ -775,6 +775,36 @@ fn a_restored_state_declared_with_another_time_to_live_fails_the_job_at_once() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A source of `0..records` that stays running until `consumed` reached `records`: the
+/// source of a job under backpressure, whose checkpoints start at it (once every source
+/// finished, checkpoints start behind it instead, and no barrier waits behind a backlog).
+#[derive(Clone)]
+struct HeldOpen {
+    next: u64,
+    records: u64,
+    consumed: std::sync::Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl RichFunction for HeldOpen {}
+
+impl SourceFunction<u64> for HeldOpen {
+    fn emit_batch(&mut self, max_records: usize, out: &mut Collector<'_, u64>) -> FunctionResult<SourceStep> {
+        let end = self.records.min(self.next + max_records as u64);
+        for i in self.next..end {
+            out.collect(i);
+        }
+        self.next = end;
+        if self.next < self.records {
+            return Ok(SourceStep::More);
+        }
+        if self.consumed.load(std::sync::atomic::Ordering::SeqCst) >= self.records {
+            return Ok(SourceStep::Finished);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+        Ok(SourceStep::Idle)
+    }
+}
+
 /// A job behind a slow consumer (2 ms per record, 3,000 records over two subtasks),
 /// checkpointing every 100 ms: its completed checkpoints, and what it counted.
 fn behind_a_slow_consumer(configure: impl Fn(&Env)) -> (eddy::JobResult, Vec<(u64, u64)>) {
@@ -792,11 +822,15 @@ fn behind_a_consumer_of(
     env.set_checkpoint_config(CheckpointConfig { interval_ms: 100, ..CheckpointConfig::default() });
     configure(&env);
     let sink = CollectSink::new();
-    env.from_sequence(0, records - 1)
+    let consumed = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let source = HeldOpen { next: 0, records, consumed: consumed.clone() };
+    env.add_source(source)
+        .set_parallelism(1)
         .key_by(|i: &u64| i % 10)
         .process(Count::default())
         .map(move |counted| {
             std::thread::sleep(cost);
+            consumed.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
             counted
         })
         .add_sink(sink.clone());

@@ -585,7 +585,7 @@ fn when_every_task_finished_the_final_checkpoint_is_asked_of_all_and_the_job_fin
     let job = Job::new(checkpointing(), None);
     let (mut coordinator, mut tasks) = job.attempt(1);
     for task in 0..3 {
-        tasks.reports.send(TaskReport::Finished { task }).unwrap();
+        tasks.reports.send(TaskReport::Finished { task, records_in: 0, records_out: 0 }).unwrap();
     }
     tasks.turn(&mut coordinator, 1);
     let final_trigger = tasks.posted_to_all();

@@ -13,7 +13,20 @@
 //! data. When every channel delivered barrier n the checkpoint's part is complete. With an
 //! aligned-checkpoint timeout the task aligns first and turns unaligned when the timeout
 //! passed (Flink's `aligned-checkpoint-timeout`).
+//!
+//! A barrier that overtook records at its producer (the producer went unaligned) makes its
+//! checkpoint unaligned here too, or, where this task takes it aligned, is declined
+//! ([`BarrierAligner::on_overtaking_barrier`]).
+//!
+//! TRIGGERED (Flink's checkpoints after tasks finished, FLIP-147): once every producer of a
+//! task finished, no barrier will come on any of its channels; the coordinator triggers the
+//! task directly ([`BarrierAligner::on_trigger`]). It snapshots at once and records each
+//! channel up to its end of input, which its finished producer queued already and which
+//! counts as the channel's barrier ([`BarrierAligner::on_end_read_ahead`]): what it has
+//! not processed yet goes into the checkpoint as in-flight data, in either mode, so that a
+//! restore replays it and need not run the finished producers again.
 
+use super::gate::Overtook;
 use crate::channel::CheckpointBarrier;
 use eddy_checkpoint::{CheckpointId, CheckpointingMode, SnapshotKind};
 use std::time::{Duration, Instant};
@@ -30,6 +43,23 @@ pub enum Alignment {
     /// so the recorded in-flight data is complete and the snapshot can be written.
     Unaligned { barrier: CheckpointBarrier, start: bool, finish: bool },
 }
+
+/// What to do with what a barrier overtook at its producer, before the barrier itself is
+/// taken ([`BarrierAligner::on_overtaking_barrier`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Overtaking {
+    /// The checkpoint cannot be taken here (declined already): tell the coordinator why.
+    pub decline: Option<&'static str>,
+    /// What the checkpoint's alignment became (it may start unaligned now).
+    pub alignment: Alignment,
+    /// Keep the overtaken records and watermarks in the checkpoint (`Some(true)`), drop them
+    /// (`Some(false)`), or there were none.
+    pub keep: Option<bool>,
+}
+
+/// Why a task declines a checkpoint whose barrier overtook records it takes aligned.
+pub const OVERTAKEN_BUT_ALIGNED: &str = "its barrier overtook records at the producer, and this task takes it \
+                                         aligned (unaligned checkpoints are configured differently here)";
 
 /// When a task takes exactly-once checkpoints unaligned.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -108,7 +138,8 @@ impl BarrierAligner {
     }
 
     /// Whether the task should read `channel` ahead up to its barrier: it records it, and
-    /// its producer announced the barrier, so the barrier is in the queue already.
+    /// its producer announced the barrier, so the barrier is in the queue already (or, for a
+    /// triggered checkpoint, its end of input: see [`Self::on_end_read_ahead`]).
     #[inline]
     pub fn reads_ahead(&self, channel: usize) -> bool {
         self.is_recording(channel) && self.channels[channel].announced
@@ -155,6 +186,64 @@ impl BarrierAligner {
         self.on_barrier_at(channel, barrier, Instant::now())
     }
 
+    /// A barrier arrived that `overtook` records or watermarks at its producer; decides
+    /// what becomes of them before the barrier itself is taken ([`Self::on_barrier`]).
+    /// Watermarks alone a task that takes the checkpoint aligned may drop: an aligned
+    /// checkpoint stores no watermark. Records it must not drop: the producer's snapshot
+    /// counts them as sent before the checkpoint, so the checkpoint is declined there, and
+    /// goes unaligned (snapshotted now, if it was not) where it may.
+    pub fn on_overtaking_barrier(
+        &mut self,
+        barrier: CheckpointBarrier,
+        overtook: Overtook,
+        now: Instant,
+    ) -> Overtaking {
+        let loses = self.loses_overtaken(&barrier);
+        match overtook {
+            Overtook::Nothing => Overtaking { decline: None, alignment: Alignment::Pending, keep: None },
+            Overtook::Watermarks if loses => {
+                Overtaking { decline: None, alignment: Alignment::Pending, keep: Some(false) }
+            }
+            Overtook::Watermarks | Overtook::Records => {
+                let decline = loses.then_some(OVERTAKEN_BUT_ALIGNED);
+                if decline.is_some() {
+                    self.decline(barrier.id);
+                }
+                // What comes behind the barrier is in flight for its checkpoint, whichever
+                // way the barrier was read and whatever the task heard before.
+                let alignment = self.force_unaligned(barrier, now);
+                let keep = self.unaligned_now && self.current == Some(barrier);
+                Overtaking { decline, alignment, keep: Some(keep) }
+            }
+        }
+    }
+
+    /// Every producer of this task finished and the coordinator triggered `barrier` here:
+    /// the task snapshots now, and every channel that has not ended is recorded up to its
+    /// end of input (which counts as its barrier; see [`Self::reads_ahead`]). In either
+    /// mode: what the task did not process yet would otherwise be lost, as no producer
+    /// runs again to send it.
+    pub fn on_trigger(&mut self, barrier: CheckpointBarrier, now: Instant) -> Alignment {
+        if self.is_stale(&barrier) {
+            return Alignment::Pending;
+        }
+        self.begin(barrier, now);
+        if self.current != Some(barrier) {
+            return Alignment::Pending;
+        }
+        let start = !self.unaligned_now;
+        self.unaligned_now = true;
+        for c in self.channels.iter_mut().filter(|c| !c.ended && !c.barrier_seen) {
+            // Its end of input is queued (the producer finished), or read ahead already.
+            c.announced = true;
+        }
+        let finish = self.all_aligned();
+        if finish {
+            self.finish(barrier);
+        }
+        Alignment::Unaligned { barrier, start, finish }
+    }
+
     /// A barrier that overtook records or watermarks at its producer arrived: its
     /// checkpoint goes unaligned at once, aligning or not (they come behind it).
     pub fn force_unaligned(&mut self, barrier: CheckpointBarrier, now: Instant) -> Alignment {
@@ -191,7 +280,23 @@ impl BarrierAligner {
         self.check()
     }
 
+    /// A triggered checkpoint read `channel` ahead to its end of input (held for the task
+    /// to take in order): for this checkpoint that is the channel's barrier, as nothing
+    /// comes after it. A later trigger records what it still holds again, up to the end.
+    pub fn on_end_read_ahead(&mut self, channel: usize) -> Alignment {
+        if !self.is_recording(channel) {
+            return Alignment::Pending;
+        }
+        self.channels[channel].barrier_seen = true;
+        self.check()
+    }
+
+    /// `channel` delivered its end of input (a second call for the same channel changes
+    /// nothing).
     pub fn on_end_of_input(&mut self, channel: usize) -> Alignment {
+        if self.channels[channel].ended {
+            return Alignment::Pending;
+        }
         self.channels[channel].ended = true;
         self.check()
     }
@@ -309,6 +414,71 @@ mod tests {
 
     fn barrier(id: u64) -> CheckpointBarrier {
         CheckpointBarrier { id: CheckpointId(id), kind: SnapshotKind::Checkpoint }
+    }
+
+    #[test]
+    fn a_trigger_after_the_producers_finished_snapshots_now_and_records_each_channel_to_its_end() {
+        for mode in [CheckpointingMode::ExactlyOnce, CheckpointingMode::AtLeastOnce] {
+            let now = Instant::now();
+            let mut a = BarrierAligner::new(mode, 3);
+            assert_eq!(a.on_end_of_input(2), Alignment::Pending);
+            let started = a.on_trigger(barrier(4), now);
+            assert_eq!(started, Alignment::Unaligned { barrier: barrier(4), start: true, finish: false }, "{mode:?}");
+            assert!(a.is_recording(0) && a.is_recording(1) && !a.is_recording(2), "an ended channel holds nothing");
+            assert!(a.reads_ahead(0) && a.reads_ahead(1), "the ends are queued: read ahead to them");
+            assert!(!a.is_blocked(0) && !a.is_blocked(1));
+            assert_eq!(a.on_end_of_input(0), Alignment::Pending);
+            assert!(!a.is_recording(0) && a.is_recording(1));
+            let done = Alignment::Unaligned { barrier: barrier(4), start: false, finish: true };
+            assert_eq!(a.on_end_read_ahead(1), done, "the end, read ahead, is the channel's barrier");
+            assert_eq!(a.done_through(), Some(CheckpointId(4)));
+            assert_eq!(a.on_trigger(barrier(4), now), Alignment::Pending, "a repeated trigger is stale");
+            // The end is still held: the next trigger records what channel 1 holds again.
+            let again = a.on_trigger(barrier(5), now);
+            assert_eq!(again, Alignment::Unaligned { barrier: barrier(5), start: true, finish: false });
+            assert!(a.is_recording(1) && a.reads_ahead(1));
+            assert_eq!(
+                a.on_end_read_ahead(1),
+                Alignment::Unaligned { barrier: barrier(5), start: false, finish: true }
+            );
+            assert_eq!(a.on_end_of_input(1), Alignment::Pending, "taken in order at last");
+            assert_eq!(
+                a.on_trigger(barrier(6), now),
+                Alignment::Unaligned { barrier: barrier(6), start: true, finish: true }
+            );
+        }
+    }
+
+    #[test]
+    fn a_trigger_on_a_task_whose_inputs_all_ended_completes_at_once() {
+        let mut a = BarrierAligner::new(CheckpointingMode::ExactlyOnce, 1);
+        a.on_end_of_input(0);
+        let done = Alignment::Unaligned { barrier: barrier(2), start: true, finish: true };
+        assert_eq!(a.on_trigger(barrier(2), Instant::now()), done);
+        assert!(!a.is_unaligned());
+    }
+
+    #[test]
+    fn a_barrier_that_overtook_records_goes_unaligned_where_it_may_and_is_declined_where_it_may_not() {
+        let now = Instant::now();
+        let mut aligned = BarrierAligner::new(CheckpointingMode::ExactlyOnce, 2);
+        let nothing = aligned.on_overtaking_barrier(barrier(1), Overtook::Nothing, now);
+        assert_eq!(nothing, Overtaking { decline: None, alignment: Alignment::Pending, keep: None });
+        let watermarks = aligned.on_overtaking_barrier(barrier(1), Overtook::Watermarks, now);
+        assert_eq!(watermarks.keep, Some(false), "an aligned checkpoint stores no watermark");
+        assert_eq!(watermarks.decline, None);
+        let records = aligned.on_overtaking_barrier(barrier(1), Overtook::Records, now);
+        assert_eq!(records.decline, Some(OVERTAKEN_BUT_ALIGNED));
+        assert_eq!(records.keep, Some(false));
+        assert_eq!(aligned.on_barrier(0, barrier(1)), Alignment::Pending, "declined: its barriers are ignored");
+
+        let mut unaligned = BarrierAligner::with_unaligned(CheckpointingMode::ExactlyOnce, unaligned(None), 2);
+        let records = unaligned.on_overtaking_barrier(barrier(1), Overtook::Records, now);
+        assert_eq!(records.decline, None);
+        assert_eq!(records.alignment, Alignment::Unaligned { barrier: barrier(1), start: true, finish: false });
+        assert_eq!(records.keep, Some(true), "what came behind the barrier is in flight");
+        let watermarks = unaligned.on_overtaking_barrier(barrier(1), Overtook::Watermarks, now);
+        assert_eq!(watermarks, Overtaking { decline: None, alignment: Alignment::Pending, keep: Some(true) });
     }
 
     #[test]

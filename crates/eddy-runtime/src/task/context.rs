@@ -57,9 +57,10 @@ pub struct TaskShared {
 pub enum TaskReport {
     /// Its part of checkpoint `checkpoint` is written; the handle says where.
     Acknowledge { task: usize, checkpoint: CheckpointId, ack: TaskAcknowledgement },
-    /// The task finished its input. No barrier reaches it any more: it snapshots its final
-    /// state for each later checkpoint when asked directly.
-    Finished { task: usize },
+    /// The task finished its input, having taken `records_in` and sent `records_out`. No
+    /// barrier reaches it any more: it snapshots its final state for each later checkpoint
+    /// when asked directly.
+    Finished { task: usize, records_in: u64, records_out: u64 },
     /// Its part of `checkpoint` (of `kind`) could not be written, or the task could not
     /// take part; `cause` says which.
     Declined { task: usize, checkpoint: CheckpointId, kind: SnapshotKind, reason: String, cause: DeclineCause },
@@ -76,7 +77,7 @@ impl TaskReport {
     pub fn task(&self) -> Option<usize> {
         match self {
             TaskReport::Acknowledge { task, .. }
-            | TaskReport::Finished { task }
+            | TaskReport::Finished { task, .. }
             | TaskReport::Declined { task, .. }
             | TaskReport::OperatorEvent { task, .. }
             | TaskReport::Running { task } => Some(*task),
@@ -388,7 +389,9 @@ impl TaskShared {
     /// Reports that this task finished its input.
     pub fn finished(&self) {
         if let Some(c) = self.checkpointing.borrow().as_ref() {
-            let _ = c.reports.send(TaskReport::Finished { task: c.task });
+            let counted = self.counters().snapshot();
+            let (records_in, records_out) = (counted.records_in, counted.records_out);
+            let _ = c.reports.send(TaskReport::Finished { task: c.task, records_in, records_out });
         }
     }
 

@@ -10,17 +10,18 @@
 //!
 //! Barriers travel in band. A task with inputs aligns them ([`BarrierAligner`]): a channel
 //! that delivered the barrier is not read until the snapshot is taken ([`InputGate`]), so
-//! what waits meanwhile stays in that channel, bounded, and its producer waits. What happens after the input ended (the final snapshot, waiting for the job's
-//! end) is the same for every driver and lives in [`super::Task`].
+//! what waits meanwhile stays in that channel, bounded, and its producer waits. What the
+//! barriers, announcements and triggers mean is decided in `checkpointing`, which every
+//! driver lends its parts. What happens after the input ended (the final snapshot,
+//! waiting for the job's end) is the same for every driver and lives in [`super::Task`].
 
 use super::alignment::{Alignment, BarrierAligner, UnalignedPolicy};
+use super::checkpointing::{snapshot_and_acknowledge, wait_for_room, BothGates, Checkpointing};
 use super::context::TaskShared;
 use super::gate::{InputChannel, InputGate};
 use super::mailbox::{Control, MailboxReceiver};
 use super::metrics::{AlignmentTimer, TaskCounters};
-use super::unaligned::{
-    decode_replay, replay, wait_for_room, BothGates, Checkpointing, ReplayQueue, Replayed, UnalignedInputs,
-};
+use super::unaligned::{decode_replay, replay, ReplayQueue, Replayed, UnalignedInputs};
 use super::watermarks::{ValveOutput, WatermarkValve};
 use crate::channel::{BatchReceiver, CheckpointBarrier, CheckpointEvent, StreamMessage};
 use crate::error::TaskError;
@@ -79,35 +80,29 @@ fn processing_time(head: &mut dyn Lifecycle, shared: &TaskShared) -> Result<(), 
     Ok(())
 }
 
-/// Snapshots the chain for `barrier` and acknowledges it to the coordinator.
-pub(super) fn snapshot_and_acknowledge(
-    head: &mut dyn Lifecycle,
-    shared: &TaskShared,
-    barrier: &CheckpointBarrier,
-) -> Result<(), TaskError> {
-    let mut snapshots = Vec::new();
-    head.snapshot(barrier, &mut snapshots)?;
-    shared.check()?;
-    shared.acknowledge(barrier, snapshots);
-    Ok(())
-}
-
-/// Takes every waiting control message. Triggers only reach sources (`is_source`). A
-/// checkpoint aborted elsewhere is no longer aligned here (`aligner`): its barrier may
-/// never come on the channels still waiting for it, and the channels it holds are read
-/// again.
+/// Takes every waiting control message. A source snapshots at a trigger (`is_source`);
+/// any other task hands back the newest trigger it got, sent to it because every producer
+/// of it finished ([`Checkpointing::on_trigger`]). A checkpoint aborted elsewhere is no
+/// longer aligned here (`aligner`): its barrier may never come on the channels still
+/// waiting for it, and the channels it holds are read again.
 fn take_controls(
     mailbox: &MailboxReceiver,
     shared: &TaskShared,
     head: &mut dyn Lifecycle,
     is_source: bool,
     mut aligner: Option<&mut BarrierAligner>,
-) -> Result<(), TaskError> {
+) -> Result<Option<CheckpointBarrier>, TaskError> {
+    let mut triggered: Option<CheckpointBarrier> = None;
     loop {
         match mailbox.try_recv() {
             Ok(Control::Cancel) | Err(TryRecvError::Disconnected) => return Err(TaskError::Cancelled),
             Ok(Control::TriggerCheckpoint(barrier)) if is_source => snapshot_and_acknowledge(head, shared, &barrier)?,
-            Ok(Control::TriggerCheckpoint(_)) | Ok(Control::JobFinished) => {}
+            Ok(Control::TriggerCheckpoint(barrier)) => {
+                if triggered.is_none_or(|newest| newest.id < barrier.id) {
+                    triggered = Some(barrier);
+                }
+            }
+            Ok(Control::JobFinished) => {}
             Ok(Control::OperatorEvent(event)) => {
                 head.handle_operator_event(event)?;
                 shared.check()?;
@@ -121,7 +116,7 @@ fn take_controls(
                 shared.check()?;
             }
             Err(TryRecvError::Empty) if shared.is_cancelled() => return Err(TaskError::Cancelled),
-            Err(TryRecvError::Empty) => return Ok(()),
+            Err(TryRecvError::Empty) => return Ok(triggered),
         }
     }
 }
@@ -224,14 +219,20 @@ impl<T: 'static> OneInputDriver<T> {
             StreamMessage::Records(mut batch) => {
                 match self.unaligned.as_ref().filter(|u| u.listening()) {
                     None => {
-                        self.counters.add_in(batch.len());
                         let mut records = batch.drain(..).peekable();
+                        let mut processed = 0;
                         while let Some(record) = records.next() {
                             if let Some(next) = records.peek() {
                                 self.head.prepare(next);
                             }
                             self.head.collect(record);
+                            processed += 1;
+                            if control_waits(processed, &self.mailbox) {
+                                self.gate.put_back(channel, records.by_ref().collect());
+                                break;
+                            }
                         }
+                        self.counters.add_in(processed);
                     }
                     Some(_) => {
                         // An announced barrier is taken between two records, not after a
@@ -291,6 +292,18 @@ impl<T: 'static> OneInputDriver<T> {
             }
         }
     }
+}
+
+/// Records of a batch taken between two looks at the mailbox: a control message (a
+/// checkpoint triggered here, a cancel) waits at most this many records, even behind a
+/// slow operator, and the look costs nothing on the other records.
+const RECORDS_PER_MAILBOX_LOOK: usize = 16;
+
+/// Whether a batch stops after `processed` records (the rest put back) for a control
+/// message waiting in `mailbox`.
+#[inline]
+fn control_waits(processed: usize, mailbox: &MailboxReceiver) -> bool {
+    processed.is_multiple_of(RECORDS_PER_MAILBOX_LOOK) && !mailbox.is_empty()
 }
 
 /// Passes on what the input's watermark and status became.
@@ -372,10 +385,14 @@ impl<T: 'static> TaskDriver for OneInputDriver<T> {
         if self.gate.ended() {
             return Ok(StepResult::Finished);
         }
-        take_controls(&self.mailbox, &self.shared, &mut self.head, false, Some(&mut self.aligner))?;
+        if let Some(barrier) =
+            take_controls(&self.mailbox, &self.shared, &mut self.head, false, Some(&mut self.aligner))?
+        {
+            self.checkpointing().on_trigger(barrier, None)?;
+        }
         processing_time(&mut self.head, &self.shared)?;
-        if let Some(result) = self.checkpointing().step(None)? {
-            return Ok(result);
+        if self.checkpointing().step(None)? {
+            return Ok(StepResult::Continue);
         }
         let aligner = &self.aligner;
         match self.gate.poll(&|c| aligner.is_blocked(c))? {
@@ -538,8 +555,9 @@ impl<A: 'static, B: 'static> TwoInputDriver<A, B> {
                 while let Some(record) = records.next() {
                     process(&mut self.head, record, records.peek());
                     processed += 1;
-                    // As in OneInputDriver: announcements and read-ahead between records.
-                    if watch && self.checkpointing().between_records()? {
+                    // As in OneInputDriver: announcements and read-ahead between records,
+                    // and a look at the mailbox now and then.
+                    if (watch && self.checkpointing().between_records()?) || control_waits(processed, &self.mailbox) {
                         gate(self).put_back(local, records.by_ref().collect());
                         break;
                     }
@@ -627,11 +645,15 @@ impl<A: 'static, B: 'static> TaskDriver for TwoInputDriver<A, B> {
         if self.first.ended() && self.second.ended() {
             return Ok(StepResult::Finished);
         }
-        take_controls(&self.mailbox, &self.shared, &mut self.head, false, Some(&mut self.aligner))?;
-        processing_time(&mut self.head, &self.shared)?;
         let declining = self.hold_first().then_some(READS_SECOND_FIRST);
-        if let Some(result) = self.checkpointing().step(declining)? {
-            return Ok(result);
+        if let Some(barrier) =
+            take_controls(&self.mailbox, &self.shared, &mut self.head, false, Some(&mut self.aligner))?
+        {
+            self.checkpointing().on_trigger(barrier, declining)?;
+        }
+        processing_time(&mut self.head, &self.shared)?;
+        if self.checkpointing().step(declining)? {
+            return Ok(StepResult::Continue);
         }
         let offset = self.first.len();
         let aligner = &self.aligner;

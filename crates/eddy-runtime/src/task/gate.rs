@@ -83,6 +83,8 @@ impl<T: Send> InputChannel<T> for BatchReceiver<T> {
 pub struct InputGate<T> {
     channels: Vec<Box<dyn InputChannel<T>>>,
     ended: Vec<bool>,
+    /// Per channel, its end of input was read ahead and waits among what it holds.
+    end_held: Vec<bool>,
     open: usize,
     /// Where the next poll starts.
     next: usize,
@@ -171,6 +173,7 @@ impl<T: Clone + Serialize + DeserializeOwned> InputGate<T> {
         Self {
             channels,
             ended: vec![false; n],
+            end_held: vec![false; n],
             open: n,
             next: 0,
             streak: 0,
@@ -349,6 +352,10 @@ impl<T> InputGate<T> {
     /// Reads `channel`'s queue up to its barrier, keeping what comes before to hand out
     /// next (recorded if the channel is).
     pub fn read_ahead(&mut self, channel: usize) -> Result<ReadAhead, TaskError> {
+        if self.end_held[channel] {
+            // Nothing comes after it (its producer may be gone): all it sent is held.
+            return Ok(ReadAhead::Ended);
+        }
         loop {
             match self.channels[channel].try_recv_ahead() {
                 Ok(StreamMessage::Barrier(barrier)) => {
@@ -360,6 +367,7 @@ impl<T> InputGate<T> {
                     let ended = matches!(message, StreamMessage::EndOfInput);
                     self.hold(channel, message, false);
                     if ended {
+                        self.end_held[channel] = true;
                         return Ok(ReadAhead::Ended);
                     }
                 }

@@ -3,6 +3,7 @@
 
 mod alignment;
 mod async_work;
+mod checkpointing;
 mod context;
 mod driver;
 mod gate;

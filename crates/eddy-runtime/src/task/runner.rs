@@ -4,7 +4,8 @@
 //! simulation's unbounded queues never are), so one thread can drive many tasks (the
 //! simulator) and a task's own thread decides how to wait ([`Task::run_on_thread`]).
 
-use super::driver::{snapshot_and_acknowledge, StepResult, TaskDriver, IDLE_WAIT_MS};
+use super::checkpointing::snapshot_and_acknowledge;
+use super::driver::{StepResult, TaskDriver, IDLE_WAIT_MS};
 use super::mailbox::{Control, FINAL_CHECKPOINT};
 use crate::channel::{CheckpointBarrier, CheckpointEvent};
 use crate::error::TaskError;

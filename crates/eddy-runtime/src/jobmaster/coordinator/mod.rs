@@ -88,8 +88,9 @@ pub(crate) struct AttemptCoordinator<'a> {
     /// The job's last checkpoint, once every task finished.
     final_checkpoint: Option<CheckpointId>,
     savepoint_storage: Option<Arc<dyn CheckpointStorage>>,
-    /// Source tasks still running: checkpoints are triggered at sources only.
-    sources_running: usize,
+    /// Per task, the tasks it reads from (every subtask of each chain feeding it): once
+    /// they all finished, checkpoints are triggered at the task itself.
+    producers: Vec<Vec<usize>>,
     /// What happened, for [`JobResult::trace`]; `None` unless simulating.
     pub(crate) trace: Option<Vec<String>>,
     /// The counters of the tasks that ended well, summed.
@@ -159,7 +160,7 @@ impl<'a> AttemptCoordinator<'a> {
             job_finished_sent: false,
             final_checkpoint: None,
             savepoint_storage,
-            sources_running: 0,
+            producers: Vec::new(),
             trace: traced.then(Vec::new),
             accumulators: BTreeMap::new(),
             savepoint_order: None,
@@ -175,7 +176,7 @@ impl<'a> AttemptCoordinator<'a> {
             sampler: None,
             last_view: std::time::Instant::now(),
         };
-        run.sources_running = run.tasks.iter().filter(|(head, _)| run.is_source(*head)).count();
+        run.producers = producers(graph, plan, &run.tasks);
         run
     }
 
@@ -288,6 +289,21 @@ impl<'a> AttemptCoordinator<'a> {
 
     fn is_source(&self, head: NodeId) -> bool {
         matches!(self.graph.node(head).factory, OperatorFactory::Source(_))
+    }
+
+    /// Whether any source task still runs.
+    fn sources_running(&self) -> bool {
+        (0..self.tasks.len()).any(|index| self.is_source(self.tasks[index].0) && !self.coordinator.is_finished(index))
+    }
+
+    /// Whether a checkpoint starts at task `index` rather than reaching it as a barrier:
+    /// a source starts it; a task that finished is asked for its final state; a task whose
+    /// producers all finished snapshots and keeps what it has not processed yet as
+    /// in-flight data (no barrier can come from a finished task).
+    fn is_triggered(&self, index: usize) -> bool {
+        self.is_source(self.tasks[index].0)
+            || self.coordinator.is_finished(index)
+            || self.producers[index].iter().all(|&producer| self.coordinator.is_finished(producer))
     }
 
     /// Records an event of the run's trace, when there is one.
@@ -474,8 +490,8 @@ impl<'a> AttemptCoordinator<'a> {
                 return;
             }
         }
-        // Once every source finished no barrier can start; the final checkpoint follows.
-        if self.sources_running > 0 && self.coordinator.should_trigger(now) {
+        // While any task runs (Flink's checkpoints after tasks finished, FLIP-147).
+        if self.coordinator.should_trigger(now) {
             self.trigger(SnapshotKind::Checkpoint, now);
         }
         let (expired, counted) = self.coordinator.expire(now);
@@ -522,8 +538,7 @@ impl<'a> AttemptCoordinator<'a> {
         self.triggered_at.insert(id.0, (self.clock.now_ms(), WallClock.now_ms()));
         let barrier = CheckpointBarrier { id, kind };
         for index in 0..self.tasks.len() {
-            // Sources start the barrier; tasks that finished are asked directly.
-            if self.is_source(self.tasks[index].0) || self.coordinator.is_finished(index) {
+            if self.is_triggered(index) {
                 self.mailboxes.post(index, Control::TriggerCheckpoint(barrier));
             }
         }
@@ -565,10 +580,13 @@ impl<'a> AttemptCoordinator<'a> {
                 }
                 return;
             }
-            TaskReport::Finished { task } => {
-                if self.is_source(self.tasks[task].0) {
-                    self.sources_running = self.sources_running.saturating_sub(1);
-                }
+            TaskReport::Finished { task, records_in, records_out } => {
+                tracing::info!(
+                    task = %self.subtask_name(task),
+                    records_in,
+                    records_out,
+                    "task finished its input; checkpoints go on, with its final state"
+                );
                 // No barrier reaches it any more: it is asked for what is pending.
                 for (id, kind) in self.coordinator.task_finished(task) {
                     self.mailboxes.post(task, Control::TriggerCheckpoint(CheckpointBarrier { id, kind }));
@@ -646,4 +664,17 @@ impl<'a> AttemptCoordinator<'a> {
             }
         }
     }
+}
+
+/// Per task of `tasks`, the tasks it reads from: every subtask of each chain with an edge
+/// into its chain's head (an edge into a chain always enters at its head).
+fn producers(graph: &StreamGraph, plan: &ChainPlan, tasks: &[(NodeId, u32)]) -> Vec<Vec<usize>> {
+    tasks
+        .iter()
+        .map(|(head, _)| {
+            let upstream: Vec<NodeId> =
+                graph.edges_into(*head).map(|(_, edge)| plan.head_of[edge.from.0 as usize]).collect();
+            (0..tasks.len()).filter(|&index| upstream.contains(&tasks[index].0)).collect()
+        })
+        .collect()
 }

@@ -48,7 +48,7 @@ impl AttemptCoordinator<'_> {
         if !self.graph.config.checkpointing_enabled() {
             return Err("rescaling restores a checkpoint, and this job takes none (set a checkpoint interval)".into());
         }
-        if self.coordinator.all_finished() || self.sources_running == 0 {
+        if self.coordinator.all_finished() || !self.sources_running() {
             return Err("the job's sources finished: it is ending, and a rescale would not serve".into());
         }
         let rescaled = self.graph.rescaled(parallelism).map_err(|e| format!("cannot rescale to {parallelism}: {e}"))?;
