@@ -59,7 +59,7 @@ pub(crate) struct EnvInner {
     /// Where the job's REST API, dashboard and `/metrics` are served, and the server once
     /// started (one per environment, serving its latest job).
     pub(crate) rest_bind: Option<String>,
-    pub(crate) rest_server: Option<eddy_web::WebServer>,
+    pub(crate) rest_server: Option<crate::web::WebServer>,
 }
 
 /// How long a job's process waits, once its job ended, for the outcome of a savepoint or
@@ -100,7 +100,9 @@ impl Env {
                 parallelism: cores,
                 max_parallelism: DEFAULT_MAX_PARALLELISM,
                 config: JobConfig {
+                    #[cfg(feature = "object-store")]
                     storage_opener: std::sync::Arc::new(eddy_checkpoint_object::ObjectStorageOpener),
+                    #[cfg(feature = "web")]
                     metrics_server: Some(std::sync::Arc::new(crate::web::TaskExecutorMetrics)),
                     ..JobConfig::default()
                 },
@@ -434,7 +436,7 @@ impl Env {
 
     /// Where the REST API is served, once a job started it (`http://HOST:PORT`).
     pub fn rest_url(&self) -> Option<String> {
-        self.inner.borrow().rest_server.as_ref().map(eddy_web::WebServer::url)
+        self.inner.borrow().rest_server.as_ref().map(crate::web::WebServer::url)
     }
 
     fn start_rest_server(&self, job_name: &str) -> Result<(), JobError> {

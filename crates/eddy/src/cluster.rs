@@ -437,9 +437,9 @@ pub fn run_taskmanager(args: &TaskManagerArgs) -> Result<(), String> {
     let metrics_address = match &args.rest_bind {
         None => None,
         Some(bind) => {
-            let server = crate::cluster_web::serve_task_manager(bind, args.slots, &security)?;
+            let (server, address) = crate::cluster_web::serve_task_manager(bind, args.slots, &security)?;
             println!("metrics listening on {}", server.url());
-            Some(server.address.to_string())
+            Some(address)
         }
     };
     let options = TaskManagerOptions {

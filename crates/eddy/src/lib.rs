@@ -56,6 +56,7 @@ pub mod checkpoint {
     /// Where checkpoints go: the storage interface, memory, and filesystem / object store.
     pub mod storage {
         pub use eddy_checkpoint::storage::*;
+        #[cfg(feature = "object-store")]
         pub use eddy_checkpoint_object::*;
     }
 }

@@ -408,8 +408,8 @@ fn a_savepoint_on_demand_leaves_the_job_running_and_restores_mid_stream() {
 
 /// The `count` state of operator `uid` in the checkpoint at `location`, per key.
 fn counts_in(location: &Path, uid: &str) -> std::collections::BTreeMap<u64, u64> {
-    use eddy::checkpoint::storage::{CheckpointStorage, ObjectCheckpointStorage};
-    let storage = ObjectCheckpointStorage::local(location.parent().unwrap()).unwrap();
+    use eddy::checkpoint::storage::{CheckpointStorage, DirectoryStorage};
+    let storage = DirectoryStorage::local(location.parent().unwrap()).unwrap();
     let checkpoint = storage.load(&location.to_string_lossy()).unwrap();
     let mut counts = std::collections::BTreeMap::new();
     for op in checkpoint.operators.iter().filter(|o| o.uid == uid) {

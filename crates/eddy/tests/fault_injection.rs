@@ -6,7 +6,7 @@
 //! with full and with incremental checkpoints.
 
 use eddy::checkpoint::restart::RestartStrategy;
-use eddy::checkpoint::storage::{CheckpointStorage, ObjectCheckpointStorage};
+use eddy::checkpoint::storage::{CheckpointStorage, DirectoryStorage};
 use eddy::checkpoint::{CheckpointConfig, CheckpointingMode};
 use eddy::prelude::*;
 use eddy::sink::ExactlyOnceFileSink;
@@ -260,9 +260,9 @@ fn final_counts(dir: &Path) -> BTreeMap<String, u64> {
 /// The `count` state of operator `uid` in the newest checkpoint in the checkpoint
 /// directory `dir` (in the one job directory there), per path.
 fn final_counts_of(dir: &Path, uid: &str) -> BTreeMap<String, u64> {
-    let jobs = ObjectCheckpointStorage::local(dir).unwrap().subdirectories().unwrap();
+    let jobs = DirectoryStorage::local(dir).unwrap().subdirectories().unwrap();
     assert_eq!(jobs.len(), 1, "one job directory: {jobs:?}");
-    let storage = ObjectCheckpointStorage::local(&jobs[0]).unwrap();
+    let storage = DirectoryStorage::local(&jobs[0]).unwrap();
     let latest = storage.load(&storage.completed().unwrap()[0]).unwrap();
     let mut counts = BTreeMap::new();
     for op in latest.operators.iter().filter(|o| o.uid == uid) {

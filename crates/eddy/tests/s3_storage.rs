@@ -3,7 +3,7 @@
 //! so that `cargo test --workspace` needs nothing done by hand.
 
 use common::{assert_counts_continue, counting_job};
-use eddy::checkpoint::storage::{CheckpointStorage, ObjectCheckpointStorage};
+use eddy::checkpoint::storage::{ObjectStorageOpener, OpenStorage};
 use eddy::checkpoint::CheckpointConfig;
 use eddy::prelude::*;
 use std::io::{Read, Write};
@@ -112,9 +112,9 @@ fn checkpoints_and_savepoints_live_in_an_s3_compatible_store() {
     assert!(savepoint.starts_with("s3://eddy-test/savepoints/savepoint-"), "{savepoint}");
 
     // In a job directory of its own under the checkpoint directory.
-    let jobs = ObjectCheckpointStorage::open("s3://eddy-test/checkpoints").unwrap().subdirectories().unwrap();
+    let jobs = ObjectStorageOpener.open("s3://eddy-test/checkpoints").unwrap().subdirectories().unwrap();
     assert_eq!(jobs.len(), 1, "{jobs:?}");
-    let storage = ObjectCheckpointStorage::open(&jobs[0]).unwrap();
+    let storage = ObjectStorageOpener.open(&jobs[0]).unwrap();
     let completed = storage.completed().unwrap();
     assert!(!completed.is_empty() && completed[0].starts_with(&format!("{}/chk-", jobs[0])), "{completed:?}");
     assert!(storage.load(&completed[0]).unwrap().state_for("count", 0).is_some());
@@ -139,9 +139,9 @@ fn incremental_rocksdb_checkpoints_in_s3() {
     let result = run_until_savepoint(&env, "s3://eddy-test/incremental", "s3://eddy-test/incremental-savepoints", 400);
     // (Uploads to moto are slow: one checkpoint may be all that completes before the stop.)
     assert!(result.checkpoints_completed >= 1, "{result:?}");
-    let jobs = ObjectCheckpointStorage::open("s3://eddy-test/incremental").unwrap().subdirectories().unwrap();
+    let jobs = ObjectStorageOpener.open("s3://eddy-test/incremental").unwrap().subdirectories().unwrap();
     assert_eq!(jobs.len(), 1, "one job directory: {jobs:?}");
-    let storage = ObjectCheckpointStorage::open(&jobs[0]).unwrap();
+    let storage = ObjectStorageOpener.open(&jobs[0]).unwrap();
     let latest = storage.load(&storage.completed().unwrap()[0]).unwrap();
     let native = latest.state_for("count", 0).and_then(|s| s.keyed.as_ref()).map(|k| k.native.len());
     assert_eq!(native, Some(1), "the checkpoint holds RocksDB's files");

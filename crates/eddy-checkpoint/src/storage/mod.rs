@@ -1,11 +1,18 @@
 //! Checkpoint storage: where completed checkpoints and savepoints live (Flink's
 //! `CheckpointStorage`), apart from the state backend that holds working state.
 
+mod directory;
+mod files;
 mod job_dir;
 mod memory;
 mod native;
 mod task_writer;
 
+pub use directory::{
+    inspect_checkpoint_dir, load_checkpoint_dir, open_checkpoint_dir, unreferenced_shared_files, DirectoryOpener,
+    DirectoryStorage, LocalFiles, TaskInspection,
+};
+pub use files::{io, FileCheckpointStorage, Files};
 pub use job_dir::{choose_latest, is_job_dir_of, FoundJob, JobDirId, JobDirLock, JOB_FINISHED_FILE, JOB_LOCK_FILE};
 pub use memory::MemoryCheckpointStorage;
 pub use native::{fetch_native_files, file_safe, upload_native_files, KnownFiles, SHARED_DIR};
@@ -85,8 +92,9 @@ pub trait CheckpointStorage: Send + Sync {
 }
 
 /// Opens checkpoint storage at a location (a directory, `s3://…`). The runtime opens
-/// storage only through this, so that `object_store` and its async runtime stay in the
-/// leaf crate that implements it (`eddy-checkpoint-object`).
+/// storage only through this: [`DirectoryOpener`] for local directories, and
+/// `eddy-checkpoint-object`'s opener for object stores too, so that `object_store` and
+/// its async runtime stay in that leaf crate.
 pub trait OpenStorage: Send + Sync + std::fmt::Debug {
     /// Storage rooted at `location`.
     fn open(&self, location: &str) -> Result<std::sync::Arc<dyn CheckpointStorage>, CheckpointError>;
@@ -96,33 +104,6 @@ pub trait OpenStorage: Send + Sync + std::fmt::Debug {
         &self,
         dir: &Path,
     ) -> Result<(std::sync::Arc<dyn CheckpointStorage>, String), CheckpointError>;
-}
-
-/// For builds without filesystem storage: every open fails, saying so.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct NoFileStorage;
-
-impl NoFileStorage {
-    fn refuse(location: &str) -> CheckpointError {
-        CheckpointError::InvalidLocation {
-            location: location.to_string(),
-            message: "this program has no filesystem checkpoint storage (eddy-checkpoint-object is not linked in)"
-                .into(),
-        }
-    }
-}
-
-impl OpenStorage for NoFileStorage {
-    fn open(&self, location: &str) -> Result<std::sync::Arc<dyn CheckpointStorage>, CheckpointError> {
-        Err(Self::refuse(location))
-    }
-
-    fn open_checkpoint_dir(
-        &self,
-        dir: &Path,
-    ) -> Result<(std::sync::Arc<dyn CheckpointStorage>, String), CheckpointError> {
-        Err(Self::refuse(&dir.display().to_string()))
-    }
 }
 
 /// The directory name of a checkpoint or savepoint.

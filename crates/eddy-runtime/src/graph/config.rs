@@ -2,7 +2,7 @@
 //! restarts, and what it restores from.
 
 use eddy_checkpoint::restart::RestartStrategy;
-use eddy_checkpoint::storage::{NoFileStorage, OpenStorage};
+use eddy_checkpoint::storage::{DirectoryOpener, OpenStorage};
 use eddy_checkpoint::CheckpointConfig;
 use eddy_state::{HeapStateBackend, KeyedBackendFactory};
 use std::path::PathBuf;
@@ -91,8 +91,9 @@ pub struct JobConfig {
     pub seed: Option<u64>,
     /// `Some`: run under deterministic simulation (heap backend only).
     pub simulation: Option<Simulation>,
-    /// Opens filesystem and object-store checkpoint storage (checkpoint directories,
-    /// savepoints, restores); the API sets the `object_store` one.
+    /// Opens checkpoint storage (checkpoint directories, savepoints, restores): local
+    /// directories by default; with the facade's `object-store` feature the API sets one
+    /// that opens `s3://` locations too.
     pub storage_opener: Arc<dyn OpenStorage>,
     /// How often partial batches and network buffers are sent while input keeps coming
     /// (Flink's `execution.buffer-timeout`); 0: after every record.
@@ -128,7 +129,7 @@ impl Default for JobConfig {
             savepoint: None,
             seed: None,
             simulation: None,
-            storage_opener: Arc::new(NoFileStorage),
+            storage_opener: Arc::new(DirectoryOpener),
             cluster: None,
             buffer_timeout_ms: crate::channel::DEFAULT_BUFFER_TIMEOUT_MS,
             buffer_debloat: None,

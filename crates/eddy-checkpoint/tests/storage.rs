@@ -1,9 +1,8 @@
 //! Checkpoint storage on a real directory and in memory.
 
 use eddy_checkpoint::metadata::{encode_task_state, CheckpointMetadata, OperatorEntry, TaskStateEntry};
-use eddy_checkpoint::storage::{CheckpointStorage, MemoryCheckpointStorage};
+use eddy_checkpoint::storage::{load_checkpoint_dir, CheckpointStorage, DirectoryStorage, MemoryCheckpointStorage};
 use eddy_checkpoint::{CheckpointId, OperatorSnapshot, SnapshotKind};
-use eddy_checkpoint_object::{load_checkpoint_dir, ObjectCheckpointStorage};
 
 fn temp_dir(name: &str) -> std::path::PathBuf {
     let dir = std::env::temp_dir().join(format!("eddy-storage-{name}-{}", std::process::id()));
@@ -57,7 +56,7 @@ fn write_checkpoint(storage: &dyn CheckpointStorage, id: u64, marker: u8) -> Str
 #[test]
 fn a_directory_holds_complete_checkpoints_newest_first_and_ignores_unfinished_ones() {
     let dir = temp_dir("dir");
-    let storage = ObjectCheckpointStorage::local(&dir).unwrap();
+    let storage = DirectoryStorage::local(&dir).unwrap();
     write_checkpoint(&storage, 1, 10);
     let second = write_checkpoint(&storage, 2, 20);
     // A crash while writing checkpoint 3: state files, no _metadata.
@@ -82,7 +81,7 @@ fn a_directory_holds_complete_checkpoints_newest_first_and_ignores_unfinished_on
 #[test]
 fn a_corrupt_or_truncated_state_file_is_named() {
     let dir = temp_dir("corrupt");
-    let storage = ObjectCheckpointStorage::local(&dir).unwrap();
+    let storage = DirectoryStorage::local(&dir).unwrap();
     let location = write_checkpoint(&storage, 7, 1);
     let file = dir.join("chk-7").join("source-1.state");
     let mut bytes = std::fs::read(&file).unwrap();
@@ -112,91 +111,10 @@ fn memory_storage_keeps_checkpoints_and_caps_task_state() {
     assert!(err.to_string().contains("above the JobManager memory storage cap of 1024 bytes"), "{err}");
 }
 
-/// A real local store whose deletes of `_metadata` fail: the one fault discarding must not
-/// step over (as root, file permissions cannot make a delete fail).
-#[derive(Debug)]
-struct MetadataDeletesFail(object_store::local::LocalFileSystem);
-
-impl std::fmt::Display for MetadataDeletesFail {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "MetadataDeletesFail({})", self.0)
-    }
-}
-
-#[async_trait::async_trait]
-impl object_store::ObjectStore for MetadataDeletesFail {
-    async fn put_opts(
-        &self,
-        location: &object_store::path::Path,
-        payload: object_store::PutPayload,
-        opts: object_store::PutOptions,
-    ) -> object_store::Result<object_store::PutResult> {
-        self.0.put_opts(location, payload, opts).await
-    }
-    async fn put_multipart_opts(
-        &self,
-        location: &object_store::path::Path,
-        opts: object_store::PutMultipartOptions,
-    ) -> object_store::Result<Box<dyn object_store::MultipartUpload>> {
-        self.0.put_multipart_opts(location, opts).await
-    }
-    async fn get_opts(
-        &self,
-        location: &object_store::path::Path,
-        options: object_store::GetOptions,
-    ) -> object_store::Result<object_store::GetResult> {
-        self.0.get_opts(location, options).await
-    }
-    async fn delete(&self, location: &object_store::path::Path) -> object_store::Result<()> {
-        if location.as_ref().ends_with("_metadata") {
-            return Err(object_store::Error::Generic { store: "test", source: "injected: delete refused".into() });
-        }
-        self.0.delete(location).await
-    }
-    fn list(
-        &self,
-        prefix: Option<&object_store::path::Path>,
-    ) -> futures::stream::BoxStream<'static, object_store::Result<object_store::ObjectMeta>> {
-        self.0.list(prefix)
-    }
-    async fn list_with_delimiter(
-        &self,
-        prefix: Option<&object_store::path::Path>,
-    ) -> object_store::Result<object_store::ListResult> {
-        self.0.list_with_delimiter(prefix).await
-    }
-    async fn copy(&self, from: &object_store::path::Path, to: &object_store::path::Path) -> object_store::Result<()> {
-        self.0.copy(from, to).await
-    }
-    async fn copy_if_not_exists(
-        &self,
-        from: &object_store::path::Path,
-        to: &object_store::path::Path,
-    ) -> object_store::Result<()> {
-        self.0.copy_if_not_exists(from, to).await
-    }
-}
-
-#[test]
-fn a_checkpoint_whose_metadata_cannot_be_deleted_is_kept_whole() {
-    let dir = temp_dir("discard-fails");
-    std::fs::create_dir_all(&dir).unwrap();
-    let local = object_store::local::LocalFileSystem::new_with_prefix(&dir).unwrap();
-    let storage = ObjectCheckpointStorage::new(std::sync::Arc::new(MetadataDeletesFail(local)), "test-store").unwrap();
-    write_checkpoint(&storage, 1, 7);
-    let error = storage.discard(CheckpointId(1), SnapshotKind::Checkpoint).unwrap_err().to_string();
-    assert!(error.contains("chk-1/_metadata") && error.contains("delete refused"), "{error}");
-    // Still complete and readable: nothing behind `_metadata` was deleted.
-    assert_eq!(storage.completed().unwrap().len(), 1);
-    let files = std::fs::read_dir(dir.join("chk-1")).unwrap().count();
-    assert_eq!(files, 3, "_metadata and both task state files remain");
-    let _ = std::fs::remove_dir_all(&dir);
-}
-
 #[test]
 fn a_native_file_is_placed_in_a_local_directory_whole_with_its_size_and_checksum() {
     let dir = temp_dir("place");
-    let storage = ObjectCheckpointStorage::local(&dir).unwrap();
+    let storage = DirectoryStorage::local(&dir).unwrap();
     let local = temp_dir("place-local");
     std::fs::create_dir_all(&local).unwrap();
     // Longer than the buffer it is checksummed through, and not a multiple of it.

@@ -4,15 +4,14 @@
 //! names the file, never a panic.
 
 use eddy_checkpoint::metadata::{encode_task_state, CheckpointMetadata, OperatorEntry, TaskStateEntry};
-use eddy_checkpoint::storage::CheckpointStorage;
+use eddy_checkpoint::storage::{inspect_checkpoint_dir, load_checkpoint_dir, CheckpointStorage, DirectoryStorage};
 use eddy_checkpoint::{CheckpointId, OperatorSnapshot, SnapshotKind};
-use eddy_checkpoint_object::{inspect_checkpoint_dir, load_checkpoint_dir, ObjectCheckpointStorage};
 use proptest::prelude::*;
 use std::path::{Path, PathBuf};
 
 fn fresh_checkpoint(dir: &Path) -> PathBuf {
     let _ = std::fs::remove_dir_all(dir);
-    let storage = ObjectCheckpointStorage::local(dir).unwrap();
+    let storage = DirectoryStorage::local(dir).unwrap();
     let id = CheckpointId(1);
     let mut snapshot =
         OperatorSnapshot { uid: "source".into(), name: "source".into(), parallelism: 1, ..Default::default() };
@@ -91,7 +90,7 @@ proptest! {
         let name = file.file_name().unwrap().to_string_lossy().into_owned();
 
         let loaded = load_checkpoint_dir(&checkpoint);
-        let storage = ObjectCheckpointStorage::local(&dir).unwrap();
+        let storage = DirectoryStorage::local(&dir).unwrap();
         let location = storage.completed().unwrap().into_iter().next();
         let verified = location.as_ref().map(|l| storage.verify(l));
         let inspected = inspect_checkpoint_dir(&checkpoint);

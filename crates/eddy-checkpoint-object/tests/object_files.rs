@@ -1,0 +1,137 @@
+//! Checkpoint storage in an object store: a local one, wrapped to refuse what a test asks.
+
+use eddy_checkpoint::metadata::{encode_task_state, CheckpointMetadata, OperatorEntry, TaskStateEntry};
+use eddy_checkpoint::storage::{CheckpointStorage, FileCheckpointStorage};
+use eddy_checkpoint::{CheckpointId, OperatorSnapshot, SnapshotKind};
+use eddy_checkpoint_object::ObjectFiles;
+
+fn temp_dir(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("eddy-storage-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
+fn snapshot(uid: &str, subtask: u32, marker: u8) -> OperatorSnapshot {
+    let mut s = OperatorSnapshot { uid: uid.into(), name: uid.into(), subtask, parallelism: 2, ..Default::default() };
+    s.operator.lists.push(eddy_state::operator::ListSnapshot {
+        name: "offsets".into(),
+        distribution: eddy_state::operator::ListDistribution::EvenSplit,
+        element_type: "u8".into(),
+        elements: vec![vec![marker]],
+    });
+    s
+}
+
+fn write_checkpoint(storage: &dyn CheckpointStorage, id: u64, marker: u8) -> String {
+    let id = CheckpointId(id);
+    let mut tasks = Vec::new();
+    for subtask in 0..2 {
+        let state = vec![snapshot("source", subtask, marker)];
+        let handle = storage
+            .write_task_state(
+                id,
+                SnapshotKind::Checkpoint,
+                &format!("source-{subtask}"),
+                encode_task_state(&state).unwrap(),
+            )
+            .unwrap();
+        tasks.push(TaskStateEntry {
+            task: "source".into(),
+            subtask,
+            operators: vec![OperatorEntry { uid: "source".into(), name: "source".into(), parallelism: 2 }],
+            handle,
+        });
+    }
+    let metadata = CheckpointMetadata {
+        checkpoint_id: id,
+        kind: SnapshotKind::Checkpoint,
+        job_name: "job".into(),
+        max_parallelism: 128,
+        timestamp_ms: 1,
+        tasks,
+        coordinators: Some(Vec::new()),
+    };
+    storage.commit(&metadata).unwrap()
+}
+
+/// A real local store whose deletes of `_metadata` fail: the one fault discarding must not
+/// step over (as root, file permissions cannot make a delete fail).
+#[derive(Debug)]
+struct MetadataDeletesFail(object_store::local::LocalFileSystem);
+
+impl std::fmt::Display for MetadataDeletesFail {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "MetadataDeletesFail({})", self.0)
+    }
+}
+
+#[async_trait::async_trait]
+impl object_store::ObjectStore for MetadataDeletesFail {
+    async fn put_opts(
+        &self,
+        location: &object_store::path::Path,
+        payload: object_store::PutPayload,
+        opts: object_store::PutOptions,
+    ) -> object_store::Result<object_store::PutResult> {
+        self.0.put_opts(location, payload, opts).await
+    }
+    async fn put_multipart_opts(
+        &self,
+        location: &object_store::path::Path,
+        opts: object_store::PutMultipartOptions,
+    ) -> object_store::Result<Box<dyn object_store::MultipartUpload>> {
+        self.0.put_multipart_opts(location, opts).await
+    }
+    async fn get_opts(
+        &self,
+        location: &object_store::path::Path,
+        options: object_store::GetOptions,
+    ) -> object_store::Result<object_store::GetResult> {
+        self.0.get_opts(location, options).await
+    }
+    async fn delete(&self, location: &object_store::path::Path) -> object_store::Result<()> {
+        if location.as_ref().ends_with("_metadata") {
+            return Err(object_store::Error::Generic { store: "test", source: "injected: delete refused".into() });
+        }
+        self.0.delete(location).await
+    }
+    fn list(
+        &self,
+        prefix: Option<&object_store::path::Path>,
+    ) -> futures::stream::BoxStream<'static, object_store::Result<object_store::ObjectMeta>> {
+        self.0.list(prefix)
+    }
+    async fn list_with_delimiter(
+        &self,
+        prefix: Option<&object_store::path::Path>,
+    ) -> object_store::Result<object_store::ListResult> {
+        self.0.list_with_delimiter(prefix).await
+    }
+    async fn copy(&self, from: &object_store::path::Path, to: &object_store::path::Path) -> object_store::Result<()> {
+        self.0.copy(from, to).await
+    }
+    async fn copy_if_not_exists(
+        &self,
+        from: &object_store::path::Path,
+        to: &object_store::path::Path,
+    ) -> object_store::Result<()> {
+        self.0.copy_if_not_exists(from, to).await
+    }
+}
+
+#[test]
+fn a_checkpoint_whose_metadata_cannot_be_deleted_is_kept_whole() {
+    let dir = temp_dir("discard-fails");
+    std::fs::create_dir_all(&dir).unwrap();
+    let local = object_store::local::LocalFileSystem::new_with_prefix(&dir).unwrap();
+    let files = ObjectFiles::new(std::sync::Arc::new(MetadataDeletesFail(local)), "test-store").unwrap();
+    let storage = FileCheckpointStorage::new(files);
+    write_checkpoint(&storage, 1, 7);
+    let error = storage.discard(CheckpointId(1), SnapshotKind::Checkpoint).unwrap_err().to_string();
+    assert!(error.contains("chk-1/_metadata") && error.contains("delete refused"), "{error}");
+    // Still complete and readable: nothing behind `_metadata` was deleted.
+    assert_eq!(storage.completed().unwrap().len(), 1);
+    let files = std::fs::read_dir(dir.join("chk-1")).unwrap().count();
+    assert_eq!(files, 3, "_metadata and both task state files remain");
+    let _ = std::fs::remove_dir_all(&dir);
+}
