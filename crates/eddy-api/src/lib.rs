@@ -11,9 +11,10 @@
 //! interval join); [`async_io`] enriches records from external services without blocking.
 //!
 //! Depends on `eddy-runtime` (which runs the graph this crate builds), `eddy-state`,
-//! `eddy-types` and `eddy-checkpoint`; on `eddy-web` (a local job's REST server),
-//! `eddy-checkpoint-object` (where checkpoints are stored) and `eddy-rpc` (a job launched
-//! on a cluster); and on tokio, whose runtime runs async I/O's requests.
+//! `eddy-types`, `eddy-checkpoint` (checkpoint directories among it) and `eddy-rpc` (a
+//! job launched on a cluster); on tokio, whose runtime runs async I/O's requests; and,
+//! only with their features, on `eddy-web` (`web`: a local job's REST server, a task
+//! executor's `/metrics`) and `eddy-checkpoint-object` (`object-store`: `s3://` storage).
 
 // Only eddy-state holds `unsafe` (one audited prefetch); nothing else may.
 #![forbid(unsafe_code)]

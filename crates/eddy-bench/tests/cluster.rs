@@ -311,12 +311,16 @@ fn a_taskmanager_pointed_at_a_wrong_address_says_so() {
 
 #[test]
 fn a_taskmanager_whose_jobmanager_goes_away_stops_with_a_clear_error() {
-    let mut cluster = Cluster::start("jm-gone", &[1]);
+    let mut cluster = Cluster::start("jm-gone", &[]);
+    let secret = cluster.secret.to_str().unwrap().to_string();
+    // It tries to register again for the register timeout (Flink's 5 minutes by default).
+    let flags = ["taskmanager", "--jobmanager", &cluster.address, "--secret-file", &secret];
+    let tm = Proc::start(&[&flags[..], &["--register-timeout-ms", "1000"]].concat());
+    cluster.jobmanager.wait_for("TaskManager joined", 1, Duration::from_secs(20));
     let _ = cluster.jobmanager.child.kill();
-    let tm = cluster.task_managers.pop().unwrap();
     let (code, log) = tm.finish(Duration::from_secs(30));
     assert_ne!(code, 0);
-    assert!(log.contains("went away"), "{log}");
+    assert!(log.contains("went away") && log.contains("could not register again"), "{log}");
 }
 
 #[test]
@@ -516,6 +520,40 @@ fn a_stopped_taskmanager_is_caught_by_its_heartbeat_timeout_and_the_job_recovers
     let (code, log) = job.finish(Duration::from_secs(120));
     assert_eq!(code, 0, "{log}");
     assert_eq!(output(&out), output(&reference), "the committed output differs from a failure-free run's");
+}
+
+/// A TaskManager cut off from the JobManager by the network for 12 s (its packets held
+/// both ways, its process running on): both sides lose each other by their heartbeats, the
+/// job waits for slots, and once the network heals the TaskManager registers again (as
+/// Flink's do) and the job ends with exactly the failure-free output.
+#[test]
+fn a_taskmanager_partitioned_from_the_jobmanager_for_12_s_registers_again_and_the_job_recovers_exactly() {
+    let heartbeats = ["--heartbeat-interval-ms", "200", "--heartbeat-timeout-ms", "1000"];
+    let cluster = Cluster::start_with("partition", &[1], &[], &heartbeats);
+    let network = common::partition::Partitionable::start(&cluster.address);
+    let secret = cluster.secret.to_str().unwrap().to_string();
+    let flags = ["taskmanager", "--jobmanager", &network.address, "--slots", "1", "--secret-file", &secret];
+    let mut cut_off = Proc::start(&[&flags[..], &heartbeats].concat());
+    cluster.jobmanager.wait_for("TaskManager joined", 2, Duration::from_secs(20));
+    let (reference, out) = (cluster.dir.join("reference"), cluster.dir.join("out"));
+    let (args, local) = w1_exactly_once(&cluster.dir, "300000", "30000");
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let job = cluster.submit(&args);
+    job.wait_for("attempt running on the cluster", 1, Duration::from_secs(60));
+    job.wait_for("checkpoint completed", 1, Duration::from_secs(60));
+    let partitioned_at = Instant::now();
+    network.partition();
+    cluster.jobmanager.wait_for("TaskManager lost", 1, Duration::from_secs(10));
+    cut_off.wait_for("lost the JobManager", 1, Duration::from_secs(10));
+    std::thread::sleep(Duration::from_secs(12).saturating_sub(partitioned_at.elapsed()));
+    assert!(cut_off.running(), "the TaskManager runs on through the partition:\n{}", cut_off.lines().join("\n"));
+    network.heal();
+    cluster.jobmanager.wait_for("TaskManager joined", 3, Duration::from_secs(30));
+    let (code, log) = job.finish(Duration::from_secs(120));
+    assert_eq!(code, 0, "{log}");
+    assert_eq!(field(&log, "checksum"), field(&local, "checksum"));
+    assert_eq!(output(&out), output(&reference), "the committed output differs from a failure-free run's");
+    assert!(cut_off.running(), "the TaskManager serves on after the job");
 }
 
 #[test]

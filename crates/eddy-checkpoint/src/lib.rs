@@ -7,8 +7,9 @@
 //! - [`snapshot`]: what one operator instance contributes to a checkpoint.
 //! - [`metadata`]: the versioned `_metadata` of a checkpoint and the checksummed encoding
 //!   of every file.
-//! - [`storage`]: where checkpoints go: the JobManager's memory (capped per task) or a
-//!   filesystem / object store through `object_store`; the coordinator's view (metadata,
+//! - [`storage`]: where checkpoints go: the JobManager's memory (capped per task) or
+//!   files (a local directory through `std::fs` here; an object store through
+//!   `eddy-checkpoint-object`, one layout for both); the coordinator's view (metadata,
 //!   listing, discarding) and the task view ([`storage::TaskStateWriter`]); every job's
 //!   checkpoints in a job directory of its own, locked while it runs
 //!   ([`storage::JobDirLock`]), and which job a restore of "the latest" reads.

@@ -5,8 +5,9 @@
 //! - the TaskManagers and their slots ([`service`]): registration, heartbeats both ways,
 //!   and their loss, at once when a connection drops, else after the heartbeat timeout;
 //! - the jobs submitted by their binaries, which coordinate themselves (their JobMasters,
-//!   `eddy_runtime::jobmaster`): slot requests wait, with a timeout, for enough free
-//!   slots; slots are taken from the TaskManagers in the order they joined, and one slot
+//!   `eddy_runtime::jobmaster`): slot requests wait, with a timeout, until the resource
+//!   provider can serve them (`service::slots`; the standalone pool of registered
+//!   TaskManagers today, which takes slots in the order they joined), and one slot
 //!   holds one subtask of every operator (slot sharing); a TaskManager lost is reported to
 //!   every job with slots on it, which restarts elsewhere; a job whose JobMaster dies is
 //!   taken over by a JobMaster a TaskManager starts again (`service::takeover`);

@@ -28,6 +28,9 @@ mod client;
 mod error;
 pub mod sink;
 pub mod source;
+/// Apache Kafka brokers started for tests and benchmarks (processes, ports): with the
+/// `testing` feature only.
+#[cfg(feature = "testing")]
 pub mod testing;
 
 pub use client::KafkaProperties;

@@ -12,7 +12,7 @@
 //! assert_eq!(total, 1_000);
 //! ```
 //!
-//! See `REPORT.md` for what follows the reference and where it deviates.
+//! See the crate's `README.md` for what follows the reference and where it deviates.
 
 // Only eddy-state holds `unsafe` (one audited prefetch); nothing else may.
 #![forbid(unsafe_code)]

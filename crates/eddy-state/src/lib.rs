@@ -12,11 +12,13 @@
 //! Functions keep their state handles in `Option`s filled in `open()`; [`DeclaredState`]
 //! reads one, naming the state when it was not declared. Each keyed snapshot records
 //! every state's declared type, so a restore refuses a state declared again as another
-//! type, naming both. [`conformance`] is the one suite every backend passes.
+//! type, naming both. `conformance` is the one suite every backend passes (a test
+//! harness, with the `testing` feature only: backends' tests turn it on).
 //!
 //! Depends only on `eddy-types`. Values are kept as Rust values on the heap and serialized
 //! (serde + postcard) only when a snapshot is taken.
 
+#[cfg(feature = "testing")]
 pub mod conformance;
 mod declared;
 pub mod descriptor;

@@ -39,32 +39,47 @@ pub struct TaskManagerOptions {
 
 type Executors = Arc<Mutex<HashMap<(JobId, AttemptId), Arc<Mutex<Child>>>>>;
 
-/// Runs the TaskManager until its JobManager goes away (an error) or it is killed. With
-/// high availability (`etcd://…` for the JobManager) it follows the leader instead: when
-/// the JobManager is lost, its task executors stop (their slots were the old leader's)
-/// and it registers with the new leader.
+/// Runs the TaskManager until it is killed, or cannot register (an error). When the
+/// JobManager is lost (its process gone, or the network between them cut for longer than
+/// the heartbeat timeout), its task executors stop (their slots were given up there) and it
+/// registers again, as Flink's TaskManagers do, trying for the register timeout: with the
+/// same JobManager, or with high availability (`etcd://…`) with whichever leads by then.
+/// So a cluster keeps its capacity across a network partition that heals.
 pub fn run_task_manager(options: TaskManagerOptions) -> Result<(), ClusterError> {
     if options.slots == 0 {
         return Err(ClusterError::Config("--slots must be at least 1".into()));
     }
+    let mut lost: Option<(String, ClusterError)> = None;
     loop {
-        let lost = serve_jobmanager(&options)?;
-        if !is_ha(&options.jobmanager) {
-            return Err(lost);
-        }
-        tracing::warn!(error = %lost, "lost the JobManager; its task executors stopped; registering with the leader");
+        let registered = register_within_timeout(&options);
+        let (connection, reader, id, jm) = match (registered, lost.take()) {
+            (Ok(registered), _) => registered,
+            (Err(e), None) => return Err(e),
+            (Err(e), Some((jm, cause))) => {
+                return Err(ClusterError::Protocol(format!(
+                    "the JobManager at {jm} went away ({cause}); this TaskManager stopped, as it could not \
+                     register again: {e}"
+                )))
+            }
+        };
+        let cause = serve_jobmanager(&options, connection, reader, id, &jm)?;
+        tracing::warn!(jobmanager = %jm, error = %cause, "lost the JobManager; its task executors stopped; registering again");
+        lost = Some((jm, cause));
     }
 }
 
-/// Registers with the JobManager (the leader) and serves it until it is lost: the loss,
-/// or an error if it cannot register.
-fn serve_jobmanager(options: &TaskManagerOptions) -> Result<ClusterError, ClusterError> {
-    let binary =
-        std::env::current_exe().map_err(|e| ClusterError::Config(format!("cannot find this program's path: {e}")))?;
+/// What registering gives: the connection, its reader, this TaskManager's id and the
+/// JobManager's address.
+type Registered = (Connection, Reader, TaskManagerId, String);
+
+/// Registers with the JobManager (the leader), trying again for the register timeout
+/// while it cannot be reached.
+fn register_within_timeout(options: &TaskManagerOptions) -> Result<Registered, ClusterError> {
+    let binary = this_binary()?;
     let started = Instant::now();
-    let (connection, mut reader, id, jm) = loop {
+    loop {
         match register(options, &binary) {
-            Ok(registered) => break registered,
+            Ok(registered) => return Ok(registered),
             Err((e, again)) if again && started.elapsed() < options.register_timeout => {
                 tracing::debug!(jobmanager = %options.jobmanager, error = %e, "JobManager not reachable yet; trying again");
                 std::thread::sleep(Duration::from_millis(200));
@@ -77,9 +92,24 @@ fn serve_jobmanager(options: &TaskManagerOptions) -> Result<ClusterError, Cluste
             }
             Err((e, false)) => return Err(e),
         }
-    };
+    }
+}
+
+fn this_binary() -> Result<std::path::PathBuf, ClusterError> {
+    std::env::current_exe().map_err(|e| ClusterError::Config(format!("cannot find this program's path: {e}")))
+}
+
+/// Serves the JobManager this TaskManager registered with until it is lost: the loss (its
+/// task executors stopped), or an error that registering again cannot mend.
+fn serve_jobmanager(
+    options: &TaskManagerOptions,
+    connection: Connection,
+    mut reader: Reader,
+    id: TaskManagerId,
+    jm: &str,
+) -> Result<ClusterError, ClusterError> {
     tracing::info!(task_manager = %id, slots = options.slots, jobmanager = %jm, "TaskManager registered");
-    let binary = &binary;
+    let binary = &this_binary()?;
     let stop = Arc::new(AtomicBool::new(false));
     start_heartbeats(connection.clone(), options.heartbeats, stop.clone(), TaskManagerMessage::Heartbeat);
     let executors: Executors = Arc::default();
@@ -110,20 +140,25 @@ fn serve_jobmanager(options: &TaskManagerOptions) -> Result<ClusterError, Cluste
                     let _ = child.lock().unwrap_or_else(|e| e.into_inner()).kill();
                 }
             }
-            Ok(TaskManagerMessage::Refused(why)) => break ClusterError::Refused(why),
+            Ok(TaskManagerMessage::Refused(why)) => {
+                stop_executors(&stop, &executors);
+                return Err(ClusterError::Refused(why));
+            }
             Ok(other) => tracing::warn!(message = ?other, "unexpected message from the JobManager; ignored"),
             Err(e) => break e,
         }
     };
+    stop_executors(&stop, &executors);
+    Ok(error)
+}
+
+/// Stops the heartbeats and every task executor: their slots are not this TaskManager's
+/// any more.
+fn stop_executors(stop: &AtomicBool, executors: &Executors) {
     stop.store(true, Ordering::Relaxed);
     for (_, child) in executors.lock().unwrap_or_else(|e| e.into_inner()).drain() {
         let _ = child.lock().unwrap_or_else(|e| e.into_inner()).kill();
     }
-    if is_ha(&options.jobmanager) {
-        return Ok(error);
-    }
-    tracing::error!(jobmanager = %jm, error = %error, "the JobManager went away; this TaskManager stops with its task executors");
-    Ok(ClusterError::Protocol(format!("the JobManager at {jm} went away ({error}); this TaskManager stopped")))
 }
 
 /// One try to register with the JobManager (the leader): the connection, its reader, this
@@ -138,7 +173,10 @@ fn register(
 ) -> Result<(Connection, Reader, TaskManagerId, String), (ClusterError, bool)> {
     let jm = locate_jobmanager(&options.jobmanager, Duration::ZERO).map_err(|e| (e, true))?;
     let stream = TcpStream::connect(&jm).map_err(|e| (ClusterError::io(&jm, "reaching the JobManager", e), true))?;
-    let again = is_ha(&options.jobmanager);
+    // A standby that does not lead yet (high availability) answers nothing; a connection
+    // that broke or went unanswered (a network cut) may work the next time; a refusal or a
+    // wrong answer will not.
+    let again = |e: &ClusterError| is_ha(&options.jobmanager) || matches!(e, ClusterError::Io { .. });
     let handshake = || -> Result<(Connection, Reader, TaskManagerId), ClusterError> {
         let stream = Stream::client(stream, &jm, options.security.tls.as_ref())?;
         authenticate_client(&stream, &options.security.secret, PeerRole::TaskManager)?;
@@ -166,7 +204,10 @@ fn register(
     match handshake() {
         Ok((connection, reader, id)) => Ok((connection, reader, id, jm)),
         Err(refused @ ClusterError::Refused(_)) => Err((refused, false)),
-        Err(e) => Err((e, again)),
+        Err(e) => {
+            let again = again(&e);
+            Err((e, again))
+        }
     }
 }
 

@@ -188,8 +188,9 @@ pub struct TaskManagerArgs {
     /// The address other TaskManagers reach its subtasks at.
     #[arg(long, default_value = "127.0.0.1")]
     pub host: String,
-    /// How long it tries to reach the JobManager before it gives up.
-    #[arg(long, default_value_t = 10_000)]
+    /// How long it tries to reach the JobManager before it gives up: when it starts, and
+    /// again after it lost the JobManager (Flink's `taskmanager.registration.timeout`).
+    #[arg(long, default_value_t = 300_000)]
     pub register_timeout_ms: u64,
     #[command(flatten)]
     pub tls: TlsArgs,

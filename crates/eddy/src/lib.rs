@@ -7,6 +7,12 @@
 //! control) and submits its job to a cluster, both explicit calls in its `main`. The
 //! `eddy` binary is the command line.
 //!
+//! What a job uses beyond that comes with a feature, so that a job compiles only what it
+//! uses: `rocksdb` (the RocksDB state backend), `kafka` (the Kafka connector), `web` (the
+//! REST API, dashboard and `/metrics` of `--rest-bind`) and `object-store` (checkpoints at
+//! `s3://` locations; local directories need nothing); `testing` brings test harnesses
+//! (Apache Kafka brokers, with `kafka`) for a job's own tests.
+//!
 //! ```
 //! use eddy::prelude::*;
 //!
@@ -49,11 +55,12 @@ mod cluster_web;
 mod logging;
 
 pub use eddy_api::*;
-/// Checkpoints: their configuration, formats and storage (the filesystem and object-store
-/// storage included).
+/// Checkpoints: their configuration, formats and storage (checkpoint directories, and the
+/// object-store storage with the `object-store` feature).
 pub mod checkpoint {
     pub use eddy_checkpoint::*;
-    /// Where checkpoints go: the storage interface, memory, and filesystem / object store.
+    /// Where checkpoints go: the storage interface, memory, directories, and object stores
+    /// (with the `object-store` feature).
     pub mod storage {
         pub use eddy_checkpoint::storage::*;
         #[cfg(feature = "object-store")]

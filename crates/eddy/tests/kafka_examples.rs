@@ -1,6 +1,6 @@
 //! Seed 000's two-topic join on Kafka (`examples/kafka_two_topic_join.rs`) against
-//! Apache Kafka the test starts (feature `kafka`).
-#![cfg(feature = "kafka")]
+//! Apache Kafka the test starts (features `kafka` and `testing`).
+#![cfg(all(feature = "kafka", feature = "testing"))]
 
 #[path = "../examples/kafka_two_topic_join.rs"]
 #[allow(dead_code)]

@@ -1,8 +1,9 @@
-//! What the process tests share: reading what an exactly-once file sink committed, and
-//! the processes they start (`process`).
+//! What the process tests share: reading what an exactly-once file sink committed, the
+//! processes they start (`process`), and a network they partition (`partition`).
 
 pub mod etcd;
 pub mod http;
+pub mod partition;
 pub mod process;
 
 use std::path::Path;

@@ -1,14 +1,14 @@
 //! High availability, the JobManager's side: it serves only once it leads (campaigning
 //! through etcd, `eddy_rpc::ha`), takes on the jobs the job store holds when it starts
-//! leading, and writes every change of a job that a new leader would need (its job
-//! directory, its attempt numbers, its end) to the store as it happens. A job a new
+//! leading (every change of a job a new leader would need is written there as it happens:
+//! `super::store`). A job a new
 //! leader finds waits for its JobMaster to come back to it (a JobMaster that lost its
 //! JobManager looks for the new leader); one whose JobMaster does not come back within
 //! the heartbeat timeout is taken over (`super::takeover`).
 
-use super::{takeover, Job, Shared};
+use super::{ending, takeover, Job, Shared};
 use eddy_rpc::ha::{HaServices, JobRecord, Leadership};
-use eddy_rpc::{ClusterError, JobId, JobState};
+use eddy_rpc::{ClusterError, JobState};
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Instant;
@@ -56,7 +56,7 @@ pub(super) fn lead(shared: &Arc<Shared>, ha: &HaServices, address: &str) -> Resu
                     takeover::start(&shared, job, &reason);
                 } else {
                     let why = format!("{reason}, and its checkpoints were in its memory");
-                    super::end_waiting(&shared, job, JobState::Lost, &why);
+                    ending::end_waiting(&shared, job, JobState::Lost, &why);
                 }
             }
         });
@@ -85,36 +85,5 @@ fn job_of(record: JobRecord) -> Job {
         allocations: HashMap::new(),
         requested: HashSet::new(),
         view: None,
-    }
-}
-
-/// Writes the job as it is now to the store (or removes it once it ended); without high
-/// availability, nothing. A failed write is logged: the job goes on, and a new leader
-/// would see it as it was at the last write.
-pub(super) fn persist(shared: &Shared, job: JobId) {
-    let Some(ha) = &shared.options.ha else { return };
-    // One write at a time, each of the state as it is when it starts: the last write is
-    // of the newest state.
-    let _writing = shared.store_writes.lock().unwrap_or_else(|e| e.into_inner());
-    let record =
-        shared.state().jobs.get(&job).filter(|j| j.ended.is_none() && !j.state.is_terminal()).map(|j| JobRecord {
-            id: job,
-            name: j.name.clone(),
-            args: j.args.to_vec(),
-            parallelism: j.parallelism,
-            job_dir: j.job_dir.clone(),
-            slot_timeout_ms: j.slot_timeout_ms,
-            operator_parallelism: j.operator_parallelism.clone(),
-            exclusive_resources: j.exclusive_resources.clone(),
-            generation: j.generation,
-            next_attempt: j.next_attempt,
-            state: j.state,
-        });
-    let written = match &record {
-        Some(record) => ha.put_job(record),
-        None => ha.remove_job(job),
-    };
-    if let Err(e) = written {
-        tracing::warn!(job = %job, error = %e, "cannot write the job to the job store");
     }
 }

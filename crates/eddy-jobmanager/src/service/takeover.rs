@@ -13,7 +13,7 @@
 //! presents none and is admitted only while that takeover is under way. Each takeover has
 //! a number, so that the exit of an earlier one's process cannot pass for this one's.
 
-use super::{Job, Shared};
+use super::{ending, store, Job, Shared};
 use eddy_rpc::launch::JobMasterTakeover;
 use eddy_rpc::messages::TaskManagerMessage;
 use eddy_rpc::{Connection, JobId, JobState, TaskManagerId};
@@ -44,7 +44,7 @@ pub(super) fn start(shared: &Arc<Shared>, job: JobId, reason: &str) {
         let why = format!(
             "its JobMaster could not be started again {TAKEOVERS_IN_A_ROW_MAX} times in a row; the last: {reason}"
         );
-        return super::end_waiting(shared, job, JobState::Failed, &why);
+        return ending::end_waiting(shared, job, JobState::Failed, &why);
     }
     tracing::warn!(job = %job, name = %name, reason, takeover = tries, "the job's JobMaster is gone; starting it again on a TaskManager");
     let shared = shared.clone();
@@ -95,7 +95,7 @@ fn place(shared: &Shared, job: JobId) {
         if now >= deadline {
             drop(state);
             let why = format!("no TaskManager came within {timeout_ms} ms to start its JobMaster again");
-            return super::end_waiting(shared, job, JobState::Failed, &why);
+            return ending::end_waiting(shared, job, JobState::Failed, &why);
         }
         state = shared.slots_changed.wait_timeout(state, deadline - now).unwrap_or_else(|e| e.into_inner()).0;
     }
@@ -148,6 +148,6 @@ pub(super) fn resume(
     tracing::info!(job = %job, name, peer = %connection.peer(), first_attempt = j.next_attempt, "job taken back by its JobMaster");
     let admitted = (job, j.generation, j.next_attempt);
     drop(state);
-    super::leading::persist(shared, job);
+    store::persist(shared, job);
     Ok(admitted)
 }
