@@ -446,7 +446,9 @@ impl Env {
             return Ok(());
         }
         if inner.config.cluster.is_some() {
-            let message = "--rest-bind serves a job that runs here; a job submitted to a cluster is served by its JobManager (its --rest-bind)".to_string();
+            let message = "--rest-bind serves a job that runs here; a job submitted to a cluster is served by its \
+                JobManager (its --rest-bind)"
+                .to_string();
             return Err(JobError::InvalidJob { job: job_name.to_string(), message });
         }
         let server = crate::web::serve_local_job(&bind, inner.config.board.clone())

@@ -251,7 +251,8 @@ impl SideOutputs {
                 None => self.shared.fail(
                     self.operator,
                     format!(
-                        "side output '{}' is consumed as {}, but a record of type {} was emitted to it; use one type per tag",
+                        "side output '{}' is consumed as {}, but a record of type {} was emitted to it; use one type \
+                            per tag",
                         tag.id,
                         port.record_type(),
                         std::any::type_name::<X>()

@@ -97,7 +97,8 @@ mod served {
             .all(|address| address.ip().is_loopback());
         if !loopback {
             return Err(format!(
-            "--rest-bind {bind}: a job running on its own serves its REST API on a loopback address only (it has no cluster secret to ask for); run it on a cluster to serve it further"
+            "--rest-bind {bind}: a job running on its own serves its REST API on a loopback address only (it has no \
+                cluster secret to ask for); run it on a cluster to serve it further"
         ));
         }
         let backend = BoardBackend { board, role: ProcessRole::LocalJob, id: Some(LOCAL_JOB_ID.into()) };

@@ -77,7 +77,8 @@ fn parse_spec(text: &str) -> anyhow::Result<Spec> {
             upper_exclusive: exclusive(upper_bound)?,
         },
         _ => bail!(
-            "--join '{text}': expected `window tumble SIZE D inner|full`, `window hop SIZE SLIDE D inner|full` or `interval LOWER UPPER D incl|excl incl|excl`"
+            "--join '{text}': expected `window tumble SIZE D inner|full`, `window hop SIZE SLIDE D inner|full` or \
+                `interval LOWER UPPER D incl|excl incl|excl`"
         ),
     })
 }

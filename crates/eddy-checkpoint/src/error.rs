@@ -11,13 +11,19 @@ pub enum CheckpointError {
     UnsupportedVersion { path: String, found: u32, oldest: u32, supported: u32 },
     #[error("no completed checkpoint in '{0}'")]
     NoCheckpoint(String),
-    #[error("state of task '{task}' is {bytes} bytes, above the JobManager memory storage cap of {cap} bytes; use a checkpoint directory (filesystem storage) or raise the cap")]
+    #[error(
+        "state of task '{task}' is {bytes} bytes, above the JobManager memory storage cap of {cap} bytes; use a \
+        checkpoint directory (filesystem storage) or raise the cap"
+    )]
     StateTooLarge { task: String, bytes: usize, cap: usize },
     #[error("cannot encode checkpoint data: {0}")]
     Encode(String),
     #[error("cannot restore the latest checkpoint in '{dir}': {message}")]
     AmbiguousRestore { dir: String, message: String },
-    #[error("the job directory '{location}' is in use by another running process ({holder}); one job directory runs one job at a time")]
+    #[error(
+        "the job directory '{location}' is in use by another running process ({holder}); one job directory runs \
+        one job at a time"
+    )]
     InUse { location: String, holder: String },
     #[error("invalid checkpoint location '{location}': {message}")]
     InvalidLocation { location: String, message: String },

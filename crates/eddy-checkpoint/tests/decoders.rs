@@ -31,7 +31,10 @@ proptest! {
     }
 
     #[test]
-    fn any_length_in_a_header_is_refused_unless_true(length in any::<u64>(), tail in proptest::collection::vec(any::<u8>(), 0..32)) {
+    fn any_length_in_a_header_is_refused_unless_true(
+        length in any::<u64>(),
+        tail in proptest::collection::vec(any::<u8>(), 0..32),
+    ) {
         let mut bytes = frame(b"payload");
         bytes[12..20].copy_from_slice(&length.to_le_bytes());
         bytes.extend_from_slice(&tail);
@@ -42,7 +45,10 @@ proptest! {
     }
 
     #[test]
-    fn a_mutated_metadata_file_is_caught(flips in proptest::collection::vec((any::<usize>(), 1..=255u8), 1..4), cut in any::<usize>()) {
+    fn a_mutated_metadata_file_is_caught(
+        flips in proptest::collection::vec((any::<usize>(), 1..=255u8), 1..4),
+        cut in any::<usize>(),
+    ) {
         let original = encode_framed(&metadata()).unwrap();
         let mut bytes = original.clone();
         for (at, xor) in flips {

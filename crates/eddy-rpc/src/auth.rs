@@ -155,7 +155,8 @@ fn client_handshake(
     let version = u16::from_le_bytes([answer[0], answer[1]]);
     if version != PROTOCOL_VERSION {
         return Err(ClusterError::Refused(format!(
-            "{peer} speaks protocol version {version}, this process {PROTOCOL_VERSION}: run the same eddy version everywhere"
+            "{peer} speaks protocol version {version}, this process {PROTOCOL_VERSION}: run the same eddy version \
+                everywhere"
         )));
     }
     let server_nonce = &answer[2..2 + NONCE_BYTES];
@@ -284,7 +285,9 @@ mod tests {
 
         /// Random bytes where a handshake is expected, on either side: refused, no panic.
         #[test]
-        fn random_bytes_never_pass_a_handshake(input in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..200)) {
+        fn random_bytes_never_pass_a_handshake(
+            input in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..200),
+        ) {
             let secret = Secret::from_bytes(b"0123456789abcdef-one").unwrap();
             let mut peer = Scripted { input: std::io::Cursor::new(input.clone()), heard: Vec::new() };
             proptest::prop_assert!(server_handshake(&mut peer, "fuzz", &secret).is_err());

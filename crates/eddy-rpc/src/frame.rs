@@ -31,7 +31,8 @@ pub fn write_value<T: Serialize>(stream: &mut impl Write, message: &T) -> std::i
         return Err(std::io::Error::new(
             std::io::ErrorKind::InvalidInput,
             format!(
-                "a control message of {} bytes, more than the {MESSAGE_BYTES_MAX} a connection carries (state kept in the JobManager's memory that outgrew it? use a checkpoint directory)",
+                "a control message of {} bytes, more than the {MESSAGE_BYTES_MAX} a connection carries (state kept in \
+                    the JobManager's memory that outgrew it? use a checkpoint directory)",
                 body.len()
             ),
         ));

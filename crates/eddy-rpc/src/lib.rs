@@ -17,8 +17,9 @@
 //! - [`view`]: what a running job shows of itself (REST, dashboard, `/metrics`);
 //! - [`error`]: the crate's one error type.
 //!
-//! Depends on rustls (on ring), serde, postcard, and serde_json with base64 for etcd only: the JobManager and TaskManager
-//! crates build on it without compiling the runtime. The runtime adds the data plane and
+//! Depends on rustls (on ring), serde, postcard, and serde_json with base64 for etcd
+//! only: the JobManager and TaskManager crates build on it without compiling the runtime.
+//! The runtime adds the data plane and
 //! the task executor ⇄ JobMaster messages on the same streams and frames.
 
 // Only eddy-state holds `unsafe` (one audited prefetch); nothing else may.

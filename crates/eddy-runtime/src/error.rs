@@ -112,7 +112,10 @@ pub enum JobError {
     /// A subtask failed; the job was cancelled. `subtask` is 0-based like every subtask
     /// index; the message counts from 1, as Flink's `(2/4)` does.
     /// `kind` says who must act: the user's code, the state backend, or eddy.
-    #[error("job '{job}' failed: operator '{operator}' (subtask {}/{parallelism}) failed: {kind}{message}", .subtask + 1)]
+    #[error(
+        "job '{job}' failed: operator '{operator}' (subtask {}/{parallelism}) failed: {kind}{message}",
+        .subtask + 1
+    )]
     TaskFailed { job: String, operator: String, subtask: u32, parallelism: u32, kind: FailureKind, message: String },
     #[error("job '{job}' was cancelled")]
     Cancelled { job: String },

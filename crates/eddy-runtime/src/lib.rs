@@ -34,8 +34,9 @@
 //! - [`error`]: the crate's errors, by who must act, and which failures a restart mends.
 //!
 //! Depends on `eddy-types`, `eddy-state`, `eddy-checkpoint` (formats, storage interface,
-//! coordinator decisions) and `eddy-rpc` (the cluster's wire); the DataStream API (`eddy-api`) sits above and instantiates the
-//! runtime's generic pieces with the user's types.
+//! coordinator decisions) and `eddy-rpc` (the cluster's wire); the DataStream API
+//! (`eddy-api`) sits above and instantiates the runtime's generic pieces with the user's
+//! types.
 
 // Only eddy-state holds `unsafe` (one audited prefetch); nothing else may.
 #![forbid(unsafe_code)]

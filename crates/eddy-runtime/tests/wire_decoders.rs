@@ -69,7 +69,11 @@ proptest! {
     }
 
     #[test]
-    fn mutated_control_messages_decode_or_fail(which in 0..5usize, flips in proptest::collection::vec((any::<usize>(), 1..=255u8), 1..4), cut in any::<usize>()) {
+    fn mutated_control_messages_decode_or_fail(
+        which in 0..5usize,
+        flips in proptest::collection::vec((any::<usize>(), 1..=255u8), 1..4),
+        cut in any::<usize>(),
+    ) {
         let mut bytes = messages().swap_remove(which);
         for (at, xor) in flips {
             let at = at % bytes.len();
@@ -80,7 +84,11 @@ proptest! {
     }
 
     #[test]
-    fn random_data_frames_are_refused_without_a_panic(kind in 0..10u8, value in any::<u32>(), payload in proptest::collection::vec(any::<u8>(), 0..256)) {
+    fn random_data_frames_are_refused_without_a_panic(
+        kind in 0..10u8,
+        value in any::<u32>(),
+        payload in proptest::collection::vec(any::<u8>(), 0..256),
+    ) {
         let (tx, _rx) = eddy_runtime::channel::ChannelCapacity::Unbounded.channel::<(u64, String)>();
         let mut inbound = TypedInbound::<(u64, String)>::new(tx);
         let _ = inbound.deliver(kind, value, &payload);

@@ -63,7 +63,8 @@ pub fn run_task_manager(options: TaskManagerOptions) -> Result<(), ClusterError>
             }
         };
         let cause = serve_jobmanager(&options, connection, reader, id, &jm)?;
-        tracing::warn!(jobmanager = %jm, error = %cause, "lost the JobManager; its task executors stopped; registering again");
+        tracing::warn!(jobmanager = %jm, error = %cause, "lost the JobManager; its task executors stopped; registering \
+            again");
         lost = Some((jm, cause));
     }
 }
@@ -81,7 +82,8 @@ fn register_within_timeout(options: &TaskManagerOptions) -> Result<Registered, C
         match register(options, &binary) {
             Ok(registered) => return Ok(registered),
             Err((e, again)) if again && started.elapsed() < options.register_timeout => {
-                tracing::debug!(jobmanager = %options.jobmanager, error = %e, "JobManager not reachable yet; trying again");
+                tracing::debug!(jobmanager = %options.jobmanager, error = %e, "JobManager not reachable yet; trying \
+                    again");
                 std::thread::sleep(Duration::from_millis(200));
             }
             Err((e, true)) => {
@@ -220,7 +222,13 @@ fn start_executor(
     connection: &Connection,
     executors: &Executors,
 ) -> Result<(), String> {
-    tracing::info!(job = %deployment.job, name = %deployment.job_name, attempt = %deployment.attempt, executor = %deployment.executor, "starting a task executor");
+    tracing::info!(
+        job = %deployment.job,
+        name = %deployment.job_name,
+        attempt = %deployment.attempt,
+        executor = %deployment.executor,
+        "starting a task executor"
+    );
     let launch = Launch {
         deployment: deployment.clone(),
         task_manager,
@@ -264,7 +272,8 @@ fn take_over_job_master(
     connection: &Connection,
 ) -> Result<(), String> {
     let (job, number) = (takeover.job, takeover.takeover);
-    tracing::info!(job = %job, name = %takeover.job_name, job_dir = %takeover.job_dir, "starting the job's JobMaster again");
+    tracing::info!(job = %job, name = %takeover.job_name, job_dir = %takeover.job_dir, "starting the job's JobMaster \
+        again");
     let args = takeover.args.clone();
     let launch = JobMasterLaunch {
         takeover,

@@ -5,7 +5,10 @@
 pub enum TypesError {
     #[error("max parallelism {value} is out of bounds: it must be between 1 and {upper} (inclusive)")]
     MaxParallelismOutOfBounds { value: u32, upper: u32 },
-    #[error("parallelism {parallelism} of {what} is above its max parallelism {max_parallelism}; raise max parallelism or lower the parallelism")]
+    #[error(
+        "parallelism {parallelism} of {what} is above its max parallelism {max_parallelism}; raise max parallelism \
+        or lower the parallelism"
+    )]
     ParallelismAboveMax { what: String, parallelism: u32, max_parallelism: u32 },
     #[error("parallelism of {what} must be at least 1, got {parallelism}")]
     ParallelismZero { what: String, parallelism: u32 },

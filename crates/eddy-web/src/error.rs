@@ -5,7 +5,10 @@
 pub enum WebError {
     #[error("cannot listen for HTTP on {address}: {source}")]
     Bind { address: String, source: std::io::Error },
-    #[error("{address} is not a loopback address and the cluster has no TLS: its secret would cross the network in clear (turn TLS on with --tls-cert/--tls-key, or bind 127.0.0.1)")]
+    #[error(
+        "{address} is not a loopback address and the cluster has no TLS: its secret would cross the network in \
+        clear (turn TLS on with --tls-cert/--tls-key, or bind 127.0.0.1)"
+    )]
     Insecure { address: String },
     #[error("cannot start the HTTP server's thread: {0}")]
     Thread(std::io::Error),

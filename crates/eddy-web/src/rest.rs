@@ -341,7 +341,8 @@ async fn checkpoints(State(app): State<Arc<App>>, Path(job): Path<String>) -> Re
     let stats = |f: fn(&CheckpointView) -> u64| {
         let values: Vec<u64> = completed.iter().map(|x| f(x)).collect();
         let avg = if values.is_empty() { 0 } else { values.iter().sum::<u64>() / values.len() as u64 };
-        json!({ "min": values.iter().min().copied().unwrap_or(0), "avg": avg, "max": values.iter().max().copied().unwrap_or(0) })
+        let (min, max) = (values.iter().min().copied().unwrap_or(0), values.iter().max().copied().unwrap_or(0));
+        json!({ "min": min, "avg": avg, "max": max })
     };
     let history: Vec<Value> = c.history.iter().rev().map(checkpoint_json).collect();
     Ok(Json(json!({

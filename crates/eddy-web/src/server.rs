@@ -111,7 +111,12 @@ pub fn serve(options: WebOptions, backend: Arc<dyn Backend>) -> Result<WebServer
         .name("eddy-http".into())
         .spawn(move || runtime.block_on(accept(listener, router, tls)))
         .map_err(WebError::Thread)?;
-    tracing::info!(address = %server.url(), dashboard = options.dashboard, credentials = options.token.is_some(), "HTTP server listening");
+    tracing::info!(
+        address = %server.url(),
+        dashboard = options.dashboard,
+        credentials = options.token.is_some(),
+        "HTTP server listening"
+    );
     Ok(server)
 }
 
@@ -169,7 +174,8 @@ pub(crate) async fn require_token(State(app): State<Arc<App>>, request: Request,
         // No credentials (a local job on loopback): only for a client that named a loopback
         // host, so that a web page elsewhere cannot reach it by rebinding its own name.
         if !loopback_host(&request) {
-            let body = serde_json::json!({ "errors": ["this server answers requests for a loopback host (127.0.0.1, [::1], localhost) only"] });
+            let error = "this server answers requests for a loopback host (127.0.0.1, [::1], localhost) only";
+            let body = serde_json::json!({ "errors": [error] });
             return (StatusCode::FORBIDDEN, axum::Json(body)).into_response();
         }
         return next.run(request).await;
@@ -184,8 +190,10 @@ pub(crate) async fn require_token(State(app): State<Arc<App>>, request: Request,
         return next.run(request).await;
     }
     let peer = request.extensions().get::<Peer>().map_or_else(|| "?".to_string(), |p| p.0.to_string());
-    tracing::warn!(peer = %peer, path = %request.uri().path(), presented = given.is_some(), "HTTP request refused: no valid credentials");
-    let body = serde_json::json!({ "errors": ["this server needs the cluster's secret: `Authorization: Bearer <the secret file's contents>`"] });
+    tracing::warn!(peer = %peer, path = %request.uri().path(), presented = given.is_some(), "HTTP request refused: no \
+        valid credentials");
+    let error = "this server needs the cluster's secret: `Authorization: Bearer <the secret file's contents>`";
+    let body = serde_json::json!({ "errors": [error] });
     (StatusCode::UNAUTHORIZED, [(header::WWW_AUTHENTICATE, "Bearer")], axum::Json(body)).into_response()
 }
 

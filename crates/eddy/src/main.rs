@@ -244,7 +244,8 @@ fn inspect(path: &std::path::Path) -> Result<String, String> {
                     let states: Vec<&str> = native.tables.iter().map(|t| t.name.as_str()).collect();
                     let _ = writeln!(
                         w,
-                        "    {} files (incremental) for key groups {}: {} files ({shared} shared), {} bytes; states {states:?}",
+                        "    {} files (incremental) for key groups {}: {} files ({shared} shared), {} bytes; states \
+                            {states:?}",
                         native.backend,
                         native.key_group_range,
                         native.files.len(),
@@ -319,7 +320,9 @@ fn main() -> ExitCode {
                     let cluster = CliArgs { jobmanager, ha, secret_file, tls };
                     return report(job_control(JobControl::Savepoint { job, dir, cluster }));
                 }
-                _ => Err("savepoint JOB DIR --jobmanager HOST:PORT --secret-file FILE takes a savepoint of a running job; savepoint inspect PATH looks into one".to_string()),
+                _ => Err("savepoint JOB DIR --jobmanager HOST:PORT --secret-file FILE takes a savepoint of a running \
+                    job; savepoint inspect PATH looks into one"
+                    .to_string()),
             }
         }
         Command::KeyGroup { key, max_parallelism, parallelism } => key_group(&key, max_parallelism, parallelism),

@@ -188,7 +188,8 @@ impl<A: Data + Sync, B: Data + Sync, K: Key> IntervalJoined<A, B, K> {
         {
             if !has {
                 problems.push(format!(
-                    "an interval join needs event time, and its {side} input has no timestamps: call assign_timestamps_and_watermarks (or with_timestamps) before key_by"
+                    "an interval join needs event time, and its {side} input has no timestamps: call \
+                        assign_timestamps_and_watermarks (or with_timestamps) before key_by"
                 ));
             }
         }

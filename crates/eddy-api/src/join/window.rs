@@ -138,7 +138,8 @@ impl<A: Data + Sync, B: Data + Sync, K: Key, M> EqualTo<A, B, K, M> {
     pub fn window<W: WindowAssigner>(self, assigner: W) -> WithWindow<A, B, K, W, W::DefaultTrigger, M> {
         if let (true, Some(side)) = (assigner.is_event_time(), self.missing_timestamps) {
             self.keyed.stream.env.inner.borrow_mut().problems.push(format!(
-                "an event-time window join needs timestamps on both inputs, and {side} has none: call assign_timestamps_and_watermarks (or with_timestamps) on it before join / co_group"
+                "an event-time window join needs timestamps on both inputs, and {side} has none: call \
+                    assign_timestamps_and_watermarks (or with_timestamps) on it before join / co_group"
             ));
             // Reported once: the window below would say it again in other words.
             let mut keyed = self.keyed;

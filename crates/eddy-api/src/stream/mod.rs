@@ -156,7 +156,9 @@ impl<T: Data> DataStream<T> {
     pub fn assign_timestamps_and_watermarks(&self, strategy: WatermarkStrategy<T>) -> DataStream<T> {
         let Some(timestamps) = strategy.timestamps.clone() else {
             self.env.inner.borrow_mut().problems.push(
-                "assign_timestamps_and_watermarks: the watermark strategy has no timestamp assigner; add one with `with_timestamp_assigner`".to_string(),
+                "assign_timestamps_and_watermarks: the watermark strategy has no timestamp assigner; add one with \
+                    `with_timestamp_assigner`"
+                    .to_string(),
             );
             return self.clone();
         };

@@ -32,7 +32,8 @@ impl<T: Data + Sync, K: Key> KeyedStream<T, K> {
     pub fn window<A: WindowAssigner>(&self, assigner: A) -> WindowedStream<T, K, A, A::DefaultTrigger> {
         if assigner.is_event_time() && self.stream.timestamps.is_none() {
             self.stream.env.inner.borrow_mut().problems.push(
-                "an event-time window needs timestamps, and its stream has none: call assign_timestamps_and_watermarks (or with_timestamps) before key_by".to_string(),
+                "an event-time window needs timestamps, and its stream has none: call assign_timestamps_and_watermarks \
+                    (or with_timestamps) before key_by".to_string(),
             );
         }
         let spec = WindowSpec {

@@ -505,13 +505,15 @@ where
                         && result.max_timestamp().saturating_add(this.spec.allowed_lateness) <= watermark
                     {
                         return Err(format!(
-                            "the end of an event-time window cannot move behind the current watermark by merging (watermark {watermark}, window {result:?})"
+                            "the end of an event-time window cannot move behind the current watermark by merging \
+                                (watermark {watermark}, window {result:?})"
                         )
                         .into());
                     }
                     if !this.spec.assigner.is_event_time() && result.max_timestamp() <= timers.processing_time() {
                         return Err(format!(
-                            "the end of a processing-time window cannot move behind the current processing time by merging (window {result:?})"
+                            "the end of a processing-time window cannot move behind the current processing time by \
+                                merging (window {result:?})"
                         )
                         .into());
                     }

@@ -90,15 +90,20 @@ pub fn choose_latest<'a>(dir: &str, job_name: &str, found: &'a [FoundJob]) -> Re
         ([], []) if found.len() == 1 && any_free.len() == 1 => Ok(any_free[0]),
         ([], []) if found.is_empty() => Err(CheckpointError::NoCheckpoint(dir.to_string())),
         ([], []) => Err(ambiguous(format!(
-            "it holds no checkpoint of a job named '{job_name}', only of {}; to restore one of them, name its job directory",
+            "it holds no checkpoint of a job named '{job_name}', only of {}; to restore one of them, name its job \
+                directory",
             describe(found)
         ))),
         ([], busy) => Err(ambiguous(format!(
             "every job named '{job_name}' there is running: {}; a job directory runs one job at a time",
-            busy.iter().map(|j| format!("{} ({})", j.dir, j.in_use.as_deref().unwrap_or(""))).collect::<Vec<_>>().join(", ")
+            busy.iter()
+                .map(|j| format!("{} ({})", j.dir, j.in_use.as_deref().unwrap_or("")))
+                .collect::<Vec<_>>()
+                .join(", ")
         ))),
         (several, _) => Err(ambiguous(format!(
-            "it holds the checkpoints of {} jobs named '{job_name}': {}; name the job directory to restore the latest checkpoint of",
+            "it holds the checkpoints of {} jobs named '{job_name}': {}; name the job directory to restore the latest \
+                checkpoint of",
             several.len(),
             describe(&several.iter().map(|j| (*j).clone()).collect::<Vec<_>>())
         ))),

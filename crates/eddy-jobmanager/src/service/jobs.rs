@@ -19,7 +19,8 @@ pub(super) fn serve_job(shared: &Arc<Shared>, connection: Connection, mut reader
             takeover::resume(shared, &connection, (job, &name, parallelism), generation)
         }
         other => {
-            tracing::warn!(peer = %connection.peer(), first = ?other.map(|m| format!("{m:?}")), "a JobMaster that did not submit; closed");
+            tracing::warn!(peer = %connection.peer(), first = ?other.map(|m| format!("{m:?}")), "a JobMaster that did \
+                not submit; closed");
             return;
         }
     };
@@ -236,7 +237,8 @@ pub(super) fn end_job(shared: &Arc<Shared>, job: JobId, generation: u32, reason:
                 tracing::error!(
                     job = %job,
                     reason,
-                    "the job's JobMaster died and its checkpoints were in its memory (no checkpoint directory): no JobMaster can take it over; the job is lost"
+                    "the job's JobMaster died and its checkpoints were in its memory (no checkpoint directory): no \
+                        JobMaster can take it over; the job is lost"
                 );
                 j.state = JobState::Lost;
             }

@@ -20,7 +20,10 @@ pub(super) fn lead(shared: &Arc<Shared>, ha: &HaServices, address: &str) -> Resu
     let leadership = ha.campaign(
         address,
         Box::new(|why| {
-            tracing::error!(reason = %why, "this JobManager lost its leadership; it stops (another one leads, or will)");
+            tracing::error!(
+                reason = %why,
+                "this JobManager lost its leadership; it stops (another one leads, or will)"
+            );
             std::process::exit(1);
         }),
     )?;

@@ -323,7 +323,8 @@ fn serve(shared: &Arc<Shared>, socket: TcpStream) {
         PeerRole::JobMaster => serve_job(shared, connection, reader),
         PeerRole::Cli => serve_cli(shared, connection, reader),
         other => {
-            tracing::warn!(peer = %connection.peer(), role = ?other, "this role does not talk to the JobManager; closed");
+            tracing::warn!(peer = %connection.peer(), role = ?other, "this role does not talk to the JobManager; \
+                closed");
             // Its own message kind is unknown here; the log and the closed connection say it.
         }
     }

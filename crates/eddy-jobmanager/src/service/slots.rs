@@ -139,7 +139,8 @@ pub(super) fn allocate(shared: &Shared, request: SlotRequest, client: &Connectio
                 j.takeovers_in_a_row = 0;
             }
             drop(state);
-            tracing::info!(job = %job, attempt = %attempt, slots, task_managers = %describe(&allocation), "slots allocated; deploying");
+            tracing::info!(job = %job, attempt = %attempt, slots, task_managers = %describe(&allocation), "slots \
+                allocated; deploying");
             for (connection, deployment) in deployments {
                 // A TaskManager that cannot be told is lost: its reader says so, and the
                 // job hears it.
@@ -151,7 +152,8 @@ pub(super) fn allocate(shared: &Shared, request: SlotRequest, client: &Connectio
         let now = Instant::now();
         if now >= deadline {
             let message = format!(
-                "the job needs {slots} slots (its highest parallelism); the cluster has {} free of {} on {} TaskManager(s), and no more came within {} ms (--slot-timeout-ms)",
+                "the job needs {slots} slots (its highest parallelism); the cluster has {} free of {} on {} \
+                    TaskManager(s), and no more came within {} ms (--slot-timeout-ms)",
                 state.free_total(),
                 state.slots_total(),
                 state.task_managers.len(),
@@ -164,7 +166,8 @@ pub(super) fn allocate(shared: &Shared, request: SlotRequest, client: &Connectio
         }
         if !told_waiting {
             told_waiting = true;
-            tracing::info!(job = %job, attempt = %attempt, needed = slots, free = state.free_total(), "waiting for slots");
+            tracing::info!(job = %job, attempt = %attempt, needed = slots, free = state.free_total(), "waiting for \
+                slots");
             shared.resources.wanted(slots, state.free_total());
         }
         state = shared.slots_changed.wait_timeout(state, deadline - now).unwrap_or_else(|e| e.into_inner()).0;

@@ -46,7 +46,8 @@ pub(super) fn start(shared: &Arc<Shared>, job: JobId, reason: &str) {
         );
         return ending::end_waiting(shared, job, JobState::Failed, &why);
     }
-    tracing::warn!(job = %job, name = %name, reason, takeover = tries, "the job's JobMaster is gone; starting it again on a TaskManager");
+    tracing::warn!(job = %job, name = %name, reason, takeover = tries, "the job's JobMaster is gone; starting it again \
+        on a TaskManager");
     let shared = shared.clone();
     let _ = std::thread::Builder::new().name("eddy-jm-takeover".into()).spawn(move || {
         if tries > 1 {
@@ -86,7 +87,8 @@ fn place(shared: &Shared, job: JobId) {
                 operator_parallelism: j.operator_parallelism.clone(),
             };
             drop(state);
-            tracing::info!(job = %job, task_manager = %task_manager, takeover = number, "asking a TaskManager to start the job's JobMaster again");
+            tracing::info!(job = %job, task_manager = %task_manager, takeover = number, "asking a TaskManager to start \
+                the job's JobMaster again");
             // A TaskManager that cannot be told is lost: its loss starts the JobMaster elsewhere.
             let _ = connection.send(&TaskManagerMessage::TakeOverJobMaster(takeover));
             return;
@@ -145,7 +147,8 @@ pub(super) fn resume(
     *job_state = JobState::Created;
     *taking_over_on = None;
     *p = parallelism;
-    tracing::info!(job = %job, name, peer = %connection.peer(), first_attempt = j.next_attempt, "job taken back by its JobMaster");
+    tracing::info!(job = %job, name, peer = %connection.peer(), first_attempt = j.next_attempt, "job taken back by its \
+        JobMaster");
     let admitted = (job, j.generation, j.next_attempt);
     drop(state);
     store::persist(shared, job);

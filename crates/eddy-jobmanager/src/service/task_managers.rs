@@ -15,7 +15,8 @@ pub(super) fn serve_task_manager(shared: &Arc<Shared>, connection: Connection, m
             (slots, binary, pid, data_host, metrics_address)
         }
         other => {
-            tracing::warn!(peer = %connection.peer(), first = ?other.map(|m| format!("{m:?}")), "a TaskManager that did not register; closed");
+            tracing::warn!(peer = %connection.peer(), first = ?other.map(|m| format!("{m:?}")), "a TaskManager that \
+                did not register; closed");
             return;
         }
     };

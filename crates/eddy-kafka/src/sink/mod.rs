@@ -10,7 +10,8 @@
 //!   the sink's operator state; when the checkpoint completes the slot's committer thread
 //!   ([`committer`]) sends them in one short transaction under the slot's fixed
 //!   transactional id, together with a progress marker (slot → epoch) in a one-partition
-//!   topic, while the task goes on; they leave the state once the commit is reported. After a failure the restored slot fences its
+//!   topic, while the task goes on; they leave the state once the commit is reported.
+//!   After a failure the restored slot fences its
 //!   id (`init_transactions` aborts whatever an earlier attempt left open), reads its
 //!   marker with `read_committed`, and sends again only the epochs Kafka does not have.
 //!   librdkafka cannot resume a transaction another producer began, so Flink's way
@@ -410,7 +411,13 @@ impl<T: 'static> RichFunction for KafkaSink<T> {
             }
         }
         let lineage = lineage.unwrap_or_else(|| new_lineage(slot));
-        tracing::info!(slot, parallelism, transactional_id = %format!("{prefix}-{slot}"), lineage = %format!("{lineage:016x}"), "Kafka sink (exactly-once) ready");
+        tracing::info!(
+            slot,
+            parallelism,
+            transactional_id = %format!("{prefix}-{slot}"),
+            lineage = %format!("{lineage:016x}"),
+            "Kafka sink (exactly-once) ready"
+        );
         let committer = Committer::start(producer, self.commit_target(&prefix, slot, lineage))?;
         let log = WriteAhead {
             lineage,

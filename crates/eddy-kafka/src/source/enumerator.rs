@@ -204,7 +204,9 @@ impl OperatorCoordinator for KafkaSourceEnumerator {
         self.lags()
             .map(|((topic, partition), _, _, lag)| GaugeView {
                 name: "kafka_consumer_lag".into(),
-                help: "Records of the partition not read yet: its end offset (the last stable offset) minus the reader's position".into(),
+                help: "Records of the partition not read yet: its end offset (the last stable offset) minus the \
+                    reader's position"
+                    .into(),
                 labels: vec![("topic".into(), topic.to_string()), ("partition".into(), partition.to_string())],
                 value: lag as f64,
             })

@@ -152,7 +152,12 @@ impl<T: 'static> KafkaSource<T> {
                     if reader.splits.iter().any(|s| s.partition == split.partition && s.topic == split.topic) {
                         continue;
                     }
-                    tracing::debug!(subtask = reader.subtask, topic = %split.topic, partition = split.partition, "Kafka source: split received");
+                    tracing::debug!(
+                        subtask = reader.subtask,
+                        topic = %split.topic,
+                        partition = split.partition,
+                        "Kafka source: split received"
+                    );
                     reader.splits.push(split);
                     reader.assignment_stale = true;
                 }

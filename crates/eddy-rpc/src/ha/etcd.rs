@@ -121,7 +121,8 @@ fn post(endpoint: &str, path: &str, body: &Value) -> Result<Value, ClusterError>
     stream.set_write_timeout(Some(REQUEST_TIMEOUT)).map_err(|e| io("setting up", e))?;
     let body = body.to_string();
     let request = format!(
-        "POST {path} HTTP/1.1\r\nHost: {endpoint}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        "POST {path} HTTP/1.1\r\nHost: {endpoint}\r\nContent-Type: application/json\r\nContent-Length: \
+            {}\r\nConnection: close\r\n\r\n{body}",
         body.len()
     );
     (&stream).write_all(request.as_bytes()).map_err(|e| io("writing to", e))?;

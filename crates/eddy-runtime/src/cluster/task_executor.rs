@@ -337,7 +337,8 @@ fn run_attempt(
         start_sender(address, security, attempt, me, OutboundSet { channels, counters }, cancel.clone())
             .map_err(TaskExecutorError::cluster(format!("opening the data connection to task executor {executor}")))?;
     }
-    tracing::info!(attempt = %attempt, executor = %me, subtasks = own_tasks, data_address = %data_address, "task executor running its subtasks");
+    tracing::info!(attempt = %attempt, executor = %me, subtasks = own_tasks, data_address = %data_address, "task \
+        executor running its subtasks");
 
     // What the subtasks counted, for `status`, every METRICS_INTERVAL.
     let (metrics_connection, metrics_cancel) = (connection.clone(), cancel.clone());
@@ -378,7 +379,8 @@ fn run_attempt(
                 }
                 Ok(ExecutorMessage::SavepointTarget { id, dir }) => match opener.open(&dir) {
                     Ok(storage) => targets.set(eddy_checkpoint::CheckpointId(id), storage),
-                    Err(e) => tracing::error!(savepoint = id, dir, error = %e, "cannot open the savepoint directory; the savepoint will fail"),
+                    Err(e) => tracing::error!(savepoint = id, dir, error = %e, "cannot open the savepoint directory; \
+                        the savepoint will fail"),
                 },
                 Ok(ExecutorMessage::CancelAttempt) => {
                     control_cancel.store(true, Ordering::SeqCst);

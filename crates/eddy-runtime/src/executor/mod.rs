@@ -52,7 +52,9 @@ impl ExecutionMode {
     pub fn of(config: &JobConfig) -> Result<Self, String> {
         if let Some(simulation) = config.simulation {
             if config.cluster.is_some() {
-                return Err("a simulated job runs on one thread of this process: it cannot be submitted to a cluster too (drop `simulate` or `set_cluster`)".into());
+                return Err("a simulated job runs on one thread of this process: it cannot be submitted to a cluster \
+                    too (drop `simulate` or `set_cluster`)"
+                    .into());
             }
             return Ok(ExecutionMode::Simulated { seed: simulation.seed, faults: simulation.faults });
         }

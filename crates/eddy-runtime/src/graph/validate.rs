@@ -11,7 +11,8 @@ pub fn validate(graph: &StreamGraph) -> Result<(), String> {
     let backend = graph.config.state_backend.name();
     if graph.config.simulation.is_some() && backend != "heap" {
         return Err(format!(
-            "a simulated run needs the heap state backend, not {backend}: RocksDB's background threads do not follow the simulator's schedule"
+            "a simulated run needs the heap state backend, not {backend}: RocksDB's background threads do not follow \
+                the simulator's schedule"
         ));
     }
     let mut uids: HashMap<String, &str> = HashMap::new();
@@ -57,7 +58,8 @@ pub fn validate(graph: &StreamGraph) -> Result<(), String> {
         let to = graph.node(edge.to);
         if matches!(edge.partitioning, Partitioning::Forward) && from.parallelism != to.parallelism {
             return Err(format!(
-                "forward partitioning from '{}' (parallelism {}) to '{}' (parallelism {}) needs equal parallelism; use rebalance() or set the same parallelism",
+                "forward partitioning from '{}' (parallelism {}) to '{}' (parallelism {}) needs equal parallelism; use \
+                    rebalance() or set the same parallelism",
                 from.name, from.parallelism, to.name, to.parallelism
             ));
         }

@@ -182,7 +182,8 @@ impl Autoscaler {
             };
             if needed.as_ref().is_none_or(|(n, _)| need > *n) {
                 let why = format!(
-                    "'{}' busy {:.0}% at parallelism {}, sources backpressured {:.0}%: it needs {need} at {:.0}% utilization",
+                    "'{}' busy {:.0}% at parallelism {}, sources backpressured {:.0}%: it needs {need} at {:.0}% \
+                        utilization",
                     vertex.name,
                     busy * 100.0,
                     vertex.subtasks.len(),

@@ -193,21 +193,26 @@ impl JobClient {
                     }
                     Err(_) => continue,
                 };
-                let Ok((connection, mut reader)) = Connection::new(stream, Some(heartbeats.timeout())) else { continue };
+                let Ok((connection, mut reader)) = Connection::new(stream, Some(heartbeats.timeout())) else {
+                    continue;
+                };
                 // Heartbeats from here on, until the connection closes with its attempt.
-                start_heartbeats(connection.clone(), heartbeats, Arc::new(AtomicBool::new(false)), ExecutorMessage::Heartbeat);
+                let never_stopped = Arc::new(AtomicBool::new(false));
+                start_heartbeats(connection.clone(), heartbeats, never_stopped, ExecutorMessage::Heartbeat);
                 match reader.receive() {
                     Ok(ExecutorMessage::Hello(hello)) => {
                         if executors_tx.send(ExecutorJoin { connection, reader, hello }).is_err() {
                             return;
                         }
                     }
-                    other => tracing::warn!(peer = %connection.peer(), first = ?other.map(|m| format!("{m:?}")), "a task executor that did not say hello; closed"),
+                    other => tracing::warn!(peer = %connection.peer(), first = ?other.map(|m| format!("{m:?}")), "a \
+                        task executor that did not say hello; closed"),
                 }
             })
             .map_err(|e| ClusterError::Config(format!("cannot start a thread: {e}")))?;
         if resume.is_some() {
-            tracing::info!(job = %job, name, jobmanager = %jm, job_master = %address, first_attempt, "JobMaster took the job back");
+            tracing::info!(job = %job, name, jobmanager = %jm, job_master = %address, first_attempt, "JobMaster took \
+                the job back");
         } else {
             tracing::info!(job = %job, name, jobmanager = %jm, job_master = %address, "job submitted to the cluster");
         }

@@ -198,12 +198,14 @@ impl JobMaster<'_> {
                 // Reactive mode: the attempt takes the slots there are now.
                 match graph.rescaled(target) {
                     Ok(next) if next.operator_parallelism() != graph.operator_parallelism() => {
-                        tracing::info!(job = %job, from = graph.slots_needed(), to = target, "reactive mode: the attempt takes the slots available");
+                        tracing::info!(job = %job, from = graph.slots_needed(), to = target, "reactive mode: the \
+                            attempt takes the slots available");
                         (graph, plan) = planned(next, &storage);
                     }
                     Ok(_) => {}
                     Err(e) => {
-                        tracing::warn!(job = %job, to = target, error = %e, "reactive mode cannot take the slots available")
+                        tracing::warn!(job = %job, to = target, error = %e, "reactive mode cannot take the slots \
+                            available")
                     }
                 }
             }
@@ -307,7 +309,14 @@ impl JobMaster<'_> {
                             restore = from;
                             let from =
                                 restore.as_ref().map_or_else(|| "the beginning".to_string(), |c| c.location.clone());
-                            tracing::warn!(job = %job, restart = result.restarts, delay_ms, cause = %error, from = %from, "restarting");
+                            tracing::warn!(
+                                job = %job,
+                                restart = result.restarts,
+                                delay_ms,
+                                cause = %error,
+                                from = %from,
+                                "restarting"
+                            );
                             if self.launcher.traced() {
                                 result.trace.push(format!(
                                     "restart {} from {}",
@@ -321,7 +330,8 @@ impl JobMaster<'_> {
                             break;
                         }
                         Err(e) => {
-                            tracing::warn!(job = %job, error = %e, "cannot read the state to restart from; trying again under the restart strategy");
+                            tracing::warn!(job = %job, error = %e, "cannot read the state to restart from; trying \
+                                again under the restart strategy");
                             if self.launcher.traced() {
                                 result.trace.push(format!("restore failed after restart {}", result.restarts));
                             }

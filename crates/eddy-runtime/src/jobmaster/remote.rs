@@ -224,7 +224,8 @@ impl AttemptLauncher for RemoteLauncher {
             return AttemptEnd::Failed(JobError::Checkpoint {
                 job: job.clone(),
                 message: format!(
-                    "the checkpoint to restore holds {bytes} bytes of state in the JobManager's memory, more than a control message carries ({}); use a checkpoint directory",
+                    "the checkpoint to restore holds {bytes} bytes of state in the JobManager's memory, more than a \
+                        control message carries ({}); use a checkpoint directory",
                     eddy_rpc::frame::MESSAGE_BYTES_MAX
                 ),
                 source: None,
@@ -251,7 +252,8 @@ impl AttemptLauncher for RemoteLauncher {
         }
         drop(reports_tx);
         drop(done_tx);
-        tracing::info!(job = %job, attempt = %attempt, executors = executors.len(), subtasks = tasks.len(), "attempt running on the cluster");
+        tracing::info!(job = %job, attempt = %attempt, executors = executors.len(), subtasks = tasks.len(), "attempt \
+            running on the cluster");
 
         let task_count = tasks.len();
         let mut run = AttemptCoordinator::new(
@@ -322,7 +324,8 @@ impl AttemptLauncher for RemoteLauncher {
                     run.fail(JobError::Cluster {
                         job: job.clone(),
                         message: format!(
-                            "{why}; no JobManager can take the job back, so it fails (its latest completed checkpoint stays, to restore it from)"
+                            "{why}; no JobManager can take the job back, so it fails (its latest completed checkpoint \
+                                stays, to restore it from)"
                         ),
                         source: None,
                     });

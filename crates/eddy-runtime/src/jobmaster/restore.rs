@@ -65,7 +65,8 @@ pub(crate) fn check_restore(
     let where_ = &source.location;
     if source.metadata.max_parallelism != graph.max_parallelism.get() {
         return Err(format!(
-            "cannot restore {where_}: it was written with max parallelism {}, the job has {}; max parallelism cannot change",
+            "cannot restore {where_}: it was written with max parallelism {}, the job has {}; max parallelism cannot \
+                change",
             source.metadata.max_parallelism,
             graph.max_parallelism.get()
         ));
@@ -73,7 +74,8 @@ pub(crate) fn check_restore(
     for uid in source.uids() {
         if !allow_non_restored && !graph.nodes.iter().any(|n| n.effective_uid() == uid) {
             return Err(format!(
-                "cannot restore {where_}: it has state for operator uid '{uid}', which this job does not have; set allow-non-restored-state to drop it"
+                "cannot restore {where_}: it has state for operator uid '{uid}', which this job does not have; set \
+                    allow-non-restored-state to drop it"
             ));
         }
     }
@@ -99,7 +101,8 @@ pub(crate) fn claim(
         || matches!((canonical(&own), canonical(&source.location)), (Some(a), Some(b)) if a == b);
     if source.metadata.kind != SnapshotKind::Checkpoint || !same_place {
         return Err(format!(
-            "cannot claim {}: restore mode CLAIM takes over a checkpoint in the job's own checkpoint directory ({}); restore other checkpoints and savepoints in NO_CLAIM mode",
+            "cannot claim {}: restore mode CLAIM takes over a checkpoint in the job's own checkpoint directory ({}); \
+                restore other checkpoints and savepoints in NO_CLAIM mode",
             source.location,
             storage.describe()
         ));

@@ -40,7 +40,8 @@ pub(crate) fn run(clock: Arc<dyn Clock>, mut graph: StreamGraph) -> Result<JobRe
     if ended(&takeover.job_dir) {
         // Its JobMaster died as the job ended, after deleting its checkpoints: running it
         // again would write its output twice. It takes the job back only to say so.
-        tracing::warn!(job = %takeover.job, job_dir = %takeover.job_dir, "the job's directory says it ended; it is not run again");
+        tracing::warn!(job = %takeover.job, job_dir = %takeover.job_dir, "the job's directory says it ended; it is not \
+            run again");
         let client = take_job_back(&target, &job, graph.slots_needed(), takeover.job)?;
         client.finish(eddy_rpc::JobState::Finished);
         return Ok(JobResult::new(job));

@@ -83,7 +83,8 @@ fn accept_producer(
     let executor = match read_value::<DataHello>(&mut &stream) {
         Ok(Some(DataHello { attempt: a, executor })) if a == attempt => executor,
         other => {
-            tracing::warn!(peer = %peer, answer = ?other.map(|m| m.map(|m| format!("{m:?}"))), "a data connection for another attempt or of another kind; closed");
+            tracing::warn!(peer = %peer, answer = ?other.map(|m| m.map(|m| format!("{m:?}"))), "a data connection for \
+                another attempt or of another kind; closed");
             return;
         }
     };

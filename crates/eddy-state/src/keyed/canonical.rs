@@ -250,9 +250,12 @@ mod tests {
             let entries: Vec<(Vec<u8>, u64, (u64, String))> = keys
                 .into_iter()
                 .enumerate()
-                .map(|(i, key)| ([prefix.as_slice(), &key].concat(), 1_000 + i as u64, (i as u64 * 977, "v".repeat(i % 5))))
+                .map(|(i, key)| {
+                    ([prefix.as_slice(), &key].concat(), 1_000 + i as u64, (i as u64 * 977, "v".repeat(i % 5)))
+                })
                 .collect();
-            let bytes = serialize_group("count", entries.iter().map(|(k, e, v)| (k.as_slice(), *e, v)), ttl, &mut Vec::new())
+            let entries_of = entries.iter().map(|(k, e, v)| (k.as_slice(), *e, v));
+            let bytes = serialize_group("count", entries_of, ttl, &mut Vec::new())
                 .unwrap();
             let mut sorted = entries.clone();
             sorted.sort_by(|a, b| a.0.cmp(&b.0));
@@ -268,7 +271,10 @@ mod tests {
 
         /// A restored key group's bytes, random: entries or an error naming the state.
         #[test]
-        fn random_key_group_bytes_are_refused_without_a_panic(bytes in proptest::collection::vec(any::<u8>(), 0..128), ttl in any::<bool>()) {
+        fn random_key_group_bytes_are_refused_without_a_panic(
+            bytes in proptest::collection::vec(any::<u8>(), 0..128),
+            ttl in any::<bool>(),
+        ) {
             if let Err(e) = stored_spans::<(u64, String)>("count", &bytes, ttl) {
                 prop_assert!(e.to_string().contains("count"));
             }

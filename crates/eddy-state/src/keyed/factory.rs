@@ -52,7 +52,9 @@ pub trait KeyedBackendFactory: Send + Sync + std::fmt::Debug {
 fn unreadable_native(backend: &str, instance: &str, snapshot: &KeyedStateSnapshot) -> Option<StateError> {
     let native = snapshot.native.first()?;
     Some(StateError::from(StateErrorKind::Backend(format!(
-        "cannot restore '{instance}' on the {backend} backend: its state was checkpointed in {}'s own format (an incremental checkpoint); restore it with the {} backend, or take a savepoint (canonical, backend-independent) to switch backends",
+        "cannot restore '{instance}' on the {backend} backend: its state was checkpointed in {}'s own format (an \
+         incremental checkpoint); restore it with the {} backend, or take a savepoint (canonical, \
+         backend-independent) to switch backends",
         native.backend, native.backend
     ))))
 }

@@ -104,7 +104,8 @@ impl NativeFile {
         match (parts.next(), parts.next()) {
             (Some(std::path::Component::Normal(_)), None) => Ok(&self.name),
             _ => Err(StateError::from(StateErrorKind::Backend(format!(
-                "the snapshot names a native file '{}', which is not a plain file name (a corrupt or crafted checkpoint)",
+                "the snapshot names a native file '{}', which is not a plain file name (a corrupt or crafted \
+                    checkpoint)",
                 self.name
             )))),
         }

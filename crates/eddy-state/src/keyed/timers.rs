@@ -606,7 +606,9 @@ mod tests {
 
         /// Restored timers, random bytes: restored or refused, and the queue still works.
         #[test]
-        fn random_timer_bytes_are_refused_without_a_panic(bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..128)) {
+        fn random_timer_bytes_are_refused_without_a_panic(
+            bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..128),
+        ) {
             let mut queue = TimerQueue::new("t", 0, 1);
             let _ = queue.restore_key_group(0, &bytes);
             while queue.pop_due(i64::MAX).is_some() {}

@@ -273,7 +273,8 @@ impl<'a> AttemptCoordinator<'a> {
 
     fn coordinator_failed(&mut self, failure: operators::CoordinatorFailure) {
         let (operator, error) = (failure.operator, failure.error);
-        tracing::warn!(operator = %operator, cause = %error.message, restartable = error.restartable, "operator coordinator failed; cancelling the attempt");
+        tracing::warn!(operator = %operator, cause = %error.message, restartable = error.restartable, "operator \
+            coordinator failed; cancelling the attempt");
         self.note(|| format!("coordinator of {operator} failed"));
         let job = self.graph.job_name.clone();
         let (message, restartable) = (error.message, error.restartable);
@@ -434,7 +435,8 @@ impl<'a> AttemptCoordinator<'a> {
             TaskError::Cancelled => (self.plan.chain_name(self.graph, head), "cancelled".to_string()),
         };
         if self.cancelled_by_user {
-            tracing::info!(operator = %operator, subtask = subtask + 1, kind = ?kind, cause = %message, "task failed while the job was being cancelled; the job ends cancelled");
+            tracing::info!(operator = %operator, subtask = subtask + 1, kind = ?kind, cause = %message, "task failed \
+                while the job was being cancelled; the job ends cancelled");
             return;
         }
         // A root cause replaces a cancellation recorded first.
@@ -443,7 +445,8 @@ impl<'a> AttemptCoordinator<'a> {
         }
         // Subtasks count from 1 in what people read, as Flink's `(2/4)` and the job's error do.
         let numbered = format!("{}/{parallelism}", subtask + 1);
-        tracing::warn!(operator = %operator, subtask = %numbered, kind = ?kind, cause = %message, "task failed; cancelling the attempt");
+        tracing::warn!(operator = %operator, subtask = %numbered, kind = ?kind, cause = %message, "task failed; \
+            cancelling the attempt");
         self.note(|| format!("task {index} ({operator} {subtask}) failed: {kind:?}"));
         // A peer that stopped first is no failure of this task's own (its connections
         // close); on a rescale, `stopping` is no stop with a savepoint.
@@ -499,7 +502,8 @@ impl<'a> AttemptCoordinator<'a> {
             self.note(|| format!("checkpoint {id} expired"));
             self.board_checkpoint_failed(id, "expired before every task acknowledged it");
             self.discard_pending(id, kind);
-            tracing::warn!(checkpoint = %id, timeout_ms = self.graph.config.checkpoint.timeout_ms, "checkpoint expired before every task acknowledged it");
+            tracing::warn!(checkpoint = %id, timeout_ms = self.graph.config.checkpoint.timeout_ms, "checkpoint expired \
+                before every task acknowledged it");
             self.broadcast(Control::Checkpoint(CheckpointEvent::Aborted(id)));
         }
         if let Err(e) = counted {
@@ -609,7 +613,8 @@ impl<'a> AttemptCoordinator<'a> {
                         self.abort_checkpoint(checkpoint, kind, &reason, result);
                     }
                     Some(kind) => {
-                        tracing::info!(checkpoint = %checkpoint, task = %self.task_name(task), reason, "checkpoint declined by a task not ready for it");
+                        tracing::info!(checkpoint = %checkpoint, task = %self.task_name(task), reason, "checkpoint \
+                            declined by a task not ready for it");
                         self.note(|| format!("{kind:?} {checkpoint} declined"));
                         self.board_checkpoint_failed(
                             checkpoint,

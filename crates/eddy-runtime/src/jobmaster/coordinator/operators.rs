@@ -89,7 +89,8 @@ impl OperatorCoordinators {
                 }
                 Some(_) => CoordinatorRestore::Fresh,
             };
-            tracing::info!(operator = %self.running[position].name, restore = %state.describe(), "operator coordinator starting");
+            tracing::info!(operator = %self.running[position].name, restore = %state.describe(), "operator coordinator \
+                starting");
             self.call(position, mailboxes, |coordinator, ctx| coordinator.start(state, ctx))?;
         }
         Ok(())

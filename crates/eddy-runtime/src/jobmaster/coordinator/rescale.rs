@@ -65,7 +65,13 @@ impl AttemptCoordinator<'_> {
         }
         let now = self.now_ms();
         let after = self.trigger(SnapshotKind::Checkpoint, now);
-        tracing::info!(job = %self.graph.job_name, from = self.graph.slots_needed(), to = parallelism, checkpoint = %after, "rescale asked for; checkpoint triggered for it");
+        tracing::info!(
+            job = %self.graph.job_name,
+            from = self.graph.slots_needed(),
+            to = parallelism,
+            checkpoint = %after,
+            "rescale asked for; checkpoint triggered for it"
+        );
         self.rescale = Some(RescaleOrder { parallelism, request, after });
         Ok(format!("checkpoint {after} triggered; the job rescales to parallelism {parallelism} once it completed"))
     }
@@ -135,7 +141,8 @@ impl AttemptCoordinator<'_> {
         }
         let rescaling =
             Rescaling { from: self.graph.slots_needed(), to, checkpoint: id, stopped_at_ms: self.clock.now_ms() };
-        tracing::info!(job = %self.graph.job_name, from = rescaling.from, to, checkpoint = %id, "rescaling: the attempt stops, to restart at the new parallelism from this checkpoint");
+        tracing::info!(job = %self.graph.job_name, from = rescaling.from, to, checkpoint = %id, "rescaling: the \
+            attempt stops, to restart at the new parallelism from this checkpoint");
         self.rescaling = Some(rescaling);
         self.stopping = true;
         self.broadcast(Control::Cancel);

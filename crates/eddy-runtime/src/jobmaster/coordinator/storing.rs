@@ -101,13 +101,17 @@ impl AttemptCoordinator<'_> {
             SnapshotKind::Savepoint => {
                 if let Some(savepoints) = self.savepoint_storage_of(id) {
                     if let Err(e) = savepoints.discard(id, kind) {
-                        tracing::warn!(savepoint = %id, error = %e, "cannot delete an incomplete savepoint; its files stay");
+                        tracing::warn!(savepoint = %id, error = %e, "cannot delete an incomplete savepoint; its files \
+                            stay");
                     }
                 }
                 if matches!(&self.savepoint_pending, Some((pending, _)) if *pending == id) {
                     let (_, order) = self.savepoint_pending.take().expect("pending");
                     if let Some(request) = order.request {
-                        let why = format!("savepoint {id} did not complete (aborted, expired, declined by a task not ready, or the job failed; the job's log says which)");
+                        let why = format!(
+                            "savepoint {id} did not complete (aborted, expired, declined by a task not \
+                            ready, or the job failed; the job's log says which)"
+                        );
                         self.reply(request, Err(why));
                     }
                 }
@@ -125,7 +129,8 @@ impl AttemptCoordinator<'_> {
                 ack.shared_files.iter().filter(|f| f.uploaded_now && retained.reference_count(&f.location) == 0);
             for file in unused {
                 if let Err(e) = self.storage.delete_file(&file.location) {
-                    tracing::warn!(file = %file.location, error = %e, "cannot delete a shared file no checkpoint references");
+                    tracing::warn!(file = %file.location, error = %e, "cannot delete a shared file no checkpoint \
+                        references");
                 }
             }
         }
@@ -139,7 +144,8 @@ impl AttemptCoordinator<'_> {
             SnapshotKind::Savepoint => self.savepoint_storage_of(id),
         };
         if let Some(Err(e)) = storage.map(|s| s.discard(id, kind)) {
-            tracing::warn!(checkpoint = %id, kind = ?kind, error = %e, "cannot delete what was written for an incomplete checkpoint");
+            tracing::warn!(checkpoint = %id, kind = ?kind, error = %e, "cannot delete what was written for an \
+                incomplete checkpoint");
         }
     }
 
@@ -176,7 +182,8 @@ impl AttemptCoordinator<'_> {
             };
             match self.commit(&checkpoint, order.storage.as_ref()) {
                 Ok(stats) => {
-                    tracing::info!(savepoint = %stats.id, bytes = stats.bytes, location = %stats.location, "savepoint completed");
+                    tracing::info!(savepoint = %stats.id, bytes = stats.bytes, location = %stats.location, "savepoint \
+                        completed");
                     self.note(|| format!("savepoint {} completed", stats.id));
                     self.graph.config.board.checkpoint_completed(&stats, &task_bytes(&checkpoint));
                     // A stop whose savepoint completed after a task failed does not stop:
@@ -345,7 +352,9 @@ impl AttemptCoordinator<'_> {
         let limit = eddy_rpc::frame::MESSAGE_BYTES_MAX - RESTORE_MESSAGE_HEADROOM_BYTES;
         (inline > limit).then(|| {
             format!(
-                "checkpoint {} holds {inline} bytes of state in the JobManager's memory; a restore on a cluster carries it to the task executors in one control message of at most {limit} bytes; use a checkpoint directory",
+                "checkpoint {} holds {inline} bytes of state in the JobManager's memory; a restore on a cluster \
+                 carries it to the task executors in one control message of at most {limit} bytes; use a \
+                 checkpoint directory",
                 checkpoint.id
             )
         })
@@ -400,7 +409,8 @@ pub(crate) fn discard_checkpoint(
     // The checkpoint (its metadata first) before its shared files: a crash in between
     // leaves unreferenced files, never a complete-looking checkpoint missing some.
     if let Err(e) = storage.discard(id, SnapshotKind::Checkpoint) {
-        tracing::warn!(checkpoint = %id, error = %e, "cannot discard a checkpoint that is no longer retained; its files stay");
+        tracing::warn!(checkpoint = %id, error = %e, "cannot discard a checkpoint that is no longer retained; its \
+            files stay");
         return;
     }
     for unused in retained.release(id) {
