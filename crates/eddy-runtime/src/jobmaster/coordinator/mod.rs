@@ -1,7 +1,8 @@
 //! The JobMaster's coordinator of one attempt (Flink's `CheckpointCoordinator`, with the
-//! scheduler's handling of task failures): checkpoint triggers, acknowledgements,
-//! declines and timeouts, the final checkpoint of a finished job, the first failure, and
-//! the end of the attempt. The pure decisions (which checkpoint is due, complete,
+//! scheduler's handling of task failures): checkpoint triggers (at the sources, at tasks
+//! whose producers all finished, and finished tasks asked for their final state: Flink's
+//! checkpoints after tasks finished, FLIP-147), acknowledgements, declines and timeouts,
+//! the final checkpoint of a finished job, the first failure, and the end of the attempt. The pure decisions (which checkpoint is due, complete,
 //! subsumed or expired) are `eddy_checkpoint::coordinator`'s; this type carries them out
 //! on the attempt's mailboxes and storage.
 //!
