@@ -157,6 +157,36 @@ fn two_jobmanagers_on_etcd_the_leader_sigkilled_mid_run_the_job_finishes_with_th
     assert_eq!(job_state(&cluster, "1"), "FINISHED");
 }
 
+/// etcd frozen for 5 s twice, 4 s apart, while a job runs on two JobManagers: each
+/// freeze outlasts the leader's lease, so the leader loses its leadership; it starts anew
+/// and stands by instead of exiting, so that two JobManagers remain and one always takes
+/// the job back. The job ends with exactly the failure-free output.
+#[test]
+fn with_etcd_frozen_twice_both_jobmanagers_stay_and_the_job_finishes_exactly() {
+    let etcd = Etcd::start("ha-freeze");
+    let heartbeats = ["--heartbeat-interval-ms", "200", "--heartbeat-timeout-ms", "1000"];
+    let mut cluster = Cluster::start_ha("ha-freeze", &etcd.url, 2, &[1, 1, 1], &heartbeats);
+    let args = w1_args(&cluster.dir, "1200000");
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let job = cluster.submit(&args);
+    job.wait_for("attempt running on the cluster", 1, Duration::from_secs(60));
+    job.wait_for("checkpoint completed", 3, Duration::from_secs(60));
+    for _ in 0..2 {
+        etcd.freeze();
+        std::thread::sleep(Duration::from_secs(5));
+        etcd.thaw();
+        std::thread::sleep(Duration::from_secs(4));
+    }
+    let lost = |p: &Proc| p.count("lost its leadership");
+    assert!(lost(&cluster.jobmanager) + lost(&cluster.standby[0]) >= 1, "{}", logs(&cluster, &job));
+    let (code, log) = job.finish(Duration::from_secs(180));
+    assert_eq!(code, 0, "{log}");
+    let reference = output(&cluster.dir.join("reference"));
+    assert_eq!(output(&cluster.dir.join("out")), reference, "the committed output differs from a failure-free run's");
+    assert!(cluster.jobmanager.running() && cluster.standby[0].running(), "both JobManagers stay");
+    assert_eq!(job_state(&cluster, "1"), "FINISHED");
+}
+
 #[test]
 fn with_the_leader_and_the_jobs_own_process_both_killed_the_new_leader_takes_the_job_over() {
     let etcd = Etcd::start("ha-both-kill");

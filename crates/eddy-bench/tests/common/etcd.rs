@@ -47,6 +47,23 @@ impl Etcd {
     }
 }
 
+impl Etcd {
+    /// Freezes etcd (SIGSTOP): it answers nothing, and its connections stay open.
+    pub fn freeze(&self) {
+        signal(self.child.id(), "-STOP");
+    }
+
+    /// Lets a frozen etcd go on (SIGCONT).
+    pub fn thaw(&self) {
+        signal(self.child.id(), "-CONT");
+    }
+}
+
+fn signal(pid: u32, signal: &str) {
+    let sent = Command::new("kill").args([signal, &pid.to_string()]).status().expect("kill runs");
+    assert!(sent.success(), "kill {signal} {pid}");
+}
+
 impl Drop for Etcd {
     fn drop(&mut self) {
         let _ = self.child.kill();

@@ -14,7 +14,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 /// Campaigns until this JobManager, at `address`, leads; then takes on the stored jobs.
-/// Losing the leadership later ends the process: another JobManager leads by then.
+/// Losing the leadership later starts the JobManager anew ([`stand_by_again`]): another one
+/// leads by then, or will, and this one stands by to lead again.
 pub(super) fn lead(shared: &Arc<Shared>, ha: &HaServices, address: &str) -> Result<Leadership, ClusterError> {
     tracing::info!(ha = %ha.url(), address, "campaigning for leadership");
     let leadership = ha.campaign(
@@ -22,9 +23,9 @@ pub(super) fn lead(shared: &Arc<Shared>, ha: &HaServices, address: &str) -> Resu
         Box::new(|why| {
             tracing::error!(
                 reason = %why,
-                "this JobManager lost its leadership; it stops (another one leads, or will)"
+                "this JobManager lost its leadership; it starts anew and stands by (another one leads, or will)"
             );
-            std::process::exit(1);
+            stand_by_again();
         }),
     )?;
     let records = ha.jobs()?;
@@ -89,4 +90,21 @@ fn job_of(record: JobRecord) -> Job {
         requested: HashSet::new(),
         view: None,
     }
+}
+
+/// Starts this JobManager anew in its own process (the same program, arguments and
+/// process id), which campaigns again and stands by while another one leads (Flink's
+/// JobManager revokes its leadership and stays a contender). Everything it served as
+/// leader goes with the old image: connections close, and TaskManagers and JobMasters find
+/// the leader through etcd, as after a leader's death; the job store keeps the jobs. A
+/// JobManager that only exited would leave the cluster one short each time etcd paused
+/// for longer than a lease, until none was left.
+fn stand_by_again() -> ! {
+    use std::os::unix::process::CommandExt;
+    let failed = match std::env::current_exe() {
+        Ok(program) => std::process::Command::new(program).args(std::env::args_os().skip(1)).exec(),
+        Err(e) => e,
+    };
+    tracing::error!(error = %failed, "cannot start this JobManager anew; it stops");
+    std::process::exit(1);
 }

@@ -2,9 +2,10 @@
 //! scheduler's handling of task failures): checkpoint triggers (at the sources, at tasks
 //! whose producers all finished, and finished tasks asked for their final state: Flink's
 //! checkpoints after tasks finished, FLIP-147), acknowledgements, declines and timeouts,
-//! the final checkpoint of a finished job, the first failure, and the end of the attempt. The pure decisions (which checkpoint is due, complete,
-//! subsumed or expired) are `eddy_checkpoint::coordinator`'s; this type carries them out
-//! on the attempt's mailboxes and storage.
+//! the final checkpoint of a finished job, the first failure, and the end of the attempt.
+//! The pure decisions (which checkpoint is due, complete, subsumed or expired) are
+//! `eddy_checkpoint::coordinator`'s; this type carries them out on the attempt's mailboxes
+//! and storage.
 //!
 //! - [`savepoints`]: savepoints, by the job's configuration or asked for by the CLI;
 //! - [`storing`]: completing a checkpoint (its metadata), retention, and deleting what an
