@@ -337,3 +337,41 @@ fn the_autoscaler_grows_the_job_under_a_rate_step_and_shrinks_it_after_with_exac
     assert_eq!(output(&dir.join("out")), output(&dir.join("reference")), "the committed output differs");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The job store takes a leader's writes only while its lease holds the leader key: once
+/// its lease is gone (a leader paused past it, as etcd sees it) and a successor leads, the
+/// old leader's writes and deletes are refused, saying so, and the store keeps the
+/// successor's record.
+#[test]
+fn a_leader_whose_lease_is_gone_writes_nothing_to_the_job_store() {
+    use eddy_rpc::ha::{HaServices, JobRecord};
+    use eddy_rpc::{JobId, JobState};
+    let etcd = Etcd::start("ha-fenced");
+    let ha = HaServices::parse(&etcd.url).unwrap();
+    let record = |name: &str| JobRecord {
+        id: JobId(1),
+        name: name.to_string(),
+        args: Vec::new(),
+        parallelism: 1,
+        job_dir: None,
+        slot_timeout_ms: 1_000,
+        next_attempt: 0,
+        operator_parallelism: Vec::new(),
+        generation: 0,
+        state: JobState::Running,
+        exclusive_resources: Vec::new(),
+    };
+    let first = ha.campaign("127.0.0.1:1", Box::new(|_| {})).unwrap();
+    let old = first.lease();
+    ha.put_job(&record("the first leader's"), old).unwrap();
+    // Its lease ends (dropping the leadership revokes it), and another JobManager leads.
+    drop(first);
+    let second = ha.campaign("127.0.0.1:2", Box::new(|_| {})).unwrap();
+    ha.put_job(&record("the successor's"), second.lease()).unwrap();
+    let refused = ha.put_job(&record("the first leader's again"), old).unwrap_err().to_string();
+    assert!(refused.contains("no longer leads"), "{refused}");
+    assert!(ha.remove_job(JobId(1), old).is_err(), "nor can it delete");
+    let names: Vec<String> = ha.jobs().unwrap().into_iter().map(|r| r.name).collect();
+    assert_eq!(names, ["the successor's"]);
+    drop(second);
+}

@@ -28,6 +28,7 @@ pub(super) fn lead(shared: &Arc<Shared>, ha: &HaServices, address: &str) -> Resu
             stand_by_again();
         }),
     )?;
+    let _ = shared.lease.set(leadership.lease());
     let records = ha.jobs()?;
     let mut taken_on = Vec::new();
     {

@@ -131,6 +131,9 @@ struct State {
 
 struct Shared {
     state: Mutex<State>,
+    /// With high availability, the lease this JobManager leads under, once it leads: the
+    /// job store takes its writes only while that lease holds the leader key.
+    lease: std::sync::OnceLock<eddy_rpc::ha::LeaseId>,
     /// Where slots come from.
     resources: Box<dyn ResourceProvider>,
     /// Held while a job is written to the job store (high availability).
@@ -164,6 +167,7 @@ pub fn bind_job_manager(options: JobManagerOptions) -> Result<JobManager, Cluste
     println!("jobmanager listening on {address}");
     let shared = Arc::new(Shared {
         state: Mutex::default(),
+        lease: std::sync::OnceLock::new(),
         resources: Box::new(StandalonePool),
         store_writes: Mutex::new(()),
         slots_changed: Condvar::new(),

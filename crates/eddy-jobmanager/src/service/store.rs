@@ -1,5 +1,7 @@
 //! With high availability, the job store: every change of a job that a new leader would
-//! need (its job directory, its attempt numbers, its end) is written as it happens.
+//! need (its job directory, its attempt numbers, its end) is written as it happens, and
+//! only while this JobManager's lease holds the leader key (an etcd transaction), so that
+//! a leader paused past its lease cannot overwrite its successor's records.
 
 use super::Shared;
 use eddy_rpc::ha::JobRecord;
@@ -10,6 +12,10 @@ use eddy_rpc::JobId;
 /// would see it as it was at the last write.
 pub(super) fn persist(shared: &Shared, job: JobId) {
     let Some(ha) = &shared.options.ha else { return };
+    let Some(&lease) = shared.lease.get() else {
+        tracing::warn!(job = %job, "not leading: the job is not written to the job store");
+        return;
+    };
     // One write at a time, each of the state as it is when it starts: the last write is
     // of the newest state.
     let _writing = shared.store_writes.lock().unwrap_or_else(|e| e.into_inner());
@@ -28,8 +34,8 @@ pub(super) fn persist(shared: &Shared, job: JobId) {
             state: j.state,
         });
     let written = match &record {
-        Some(record) => ha.put_job(record),
-        None => ha.remove_job(job),
+        Some(record) => ha.put_job(record, lease),
+        None => ha.remove_job(job, lease),
     };
     if let Err(e) = written {
         tracing::warn!(job = %job, error = %e, "cannot write the job to the job store");

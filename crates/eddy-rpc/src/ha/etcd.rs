@@ -78,6 +78,31 @@ impl Etcd {
         Ok(answer.get("succeeded").and_then(Value::as_bool).unwrap_or(false))
     }
 
+    /// Puts `value` at `key` (or deletes `key`, for `None`) only while `guard` is held under
+    /// `lease`; whether it did. A leader writes this way, so that one paused past its
+    /// lease cannot overwrite what its successor wrote.
+    pub fn write_if_held(
+        &self,
+        key: &str,
+        value: Option<&[u8]>,
+        guard: &str,
+        lease: LeaseId,
+    ) -> Result<bool, ClusterError> {
+        let key = encode(key.as_bytes());
+        let write = match value {
+            Some(value) => json!({ "request_put": { "key": key, "value": encode(value) } }),
+            None => json!({ "request_delete_range": { "key": key } }),
+        };
+        let answer = self.call(
+            "/v3/kv/txn",
+            &json!({
+                "compare": [{ "target": "LEASE", "key": encode(guard.as_bytes()), "lease": lease.to_string() }],
+                "success": [write],
+            }),
+        )?;
+        Ok(answer.get("succeeded").and_then(Value::as_bool).unwrap_or(false))
+    }
+
     /// A new lease of `ttl_s` seconds.
     pub fn grant(&self, ttl_s: u64) -> Result<LeaseId, ClusterError> {
         let answer = self.call("/v3/lease/grant", &json!({ "TTL": ttl_s.to_string() }))?;

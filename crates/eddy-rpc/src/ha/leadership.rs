@@ -23,6 +23,12 @@ impl std::fmt::Debug for Leadership {
 }
 
 impl Leadership {
+    /// The lease the leadership is held under (the job store's writes are conditioned on
+    /// it: [`super::HaServices::put_job`]).
+    pub fn lease(&self) -> LeaseId {
+        self.lease
+    }
+
     /// Campaigns until the leader key holds `address`; then keeps the lease alive on a
     /// thread of its own, calling `lost` if it cannot.
     pub(super) fn campaign(

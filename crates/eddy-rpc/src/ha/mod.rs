@@ -6,7 +6,8 @@
 //!   the lease alive ([`Leadership`]); when its process dies the lease expires
 //!   ([`LEASE_TTL_S`]) and the key goes, and the next campaigner takes it;
 //! - the job store: every job that has not ended, with what it takes to run it again (its
-//!   name, arguments, job directory, attempt numbers), under `jobs/<id>` ([`JobRecord`]);
+//!   name, arguments, job directory, attempt numbers), under `jobs/<id>` ([`JobRecord`]),
+//!   written only by the JobManager whose lease holds the leader key (an etcd transaction);
 //! - leader retrieval: TaskManagers, jobs and the CLI take `--ha etcd://HOST:PORT` in place
 //!   of `--jobmanager` and read the leader's address from the leader key
 //!   ([`locate_jobmanager`]), again whenever they lose it.
@@ -125,13 +126,26 @@ impl HaServices {
         Ok(records.collect())
     }
 
-    pub fn put_job(&self, record: &JobRecord) -> Result<(), ClusterError> {
+    /// Writes `record` as the leader holding `lease`: nothing is written once another
+    /// JobManager leads (a leader paused past its lease, say), and the refusal says so.
+    pub fn put_job(&self, record: &JobRecord, lease: LeaseId) -> Result<(), ClusterError> {
         let value = serde_json::to_vec(record).map_err(|e| ClusterError::Protocol(format!("a job record: {e}")))?;
-        self.etcd.put(&self.job_key(record.id), &value, None)
+        self.write_as_leader(&self.job_key(record.id), Some(&value), lease)
     }
 
-    pub fn remove_job(&self, job: JobId) -> Result<(), ClusterError> {
-        self.etcd.delete(&self.job_key(job))
+    /// Removes job `job` from the store as the leader holding `lease` (see [`Self::put_job`]).
+    pub fn remove_job(&self, job: JobId, lease: LeaseId) -> Result<(), ClusterError> {
+        self.write_as_leader(&self.job_key(job), None, lease)
+    }
+
+    fn write_as_leader(&self, key: &str, value: Option<&[u8]>, lease: LeaseId) -> Result<(), ClusterError> {
+        if self.etcd.write_if_held(key, value, &self.leader_key(), lease)? {
+            return Ok(());
+        }
+        Err(ClusterError::Refused(format!(
+            "this JobManager no longer leads (its lease {lease} does not hold the leader key): the job store is its \
+             successor's"
+        )))
     }
 }
 
