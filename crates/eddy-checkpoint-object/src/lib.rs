@@ -124,6 +124,7 @@ impl Files for ObjectFiles {
 /// `s3://bucket/…/chk-7`), and the directory's location in it: what a restore reads from.
 fn open_any_checkpoint_dir(dir: &Path) -> Result<(Arc<dyn CheckpointStorage>, String), CheckpointError> {
     let shown = dir.to_string_lossy().into_owned();
+    refuse_other_schemes(&shown)?;
     if !shown.starts_with("s3://") {
         let (storage, location) = open_checkpoint_dir(dir)?;
         return Ok((Arc::new(storage), location));
@@ -138,6 +139,16 @@ fn open_any_checkpoint_dir(dir: &Path) -> Result<(Arc<dyn CheckpointStorage>, St
     Ok((Arc::new(storage), location))
 }
 
+/// A location of a scheme neither this crate nor a local directory reads (`gs://`, …).
+fn refuse_other_schemes(location: &str) -> Result<(), CheckpointError> {
+    let other = location.contains("://") && !location.starts_with("s3://") && !location.starts_with("file://");
+    if other {
+        let message = "eddy stores checkpoints in local directories (a path or file://) and S3 (s3://)".into();
+        return Err(CheckpointError::InvalidLocation { location: location.to_string(), message });
+    }
+    Ok(())
+}
+
 /// Opens `s3://` locations in an object store, and local directories as
 /// [`DirectoryOpener`] does.
 #[derive(Debug, Clone, Copy, Default)]
@@ -148,6 +159,7 @@ impl OpenStorage for ObjectStorageOpener {
         if location.starts_with("s3://") {
             return Ok(Arc::new(FileCheckpointStorage::new(ObjectFiles::open(location)?)));
         }
+        refuse_other_schemes(location)?;
         DirectoryOpener.open(location)
     }
 

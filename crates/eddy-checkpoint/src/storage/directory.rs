@@ -46,8 +46,18 @@ impl LocalFiles {
         &self.root
     }
 
-    fn path_of(&self, relative: &str) -> PathBuf {
-        self.root.join(relative)
+    /// The path of `relative` under the root; an error for one that would leave it (an
+    /// absolute path or `..`: only a damaged or crafted checkpoint names such a file).
+    fn path_of(&self, relative: &str) -> Result<PathBuf, CheckpointError> {
+        let path = Path::new(relative);
+        let inside = path.components().all(|c| matches!(c, std::path::Component::Normal(_)));
+        if !inside {
+            return Err(CheckpointError::Corrupt {
+                path: self.shown(relative),
+                message: "a file outside the checkpoint directory".into(),
+            });
+        }
+        Ok(self.root.join(path))
     }
 
     fn shown(&self, relative: &str) -> String {
@@ -86,7 +96,7 @@ impl Files for LocalFiles {
     }
 
     fn put(&self, relative: &str, bytes: Vec<u8>) -> Result<(), CheckpointError> {
-        let (target, shown) = (self.path_of(relative), self.shown(relative));
+        let (target, shown) = (self.path_of(relative)?, self.shown(relative));
         self.parent_made(&target, &shown)?;
         loop {
             let staged = Self::staging_name(&target);
@@ -105,21 +115,21 @@ impl Files for LocalFiles {
     }
 
     fn get(&self, relative: &str) -> Result<Option<Vec<u8>>, CheckpointError> {
-        not_found_is_none(std::fs::read(self.path_of(relative))).map_err(|e| io(&self.shown(relative), e))
+        not_found_is_none(std::fs::read(self.path_of(relative)?)).map_err(|e| io(&self.shown(relative), e))
     }
 
     fn exists(&self, relative: &str) -> Result<bool, CheckpointError> {
-        let found = not_found_is_none(std::fs::metadata(self.path_of(relative)));
+        let found = not_found_is_none(std::fs::metadata(self.path_of(relative)?));
         Ok(found.map_err(|e| io(&self.shown(relative), e))?.is_some())
     }
 
     fn delete(&self, relative: &str) -> Result<(), CheckpointError> {
-        not_found_is_none(std::fs::remove_file(self.path_of(relative))).map_err(|e| io(&self.shown(relative), e))?;
+        not_found_is_none(std::fs::remove_file(self.path_of(relative)?)).map_err(|e| io(&self.shown(relative), e))?;
         Ok(())
     }
 
     fn delete_dir(&self, dir: &str) -> Result<(), CheckpointError> {
-        not_found_is_none(std::fs::remove_dir_all(self.path_of(dir))).map_err(|e| io(&self.shown(dir), e))?;
+        not_found_is_none(std::fs::remove_dir_all(self.path_of(dir)?)).map_err(|e| io(&self.shown(dir), e))?;
         Ok(())
     }
 
@@ -144,7 +154,7 @@ impl Files for LocalFiles {
     /// Linked in, or copied by the kernel across file systems; staged under another name
     /// and renamed, as [`Files::put`] writes.
     fn place(&self, relative: &str, source: &Path) -> Result<(u64, u32), CheckpointError> {
-        let (target, shown) = (self.path_of(relative), self.shown(relative));
+        let (target, shown) = (self.path_of(relative)?, self.shown(relative));
         let display = |path: &Path| path.display().to_string();
         let written = size_and_crc32(source)?;
         self.parent_made(&target, &shown)?;

@@ -223,8 +223,12 @@ impl BarrierAligner {
     /// end of input (which counts as its barrier; see [`Self::reads_ahead`]). In either
     /// mode: what the task did not process yet would otherwise be lost, as no producer
     /// runs again to send it.
+    ///
+    /// A savepoint is not taken this way: a savepoint holds no in-flight data (it must
+    /// restore under another chaining or record type). The task is asked for it again, for
+    /// its final state, once its input ended.
     pub fn on_trigger(&mut self, barrier: CheckpointBarrier, now: Instant) -> Alignment {
-        if self.is_stale(&barrier) {
+        if self.is_stale(&barrier) || barrier.kind == SnapshotKind::Savepoint {
             return Alignment::Pending;
         }
         self.begin(barrier, now);
@@ -447,6 +451,14 @@ mod tests {
                 Alignment::Unaligned { barrier: barrier(6), start: true, finish: true }
             );
         }
+    }
+
+    #[test]
+    fn a_savepoint_is_not_taken_by_a_trigger_with_input_left() {
+        let mut a = BarrierAligner::new(CheckpointingMode::ExactlyOnce, 2);
+        let savepoint = CheckpointBarrier { id: CheckpointId(3), kind: SnapshotKind::Savepoint };
+        assert_eq!(a.on_trigger(savepoint, Instant::now()), Alignment::Pending);
+        assert!(!a.is_recording(0) && a.current().is_none());
     }
 
     #[test]

@@ -318,6 +318,10 @@ impl<G: Gates> Checkpointing<'_, G> {
         let first = self.aligner.current().is_none_or(|current| current.id < barrier.id);
         let alignment = self.aligner.on_trigger(barrier, std::time::Instant::now());
         if alignment == Alignment::Pending {
+            if self.aligner.current().is_some_and(|current| current.id > barrier.id) {
+                // A newer checkpoint is under way here: this one cannot complete.
+                self.decline(&barrier, "a newer checkpoint started here before this one was triggered");
+            }
             return Ok(());
         }
         tracing::debug!(checkpoint = barrier.id.0, "checkpoint triggered here: every producer finished");

@@ -98,9 +98,20 @@ fn take_controls(
             Ok(Control::Cancel) | Err(TryRecvError::Disconnected) => return Err(TaskError::Cancelled),
             Ok(Control::TriggerCheckpoint(barrier)) if is_source => snapshot_and_acknowledge(head, shared, &barrier)?,
             Ok(Control::TriggerCheckpoint(barrier)) => {
-                if triggered.is_none_or(|newest| newest.id < barrier.id) {
-                    triggered = Some(barrier);
+                // Only the newest is taken; an older one is declined, so that the
+                // coordinator aborts it rather than waiting for its timeout.
+                let (newer, older) = match triggered {
+                    Some(newest) if newest.id > barrier.id => (newest, barrier),
+                    Some(newest) => (barrier, newest),
+                    None => {
+                        triggered = Some(barrier);
+                        continue;
+                    }
+                };
+                if newer.id != older.id {
+                    shared.decline(&older, "a newer checkpoint was triggered before this one was taken");
                 }
+                triggered = Some(newer);
             }
             Ok(Control::JobFinished) => {}
             Ok(Control::OperatorEvent(event)) => {
@@ -244,7 +255,7 @@ impl<T: 'static> OneInputDriver<T> {
                         while let Some(record) = records.next() {
                             self.head.collect(record);
                             processed += 1;
-                            if self.checkpointing().between_records()? {
+                            if self.checkpointing().between_records()? || control_waits(processed, &self.mailbox) {
                                 self.gate.put_back(channel, records.by_ref().collect());
                                 break;
                             }

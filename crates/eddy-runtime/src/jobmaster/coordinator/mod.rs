@@ -673,15 +673,23 @@ impl<'a> AttemptCoordinator<'a> {
     }
 }
 
-/// Per task of `tasks`, the tasks it reads from: every subtask of each chain with an edge
-/// into its chain's head (an edge into a chain always enters at its head).
+/// Per task of `tasks`, the tasks it reads from: for each edge into its chain's head (an
+/// edge into a chain always enters at its head), the same subtask of the chain upstream
+/// over a forward edge, every subtask of it over any other.
 fn producers(graph: &StreamGraph, plan: &ChainPlan, tasks: &[(NodeId, u32)]) -> Vec<Vec<usize>> {
     tasks
         .iter()
-        .map(|(head, _)| {
-            let upstream: Vec<NodeId> =
-                graph.edges_into(*head).map(|(_, edge)| plan.head_of[edge.from.0 as usize]).collect();
-            (0..tasks.len()).filter(|&index| upstream.contains(&tasks[index].0)).collect()
+        .map(|&(head, subtask)| {
+            let mut producers: Vec<usize> = Vec::new();
+            for (_, edge) in graph.edges_into(head) {
+                let upstream = plan.head_of[edge.from.0 as usize];
+                let one_to_one = matches!(edge.partitioning, crate::graph::Partitioning::Forward);
+                let reads = |&(h, s): &(NodeId, u32)| h == upstream && (!one_to_one || s == subtask);
+                producers.extend((0..tasks.len()).filter(|&index| reads(&tasks[index])));
+            }
+            producers.sort_unstable();
+            producers.dedup();
+            producers
         })
         .collect()
 }
