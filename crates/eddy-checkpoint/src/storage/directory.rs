@@ -11,7 +11,7 @@
 //! again once made, and its local copy is removed after the upload, so a hard link is the
 //! file itself; across file systems it is copied.
 
-use super::files::{io, FileCheckpointStorage, Files};
+use super::files::{io, native_files, FileCheckpointStorage, Files};
 use super::{CheckpointStorage, CompletedCheckpoint, OpenStorage, SHARED_DIR};
 use crate::error::CheckpointError;
 use crate::metadata::{CheckpointMetadata, TaskStateEntry, METADATA_FILE};
@@ -233,9 +233,7 @@ pub fn inspect_checkpoint_dir(
         .iter()
         .map(|entry| {
             let state = storage.read_task(&name, entry);
-            let natives = state.iter().flatten().filter_map(|o| o.keyed.as_ref()).flat_map(|k| &k.native);
-            let native_files = natives
-                .flat_map(|n| &n.files)
+            let native_files = native_files(state.as_deref().unwrap_or_default())
                 .map(|f| (f.location.clone(), storage.read_verified(&f.location, f.bytes, f.crc32).map(|_| ())))
                 .collect();
             TaskInspection { entry: entry.clone(), state, native_files }
@@ -257,12 +255,9 @@ pub fn unreferenced_shared_files(dir: impl AsRef<Path>) -> Result<Vec<String>, C
         let name = location.rsplit('/').next().unwrap_or(&location).to_string();
         let metadata = storage.read_metadata(&name)?;
         for task in &metadata.tasks {
-            for operator in storage.read_task(&name, task)? {
-                let natives = operator.keyed.iter().flat_map(|k| &k.native);
-                let in_shared = |f: &&NativeFile| f.location.starts_with(&format!("{}/", SHARED_DIR));
-                for file in natives.flat_map(|n| &n.files).filter(in_shared) {
-                    referenced.insert(file.location.clone());
-                }
+            let in_shared = |f: &&NativeFile| f.location.starts_with(&format!("{}/", SHARED_DIR));
+            for file in native_files(&storage.read_task(&name, task)?).filter(in_shared) {
+                referenced.insert(file.location.clone());
             }
         }
     }

@@ -41,6 +41,12 @@ pub trait Files: Send + Sync {
     }
 }
 
+/// The files of native snapshots that `operators`' state references (a heap chain's
+/// segments, RocksDB's SSTs).
+pub fn native_files(operators: &[OperatorSnapshot]) -> impl Iterator<Item = &eddy_state::keyed::NativeFile> {
+    operators.iter().filter_map(|o| o.keyed.as_ref()).flat_map(|k| &k.native).flat_map(|n| &n.files)
+}
+
 /// A storage I/O failure at `path`.
 pub fn io(path: &str, e: impl std::fmt::Display) -> CheckpointError {
     CheckpointError::Io { path: path.to_string(), message: e.to_string() }
@@ -200,9 +206,7 @@ impl<F: Files> CheckpointStorage for FileCheckpointStorage<F> {
         let dir = self.relative(location);
         let metadata = self.read_metadata(dir)?;
         for task in &metadata.tasks {
-            let operators = self.read_task(dir, task)?;
-            let natives = operators.iter().filter_map(|o| o.keyed.as_ref()).flat_map(|k| &k.native);
-            for file in natives.flat_map(|n| &n.files) {
+            for file in native_files(&self.read_task(dir, task)?) {
                 self.read_verified(&file.location, file.bytes, file.crc32)?;
             }
         }

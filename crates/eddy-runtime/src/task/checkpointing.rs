@@ -236,6 +236,14 @@ impl<G: Gates> Checkpointing<'_, G> {
         self.shared.decline(barrier, reason);
     }
 
+    /// Declines `barrier`'s checkpoint for `reason` when this task cannot take part now,
+    /// unless a newer checkpoint is under way here already (which abandons it anyway).
+    pub(super) fn decline_unless_older(&mut self, barrier: &CheckpointBarrier, reason: &str) {
+        if self.aligner.current().is_none_or(|current| current.id <= barrier.id) {
+            self.decline(barrier, reason);
+        }
+    }
+
     /// A barrier on `channel` (read in order or ahead).
     pub(super) fn on_barrier(&mut self, channel: usize, barrier: CheckpointBarrier) -> Result<(), TaskError> {
         let first = self.aligner.current().is_none_or(|current| current.id < barrier.id);
@@ -310,9 +318,7 @@ impl<G: Gates> Checkpointing<'_, G> {
     /// [`super::Task`]). `declining`: as for [`Self::step`].
     pub(super) fn on_trigger(&mut self, barrier: CheckpointBarrier, declining: Option<&str>) -> Result<(), TaskError> {
         if let Some(reason) = declining.or(self.unaligned.is_none().then_some(NO_LAYOUT)) {
-            if self.aligner.current().is_none_or(|current| current.id <= barrier.id) {
-                self.decline(&barrier, reason);
-            }
+            self.decline_unless_older(&barrier, reason);
             return Ok(());
         }
         let first = self.aligner.current().is_none_or(|current| current.id < barrier.id);
@@ -350,9 +356,7 @@ impl<G: Gates> Checkpointing<'_, G> {
         let now = std::time::Instant::now();
         for (channel, barrier) in unaligned.announcements() {
             if let Some(reason) = declining {
-                if self.aligner.current().is_none_or(|current| current.id <= barrier.id) {
-                    self.decline(&barrier, reason);
-                }
+                self.decline_unless_older(&barrier, reason);
                 continue;
             }
             // An announcement starts a checkpoint's alignment as a barrier does (metrics).

@@ -582,9 +582,7 @@ impl<A: 'static, B: 'static> TwoInputDriver<A, B> {
                 // Aligning needs input 1's barrier, and input 1 is not read until input 2
                 // ended: this task cannot take part in the checkpoint. It declines it, which
                 // does not count as a failure (Flink's "task not ready").
-                if self.aligner.current().is_none_or(|current| current.id <= barrier.id) {
-                    self.checkpointing().decline(&barrier, READS_SECOND_FIRST);
-                }
+                self.checkpointing().decline_unless_older(&barrier, READS_SECOND_FIRST);
                 Alignment::Pending
             }
             StreamMessage::Barrier(barrier) => {
