@@ -9,12 +9,12 @@ use eddy_checkpoint::restart::RestartStrategy;
 use eddy_checkpoint::{CheckpointConfig, CheckpointingMode};
 use eddy_runtime::coordination::CoordinatorProvider;
 use eddy_runtime::graph::{
-    JobConfig, OperatorFactory, OutputPort, Partitioning, RestoreFrom, RestoreMode, SavepointRequest, SchedulerMode,
-    StorageChoice, StreamEdge, StreamGraph, StreamNode, TypedPort,
+    Autoscaling, JobConfig, JobServices, OperatorFactory, OutputPort, Partitioning, RestoreFrom, RestoreMode,
+    SavepointRequest, SchedulerMode, StorageChoice, StreamEdge, StreamGraph, StreamNode, TypedPort,
 };
-use eddy_runtime::jobmaster::Autoscaling;
-use eddy_runtime::ClusterTarget;
-use eddy_runtime::{JobError, JobResult, LocalExecutor};
+
+use eddy_jobmaster::{ClusterTarget, JobResult, LocalExecutor};
+use eddy_runtime::JobError;
 use eddy_types::{MaxParallelism, NodeId, DEFAULT_MAX_PARALLELISM};
 use std::cell::RefCell;
 use std::path::PathBuf;
@@ -52,6 +52,7 @@ pub(crate) struct EnvInner {
     pub(crate) parallelism: u32,
     pub(crate) max_parallelism: u32,
     pub(crate) config: JobConfig,
+    pub(crate) services: JobServices,
     pub(crate) nodes: Vec<NodeDraft>,
     pub(crate) edges: Vec<EdgeDraft>,
     /// Problems found while the graph was built, reported by [`Env::stream_graph`].
@@ -99,12 +100,13 @@ impl Env {
             inner: Rc::new(RefCell::new(EnvInner {
                 parallelism: cores,
                 max_parallelism: DEFAULT_MAX_PARALLELISM,
-                config: JobConfig {
+                config: JobConfig::default(),
+                services: JobServices {
                     #[cfg(feature = "object-store")]
                     storage_opener: std::sync::Arc::new(eddy_checkpoint_object::ObjectStorageOpener),
                     #[cfg(feature = "web")]
                     metrics_server: Some(std::sync::Arc::new(crate::web::TaskExecutorMetrics)),
-                    ..JobConfig::default()
+                    ..JobServices::default()
                 },
                 nodes: Vec::new(),
                 edges: Vec::new(),
@@ -135,7 +137,7 @@ impl Env {
     /// Where keyed state lives while the job runs: [`eddy_state::HeapStateBackend`] (the
     /// default) or RocksDB (`eddy_state_rocksdb::RocksDbStateBackend`, feature `rocksdb`).
     pub fn set_state_backend(&self, backend: impl eddy_state::KeyedBackendFactory + 'static) -> &Self {
-        self.inner.borrow_mut().config.state_backend = std::sync::Arc::new(backend);
+        self.inner.borrow_mut().services.state_backend = std::sync::Arc::new(backend);
         self
     }
 
@@ -238,7 +240,7 @@ impl Env {
     /// Runs the job under deterministic simulation: every task on one thread in an order a
     /// scheduler seeded with `seed` picks, on a simulated clock, with `faults` seeded faults
     /// (task failures, storage write and read errors, files cut short). The same seed
-    /// takes the same steps and leaves the same [`JobResult::trace`](eddy_runtime::JobResult).
+    /// takes the same steps and leaves the same [`JobResult::trace`](eddy_jobmaster::JobResult).
     /// The heap state backend only.
     pub fn simulate(&self, seed: u64, faults: u32) -> &Self {
         self.inner.borrow_mut().config.simulation = Some(eddy_runtime::graph::Simulation { seed, faults });
@@ -392,8 +394,14 @@ impl Env {
                 }
             })
             .collect();
-        let graph =
-            StreamGraph { job_name: job_name.to_string(), max_parallelism, config: inner.config.clone(), nodes, edges };
+        let graph = StreamGraph {
+            job_name: job_name.to_string(),
+            max_parallelism,
+            config: inner.config.clone(),
+            services: inner.services.clone(),
+            nodes,
+            edges,
+        };
         eddy_runtime::graph::validate(&graph).map_err(invalid)?;
         Ok(graph)
     }
@@ -411,7 +419,7 @@ impl Env {
     /// with the same arguments to rebuild the graph (application mode). In such a run,
     /// `execute` returns once this process's subtasks ended, with
     /// [`JobResult::task_executor`] set: the job's own result is its JobMaster's. The
-    /// program's arguments are never read here ([`eddy_runtime::ExecutionMode`]).
+    /// program's arguments are never read here ([`eddy_jobmaster::ExecutionMode`]).
     pub fn execute(&self, job_name: &str) -> Result<JobResult, JobError> {
         let graph = self.stream_graph(job_name)?;
         if !eddy_rpc::launch::launched() {
@@ -445,13 +453,13 @@ impl Env {
         if inner.rest_server.is_some() {
             return Ok(());
         }
-        if inner.config.cluster.is_some() {
+        if inner.services.cluster.is_some() {
             let message = "--rest-bind serves a job that runs here; a job submitted to a cluster is served by its \
                 JobManager (its --rest-bind)"
                 .to_string();
             return Err(JobError::InvalidJob { job: job_name.to_string(), message });
         }
-        let server = crate::web::serve_local_job(&bind, inner.config.board.clone())
+        let server = crate::web::serve_local_job(&bind, inner.services.board.clone())
             .map_err(|message| JobError::InvalidJob { job: job_name.to_string(), message })?;
         eprintln!("eddy: REST API, dashboard and /metrics of '{job_name}' at {}", server.url());
         inner.rest_server = Some(server);
@@ -482,7 +490,7 @@ impl Env {
     /// credentials, the arguments task executors run this program with). `eddy`'s
     /// `cluster::SubmitArgs` builds one from the usual flags.
     pub fn set_cluster(&self, target: ClusterTarget) -> &Self {
-        self.inner.borrow_mut().config.cluster = Some(target);
+        self.inner.borrow_mut().services.cluster = Some(target);
         self
     }
 }

@@ -80,7 +80,7 @@ impl<'a> RuntimeContext<'a> {
     }
 
     /// The counter `name` (Flink's `getLongCounter`): what this subtask adds to it, summed
-    /// over every subtask, is in [`JobResult::accumulators`](eddy_runtime::JobResult)
+    /// over every subtask, is in [`JobResult::accumulators`](eddy_jobmaster::JobResult)
     /// once the job finished, whichever process each subtask ran in. Only the attempt
     /// that finished the job counts: add what the job's state holds (as a sink publishing
     /// its total in `notify_job_finished`), and a restart never counts twice.

@@ -10,7 +10,8 @@
 //! [`KeyedStream::window`]; [`join`] joins two streams over time (window join, coGroup,
 //! interval join); [`async_io`] enriches records from external services without blocking.
 //!
-//! Depends on `eddy-runtime` (which runs the graph this crate builds), `eddy-state`,
+//! Depends on `eddy-jobmaster` (which runs the graph this crate builds, as its JobMaster)
+//! and `eddy-runtime` (the data plane the graph is made of), `eddy-state`,
 //! `eddy-types`, `eddy-checkpoint` (checkpoint directories among it) and `eddy-rpc` (a
 //! job launched on a cluster); on tokio, whose runtime runs async I/O's requests; and,
 //! only with their features, on `eddy-web` (`web`: a local job's REST server, a task

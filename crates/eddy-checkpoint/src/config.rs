@@ -11,7 +11,7 @@ pub enum CheckpointingMode {
 }
 
 /// How checkpoints are taken and kept.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct CheckpointConfig {
     /// 0 = periodic checkpoints off.
     pub interval_ms: u64,

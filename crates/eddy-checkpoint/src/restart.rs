@@ -2,7 +2,7 @@
 //! time, they answer how long to wait before restarting, or that the job must fail.
 
 /// Flink's restart strategies.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub enum RestartStrategy {
     /// Fail the job on the first failure.
     None,

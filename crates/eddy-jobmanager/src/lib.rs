@@ -5,7 +5,7 @@
 //! - the TaskManagers and their slots ([`service`]): registration, heartbeats both ways,
 //!   and their loss, at once when a connection drops, else after the heartbeat timeout;
 //! - the jobs submitted by their binaries, which coordinate themselves (their JobMasters,
-//!   `eddy_runtime::jobmaster`): slot requests wait, with a timeout, until the resource
+//!   `eddy_jobmaster::jobmaster`): slot requests wait, with a timeout, until the resource
 //!   provider can serve them (`service::slots`; the standalone pool of registered
 //!   TaskManagers today, which takes slots in the order they joined), and one slot
 //!   holds one subtask of every operator (slot sharing); a TaskManager lost is reported to

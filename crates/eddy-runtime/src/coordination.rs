@@ -133,7 +133,7 @@ pub struct CoordinatorContext<'a> {
 }
 
 impl<'a> CoordinatorContext<'a> {
-    pub(crate) fn new(parallelism: u32, outbox: &'a mut Vec<(u32, Vec<u8>)>) -> Self {
+    pub fn new(parallelism: u32, outbox: &'a mut Vec<(u32, Vec<u8>)>) -> Self {
         Self { parallelism, outbox }
     }
 

@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 
 /// How long the in-flight records of a channel should take to drain (Flink's
 /// `buffer-debloat.target`, 1 s by default).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct BufferDebloat {
     pub target: Duration,
 }

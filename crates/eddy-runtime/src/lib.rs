@@ -15,15 +15,9 @@
 //!   in a full output queue, backpressure), so a subtask runs on its own
 //!   thread or, simulated, beside every other on one. Control messages are taken between
 //!   batches, never inside a user callback; snapshots are written off the task thread.
-//! - `deployment`: one process's part of an attempt, shared by every mode: the channels
+//! - [`deployment`]: one process's part of an attempt, shared by every mode: the channels
 //!   between subtasks, which old state each reads on a restore, and the subtasks built and
 //!   started;
-//! - [`jobmaster`]: the JobMaster: the job's life over its attempts (restart strategy,
-//!   checkpoint storage and retention, restores), each attempt's checkpoint coordinator
-//!   and savepoints, and on a cluster its link to the JobManager and its remote attempts;
-//! - [`executor`]: the one place that chooses how a job runs ([`ExecutionMode`]: locally,
-//!   simulated, as a task executor, or on a cluster), the local thread launch, and the
-//!   deterministic simulator;
 //! - [`network`]: the data plane between task executors of different processes, with
 //!   Flink's credit-based flow control (Flink's `runtime.io.network`);
 //! - [`observe`]: what a running job shows of itself (its board: vertices, subtasks'
@@ -34,9 +28,10 @@
 //! - [`error`]: the crate's errors, by who must act, and which failures a restart mends.
 //!
 //! Depends on `eddy-types`, `eddy-state`, `eddy-checkpoint` (formats, storage interface,
-//! coordinator decisions) and `eddy-rpc` (the cluster's wire); the DataStream API
-//! (`eddy-api`) sits above and instantiates the runtime's generic pieces with the user's
-//! types.
+//! coordinator decisions) and `eddy-rpc` (the cluster's wire). The control plane of a job
+//! (its JobMaster, and the executor that chooses how it runs) is `eddy-jobmaster`, above
+//! this crate: nothing here imports it. The DataStream API (`eddy-api`) sits above both
+//! and instantiates the runtime's generic pieces with the user's types.
 
 // Only eddy-state holds `unsafe` (one audited prefetch); nothing else may.
 #![forbid(unsafe_code)]
@@ -45,11 +40,9 @@ pub mod channel;
 pub mod cluster;
 pub mod coordination;
 pub mod debloat;
-pub(crate) mod deployment;
+pub mod deployment;
 pub mod error;
-pub mod executor;
 pub mod graph;
-pub mod jobmaster;
 pub mod network;
 pub mod observe;
 pub mod output;
@@ -57,6 +50,5 @@ pub mod task;
 pub mod writer;
 
 pub use error::{FailureKind, JobError, TaskError};
-pub use executor::{ExecutionMode, LocalExecutor};
-pub use jobmaster::{CheckpointStats, ClusterTarget, JobResult};
+pub use observe::CheckpointStats;
 pub use output::{Collector, FanOut, Lifecycle, Output, PortOutput, TypedOutput};

@@ -19,10 +19,10 @@
 use clap::Parser;
 pub use eddy_jobmanager::client::CliClient;
 pub use eddy_jobmanager::{run_job_manager, JobManagerOptions};
+pub use eddy_jobmaster::jobmaster::SLOT_TIMEOUT_MS_DEFAULT;
+pub use eddy_jobmaster::ClusterTarget;
 pub use eddy_rpc::messages::{JobCommand, JobSummary};
 pub use eddy_rpc::{Heartbeats, JobId, JobState, Secret, Security, TlsConfig, TlsFiles};
-pub use eddy_runtime::jobmaster::SLOT_TIMEOUT_MS_DEFAULT;
-pub use eddy_runtime::ClusterTarget;
 pub use eddy_taskmanager::{run_task_manager, TaskManagerOptions};
 use std::path::PathBuf;
 use std::process::ExitCode;

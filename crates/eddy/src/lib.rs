@@ -67,11 +67,11 @@ pub mod checkpoint {
         pub use eddy_checkpoint_object::*;
     }
 }
-pub use eddy_runtime::graph::{RestoreMode, SchedulerMode};
-pub use eddy_runtime::jobmaster::Autoscaling;
+pub use eddy_jobmaster::JobResult;
+pub use eddy_runtime::graph::{Autoscaling, RestoreMode, SchedulerMode};
 /// The job's accumulator of the in-flight bytes its unaligned checkpoints stored.
 pub use eddy_runtime::task::IN_FLIGHT_BYTES;
-pub use eddy_runtime::{CheckpointStats, Collector, FailureKind, JobError, JobResult};
+pub use eddy_runtime::{CheckpointStats, Collector, FailureKind, JobError};
 pub use eddy_types as types;
 pub use logging::{log_to_stderr, LOG_FILTER_VAR};
 
@@ -104,6 +104,7 @@ pub mod prelude {
     };
     pub use eddy_api::*;
     pub use eddy_checkpoint::restart::RestartStrategy;
+    pub use eddy_jobmaster::JobResult;
     pub use eddy_runtime::graph::{RestoreMode, SchedulerMode};
-    pub use eddy_runtime::{CheckpointStats, Collector, FailureKind, JobError, JobResult};
+    pub use eddy_runtime::{CheckpointStats, Collector, FailureKind, JobError};
 }

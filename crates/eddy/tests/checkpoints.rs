@@ -582,7 +582,7 @@ fn restart_delays_and_durations_follow_the_executors_clock() {
             .add_sink(sink.clone());
         let graph = env.stream_graph("clocked").unwrap();
         let clock = std::sync::Arc::new(eddy::types::ManualClock::new(0));
-        let result = eddy_runtime::LocalExecutor::with_clock(clock).execute(graph);
+        let result = eddy_jobmaster::LocalExecutor::with_clock(clock).execute(graph);
         let _ = done_tx.send((result, sink.take().len()));
     });
     let (result, records) =

@@ -10,8 +10,8 @@
 //! - [`fingerprint`]: the graph as one line per operator, compared across processes.
 //!
 //! The data plane between task executors is [`crate::network`]; the job's side
-//! (submitting to the JobManager, coordinating the task executors) is the JobMaster's:
-//! [`crate::jobmaster`].
+//! (submitting to the JobManager, coordinating the task executors) is the JobMaster's, in
+//! `eddy-jobmaster`.
 
 pub mod executor_link;
 pub mod fingerprint;

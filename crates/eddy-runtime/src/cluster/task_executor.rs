@@ -1,7 +1,7 @@
 //! A task executor: the process a TaskManager starts for one attempt of one job, from the
 //! job's own binary with the job's arguments (application mode). Its `main` runs as
 //! usual up to `execute`, which finds `eddy_rpc::launch::LAUNCH_ENV` set
-//! ([`crate::executor::ExecutionMode::TaskExecutor`]) and comes here instead of running
+//! (`eddy_jobmaster::ExecutionMode::TaskExecutor`) and comes here instead of running
 //! the job locally:
 //!
 //! 1. read the deployment from standard input (the TaskManager keeps that pipe open: its
@@ -155,11 +155,11 @@ fn serve(graph: StreamGraph) -> Result<(), TaskExecutorError> {
     let (connection, mut reader) = Connection::new(stream, Some(heartbeats.timeout()))
         .map_err(TaskExecutorError::cluster("the connection to the JobMaster"))?;
     let binary = std::env::current_exe().map_or_else(|_| "?".into(), |p| p.display().to_string());
-    graph.config.board.set_job_id(deployment.job.to_string());
+    graph.services.board.set_job_id(deployment.job.to_string());
     // Its own subtasks' `/metrics`, on the host its data listener is on; a server that
     // cannot start costs the metrics only, not the job.
-    let metrics_address = graph.config.metrics_server.as_ref().and_then(|server| {
-        let board = graph.config.board.clone();
+    let metrics_address = graph.services.metrics_server.as_ref().and_then(|server| {
+        let board = graph.services.board.clone();
         match server.serve(board, &launch.data_host, &launch.credentials.secret, security.tls.as_ref()) {
             Ok(address) => Some(address),
             Err(e) => {
@@ -224,13 +224,14 @@ fn run_attempt(
     let indexes: HashMap<_, usize> = plan.tasks(graph).into_iter().enumerate().map(|(i, t)| (t, i)).collect();
 
     let config = &graph.config;
-    let storage = open_task_storage(config, start.job_dir.as_deref())
+    let services = &graph.services;
+    let storage = open_task_storage(graph, start.job_dir.as_deref())
         .map_err(TaskExecutorError::checkpoint("cannot open the checkpoint storage"))?;
     let storage_name = storage.describe();
     let savepoint_storage: Option<Arc<dyn CheckpointStorage>> = match &config.savepoint {
         None => None,
         Some(request) => Some(
-            config
+            services
                 .storage_opener
                 .open(&request.dir.to_string_lossy())
                 .map_err(TaskExecutorError::checkpoint("cannot open the savepoint directory"))?,
@@ -242,7 +243,7 @@ fn run_attempt(
             let source_storage = if ticket.in_job_storage {
                 storage.clone()
             } else {
-                config
+                services
                     .storage_opener
                     .open(&ticket.storage_root)
                     .map_err(TaskExecutorError::checkpoint("cannot open the state to restore"))?
@@ -278,7 +279,7 @@ fn run_attempt(
     let Subtasks { pending, mailboxes, counters: all_counters } =
         prepare_subtasks(graph, plan, setups, &env, &|head, subtask| indexes[&(head, subtask)]);
     // Its board shows its own subtasks.
-    let board = config.board.clone();
+    let board = services.board.clone();
     board.start_job(graph, plan, storage_name);
     let own: std::collections::HashSet<usize> = all_counters.iter().map(|(task, _)| *task).collect();
     board.start_attempt(&plan.tasks(graph), &|task| own.contains(&task), &|_| launch.task_manager.0, None);
@@ -361,7 +362,7 @@ fn run_attempt(
 
     // The JobMaster's messages, on a thread of their own.
     let control_cancel = cancel.clone();
-    let opener = config.storage_opener.clone();
+    let opener = services.storage_opener.clone();
     let all_exited = Arc::new(AtomicBool::new(false));
     let done_reading = all_exited.clone();
     let mut mailboxes = Mailboxes::new(mailbox_senders);

@@ -6,6 +6,6 @@
 //! - [`restore`]: which old task states each new operator instance reads;
 //! - [`subtasks`]: this process's subtasks built from their wiring, and started.
 
-pub(crate) mod restore;
-pub(crate) mod subtasks;
-pub(crate) mod wiring;
+pub mod restore;
+pub mod subtasks;
+pub mod wiring;

@@ -1,7 +1,7 @@
 //! The task side of a restore: which old task states each new operator instance reads.
 //!
 //! The JobMaster reads only a checkpoint's metadata and checks its files
-//! ([`crate::jobmaster::restore`]), then the handles are assigned to the new subtasks: at
+//! (`eddy_jobmaster::jobmaster::restore`), then the handles are assigned to the new subtasks: at
 //! the same parallelism each subtask its own; at another, every old subtask's, from which
 //! the new subtask keeps its key groups and its share of operator state ([`rescale`]).
 //! Each subtask reads its own assignment ([`RestorePlan::operator_state`]); the JobMaster
@@ -18,22 +18,22 @@ use std::sync::Arc;
 
 /// A completed checkpoint or savepoint to restore, its files checked.
 #[derive(Clone)]
-pub(crate) struct RestoreSource {
-    pub(crate) storage: Arc<dyn CheckpointStorage>,
-    pub(crate) location: String,
-    pub(crate) metadata: CheckpointMetadata,
+pub struct RestoreSource {
+    pub storage: Arc<dyn CheckpointStorage>,
+    pub location: String,
+    pub metadata: CheckpointMetadata,
     /// The job owns its native files (its own checkpoint, or one it claimed): later
     /// checkpoints may reference them instead of uploading copies.
-    pub(crate) owned: bool,
+    pub owned: bool,
 }
 
 impl RestoreSource {
-    pub(crate) fn id(&self) -> CheckpointId {
+    pub fn id(&self) -> CheckpointId {
         self.metadata.checkpoint_id
     }
 
     /// Uids with state in it, sorted.
-    pub(crate) fn uids(&self) -> Vec<&str> {
+    pub fn uids(&self) -> Vec<&str> {
         let mut uids: Vec<&str> =
             self.metadata.tasks.iter().flat_map(|t| &t.operators).map(|o| o.uid.as_str()).collect();
         uids.sort();
@@ -43,14 +43,14 @@ impl RestoreSource {
 }
 
 /// Which old task states each operator instance of the job reads.
-pub(crate) struct RestorePlan {
+pub struct RestorePlan {
     source: RestoreSource,
     /// (uid, new subtask) → indexes into the metadata's task entries.
     assignments: HashMap<(String, u32), Vec<usize>>,
 }
 
 /// Assigns the checkpoint's task state handles to the job's operator instances.
-pub(crate) fn restore_plan(graph: &StreamGraph, source: &RestoreSource) -> RestorePlan {
+pub fn restore_plan(graph: &StreamGraph, source: &RestoreSource) -> RestorePlan {
     let mut assignments = HashMap::new();
     for node in &graph.nodes {
         let uid = node.effective_uid();
@@ -78,19 +78,19 @@ pub(crate) fn restore_plan(graph: &StreamGraph, source: &RestoreSource) -> Resto
 
 impl RestorePlan {
     /// Where it restores from.
-    pub(crate) fn source(&self) -> &RestoreSource {
+    pub fn source(&self) -> &RestoreSource {
         &self.source
     }
 
     /// The checkpoint it restores.
-    pub(crate) fn id(&self) -> CheckpointId {
+    pub fn id(&self) -> CheckpointId {
         self.source.id()
     }
 
     /// Task side: reads the state operator `uid` restores as subtask `subtask` of
     /// `parallelism` (`None` when it had none). `cache` keeps the files this subtask read
     /// already: one file holds every operator of an old chain.
-    pub(crate) fn operator_state(
+    pub fn operator_state(
         &self,
         uid: &str,
         subtask: u32,

@@ -5,7 +5,7 @@
 use super::restore::RestorePlan;
 use super::wiring::{run_task, TaskContext, TaskSetup};
 use crate::error::TaskError;
-use crate::graph::{ChainPlan, JobConfig, StreamGraph};
+use crate::graph::{ChainPlan, StreamGraph};
 use crate::task::{AsyncWork, AsyncWorkers, MailboxSender, TaskCheckpointing, TaskCounters, TaskReport};
 use crossbeam_channel::Sender;
 use eddy_checkpoint::storage::{CheckpointStorage, SavepointTargets, TaskStateWriter};
@@ -17,41 +17,41 @@ use std::thread::JoinHandle;
 
 /// What a subtask thread hands back: its task index (the JobMaster's numbering) and how
 /// it ended.
-pub(crate) type TaskExit = (usize, Result<(), TaskError>);
+pub type TaskExit = (usize, Result<(), TaskError>);
 
 /// A subtask about to start: what it is wired to, and what it gets from the attempt.
-pub(crate) type PendingTask = (TaskSetup, TaskContext);
+pub type PendingTask = (TaskSetup, TaskContext);
 
 /// What every subtask of this process gets from the attempt.
-pub(crate) struct SubtaskEnv {
+pub struct SubtaskEnv {
     /// Where checkpoints go.
-    pub(crate) storage: Arc<dyn CheckpointStorage>,
+    pub storage: Arc<dyn CheckpointStorage>,
     /// Where the job's configured savepoint goes, if it has one.
-    pub(crate) savepoint_storage: Option<Arc<dyn CheckpointStorage>>,
+    pub savepoint_storage: Option<Arc<dyn CheckpointStorage>>,
     /// Where savepoints asked for while the job runs go, by id.
-    pub(crate) savepoint_targets: SavepointTargets,
-    pub(crate) clock: Arc<dyn Clock>,
-    pub(crate) cancel: Arc<AtomicBool>,
-    pub(crate) reports: Sender<TaskReport>,
+    pub savepoint_targets: SavepointTargets,
+    pub clock: Arc<dyn Clock>,
+    pub cancel: Arc<AtomicBool>,
+    pub reports: Sender<TaskReport>,
     /// Where the asynchronous part of snapshots runs.
-    pub(crate) work: Arc<dyn AsyncWork>,
-    pub(crate) restore: Option<Arc<RestorePlan>>,
-    pub(crate) seed: RunSeed,
+    pub work: Arc<dyn AsyncWork>,
+    pub restore: Option<Arc<RestorePlan>>,
+    pub seed: RunSeed,
     /// Under simulation, the clock state time-to-live reads.
-    pub(crate) ttl_clock: Option<Arc<dyn Clock>>,
+    pub ttl_clock: Option<Arc<dyn Clock>>,
 }
 
 /// This process's subtasks, built and not started yet.
-pub(crate) struct Subtasks {
-    pub(crate) pending: Vec<PendingTask>,
+pub struct Subtasks {
+    pub pending: Vec<PendingTask>,
     /// Per subtask, in the same order: its task index, its mailbox and its counters.
-    pub(crate) mailboxes: Vec<(usize, MailboxSender)>,
-    pub(crate) counters: Vec<(usize, Arc<TaskCounters>)>,
+    pub mailboxes: Vec<(usize, MailboxSender)>,
+    pub counters: Vec<(usize, Arc<TaskCounters>)>,
 }
 
 /// Builds the subtasks of `setups` (this process's, from the wiring), each numbered by
 /// `task_index` as the JobMaster numbers the attempt's tasks ([`ChainPlan::tasks`]).
-pub(crate) fn prepare_subtasks(
+pub fn prepare_subtasks(
     graph: &StreamGraph,
     plan: &ChainPlan,
     setups: Vec<(TaskSetup, MailboxSender)>,
@@ -93,14 +93,14 @@ pub(crate) fn prepare_subtasks(
 }
 
 /// A subtask as Flink names it in logs and thread names: `chain (2/4)`.
-pub(crate) fn subtask_name(graph: &StreamGraph, plan: &ChainPlan, head: NodeId, subtask: u32) -> String {
+pub fn subtask_name(graph: &StreamGraph, plan: &ChainPlan, head: NodeId, subtask: u32) -> String {
     format!("{} ({}/{})", plan.chain_name(graph, head), subtask + 1, graph.node(head).parallelism)
 }
 
 /// Starts each pending subtask on a thread of its own; each sends its exit on `done`.
 /// A thread that cannot start ends the start: the ones already running are returned with
 /// the error, so that the caller cancels and waits for them.
-pub(crate) fn start_subtask_threads(
+pub fn start_subtask_threads(
     graph: &Arc<StreamGraph>,
     plan: &Arc<ChainPlan>,
     pending: Vec<PendingTask>,
@@ -125,19 +125,19 @@ pub(crate) fn start_subtask_threads(
 
 /// The threads that write the asynchronous part of snapshots for `subtasks` subtasks of
 /// this process: two per subtask at most, and no more than the machine has cores.
-pub(crate) fn start_snapshot_workers(subtasks: usize) -> std::io::Result<AsyncWorkers> {
+pub fn start_snapshot_workers(subtasks: usize) -> std::io::Result<AsyncWorkers> {
     let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
     AsyncWorkers::start(cores.min(subtasks.max(1) * 2))
 }
 
 /// The checkpoint storage a process's subtasks write to: the job directory its JobMaster
 /// chose, else the JobManager's memory (the state travels in acknowledgements).
-pub(crate) fn open_task_storage(
-    config: &JobConfig,
+pub fn open_task_storage(
+    graph: &StreamGraph,
     job_dir: Option<&str>,
 ) -> Result<Arc<dyn CheckpointStorage>, CheckpointError> {
     Ok(match job_dir {
-        None => config.memory_storage(),
-        Some(dir) => config.storage_opener.open(dir)?,
+        None => graph.config.memory_storage(),
+        Some(dir) => graph.services.storage_opener.open(dir)?,
     })
 }

@@ -26,58 +26,54 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 /// Everything one subtask needs from the executor, moved to its thread.
-pub(crate) struct TaskSetup {
-    pub(crate) head: NodeId,
-    pub(crate) subtask: u32,
+pub struct TaskSetup {
+    pub head: NodeId,
+    pub subtask: u32,
     /// Per input: one channel per producer subtask of every edge into it, in a fixed
     /// order (the aligner's channel indexes).
-    pub(crate) inputs: Vec<Vec<ErasedSend>>,
+    pub inputs: Vec<Vec<ErasedSend>>,
     /// Per input, where each of its channels comes from, and what it holds read ahead.
-    pub(crate) origins: Vec<Vec<(ChannelOrigin, Backlog)>>,
+    pub origins: Vec<Vec<(ChannelOrigin, Backlog)>>,
     /// Per input, where its producers in this process announce unaligned barriers.
-    pub(crate) announcements: Vec<Inbox>,
-    pub(crate) writers: HashMap<usize, WriterTargets>,
-    pub(crate) mailbox: MailboxReceiver,
+    pub announcements: Vec<Inbox>,
+    pub writers: HashMap<usize, WriterTargets>,
+    pub mailbox: MailboxReceiver,
 }
 
 /// Creates one channel per producer and consumer subtask of every edge between chains,
 /// and says which subtask gets which end. `capacity`: per input gate, shared out between
 /// its channels (at least [`CHANNEL_BATCHES_MIN`] each) when bounded.
-pub(crate) fn wire(
-    graph: &StreamGraph,
-    plan: &ChainPlan,
-    capacity: ChannelCapacity,
-) -> Vec<(TaskSetup, MailboxSender)> {
+pub fn wire(graph: &StreamGraph, plan: &ChainPlan, capacity: ChannelCapacity) -> Vec<(TaskSetup, MailboxSender)> {
     wire_placed(graph, plan, capacity, None).0
 }
 
 /// Which task executor of a cluster attempt holds each subtask (by its slot), and which
 /// one this process is.
-pub(crate) struct Placement<'a> {
-    pub(crate) owner: &'a dyn Fn(u32) -> ExecutorIndex,
-    pub(crate) me: ExecutorIndex,
+pub struct Placement<'a> {
+    pub owner: &'a dyn Fn(u32) -> ExecutorIndex,
+    pub me: ExecutorIndex,
 }
 
 /// The network ends of a task executor's channels: per consuming executor, what this one
 /// sends it; per producing executor, what this one receives from it.
 #[derive(Default)]
-pub(crate) struct RemoteWiring {
-    pub(crate) outbound: HashMap<ExecutorIndex, OutboundChannels>,
-    pub(crate) inbound: HashMap<ExecutorIndex, InboundWiring>,
+pub struct RemoteWiring {
+    pub outbound: HashMap<ExecutorIndex, OutboundChannels>,
+    pub inbound: HashMap<ExecutorIndex, InboundWiring>,
 }
 
 /// The channels from one producing executor, and where their subtasks return credits.
-pub(crate) struct InboundWiring {
-    pub(crate) channels: HashMap<ChannelKey, Box<dyn InboundChannel>>,
-    pub(crate) credits: (Sender<ChannelKey>, Receiver<ChannelKey>),
-    pub(crate) lost: LostReason,
-    pub(crate) initial_credit: u32,
+pub struct InboundWiring {
+    pub channels: HashMap<ChannelKey, Box<dyn InboundChannel>>,
+    pub credits: (Sender<ChannelKey>, Receiver<ChannelKey>),
+    pub lost: LostReason,
+    pub initial_credit: u32,
 }
 
 /// [`wire`] for the subtasks `placement` gives this process (all of them without one):
 /// channels between two of its subtasks stay in-process; a channel to or from another
 /// executor gets a network end ([`RemoteWiring`]).
-pub(crate) fn wire_placed(
+pub fn wire_placed(
     graph: &StreamGraph,
     plan: &ChainPlan,
     capacity: ChannelCapacity,
@@ -269,21 +265,21 @@ pub(crate) fn wire_placed(
 }
 
 /// What a subtask's thread gets besides its setup.
-pub(crate) struct TaskContext {
-    pub(crate) cancel: Arc<AtomicBool>,
-    pub(crate) clock: Arc<dyn Clock>,
+pub struct TaskContext {
+    pub cancel: Arc<AtomicBool>,
+    pub clock: Arc<dyn Clock>,
     /// Its index among the job's tasks, where its snapshots go, and its reports.
-    pub(crate) checkpointing: TaskCheckpointing,
-    pub(crate) restore: Option<Arc<RestorePlan>>,
-    pub(crate) seed: RunSeed,
+    pub checkpointing: TaskCheckpointing,
+    pub restore: Option<Arc<RestorePlan>>,
+    pub seed: RunSeed,
     /// Under simulation, the clock state time-to-live reads.
-    pub(crate) ttl_clock: Option<Arc<dyn Clock>>,
+    pub ttl_clock: Option<Arc<dyn Clock>>,
     /// Where it counts its records and backpressure.
-    pub(crate) counters: Arc<crate::task::TaskCounters>,
+    pub counters: Arc<crate::task::TaskCounters>,
 }
 
 /// The body of a subtask's thread.
-pub(crate) fn run_task(
+pub fn run_task(
     graph: &StreamGraph,
     plan: &ChainPlan,
     setup: TaskSetup,
@@ -296,7 +292,7 @@ pub(crate) fn run_task(
 }
 
 /// Builds a subtask's chain on the calling thread; a panic while building fails it.
-pub(crate) fn build_task(
+pub fn build_task(
     graph: &StreamGraph,
     plan: &ChainPlan,
     setup: TaskSetup,
@@ -348,7 +344,7 @@ pub(crate) fn build_task(
 }
 
 /// Runs part of a subtask's life; a panic in it fails the operator that was running.
-pub(crate) fn guarded<R>(shared: &TaskShared, f: impl FnOnce() -> Result<R, TaskError>) -> Result<R, TaskError> {
+pub fn guarded<R>(shared: &TaskShared, f: impl FnOnce() -> Result<R, TaskError>) -> Result<R, TaskError> {
     match catch_task_panic(f) {
         Ok(result) => result,
         Err(panic_message) => {
@@ -358,7 +354,7 @@ pub(crate) fn guarded<R>(shared: &TaskShared, f: impl FnOnce() -> Result<R, Task
 }
 
 /// Builds one subtask's chain, tail first, on the subtask's thread.
-pub(crate) struct ChainBuilder<'a> {
+pub struct ChainBuilder<'a> {
     graph: &'a StreamGraph,
     plan: &'a ChainPlan,
     subtask: u32,
@@ -407,7 +403,7 @@ impl ChainBuilder<'_> {
             index: self.shared.register_operator(&node.name),
             output_tags: node.outputs.iter().map(|o| o.tag.clone()).collect(),
             restored,
-            state_backend: self.graph.config.state_backend.clone(),
+            state_backend: self.graph.services.state_backend.clone(),
             native_snapshots: matches!(self.graph.config.storage, StorageChoice::Directory(_)),
             coordinated: node.coordinator.is_some(),
             seed: self.seed,

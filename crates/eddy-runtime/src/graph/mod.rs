@@ -12,7 +12,10 @@ mod rescale;
 mod validate;
 
 pub use chaining::{plan_chains, ChainPlan};
-pub use config::{JobConfig, RestoreFrom, RestoreMode, SavepointRequest, SchedulerMode, Simulation, StorageChoice};
+pub use config::{
+    Autoscaling, JobConfig, JobServices, RestoreFrom, RestoreMode, SavepointRequest, SchedulerMode, Simulation,
+    StorageChoice,
+};
 pub use port::{receivers_of, Erased, ErasedOutput, ErasedSend, PortType, TypedPort, WriterTargets};
 pub use validate::validate;
 
@@ -130,6 +133,7 @@ pub struct StreamGraph {
     pub job_name: String,
     pub max_parallelism: MaxParallelism,
     pub config: JobConfig,
+    pub services: JobServices,
     pub nodes: Vec<StreamNode>,
     pub edges: Vec<StreamEdge>,
 }

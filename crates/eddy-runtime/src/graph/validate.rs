@@ -8,7 +8,7 @@ pub fn validate(graph: &StreamGraph) -> Result<(), String> {
     if graph.nodes.is_empty() {
         return Err("the job has no operators; add a source and a sink".into());
     }
-    let backend = graph.config.state_backend.name();
+    let backend = graph.services.state_backend.name();
     if graph.config.simulation.is_some() && backend != "heap" {
         return Err(format!(
             "a simulated run needs the heap state backend, not {backend}: RocksDB's background threads do not follow \

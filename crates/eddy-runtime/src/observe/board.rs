@@ -7,8 +7,8 @@
 
 use super::layout;
 use super::rates::apply_rates;
+use super::CheckpointStats;
 use crate::graph::{ChainPlan, StreamGraph};
-use crate::jobmaster::CheckpointStats;
 use eddy_checkpoint::config::CheckpointingMode;
 use eddy_rpc::messages::JobCommand;
 use eddy_rpc::view::{
@@ -146,12 +146,12 @@ impl JobBoard {
     }
 
     /// The commands asked since the last call, by request.
-    pub(crate) fn take_commands(&self) -> Vec<(u64, JobCommand)> {
+    pub fn take_commands(&self) -> Vec<(u64, JobCommand)> {
         std::mem::take(&mut self.board().commands)
     }
 
     /// The answer to command `request`.
-    pub(crate) fn answer(&self, request: u64, reply: Result<String, String>) {
+    pub fn answer(&self, request: u64, reply: Result<String, String>) {
         let answer = self.board().answers.remove(&request);
         if let Some(answer) = answer {
             answer(reply);
@@ -159,12 +159,12 @@ impl JobBoard {
     }
 
     /// Where the attempt's task executors serve `/metrics`.
-    pub(crate) fn set_task_executors(&self, executors: Vec<TaskExecutorView>) {
+    pub fn set_task_executors(&self, executors: Vec<TaskExecutorView>) {
         self.board().view.task_executors = executors;
     }
 
     /// A job starts: its graph, its checkpoint settings, no attempt yet.
-    pub(crate) fn start_job(&self, graph: &StreamGraph, plan: &ChainPlan, storage: String) {
+    pub fn start_job(&self, graph: &StreamGraph, plan: &ChainPlan, storage: String) {
         let config = &graph.config;
         let checkpoint = &config.checkpoint;
         let mut board = self.board();
@@ -198,7 +198,7 @@ impl JobBoard {
     /// An attempt starts with `tasks` (every task of the job, numbered by position) of
     /// which those `shown` are on this board, each on the TaskManager `task_manager_of`
     /// says.
-    pub(crate) fn start_attempt(
+    pub fn start_attempt(
         &self,
         tasks: &[(NodeId, u32)],
         shown: &dyn Fn(usize) -> bool,
@@ -233,7 +233,7 @@ impl JobBoard {
     }
 
     /// The subtasks' counters now, by task index: their rates since the last sample.
-    pub(crate) fn sample(&self, counters: &[(usize, SubtaskCounters)]) {
+    pub fn sample(&self, counters: &[(usize, SubtaskCounters)]) {
         let now = Instant::now();
         let mut board = self.board();
         let board = &mut *board;
@@ -251,13 +251,13 @@ impl JobBoard {
     }
 
     /// What the operators' coordinators show now.
-    pub(crate) fn set_coordinators(&self, status: Vec<String>, gauges: Vec<GaugeView>) {
+    pub fn set_coordinators(&self, status: Vec<String>, gauges: Vec<GaugeView>) {
         let mut board = self.board();
         board.view.coordinator_status = status;
         board.view.gauges = gauges;
     }
 
-    pub(crate) fn checkpoint_triggered(&self, id: u64, savepoint: bool) {
+    pub fn checkpoint_triggered(&self, id: u64, savepoint: bool) {
         let mut board = self.board();
         let checkpoints = &mut board.view.checkpoints;
         checkpoints.triggered += 1;
@@ -275,7 +275,7 @@ impl JobBoard {
 
     /// A checkpoint (or savepoint) completed; `task_bytes` is each task's state in it, in
     /// task order.
-    pub(crate) fn checkpoint_completed(&self, stats: &CheckpointStats, task_bytes: &[u64]) {
+    pub fn checkpoint_completed(&self, stats: &CheckpointStats, task_bytes: &[u64]) {
         let mut board = self.board();
         let board = &mut *board;
         let Some(checkpoint) = board.view.checkpoints.history.iter_mut().find(|c| c.id == stats.id.0) else {
@@ -305,7 +305,7 @@ impl JobBoard {
     }
 
     /// A checkpoint that will never complete, and why.
-    pub(crate) fn checkpoint_failed(&self, id: u64, reason: &str) {
+    pub fn checkpoint_failed(&self, id: u64, reason: &str) {
         let mut board = self.board();
         let Some(checkpoint) = board.view.checkpoints.history.iter_mut().find(|c| c.id == id) else { return };
         if checkpoint.status != CheckpointStatus::InProgress {
@@ -320,7 +320,7 @@ impl JobBoard {
     }
 
     /// The running attempt failed; `restarted`: the restart strategy restarts the job.
-    pub(crate) fn attempt_failed(&self, message: String, restarted: bool, restarts: u32) {
+    pub fn attempt_failed(&self, message: String, restarted: bool, restarts: u32) {
         let mut board = self.board();
         board.view.restarts = restarts;
         let attempt = board.view.attempt;
@@ -341,7 +341,7 @@ impl JobBoard {
     }
 
     /// The job ended in `state`.
-    pub(crate) fn ended(&self, state: JobState) {
+    pub fn ended(&self, state: JobState) {
         let mut board = self.board();
         board.finish();
         // Commands it will never take are answered.

@@ -4,6 +4,7 @@
 //! reads (`eddy_rpc::view` holds the plain data it shows).
 //!
 //! - [`board`]: the board, and how a job's events change it;
+//! - [`checkpoint_stats`]: a completed checkpoint's size and durations;
 //! - `layout`: the job's vertices and edges, from its graph and chains;
 //! - `rates`: per-second rates and time shares from two samples of a subtask's counters.
 //!
@@ -11,10 +12,12 @@
 //! ([`crate::task::TaskCounters`]), and the board reads their counters once a second.
 
 pub mod board;
+pub mod checkpoint_stats;
 mod layout;
 mod rates;
 
 pub use board::JobBoard;
+pub use checkpoint_stats::CheckpointStats;
 
 /// How often the JobMaster samples its subtasks' counters and publishes its view.
 pub const VIEW_INTERVAL_MS: u64 = 1000;

@@ -8,12 +8,12 @@
 //! under its own checkpoint directory continues in that job directory.
 
 use super::restore::{load_latest, open_restore_path};
-use crate::deployment::restore::RestoreSource;
-use crate::graph::{JobConfig, RestoreFrom, StorageChoice};
 use eddy_checkpoint::storage::{
-    choose_latest, is_job_dir_of, CheckpointStorage, FoundJob, JobDirId, JobDirLock, JOB_FINISHED_FILE,
+    choose_latest, is_job_dir_of, CheckpointStorage, FoundJob, JobDirId, JobDirLock, OpenStorage, JOB_FINISHED_FILE,
 };
 use eddy_checkpoint::CheckpointError;
+use eddy_runtime::deployment::restore::RestoreSource;
+use eddy_runtime::graph::{JobConfig, RestoreFrom, StorageChoice};
 use eddy_types::RunSeed;
 use std::path::Path;
 use std::sync::Arc;
@@ -34,6 +34,7 @@ impl JobStorage {
     /// simulated run (its job directory is named from it, so that the run repeats).
     pub(crate) fn open(
         config: &JobConfig,
+        opener: &dyn OpenStorage,
         job_name: &str,
         simulation: Option<RunSeed>,
         warnings: &mut Vec<String>,
@@ -41,9 +42,9 @@ impl JobStorage {
         let mut lock = None;
         let restore = match &config.restore {
             None => None,
-            Some(RestoreFrom::Path(path)) => Some(open_restore_path(config.storage_opener.as_ref(), path)?),
+            Some(RestoreFrom::Path(path)) => Some(open_restore_path(opener, path)?),
             Some(RestoreFrom::LatestIn(dir)) => {
-                let (source, held) = latest_in(config, dir, job_name, warnings)?;
+                let (source, held) = latest_in(opener, dir, job_name, warnings)?;
                 lock = held;
                 Some(source)
             }
@@ -70,7 +71,7 @@ impl JobStorage {
                 if lock.is_none() {
                     lock = JobDirLock::acquire(&job_dir, job_name)?;
                 }
-                let storage = config.storage_opener.open(&job_dir)?;
+                let storage = opener.open(&job_dir)?;
                 // As the storage names itself (canonical), for processes elsewhere.
                 let job_dir = storage.describe();
                 (storage, Some(job_dir))
@@ -100,13 +101,12 @@ fn fresh_job_dir(base: &str, job_name: &str, simulation: Option<RunSeed>) -> Str
 /// job named `job_name` among the job directories under it. Returns the lock of the job
 /// directory it chose, taken (so that no other process starts it meanwhile).
 fn latest_in(
-    config: &JobConfig,
+    opener: &dyn OpenStorage,
     dir: &Path,
     job_name: &str,
     warnings: &mut Vec<String>,
 ) -> Result<(RestoreSource, Option<JobDirLock>), CheckpointError> {
     let shown = dir.display().to_string();
-    let opener = config.storage_opener.as_ref();
     let top = opener.open(&shown)?;
     let mut found = Vec::new();
     let mut sources = Vec::new();

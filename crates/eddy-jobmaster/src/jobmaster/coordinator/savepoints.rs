@@ -3,10 +3,10 @@
 //! before the trigger, and answered when they complete.
 
 use super::AttemptCoordinator;
-use crate::error::JobError;
 use eddy_checkpoint::storage::CheckpointStorage;
 use eddy_checkpoint::{CheckpointId, SnapshotKind};
 use eddy_rpc::messages::JobCommand;
+use eddy_runtime::error::JobError;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -61,7 +61,7 @@ impl AttemptCoordinator<'_> {
         }
         let storage = self
             .graph
-            .config
+            .services
             .storage_opener
             .open(dir)
             .map_err(|e| format!("cannot open the savepoint directory: {e}"))?;

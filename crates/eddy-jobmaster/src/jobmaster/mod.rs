@@ -33,21 +33,21 @@ pub(crate) mod takeover;
 #[cfg(test)]
 mod tests;
 
-pub use autoscaler::Autoscaling;
 pub use eddy_rpc::{ClusterTarget, SLOT_TIMEOUT_MS_DEFAULT};
+pub use eddy_runtime::graph::Autoscaling;
 pub use result::{CheckpointStats, JobResult};
 
-use crate::deployment::restore::{restore_plan, RestorePlan, RestoreSource};
-pub(crate) use crate::deployment::subtasks::TaskExit;
-use crate::error::JobError;
-use crate::graph::{plan_chains, validate, ChainPlan, RestoreMode, StreamGraph};
-use crate::task::install_panic_capture;
 use coordinator::discard_checkpoint;
 use eddy_checkpoint::restart::RestartBackoff;
 use eddy_checkpoint::retained::RetainedCheckpoints;
 use eddy_checkpoint::storage::CheckpointStorage;
 use eddy_checkpoint::{CheckpointError, CheckpointId};
 use eddy_rpc::JobState;
+use eddy_runtime::deployment::restore::{restore_plan, RestorePlan, RestoreSource};
+pub(crate) use eddy_runtime::deployment::subtasks::TaskExit;
+use eddy_runtime::error::JobError;
+use eddy_runtime::graph::{plan_chains, validate, ChainPlan, RestoreMode, StreamGraph};
+use eddy_runtime::task::install_panic_capture;
 use eddy_types::{Clock, RunSeed};
 use job_storage::JobStorage;
 use restore::{check_restore, checkpoint_number, claim, load_latest_of};
@@ -156,7 +156,8 @@ impl JobMaster<'_> {
         let mut warnings = Vec::new();
         let simulated_seed = config.simulation.map(|s| RunSeed(s.seed));
         let job_storage =
-            JobStorage::open(&config, &job, simulated_seed, &mut warnings).map_err(|e| failed_by("cannot start", e))?;
+            JobStorage::open(&config, graph.services.storage_opener.as_ref(), &job, simulated_seed, &mut warnings)
+                .map_err(|e| failed_by("cannot start", e))?;
         let storage = self.launcher.checkpoint_storage(job_storage.storage.clone());
         self.launcher.storage_opened(job_storage.job_dir.as_deref());
         let mut result = JobResult { warnings, ..JobResult::new(job.clone()) };
@@ -185,8 +186,8 @@ impl JobMaster<'_> {
             restore_of_job = restore.as_ref().map_or("", |c| c.metadata.job_name.as_str()),
             "job starting"
         );
-        config.board.start_job(&graph, &plan, storage.describe());
-        let board = config.board.clone();
+        graph.services.board.start_job(&graph, &plan, storage.describe());
+        let board = graph.services.board.clone();
         let mut graph = Arc::new(graph);
         let mut plan = Arc::new(plan);
         let mut rescaled = None;
@@ -360,7 +361,7 @@ impl JobMaster<'_> {
         let config = &graph.config;
         let savepoint_storage = match &config.savepoint {
             None => None,
-            Some(request) => match config.storage_opener.open(&request.dir.to_string_lossy()) {
+            Some(request) => match graph.services.storage_opener.open(&request.dir.to_string_lossy()) {
                 Ok(storage) => Some(storage),
                 Err(e) => {
                     let job = graph.job_name.clone();
@@ -406,7 +407,7 @@ impl JobMaster<'_> {
 /// The job at another parallelism, planned, and shown so on its board.
 fn planned(graph: StreamGraph, storage: &Arc<dyn CheckpointStorage>) -> (Arc<StreamGraph>, Arc<ChainPlan>) {
     let plan = Arc::new(plan_chains(&graph));
-    graph.config.board.start_job(&graph, &plan, storage.describe());
+    graph.services.board.start_job(&graph, &plan, storage.describe());
     (Arc::new(graph), plan)
 }
 

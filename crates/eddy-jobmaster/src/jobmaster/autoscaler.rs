@@ -13,56 +13,9 @@
 //! own pacing), since one parallelism serves the operators that follow the default.
 //! Every decision is logged with its reason and shown in `eddy status`.
 
-use crate::graph::StreamGraph;
 use eddy_rpc::view::JobView;
+use eddy_runtime::graph::{Autoscaling, StreamGraph};
 use std::collections::VecDeque;
-
-/// How the autoscaler decides (`Env::set_autoscaling`).
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Autoscaling {
-    pub min_parallelism: u32,
-    pub max_parallelism: u32,
-    /// The busy fraction each subtask should run at (Flink's
-    /// `job.autoscaler.target.utilization`, 0.7).
-    pub target_utilization: f64,
-    /// A vertex busy within this of the target needs no change (Flink's
-    /// `job.autoscaler.target.utilization.boundary`): without it the job would flap
-    /// between two parallelisms that both sit near the target.
-    pub utilization_boundary: f64,
-    /// How long every sample must agree before a rescale (Flink's stabilization interval).
-    pub window_ms: u64,
-    /// After a rescale, how long no decision is taken (the new attempt's figures settle).
-    pub cooldown_ms: u64,
-}
-
-impl Autoscaling {
-    /// Between `min` and `max`, at Flink's target utilization, deciding over 10 s with
-    /// 30 s of cool-down.
-    pub fn new(min_parallelism: u32, max_parallelism: u32) -> Self {
-        Self {
-            min_parallelism,
-            max_parallelism,
-            target_utilization: 0.7,
-            utilization_boundary: 0.2,
-            window_ms: 10_000,
-            cooldown_ms: 30_000,
-        }
-    }
-
-    /// What is wrong with these settings, if anything.
-    pub fn check(&self) -> Result<(), String> {
-        if self.min_parallelism == 0 || self.min_parallelism > self.max_parallelism {
-            return Err(format!(
-                "autoscaling between {} and {}: the minimum must be at least 1 and at most the maximum",
-                self.min_parallelism, self.max_parallelism
-            ));
-        }
-        if !(self.target_utilization > 0.0 && self.target_utilization <= 1.0) {
-            return Err(format!("autoscaling target utilization {} is not in (0, 1]", self.target_utilization));
-        }
-        Ok(())
-    }
-}
 
 /// The autoscaler of one job, over its attempts.
 #[derive(Debug)]

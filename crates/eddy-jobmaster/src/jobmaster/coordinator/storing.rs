@@ -3,10 +3,7 @@
 //! checkpoint left behind.
 
 use super::{Acknowledged, AttemptCoordinator};
-use crate::channel::CheckpointEvent;
-use crate::error::JobError;
 use crate::jobmaster::{trace_location, CheckpointStats, JobResult};
-use crate::task::{Control, TaskReport};
 use crossbeam_channel::Receiver;
 use eddy_checkpoint::acknowledgement::TaskAcknowledgement;
 use eddy_checkpoint::coordinator::Completed;
@@ -14,6 +11,9 @@ use eddy_checkpoint::metadata::{CheckpointMetadata, StateHandle};
 use eddy_checkpoint::retained::RetainedCheckpoints;
 use eddy_checkpoint::storage::CheckpointStorage;
 use eddy_checkpoint::{CheckpointError, CheckpointId, SnapshotKind};
+use eddy_runtime::channel::CheckpointEvent;
+use eddy_runtime::error::JobError;
+use eddy_runtime::task::{Control, TaskReport};
 use std::sync::atomic::Ordering;
 
 /// Room left in a restore's start message for everything but the restored state.
@@ -185,7 +185,7 @@ impl AttemptCoordinator<'_> {
                     tracing::info!(savepoint = %stats.id, bytes = stats.bytes, location = %stats.location, "savepoint \
                         completed");
                     self.note(|| format!("savepoint {} completed", stats.id));
-                    self.graph.config.board.checkpoint_completed(&stats, &task_bytes(&checkpoint));
+                    self.graph.services.board.checkpoint_completed(&stats, &task_bytes(&checkpoint));
                     // A stop whose savepoint completed after a task failed does not stop:
                     // the attempt fails over to the latest checkpoint, as in Flink.
                     let stops = order.stop && self.failure.is_none();
@@ -298,7 +298,7 @@ impl AttemptCoordinator<'_> {
                 });
                 result.checkpoints_completed += 1;
                 if periodic {
-                    self.graph.config.board.checkpoint_completed(&stats, &task_bytes(&checkpoint));
+                    self.graph.services.board.checkpoint_completed(&stats, &task_bytes(&checkpoint));
                 }
                 if periodic || result.last_checkpoint.is_none() {
                     result.last_checkpoint = Some(stats.clone());

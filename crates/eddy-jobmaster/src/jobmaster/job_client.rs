@@ -12,13 +12,13 @@
 //! high availability, or when no leader takes the job back in time, the loss arrives as
 //! `Refused`.
 
-use crate::cluster::executor_link::{ExecutorHello, ExecutorMessage};
 use crossbeam_channel::{Receiver, Sender};
 use eddy_rpc::ha::{is_ha, locate_jobmanager};
 use eddy_rpc::messages::JobMasterMessage;
 use eddy_rpc::{
     start_heartbeats, AttemptId, ClusterError, ClusterTarget, Connection, Heartbeats, JobId, JobState, PeerRole, Reader,
 };
+use eddy_runtime::cluster::executor_link::{ExecutorHello, ExecutorMessage};
 use std::net::{IpAddr, TcpListener};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Condvar, Mutex};

@@ -30,12 +30,6 @@ pub(crate) use storing::discard_checkpoint;
 pub(crate) use storing::failed_stop;
 
 use super::{AttemptEnd, JobResult, TaskExit};
-use crate::channel::{CheckpointBarrier, CheckpointEvent};
-use crate::deployment::restore::RestorePlan;
-use crate::deployment::subtasks::subtask_name;
-use crate::error::{FailureKind, JobError, TaskError};
-use crate::graph::{ChainPlan, OperatorFactory, StreamGraph};
-use crate::task::{Control, DeclineCause, Mailboxes, TaskReport};
 use crossbeam_channel::{select, Receiver};
 use eddy_checkpoint::acknowledgement::TaskAcknowledgement;
 use eddy_checkpoint::coordinator::CheckpointCoordinator;
@@ -43,6 +37,12 @@ use eddy_checkpoint::retained::RetainedCheckpoints;
 use eddy_checkpoint::storage::{CheckpointStorage, SavepointTargets};
 use eddy_checkpoint::{CheckpointId, SnapshotKind};
 use eddy_rpc::view::SubtaskCounters;
+use eddy_runtime::channel::{CheckpointBarrier, CheckpointEvent};
+use eddy_runtime::deployment::restore::RestorePlan;
+use eddy_runtime::deployment::subtasks::subtask_name;
+use eddy_runtime::error::{FailureKind, JobError, TaskError};
+use eddy_runtime::graph::{ChainPlan, OperatorFactory, StreamGraph};
+use eddy_runtime::task::{Control, DeclineCause, Mailboxes, TaskReport};
 use eddy_types::{Clock, NodeId, WallClock};
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
@@ -226,7 +226,7 @@ impl<'a> AttemptCoordinator<'a> {
     /// `task_manager_of` says (0: this process); `restored`: the checkpoint it restores.
     pub(crate) fn observe_attempt(&self, task_manager_of: &dyn Fn(usize) -> u32, restored: Option<&RestorePlan>) {
         let restored_from = restored.map(|plan| plan.source().location.clone());
-        self.graph.config.board.start_attempt(&self.tasks, &|_| true, task_manager_of, restored_from);
+        self.graph.services.board.start_attempt(&self.tasks, &|_| true, task_manager_of, restored_from);
     }
 
     /// Samples the subtasks' counters and the coordinators' status onto the job's board,
@@ -235,7 +235,7 @@ impl<'a> AttemptCoordinator<'a> {
     /// JobManager relays them).
     fn refresh_view(&mut self, commands: bool) {
         self.last_view = std::time::Instant::now();
-        let board = &self.graph.config.board;
+        let board = &self.graph.services.board;
         if let Some(sampler) = &self.sampler {
             board.sample(&sampler());
         }
@@ -246,10 +246,10 @@ impl<'a> AttemptCoordinator<'a> {
         if !commands || self.hooks.is_some() {
             return;
         }
-        for (request, command) in self.graph.config.board.take_commands() {
+        for (request, command) in self.graph.services.board.take_commands() {
             let status = |_: &Self| "a local job shows its status in its REST API (/jobs)".to_string();
             if let CommandOutcome::Answer(answer) = self.command(request, command, &status) {
-                self.graph.config.board.answer(request, answer);
+                self.graph.services.board.answer(request, answer);
             }
         }
     }
@@ -259,13 +259,13 @@ impl<'a> AttemptCoordinator<'a> {
     pub(crate) fn reply(&self, request: u64, answer: Result<String, String>) {
         match &self.hooks {
             Some(hooks) => (hooks.reply)(request, answer),
-            None => self.graph.config.board.answer(request, answer),
+            None => self.graph.services.board.answer(request, answer),
         }
     }
 
     /// A checkpoint that will never complete, on the board.
     fn board_checkpoint_failed(&self, id: CheckpointId, reason: &str) {
-        self.graph.config.board.checkpoint_failed(id.0, reason);
+        self.graph.services.board.checkpoint_failed(id.0, reason);
     }
 
     /// What the operators' coordinators show in `eddy status`.
@@ -469,7 +469,8 @@ impl<'a> AttemptCoordinator<'a> {
     }
 
     fn tick(&mut self) {
-        if self.sampler.is_some() && self.last_view.elapsed() >= Duration::from_millis(crate::observe::VIEW_INTERVAL_MS)
+        if self.sampler.is_some()
+            && self.last_view.elapsed() >= Duration::from_millis(eddy_runtime::observe::VIEW_INTERVAL_MS)
         {
             self.refresh_view(true);
             self.autoscale();
@@ -539,7 +540,7 @@ impl<'a> AttemptCoordinator<'a> {
             return id;
         }
         self.note(|| format!("{kind:?} {id} triggered"));
-        self.graph.config.board.checkpoint_triggered(id.0, kind == SnapshotKind::Savepoint);
+        self.graph.services.board.checkpoint_triggered(id.0, kind == SnapshotKind::Savepoint);
         tracing::debug!(checkpoint = %id, kind = ?kind, "checkpoint triggered");
         self.triggered_at.insert(id.0, (self.clock.now_ms(), WallClock.now_ms()));
         let barrier = CheckpointBarrier { id, kind };
@@ -683,7 +684,7 @@ fn producers(graph: &StreamGraph, plan: &ChainPlan, tasks: &[(NodeId, u32)]) -> 
             let mut producers: Vec<usize> = Vec::new();
             for (_, edge) in graph.edges_into(head) {
                 let upstream = plan.head_of[edge.from.0 as usize];
-                let one_to_one = matches!(edge.partitioning, crate::graph::Partitioning::Forward);
+                let one_to_one = matches!(edge.partitioning, eddy_runtime::graph::Partitioning::Forward);
                 let reads = |&(h, s): &(NodeId, u32)| h == upstream && (!one_to_one || s == subtask);
                 producers.extend((0..tasks.len()).filter(|&index| reads(&tasks[index])));
             }

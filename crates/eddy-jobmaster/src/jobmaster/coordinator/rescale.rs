@@ -7,8 +7,8 @@
 //! operator state, and the sources resume from their checkpointed positions.
 
 use super::AttemptCoordinator;
-use crate::task::Control;
 use eddy_checkpoint::{CheckpointId, SnapshotKind};
+use eddy_runtime::task::Control;
 use eddy_types::{Clock, WallClock};
 use std::sync::atomic::Ordering;
 
@@ -87,7 +87,7 @@ impl AttemptCoordinator<'_> {
             return;
         }
         let mut autoscaler = autoscaler.lock().unwrap_or_else(|e| e.into_inner());
-        let view = self.graph.config.board.view();
+        let view = self.graph.services.board.view();
         let now = WallClock.now_ms();
         let Some((target, decision)) = autoscaler.observe(self.graph, &view, now) else { return };
         // Decided: whether it happens or not, the next decision waits for the cool-down.

@@ -5,13 +5,6 @@
 
 use super::coordinator::AttemptCoordinator;
 use super::{AttemptEnd, JobResult};
-use crate::channel::{CheckpointBarrier, CheckpointEvent};
-use crate::error::{FailureKind, JobError, TaskError};
-use crate::graph::{
-    plan_chains, ChainPlan, JobConfig, OperatorFactory, OutputPort, Partitioning, SavepointRequest, StreamEdge,
-    StreamGraph, StreamNode, TypedPort,
-};
-use crate::task::{mailbox, Control, DeclineCause, MailboxReceiver, Mailboxes, TaskReport};
 use crossbeam_channel::{Receiver, Sender};
 use eddy_checkpoint::metadata::{CheckpointMetadata, StateHandle, TaskStateEntry};
 use eddy_checkpoint::retained::RetainedCheckpoints;
@@ -19,6 +12,13 @@ use eddy_checkpoint::storage::{
     CheckpointStorage, CompletedCheckpoint, MemoryCheckpointStorage, SavepointTargets, TaskStateWriter,
 };
 use eddy_checkpoint::{CheckpointConfig, CheckpointError, CheckpointId, OperatorSnapshot, SnapshotKind};
+use eddy_runtime::channel::{CheckpointBarrier, CheckpointEvent};
+use eddy_runtime::error::{FailureKind, JobError, TaskError};
+use eddy_runtime::graph::{
+    plan_chains, ChainPlan, JobConfig, JobServices, OperatorFactory, OutputPort, Partitioning, SavepointRequest,
+    StreamEdge, StreamGraph, StreamNode, TypedPort,
+};
+use eddy_runtime::task::{mailbox, Control, DeclineCause, MailboxReceiver, Mailboxes, TaskReport};
 use eddy_types::{ManualClock, MaxParallelism, NodeId};
 use std::cell::RefCell;
 use std::path::Path;
@@ -148,6 +148,7 @@ impl Job {
             job_name: "decisions".into(),
             max_parallelism: MaxParallelism::new(128).unwrap(),
             config: JobConfig { checkpoint, savepoint, ..JobConfig::default() },
+            services: JobServices::default(),
             nodes: vec![source, sink],
             edges: vec![StreamEdge {
                 from: NodeId(0),

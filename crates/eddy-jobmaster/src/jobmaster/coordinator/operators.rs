@@ -1,14 +1,14 @@
-//! The operator coordinators of one attempt ([`crate::coordination`]): made from the graph
+//! The operator coordinators of one attempt ([`eddy_runtime::coordination`]): made from the graph
 //! when the attempt starts, restored from the checkpoint it restores, fed their subtasks'
 //! events, polled every tick, and snapshotted when a checkpoint is triggered, before the
 //! trigger goes out. Their events to subtasks go through the subtasks' mailboxes, so in
 //! order with the triggers.
 
-use crate::coordination::{CoordinatorContext, CoordinatorError, CoordinatorRestore, OperatorCoordinator};
-use crate::graph::StreamGraph;
-use crate::task::{Control, Mailboxes};
 use eddy_checkpoint::metadata::{CheckpointMetadata, CoordinatorStateEntry};
 use eddy_checkpoint::CheckpointId;
+use eddy_runtime::coordination::{CoordinatorContext, CoordinatorError, CoordinatorRestore, OperatorCoordinator};
+use eddy_runtime::graph::StreamGraph;
+use eddy_runtime::task::{Control, Mailboxes};
 use eddy_types::{NodeId, SubtaskIndex};
 use std::collections::BTreeMap;
 
@@ -163,7 +163,7 @@ impl OperatorCoordinators {
     }
 
     /// Their gauges, each labelled with its operator.
-    pub(crate) fn gauges(&self) -> Vec<crate::coordination::GaugeView> {
+    pub(crate) fn gauges(&self) -> Vec<eddy_runtime::coordination::GaugeView> {
         let mut gauges = Vec::new();
         for running in &self.running {
             for mut gauge in running.coordinator.gauges() {

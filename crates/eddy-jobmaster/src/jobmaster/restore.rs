@@ -1,13 +1,13 @@
 //! Restoring, the JobMaster's side: the checkpoint to start from (its files checked, so a
 //! damaged checkpoint is skipped before anything starts), whether it fits the job, and
 //! taking a checkpoint over in CLAIM mode. Which subtask reads which state files is the
-//! task side's ([`crate::deployment::restore`]).
+//! task side's ([`eddy_runtime::deployment::restore`]).
 
-use crate::deployment::restore::RestoreSource;
-use crate::graph::StreamGraph;
 use eddy_checkpoint::retained::RetainedCheckpoints;
 use eddy_checkpoint::storage::{directory_name, CheckpointStorage, OpenStorage};
 use eddy_checkpoint::{CheckpointError, SnapshotKind};
+use eddy_runtime::deployment::restore::RestoreSource;
+use eddy_runtime::graph::StreamGraph;
 use std::path::Path;
 use std::sync::Arc;
 

@@ -10,11 +10,11 @@
 
 use super::remote::RemoteLauncher;
 use super::JobResult;
-use crate::error::JobError;
-use crate::graph::{RestoreFrom, RestoreMode, StreamGraph};
 use eddy_rpc::frame::read_value;
 use eddy_rpc::launch::JobMasterLaunch;
 use eddy_rpc::ClusterTarget;
+use eddy_runtime::error::JobError;
+use eddy_runtime::graph::{RestoreFrom, RestoreMode, StreamGraph};
 use eddy_types::Clock;
 use std::sync::Arc;
 
@@ -53,8 +53,7 @@ pub(crate) fn run(clock: Arc<dyn Clock>, mut graph: StreamGraph) -> Result<JobRe
             message: format!("cannot take the job over: {message}"),
         })?;
     }
-    let config = &mut graph.config;
-    let storage = config.storage_opener.open(&takeover.job_dir).map_err(|source| JobError::Checkpoint {
+    let storage = graph.services.storage_opener.open(&takeover.job_dir).map_err(|source| JobError::Checkpoint {
         job: job.clone(),
         message: format!("cannot open the job directory {} to take the job over", takeover.job_dir),
         source: Some(source),
@@ -65,6 +64,7 @@ pub(crate) fn run(clock: Arc<dyn Clock>, mut graph: StreamGraph) -> Result<JobRe
         source: Some(source),
     })?;
     if !completed.is_empty() {
+        let config = &mut graph.config;
         config.restore = Some(RestoreFrom::LatestIn(takeover.job_dir.clone().into()));
         config.restore_mode = RestoreMode::Claim;
     }

@@ -15,12 +15,12 @@
 mod local;
 mod simulation;
 
-use crate::cluster::task_executor;
-use crate::error::JobError;
-use crate::graph::{JobConfig, StreamGraph};
 use crate::jobmaster::remote::RemoteLauncher;
 use crate::jobmaster::takeover;
 use crate::jobmaster::{ClusterTarget, JobMaster, JobResult};
+use eddy_runtime::cluster::task_executor;
+use eddy_runtime::error::JobError;
+use eddy_runtime::graph::{JobConfig, JobServices, StreamGraph};
 use eddy_types::{Clock, ManualClock, RunSeed, SystemClock};
 use local::LocalLauncher;
 use simulation::Simulator;
@@ -49,9 +49,9 @@ pub enum ExecutionMode {
 impl ExecutionMode {
     /// The mode of a job configured with `config` in this process, or why the
     /// configuration asks for two at once.
-    pub fn of(config: &JobConfig) -> Result<Self, String> {
+    pub fn of(config: &JobConfig, services: &JobServices) -> Result<Self, String> {
         if let Some(simulation) = config.simulation {
-            if config.cluster.is_some() {
+            if services.cluster.is_some() {
                 return Err("a simulated job runs on one thread of this process: it cannot be submitted to a cluster \
                     too (drop `simulate` or `set_cluster`)"
                     .into());
@@ -64,7 +64,7 @@ impl ExecutionMode {
         if eddy_rpc::launch::launched() {
             return Ok(ExecutionMode::TaskExecutor);
         }
-        Ok(match &config.cluster {
+        Ok(match &services.cluster {
             Some(target) => ExecutionMode::Cluster(Box::new(target.clone())),
             None => ExecutionMode::Local,
         })
@@ -98,7 +98,7 @@ impl LocalExecutor {
     /// [`ExecutionMode`]. In a task executor it returns once this process's subtasks
     /// ended, with a result that says so ([`JobResult::task_executor`]).
     pub fn execute(&self, graph: StreamGraph) -> Result<JobResult, JobError> {
-        let mode = ExecutionMode::of(&graph.config)
+        let mode = ExecutionMode::of(&graph.config, &graph.services)
             .map_err(|message| JobError::InvalidJob { job: graph.job_name.clone(), message })?;
         match mode {
             ExecutionMode::Local => {

@@ -14,16 +14,16 @@
 //!
 //! The heap backend only: RocksDB's own threads do not follow the scheduler.
 
-use crate::deployment::subtasks::PendingTask;
-use crate::deployment::wiring::{build_task, guarded};
-use crate::error::TaskError;
 use crate::jobmaster::coordinator::AttemptCoordinator;
 use crate::jobmaster::JobResult;
-use crate::task::{QueuedWork, StepResult, Task, TaskReport, TaskShared};
 use crossbeam_channel::Receiver;
 use eddy_checkpoint::metadata::{CheckpointMetadata, StateHandle, TaskStateEntry};
 use eddy_checkpoint::storage::{CheckpointStorage, CompletedCheckpoint};
 use eddy_checkpoint::{CheckpointError, CheckpointId, OperatorSnapshot, SnapshotKind};
+use eddy_runtime::deployment::subtasks::PendingTask;
+use eddy_runtime::deployment::wiring::{build_task, guarded};
+use eddy_runtime::error::TaskError;
+use eddy_runtime::task::{QueuedWork, StepResult, Task, TaskReport, TaskShared};
 use eddy_state::keyed::{install_backend, take_backend, KeyedStateBackend};
 use eddy_types::{Clock, ManualClock, RunSeed};
 use std::cell::RefCell;

@@ -4,8 +4,8 @@
 
 use super::coordinator::AttemptCoordinator;
 use super::JobResult;
-use crate::cluster::executor_link::TaskMetrics;
 use eddy_rpc::{AttemptId, TaskManagerId};
+use eddy_runtime::cluster::executor_link::TaskMetrics;
 use std::collections::HashMap;
 
 impl AttemptCoordinator<'_> {

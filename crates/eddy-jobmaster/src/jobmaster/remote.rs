@@ -9,17 +9,17 @@
 use super::coordinator::{AttemptCoordinator, CommandOutcome, RemoteHooks};
 use super::job_client::{ExecutorJoin, JobClient};
 use super::{Attempt, AttemptEnd, AttemptLauncher, JobMaster, JobResult, TaskExit};
-use crate::cluster::executor_link::{ExecutorMessage, RestoreTicket, StartTasks, TaskMetrics};
-use crate::cluster::fingerprint::{describe, first_difference};
-use crate::error::{FailureKind, JobError, TaskError};
-use crate::graph::{validate, ChainPlan, SchedulerMode, StreamGraph};
-use crate::task::{mailbox, MailboxReceiver, Mailboxes, TaskReport};
 use crossbeam_channel::{select, Select, Sender};
 use eddy_rpc::messages::JobMasterMessage;
 use eddy_rpc::slots::{slot_owners, ExecutorSlots};
 use eddy_rpc::view::TaskExecutorView;
 use eddy_rpc::ClusterTarget;
 use eddy_rpc::{AttemptId, Connection, JobState, Reader, TaskManagerId};
+use eddy_runtime::cluster::executor_link::{ExecutorMessage, RestoreTicket, StartTasks, TaskMetrics};
+use eddy_runtime::cluster::fingerprint::{describe, first_difference};
+use eddy_runtime::error::{FailureKind, JobError, TaskError};
+use eddy_runtime::graph::{validate, ChainPlan, SchedulerMode, StreamGraph};
+use eddy_runtime::task::{mailbox, MailboxReceiver, Mailboxes, TaskReport};
 use eddy_types::{Clock, NodeId};
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -60,7 +60,7 @@ impl RemoteLauncher {
                 }
             })?;
         let launcher = RemoteLauncher { clock, client };
-        let board = graph.config.board.clone();
+        let board = graph.services.board.clone();
         let outcome = JobMaster { launcher: &launcher }.run(graph);
         // The job's last view: how it ended, nothing running, nothing pending.
         let _ = launcher.client.send(&JobMasterMessage::View(Box::new(board.view())));
@@ -169,7 +169,7 @@ impl AttemptLauncher for RemoteLauncher {
                 return end;
             }
         };
-        graph.config.board.set_task_executors(
+        graph.services.board.set_task_executors(
             joined
                 .iter()
                 .map(|j| TaskExecutorView {

@@ -3,16 +3,16 @@
 //! JobMaster's [`AttemptCoordinator`].
 
 use super::simulation::Simulator;
-use crate::channel::{ChannelCapacity, CHANNEL_BATCHES_MAX};
-use crate::deployment::subtasks::{
-    prepare_subtasks, start_snapshot_workers, start_subtask_threads, SubtaskEnv, Subtasks, TaskExit,
-};
-use crate::deployment::wiring::wire;
-use crate::error::JobError;
 use crate::jobmaster::coordinator::AttemptCoordinator;
 use crate::jobmaster::{Attempt, AttemptEnd, AttemptLauncher, JobResult};
-use crate::task::{AsyncWork, Mailboxes, QueuedWork, TaskReport};
 use eddy_checkpoint::storage::{CheckpointStorage, SavepointTargets};
+use eddy_runtime::channel::{ChannelCapacity, CHANNEL_BATCHES_MAX};
+use eddy_runtime::deployment::subtasks::{
+    prepare_subtasks, start_snapshot_workers, start_subtask_threads, SubtaskEnv, Subtasks, TaskExit,
+};
+use eddy_runtime::deployment::wiring::wire;
+use eddy_runtime::error::JobError;
+use eddy_runtime::task::{AsyncWork, Mailboxes, QueuedWork, TaskReport};
 use eddy_types::{Clock, NodeId};
 use std::collections::HashMap;
 use std::sync::atomic::AtomicBool;
