@@ -349,7 +349,7 @@ impl Env {
         if let Some(problem) = inner.problems.first() {
             return Err(invalid(problem.clone()));
         }
-        let max_parallelism = MaxParallelism::new(inner.max_parallelism).map_err(|e| invalid(e.to_string()))?;
+        let max_parallelism = MaxParallelism::new(inner.max_parallelism).map_err(|e| invalid(eddy_types::chain(&e)))?;
         if inner.parallelism == 0 {
             return Err(invalid("the default parallelism must be at least 1".into()));
         }
@@ -402,7 +402,7 @@ impl Env {
             nodes,
             edges,
         };
-        eddy_runtime::graph::validate(&graph).map_err(invalid)?;
+        eddy_runtime::graph::validate(&graph)?;
         Ok(graph)
     }
 

@@ -93,7 +93,7 @@ mod served {
     pub(crate) fn serve_local_job(bind: &str, board: JobBoard) -> Result<WebServer, String> {
         let loopback = bind
             .to_socket_addrs()
-            .map_err(|e| format!("--rest-bind {bind}: not an address: {e}"))?
+            .map_err(|e| format!("--rest-bind {bind}: not an address: {e}", e = eddy_types::chain(&e)))?
             .all(|address| address.ip().is_loopback());
         if !loopback {
             return Err(format!(
@@ -103,7 +103,7 @@ mod served {
         }
         let backend = BoardBackend { board, role: ProcessRole::LocalJob, id: Some(LOCAL_JOB_ID.into()) };
         let options = WebOptions { bind: bind.to_string(), token: None, tls: None, dashboard: true };
-        eddy_web::serve(options, Arc::new(backend)).map_err(|e| format!("--rest-bind: {e}"))
+        eddy_web::serve(options, Arc::new(backend)).map_err(|e| format!("--rest-bind: {e}", e = eddy_types::chain(&e)))
     }
 
     /// A task executor's `/metrics` of its own subtasks, behind the cluster's secret.
@@ -115,7 +115,7 @@ mod served {
             let backend = BoardBackend { board, role: ProcessRole::TaskExecutor, id: None };
             let tls = tls.map(TlsConfig::server_config);
             let options = WebOptions { bind: format!("{host}:0"), token: Some(secret.to_vec()), tls, dashboard: false };
-            let server = eddy_web::serve(options, Arc::new(backend)).map_err(|e| e.to_string())?;
+            let server = eddy_web::serve(options, Arc::new(backend)).map_err(|e| eddy_types::chain(&e))?;
             Ok(server.address.to_string())
         }
     }

@@ -3,8 +3,14 @@
 /// What went wrong with a checkpoint or savepoint; messages name the file or checkpoint.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum CheckpointError {
-    #[error("checkpoint storage I/O at '{path}': {message}")]
-    Io { path: String, message: String },
+    /// The storage failed at `path`; `source` says why (the file system's or the object
+    /// store's error, as it was).
+    #[error("checkpoint storage I/O at '{path}'")]
+    Io {
+        path: String,
+        #[source]
+        source: eddy_types::Cause,
+    },
     #[error("'{path}' is corrupt: {message}")]
     Corrupt { path: String, message: String },
     #[error("'{path}' was written by format version {found}; this eddy reads versions {oldest} to {supported}")]
@@ -16,8 +22,8 @@ pub enum CheckpointError {
         checkpoint directory (filesystem storage) or raise the cap"
     )]
     StateTooLarge { task: String, bytes: usize, cap: usize },
-    #[error("cannot encode checkpoint data: {0}")]
-    Encode(String),
+    #[error("cannot encode checkpoint data")]
+    Encode(#[source] eddy_types::Cause),
     #[error("cannot restore the latest checkpoint in '{dir}': {message}")]
     AmbiguousRestore { dir: String, message: String },
     #[error(

@@ -185,12 +185,12 @@ pub fn decode_task_state(path: &str, version: u32, payload: &[u8]) -> Result<Vec
 }
 
 pub fn encode<T: Serialize>(value: &T) -> Result<Vec<u8>, CheckpointError> {
-    postcard::to_allocvec(value).map_err(|e| CheckpointError::Encode(e.to_string()))
+    postcard::to_allocvec(value).map_err(|e| CheckpointError::Encode(eddy_types::Cause::new(e)))
 }
 
 pub fn decode<T: serde::de::DeserializeOwned>(path: &str, payload: &[u8]) -> Result<T, CheckpointError> {
     postcard::from_bytes(payload)
-        .map_err(|e| CheckpointError::Corrupt { path: path.to_string(), message: e.to_string() })
+        .map_err(|e| CheckpointError::Corrupt { path: path.to_string(), message: eddy_types::chain(&e) })
 }
 
 /// Encodes `value` straight into a framed buffer: the same bytes as
@@ -201,7 +201,7 @@ pub fn encode_framed<T: Serialize>(value: &T) -> Result<Vec<u8>, CheckpointError
     out.extend_from_slice(MAGIC);
     out.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
     out.extend_from_slice(&0u64.to_le_bytes());
-    let mut out = postcard::to_extend(value, out).map_err(|e| CheckpointError::Encode(e.to_string()))?;
+    let mut out = postcard::to_extend(value, out).map_err(|e| CheckpointError::Encode(eddy_types::Cause::new(e)))?;
     let length = (out.len() - HEADER_BYTES) as u64;
     out[12..HEADER_BYTES].copy_from_slice(&length.to_le_bytes());
     let crc = crc32fast::hash(&out[HEADER_BYTES..]);

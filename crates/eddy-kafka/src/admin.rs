@@ -258,7 +258,12 @@ pub(crate) fn read_committed_up_to(
             Some(Err(error)) => {
                 if last_warning.is_none_or(|at| at.elapsed() >= Duration::from_secs(10)) {
                     last_warning = Some(std::time::Instant::now());
-                    tracing::warn!(topic, brokers, "reading {topic}: {error}; retrying");
+                    tracing::warn!(
+                        topic,
+                        brokers,
+                        "reading {topic}: {error}; retrying",
+                        error = eddy_types::chain(&error)
+                    );
                 }
                 last_error = Some(error);
             }
@@ -279,7 +284,7 @@ pub(crate) fn read_committed_up_to(
                 .map(|((partition, end), _)| format!("{topic}/{partition} to offset {end}"))
                 .collect();
             let why = match last_error {
-                Some(error) => format!("the last read failed: {error}"),
+                Some(error) => format!("the last read failed: {error}", error = eddy_types::chain(&error)),
                 None => "a transaction still open there holds a committed reader back".to_string(),
             };
             return Err(KafkaConnectorError::Timeout {

@@ -75,8 +75,13 @@ impl std::fmt::Debug for Secret {
 impl Secret {
     /// The secret in `path`: its contents without surrounding whitespace.
     pub fn from_file(path: &Path) -> Result<Self, ClusterError> {
-        let contents = std::fs::read(path)
-            .map_err(|e| ClusterError::Secret(format!("cannot read the secret file {}: {e}", path.display())))?;
+        let contents = std::fs::read(path).map_err(|e| {
+            ClusterError::Secret(format!(
+                "cannot read the secret file {}: {e}",
+                path.display(),
+                e = eddy_types::chain(&e)
+            ))
+        })?;
         Self::from_bytes(contents.trim_ascii()).map_err(|e| match e {
             ClusterError::Secret(m) => ClusterError::Secret(format!("{}: {m}", path.display())),
             other => other,
@@ -193,7 +198,9 @@ fn server_handshake(stream: &mut (impl Read + Write), peer: &str, secret: &Secre
         ClusterError::Refused(format!("{peer}: {why}"))
     };
     let mut hello = [0u8; 4 + 2 + 1 + NONCE_BYTES];
-    stream.read_exact(&mut hello).map_err(|e| refuse(format!("no complete handshake: {e}")))?;
+    stream
+        .read_exact(&mut hello)
+        .map_err(|e| refuse(format!("no complete handshake: {e}", e = eddy_types::chain(&e))))?;
     if &hello[..4] != MAGIC {
         return Err(refuse("not an eddy process (no handshake)".into()));
     }
@@ -212,7 +219,9 @@ fn server_handshake(stream: &mut (impl Read + Write), peer: &str, secret: &Secre
         return Err(refuse(format!("protocol version {version}, this process speaks {PROTOCOL_VERSION}")));
     }
     let mut tag = [0u8; MAC_BYTES];
-    stream.read_exact(&mut tag).map_err(|e| refuse(format!("no complete handshake: {e}")))?;
+    stream
+        .read_exact(&mut tag)
+        .map_err(|e| refuse(format!("no complete handshake: {e}", e = eddy_types::chain(&e))))?;
     if !secret.verify(b"client", client_nonce, &server_nonce, role as u8, &tag) {
         let _ = stream.write_all(&[REFUSED]);
         return Err(refuse(format!("wrong secret (as {role:?})")));

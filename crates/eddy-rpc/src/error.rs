@@ -11,9 +11,15 @@ pub enum ClusterError {
     /// A peer was refused, or refused this process (secret, protocol version, role).
     #[error("refused: {0}")]
     Refused(String),
-    /// A connection could not be made, broke, or carried something unreadable.
-    #[error("{peer}: {context}: {message}")]
-    Io { peer: String, context: String, message: String },
+    /// A connection could not be made, broke, or carried something unreadable: `source`
+    /// says why (the network's own error, or what the end of a connection means here).
+    #[error("{peer}: {context}")]
+    Io {
+        peer: String,
+        context: String,
+        #[source]
+        source: eddy_types::Cause,
+    },
     /// The peer sent something this process did not expect at this point.
     #[error("{0}")]
     Protocol(String),
@@ -25,12 +31,21 @@ pub enum ClusterError {
 impl ClusterError {
     /// An I/O failure on the connection to `peer` while doing `context`.
     pub fn io(peer: &str, context: &str, error: std::io::Error) -> Self {
-        let message = match error.kind() {
-            std::io::ErrorKind::UnexpectedEof => "the connection was closed".to_string(),
-            std::io::ErrorKind::ConnectionRefused => "connection refused (is it running, at this address?)".to_string(),
-            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => "no answer in time".to_string(),
-            _ => error.to_string(),
+        use eddy_types::Cause;
+        // What the commonest kinds mean here, in words; any other error as it was.
+        let source = match error.kind() {
+            std::io::ErrorKind::UnexpectedEof => Cause::message("the connection was closed"),
+            std::io::ErrorKind::ConnectionRefused => {
+                Cause::message("connection refused (is it running, at this address?)")
+            }
+            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => Cause::message("no answer in time"),
+            _ => Cause::new(error),
         };
-        ClusterError::Io { peer: peer.to_string(), context: context.to_string(), message }
+        Self::broken(peer, context, source)
+    }
+
+    /// The connection to `peer` failed while doing `context`, for `source`.
+    pub fn broken(peer: &str, context: &str, source: eddy_types::Cause) -> Self {
+        ClusterError::Io { peer: peer.to_string(), context: context.to_string(), source }
     }
 }

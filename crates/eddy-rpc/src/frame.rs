@@ -24,7 +24,7 @@ pub fn oversized<T: Serialize>(message: &T) -> Option<usize> {
 
 /// Writes any serializable value as one frame.
 pub fn write_value<T: Serialize>(stream: &mut impl Write, message: &T) -> std::io::Result<()> {
-    let body = postcard::to_allocvec(message).map_err(|e| std::io::Error::other(e.to_string()))?;
+    let body = postcard::to_allocvec(message).map_err(|e| std::io::Error::other(eddy_types::chain(&e)))?;
     // The reader's limit, enforced here too: a message it would refuse is an error at
     // its source, naming its size, not a peer that calls it "not an eddy message".
     if body.len() > MESSAGE_BYTES_MAX {
@@ -66,9 +66,12 @@ pub fn read_value<T: DeserializeOwned>(stream: &mut impl Read) -> std::io::Resul
     if body.len() < length {
         return Err(std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "a message cut short"));
     }
-    postcard::from_bytes(&body)
-        .map(Some)
-        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, format!("an unreadable message: {e}")))
+    postcard::from_bytes(&body).map(Some).map_err(|e| {
+        std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("an unreadable message: {e}", e = eddy_types::chain(&e)),
+        )
+    })
 }
 
 /// One authenticated control connection: a reader for one thread, and a writer any
@@ -121,17 +124,14 @@ impl Reader {
     pub fn receive<M: DeserializeOwned>(&mut self) -> Result<M, ClusterError> {
         match read_value(&mut self.stream) {
             Ok(Some(message)) => Ok(message),
-            Ok(None) => Err(ClusterError::Io {
-                peer: self.peer.clone(),
-                context: "reading".into(),
-                message: "the connection was closed".into(),
-            }),
+            Ok(None) => Err(ClusterError::broken(
+                &self.peer,
+                "reading",
+                eddy_types::Cause::message("the connection was closed"),
+            )),
             Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {
-                Err(ClusterError::Io {
-                    peer: self.peer.clone(),
-                    context: "waiting for a heartbeat".into(),
-                    message: "heartbeat timeout".into(),
-                })
+                let timeout = eddy_types::Cause::message("heartbeat timeout");
+                Err(ClusterError::broken(&self.peer, "waiting for a heartbeat", timeout))
             }
             Err(e) => Err(ClusterError::io(&self.peer, "reading", e)),
         }

@@ -43,6 +43,8 @@ pub mod view;
 
 pub use auth::{PeerRole, Secret};
 pub use error::ClusterError;
+// An error printed with its causes, for the crates on `eddy-rpc` alone.
+pub use eddy_types::{chain, Cause};
 pub use frame::{Connection, Reader};
 pub use heartbeat::{start_heartbeats, Heartbeats};
 pub use ids::{AttemptId, ExecutorIndex, JobId, TaskManagerId};

@@ -80,7 +80,7 @@ impl Stream {
         match tls {
             None => Ok(Stream::plain(socket)),
             Some(tls) => {
-                let connection = tls.server().map_err(|e| ClusterError::Config(e.to_string()))?;
+                let connection = tls.server().map_err(|e| ClusterError::Config(eddy_types::chain(&e)))?;
                 Stream::secure(socket, TlsConnection::Server(connection))
             }
         }
@@ -97,7 +97,7 @@ impl Stream {
         let _ = socket.set_read_timeout(Some(HANDSHAKE_TIMEOUT));
         while connection.is_handshaking() {
             if let Err(e) = connection.complete_io(&mut socket) {
-                let refusal = format!("TLS handshake failed: {e}");
+                let refusal = format!("TLS handshake failed: {e}", e = eddy_types::chain(&e));
                 tracing::warn!(peer = %peer, reason = %refusal, "connection refused");
                 return Err(ClusterError::Refused(format!("{peer}: {refusal}")));
             }

@@ -38,9 +38,17 @@ impl std::fmt::Debug for TlsConfig {
 
 fn certificates(path: &Path) -> Result<Vec<CertificateDer<'static>>, ClusterError> {
     let certs: Result<Vec<_>, _> = CertificateDer::pem_file_iter(path)
-        .map_err(|e| ClusterError::Config(format!("cannot read the certificate file {}: {e}", path.display())))?
+        .map_err(|e| {
+            ClusterError::Config(format!(
+                "cannot read the certificate file {}: {e}",
+                path.display(),
+                e = eddy_types::chain(&e)
+            ))
+        })?
         .collect();
-    let certs = certs.map_err(|e| ClusterError::Config(format!("{}: not a PEM certificate: {e}", path.display())))?;
+    let certs = certs.map_err(|e| {
+        ClusterError::Config(format!("{}: not a PEM certificate: {e}", path.display(), e = eddy_types::chain(&e)))
+    })?;
     if certs.is_empty() {
         return Err(ClusterError::Config(format!("{} holds no certificate", path.display())));
     }
@@ -50,14 +58,21 @@ fn certificates(path: &Path) -> Result<Vec<CertificateDer<'static>>, ClusterErro
 impl TlsConfig {
     pub fn from_files(files: TlsFiles) -> Result<Self, ClusterError> {
         let certs = certificates(&files.cert)?;
-        let key = PrivateKeyDer::from_pem_file(&files.key)
-            .map_err(|e| ClusterError::Config(format!("cannot read the private key {}: {e}", files.key.display())))?;
+        let key = PrivateKeyDer::from_pem_file(&files.key).map_err(|e| {
+            ClusterError::Config(format!(
+                "cannot read the private key {}: {e}",
+                files.key.display(),
+                e = eddy_types::chain(&e)
+            ))
+        })?;
         let mut roots = RootCertStore::empty();
         for ca in certificates(files.ca.as_deref().unwrap_or(&files.cert))? {
-            roots.add(ca).map_err(|e| ClusterError::Config(format!("a CA certificate rustls refuses: {e}")))?;
+            roots.add(ca).map_err(|e| {
+                ClusterError::Config(format!("a CA certificate rustls refuses: {e}", e = eddy_types::chain(&e)))
+            })?;
         }
         let provider = Arc::new(default_provider());
-        let bad = |e: rustls::Error| ClusterError::Config(format!("TLS configuration: {e}"));
+        let bad = |e: rustls::Error| ClusterError::Config(format!("TLS configuration: {e}", e = eddy_types::chain(&e)));
         let client = ClientConfig::builder_with_provider(provider.clone())
             .with_safe_default_protocol_versions()
             .map_err(bad)?
@@ -68,14 +83,21 @@ impl TlsConfig {
             .map_err(bad)?
             .with_no_client_auth()
             .with_single_cert(certs, key)
-            .map_err(|e| ClusterError::Config(format!("{} and {}: {e}", files.cert.display(), files.key.display())))?;
+            .map_err(|e| {
+                ClusterError::Config(format!(
+                    "{} and {}: {e}",
+                    files.cert.display(),
+                    files.key.display(),
+                    e = eddy_types::chain(&e)
+                ))
+            })?;
         Ok(Self { client: Arc::new(client), server: Arc::new(server), files })
     }
 
     pub(crate) fn client(&self, host: &str) -> Result<ClientConnection, String> {
         let name = ServerName::try_from(host.trim_start_matches('[').trim_end_matches(']').to_string())
-            .map_err(|e| format!("'{host}' is no host name for TLS: {e}"))?;
-        ClientConnection::new(self.client.clone(), name).map_err(|e| e.to_string())
+            .map_err(|e| format!("'{host}' is no host name for TLS: {e}", e = eddy_types::chain(&e)))?;
+        ClientConnection::new(self.client.clone(), name).map_err(|e| eddy_types::chain(&e))
     }
 
     /// The server side's configuration, for another server of the same process (its REST

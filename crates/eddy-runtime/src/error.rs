@@ -40,6 +40,10 @@ impl TaskError {
         let operator = operator.to_string();
         match error.downcast_ref::<StateError>().map(StateError::kind) {
             Some(StateErrorKind::Backend(message)) => TaskError::StateBackend { operator, message: message.clone() },
+            // The cause crosses processes as text: the chain down to the storage's own error.
+            Some(StateErrorKind::BackendFailed { what, source }) => {
+                TaskError::StateBackend { operator, message: format!("{what}: {}", eddy_types::chain(source)) }
+            }
             // The same bytes, or the same declarations, after every restart: none mends them.
             Some(
                 e @ (StateErrorKind::Deserialize { .. }
@@ -102,8 +106,10 @@ impl std::fmt::Display for FailureKind {
 
 /// Why a job could not be built or did not finish.
 ///
-/// `Debug` prints the message too, so that `fn main() -> Result<(), Box<dyn Error>>`
-/// ends a failed job with a readable line instead of a struct dump.
+/// `Display` says what failed; the cause, when one was kept, is its `source`, down to the
+/// storage's or the network's own error. `Debug` prints the whole chain
+/// ([`eddy_types::chain`]), so that `fn main() -> Result<(), Box<dyn Error>>` ends a
+/// failed job with a readable line, with its causes, instead of a struct dump.
 #[derive(Clone, thiserror::Error, PartialEq, Eq)]
 pub enum JobError {
     /// The job graph is invalid; the message names the operator and what to change.
@@ -122,7 +128,7 @@ pub enum JobError {
     /// Checkpoints could not be taken, stored or restored. `source`, when the storage
     /// said why, tells a damaged checkpoint from a storage that did not answer
     /// ([`eddy_checkpoint::CheckpointError::is_damaged_checkpoint`]).
-    #[error("job '{job}': {message}{}", caused(.source))]
+    #[error("job '{job}': {message}")]
     Checkpoint {
         job: String,
         message: String,
@@ -133,7 +139,7 @@ pub enum JobError {
     /// not be stored, or the state to restart from could not be read: the job fails over
     /// and restarts under its restart strategy, as a failed task does (Flink's
     /// `CheckpointFailureManager`).
-    #[error("job '{job}': {message}{}", caused(.source))]
+    #[error("job '{job}': {message}")]
     CheckpointFailover {
         job: String,
         message: String,
@@ -150,7 +156,7 @@ pub enum JobError {
     /// The cluster cannot run the job: too few slots, a TaskManager whose binary builds
     /// another graph, the JobManager gone, a refused secret. The message says which;
     /// `source`, the connection's error when there was one.
-    #[error("job '{job}': {message}{}", caused(.source))]
+    #[error("job '{job}': {message}")]
     Cluster {
         job: String,
         message: String,
@@ -160,11 +166,6 @@ pub enum JobError {
 }
 
 pub use eddy_rpc::ClusterError;
-
-/// ": the cause" after a message, when there is a cause.
-fn caused(source: &Option<impl std::fmt::Display>) -> String {
-    source.as_ref().map_or_else(String::new, |e| format!(": {e}"))
-}
 
 impl JobError {
     /// Whether the restart strategy may restart the job after this error.
@@ -182,7 +183,7 @@ impl JobError {
 
 impl std::fmt::Debug for JobError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        std::fmt::Display::fmt(self, f)
+        f.write_str(&eddy_types::chain(self))
     }
 }
 
@@ -220,6 +221,38 @@ mod tests {
         assert_eq!(
             failed.to_string(),
             "job 'j' failed: operator 'count' (subtask 1/2) failed: state backend: IO error"
+        );
+    }
+
+    #[test]
+    fn a_cause_is_kept_once_from_the_storage_to_the_jobs_failure() {
+        let disk = std::io::Error::new(std::io::ErrorKind::StorageFull, "No space left on device");
+        let storage = eddy_checkpoint::CheckpointError::Io { path: "/ckpt/chk-3".into(), source: disk.into() };
+        let error = JobError::Checkpoint {
+            job: "j".into(),
+            message: "cannot store checkpoint 3".into(),
+            source: Some(storage),
+        };
+        // Display says what failed; the chain (Debug, the board's exceptions) says why, each once.
+        assert_eq!(error.to_string(), "job 'j': cannot store checkpoint 3");
+        assert_eq!(
+            format!("{error:?}"),
+            "job 'j': cannot store checkpoint 3: checkpoint storage I/O at '/ckpt/chk-3': No space left on device"
+        );
+        let source = std::error::Error::source(&error).and_then(std::error::Error::source).unwrap();
+        assert_eq!(source.to_string(), "No space left on device");
+
+        let rocksdb = std::io::Error::other("IO error: While appending to file: 000012.log: No space left on device");
+        let backend = StateError::from(StateErrorKind::BackendFailed {
+            what: "RocksDB write".into(),
+            source: eddy_types::Cause::new(rocksdb),
+        });
+        assert_eq!(
+            TaskError::of_operator("count", &backend),
+            TaskError::StateBackend {
+                operator: "count".into(),
+                message: "RocksDB write: IO error: While appending to file: 000012.log: No space left on device".into()
+            }
         );
     }
 }

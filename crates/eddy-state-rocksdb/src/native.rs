@@ -48,7 +48,7 @@ pub(crate) fn take_snapshot(
     let making = std::thread::Builder::new().name(format!("rocksdb checkpoint {checkpoint_id}")).spawn(move || {
         let applied = apply_held(&db, held);
         if let Err(e) = &applied {
-            gate.fail(e.to_string());
+            gate.fail(eddy_types::chain(&e));
         }
         let made = applied.and_then(|()| make_checkpoint(&db, &target, &uid, &restored_shared));
         // The database before the gate: a store closing waits for the gate, and must

@@ -19,8 +19,11 @@ use std::sync::Arc;
 
 pub(crate) type Db = DBWithThreadMode<MultiThreaded>;
 
-pub(crate) fn error(what: &str, e: impl std::fmt::Display) -> StateError {
-    StateError::from(StateErrorKind::Backend(format!("RocksDB {what}: {e}")))
+pub(crate) fn error(what: &str, e: impl std::error::Error + Send + Sync + 'static) -> StateError {
+    StateError::from(StateErrorKind::BackendFailed {
+        what: format!("RocksDB {what}"),
+        source: eddy_types::Cause::new(e),
+    })
 }
 
 /// One subtask's RocksDB instance.
@@ -273,7 +276,7 @@ impl RawStore for RocksDbRawStore {
         // What was handed over counts as written: write it here, then open.
         let written = crate::native::apply_held(self.db()?, self.gate.take_held());
         if let Err(e) = &written {
-            self.gate.fail(e.to_string());
+            self.gate.fail(eddy_types::chain(&e));
         }
         drop(closed);
         written

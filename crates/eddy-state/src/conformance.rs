@@ -290,16 +290,16 @@ fn redeclaration() {
     a.update(3).unwrap();
     assert_eq!(b.value().unwrap(), Some(3), "same name, same state");
     let err = ValueState::declare(&ValueStateDescriptor::<String>::new("s")).err().expect("type clash");
-    let message = err.to_string();
+    let message = eddy_types::chain(&err);
     assert!(message.contains("'s'") && message.contains("declared twice"), "{message}");
     let err = ListState::declare(&ListStateDescriptor::<u64>::new("s")).err().expect("kind clash");
-    assert!(err.to_string().contains("declared twice"), "{err}");
+    assert!(eddy_types::chain(&err).contains("declared twice"), "{err}");
 }
 
 fn no_current_key() {
     let v = ValueState::declare(&ValueStateDescriptor::<u64>::new("v")).unwrap();
     let err = v.value().unwrap_err();
-    assert!(err.to_string().contains("without a current key"), "{err}");
+    assert!(eddy_types::chain(&err).contains("without a current key"), "{err}");
     set_key(&1u8);
     v.update(1).unwrap();
     with_backend("test", |b| {
@@ -390,7 +390,7 @@ fn out_of_range_key(factory: BackendFactory<'_>) {
 fn no_backend_installed() {
     assert!(take_backend().is_none());
     let err = ValueState::declare(&ValueStateDescriptor::<u64>::new("x")).err().expect("no keyed context");
-    assert!(err.to_string().contains("outside a keyed context"), "{err}");
+    assert!(eddy_types::chain(&err).contains("outside a keyed context"), "{err}");
 }
 
 /// Many more keys than a cache of hot keys would hold: every value stays readable and a
@@ -467,7 +467,7 @@ pub fn run_ttl(factory: ClockedBackendFactory<'_>) {
     restored.set_restored(snapshot);
     install_backend(restored).unwrap();
     let err = ListState::declare(&ListStateDescriptor::<u64>::new("r")).err().expect("TTL differs");
-    assert!(err.to_string().contains("declared twice"), "{err}");
+    assert!(eddy_types::chain(&err).contains("declared twice"), "{err}");
     let read = ListState::declare(
         &ListStateDescriptor::<u64>::new("r")
             .with_ttl(StateTtlConfig::new(100).with_update_type(TtlUpdateType::OnReadAndWrite)),

@@ -87,9 +87,17 @@ pub enum StateErrorKind {
     Deserialize { state: String, message: String },
     #[error("operator state redistribution: {0}")]
     Redistribution(String),
-    /// The backend's storage failed (RocksDB I/O…).
+    /// The backend cannot go on, for the reason given (a corrupt snapshot, a limit).
     #[error("state backend: {0}")]
     Backend(String),
+    /// The backend's storage failed doing `what` (RocksDB I/O, a local file): `source` is
+    /// the storage's own error, as it was.
+    #[error("state backend: {what}")]
+    BackendFailed {
+        what: String,
+        #[source]
+        source: eddy_types::Cause,
+    },
 }
 
 #[cfg(test)]
@@ -102,7 +110,7 @@ mod tests {
         assert_eq!(std::mem::size_of::<Result<(), StateError>>(), 8);
         let error = StateError::from(StateErrorKind::NoCurrentKey { state: "total".into() });
         assert!(matches!(error.kind(), StateErrorKind::NoCurrentKey { state } if state == "total"));
-        assert_eq!(error.to_string(), StateErrorKind::NoCurrentKey { state: "total".into() }.to_string());
-        assert!(error.to_string().starts_with("keyed state 'total' accessed without a current key"));
+        assert_eq!(eddy_types::chain(&error), StateErrorKind::NoCurrentKey { state: "total".into() }.to_string());
+        assert!(eddy_types::chain(&error).starts_with("keyed state 'total' accessed without a current key"));
     }
 }

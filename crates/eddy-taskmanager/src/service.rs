@@ -58,12 +58,14 @@ pub fn run_task_manager(options: TaskManagerOptions) -> Result<(), ClusterError>
             (Err(e), Some((jm, cause))) => {
                 return Err(ClusterError::Protocol(format!(
                     "the JobManager at {jm} went away ({cause}); this TaskManager stopped, as it could not \
-                     register again: {e}"
+                     register again: {e}",
+                    e = eddy_rpc::chain(&e),
+                    cause = eddy_rpc::chain(&cause)
                 )))
             }
         };
         let cause = serve_jobmanager(&options, connection, reader, id, &jm)?;
-        tracing::warn!(jobmanager = %jm, error = %cause, "lost the JobManager; its task executors stopped; registering \
+        tracing::warn!(jobmanager = %jm, error = %eddy_rpc::chain(&cause), "lost the JobManager; its task executors stopped; registering \
             again");
         lost = Some((jm, cause));
     }
@@ -82,14 +84,15 @@ fn register_within_timeout(options: &TaskManagerOptions) -> Result<Registered, C
         match register(options, &binary) {
             Ok(registered) => return Ok(registered),
             Err((e, again)) if again && started.elapsed() < options.register_timeout => {
-                tracing::debug!(jobmanager = %options.jobmanager, error = %e, "JobManager not reachable yet; trying \
+                tracing::debug!(jobmanager = %options.jobmanager, error = %eddy_rpc::chain(&e), "JobManager not reachable yet; trying \
                     again");
                 std::thread::sleep(Duration::from_millis(200));
             }
             Err((e, true)) => {
                 return Err(ClusterError::Config(format!(
                     "{e} (tried for {} ms, --register-timeout-ms)",
-                    options.register_timeout.as_millis()
+                    options.register_timeout.as_millis(),
+                    e = eddy_rpc::chain(&e)
                 )))
             }
             Err((e, false)) => return Err(e),
@@ -98,7 +101,8 @@ fn register_within_timeout(options: &TaskManagerOptions) -> Result<Registered, C
 }
 
 fn this_binary() -> Result<std::path::PathBuf, ClusterError> {
-    std::env::current_exe().map_err(|e| ClusterError::Config(format!("cannot find this program's path: {e}")))
+    std::env::current_exe()
+        .map_err(|e| ClusterError::Config(format!("cannot find this program's path: {e}", e = eddy_rpc::chain(&e))))
 }
 
 /// Serves the JobManager this TaskManager registered with until it is lost: the loss (its
@@ -322,14 +326,14 @@ fn start_process(
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
-        .map_err(|e| format!("cannot start {}: {e}", binary.display()))?;
+        .map_err(|e| format!("cannot start {}: {e}", binary.display(), e = eddy_rpc::chain(&e)))?;
     let (Some(mut stdin), Some(stderr)) = (child.stdin.take(), child.stderr.take()) else {
         let _ = child.kill();
         return Err("a process started without its pipes".into());
     };
     if let Err(e) = input(&mut stdin) {
         let _ = child.kill();
-        return Err(format!("cannot hand the process what it runs: {e}"));
+        return Err(format!("cannot hand the process what it runs: {e}", e = eddy_rpc::chain(&e)));
     }
     let tail: Arc<Mutex<VecDeque<String>>> = Arc::default();
     let tail_writer = tail.clone();

@@ -1,7 +1,7 @@
 //! eddy's vocabulary, with no I/O: ids as newtypes, key groups and their math (exactly
 //! Flink's `KeyGroupRangeAssignment`), the stable key encoding and hash, and the clock
-//! trait through which every other crate reads time, and the codec of records that leave
-//! the process.
+//! trait through which every other crate reads time, the codec of records that leave
+//! the process, and the cause under an error kept as it was ([`Cause`], [`chain`]).
 //!
 //! Everything here is plain data and pure functions so that the checkpoint coordinator,
 //! the runtime and the state backends agree on the same facts without depending on each
@@ -10,6 +10,7 @@
 // Only eddy-state holds `unsafe` (one audited prefetch); nothing else may.
 #![forbid(unsafe_code)]
 
+pub mod cause;
 pub mod clock;
 pub mod codec;
 pub mod error;
@@ -18,6 +19,7 @@ pub mod key;
 pub mod key_group;
 pub mod watermark;
 
+pub use cause::{chain, Cause};
 pub use clock::{Clock, ManualClock, SystemClock, WallClock};
 pub use error::TypesError;
 pub use ids::{CheckpointId, NodeId, RunSeed, SubtaskIndex};

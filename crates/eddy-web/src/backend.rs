@@ -50,8 +50,7 @@ pub struct Snapshot {
     pub slots: Option<u32>,
 }
 
-/// What receives a command's answer.
-pub type Answer = Box<dyn FnOnce(Result<String, String>) + Send>;
+pub use eddy_rpc::messages::Answer;
 
 /// A server's source of truth.
 pub trait Backend: Send + Sync + 'static {

@@ -124,7 +124,7 @@ pub fn serve(options: WebOptions, backend: Arc<dyn Backend>) -> Result<WebServer
 async fn accept(listener: std::net::TcpListener, router: axum::Router, tls: Option<Arc<ServerConfig>>) {
     let listener = match tokio::net::TcpListener::from_std(listener) {
         Ok(listener) => listener,
-        Err(e) => return tracing::error!(error = %e, "the HTTP listener cannot run"),
+        Err(e) => return tracing::error!(error = %eddy_rpc::chain(&e), "the HTTP listener cannot run"),
     };
     let acceptor = tls.map(tokio_rustls::TlsAcceptor::from);
     let slots = Arc::new(tokio::sync::Semaphore::new(CONNECTIONS_MAX));
@@ -133,7 +133,7 @@ async fn accept(listener: std::net::TcpListener, router: axum::Router, tls: Opti
         let (socket, peer) = match listener.accept().await {
             Ok(accepted) => accepted,
             Err(e) => {
-                tracing::warn!(error = %e, "cannot accept an HTTP connection");
+                tracing::warn!(error = %eddy_rpc::chain(&e), "cannot accept an HTTP connection");
                 tokio::time::sleep(std::time::Duration::from_millis(50)).await;
                 continue;
             }
@@ -153,7 +153,7 @@ async fn accept(listener: std::net::TcpListener, router: axum::Router, tls: Opti
                 Some(acceptor) => match tokio::time::timeout(HEAD_TIMEOUT, acceptor.accept(socket)).await {
                     Ok(Ok(stream)) => http.serve_connection(TokioIo::new(stream), service).await,
                     Ok(Err(e)) => {
-                        return tracing::warn!(peer = %peer, error = %e, "HTTP client failed the TLS handshake")
+                        return tracing::warn!(peer = %peer, error = %eddy_rpc::chain(&e), "HTTP client failed the TLS handshake")
                     }
                     Err(_) => {
                         return tracing::warn!(peer = %peer, "HTTP client did not finish the TLS handshake in time")
@@ -161,7 +161,7 @@ async fn accept(listener: std::net::TcpListener, router: axum::Router, tls: Opti
                 },
             };
             if let Err(e) = served {
-                tracing::debug!(peer = %peer, error = %e, "HTTP connection ended with an error");
+                tracing::debug!(peer = %peer, error = %eddy_rpc::chain(&e), "HTTP connection ended with an error");
             }
         });
     }

@@ -108,7 +108,7 @@ pub fn is_task_executor() -> bool {
 fn jobmanager_of(jobmanager: Option<&String>, ha: Option<&String>) -> Result<Option<String>, String> {
     match (jobmanager, ha) {
         (_, Some(url)) => {
-            eddy_rpc::ha::HaServices::parse(url).map_err(|e| e.to_string())?;
+            eddy_rpc::ha::HaServices::parse(url).map_err(|e| eddy_types::chain(&e))?;
             Ok(Some(url.clone()))
         }
         (Some(address), None) if eddy_rpc::ha::is_ha(address) => {
@@ -134,11 +134,11 @@ pub struct TlsArgs {
 
 /// The secret in `secret_file` and the TLS configuration of `tls`.
 pub fn security(secret_file: &std::path::Path, tls: &TlsArgs) -> Result<Security, String> {
-    let secret = Secret::from_file(secret_file).map_err(|e| e.to_string())?;
+    let secret = Secret::from_file(secret_file).map_err(|e| eddy_types::chain(&e))?;
     let tls = match (&tls.tls_cert, &tls.tls_key) {
         (Some(cert), Some(key)) => Some(
             TlsConfig::from_files(TlsFiles { cert: cert.clone(), key: key.clone(), ca: tls.tls_ca.clone() })
-                .map_err(|e| e.to_string())?,
+                .map_err(|e| eddy_types::chain(&e))?,
         ),
         _ => None,
     };
@@ -214,7 +214,7 @@ pub struct HeartbeatArgs {
 impl HeartbeatArgs {
     fn heartbeats(&self) -> Result<Heartbeats, String> {
         let heartbeats = Heartbeats { interval_ms: self.heartbeat_interval_ms, timeout_ms: self.heartbeat_timeout_ms };
-        heartbeats.validate().map_err(|e| e.to_string())?;
+        heartbeats.validate().map_err(|e| eddy_types::chain(&e))?;
         Ok(heartbeats)
     }
 }
@@ -289,11 +289,11 @@ pub fn job_control(command: JobControl) -> Result<String, String> {
     let connect = |cluster: &CliArgs| -> Result<CliClient, String> {
         let security = security(&cluster.secret_file, &cluster.tls)?;
         let jobmanager = jobmanager_of(Some(&cluster.jobmanager), cluster.ha.as_ref())?.unwrap_or_default();
-        CliClient::connect(&jobmanager, &security).map_err(|e| e.to_string())
+        CliClient::connect(&jobmanager, &security).map_err(|e| eddy_types::chain(&e))
     };
     let (job, cluster, command) = match command {
         JobControl::List { cluster } => {
-            let jobs = connect(&cluster)?.list().map_err(|e| e.to_string())?;
+            let jobs = connect(&cluster)?.list().map_err(|e| eddy_types::chain(&e))?;
             let mut out =
                 format!("{:<6} {:<24} {:<10} {:>11} {:>10}\n", "ID", "NAME", "STATE", "PARALLELISM", "UPTIME");
             for job in jobs {
@@ -320,7 +320,7 @@ pub fn job_control(command: JobControl) -> Result<String, String> {
     let bar = Progress::start(long, &format!("asking job {job}"));
     let answer = connect(&cluster)?.command(&job, command, &mut |line: &str| bar.say(line));
     bar.finish();
-    answer.map_err(|e| e.to_string())?
+    answer.map_err(|e| eddy_types::chain(&e))?
 }
 
 /// What a long command shows while it runs: on a terminal a line that updates (the last
@@ -358,7 +358,7 @@ impl Progress {
 
 /// A directory as the job's processes see it: absolute (they may run elsewhere).
 fn absolute(dir: &std::path::Path) -> Result<String, String> {
-    let dir = std::path::absolute(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let dir = std::path::absolute(dir).map_err(|e| format!("{}: {e}", dir.display(), e = eddy_types::chain(&e)))?;
     Ok(dir.display().to_string())
 }
 
@@ -421,15 +421,16 @@ pub fn run_jobmanager(args: &JobManagerArgs) -> Result<(), String> {
         bind: args.bind.clone(),
         security: security.clone(),
         heartbeats: args.heartbeats.heartbeats()?,
-        ha: args.ha.as_deref().map(eddy_rpc::ha::HaServices::parse).transpose().map_err(|e| e.to_string())?,
+        ha: args.ha.as_deref().map(eddy_rpc::ha::HaServices::parse).transpose().map_err(|e| eddy_types::chain(&e))?,
     };
-    let job_manager = eddy_jobmanager::bind_job_manager(options).map_err(|e| format!("jobmanager: {e}"))?;
+    let job_manager = eddy_jobmanager::bind_job_manager(options)
+        .map_err(|e| format!("jobmanager: {e}", e = eddy_types::chain(&e)))?;
     if let Some(bind) = &args.rest_bind {
         let server = crate::cluster_web::serve_job_manager(bind, job_manager.handle(), &security)?;
         // The address, for a script or a test that bound port 0.
         println!("rest listening on {}", server.url());
     }
-    job_manager.run().map_err(|e| format!("jobmanager: {e}"))
+    job_manager.run().map_err(|e| format!("jobmanager: {e}", e = eddy_types::chain(&e)))
 }
 
 /// Runs a TaskManager until its JobManager goes away (an error) or it is stopped.
@@ -452,5 +453,5 @@ pub fn run_taskmanager(args: &TaskManagerArgs) -> Result<(), String> {
         heartbeats: args.heartbeats.heartbeats()?,
         register_timeout: std::time::Duration::from_millis(args.register_timeout_ms),
     };
-    run_task_manager(options).map_err(|e| format!("taskmanager: {e}"))
+    run_task_manager(options).map_err(|e| format!("taskmanager: {e}", e = eddy_types::chain(&e)))
 }

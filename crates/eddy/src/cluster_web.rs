@@ -101,7 +101,7 @@ mod served {
         security: &Security,
     ) -> Result<WebServer, String> {
         eddy_web::serve(options(bind, security, true), Arc::new(JobManagerBackend(handle)))
-            .map_err(|e| format!("jobmanager --rest-bind: {e}"))
+            .map_err(|e| format!("jobmanager --rest-bind: {e}", e = eddy_types::chain(&e)))
     }
 
     /// The TaskManager's server, and the address its task executors' servers are reached at.
@@ -111,7 +111,7 @@ mod served {
         security: &Security,
     ) -> Result<(WebServer, String), String> {
         let server = eddy_web::serve(options(bind, security, false), Arc::new(TaskManagerBackend { slots }))
-            .map_err(|e| format!("taskmanager --rest-bind: {e}"))?;
+            .map_err(|e| format!("taskmanager --rest-bind: {e}", e = eddy_types::chain(&e)))?;
         let address = server.address.to_string();
         Ok((server, address))
     }

@@ -14,7 +14,7 @@ pub const LOG_FILTER_VAR: &str = "EDDY_LOG";
 pub fn log_to_stderr() {
     let filter = match std::env::var(LOG_FILTER_VAR) {
         Ok(text) => text.parse::<Targets>().unwrap_or_else(|e| {
-            eprintln!("{LOG_FILTER_VAR}={text} is not a log filter ({e}); logging at info");
+            eprintln!("{LOG_FILTER_VAR}={text} is not a log filter ({e}); logging at info", e = eddy_types::chain(&e));
             Targets::new().with_default(tracing::Level::INFO)
         }),
         Err(_) => Targets::new().with_default(tracing::Level::INFO),

@@ -154,8 +154,8 @@ enum Example {
 }
 
 fn key_group(key: &str, max_parallelism: u32, parallelism: u32) -> Result<String, String> {
-    let max = MaxParallelism::new(max_parallelism).map_err(|e| e.to_string())?;
-    max.check_parallelism("--parallelism", parallelism).map_err(|e| e.to_string())?;
+    let max = MaxParallelism::new(max_parallelism).map_err(|e| eddy_types::chain(&e))?;
+    max.check_parallelism("--parallelism", parallelism).map_err(|e| eddy_types::chain(&e))?;
     let mut bytes = Vec::new();
     key.to_string().encode_key(&mut bytes);
     let group = assign_to_key_group(stable_hash(&bytes), max);
@@ -182,7 +182,8 @@ fn word_count(input: PathBuf, parallelism: Option<u32>) -> Result<String, JobErr
 
 fn inspect(path: &std::path::Path) -> Result<String, String> {
     use std::fmt::Write;
-    let (metadata, tasks) = eddy::checkpoint::storage::inspect_checkpoint_dir(path).map_err(|e| e.to_string())?;
+    let (metadata, tasks) =
+        eddy::checkpoint::storage::inspect_checkpoint_dir(path).map_err(|e| eddy_types::chain(&e))?;
     let mut out = String::new();
     let w = &mut out;
     let _ = writeln!(
@@ -203,7 +204,7 @@ fn inspect(path: &std::path::Path) -> Result<String, String> {
             Ok(_) => "checksum ok".to_string(),
             Err(e) => {
                 corrupt += 1;
-                format!("CORRUPT: {e}")
+                format!("CORRUPT: {e}", e = eddy_types::chain(&e))
             }
         };
         let _ = writeln!(
@@ -215,7 +216,7 @@ fn inspect(path: &std::path::Path) -> Result<String, String> {
         for (location, check) in &task.native_files {
             if let Err(e) = check {
                 corrupt += 1;
-                let _ = writeln!(w, "  native file {location}: CORRUPT: {e}");
+                let _ = writeln!(w, "  native file {location}: CORRUPT: {e}", e = eddy_types::chain(&e));
             }
         }
         for operator in task.state.as_ref().map(|s| s.as_slice()).unwrap_or(&[]) {
@@ -283,11 +284,12 @@ fn inspect(path: &std::path::Path) -> Result<String, String> {
 }
 
 fn clean_shared(dir: &std::path::Path, dry_run: bool) -> Result<String, String> {
-    let unreferenced = eddy::checkpoint::storage::unreferenced_shared_files(dir).map_err(|e| e.to_string())?;
+    let unreferenced = eddy::checkpoint::storage::unreferenced_shared_files(dir).map_err(|e| eddy_types::chain(&e))?;
     let mut out = String::new();
     for location in &unreferenced {
         if !dry_run {
-            std::fs::remove_file(dir.join(location)).map_err(|e| format!("cannot delete {location}: {e}"))?;
+            std::fs::remove_file(dir.join(location))
+                .map_err(|e| format!("cannot delete {location}: {e}", e = eddy_types::chain(&e)))?;
         }
         out.push_str(&format!("{} {location}\n", if dry_run { "would delete" } else { "deleted" }));
     }
@@ -327,7 +329,7 @@ fn main() -> ExitCode {
         }
         Command::KeyGroup { key, max_parallelism, parallelism } => key_group(&key, max_parallelism, parallelism),
         Command::Example { example: Example::WordCount { input, parallelism } } => {
-            word_count(input, parallelism).map_err(|e| e.to_string())
+            word_count(input, parallelism).map_err(|e| eddy_types::chain(&e))
         }
         Command::Checkpoint { command: CheckpointCommand::Inspect { path } }
         | Command::Savepoint(SavepointArgs { command: Some(CheckpointCommand::Inspect { path }), .. }) => {

@@ -16,7 +16,7 @@ fn start() -> Result<tokio::runtime::Runtime, String> {
         .thread_name("eddy-async-io")
         .enable_all()
         .build()
-        .map_err(|e| format!("starting the async I/O runtime: {e}"))
+        .map_err(|e| format!("starting the async I/O runtime: {e}", e = eddy_types::chain(&e)))
 }
 
 /// Runs `future` on the async I/O runtime; the handle aborts it.

@@ -77,7 +77,7 @@ impl OperatorCore {
             };
             let restored = self.info.restored.as_ref().and_then(|s| s.keyed.clone());
             let backend = self.info.state_backend.create(&instance, restored).map_err(|e| self.error(e.into()))?;
-            install_backend(backend).map_err(|e| TaskError::Internal(e.to_string()))?;
+            install_backend(backend).map_err(|e| TaskError::Internal(eddy_types::chain(&e)))?;
             let timers = InternalTimers::declare(self.info.shared.clone()).map_err(|e| self.error(e.into()))?;
             self.timers = Some(timers);
         }

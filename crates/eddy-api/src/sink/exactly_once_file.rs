@@ -70,7 +70,7 @@ impl<T> FileTransactions<T> {
 }
 
 fn io_error(what: &str, path: &Path, e: std::io::Error) -> String {
-    format!("exactly-once file sink: cannot {what} '{}': {e}", path.display())
+    format!("exactly-once file sink: cannot {what} '{}': {e}", path.display(), e = eddy_types::chain(&e))
 }
 
 impl<T: Display + 'static> TransactionalSink<T> for FileTransactions<T> {
@@ -87,7 +87,8 @@ impl<T: Display + 'static> TransactionalSink<T> for FileTransactions<T> {
 
     fn write(&mut self, _part: &mut PartFile, value: T) -> FunctionResult {
         let writer = self.writer.as_mut().ok_or("exactly-once file sink: no open part file")?;
-        writeln!(writer, "{value}").map_err(|e| format!("exactly-once file sink: write failed: {e}"))?;
+        writeln!(writer, "{value}")
+            .map_err(|e| format!("exactly-once file sink: write failed: {e}", e = eddy_types::chain(&e)))?;
         Ok(())
     }
 

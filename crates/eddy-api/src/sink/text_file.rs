@@ -33,16 +33,19 @@ impl<T> RichFunction for TextFileSink<T> {
         self.target = if ctx.number_of_parallel_subtasks() == 1 {
             self.path.clone()
         } else {
-            std::fs::create_dir_all(&self.path)
-                .map_err(|e| format!("cannot create output directory '{}': {e}", self.path.display()))?;
+            std::fs::create_dir_all(&self.path).map_err(|e| {
+                format!("cannot create output directory '{}': {e}", self.path.display(), e = eddy_types::chain(&e))
+            })?;
             self.path.join((ctx.index_of_this_subtask().0 + 1).to_string())
         };
         if let Some(parent) = self.target.parent().filter(|p| !p.as_os_str().is_empty()) {
-            std::fs::create_dir_all(parent)
-                .map_err(|e| format!("cannot create directory '{}': {e}", parent.display()))?;
+            std::fs::create_dir_all(parent).map_err(|e| {
+                format!("cannot create directory '{}': {e}", parent.display(), e = eddy_types::chain(&e))
+            })?;
         }
-        let file = File::create(&self.target)
-            .map_err(|e| format!("cannot create output file '{}': {e}", self.target.display()))?;
+        let file = File::create(&self.target).map_err(|e| {
+            format!("cannot create output file '{}': {e}", self.target.display(), e = eddy_types::chain(&e))
+        })?;
         self.writer = Some(BufWriter::new(file));
         Ok(())
     }
@@ -51,13 +54,16 @@ impl<T> RichFunction for TextFileSink<T> {
 impl<T: Display + 'static> Sink<T> for TextFileSink<T> {
     fn invoke(&mut self, value: T) -> FunctionResult {
         let writer = self.writer.as_mut().ok_or("text file sink used before open")?;
-        writeln!(writer, "{value}").map_err(|e| format!("cannot write '{}': {e}", self.target.display()))?;
+        writeln!(writer, "{value}")
+            .map_err(|e| format!("cannot write '{}': {e}", self.target.display(), e = eddy_types::chain(&e)))?;
         Ok(())
     }
 
     fn finish(&mut self) -> FunctionResult {
         if let Some(writer) = self.writer.as_mut() {
-            writer.flush().map_err(|e| format!("cannot write '{}': {e}", self.target.display()))?;
+            writer
+                .flush()
+                .map_err(|e| format!("cannot write '{}': {e}", self.target.display(), e = eddy_types::chain(&e)))?;
         }
         Ok(())
     }

@@ -40,7 +40,7 @@ fn encode(event: &Event) -> Vec<u8> {
 }
 
 fn decode(bytes: &[u8]) -> Result<Event, String> {
-    postcard::from_bytes(bytes).map_err(|e| format!("an unreadable range split event: {e}"))
+    postcard::from_bytes(bytes).map_err(|e| format!("an unreadable range split event: {e}", e = eddy_types::chain(&e)))
 }
 
 /// What a reader emits next.
@@ -130,7 +130,12 @@ impl OperatorCoordinator for RangeEnumerator {
     fn start(&mut self, restored: CoordinatorRestore<'_>, ctx: &mut CoordinatorContext<'_>) -> CoordinatorResult {
         self.remaining = match restored {
             CoordinatorRestore::State(bytes) => postcard::from_bytes::<Vec<Split>>(bytes)
-                .map_err(|e| CoordinatorError::permanent(format!("cannot read the range enumerator's state: {e}")))?
+                .map_err(|e| {
+                    CoordinatorError::permanent(format!(
+                        "cannot read the range enumerator's state: {e}",
+                        e = eddy_types::chain(&e)
+                    ))
+                })?
                 .into(),
             // Before enumerators were checkpointed, the readers' state held every range.
             CoordinatorRestore::WithoutState => VecDeque::new(),
@@ -160,8 +165,12 @@ impl OperatorCoordinator for RangeEnumerator {
     }
 
     fn checkpoint(&mut self, _checkpoint: CheckpointId) -> CoordinatorResult<Vec<u8>> {
-        postcard::to_allocvec(&self.remaining.iter().copied().collect::<Vec<_>>())
-            .map_err(|e| CoordinatorError::permanent(format!("cannot encode the range enumerator's state: {e}")))
+        postcard::to_allocvec(&self.remaining.iter().copied().collect::<Vec<_>>()).map_err(|e| {
+            CoordinatorError::permanent(format!(
+                "cannot encode the range enumerator's state: {e}",
+                e = eddy_types::chain(&e)
+            ))
+        })
     }
 }
 

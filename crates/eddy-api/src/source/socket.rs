@@ -46,7 +46,7 @@ impl SocketTextSource {
 impl RichFunction for SocketTextSource {
     fn open(&mut self, _ctx: &mut RuntimeContext<'_>) -> FunctionResult {
         let address = format!("{}:{}", self.host, self.port);
-        let what = |e: std::io::Error| format!("cannot connect to socket {address}: {e}");
+        let what = |e: std::io::Error| format!("cannot connect to socket {address}: {e}", e = eddy_types::chain(&e));
         let resolved =
             address.to_socket_addrs().map_err(what)?.next().ok_or_else(|| format!("cannot resolve {address}"))?;
         let stream = TcpStream::connect_timeout(&resolved, Duration::from_millis(CONNECT_TIMEOUT_MS)).map_err(what)?;
@@ -72,7 +72,11 @@ impl SourceFunction<String> for SocketTextSource {
                 Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted) => {
                     return Ok(if emitted == 0 { SourceStep::Idle } else { SourceStep::More });
                 }
-                Err(e) => return Err(format!("reading socket {}:{}: {e}", self.host, self.port).into()),
+                Err(e) => {
+                    return Err(
+                        format!("reading socket {}:{}: {e}", self.host, self.port, e = eddy_types::chain(&e)).into()
+                    )
+                }
             }
         }
         Ok(SourceStep::More)

@@ -33,7 +33,9 @@ impl TextFileSource {
     }
 
     fn files(&self) -> Result<Vec<PathBuf>, String> {
-        let what = |e: std::io::Error| format!("cannot read text file source path '{}': {e}", self.path.display());
+        let what = |e: std::io::Error| {
+            format!("cannot read text file source path '{}': {e}", self.path.display(), e = eddy_types::chain(&e))
+        };
         let metadata = std::fs::metadata(&self.path).map_err(what)?;
         if !metadata.is_dir() {
             return Ok(vec![self.path.clone()]);
@@ -84,14 +86,18 @@ impl SourceFunction<String> for TextFileSource {
             return Ok(SourceStep::Finished);
         };
         if self.reader.is_none() {
-            let mut file = File::open(&*path).map_err(|e| format!("cannot open text file '{path}': {e}"))?;
-            file.seek(SeekFrom::Start(*offset)).map_err(|e| format!("cannot seek in text file '{path}': {e}"))?;
+            let mut file = File::open(&*path)
+                .map_err(|e| format!("cannot open text file '{path}': {e}", e = eddy_types::chain(&e)))?;
+            file.seek(SeekFrom::Start(*offset))
+                .map_err(|e| format!("cannot seek in text file '{path}': {e}", e = eddy_types::chain(&e)))?;
             self.reader = Some(BufReader::new(file));
         }
         let reader = self.reader.as_mut().expect("opened above");
         for _ in 0..max_records {
             self.line.clear();
-            let read = reader.read_line(&mut self.line).map_err(|e| format!("cannot read text file '{path}': {e}"))?;
+            let read = reader
+                .read_line(&mut self.line)
+                .map_err(|e| format!("cannot read text file '{path}': {e}", e = eddy_types::chain(&e)))?;
             if read == 0 {
                 self.positions.remove(0);
                 self.reader = None;

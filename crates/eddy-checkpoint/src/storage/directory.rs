@@ -142,7 +142,8 @@ impl Files for LocalFiles {
             // exist): refused rather than read in part.
             let Some(name) = entry.file_name().to_str().map(str::to_string) else {
                 let shown = entry.file_name().to_string_lossy().into_owned();
-                return Err(io(&self.shown, format!("cannot list it: the name {shown:?} is not UTF-8 (non-unicode)")));
+                let why = format!("cannot list it: the name {shown:?} is not UTF-8 (non-unicode)");
+                return Err(CheckpointError::Io { path: self.shown.clone(), source: eddy_types::Cause::message(why) });
             };
             if entry.file_type().map_err(failed)?.is_dir() {
                 names.push(name);
@@ -169,11 +170,11 @@ impl Files for LocalFiles {
                         Ok(_) => break staged,
                         Err(e) => {
                             let _ = std::fs::remove_file(&staged);
-                            return Err(io(&shown, format!("copying {}: {e}", display(source))));
+                            return Err(io(&display(source), e));
                         }
                     },
                     Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
-                    Err(e) => return Err(io(&shown, format!("staging {}: {e}", display(&staged)))),
+                    Err(e) => return Err(io(&display(&staged), e)),
                 },
             }
         };

@@ -48,8 +48,8 @@ pub fn native_files(operators: &[OperatorSnapshot]) -> impl Iterator<Item = &edd
 }
 
 /// A storage I/O failure at `path`.
-pub fn io(path: &str, e: impl std::fmt::Display) -> CheckpointError {
-    CheckpointError::Io { path: path.to_string(), message: e.to_string() }
+pub fn io(path: &str, e: impl std::error::Error + Send + Sync + 'static) -> CheckpointError {
+    CheckpointError::Io { path: path.to_string(), source: eddy_types::Cause::new(e) }
 }
 
 /// Checkpoints as files in `F`.

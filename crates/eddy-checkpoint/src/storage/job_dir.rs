@@ -157,7 +157,7 @@ impl JobDirLock {
         let dir = PathBuf::from(location.strip_prefix("file://").unwrap_or(location));
         let io = |e: std::io::Error| CheckpointError::Io {
             path: dir.join(JOB_LOCK_FILE).display().to_string(),
-            message: e.to_string(),
+            source: e.into(),
         };
         std::fs::create_dir_all(&dir).map_err(io)?;
         let path = dir.join(JOB_LOCK_FILE);

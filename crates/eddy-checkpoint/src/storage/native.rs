@@ -96,9 +96,10 @@ pub fn fetch_native_files(
             std::fs::create_dir_all(&dir).map_err(|e| local_io(&dir, e))?;
             let local = LocalFiles::new(dir.clone());
             for file in &native.files {
-                let name = file
-                    .checked_name()
-                    .map_err(|e| CheckpointError::Corrupt { path: file.location.clone(), message: e.to_string() })?;
+                let name = file.checked_name().map_err(|e| CheckpointError::Corrupt {
+                    path: file.location.clone(),
+                    message: eddy_types::chain(&e),
+                })?;
                 storage.download_file(&file.location, &dir.join(name), file.bytes, file.crc32)?;
             }
             native.local = Unstored(Some(local));
@@ -108,7 +109,7 @@ pub fn fetch_native_files(
 }
 
 fn local_io(path: &std::path::Path, e: std::io::Error) -> CheckpointError {
-    CheckpointError::Io { path: PathBuf::from(path).display().to_string(), message: e.to_string() }
+    CheckpointError::Io { path: PathBuf::from(path).display().to_string(), source: e.into() }
 }
 
 /// A uid as a file name.

@@ -166,7 +166,7 @@ impl TaskStateWriter {
             SnapshotKind::Checkpoint => &self.storage,
         };
         for keyed in snapshots.iter_mut().filter_map(|s| s.keyed.as_mut()) {
-            keyed.complete_deferred().map_err(|e| CheckpointError::Encode(e.to_string()))?;
+            keyed.complete_deferred().map_err(|e| CheckpointError::Encode(eddy_types::Cause::new(e)))?;
         }
         // A savepoint is self-contained: it references nothing of the checkpoints.
         let known = match kind {

@@ -63,6 +63,6 @@ pub(super) fn relay(shared: &Shared, waiter: Waiter, job: &str, command: JobComm
     client.send(&JobMasterMessage::Command { request, command }).map_err(|e| {
         // Answered here, not again when the job goes.
         shared.state().waiting.remove(&request);
-        format!("cannot reach job {id}: {e}")
+        format!("cannot reach job {id}: {e}", e = eddy_rpc::chain(&e))
     })
 }

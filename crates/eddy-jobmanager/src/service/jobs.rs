@@ -139,7 +139,7 @@ pub(super) fn serve_job(shared: &Arc<Shared>, connection: Connection, mut reader
                 }
             }
             Ok(other) => tracing::warn!(job = %job, message = ?other, "unexpected message from a job; ignored"),
-            Err(e) => break e.to_string(),
+            Err(e) => break eddy_rpc::chain(&e),
         }
     };
     end_job(shared, job, generation, &reason);

@@ -102,8 +102,7 @@ enum Waiter {
     Callback(Answer),
 }
 
-/// What receives the answer to a command asked through [`JobManagerHandle::command`].
-pub type Answer = Box<dyn FnOnce(Result<String, String>) + Send>;
+pub use eddy_rpc::messages::Answer;
 
 impl Waiter {
     fn answer(self, reply: Result<String, String>) {
@@ -204,7 +203,7 @@ impl JobManager {
         std::thread::Builder::new()
             .name("eddy-heartbeats".into())
             .spawn(move || send_heartbeats(&heartbeats))
-            .map_err(|e| ClusterError::Config(format!("cannot start a thread: {e}")))?;
+            .map_err(|e| ClusterError::Config(format!("cannot start a thread: {e}", e = eddy_rpc::chain(&e))))?;
         for stream in listener.incoming() {
             let Ok(stream) = stream else { continue };
             let shared = shared.clone();

@@ -38,6 +38,6 @@ pub(super) fn persist(shared: &Shared, job: JobId) {
         None => ha.remove_job(job, lease),
     };
     if let Err(e) = written {
-        tracing::warn!(job = %job, error = %e, "cannot write the job to the job store");
+        tracing::warn!(job = %job, error = %eddy_rpc::chain(&e), "cannot write the job to the job store");
     }
 }

@@ -56,7 +56,7 @@ pub(super) fn serve_task_manager(shared: &Arc<Shared>, connection: Connection, m
             Ok(other) => {
                 tracing::warn!(task_manager = %id, message = ?other, "unexpected message from a TaskManager; ignored")
             }
-            Err(e) => break e.to_string(),
+            Err(e) => break eddy_rpc::chain(&e),
         }
     };
     lose_task_manager(shared, id, &reason);

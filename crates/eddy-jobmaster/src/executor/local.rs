@@ -56,7 +56,8 @@ impl AttemptLauncher for LocalLauncher {
             None => match start_snapshot_workers(setups.len()) {
                 Ok(workers) => Some(workers),
                 Err(e) => {
-                    let message = format!("cannot start the threads that write snapshots: {e}");
+                    let message =
+                        format!("cannot start the threads that write snapshots: {e}", e = eddy_types::chain(&e));
                     return AttemptEnd::Failed(JobError::Internal { job: graph.job_name.clone(), message });
                 }
             },

@@ -20,7 +20,7 @@ use crate::jobmaster::takeover;
 use crate::jobmaster::{ClusterTarget, JobMaster, JobResult};
 use eddy_runtime::cluster::task_executor;
 use eddy_runtime::error::JobError;
-use eddy_runtime::graph::{JobConfig, JobServices, StreamGraph};
+use eddy_runtime::graph::StreamGraph;
 use eddy_types::{Clock, ManualClock, RunSeed, SystemClock};
 use local::LocalLauncher;
 use simulation::Simulator;
@@ -47,14 +47,15 @@ pub enum ExecutionMode {
 }
 
 impl ExecutionMode {
-    /// The mode of a job configured with `config` in this process, or why the
-    /// configuration asks for two at once.
-    pub fn of(config: &JobConfig, services: &JobServices) -> Result<Self, String> {
+    /// The mode of `graph`'s job in this process, or why its configuration asks for two
+    /// at once.
+    pub fn of(graph: &StreamGraph) -> Result<Self, JobError> {
+        let (config, services) = (&graph.config, &graph.services);
         if let Some(simulation) = config.simulation {
             if services.cluster.is_some() {
-                return Err("a simulated job runs on one thread of this process: it cannot be submitted to a cluster \
-                    too (drop `simulate` or `set_cluster`)"
-                    .into());
+                let message = "a simulated job runs on one thread of this process: it cannot be submitted to a \
+                    cluster too (drop `simulate` or `set_cluster`)";
+                return Err(JobError::InvalidJob { job: graph.job_name.clone(), message: message.into() });
             }
             return Ok(ExecutionMode::Simulated { seed: simulation.seed, faults: simulation.faults });
         }
@@ -98,8 +99,7 @@ impl LocalExecutor {
     /// [`ExecutionMode`]. In a task executor it returns once this process's subtasks
     /// ended, with a result that says so ([`JobResult::task_executor`]).
     pub fn execute(&self, graph: StreamGraph) -> Result<JobResult, JobError> {
-        let mode = ExecutionMode::of(&graph.config, &graph.services)
-            .map_err(|message| JobError::InvalidJob { job: graph.job_name.clone(), message })?;
+        let mode = ExecutionMode::of(&graph)?;
         match mode {
             ExecutionMode::Local => {
                 let launcher = LocalLauncher { clock: self.clock.clone(), simulator: None };

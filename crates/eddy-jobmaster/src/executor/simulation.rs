@@ -25,7 +25,7 @@ use eddy_runtime::deployment::wiring::{build_task, guarded};
 use eddy_runtime::error::TaskError;
 use eddy_runtime::task::{QueuedWork, StepResult, Task, TaskReport, TaskShared};
 use eddy_state::keyed::{install_backend, take_backend, KeyedStateBackend};
-use eddy_types::{Clock, ManualClock, RunSeed};
+use eddy_types::{Cause, Clock, ManualClock, RunSeed};
 use std::cell::RefCell;
 use std::path::Path;
 use std::rc::Rc;
@@ -279,7 +279,7 @@ struct FaultyStorage {
 }
 
 fn simulated(path: &str, n: u32, what: &str) -> CheckpointError {
-    CheckpointError::Io { path: path.to_string(), message: format!("simulated fault {n}: {what}") }
+    CheckpointError::Io { path: path.to_string(), source: Cause::message(format!("simulated fault {n}: {what}")) }
 }
 
 impl FaultyStorage {

@@ -174,7 +174,7 @@ impl JobClient {
         std::thread::Builder::new()
             .name("eddy-jobmanager-reader".into())
             .spawn(move || follower.read(reader))
-            .map_err(|e| ClusterError::Config(format!("cannot start a thread: {e}")))?;
+            .map_err(|e| ClusterError::Config(format!("cannot start a thread: {e}", e = eddy_types::chain(&e))))?;
         let jm = &target.jobmanager;
         let listener = TcpListener::bind((local_ip, 0))
             .map_err(|e| ClusterError::io(&local_ip.to_string(), "listening for task executors", e))?;
@@ -209,7 +209,7 @@ impl JobClient {
                         task executor that did not say hello; closed"),
                 }
             })
-            .map_err(|e| ClusterError::Config(format!("cannot start a thread: {e}")))?;
+            .map_err(|e| ClusterError::Config(format!("cannot start a thread: {e}", e = eddy_types::chain(&e))))?;
         if resume.is_some() {
             tracing::info!(job = %job, name, jobmanager = %jm, job_master = %address, first_attempt, "JobMaster took \
                 the job back");
@@ -301,10 +301,12 @@ impl Follower {
                     }
                 }
                 Err(_) if self.link.gone.load(Ordering::SeqCst) => return,
-                Err(e) if !is_ha(&jm) => return self.lost(format!("lost the JobManager at {jm}: {e}")),
+                Err(e) if !is_ha(&jm) => {
+                    return self.lost(format!("lost the JobManager at {jm}: {e}", e = eddy_types::chain(&e)))
+                }
                 Err(e) => {
                     *self.link.current.lock().unwrap_or_else(|e| e.into_inner()) = None;
-                    tracing::warn!(error = %e, "lost the JobManager; looking for the leader to take the job back");
+                    tracing::warn!(error = %eddy_types::chain(&e), "lost the JobManager; looking for the leader to take the job back");
                     match self.take_back() {
                         Ok(admitted) => {
                             let at = admitted.connection.peer().to_string();
@@ -330,7 +332,8 @@ impl Follower {
                         Err(why) => {
                             return self.lost(format!(
                                 "lost the JobManager ({e}), and no leader took the job back within {} s: {why}",
-                                LEADER_WAIT.as_secs()
+                                LEADER_WAIT.as_secs(),
+                                e = eddy_types::chain(&e)
                             ))
                         }
                     }

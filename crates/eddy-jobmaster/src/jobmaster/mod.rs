@@ -145,7 +145,7 @@ impl JobMaster<'_> {
             message: context.to_string(),
             source: Some(source),
         };
-        validate(&graph).map_err(|message| JobError::InvalidJob { job: job.clone(), message })?;
+        validate(&graph)?;
         if let Some(autoscaling) = &graph.config.autoscaling {
             autoscaling.check().map_err(|message| JobError::InvalidJob { job: job.clone(), message })?;
         }
@@ -294,16 +294,16 @@ impl JobMaster<'_> {
                     // another failure.
                     let delay_ms = if error.is_restartable() { backoff.on_failure(elapsed_ms()) } else { None };
                     let Some(delay_ms) = delay_ms else {
-                        tracing::error!(job = %job, error = %error, "job failed");
+                        tracing::error!(job = %job, error = %eddy_types::chain(&error), "job failed");
                         if matches!(error, JobError::Cancelled { .. }) {
                             board.ended(JobState::Canceled);
                         } else {
-                            board.attempt_failed(error.to_string(), false, result.restarts);
+                            board.attempt_failed(eddy_types::chain(&error), false, result.restarts);
                         }
                         return Err(error);
                     };
                     result.restarts = backoff.restarts();
-                    board.attempt_failed(error.to_string(), true, result.restarts);
+                    board.attempt_failed(eddy_types::chain(&error), true, result.restarts);
                     clock.sleep_ms(delay_ms);
                     match self.restore_after_failure(initial.as_ref(), &storage, &retained, &mut result.warnings) {
                         Ok(from) => {
@@ -314,7 +314,7 @@ impl JobMaster<'_> {
                                 job = %job,
                                 restart = result.restarts,
                                 delay_ms,
-                                cause = %error,
+                                cause = %eddy_types::chain(&error),
                                 from = %from,
                                 "restarting"
                             );
@@ -325,13 +325,15 @@ impl JobMaster<'_> {
                                     trace_location(&from)
                                 ));
                             }
-                            result
-                                .warnings
-                                .push(format!("restart {} after: {error}; restoring from {from}", result.restarts));
+                            result.warnings.push(format!(
+                                "restart {} after: {error}; restoring from {from}",
+                                result.restarts,
+                                error = eddy_types::chain(&error)
+                            ));
                             break;
                         }
                         Err(e) => {
-                            tracing::warn!(job = %job, error = %e, "cannot read the state to restart from; trying \
+                            tracing::warn!(job = %job, error = %eddy_types::chain(&e), "cannot read the state to restart from; trying \
                                 again under the restart strategy");
                             if self.launcher.traced() {
                                 result.trace.push(format!("restore failed after restart {}", result.restarts));

@@ -49,7 +49,7 @@ impl RemoteLauncher {
         resume: Option<eddy_rpc::JobId>,
     ) -> Result<JobResult, JobError> {
         let job = graph.job_name.clone();
-        validate(&graph).map_err(|message| JobError::InvalidJob { job: job.clone(), message })?;
+        validate(&graph)?;
         let parallelism = graph.slots_needed();
         let client =
             JobClient::submit(&target, &job, parallelism, graph.exclusive_resources(), resume).map_err(|source| {
@@ -119,10 +119,11 @@ impl AttemptLauncher for RemoteLauncher {
         if let Err(e) = client.send(&request) {
             // The JobManager died (a restart raced the news of its loss): the job fails
             // as on that news, saying so.
-            tracing::error!(reason = %e, "lost the JobManager; the job fails");
+            tracing::error!(reason = %eddy_types::chain(&e), "lost the JobManager; the job fails");
             return cluster_error(format!(
                 "lost the JobManager: cannot ask it for slots ({e}); no JobManager can take the job back, so it \
-                 fails (its latest completed checkpoint stays, to restore it from)"
+                 fails (its latest completed checkpoint stays, to restore it from)",
+                e = eddy_types::chain(&e)
             ));
         }
         tracing::info!(job = %job, attempt = %attempt, slots, "asking the JobManager for slots");
@@ -141,7 +142,10 @@ impl AttemptLauncher for RemoteLauncher {
                 Ok(JobMasterMessage::Submitted { .. }) if client.leader_changes() != asked_leader => {
                     asked_leader = client.leader_changes();
                     if let Err(e) = client.send(&request) {
-                        return cluster_error(format!("cannot ask the new JobManager for slots: {e}"));
+                        return cluster_error(format!(
+                            "cannot ask the new JobManager for slots: {e}",
+                            e = eddy_types::chain(&e)
+                        ));
                     }
                 }
                 Ok(_) => {}
@@ -246,7 +250,7 @@ impl AttemptLauncher for RemoteLauncher {
             let (forward, cancel, over) = (connection.clone(), cancel.clone(), attempt_over.clone());
             threads.push(std::thread::spawn(move || forward_mailboxes(&forward, mailboxes, &cancel, &over)));
             if let Err(e) = connection.send(&start_message) {
-                tracing::warn!(error = %e, "cannot start a task executor; its subtasks fail");
+                tracing::warn!(error = %eddy_types::chain(&e), "cannot start a task executor; its subtasks fail");
                 connection.close();
             }
         }
@@ -539,7 +543,8 @@ fn read_executor(
             Ok(other) => tracing::warn!(peer, message = ?other, "unexpected message from a task executor; ignored"),
             Err(e) => {
                 for &task in tasks.iter().filter(|t| !exited.contains(t)) {
-                    let _ = done.send((task, Err(TaskError::Lost(format!("lost {peer}: {e}")))));
+                    let _ =
+                        done.send((task, Err(TaskError::Lost(format!("lost {peer}: {e}", e = eddy_types::chain(&e))))));
                 }
                 return;
             }

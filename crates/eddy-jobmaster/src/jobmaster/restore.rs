@@ -44,7 +44,7 @@ pub(crate) fn load_latest_of(
             }
             Err(e) if !e.is_damaged_checkpoint() => return Err(e),
             Err(e) => {
-                warnings.push(format!("skipping checkpoint {location}: {e}"));
+                warnings.push(format!("skipping checkpoint {location}: {e}", e = eddy_types::chain(&e)));
                 first_error.get_or_insert(e);
             }
         }
@@ -110,8 +110,10 @@ pub(crate) fn claim(
     // The shared files it references are named in its tasks' states: read one task's at
     // a time, for their names only.
     for entry in &source.metadata.tasks {
-        let state =
-            source.storage.load_task_state(&source.location, entry).map_err(|e| format!("cannot claim: {e}"))?;
+        let state = source
+            .storage
+            .load_task_state(&source.location, entry)
+            .map_err(|e| format!("cannot claim: {e}", e = eddy_types::chain(&e)))?;
         let natives = state.iter().filter_map(|o| o.keyed.as_ref()).flat_map(|k| &k.native);
         for file in natives.flat_map(|n| &n.files).filter(|f| f.shared_name.is_some()) {
             retained.reference(id, &file.location, file.bytes, file.crc32);

@@ -23,7 +23,9 @@ pub(crate) fn run(clock: Arc<dyn Clock>, mut graph: StreamGraph) -> Result<JobRe
     let job = graph.job_name.clone();
     let cluster = |message: String, source| JobError::Cluster { job: job.clone(), message, source };
     let launch: JobMasterLaunch = read_value(&mut std::io::stdin().lock())
-        .map_err(|e| cluster(format!("cannot read the takeover from the TaskManager: {e}"), None))?
+        .map_err(|e| {
+            cluster(format!("cannot read the takeover from the TaskManager: {e}", e = eddy_types::chain(&e)), None)
+        })?
         .ok_or_else(|| cluster("the TaskManager closed the pipe before the takeover".into(), None))?;
     let (security, heartbeats) = launch
         .credentials

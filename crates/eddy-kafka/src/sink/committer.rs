@@ -149,7 +149,12 @@ impl Committer {
                     }
                 }
             })
-            .map_err(|e| KafkaConnectorError::Config(format!("cannot start the Kafka sink's committer thread: {e}")))?;
+            .map_err(|e| {
+                KafkaConnectorError::Config(format!(
+                    "cannot start the Kafka sink's committer thread: {e}",
+                    e = eddy_types::chain(&e)
+                ))
+            })?;
         Ok(Self { jobs: Some(jobs), results: Mutex::new(results), in_flight: 0, failure: None, thread: Some(thread) })
     }
 
@@ -212,7 +217,7 @@ impl Committer {
                 }
                 Ok(Err(error)) => {
                     self.in_flight -= 1;
-                    self.failure = Some(error.to_string());
+                    self.failure = Some(eddy_types::chain(&error));
                     return Err(error);
                 }
                 Err(TryRecvError::Empty) => break,
@@ -238,7 +243,10 @@ impl Drop for Committer {
     fn drop(&mut self) {
         if self.failure.is_none() && self.in_flight > 0 {
             if let Err(error) = self.wait_all() {
-                tracing::warn!("Kafka sink: a commit failed while the sink was dropped: {error}");
+                tracing::warn!(
+                    "Kafka sink: a commit failed while the sink was dropped: {error}",
+                    error = eddy_types::chain(&error)
+                );
             }
         }
         self.jobs = None;

@@ -143,7 +143,11 @@ pub(crate) fn check_transaction_timeout(
         Ok(Some(value)) => value.parse::<u64>().ok(),
         Ok(None) => None,
         Err(error) => {
-            tracing::warn!(brokers, "Kafka sink: cannot read the brokers' transaction.max.timeout.ms: {error}");
+            tracing::warn!(
+                brokers,
+                "Kafka sink: cannot read the brokers' transaction.max.timeout.ms: {error}",
+                error = eddy_types::chain(&error)
+            );
             None
         }
     };

@@ -47,8 +47,12 @@ impl SourceEvent {
     }
 
     pub(super) fn decode(bytes: &[u8]) -> Result<Self, KafkaConnectorError> {
-        postcard::from_bytes(bytes)
-            .map_err(|e| KafkaConnectorError::Config(format!("an unreadable event from the split enumerator: {e}")))
+        postcard::from_bytes(bytes).map_err(|e| {
+            KafkaConnectorError::Config(format!(
+                "an unreadable event from the split enumerator: {e}",
+                e = eddy_types::chain(&e)
+            ))
+        })
     }
 }
 
@@ -133,7 +137,8 @@ impl OperatorCoordinator for KafkaSourceEnumerator {
             CoordinatorRestore::State(bytes) => {
                 self.state = postcard::from_bytes(bytes).map_err(|e| {
                     CoordinatorError::permanent(format!(
-                        "cannot read the Kafka split enumerator's checkpointed state: {e}"
+                        "cannot read the Kafka split enumerator's checkpointed state: {e}",
+                        e = eddy_types::chain(&e)
                     ))
                 })?;
             }
@@ -164,7 +169,10 @@ impl OperatorCoordinator for KafkaSourceEnumerator {
             .name("kafka-split-discovery".into())
             .spawn(move || discover_until_stopped(settings, known, first_done, &found_tx, &stop_rx))
             .map_err(|e| {
-                CoordinatorError::restartable(format!("cannot start the Kafka split discovery thread: {e}"))
+                CoordinatorError::restartable(format!(
+                    "cannot start the Kafka split discovery thread: {e}",
+                    e = eddy_types::chain(&e)
+                ))
             })?;
         self.discovery_thread = Some(thread);
         self.found = Some(found_rx);
@@ -179,7 +187,11 @@ impl OperatorCoordinator for KafkaSourceEnumerator {
         _ctx: &mut CoordinatorContext<'_>,
     ) -> CoordinatorResult {
         let ReaderEvent::Progress(splits) = postcard::from_bytes(event).map_err(|e| {
-            CoordinatorError::permanent(format!("an unreadable event from Kafka source reader {}: {e}", subtask.0))
+            CoordinatorError::permanent(format!(
+                "an unreadable event from Kafka source reader {}: {e}",
+                subtask.0,
+                e = eddy_types::chain(&e)
+            ))
         })?;
         for split in splits {
             self.progress.insert((split.topic, split.partition), (split.position, split.end));
@@ -253,8 +265,12 @@ impl OperatorCoordinator for KafkaSourceEnumerator {
     }
 
     fn checkpoint(&mut self, _checkpoint: CheckpointId) -> CoordinatorResult<Vec<u8>> {
-        postcard::to_allocvec(&self.state)
-            .map_err(|e| CoordinatorError::permanent(format!("cannot encode the Kafka split enumerator's state: {e}")))
+        postcard::to_allocvec(&self.state).map_err(|e| {
+            CoordinatorError::permanent(format!(
+                "cannot encode the Kafka split enumerator's state: {e}",
+                e = eddy_types::chain(&e)
+            ))
+        })
     }
 
     fn close(&mut self) {
@@ -295,7 +311,7 @@ fn discover_until_stopped(
     let mut discovery = match Discovery::new(settings, known, first_done) {
         Ok(discovery) => discovery,
         Err(e) => {
-            let _ = found.send(Found::Failed(e.to_string()));
+            let _ = found.send(Found::Failed(eddy_types::chain(&e)));
             return;
         }
     };
@@ -313,12 +329,12 @@ fn discover_until_stopped(
                 if last_warning.is_none_or(|at| at.elapsed() >= WARN_EVERY) {
                     last_warning = Some(Instant::now());
                     let what = if discovery.is_first_done() { "partition discovery" } else { "the first discovery" };
-                    tracing::warn!(brokers = %brokers, "Kafka split enumerator: {what} failed: {e}; retrying");
+                    tracing::warn!(brokers = %brokers, "Kafka split enumerator: {what} failed: {e}; retrying", e = eddy_types::chain(&e));
                 }
                 RETRY_AFTER
             }
             Err(e) => {
-                let _ = found.send(Found::Failed(e.to_string()));
+                let _ = found.send(Found::Failed(eddy_types::chain(&e)));
                 return;
             }
         };

@@ -135,8 +135,9 @@ impl<T: 'static> KafkaSource<T> {
 
     /// Reads every topic whose name matches `pattern` as a whole (Flink's `setTopicPattern`).
     pub fn with_topic_pattern(mut self, pattern: &str) -> Result<Self, KafkaConnectorError> {
-        let pattern = regex::Regex::new(pattern)
-            .map_err(|e| KafkaConnectorError::Config(format!("topic pattern {pattern:?}: {e}")))?;
+        let pattern = regex::Regex::new(pattern).map_err(|e| {
+            KafkaConnectorError::Config(format!("topic pattern {pattern:?}: {e}", e = eddy_types::chain(&e)))
+        })?;
         self.subscription = Subscription::Pattern(pattern);
         Ok(self)
     }
@@ -308,7 +309,7 @@ impl<T: 'static> RichFunction for KafkaSource<T> {
         }
         // For lag tools only: a failed commit costs nothing but a stale lag figure.
         if let Err(error) = reader.consumer.commit(&offsets, CommitMode::Async) {
-            tracing::warn!(subtask = reader.subtask, %checkpoint, "Kafka source: committing offsets failed: {error}");
+            tracing::warn!(subtask = reader.subtask, %checkpoint, "Kafka source: committing offsets failed: {error}", error = eddy_types::chain(&error));
         }
         Ok(())
     }

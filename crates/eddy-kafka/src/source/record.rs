@@ -70,8 +70,8 @@ pub struct BadRecord {
 pub fn utf8_values(record: &KafkaRecord<'_>) -> Result<Option<String>, String> {
     match record.value() {
         None => Ok(None),
-        Some(bytes) => {
-            std::str::from_utf8(bytes).map(|s| Some(s.to_string())).map_err(|e| format!("value is not UTF-8: {e}"))
-        }
+        Some(bytes) => std::str::from_utf8(bytes)
+            .map(|s| Some(s.to_string()))
+            .map_err(|e| format!("value is not UTF-8: {e}", e = eddy_types::chain(&e))),
     }
 }

@@ -204,7 +204,12 @@ fn post(endpoint: &str, path: &str, body: &Value) -> Result<Value, ClusterError>
         .into_iter::<Value>()
         .next()
         .ok_or_else(|| ClusterError::Protocol(format!("etcd at {endpoint} answered {path} with nothing")))?
-        .map_err(|e| ClusterError::Protocol(format!("etcd at {endpoint} answered {path} with bad JSON: {e}")))?;
+        .map_err(|e| {
+            ClusterError::Protocol(format!(
+                "etcd at {endpoint} answered {path} with bad JSON: {e}",
+                e = eddy_types::chain(&e)
+            ))
+        })?;
     if code != 200 {
         return Err(ClusterError::Protocol(format!("etcd at {endpoint} refused {path} (HTTP {code}): {answer}")));
     }

@@ -61,7 +61,9 @@ impl Leadership {
             match tried {
                 Ok(Some(won)) => break won,
                 Ok(None) => {}
-                Err(e) => tracing::warn!(error = %e, "cannot campaign through etcd now; trying again"),
+                Err(e) => {
+                    tracing::warn!(error = %eddy_types::chain(&e), "cannot campaign through etcd now; trying again")
+                }
             }
             std::thread::sleep(POLL_INTERVAL);
         };
@@ -77,7 +79,7 @@ impl Leadership {
                     lost(why);
                 }
             })
-            .map_err(|e| ClusterError::Config(format!("cannot start a thread: {e}")))?;
+            .map_err(|e| ClusterError::Config(format!("cannot start a thread: {e}", e = eddy_types::chain(&e))))?;
         Ok(Leadership { etcd, lease, stop })
     }
 }
@@ -97,9 +99,15 @@ fn keep(etcd: &Etcd, lease: LeaseId, stop: &AtomicBool) -> Option<String> {
             Ok(0) => return Some("the leader's lease expired".into()),
             Ok(_) => last_kept = sent,
             Err(e) if last_kept.elapsed() >= ttl * 2 / 3 => {
-                return Some(format!("etcd kept no keep-alive for {} ms: {e}", last_kept.elapsed().as_millis()))
+                return Some(format!(
+                    "etcd kept no keep-alive for {} ms: {e}",
+                    last_kept.elapsed().as_millis(),
+                    e = eddy_types::chain(&e)
+                ))
             }
-            Err(e) => tracing::warn!(error = %e, "a keep-alive of the leader's lease failed; trying again"),
+            Err(e) => {
+                tracing::warn!(error = %eddy_types::chain(&e), "a keep-alive of the leader's lease failed; trying again")
+            }
         }
     }
     None

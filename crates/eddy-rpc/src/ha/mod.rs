@@ -129,7 +129,8 @@ impl HaServices {
     /// Writes `record` as the leader holding `lease`: nothing is written once another
     /// JobManager leads (a leader paused past its lease, say), and the refusal says so.
     pub fn put_job(&self, record: &JobRecord, lease: LeaseId) -> Result<(), ClusterError> {
-        let value = serde_json::to_vec(record).map_err(|e| ClusterError::Protocol(format!("a job record: {e}")))?;
+        let value = serde_json::to_vec(record)
+            .map_err(|e| ClusterError::Protocol(format!("a job record: {e}", e = eddy_types::chain(&e))))?;
         self.write_as_leader(&self.job_key(record.id), Some(&value), lease)
     }
 
@@ -161,7 +162,7 @@ pub fn locate_jobmanager(address: &str, wait: Duration) -> Result<String, Cluste
         let error = match services.leader() {
             Ok(Some(leader)) => return Ok(leader),
             Ok(None) => "no JobManager leads".to_string(),
-            Err(e) => e.to_string(),
+            Err(e) => eddy_types::chain(&e),
         };
         if Instant::now() >= deadline {
             return Err(ClusterError::Config(format!(

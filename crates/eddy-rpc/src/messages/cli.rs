@@ -26,6 +26,10 @@ pub enum CliMessage {
     },
 }
 
+/// What receives the answer to a [`JobCommand`] (what to print, or why it failed), on
+/// whichever thread answers it: the JobManager's, a job's board, a REST handler.
+pub type Answer = Box<dyn FnOnce(Result<String, String>) + Send>;
+
 /// What the CLI asks of a running job.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub enum JobCommand {

@@ -15,6 +15,6 @@ pub mod cli;
 pub mod job_master;
 pub mod task_manager;
 
-pub use cli::{CliMessage, JobCommand, JobSummary};
+pub use cli::{Answer, CliMessage, JobCommand, JobSummary};
 pub use job_master::JobMasterMessage;
 pub use task_manager::TaskManagerMessage;

@@ -83,7 +83,7 @@ pub fn run(graph: StreamGraph) -> Result<(), JobError> {
     match serve(graph) {
         Ok(()) => Ok(()),
         Err(error) => {
-            tracing::error!(error = %error, "task executor failed");
+            tracing::error!(error = %eddy_types::chain(&error), "task executor failed");
             // The TaskManager keeps a task executor's last lines of standard error to
             // explain its exit, whatever the program does with the error.
             let error = match error {
@@ -99,7 +99,7 @@ pub fn run(graph: StreamGraph) -> Result<(), JobError> {
                     JobError::Cluster { job, message: format!("task executor failed: {why}"), source: None }
                 }
             };
-            eprintln!("eddy task executor: {error}");
+            eprintln!("eddy task executor: {error}", error = eddy_types::chain(&error));
             Err(error)
         }
     }
@@ -109,7 +109,7 @@ fn serve(graph: StreamGraph) -> Result<(), TaskExecutorError> {
     let local = TaskExecutorError::Local;
     let mut stdin = std::io::stdin().lock();
     let launch: Launch = read_value(&mut stdin)
-        .map_err(|e| local(format!("cannot read the deployment from the TaskManager: {e}")))?
+        .map_err(|e| local(format!("cannot read the deployment from the TaskManager: {e}", e = eddy_types::chain(&e))))?
         .ok_or_else(|| local("the TaskManager closed the pipe before the deployment".into()))?;
     drop(stdin);
     // The TaskManager holds the other end: when it dies, so does this process.
@@ -120,7 +120,7 @@ fn serve(graph: StreamGraph) -> Result<(), TaskExecutorError> {
             eprintln!("eddy task executor: its TaskManager is gone; exiting");
             std::process::exit(3);
         })
-        .map_err(|e| local(format!("cannot start a thread: {e}")))?;
+        .map_err(|e| local(format!("cannot start a thread: {e}", e = eddy_types::chain(&e))))?;
     let deployment = launch.deployment.clone();
     let (security, heartbeats) = launch
         .credentials
@@ -145,9 +145,10 @@ fn serve(graph: StreamGraph) -> Result<(), TaskExecutorError> {
     install_panic_capture();
     let plan = Arc::new(plan_chains(&graph));
     let graph = Arc::new(graph);
-    let listener = TcpListener::bind((launch.data_host.as_str(), 0))
-        .map_err(|e| local(format!("cannot listen for data on {}: {e}", launch.data_host)))?;
-    let data_address = listener.local_addr().map_err(|e| local(e.to_string()))?.to_string();
+    let listener = TcpListener::bind((launch.data_host.as_str(), 0)).map_err(|e| {
+        local(format!("cannot listen for data on {}: {e}", launch.data_host, e = eddy_types::chain(&e)))
+    })?;
+    let data_address = listener.local_addr().map_err(|e| local(eddy_types::chain(&e)))?.to_string();
 
     let stream = security
         .connect(&deployment.job_master, PeerRole::TaskExecutor, "reaching the job's JobMaster")
@@ -260,7 +261,7 @@ fn run_attempt(
 
     let targets = SavepointTargets::default();
     let workers = start_snapshot_workers(setups.len())
-        .map_err(|e| local(format!("cannot start the threads that write snapshots: {e}")))?;
+        .map_err(|e| local(format!("cannot start the threads that write snapshots: {e}", e = eddy_types::chain(&e))))?;
     let cancel = Arc::new(AtomicBool::new(false));
     let (reports_tx, reports_rx) = crossbeam_channel::unbounded::<TaskReport>();
     let (done_tx, done_rx) = crossbeam_channel::unbounded::<TaskExit>();
@@ -358,7 +359,7 @@ fn run_attempt(
             }
             std::thread::sleep(METRICS_INTERVAL);
         })
-        .map_err(|e| local(format!("cannot start a thread: {e}")))?;
+        .map_err(|e| local(format!("cannot start a thread: {e}", e = eddy_types::chain(&e))))?;
 
     // The JobMaster's messages, on a thread of their own.
     let control_cancel = cancel.clone();
@@ -380,7 +381,7 @@ fn run_attempt(
                 }
                 Ok(ExecutorMessage::SavepointTarget { id, dir }) => match opener.open(&dir) {
                     Ok(storage) => targets.set(eddy_checkpoint::CheckpointId(id), storage),
-                    Err(e) => tracing::error!(savepoint = id, dir, error = %e, "cannot open the savepoint directory; \
+                    Err(e) => tracing::error!(savepoint = id, dir, error = %eddy_types::chain(&e), "cannot open the savepoint directory; \
                         the savepoint will fail"),
                 },
                 Ok(ExecutorMessage::CancelAttempt) => {
@@ -395,13 +396,13 @@ fn run_attempt(
                     // one's subtasks stop at once, without closing anything (a sink
                     // aborting its transaction could touch what the next attempt wrote).
                     // The next attempt cleans up what they leave.
-                    tracing::error!(error = %e, "lost the JobMaster; this task executor stops now");
-                    eprintln!("eddy task executor: lost the JobMaster ({e}); stopping");
+                    tracing::error!(error = %eddy_types::chain(&e), "lost the JobMaster; this task executor stops now");
+                    eprintln!("eddy task executor: lost the JobMaster ({e}); stopping", e = eddy_types::chain(&e));
                     std::process::exit(2);
                 }
             }
         })
-        .map_err(|e| local(format!("cannot start a thread: {e}")))?;
+        .map_err(|e| local(format!("cannot start a thread: {e}", e = eddy_types::chain(&e))))?;
 
     let mut exited = 0;
     while exited < own_tasks {

@@ -103,11 +103,9 @@ impl RestorePlan {
         for &index in entries {
             if let std::collections::hash_map::Entry::Vacant(slot) = cache.entry(index) {
                 let entry = &self.source.metadata.tasks[index];
-                let mut state = self
-                    .source
-                    .storage
-                    .load_task_state(&self.source.location, entry)
-                    .map_err(|e| format!("cannot restore from {}: {e}", self.source.location))?;
+                let mut state = self.source.storage.load_task_state(&self.source.location, entry).map_err(|e| {
+                    format!("cannot restore from {}: {e}", self.source.location, e = eddy_types::chain(&e))
+                })?;
                 if self.source.owned {
                     let natives = state.iter_mut().filter_map(|o| o.keyed.as_mut()).flat_map(|k| &mut k.native);
                     natives.for_each(|n| n.owned = true);
@@ -116,7 +114,8 @@ impl RestorePlan {
             }
             old.extend(cache[&index].iter().filter(|o| o.uid == uid).cloned());
         }
-        rescale(&old, parallelism, subtask, max_parallelism)
-            .map_err(|e| format!("cannot restore operator uid '{uid}' from {}: {e}", self.source.location))
+        rescale(&old, parallelism, subtask, max_parallelism).map_err(|e| {
+            format!("cannot restore operator uid '{uid}' from {}: {e}", self.source.location, e = eddy_types::chain(&e))
+        })
     }
 }

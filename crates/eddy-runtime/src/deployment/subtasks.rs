@@ -117,7 +117,7 @@ pub fn start_subtask_threads(
         });
         match spawned {
             Ok(handle) => handles.push(handle),
-            Err(e) => return (handles, Err(format!("cannot start a subtask thread: {e}"))),
+            Err(e) => return (handles, Err(format!("cannot start a subtask thread: {e}", e = eddy_types::chain(&e)))),
         }
     }
     (handles, Ok(()))

@@ -8,7 +8,8 @@
 //! at the parallelism the program set: they apply the running parallelism of every
 //! operator ([`StreamGraph::operator_parallelism`]) as the JobMaster hands it over.
 
-use super::{validate, StreamGraph};
+use super::validate::first_problem;
+use super::StreamGraph;
 
 impl StreamGraph {
     /// The graph with every operator that follows the job's default parallelism at
@@ -21,7 +22,7 @@ impl StreamGraph {
         for node in graph.nodes.iter_mut().filter(|n| n.follows_default) {
             node.parallelism = parallelism;
         }
-        validate(&graph)?;
+        first_problem(&graph)?;
         Ok(graph)
     }
 
@@ -43,6 +44,6 @@ impl StreamGraph {
         for (node, &p) in self.nodes.iter_mut().zip(parallelism) {
             node.parallelism = p;
         }
-        validate(self)
+        first_problem(self)
     }
 }

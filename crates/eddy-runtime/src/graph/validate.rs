@@ -1,10 +1,16 @@
 //! Checks a job graph before it runs; every message names the operator and what to change.
 
 use super::{OperatorFactory, Partitioning, StreamGraph};
+use crate::error::JobError;
 use std::collections::HashMap;
 
+/// The first problem found, as the job's [`JobError::InvalidJob`].
+pub fn validate(graph: &StreamGraph) -> Result<(), JobError> {
+    first_problem(graph).map_err(|message| JobError::InvalidJob { job: graph.job_name.clone(), message })
+}
+
 /// `Err(message)` for the first problem found.
-pub fn validate(graph: &StreamGraph) -> Result<(), String> {
+pub(super) fn first_problem(graph: &StreamGraph) -> Result<(), String> {
     if graph.nodes.is_empty() {
         return Err("the job has no operators; add a source and a sink".into());
     }
@@ -30,7 +36,7 @@ pub fn validate(graph: &StreamGraph) -> Result<(), String> {
         graph
             .max_parallelism
             .check_parallelism(&format!("operator '{}'", node.name), node.parallelism)
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| eddy_types::chain(&e))?;
         if let Some(uid) = &node.uid {
             if let Some(other) = uids.insert(uid.clone(), &node.name) {
                 return Err(format!(

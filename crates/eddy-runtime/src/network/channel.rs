@@ -191,7 +191,8 @@ fn encode_records<T: Serialize>(batch: &[T], out: &mut Vec<u8>) -> Result<(), Ch
         *out = postcard::to_extend(record, buffer).map_err(|e| {
             ChannelEnd::Unsendable(format!(
                 "a record of type `{}` cannot be serialized to go to another process: {e}",
-                std::any::type_name::<T>()
+                std::any::type_name::<T>(),
+                e = eddy_types::chain(&e)
             ))
         })?;
     }
@@ -439,7 +440,8 @@ fn decode_records_into<T: DeserializeOwned>(count: u32, payload: &[u8], mut reco
     records.reserve((count as usize).min(payload.len()));
     let mut rest = payload;
     for _ in 0..count {
-        let (record, tail) = postcard::take_from_bytes::<T>(rest).map_err(|e| format!("an undecodable record: {e}"))?;
+        let (record, tail) = postcard::take_from_bytes::<T>(rest)
+            .map_err(|e| format!("an undecodable record: {e}", e = eddy_types::chain(&e)))?;
         records.push(record);
         rest = tail;
     }

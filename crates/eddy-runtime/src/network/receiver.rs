@@ -49,7 +49,7 @@ pub fn start_receivers(
                 let socket = match listener.accept() {
                     Ok((socket, _)) => socket,
                     Err(e) => {
-                        tracing::warn!(error = %e, "cannot accept a data connection");
+                        tracing::warn!(error = %eddy_types::chain(&e), "cannot accept a data connection");
                         continue;
                     }
                 };
@@ -61,7 +61,7 @@ pub fn start_receivers(
                     .spawn(move || accept_producer(socket, &security, attempt, &sets));
             }
         })
-        .map_err(|e| ClusterError::Config(format!("cannot start a network thread: {e}")))?;
+        .map_err(|e| ClusterError::Config(format!("cannot start a network thread: {e}", e = eddy_types::chain(&e))))?;
     Ok(())
 }
 
@@ -94,7 +94,7 @@ fn accept_producer(
         return;
     };
     if let Err(e) = serve_inbound(stream, set) {
-        tracing::warn!(peer = %peer, error = %e, "cannot serve a data connection");
+        tracing::warn!(peer = %peer, error = %eddy_types::chain(&e), "cannot serve a data connection");
     }
 }
 
@@ -186,7 +186,9 @@ fn receive_frames(
                     "the connection to {producer} was closed before its channels ended (was its TaskManager lost?)"
                 ))
             }
-            Err(e) => break TaskError::Lost(format!("the connection to {producer} failed: {e}")),
+            Err(e) => {
+                break TaskError::Lost(format!("the connection to {producer} failed: {e}", e = eddy_types::chain(&e)))
+            }
         }
     };
     *lost.lock().unwrap_or_else(|e| e.into_inner()) = Some(failure);

@@ -41,7 +41,7 @@ pub fn start_sender(
     std::thread::Builder::new()
         .name(format!("eddy-credits-from-{peer}"))
         .spawn(move || read_credits(reader, credit_tx))
-        .map_err(|e| ClusterError::Config(format!("cannot start a network thread: {e}")))?;
+        .map_err(|e| ClusterError::Config(format!("cannot start a network thread: {e}", e = eddy_types::chain(&e))))?;
     std::thread::Builder::new()
         .name(format!("eddy-send-to-{peer}"))
         .spawn(move || {
@@ -56,12 +56,12 @@ pub fn start_sender(
                     "data connection done"
                 ),
                 Err(e) if !cancel.load(Ordering::Relaxed) => {
-                    tracing::warn!(peer = %peer, error = %e, "data connection lost while sending")
+                    tracing::warn!(peer = %peer, error = %eddy_types::chain(&e), "data connection lost while sending")
                 }
                 Err(_) => {}
             }
         })
-        .map_err(|e| ClusterError::Config(format!("cannot start a network thread: {e}")))?;
+        .map_err(|e| ClusterError::Config(format!("cannot start a network thread: {e}", e = eddy_types::chain(&e))))?;
     Ok(())
 }
 
@@ -81,7 +81,7 @@ fn read_credits(stream: Stream, credits: Sender<Result<(ChannelKey, u32), String
             }
             Ok(None) => return,
             Err(e) => {
-                let _ = credits.send(Err(e.to_string()));
+                let _ = credits.send(Err(eddy_types::chain(&e)));
                 return;
             }
         }

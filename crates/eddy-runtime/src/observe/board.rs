@@ -92,8 +92,7 @@ fn fail_pending(view: &mut JobView, reason: &str) {
     view.checkpoints.in_progress = 0;
 }
 
-/// What receives the answer to a command asked of a board.
-pub type Answer = Box<dyn FnOnce(Result<String, String>) + Send>;
+pub use eddy_rpc::messages::Answer;
 
 impl JobBoard {
     fn board(&self) -> MutexGuard<'_, Board> {

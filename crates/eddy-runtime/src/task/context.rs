@@ -272,7 +272,7 @@ impl TaskShared {
                         CheckpointError::StateTooLarge { .. } => DeclineCause::CannotFit,
                         _ => DeclineCause::WriteFailed,
                     };
-                    TaskReport::Declined { task, checkpoint: id, kind, reason: e.to_string(), cause }
+                    TaskReport::Declined { task, checkpoint: id, kind, reason: eddy_types::chain(&e), cause }
                 }
                 Err(_) => TaskReport::Declined {
                     task,

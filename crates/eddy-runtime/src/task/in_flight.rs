@@ -233,8 +233,8 @@ pub struct RecordCodec<T> {
 impl<T: Clone + Serialize + DeserializeOwned> RecordCodec<T> {
     pub fn new() -> Self {
         Self {
-            encode: |records| postcard::to_allocvec(records).map_err(|e| e.to_string()),
-            decode: |bytes| postcard::from_bytes(bytes).map_err(|e| e.to_string()),
+            encode: |records| postcard::to_allocvec(records).map_err(|e| eddy_types::chain(&e)),
+            decode: |bytes| postcard::from_bytes(bytes).map_err(|e| eddy_types::chain(&e)),
             copy: T::clone,
         }
     }
@@ -256,8 +256,10 @@ pub fn attach(
     if channels.is_empty() {
         return Ok(());
     }
-    let elements =
-        channels.iter().map(|c| postcard::to_allocvec(c).map_err(|e| e.to_string())).collect::<Result<_, _>>()?;
+    let elements = channels
+        .iter()
+        .map(|c| postcard::to_allocvec(c).map_err(|e| eddy_types::chain(&e)))
+        .collect::<Result<_, _>>()?;
     let list = ListSnapshot {
         name: IN_FLIGHT_STATE.to_string(),
         distribution: ListDistribution::Union,
@@ -295,7 +297,8 @@ pub fn take_from(restored: &mut OperatorSnapshot) -> Result<Vec<InFlightChannel>
     list.elements
         .iter()
         .map(|e| {
-            let channel = decode(e).map_err(|e| format!("undecodable in-flight data: {e}"))?;
+            let channel =
+                decode(e).map_err(|e| format!("undecodable in-flight data: {e}", e = eddy_types::chain(&e)))?;
             if channel.input > 1 || channel.consumer >= channel.consumer_parallelism {
                 return Err(format!(
                     "corrupt in-flight data: input {} of consumer {} of {}",

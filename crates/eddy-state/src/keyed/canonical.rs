@@ -18,8 +18,9 @@ pub(crate) fn append_stored<S: StateValue>(
     if let Some(expires_ms) = expires_ms {
         out.extend_from_slice(&expires_ms.to_be_bytes());
     }
-    let bytes = postcard::to_extend(value, std::mem::take(out))
-        .map_err(|e| StateError::from(StateErrorKind::Serialize { state: name.to_string(), message: e.to_string() }))?;
+    let bytes = postcard::to_extend(value, std::mem::take(out)).map_err(|e| {
+        StateError::from(StateErrorKind::Serialize { state: name.to_string(), message: eddy_types::chain(&e) })
+    })?;
     *out = bytes;
     Ok(())
 }
@@ -129,7 +130,7 @@ pub(crate) fn stored_spans<'a, S: StateValue>(
         }
         let (key, stored) = after_len.split_at(key_len);
         let value = if ttl { &stored[8..] } else { stored };
-        let (_, after): (S, &[u8]) = postcard::take_from_bytes(value).map_err(|e| corrupt(e.to_string()))?;
+        let (_, after): (S, &[u8]) = postcard::take_from_bytes(value).map_err(|e| corrupt(eddy_types::chain(&e)))?;
         spans.push((key, &stored[..stored.len() - after.len()]));
         rest = after;
     }
@@ -276,7 +277,7 @@ mod tests {
             ttl in any::<bool>(),
         ) {
             if let Err(e) = stored_spans::<(u64, String)>("count", &bytes, ttl) {
-                prop_assert!(e.to_string().contains("count"));
+                prop_assert!(eddy_types::chain(&e).contains("count"));
             }
             let _ = crate::keyed::concat_encoded_lists([bytes.as_slice(), bytes.as_slice()]);
         }

@@ -238,7 +238,10 @@ impl HeapChain {
 }
 
 fn io_error(what: &str, path: &Path, e: std::io::Error) -> StateError {
-    StateError::from(StateErrorKind::Backend(format!("{what} '{}': {e}", path.display())))
+    StateError::from(StateErrorKind::BackendFailed {
+        what: format!("{what} '{}'", path.display()),
+        source: eddy_types::Cause::new(e),
+    })
 }
 
 /// Builds and writes one segment, after the segment before it (whose failure fails it).

@@ -228,15 +228,17 @@ fn prefetch_line(address: usize) {
 
 fn encode<S: StateValue>(name: &str, value: &S, out: &mut Vec<u8>) -> Result<(), StateError> {
     out.clear();
-    let bytes = postcard::to_extend(value, std::mem::take(out))
-        .map_err(|e| StateError::from(StateErrorKind::Serialize { state: name.to_string(), message: e.to_string() }))?;
+    let bytes = postcard::to_extend(value, std::mem::take(out)).map_err(|e| {
+        StateError::from(StateErrorKind::Serialize { state: name.to_string(), message: eddy_types::chain(&e) })
+    })?;
     *out = bytes;
     Ok(())
 }
 
 fn decode<S: StateValue>(name: &str, bytes: &[u8]) -> Result<S, StateError> {
-    postcard::from_bytes(bytes)
-        .map_err(|e| StateError::from(StateErrorKind::Deserialize { state: name.to_string(), message: e.to_string() }))
+    postcard::from_bytes(bytes).map_err(|e| {
+        StateError::from(StateErrorKind::Deserialize { state: name.to_string(), message: eddy_types::chain(&e) })
+    })
 }
 
 /// (key group, key, start, end) of one changed value in the buffer of stored values.
@@ -801,7 +803,7 @@ impl<S: StateValue> KeyedTable for HeapTable<S> {
             return raw.put_batch(&mut spans.into_iter().map(|(key, value)| (key_group, key, value)));
         }
         let corrupt = |e: postcard::Error| {
-            StateError::from(StateErrorKind::Deserialize { state: self.name.clone(), message: e.to_string() })
+            StateError::from(StateErrorKind::Deserialize { state: self.name.clone(), message: eddy_types::chain(&e) })
         };
         let entries: Vec<(Vec<u8>, u64, S)> = match self.ttl {
             None => postcard::from_bytes::<Vec<(Vec<u8>, S)>>(bytes)

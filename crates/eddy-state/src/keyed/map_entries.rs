@@ -28,15 +28,17 @@ pub struct MapEntriesTable<K, V> {
 
 fn encode<T: serde::Serialize>(name: &str, value: &T, out: &mut Vec<u8>) -> Result<(), StateError> {
     out.clear();
-    let bytes = postcard::to_extend(value, std::mem::take(out))
-        .map_err(|e| StateError::from(StateErrorKind::Serialize { state: name.to_string(), message: e.to_string() }))?;
+    let bytes = postcard::to_extend(value, std::mem::take(out)).map_err(|e| {
+        StateError::from(StateErrorKind::Serialize { state: name.to_string(), message: eddy_types::chain(&e) })
+    })?;
     *out = bytes;
     Ok(())
 }
 
 fn decode<T: serde::de::DeserializeOwned>(name: &str, bytes: &[u8]) -> Result<T, StateError> {
-    postcard::from_bytes(bytes)
-        .map_err(|e| StateError::from(StateErrorKind::Deserialize { state: name.to_string(), message: e.to_string() }))
+    postcard::from_bytes(bytes).map_err(|e| {
+        StateError::from(StateErrorKind::Deserialize { state: name.to_string(), message: eddy_types::chain(&e) })
+    })
 }
 
 impl<K: MapKey, V: StateValue> MapEntriesTable<K, V> {

@@ -20,7 +20,7 @@ struct Inner<T> {
     /// Taken by the one run.
     pending: Mutex<Option<Work<T>>>,
     /// The result, or the error's message (an error is not `Clone`).
-    done: OnceLock<Result<T, String>>,
+    done: OnceLock<Result<T, eddy_types::Cause>>,
 }
 
 impl<T> Clone for SharedWork<T> {
@@ -38,11 +38,14 @@ impl<T> SharedWork<T> {
     pub fn result(&self, what: &str) -> Result<&T, StateError> {
         let done = self.inner.done.get_or_init(|| {
             let pending = self.inner.pending.lock().unwrap_or_else(|p| p.into_inner()).take();
-            let work = pending.ok_or("the work was lost")?;
-            work().map_err(|e| e.to_string())
+            let work = pending.ok_or_else(|| eddy_types::Cause::message("the work was lost"))?;
+            work().map_err(eddy_types::Cause::new)
         });
-        done.as_ref().map_err(|message| {
-            StateError::from(StateErrorKind::Backend(format!("{what} could not be completed: {message}")))
+        done.as_ref().map_err(|cause| {
+            StateError::from(StateErrorKind::BackendFailed {
+                what: format!("{what} could not be completed"),
+                source: cause.clone(),
+            })
         })
     }
 }
@@ -72,7 +75,7 @@ mod tests {
         let work: SharedWork<()> =
             SharedWork::new(Box::new(|| Err(StateError::from(StateErrorKind::Backend("disk full".into())))));
         for copy in [work.clone(), work] {
-            let message = copy.result("snapshot of 'seen'").unwrap_err().to_string();
+            let message = eddy_types::chain(&copy.result("snapshot of 'seen'").unwrap_err());
             assert!(message.contains("snapshot of 'seen'") && message.contains("disk full"), "{message}");
         }
     }

@@ -307,9 +307,9 @@ fn serialize_timers(name: &str, timers: &mut [&Timer]) -> Result<Option<Vec<u8>>
     }
     timers.sort_unstable_by(|a, b| a.identity().cmp(&b.identity()));
     let entries: Vec<(i64, u32, &[u8])> = timers.iter().map(|t| (t.time, t.key_len, &*t.bytes)).collect();
-    postcard::to_allocvec(&entries)
-        .map(Some)
-        .map_err(|e| StateError::from(StateErrorKind::Serialize { state: name.to_string(), message: e.to_string() }))
+    postcard::to_allocvec(&entries).map(Some).map_err(|e| {
+        StateError::from(StateErrorKind::Serialize { state: name.to_string(), message: eddy_types::chain(&e) })
+    })
 }
 
 impl KeyedTable for TimerQueue {
@@ -343,7 +343,11 @@ impl KeyedTable for TimerQueue {
         let entries: Vec<(i64, u32, Vec<u8>)> = postcard::from_bytes(bytes).map_err(|e| {
             StateError::from(StateErrorKind::Deserialize {
                 state: self.name.clone(),
-                message: format!("timers of key group {}: {e}", self.first_key_group + local_group as u32),
+                message: format!(
+                    "timers of key group {}: {e}",
+                    self.first_key_group + local_group as u32,
+                    e = eddy_types::chain(&e)
+                ),
             })
         })?;
         for (time, key_len, bytes) in entries {

@@ -76,13 +76,15 @@ pub struct OperatorStateStore {
 }
 
 pub(crate) fn encode_value<T: Serialize>(value: &T, state: &str) -> Result<Vec<u8>, StateError> {
-    postcard::to_allocvec(value)
-        .map_err(|e| StateError::from(StateErrorKind::Serialize { state: state.to_string(), message: e.to_string() }))
+    postcard::to_allocvec(value).map_err(|e| {
+        StateError::from(StateErrorKind::Serialize { state: state.to_string(), message: eddy_types::chain(&e) })
+    })
 }
 
 pub(crate) fn decode_value<T: serde::de::DeserializeOwned>(bytes: &[u8], state: &str) -> Result<T, StateError> {
-    postcard::from_bytes(bytes)
-        .map_err(|e| StateError::from(StateErrorKind::Deserialize { state: state.to_string(), message: e.to_string() }))
+    postcard::from_bytes(bytes).map_err(|e| {
+        StateError::from(StateErrorKind::Deserialize { state: state.to_string(), message: eddy_types::chain(&e) })
+    })
 }
 
 fn encode_list<T: StateValue>(values: &dyn Any, state: &str) -> Result<Vec<Vec<u8>>, StateError> {

@@ -64,7 +64,7 @@ impl AttemptCoordinator<'_> {
             .services
             .storage_opener
             .open(dir)
-            .map_err(|e| format!("cannot open the savepoint directory: {e}"))?;
+            .map_err(|e| format!("cannot open the savepoint directory: {e}", e = eddy_types::chain(&e)))?;
         self.savepoint_order = Some(SavepointOrder { storage, dir: dir.to_string(), stop, request: Some(request) });
         let now = self.now_ms();
         self.trigger(SnapshotKind::Savepoint, now);

@@ -101,7 +101,7 @@ impl AttemptCoordinator<'_> {
             SnapshotKind::Savepoint => {
                 if let Some(savepoints) = self.savepoint_storage_of(id) {
                     if let Err(e) = savepoints.discard(id, kind) {
-                        tracing::warn!(savepoint = %id, error = %e, "cannot delete an incomplete savepoint; its files \
+                        tracing::warn!(savepoint = %id, error = %eddy_types::chain(&e), "cannot delete an incomplete savepoint; its files \
                             stay");
                     }
                 }
@@ -129,7 +129,7 @@ impl AttemptCoordinator<'_> {
                 ack.shared_files.iter().filter(|f| f.uploaded_now && retained.reference_count(&f.location) == 0);
             for file in unused {
                 if let Err(e) = self.storage.delete_file(&file.location) {
-                    tracing::warn!(file = %file.location, error = %e, "cannot delete a shared file no checkpoint \
+                    tracing::warn!(file = %file.location, error = %eddy_types::chain(&e), "cannot delete a shared file no checkpoint \
                         references");
                 }
             }
@@ -144,7 +144,7 @@ impl AttemptCoordinator<'_> {
             SnapshotKind::Savepoint => self.savepoint_storage_of(id),
         };
         if let Some(Err(e)) = storage.map(|s| s.discard(id, kind)) {
-            tracing::warn!(checkpoint = %id, kind = ?kind, error = %e, "cannot delete what was written for an \
+            tracing::warn!(checkpoint = %id, kind = ?kind, error = %eddy_types::chain(&e), "cannot delete what was written for an \
                 incomplete checkpoint");
         }
     }
@@ -227,9 +227,9 @@ impl AttemptCoordinator<'_> {
                 Err(e) if order.request.is_some() => {
                     self.operators.discard(checkpoint.id);
                     // Asked for by the CLI: the job goes on without it.
-                    tracing::warn!(savepoint = %checkpoint.id, error = %e, "savepoint failed");
-                    self.board_checkpoint_failed(checkpoint.id, &e.to_string());
-                    reply(self, Err(format!("savepoint {} failed: {e}", checkpoint.id)));
+                    tracing::warn!(savepoint = %checkpoint.id, error = %eddy_types::chain(&e), "savepoint failed");
+                    self.board_checkpoint_failed(checkpoint.id, &eddy_types::chain(&e));
+                    reply(self, Err(format!("savepoint {} failed: {e}", checkpoint.id, e = eddy_types::chain(&e))));
                 }
                 Err(e) => self.fail(JobError::Checkpoint {
                     job: self.graph.job_name.clone(),
@@ -317,10 +317,13 @@ impl AttemptCoordinator<'_> {
             Err(e) => {
                 discard_checkpoint(storage.as_ref(), &mut self.retained.borrow_mut(), checkpoint.id);
                 self.operators.discard(checkpoint.id);
-                tracing::warn!(checkpoint = %checkpoint.id, error = %e, "checkpoint could not be stored");
-                self.board_checkpoint_failed(checkpoint.id, &format!("could not be stored: {e}"));
+                tracing::warn!(checkpoint = %checkpoint.id, error = %eddy_types::chain(&e), "checkpoint could not be stored");
+                self.board_checkpoint_failed(
+                    checkpoint.id,
+                    &format!("could not be stored: {e}", e = eddy_types::chain(&e)),
+                );
                 self.note(|| format!("checkpoint {} could not be stored", checkpoint.id));
-                result.warnings.push(format!("checkpoint {} failed: {e}", checkpoint.id));
+                result.warnings.push(format!("checkpoint {} failed: {e}", checkpoint.id, e = eddy_types::chain(&e)));
                 if let Err(too_many) = self.coordinator.record_failure() {
                     self.fail(JobError::CheckpointFailover {
                         job: self.graph.job_name.clone(),
@@ -409,13 +412,13 @@ pub(crate) fn discard_checkpoint(
     // The checkpoint (its metadata first) before its shared files: a crash in between
     // leaves unreferenced files, never a complete-looking checkpoint missing some.
     if let Err(e) = storage.discard(id, SnapshotKind::Checkpoint) {
-        tracing::warn!(checkpoint = %id, error = %e, "cannot discard a checkpoint that is no longer retained; its \
+        tracing::warn!(checkpoint = %id, error = %eddy_types::chain(&e), "cannot discard a checkpoint that is no longer retained; its \
             files stay");
         return;
     }
     for unused in retained.release(id) {
         if let Err(e) = storage.delete_file(&unused) {
-            tracing::warn!(file = %unused, error = %e, "cannot delete a shared file no checkpoint references");
+            tracing::warn!(file = %unused, error = %eddy_types::chain(&e), "cannot delete a shared file no checkpoint references");
         }
     }
 }
