@@ -8,8 +8,9 @@ use std::time::{Duration, Instant};
 
 mod common;
 use common::etcd::Etcd;
+use common::http::{get, get_json};
 use common::output;
-use common::process::{field, w1_exactly_once, Cluster, Proc};
+use common::process::{field, w1_exactly_once, Cluster, Proc, SECRET};
 
 /// W1 into the exactly-once file sink at 60 000 events a second, checkpointed every
 /// 100 ms; the failure-free reference is written to `dir/reference`.
@@ -155,6 +156,44 @@ fn two_jobmanagers_on_etcd_the_leader_sigkilled_mid_run_the_job_finishes_with_th
     // The TaskManagers followed the leader; the CLI finds it through etcd.
     assert_eq!(cluster.task_managers.iter_mut().map(|tm| tm.running()).filter(|running| *running).count(), 3);
     assert_eq!(job_state(&cluster, "1"), "FINISHED");
+}
+
+/// A JobManager standing by answers its REST API with 503 and the leader's REST address,
+/// not with an empty cluster (whoever reaches it, a load balancer or a person, learns where
+/// to go); once it leads, after the leader was SIGKILLed, it answers for the cluster.
+#[test]
+fn a_standby_jobmanagers_rest_api_names_the_leaders_and_answers_once_it_leads() {
+    let etcd = Etcd::start("ha-rest");
+    let servers = ["--heartbeat-interval-ms", "200", "--heartbeat-timeout-ms", "1000", "--rest-bind", "127.0.0.1:0"];
+    let mut cluster = Cluster::start_ha("ha-rest", &etcd.url, 2, &[1], &servers);
+    let rest =
+        |p: &Proc| p.lines().iter().find_map(|l| l.strip_prefix("rest listening on ").map(String::from)).unwrap();
+    let (leader, standby) = (rest(&cluster.jobmanager), rest(&cluster.standby[0]));
+    let token = Some(SECRET);
+    assert_eq!(get_json(&format!("{leader}/overview"), token)["taskmanagers"].as_u64(), Some(1));
+    for path in ["/overview", "/jobs", "/jobs/1/exceptions", "/taskmanagers"] {
+        let (status, body) = get(&format!("{standby}{path}"), token);
+        assert_eq!(status, 503, "{path}: {body}");
+        assert!(
+            body.contains(&format!("stands by (high availability); the leader's REST API is at {leader}")),
+            "{body}"
+        );
+    }
+    // Its own process is still shown, and the secret still asked for.
+    assert_eq!(get(&format!("{standby}/metrics"), token).0, 200);
+    assert_eq!(get(&format!("{standby}/jobs"), Some("not-the-secret")).0, 401);
+
+    cluster.jobmanager.child.kill().unwrap();
+    cluster.standby[0].wait_for("this JobManager leads", 1, Duration::from_secs(30));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (status, body) = get(&format!("{standby}/overview"), token);
+        if status == 200 && body.contains("\"taskmanagers\":1") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the new leader's REST API never showed the cluster: {status} {body}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }
 
 /// etcd frozen for 5 s twice, 4 s apart, while a job runs on two JobManagers: each

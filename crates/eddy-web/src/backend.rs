@@ -59,4 +59,12 @@ pub trait Backend: Send + Sync + 'static {
     /// Asks the job `job` (as [`JobEntry::id`] names it) for `command`; `answer` gets the
     /// job's answer later. An error if the job cannot be asked.
     fn command(&self, job: &str, command: JobCommand, answer: Answer) -> Result<(), String>;
+
+    /// `Some(why)` while this process does not answer for the cluster: a JobManager
+    /// standing by under high availability, naming the leader's REST API when known. The
+    /// REST API then answers 503 with it (Flink's standby answers 503 too), not an empty
+    /// cluster; `/metrics` still shows the process.
+    fn standing_by(&self) -> Option<String> {
+        None
+    }
 }

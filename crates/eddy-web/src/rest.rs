@@ -21,7 +21,7 @@ use std::sync::Arc;
 /// The routes: the API and `/metrics` behind the token; the dashboard's files and
 /// `/config` (which holds nothing of a job) open, so the dashboard can ask for the token.
 pub(crate) fn router(app: Arc<App>, dashboard: bool) -> Router {
-    let mut api = Router::new().route("/metrics", get(crate::exposition::metrics));
+    let mut api = Router::new();
     if dashboard {
         api = api
             .route("/overview", get(overview))
@@ -39,8 +39,10 @@ pub(crate) fn router(app: Arc<App>, dashboard: bool) -> Router {
             .route("/jobs/{job}/stop", post(stop))
             .route("/jobs/{job}/rescaling", patch(rescale))
             .route("/jobs/{job}/rescaling/{trigger}", get(operation_status))
-            .route("/taskmanagers", get(taskmanagers));
+            .route("/taskmanagers", get(taskmanagers))
+            .route_layer(axum::middleware::from_fn_with_state(app.clone(), refuse_while_standing_by));
     }
+    let api = api.route("/metrics", get(crate::exposition::metrics));
     let api = api.route_layer(axum::middleware::from_fn_with_state(app.clone(), require_token));
     let mut open = Router::new();
     if dashboard {
@@ -51,6 +53,19 @@ pub(crate) fn router(app: Arc<App>, dashboard: bool) -> Router {
             .route("/config", get(config));
     }
     api.merge(open).fallback(not_found).with_state(app)
+}
+
+/// While the process stands by (a JobManager that does not lead), the API answers 503
+/// naming the leader instead of showing an empty cluster.
+async fn refuse_while_standing_by(
+    State(app): State<Arc<App>>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    match app.backend.standing_by() {
+        Some(why) => error(StatusCode::SERVICE_UNAVAILABLE, why),
+        None => next.run(request).await,
+    }
 }
 
 /// An error answer.

@@ -427,6 +427,7 @@ pub fn run_jobmanager(args: &JobManagerArgs) -> Result<(), String> {
         .map_err(|e| format!("jobmanager: {e}", e = eddy_types::chain(&e)))?;
     if let Some(bind) = &args.rest_bind {
         let server = crate::cluster_web::serve_job_manager(bind, job_manager.handle(), &security)?;
+        job_manager.handle().set_rest_url(&server.url());
         // The address, for a script or a test that bound port 0.
         println!("rest listening on {}", server.url());
     }

@@ -61,6 +61,10 @@ mod served {
         fn command(&self, job: &str, command: JobCommand, answer: Answer) -> Result<(), String> {
             self.0.command(job, command, answer)
         }
+
+        fn standing_by(&self) -> Option<String> {
+            self.0.standing_by()
+        }
     }
 
     /// A TaskManager's `/metrics`: its slots and its process.

@@ -28,6 +28,10 @@ pub(super) fn lead(shared: &Arc<Shared>, ha: &HaServices, address: &str) -> Resu
             stand_by_again();
         }),
     )?;
+    if let Some(url) = shared.rest_url.get() {
+        // Before the lease is set: until then the REST API says it stands by.
+        ha.publish_rest_url(url, leadership.lease())?;
+    }
     let _ = shared.lease.set(leadership.lease());
     let records = ha.jobs()?;
     let mut taken_on = Vec::new();

@@ -133,6 +133,9 @@ struct Shared {
     /// With high availability, the lease this JobManager leads under, once it leads: the
     /// job store takes its writes only while that lease holds the leader key.
     lease: std::sync::OnceLock<eddy_rpc::ha::LeaseId>,
+    /// Where this JobManager's REST API is served, if it serves one: published in etcd
+    /// once it leads, for the JobManagers standing by to name.
+    rest_url: std::sync::OnceLock<String>,
     /// Where slots come from.
     resources: Box<dyn ResourceProvider>,
     /// Held while a job is written to the job store (high availability).
@@ -167,6 +170,7 @@ pub fn bind_job_manager(options: JobManagerOptions) -> Result<JobManager, Cluste
     let shared = Arc::new(Shared {
         state: Mutex::default(),
         lease: std::sync::OnceLock::new(),
+        rest_url: std::sync::OnceLock::new(),
         resources: Box::new(StandalonePool),
         store_writes: Mutex::new(()),
         slots_changed: Condvar::new(),
@@ -233,6 +237,35 @@ impl std::fmt::Debug for JobManagerHandle {
 }
 
 impl JobManagerHandle {
+    /// Where this JobManager's REST API is served (`http(s)://HOST:PORT`): with high
+    /// availability, published once it leads, so that the JobManagers standing by can
+    /// name it to their REST clients.
+    pub fn set_rest_url(&self, url: &str) {
+        let _ = self.shared.rest_url.set(url.to_string());
+    }
+
+    /// `Some(why)` while this JobManager stands by (high availability, another one leads
+    /// or none yet): its REST API then answers with this instead of an empty cluster,
+    /// naming the leader's REST API when the leader published one.
+    pub fn standing_by(&self) -> Option<String> {
+        let ha = self.shared.options.ha.as_ref()?;
+        if self.shared.lease.get().is_some() {
+            return None;
+        }
+        Some(match ha.leader_rest_url() {
+            Ok(Some(url)) => {
+                format!("this JobManager stands by (high availability); the leader's REST API is at {url}")
+            }
+            Ok(None) => "this JobManager stands by (high availability); no leader serves a REST API now (none \
+                leads yet, or the leader has no --rest-bind)"
+                .to_string(),
+            Err(e) => format!(
+                "this JobManager stands by (high availability) and cannot ask etcd for the leader: {}",
+                eddy_rpc::chain(&e)
+            ),
+        })
+    }
+
     /// Every job, oldest first.
     pub fn jobs(&self) -> Vec<JobEntry> {
         let state = self.shared.state();

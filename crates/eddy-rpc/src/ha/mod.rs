@@ -98,6 +98,11 @@ impl HaServices {
         format!("{}leader", self.prefix)
     }
 
+    /// Where the leader's REST API is: held by the leader's lease, gone with it.
+    fn rest_key(&self) -> String {
+        format!("{}leader-rest", self.prefix)
+    }
+
     fn job_key(&self, job: JobId) -> String {
         format!("{}jobs/{:020}", self.prefix, job.0)
     }
@@ -105,6 +110,17 @@ impl HaServices {
     /// The leading JobManager's address, if one leads.
     pub fn leader(&self) -> Result<Option<String>, ClusterError> {
         Ok(self.etcd.get(&self.leader_key())?.map(|v| String::from_utf8_lossy(&v).into_owned()))
+    }
+
+    /// Names `url` as the leader's REST API for as long as `lease` (the leader's) holds,
+    /// so that a JobManager standing by can send its REST clients there.
+    pub fn publish_rest_url(&self, url: &str, lease: LeaseId) -> Result<(), ClusterError> {
+        self.etcd.put(&self.rest_key(), url.as_bytes(), Some(lease))
+    }
+
+    /// The leader's REST API, if a leader serves one.
+    pub fn leader_rest_url(&self) -> Result<Option<String>, ClusterError> {
+        Ok(self.etcd.get(&self.rest_key())?.map(|v| String::from_utf8_lossy(&v).into_owned()))
     }
 
     /// Campaigns until this JobManager, reachable at `address`, leads; `lost` is called
