@@ -377,6 +377,44 @@ fn the_autoscaler_grows_the_job_under_a_rate_step_and_shrinks_it_after_with_exac
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A leader paused (SIGSTOP) past its lease while a job runs: the standby leads and the
+/// job comes back to it; resumed (SIGCONT), the old leader learns it lost its leadership and
+/// stands by again, and nothing it does after waking reaches the job store (each write is
+/// conditioned on its lease): the store ends with the successor's FINISHED record, the
+/// output is exactly the failure-free run's, and both JobManagers stay.
+#[test]
+fn a_leader_paused_past_its_lease_and_resumed_writes_nothing_and_stands_by() {
+    use eddy_rpc::ha::HaServices;
+    use eddy_rpc::{JobId, JobState};
+    let etcd = Etcd::start("ha-paused");
+    let heartbeats = ["--heartbeat-interval-ms", "200", "--heartbeat-timeout-ms", "1000"];
+    let mut cluster = Cluster::start_ha("ha-paused", &etcd.url, 2, &[1, 1, 1], &heartbeats);
+    let args = w1_args(&cluster.dir, "600000");
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let job = cluster.submit(&args);
+    job.wait_for("attempt running on the cluster", 1, Duration::from_secs(60));
+    job.wait_for("checkpoint completed", 3, Duration::from_secs(60));
+    cluster.jobmanager.pause();
+    cluster.standby[0].wait_for("this JobManager leads", 1, Duration::from_secs(30));
+    job.wait_for("the job is back with the leading JobManager", 1, Duration::from_secs(60));
+    // Well past its lease (2 s), with the job running under its successor.
+    std::thread::sleep(Duration::from_secs(2));
+    cluster.jobmanager.resume();
+    cluster.jobmanager.wait_for("lost its leadership", 1, Duration::from_secs(30));
+    let (code, log) = job.finish(Duration::from_secs(180));
+    assert_eq!(code, 0, "{log}");
+    let reference = output(&cluster.dir.join("reference"));
+    assert_eq!(output(&cluster.dir.join("out")), reference, "the committed output differs from a failure-free run's");
+    assert_eq!(job_state(&cluster, "1"), "FINISHED");
+    // The successor removed the finished job from the store; the old leader wrote nothing
+    // back after it woke (a refused write is logged as such).
+    let records = HaServices::parse(&etcd.url).unwrap().jobs().unwrap();
+    let left: Vec<(JobId, JobState)> = records.iter().map(|r| (r.id, r.state)).collect();
+    assert_eq!(left, [], "the store ends as the successor left it");
+    println!("writes the old leader tried after waking: {}", cluster.jobmanager.count("no longer leads"));
+    assert!(cluster.jobmanager.running() && cluster.standby[0].running(), "both JobManagers stay");
+}
+
 /// The job store takes a leader's writes only while its lease holds the leader key: once
 /// its lease is gone (a leader paused past it, as etcd sees it) and a successor leads, the
 /// old leader's writes and deletes are refused, saying so, and the store keeps the

@@ -3,6 +3,7 @@
 //! directory, killed when dropped.
 #![allow(dead_code)]
 
+use super::process::signal;
 use std::net::TcpListener;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -57,11 +58,6 @@ impl Etcd {
     pub fn thaw(&self) {
         signal(self.child.id(), "-CONT");
     }
-}
-
-fn signal(pid: u32, signal: &str) {
-    let sent = Command::new("kill").args([signal, &pid.to_string()]).status().expect("kill runs");
-    assert!(sent.success(), "kill {signal} {pid}");
 }
 
 impl Drop for Etcd {
