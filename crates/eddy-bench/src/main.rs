@@ -255,7 +255,7 @@ impl Args {
         } else if self.incremental {
             env.set_state_backend(eddy::state::HeapStateBackend::new().with_incremental_checkpoints(true));
         }
-        self.cluster.apply_to(env).map_err(anyhow::Error::msg)?;
+        self.cluster.apply_to(env)?;
         if let Some(bind) = &self.rest_bind {
             env.set_rest_bind(bind);
         }
@@ -339,7 +339,7 @@ fn main() {
             );
         }
         Err(error) => {
-            eprintln!("eddy-bench: {error}");
+            eprintln!("eddy-bench: {error:#}");
             std::process::exit(1);
         }
     }

@@ -323,6 +323,39 @@ fn a_local_job_serves_its_own_rest_api_and_stops_with_a_savepoint_through_it() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A cause survives from the storage to the job's failure: the job directory of a local
+/// job is replaced by a file while it runs, so the next checkpoint's write fails with the
+/// file system's own error. The job's exceptions on REST and its final error name the
+/// path and the operating system's words, each once.
+#[test]
+fn a_storage_failures_cause_reaches_the_jobs_exceptions_and_its_final_error() {
+    let dir = std::env::temp_dir().join(format!("eddy-rest-cause-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let checkpoints = dir.join("checkpoints");
+    let mut args = vec!["api-count", "--events", "100000000", "--keys", "500", "--parallelism", "1", "--rate"];
+    // One restart, 3 s after the failure: time to read the exceptions while the job waits.
+    args.extend(["20000", "--checkpoint-ms", "200", "--rest-bind", "127.0.0.1:0", "--restart-delay-ms", "3000"]);
+    args.extend(["--restart-attempts", "1", "--checkpoint-dir", checkpoints.to_str().unwrap()]);
+    let job = Proc::start(&args);
+    let base = printed(&job, "eddy: REST API, dashboard and /metrics of 'W1 api-count' at ").trim().to_string();
+    job.wait_for("checkpoint completed", 1, Duration::from_secs(60));
+    let job_dir = std::fs::read_dir(&checkpoints).unwrap().map(|e| e.unwrap().path()).find(|p| p.is_dir()).unwrap();
+    std::fs::remove_dir_all(&job_dir).unwrap();
+    std::fs::write(&job_dir, "a file where the job directory was").unwrap();
+
+    let exceptions = eventually("the storage failure on /exceptions", Duration::from_secs(30), || {
+        let (status, body) = get(&format!("{base}/jobs/local/exceptions"), None);
+        (status == 200 && body.contains("os error")).then_some(body)
+    });
+    assert!(exceptions.contains("checkpoint storage I/O at"), "{exceptions}");
+    let (code, log) = job.finish(Duration::from_secs(60));
+    assert_ne!(code, 0, "{log}");
+    let failure = log.lines().find(|l| l.starts_with("eddy-bench: ")).unwrap_or_else(|| panic!("{log}"));
+    // The restart cannot read the job directory either, and says why.
+    assert_eq!(failure.matches("(os error").count(), 1, "the cause, once: {failure}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn a_cluster_refuses_to_serve_its_secret_in_clear_beyond_loopback() {
     let dir = std::env::temp_dir().join(format!("eddy-rest-clear-{}", std::process::id()));

@@ -16,6 +16,7 @@
 //! TaskManager must run the same binary as the job it runs: it starts that binary with
 //! the job's arguments to rebuild the job's graph.
 
+pub use crate::cluster_error::CliError;
 use clap::Parser;
 pub use eddy_jobmanager::client::CliClient;
 pub use eddy_jobmanager::{run_job_manager, JobManagerOptions};
@@ -65,12 +66,12 @@ impl SubmitArgs {
 
     /// The cluster these flags name, if `--jobmanager` is given; task executors run the
     /// program with the same arguments.
-    pub fn target(&self) -> Result<Option<ClusterTarget>, String> {
+    pub fn target(&self) -> Result<Option<ClusterTarget>, CliError> {
         let Some(jobmanager) = jobmanager_of(self.jobmanager.as_ref(), self.ha.as_ref())? else { return Ok(None) };
         let Some(secret_file) = &self.secret_file else {
-            return Err(
-                "--jobmanager (or --ha) needs --secret-file FILE: the cluster refuses jobs without its secret".into()
-            );
+            return Err(CliError::Usage(
+                "--jobmanager (or --ha) needs --secret-file FILE: the cluster refuses jobs without its secret".into(),
+            ));
         };
         let mut target = ClusterTarget::new(jobmanager, security(secret_file, &self.tls)?);
         if let Some(timeout_ms) = self.slot_timeout_ms {
@@ -83,7 +84,7 @@ impl SubmitArgs {
     /// (a TaskManager started this program for a cluster job) it does nothing: the
     /// TaskManager gave it the cluster's credentials, and the secret file named here need
     /// not exist on its machine.
-    pub fn apply_to(&self, env: &crate::Env) -> Result<(), String> {
+    pub fn apply_to(&self, env: &crate::Env) -> Result<(), CliError> {
         if is_task_executor() {
             return Ok(());
         }
@@ -105,14 +106,14 @@ pub fn is_task_executor() -> bool {
 
 /// Where a process finds the JobManager: `--jobmanager HOST:PORT`, or `--ha URL` (the
 /// leader etcd names, checked here), as the cluster crates take it.
-fn jobmanager_of(jobmanager: Option<&String>, ha: Option<&String>) -> Result<Option<String>, String> {
+fn jobmanager_of(jobmanager: Option<&String>, ha: Option<&String>) -> Result<Option<String>, CliError> {
     match (jobmanager, ha) {
         (_, Some(url)) => {
-            eddy_rpc::ha::HaServices::parse(url).map_err(|e| eddy_types::chain(&e))?;
+            eddy_rpc::ha::HaServices::parse(url).map_err(CliError::cluster(format!("--ha {url}")))?;
             Ok(Some(url.clone()))
         }
         (Some(address), None) if eddy_rpc::ha::is_ha(address) => {
-            Err(format!("--jobmanager {address}: a high-availability address goes with --ha"))
+            Err(CliError::Usage(format!("--jobmanager {address}: a high-availability address goes with --ha")))
         }
         (jobmanager, None) => Ok(jobmanager.cloned()),
     }
@@ -133,12 +134,12 @@ pub struct TlsArgs {
 }
 
 /// The secret in `secret_file` and the TLS configuration of `tls`.
-pub fn security(secret_file: &std::path::Path, tls: &TlsArgs) -> Result<Security, String> {
-    let secret = Secret::from_file(secret_file).map_err(|e| eddy_types::chain(&e))?;
+pub fn security(secret_file: &std::path::Path, tls: &TlsArgs) -> Result<Security, CliError> {
+    let secret = Secret::from_file(secret_file).map_err(CliError::cluster("the cluster's secret"))?;
     let tls = match (&tls.tls_cert, &tls.tls_key) {
         (Some(cert), Some(key)) => Some(
             TlsConfig::from_files(TlsFiles { cert: cert.clone(), key: key.clone(), ca: tls.tls_ca.clone() })
-                .map_err(|e| eddy_types::chain(&e))?,
+                .map_err(CliError::cluster("TLS"))?,
         ),
         _ => None,
     };
@@ -212,9 +213,9 @@ pub struct HeartbeatArgs {
 }
 
 impl HeartbeatArgs {
-    fn heartbeats(&self) -> Result<Heartbeats, String> {
+    fn heartbeats(&self) -> Result<Heartbeats, CliError> {
         let heartbeats = Heartbeats { interval_ms: self.heartbeat_interval_ms, timeout_ms: self.heartbeat_timeout_ms };
-        heartbeats.validate().map_err(|e| eddy_types::chain(&e))?;
+        heartbeats.validate().map_err(CliError::cluster("heartbeats"))?;
         Ok(heartbeats)
     }
 }
@@ -285,15 +286,15 @@ pub enum JobControl {
 }
 
 /// Runs a job-control command; what it prints on success, or why it failed.
-pub fn job_control(command: JobControl) -> Result<String, String> {
-    let connect = |cluster: &CliArgs| -> Result<CliClient, String> {
+pub fn job_control(command: JobControl) -> Result<String, CliError> {
+    let connect = |cluster: &CliArgs| -> Result<CliClient, CliError> {
         let security = security(&cluster.secret_file, &cluster.tls)?;
         let jobmanager = jobmanager_of(Some(&cluster.jobmanager), cluster.ha.as_ref())?.unwrap_or_default();
-        CliClient::connect(&jobmanager, &security).map_err(|e| eddy_types::chain(&e))
+        CliClient::connect(&jobmanager, &security).map_err(CliError::cluster("cannot reach the JobManager"))
     };
     let (job, cluster, command) = match command {
         JobControl::List { cluster } => {
-            let jobs = connect(&cluster)?.list().map_err(|e| eddy_types::chain(&e))?;
+            let jobs = connect(&cluster)?.list().map_err(CliError::cluster("cannot list the jobs"))?;
             let mut out =
                 format!("{:<6} {:<24} {:<10} {:>11} {:>10}\n", "ID", "NAME", "STATE", "PARALLELISM", "UPTIME");
             for job in jobs {
@@ -320,7 +321,7 @@ pub fn job_control(command: JobControl) -> Result<String, String> {
     let bar = Progress::start(long, &format!("asking job {job}"));
     let answer = connect(&cluster)?.command(&job, command, &mut |line: &str| bar.say(line));
     bar.finish();
-    answer.map_err(|e| eddy_types::chain(&e))?
+    answer.map_err(CliError::cluster(format!("cannot ask job {job}")))?.map_err(CliError::Refused)
 }
 
 /// What a long command shows while it runs: on a terminal a line that updates (the last
@@ -357,8 +358,8 @@ impl Progress {
 }
 
 /// A directory as the job's processes see it: absolute (they may run elsewhere).
-fn absolute(dir: &std::path::Path) -> Result<String, String> {
-    let dir = std::path::absolute(dir).map_err(|e| format!("{}: {e}", dir.display(), e = eddy_types::chain(&e)))?;
+fn absolute(dir: &std::path::Path) -> Result<String, CliError> {
+    let dir = std::path::absolute(dir).map_err(|source| CliError::Io { what: dir.display().to_string(), source })?;
     Ok(dir.display().to_string())
 }
 
@@ -397,8 +398,8 @@ pub fn serve_role() {
     std::process::exit(if code == ExitCode::SUCCESS { 0 } else { 1 });
 }
 
-/// Prints what a command says, or its error; the exit code says which.
-pub fn report(result: Result<String, String>) -> ExitCode {
+/// Prints what a command says, or its error with its causes; the exit code says which.
+pub fn report(result: Result<String, CliError>) -> ExitCode {
     match result {
         Ok(output) => {
             print!("{output}");
@@ -407,35 +408,34 @@ pub fn report(result: Result<String, String>) -> ExitCode {
             }
             ExitCode::SUCCESS
         }
-        Err(message) => {
-            eprintln!("eddy: {message}");
+        Err(error) => {
+            eprintln!("eddy: {}", eddy_types::chain(&error));
             ExitCode::FAILURE
         }
     }
 }
 
 /// Runs the JobManager until the process is stopped.
-pub fn run_jobmanager(args: &JobManagerArgs) -> Result<(), String> {
+pub fn run_jobmanager(args: &JobManagerArgs) -> Result<(), CliError> {
     let security = security(&args.secret_file, &args.tls)?;
     let options = JobManagerOptions {
         bind: args.bind.clone(),
         security: security.clone(),
         heartbeats: args.heartbeats.heartbeats()?,
-        ha: args.ha.as_deref().map(eddy_rpc::ha::HaServices::parse).transpose().map_err(|e| eddy_types::chain(&e))?,
+        ha: args.ha.as_deref().map(eddy_rpc::ha::HaServices::parse).transpose().map_err(CliError::cluster("--ha"))?,
     };
-    let job_manager = eddy_jobmanager::bind_job_manager(options)
-        .map_err(|e| format!("jobmanager: {e}", e = eddy_types::chain(&e)))?;
+    let job_manager = eddy_jobmanager::bind_job_manager(options).map_err(CliError::cluster("jobmanager"))?;
     if let Some(bind) = &args.rest_bind {
         let server = crate::cluster_web::serve_job_manager(bind, job_manager.handle(), &security)?;
         job_manager.handle().set_rest_url(&server.url());
         // The address, for a script or a test that bound port 0.
         println!("rest listening on {}", server.url());
     }
-    job_manager.run().map_err(|e| format!("jobmanager: {e}", e = eddy_types::chain(&e)))
+    job_manager.run().map_err(CliError::cluster("jobmanager"))
 }
 
 /// Runs a TaskManager until its JobManager goes away (an error) or it is stopped.
-pub fn run_taskmanager(args: &TaskManagerArgs) -> Result<(), String> {
+pub fn run_taskmanager(args: &TaskManagerArgs) -> Result<(), CliError> {
     let security = security(&args.secret_file, &args.tls)?;
     let metrics_address = match &args.rest_bind {
         None => None,
@@ -454,5 +454,5 @@ pub fn run_taskmanager(args: &TaskManagerArgs) -> Result<(), String> {
         heartbeats: args.heartbeats.heartbeats()?,
         register_timeout: std::time::Duration::from_millis(args.register_timeout_ms),
     };
-    run_task_manager(options).map_err(|e| format!("taskmanager: {e}", e = eddy_types::chain(&e)))
+    run_task_manager(options).map_err(CliError::cluster("taskmanager"))
 }

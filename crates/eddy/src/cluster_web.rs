@@ -10,21 +10,23 @@ pub(crate) use unserved::*;
 
 #[cfg(not(feature = "web"))]
 mod unserved {
+    use crate::cluster::CliError;
     use eddy_api::web::{WebServer, NO_WEB};
     use eddy_jobmanager::JobManagerHandle;
     use eddy_rpc::Security;
 
-    pub(crate) fn serve_job_manager(bind: &str, _: JobManagerHandle, _: &Security) -> Result<WebServer, String> {
-        Err(format!("jobmanager --rest-bind {bind}: {NO_WEB}"))
+    pub(crate) fn serve_job_manager(bind: &str, _: JobManagerHandle, _: &Security) -> Result<WebServer, CliError> {
+        Err(CliError::Usage(format!("jobmanager --rest-bind {bind}: {NO_WEB}")))
     }
 
-    pub(crate) fn serve_task_manager(bind: &str, _: u32, _: &Security) -> Result<(WebServer, String), String> {
-        Err(format!("taskmanager --rest-bind {bind}: {NO_WEB}"))
+    pub(crate) fn serve_task_manager(bind: &str, _: u32, _: &Security) -> Result<(WebServer, String), CliError> {
+        Err(CliError::Usage(format!("taskmanager --rest-bind {bind}: {NO_WEB}")))
     }
 }
 
 #[cfg(feature = "web")]
 mod served {
+    use crate::cluster::CliError;
     use eddy_jobmanager::JobManagerHandle;
     use eddy_rpc::messages::JobCommand;
     use eddy_rpc::Security;
@@ -103,9 +105,11 @@ mod served {
         bind: &str,
         handle: JobManagerHandle,
         security: &Security,
-    ) -> Result<WebServer, String> {
-        eddy_web::serve(options(bind, security, true), Arc::new(JobManagerBackend(handle)))
-            .map_err(|e| format!("jobmanager --rest-bind: {e}", e = eddy_types::chain(&e)))
+    ) -> Result<WebServer, CliError> {
+        eddy_web::serve(options(bind, security, true), Arc::new(JobManagerBackend(handle))).map_err(|e| CliError::Web {
+            what: format!("jobmanager --rest-bind {bind}"),
+            source: eddy_types::Cause::new(e),
+        })
     }
 
     /// The TaskManager's server, and the address its task executors' servers are reached at.
@@ -113,9 +117,11 @@ mod served {
         bind: &str,
         slots: u32,
         security: &Security,
-    ) -> Result<(WebServer, String), String> {
-        let server = eddy_web::serve(options(bind, security, false), Arc::new(TaskManagerBackend { slots }))
-            .map_err(|e| format!("taskmanager --rest-bind: {e}", e = eddy_types::chain(&e)))?;
+    ) -> Result<(WebServer, String), CliError> {
+        let server =
+            eddy_web::serve(options(bind, security, false), Arc::new(TaskManagerBackend { slots })).map_err(|e| {
+                CliError::Web { what: format!("taskmanager --rest-bind {bind}"), source: eddy_types::Cause::new(e) }
+            })?;
         let address = server.address.to_string();
         Ok((server, address))
     }

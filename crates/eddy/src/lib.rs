@@ -51,6 +51,7 @@ pub mod runtime_defaults {
     /// Flink's `execution.buffer-timeout`: see `Env::set_buffer_timeout`.
     pub const BUFFER_TIMEOUT_MS: u64 = eddy_runtime::channel::DEFAULT_BUFFER_TIMEOUT_MS;
 }
+mod cluster_error;
 mod cluster_web;
 mod logging;
 

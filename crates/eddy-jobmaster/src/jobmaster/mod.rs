@@ -146,9 +146,6 @@ impl JobMaster<'_> {
             source: Some(source),
         };
         validate(&graph)?;
-        if let Some(autoscaling) = &graph.config.autoscaling {
-            autoscaling.check().map_err(|message| JobError::InvalidJob { job: job.clone(), message })?;
-        }
         install_panic_capture();
         let config = graph.config.clone();
         let autoscaler =
@@ -243,10 +240,7 @@ impl JobMaster<'_> {
             match end {
                 AttemptEnd::Rescaled(rescaling) => {
                     // Checked when it was asked for; the same graph gives the same answer.
-                    let next = graph.rescaled(rescaling.to).map_err(|message| JobError::InvalidJob {
-                        job: job.clone(),
-                        message: format!("cannot rescale to {}: {message}", rescaling.to),
-                    })?;
+                    let next = graph.rescaled(rescaling.to)?;
                     (graph, plan) = planned(next, &storage);
                     restore = self
                         .restore_after_failure(initial.as_ref(), &storage, &retained, &mut result.warnings)

@@ -207,8 +207,8 @@ impl Autoscaling {
         }
     }
 
-    /// What is wrong with these settings, if anything.
-    pub fn check(&self) -> Result<(), String> {
+    /// What is wrong with these settings, if anything (the job's validation asks).
+    pub(super) fn check(&self) -> Result<(), String> {
         if self.min_parallelism == 0 || self.min_parallelism > self.max_parallelism {
             return Err(format!(
                 "autoscaling between {} and {}: the minimum must be at least 1 and at most the maximum",

@@ -10,19 +10,26 @@
 
 use super::validate::first_problem;
 use super::StreamGraph;
+use crate::error::JobError;
 
 impl StreamGraph {
     /// The graph with every operator that follows the job's default parallelism at
     /// `parallelism`; an error naming what does not fit.
-    pub fn rescaled(&self, parallelism: u32) -> Result<StreamGraph, String> {
+    pub fn rescaled(&self, parallelism: u32) -> Result<StreamGraph, JobError> {
+        let refused = |why: String| JobError::InvalidJob {
+            job: self.job_name.clone(),
+            message: format!("cannot rescale to {parallelism}: {why}"),
+        };
         if !self.nodes.iter().any(|n| n.follows_default) {
-            return Err("every operator of the job has a parallelism of its own: none follows a rescale".into());
+            return Err(refused(
+                "every operator of the job has a parallelism of its own: none follows a rescale".into(),
+            ));
         }
         let mut graph = self.clone();
         for node in graph.nodes.iter_mut().filter(|n| n.follows_default) {
             node.parallelism = parallelism;
         }
-        first_problem(&graph)?;
+        first_problem(&graph).map_err(refused)?;
         Ok(graph)
     }
 

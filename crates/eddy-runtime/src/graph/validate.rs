@@ -14,6 +14,9 @@ pub(super) fn first_problem(graph: &StreamGraph) -> Result<(), String> {
     if graph.nodes.is_empty() {
         return Err("the job has no operators; add a source and a sink".into());
     }
+    if let Some(autoscaling) = &graph.config.autoscaling {
+        autoscaling.check()?;
+    }
     let backend = graph.services.state_backend.name();
     if graph.config.simulation.is_some() && backend != "heap" {
         return Err(format!(

@@ -8,6 +8,7 @@
 
 use super::AttemptCoordinator;
 use eddy_checkpoint::{CheckpointId, SnapshotKind};
+use eddy_runtime::error::JobError;
 use eddy_runtime::task::Control;
 use eddy_types::{Clock, WallClock};
 use std::sync::atomic::Ordering;
@@ -51,7 +52,10 @@ impl AttemptCoordinator<'_> {
         if self.coordinator.all_finished() || !self.sources_running() {
             return Err("the job's sources finished: it is ending, and a rescale would not serve".into());
         }
-        let rescaled = self.graph.rescaled(parallelism).map_err(|e| format!("cannot rescale to {parallelism}: {e}"))?;
+        let rescaled = self.graph.rescaled(parallelism).map_err(|e| match e {
+            JobError::InvalidJob { message, .. } => message,
+            other => other.to_string(),
+        })?;
         if rescaled.operator_parallelism() == self.graph.operator_parallelism() {
             return Err(format!("the job runs at parallelism {parallelism} already"));
         }
