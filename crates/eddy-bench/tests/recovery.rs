@@ -499,6 +499,9 @@ fn kill_in_the_tail_after_the_sources_finished(name: &str, extra: &[&str], resto
     for line in sources {
         assert!(line.contains("records_out=0"), "a restored source read its input again: {line}");
     }
+    // The checkpoint recorded the sources as finished: they were not run at all.
+    let not_run = log.lines().filter(|l| l.contains("source finished before the restored checkpoint")).count();
+    assert_eq!(not_run, restore_parallelism.parse::<usize>().unwrap(), "{log}");
     assert!(log.contains("replayed the in-flight records"), "{log}");
     // Standard output and error are read apart: the report is found by its field.
     let report = log.lines().rfind(|l| l.contains("checksum=")).unwrap_or_default();

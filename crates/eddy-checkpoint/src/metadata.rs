@@ -14,9 +14,10 @@ use serde::{Deserialize, Serialize};
 pub const METADATA_FILE: &str = "_metadata";
 /// The format this eddy writes. 2: keyed and operator state record each state's declared
 /// type. 3: `_metadata` holds the state of the operators' coordinators (split enumerators).
-pub const FORMAT_VERSION: u32 = 3;
+pub const FORMAT_VERSION: u32 = 4;
 /// The oldest format this eddy reads: task state of format 1 reads with its types unknown
-/// (`legacy.rs`); `_metadata` before format 3 reads with no coordinator state.
+/// (`legacy.rs`); `_metadata` before format 3 reads with no coordinator state, before
+/// format 4 with no subtask marked finished.
 pub const FORMAT_VERSION_OLDEST: u32 = 1;
 const MAGIC: &[u8; 8] = b"EDDYCKPT";
 const HEADER_BYTES: usize = 8 + 4 + 8;
@@ -63,6 +64,31 @@ pub struct TaskStateEntry {
     pub subtask: u32,
     pub operators: Vec<OperatorEntry>,
     pub handle: StateHandle,
+    /// The subtask had finished its input when it was snapshotted (Flink's finished
+    /// subtasks of FLIP-147): its state is its final state. An operator whose every subtask
+    /// finished is not run again by a restore (a source reads nothing more).
+    pub finished: bool,
+}
+
+/// A task's entry as formats 1 to 3 wrote it: no finished mark.
+#[derive(Serialize, Deserialize)]
+struct TaskStateEntryV3 {
+    task: String,
+    subtask: u32,
+    operators: Vec<OperatorEntry>,
+    handle: StateHandle,
+}
+
+impl From<TaskStateEntryV3> for TaskStateEntry {
+    fn from(old: TaskStateEntryV3) -> Self {
+        TaskStateEntry {
+            task: old.task,
+            subtask: old.subtask,
+            operators: old.operators,
+            handle: old.handle,
+            finished: false,
+        }
+    }
 }
 
 /// The state of one operator's coordinator (Flink's `OperatorCoordinator`: a source's
@@ -91,6 +117,13 @@ pub struct CheckpointMetadata {
 }
 
 impl CheckpointMetadata {
+    /// Whether every subtask of operator `uid` had finished its input when the checkpoint
+    /// was taken (false for an operator the checkpoint holds nothing of).
+    pub fn is_finished(&self, uid: &str) -> bool {
+        let mut holding = self.tasks.iter().filter(|t| t.operators.iter().any(|o| o.uid == uid)).peekable();
+        holding.peek().is_some() && holding.all(|t| t.finished)
+    }
+
     /// The state of the coordinator of operator `uid`, if the checkpoint holds one.
     pub fn coordinator_state(&self, uid: &str) -> Option<&[u8]> {
         self.coordinators.as_deref()?.iter().find(|c| c.uid == uid).map(|c| c.state.as_slice())
@@ -105,14 +138,38 @@ struct CheckpointMetadataV2 {
     job_name: String,
     max_parallelism: u32,
     timestamp_ms: u64,
-    tasks: Vec<TaskStateEntry>,
+    tasks: Vec<TaskStateEntryV3>,
+}
+
+/// `_metadata` as format 3 wrote it: no finished mark.
+#[derive(Serialize, Deserialize)]
+struct CheckpointMetadataV3 {
+    checkpoint_id: CheckpointId,
+    kind: SnapshotKind,
+    job_name: String,
+    max_parallelism: u32,
+    timestamp_ms: u64,
+    tasks: Vec<TaskStateEntryV3>,
+    coordinators: Option<Vec<CoordinatorStateEntry>>,
 }
 
 /// Reads a framed `_metadata` file of any format this eddy reads; `path` names it in errors.
 pub fn decode_metadata(path: &str, bytes: &[u8]) -> Result<CheckpointMetadata, CheckpointError> {
     let (version, payload) = unframe_versioned(path, bytes)?;
-    if version >= 3 {
+    if version >= 4 {
         return decode(path, payload);
+    }
+    if version == 3 {
+        let old: CheckpointMetadataV3 = decode(path, payload)?;
+        return Ok(CheckpointMetadata {
+            checkpoint_id: old.checkpoint_id,
+            kind: old.kind,
+            job_name: old.job_name,
+            max_parallelism: old.max_parallelism,
+            timestamp_ms: old.timestamp_ms,
+            tasks: old.tasks.into_iter().map(TaskStateEntry::from).collect(),
+            coordinators: old.coordinators,
+        });
     }
     let old: CheckpointMetadataV2 = decode(path, payload)?;
     Ok(CheckpointMetadata {
@@ -121,7 +178,7 @@ pub fn decode_metadata(path: &str, bytes: &[u8]) -> Result<CheckpointMetadata, C
         job_name: old.job_name,
         max_parallelism: old.max_parallelism,
         timestamp_ms: old.timestamp_ms,
-        tasks: old.tasks,
+        tasks: old.tasks.into_iter().map(TaskStateEntry::from).collect(),
         coordinators: None,
     })
 }
@@ -217,6 +274,59 @@ pub fn encode_task_state(operators: &[OperatorSnapshot]) -> Result<Vec<u8>, Chec
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn format_3_metadata_reads_with_no_subtask_finished_and_format_4_keeps_the_mark() {
+        let entry = |subtask, finished| TaskStateEntry {
+            task: "source".into(),
+            subtask,
+            operators: vec![OperatorEntry { uid: "src".into(), name: "source".into(), parallelism: 2 }],
+            handle: StateHandle::Inline { payload: vec![1, 2, 3] },
+            finished,
+        };
+        let metadata = CheckpointMetadata {
+            checkpoint_id: CheckpointId(7),
+            kind: SnapshotKind::Checkpoint,
+            job_name: "j".into(),
+            max_parallelism: 128,
+            timestamp_ms: 1,
+            tasks: vec![entry(0, true), entry(1, true)],
+            coordinators: Some(Vec::new()),
+        };
+        let framed = frame(&encode(&metadata).unwrap());
+        let read = decode_metadata("m", &framed).unwrap();
+        assert_eq!(read, metadata);
+        assert!(read.is_finished("src") && !read.is_finished("absent"));
+        let mut partly = metadata.clone();
+        partly.tasks[1].finished = false;
+        assert!(!partly.is_finished("src"), "one subtask still ran: the operator runs again");
+
+        // As format 3 wrote it: the same fields but the mark.
+        let old = CheckpointMetadataV3 {
+            checkpoint_id: CheckpointId(7),
+            kind: SnapshotKind::Checkpoint,
+            job_name: "j".into(),
+            max_parallelism: 128,
+            timestamp_ms: 1,
+            tasks: metadata
+                .tasks
+                .iter()
+                .map(|t| TaskStateEntryV3 {
+                    task: t.task.clone(),
+                    subtask: t.subtask,
+                    operators: t.operators.clone(),
+                    handle: t.handle.clone(),
+                })
+                .collect(),
+            coordinators: Some(Vec::new()),
+        };
+        let mut framed = frame(&encode(&old).unwrap());
+        framed[8..12].copy_from_slice(&3u32.to_le_bytes());
+        let read = decode_metadata("m", &framed).unwrap();
+        assert_eq!(read.tasks.len(), 2);
+        assert!(read.tasks.iter().all(|t| !t.finished) && !read.is_finished("src"));
+        assert_eq!(read.coordinators, Some(Vec::new()));
+    }
 
     #[test]
     fn metadata_of_format_2_reads_with_no_coordinator_state() {

@@ -35,6 +35,7 @@ fn fresh_checkpoint(dir: &Path) -> PathBuf {
             subtask: 0,
             operators: vec![OperatorEntry { uid: "source".into(), name: "source".into(), parallelism: 1 }],
             handle,
+            finished: false,
         }],
         coordinators: Some(Vec::new()),
     };

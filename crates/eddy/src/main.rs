@@ -207,9 +207,11 @@ fn inspect(path: &std::path::Path) -> Result<String, String> {
                 format!("CORRUPT: {e}", e = eddy_types::chain(&e))
             }
         };
+        // A subtask that had finished its input: its final state (not run again on restore).
+        let finished = if task.entry.finished { ", finished" } else { "" };
         let _ = writeln!(
             w,
-            "task '{}' subtask {}: {file}, {bytes} bytes, {status}",
+            "task '{}' subtask {}: {file}, {bytes} bytes, {status}{finished}",
             task.entry.task,
             task.entry.subtask + 1
         );

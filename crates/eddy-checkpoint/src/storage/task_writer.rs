@@ -205,6 +205,8 @@ impl TaskStateWriter {
                     .map(|s| OperatorEntry { uid: s.uid.clone(), name: s.name.clone(), parallelism: s.parallelism })
                     .collect(),
                 handle: handle.clone(),
+                // The task says so, if it had finished ([`TaskStateEntry::finished`]).
+                finished: false,
             },
             shared_files,
             bytes: native_bytes + handle.bytes(),

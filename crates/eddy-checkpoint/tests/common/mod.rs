@@ -41,6 +41,7 @@ pub fn write_checkpoint(storage: &dyn CheckpointStorage, id: u64, marker: u8) ->
             subtask,
             operators: vec![OperatorEntry { uid: "source".into(), name: "source".into(), parallelism: 2 }],
             handle,
+            finished: false,
         });
     }
     let metadata = CheckpointMetadata {

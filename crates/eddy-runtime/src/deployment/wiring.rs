@@ -313,6 +313,17 @@ pub fn build_task(
             .then(|| std::time::Duration::from_millis(checkpoint.aligned_checkpoint_timeout_ms)),
     });
     shared.set_checkpointing(context.checkpointing);
+    let head = graph.node(setup.head);
+    if let Some(restore) = &context.restore {
+        // A source whose every subtask had finished when the checkpoint was taken is not
+        // run again (Flink's FLIP-147); one that finished only in part runs, from its state.
+        // A source with a coordinator (split enumerator) runs, to hear from it that no split
+        // comes (its restored splits are done: it reads nothing).
+        let finished = restore.source().metadata.is_finished(&head.effective_uid());
+        if setup.inputs.is_empty() && head.coordinator.is_none() && finished {
+            shared.set_finished_on_restore();
+        }
+    }
     let task = guarded(&shared, || {
         let builder = ChainBuilder {
             graph,

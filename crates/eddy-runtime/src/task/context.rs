@@ -34,6 +34,11 @@ pub struct TaskShared {
     source_step_limits: RefCell<Vec<usize>>,
     /// The newest checkpoint or savepoint this task snapshotted.
     last_snapshot: Cell<Option<CheckpointId>>,
+    /// The task finished its input: its snapshots from now on are its final state.
+    input_finished: Cell<bool>,
+    /// The checkpoint this task restores recorded its source as finished on every
+    /// subtask: it reads nothing more, and is not run again.
+    finished_on_restore: Cell<bool>,
     mode: Cell<CheckpointingMode>,
     /// Processing time: the wall clock (epoch ms), or the simulated clock.
     processing_clock: RefCell<Arc<dyn Clock>>,
@@ -132,6 +137,8 @@ impl TaskShared {
             source_step_limits: RefCell::new(Vec::new()),
             counters: RefCell::default(),
             last_snapshot: Cell::new(None),
+            input_finished: Cell::new(false),
+            finished_on_restore: Cell::new(false),
             mode: Cell::new(CheckpointingMode::ExactlyOnce),
             processing_clock: RefCell::new(Arc::new(WallClock)),
             processing_deadline: Cell::new(i64::MAX),
@@ -263,10 +270,15 @@ impl TaskShared {
         let Some(c) = checkpointing.as_ref() else { return };
         let (task, reports, writer) = (c.task, c.reports.clone(), c.writer.clone());
         let (id, kind) = (barrier.id, barrier.kind);
+        // A finished task's snapshot is its final state: the checkpoint records it so.
+        let finished = self.input_finished.get();
         c.work.submit(Box::new(move || {
             let written = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| writer.write(id, kind, snapshots)));
             let report = match written {
-                Ok(Ok(ack)) => TaskReport::Acknowledge { task, checkpoint: id, ack },
+                Ok(Ok(mut ack)) => {
+                    ack.entry.finished = finished;
+                    TaskReport::Acknowledge { task, checkpoint: id, ack }
+                }
                 Ok(Err(e)) => {
                     let cause = match e {
                         CheckpointError::StateTooLarge { .. } => DeclineCause::CannotFit,
@@ -386,8 +398,19 @@ impl TaskShared {
         }
     }
 
+    /// The checkpoint this task restores recorded its source as finished on every
+    /// subtask (see [`eddy_checkpoint::metadata::TaskStateEntry::finished`]).
+    pub fn set_finished_on_restore(&self) {
+        self.finished_on_restore.set(true);
+    }
+
+    pub fn is_finished_on_restore(&self) -> bool {
+        self.finished_on_restore.get()
+    }
+
     /// Reports that this task finished its input.
     pub fn finished(&self) {
+        self.input_finished.set(true);
         if let Some(c) = self.checkpointing.borrow().as_ref() {
             let counted = self.counters().snapshot();
             let (records_in, records_out) = (counted.records_in, counted.records_out);

@@ -774,6 +774,17 @@ impl TaskDriver for SourceDriver {
             wait_for_room(&self.shared, &self.mailbox, None);
             return Ok(StepResult::Continue);
         }
+        if self.shared.is_finished_on_restore() {
+            // Its every subtask had finished when the restored checkpoint was taken (Flink's
+            // FLIP-147): it is not run again; its restored state stays its final state.
+            tracing::info!(
+                operator = %self.shared.operator_name(0),
+                "source finished before the restored checkpoint: not run again"
+            );
+            self.source.end_input()?;
+            self.shared.check()?;
+            return Ok(StepResult::Finished);
+        }
         if self.shared.is_source_paused() {
             // Ahead of its alignment group: wait for the next look (a processing-time call).
             self.source.paused();
