@@ -60,7 +60,7 @@ fn a_corrupt_newest_checkpoint_falls_back_to_the_older_one_and_is_named() {
     env.set_parallelism(2);
     env.restore_from(&newest);
     counting_job(&env, 20_000, CollectSink::new());
-    let message = env.execute("count").unwrap_err().to_string();
+    let message = format!("{:?}", env.execute("count").unwrap_err());
     assert!(
         message.contains(&broken.file_name().unwrap().to_string_lossy().to_string()) && message.contains("checksum"),
         "{message}"
@@ -495,7 +495,7 @@ fn a_checkpoint_directory_that_cannot_be_listed_stops_the_job_before_it_reuses_a
     env.set_checkpoint_dir(&dir);
     env.restore_from(&earlier[0]);
     counting_job(&env, 20_000, CollectSink::new());
-    let error = env.execute("count").unwrap_err().to_string();
+    let error = format!("{:?}", env.execute("count").unwrap_err());
     assert!(error.contains("cannot list") && error.contains("non-unicode"), "{error}");
     assert_eq!(checkpoint_dirs(&dir), earlier);
     assert_eq!(std::fs::read(earlier[0].join("_metadata")).unwrap(), metadata, "the earlier checkpoint is untouched");
