@@ -339,7 +339,7 @@ fn main() {
             );
         }
         Err(error) => {
-            eprintln!("eddy-bench: {error:#}");
+            eprintln!("eddy-bench: {}", eddy::types::chain(&*error));
             std::process::exit(1);
         }
     }

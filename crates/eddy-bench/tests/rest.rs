@@ -340,8 +340,16 @@ fn a_storage_failures_cause_reaches_the_jobs_exceptions_and_its_final_error() {
     let base = printed(&job, "eddy: REST API, dashboard and /metrics of 'W1 api-count' at ").trim().to_string();
     job.wait_for("checkpoint completed", 1, Duration::from_secs(60));
     let job_dir = std::fs::read_dir(&checkpoints).unwrap().map(|e| e.unwrap().path()).find(|p| p.is_dir()).unwrap();
-    std::fs::remove_dir_all(&job_dir).unwrap();
-    std::fs::write(&job_dir, "a file where the job directory was").unwrap();
+    // Moved away, then a file in its place; the job may be recreating the directory for a
+    // checkpoint at that moment: again until the file stands.
+    let mut moved = 0;
+    while !job_dir.is_file() {
+        if job_dir.is_dir() {
+            let _ = std::fs::rename(&job_dir, dir.join(format!("moved-{moved}")));
+            moved += 1;
+        }
+        let _ = std::fs::write(&job_dir, "a file where the job directory was");
+    }
 
     let exceptions = eventually("the storage failure on /exceptions", Duration::from_secs(30), || {
         let (status, body) = get(&format!("{base}/jobs/local/exceptions"), None);

@@ -81,7 +81,7 @@ fn a_checkpoint_whose_metadata_cannot_be_deleted_is_kept_whole() {
     let files = ObjectFiles::new(std::sync::Arc::new(MetadataDeletesFail(local)), "test-store").unwrap();
     let storage = FileCheckpointStorage::new(files);
     write_checkpoint(&storage, 1, 7);
-    let error = storage.discard(CheckpointId(1), SnapshotKind::Checkpoint).unwrap_err().to_string();
+    let error = eddy_types::chain(&storage.discard(CheckpointId(1), SnapshotKind::Checkpoint).unwrap_err());
     assert!(error.contains("chk-1/_metadata") && error.contains("delete refused"), "{error}");
     // Still complete and readable: nothing behind `_metadata` was deleted.
     assert_eq!(storage.completed().unwrap().len(), 1);

@@ -14,6 +14,8 @@ use serde::{Deserialize, Serialize};
 pub const METADATA_FILE: &str = "_metadata";
 /// The format this eddy writes. 2: keyed and operator state record each state's declared
 /// type. 3: `_metadata` holds the state of the operators' coordinators (split enumerators).
+/// 4: `_metadata` marks the subtasks that had finished their input
+/// ([`TaskStateEntry::finished`]).
 pub const FORMAT_VERSION: u32 = 4;
 /// The oldest format this eddy reads: task state of format 1 reads with its types unknown
 /// (`legacy.rs`); `_metadata` before format 3 reads with no coordinator state, before

@@ -54,7 +54,7 @@ impl TaskError {
             Some(e @ (StateErrorKind::KeyGroupOutOfRange { .. } | StateErrorKind::BackendAlreadyInstalled)) => {
                 TaskError::Internal(format!("operator '{operator}': {e}"))
             }
-            _ => TaskError::Operator { operator, message: error.to_string() },
+            _ => TaskError::Operator { operator, message: eddy_types::chain(error) },
         }
     }
 

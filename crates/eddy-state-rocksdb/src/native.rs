@@ -60,7 +60,7 @@ pub(crate) fn take_snapshot(
     let making = making.map_err(|e| {
         // The held writes went with the thread that did not start.
         let failed = error("cannot start the thread that makes a checkpoint", e);
-        store.gate.fail(failed.to_string());
+        store.gate.fail(eddy_types::chain(&failed));
         failed
     })?;
     let pending = SharedWork::new(Box::new(move || {

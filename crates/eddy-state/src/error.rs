@@ -110,7 +110,7 @@ mod tests {
         assert_eq!(std::mem::size_of::<Result<(), StateError>>(), 8);
         let error = StateError::from(StateErrorKind::NoCurrentKey { state: "total".into() });
         assert!(matches!(error.kind(), StateErrorKind::NoCurrentKey { state } if state == "total"));
-        assert_eq!(eddy_types::chain(&error), StateErrorKind::NoCurrentKey { state: "total".into() }.to_string());
-        assert!(eddy_types::chain(&error).starts_with("keyed state 'total' accessed without a current key"));
+        assert_eq!(error.to_string(), StateErrorKind::NoCurrentKey { state: "total".into() }.to_string());
+        assert!(error.to_string().starts_with("keyed state 'total' accessed without a current key"));
     }
 }

@@ -11,13 +11,13 @@ use std::time::{Duration, Instant};
 pub const BENCH: &str = env!("CARGO_BIN_EXE_eddy-bench");
 pub const SECRET: &str = "the-cluster-secret-of-these-tests";
 
-/// A process whose standard error lines are kept, for waiting on what it logs.
 /// Sends `signal` (`-STOP`, `-CONT`) to process `pid`.
 pub fn signal(pid: u32, signal: &str) {
     let sent = Command::new("kill").args([signal, &pid.to_string()]).status().expect("kill runs");
     assert!(sent.success(), "kill {signal} {pid}");
 }
 
+/// A process whose standard error lines are kept, for waiting on what it logs.
 pub struct Proc {
     pub child: Child,
     pub log: Arc<Mutex<Vec<String>>>,
@@ -48,7 +48,6 @@ impl Proc {
         Proc { child, log }
     }
 
-    /// Whether the process still runs.
     /// Pauses the process (SIGSTOP): it holds its sockets and leases but does nothing.
     pub fn pause(&self) {
         signal(self.child.id(), "-STOP");
@@ -59,6 +58,7 @@ impl Proc {
         signal(self.child.id(), "-CONT");
     }
 
+    /// Whether the process still runs.
     pub fn running(&mut self) -> bool {
         matches!(self.child.try_wait(), Ok(None))
     }

@@ -156,7 +156,6 @@ impl Files for LocalFiles {
     /// and renamed, as [`Files::put`] writes.
     fn place(&self, relative: &str, source: &Path) -> Result<(u64, u32), CheckpointError> {
         let (target, shown) = (self.path_of(relative)?, self.shown(relative));
-        let display = |path: &Path| path.display().to_string();
         let written = size_and_crc32(source)?;
         self.parent_made(&target, &shown)?;
         let staged = loop {
@@ -170,11 +169,11 @@ impl Files for LocalFiles {
                         Ok(_) => break staged,
                         Err(e) => {
                             let _ = std::fs::remove_file(&staged);
-                            return Err(io(&display(source), e));
+                            return Err(io(&shown, e));
                         }
                     },
                     Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
-                    Err(e) => return Err(io(&display(&staged), e)),
+                    Err(e) => return Err(io(&shown, e)),
                 },
             }
         };

@@ -29,8 +29,11 @@ pub(super) fn lead(shared: &Arc<Shared>, ha: &HaServices, address: &str) -> Resu
         }),
     )?;
     if let Some(url) = shared.rest_url.get() {
-        // Before the lease is set: until then the REST API says it stands by.
-        ha.publish_rest_url(url, leadership.lease())?;
+        // Before the lease is set: until then the REST API says it stands by. Only a
+        // convenience for the standbys' REST clients: leading goes on without it.
+        if let Err(e) = ha.publish_rest_url(url, leadership.lease()) {
+            tracing::warn!(url, error = %eddy_rpc::chain(&e), "cannot publish this leader's REST address in etcd");
+        }
     }
     let _ = shared.lease.set(leadership.lease());
     let records = ha.jobs()?;
@@ -71,6 +74,31 @@ pub(super) fn lead(shared: &Arc<Shared>, ha: &HaServices, address: &str) -> Resu
         });
     }
     Ok(leadership)
+}
+
+/// Until this JobManager leads, keeps what its REST API answers up to date: where the
+/// leader's REST API is, as etcd says, about twice a second (off the REST server's thread,
+/// which never waits for etcd).
+pub(super) fn watch_while_standing_by(shared: &Arc<Shared>, ha: &HaServices) {
+    let (shared, ha) = (shared.clone(), ha.clone());
+    let _ = std::thread::Builder::new().name("eddy-jm-standby".into()).spawn(move || {
+        while shared.lease.get().is_none() {
+            let note = match ha.leader_rest_url() {
+                Ok(Some(url)) => {
+                    format!("this JobManager stands by (high availability); the leader's REST API is at {url}")
+                }
+                Ok(None) => "this JobManager stands by (high availability); no leader serves a REST API now (none \
+                    leads yet, or the leader has no --rest-bind)"
+                    .to_string(),
+                Err(e) => format!(
+                    "this JobManager stands by (high availability) and cannot ask etcd for the leader: {}",
+                    eddy_rpc::chain(&e)
+                ),
+            };
+            *shared.standby_note.lock().unwrap_or_else(|e| e.into_inner()) = Some(note);
+            std::thread::sleep(std::time::Duration::from_millis(500));
+        }
+    });
 }
 
 /// A stored job, as a new leader takes it on: waiting for its JobMaster.

@@ -136,6 +136,10 @@ struct Shared {
     /// Where this JobManager's REST API is served, if it serves one: published in etcd
     /// once it leads, for the JobManagers standing by to name.
     rest_url: std::sync::OnceLock<String>,
+    /// While it stands by, what its REST API answers (where the leader's is), refreshed
+    /// from etcd about twice a second by a thread of its own: a REST request never waits
+    /// for etcd.
+    standby_note: Mutex<Option<String>>,
     /// Where slots come from.
     resources: Box<dyn ResourceProvider>,
     /// Held while a job is written to the job store (high availability).
@@ -171,6 +175,7 @@ pub fn bind_job_manager(options: JobManagerOptions) -> Result<JobManager, Cluste
         state: Mutex::default(),
         lease: std::sync::OnceLock::new(),
         rest_url: std::sync::OnceLock::new(),
+        standby_note: Mutex::new(None),
         resources: Box::new(StandalonePool),
         store_writes: Mutex::new(()),
         slots_changed: Condvar::new(),
@@ -199,6 +204,7 @@ impl JobManager {
             Some(ha) => {
                 let address =
                     listener.local_addr().map_err(|e| ClusterError::io(&shared.options.bind, "listening", e))?;
+                leading::watch_while_standing_by(&shared, ha);
                 Some(leading::lead(&shared, ha, &address.to_string())?)
             }
             None => None,
@@ -248,22 +254,12 @@ impl JobManagerHandle {
     /// or none yet): its REST API then answers with this instead of an empty cluster,
     /// naming the leader's REST API when the leader published one.
     pub fn standing_by(&self) -> Option<String> {
-        let ha = self.shared.options.ha.as_ref()?;
+        self.shared.options.ha.as_ref()?;
         if self.shared.lease.get().is_some() {
             return None;
         }
-        Some(match ha.leader_rest_url() {
-            Ok(Some(url)) => {
-                format!("this JobManager stands by (high availability); the leader's REST API is at {url}")
-            }
-            Ok(None) => "this JobManager stands by (high availability); no leader serves a REST API now (none \
-                leads yet, or the leader has no --rest-bind)"
-                .to_string(),
-            Err(e) => format!(
-                "this JobManager stands by (high availability) and cannot ask etcd for the leader: {}",
-                eddy_rpc::chain(&e)
-            ),
-        })
+        let note = self.shared.standby_note.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        Some(note.unwrap_or_else(|| "this JobManager stands by (high availability)".to_string()))
     }
 
     /// Every job, oldest first.

@@ -333,7 +333,8 @@ impl Follower {
                             return self.lost(format!(
                                 "lost the JobManager ({e}), and no leader took the job back within {} s: {why}",
                                 LEADER_WAIT.as_secs(),
-                                e = eddy_types::chain(&e)
+                                e = eddy_types::chain(&e),
+                                why = eddy_types::chain(&why)
                             ))
                         }
                     }

@@ -126,7 +126,10 @@ fn serve(graph: StreamGraph) -> Result<(), TaskExecutorError> {
         .credentials
         .open()
         .map_err(TaskExecutorError::cluster("the cluster's credentials from the TaskManager"))?;
-    validate(&graph).map_err(|m| local(format!("the job's graph is invalid here: {m}")))?;
+    validate(&graph).map_err(|e| match e {
+        JobError::InvalidJob { message, .. } => local(format!("the job's graph is invalid here: {message}")),
+        other => local(format!("the job's graph is invalid here: {}", eddy_types::chain(&other))),
+    })?;
     // The attempt's parallelism, which a rescale may have changed from the program's. A
     // binary that built another graph keeps its own: the JobMaster compares the graphs
     // and names the first difference.

@@ -1,7 +1,7 @@
 //! The task side of a restore: which old task states each new operator instance reads.
 //!
 //! The JobMaster reads only a checkpoint's metadata and checks its files
-//! (`eddy_jobmaster::jobmaster::restore`), then the handles are assigned to the new subtasks: at
+//! (in `eddy-jobmaster`), then the handles are assigned to the new subtasks: at
 //! the same parallelism each subtask its own; at another, every old subtask's, from which
 //! the new subtask keeps its key groups and its share of operator state ([`rescale`]).
 //! Each subtask reads its own assignment ([`RestorePlan::operator_state`]); the JobMaster

@@ -54,7 +54,7 @@ impl AttemptCoordinator<'_> {
         }
         let rescaled = self.graph.rescaled(parallelism).map_err(|e| match e {
             JobError::InvalidJob { message, .. } => message,
-            other => other.to_string(),
+            other => eddy_types::chain(&other),
         })?;
         if rescaled.operator_parallelism() == self.graph.operator_parallelism() {
             return Err(format!("the job runs at parallelism {parallelism} already"));

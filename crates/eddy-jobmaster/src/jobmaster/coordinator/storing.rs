@@ -435,6 +435,7 @@ pub(crate) fn failed_stop(id: CheckpointId, location: &str, failure: &JobError) 
     format!(
         "savepoint {id} was written to {location}, but the job did not stop with it: {failure}. Nothing of the \
          savepoint is committed, and the job goes on as that failure decides (a restart from its latest \
-         checkpoint, or its end). The savepoint is consistent: a job started from it commits it"
+         checkpoint, or its end). The savepoint is consistent: a job started from it commits it",
+        failure = eddy_types::chain(failure)
     )
 }
