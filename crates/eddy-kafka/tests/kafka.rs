@@ -678,10 +678,18 @@ fn the_exactly_once_sink_holds_its_task_back_beyond_its_bound_of_uncommitted_byt
 }
 
 /// `savepoint`'s `_metadata` written again as format 2 wrote it (an eddy before the split
-/// enumerators' state was checkpointed): without coordinator state.
+/// enumerators' state was checkpointed): without coordinator state, and with no subtask
+/// marked finished (format 4's mark).
 fn rewrite_as_format_2(savepoint: &str) {
-    use eddy_checkpoint::metadata::{decode_metadata, frame, TaskStateEntry, METADATA_FILE};
+    use eddy_checkpoint::metadata::{decode_metadata, frame, OperatorEntry, StateHandle, METADATA_FILE};
     use eddy_checkpoint::{CheckpointId, SnapshotKind};
+    #[derive(serde::Serialize)]
+    struct TaskV2<'a> {
+        task: &'a str,
+        subtask: u32,
+        operators: &'a [OperatorEntry],
+        handle: &'a StateHandle,
+    }
     #[derive(serde::Serialize)]
     struct MetadataV2<'a> {
         checkpoint_id: &'a CheckpointId,
@@ -689,7 +697,7 @@ fn rewrite_as_format_2(savepoint: &str) {
         job_name: &'a str,
         max_parallelism: u32,
         timestamp_ms: u64,
-        tasks: &'a [TaskStateEntry],
+        tasks: Vec<TaskV2<'a>>,
     }
     let path = std::path::Path::new(savepoint).join(METADATA_FILE);
     let metadata = decode_metadata(savepoint, &std::fs::read(&path).unwrap()).unwrap();
@@ -700,7 +708,11 @@ fn rewrite_as_format_2(savepoint: &str) {
         job_name: &metadata.job_name,
         max_parallelism: metadata.max_parallelism,
         timestamp_ms: metadata.timestamp_ms,
-        tasks: &metadata.tasks,
+        tasks: metadata
+            .tasks
+            .iter()
+            .map(|t| TaskV2 { task: &t.task, subtask: t.subtask, operators: &t.operators, handle: &t.handle })
+            .collect(),
     };
     let mut bytes = frame(&postcard::to_allocvec(&old).unwrap());
     bytes[8..12].copy_from_slice(&2u32.to_le_bytes()); // the checksum covers the payload only

@@ -100,9 +100,9 @@ fn a_failed_handed_over_write_fails_the_checkpoint_and_every_later_access() {
         .unwrap();
     let native = store.native_snapshot(eddy_types::CheckpointId(1), false).unwrap().unwrap();
     let mut snapshot = KeyedStateSnapshot { native: vec![native], ..KeyedStateSnapshot::default() };
-    let message = snapshot.complete_deferred().unwrap_err().to_string();
+    let message = eddy_types::chain(&snapshot.complete_deferred().unwrap_err());
     assert!(message.contains("cannot serialize state 'count'"), "{message}");
-    let later = table.get(3, b"key").unwrap_err().to_string();
+    let later = eddy_types::chain(&table.get(3, b"key").unwrap_err());
     assert!(later.contains("cannot serialize state 'count'") && later.contains("restore"), "{later}");
     assert!(
         store.native_snapshot(eddy_types::CheckpointId(2), false).is_err(),
