@@ -10,7 +10,7 @@ pub(crate) use unserved::*;
 
 #[cfg(not(feature = "web"))]
 mod unserved {
-    use crate::cluster::CliError;
+    use crate::cluster_error::CliError;
     use eddy_api::web::{WebServer, NO_WEB};
     use eddy_jobmanager::JobManagerHandle;
     use eddy_rpc::Security;
@@ -26,7 +26,7 @@ mod unserved {
 
 #[cfg(feature = "web")]
 mod served {
-    use crate::cluster::CliError;
+    use crate::cluster_error::CliError;
     use eddy_jobmanager::JobManagerHandle;
     use eddy_rpc::messages::JobCommand;
     use eddy_rpc::Security;
