@@ -575,7 +575,6 @@ fn the_consumer_lag_follows_the_topic_while_watermark_alignment_holds_the_reader
     use eddy_api::time::WatermarkStrategy;
     let b = KafkaCluster::shared().brokers.clone();
     create_topic(&b, "held-back", 1, &[]).unwrap();
-    produce(&b, "held-back", &numbers(0, 20_000, 1)).unwrap();
     let port = eddy_kafka::testing::free_port();
     let brokers = b.clone();
     let job = std::thread::spawn(move || {
@@ -595,6 +594,16 @@ fn the_consumer_lag_follows_the_topic_while_watermark_alignment_holds_the_reader
         fast.union(&[slow]).add_sink(CollectSink::new());
         env.execute("held back").map(|_| ()).map_err(|e| e.to_string())
     });
+    // The records come once the job runs and its reader reports a lag: with them there
+    // from the start, a reader could read them all before the held-back source's first
+    // watermark reached the alignment group (under load, it did).
+    let deadline = std::time::Instant::now() + WAIT;
+    while lag_gauges(port).get("held-back/0").is_none() {
+        assert!(!job.is_finished(), "the job ended before its reader reported a lag");
+        assert!(std::time::Instant::now() < deadline, "the reader never reported a lag");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    produce(&b, "held-back", &numbers(0, 20_000, 1)).unwrap();
     // Held back near event time 0 (the drift, and what it read before the watermark
     // caught up): the lag stays put above 0; a reader not held back would read to the end.
     let settled = |what: &str| {
