@@ -598,7 +598,7 @@ fn the_consumer_lag_follows_the_topic_while_watermark_alignment_holds_the_reader
     // from the start, a reader could read them all before the held-back source's first
     // watermark reached the alignment group (under load, it did).
     let deadline = std::time::Instant::now() + WAIT;
-    while lag_gauges(port).get("held-back/0").is_none() {
+    while !lag_gauges(port).contains_key("held-back/0") {
         assert!(!job.is_finished(), "the job ended before its reader reported a lag");
         assert!(std::time::Instant::now() < deadline, "the reader never reported a lag");
         std::thread::sleep(Duration::from_millis(100));
