@@ -206,6 +206,14 @@ impl Env {
         self
     }
 
+    /// Starts from the newest complete checkpoint of this job in its checkpoint directory
+    /// ([`Env::set_checkpoint_dir`]), or fresh, saying so, while there is none yet: the
+    /// same program starts and resumes the job (`--restore latest`).
+    pub fn restore_latest(&self) -> &Self {
+        self.inner.borrow_mut().config.restore = Some(RestoreFrom::LatestOrFresh);
+        self
+    }
+
     /// Whether the job takes over the checkpoint it is restored from
     /// ([`RestoreMode::Claim`]) or leaves it alone (`NoClaim`, the default).
     pub fn set_restore_mode(&self, mode: RestoreMode) -> &Self {

@@ -208,7 +208,7 @@ pub fn run(args: &Args, job: &str) -> anyhow::Result<Report> {
     }
     let result = env.execute(job)?;
     Ok(Report {
-        task_executor: result.task_executor,
+        elsewhere: result.elsewhere(),
         events: args.events,
         seconds: result.duration.as_secs_f64(),
         checksum: checksum_of_job(&result),

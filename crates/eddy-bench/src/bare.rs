@@ -22,7 +22,7 @@ fn check(args: &Args, workload: &str) -> anyhow::Result<()> {
         (args.backend == Some(crate::Backend::Rocksdb), "--backend rocksdb"),
         (c.checkpoint_ms != 0 || c.checkpoint_dir.is_some(), "--checkpoint-ms/--checkpoint-dir"),
         (c.output.is_some(), "--output"),
-        (c.restore.is_some(), "--restore"),
+        (args.cluster.restore.is_some() || args.cluster.from_savepoint.is_some(), "--restore/--from-savepoint"),
         (c.savepoint_dir.is_some(), "--savepoint-dir"),
     ];
     match engine_only.iter().find(|(set, _)| *set) {

@@ -155,7 +155,7 @@ pub fn run(args: &Args) -> anyhow::Result<Report> {
     }
     let result = env.execute("async-enrich").context("running async-enrich")?;
     Ok(Report {
-        task_executor: result.task_executor,
+        elsewhere: result.elsewhere(),
         events: args.events,
         seconds: result.duration.as_secs_f64(),
         checksum: checksum_of_job(&result),

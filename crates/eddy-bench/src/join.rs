@@ -133,7 +133,7 @@ pub fn run(args: &Args) -> anyhow::Result<Report> {
         .uid("count");
     let result = env.execute("W2 join")?;
     Ok(Report {
-        task_executor: result.task_executor,
+        elsewhere: result.elsewhere(),
         events: 2 * args.events,
         seconds: result.duration.as_secs_f64(),
         checksum: checksum_of_job(&result),

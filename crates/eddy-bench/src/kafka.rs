@@ -175,7 +175,7 @@ pub fn api_count(args: &Args) -> anyhow::Result<Report> {
     }
     let result = env.execute("W1 api-count on Kafka")?;
     Ok(Report {
-        task_executor: result.task_executor,
+        elsewhere: result.elsewhere(),
         events: result.accumulators.get(EVENTS).copied().unwrap_or(0),
         seconds: result.duration.as_secs_f64(),
         checksum: checksum_of_job(&result),

@@ -105,7 +105,7 @@ pub fn run(args: &Args) -> anyhow::Result<Report> {
     windows.union(&[dropped]).add_sink(ExactlyOnceFileSink::<String>::new_in(out)).name("file sink").uid("sink");
     let result = env.execute("late windows")?;
     Ok(Report {
-        task_executor: result.task_executor,
+        elsewhere: result.elsewhere(),
         events: args.events,
         seconds: result.duration.as_secs_f64(),
         checksum: 0,

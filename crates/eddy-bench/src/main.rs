@@ -270,14 +270,15 @@ pub struct Report {
     pub checksum: u64,
     /// `name=value` lines printed before the result line.
     pub extra: Vec<(String, String)>,
-    /// This process ran subtasks for a cluster job's JobMaster, which reports the job.
-    pub task_executor: bool,
+    /// The job is reported elsewhere: this process ran subtasks for a cluster job's
+    /// JobMaster, or submitted the job detached.
+    pub elsewhere: bool,
 }
 
 impl Report {
     /// What a `--bare` run (one loop, no engine) started at `started` reports.
     pub fn bare(events: u64, started: std::time::Instant, checksum: u64) -> Self {
-        Report { events, seconds: started.elapsed().as_secs_f64(), checksum, extra: Vec::new(), task_executor: false }
+        Report { events, seconds: started.elapsed().as_secs_f64(), checksum, extra: Vec::new(), elsewhere: false }
     }
 }
 
@@ -325,7 +326,7 @@ fn main() {
     };
     let _ = std::fs::remove_dir_all(rocksdb_dir());
     match report {
-        Ok(report) if report.task_executor => {}
+        Ok(report) if report.elsewhere => {}
         Ok(report) => {
             for (name, value) in &report.extra {
                 println!("{name}={value}");

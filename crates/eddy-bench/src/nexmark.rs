@@ -215,7 +215,7 @@ pub fn run(args: &Args) -> anyhow::Result<Report> {
     }
     let result = env.execute(&format!("nexmark {query:?}"))?;
     Ok(Report {
-        task_executor: result.task_executor,
+        elsewhere: result.elsewhere(),
         events: args.events,
         seconds: result.duration.as_secs_f64(),
         checksum: checksum_of_job(&result),

@@ -32,13 +32,6 @@ pub struct CheckpointArgs {
     /// Write the output through the exactly-once file sink into this directory.
     #[arg(long)]
     pub output: Option<PathBuf>,
-    /// Start from a checkpoint or savepoint directory, or `latest` in --checkpoint-dir.
-    #[arg(long)]
-    pub restore: Option<String>,
-    /// Take over the restored checkpoint (Flink's CLAIM restore mode): later checkpoints
-    /// reference its files and it is deleted once subsumed. Default: NO_CLAIM.
-    #[arg(long, requires = "restore")]
-    pub claim: bool,
     /// Where --stop-with-savepoint-after-ms puts its savepoint.
     #[arg(long, requires = "stop_with_savepoint_after_ms")]
     pub savepoint_dir: Option<PathBuf>,
@@ -77,30 +70,6 @@ impl CheckpointArgs {
         });
         if let Some(dir) = &self.checkpoint_dir {
             env.set_checkpoint_dir(dir);
-        }
-        match self.restore.as_deref() {
-            None => {}
-            Some("latest") => {
-                let dir = self
-                    .checkpoint_dir
-                    .as_ref()
-                    .ok_or_else(|| anyhow::anyhow!("--restore latest needs --checkpoint-dir"))?;
-                env.restore_latest_from(dir);
-            }
-            // A checkpoint or savepoint directory holds `_metadata`; any other directory is
-            // one to restore the latest checkpoint of (a job directory, or a checkpoint
-            // directory holding one job's).
-            Some(path)
-                if !std::path::Path::new(path).join("_metadata").exists() && std::path::Path::new(path).is_dir() =>
-            {
-                env.restore_latest_from(path);
-            }
-            Some(path) => {
-                env.restore_from(path);
-            }
-        }
-        if self.claim {
-            env.set_restore_mode(RestoreMode::Claim);
         }
         if let (Some(dir), Some(after_ms)) = (&self.savepoint_dir, self.stop_with_savepoint_after_ms) {
             env.stop_with_savepoint_after(dir, after_ms);

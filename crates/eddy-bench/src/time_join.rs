@@ -97,7 +97,7 @@ pub fn run(args: &Args, interval: bool) -> anyhow::Result<Report> {
     let mut extra = args.checkpoints.report(&result);
     extra.push((EMITTED.to_string(), result.accumulators.get(EMITTED).copied().unwrap_or(0).to_string()));
     Ok(Report {
-        task_executor: result.task_executor,
+        elsewhere: result.elsewhere(),
         events: 2 * args.events,
         seconds: result.duration.as_secs_f64(),
         checksum: checksum_of_job(&result),

@@ -213,8 +213,8 @@ pub fn report_lines(
     lines: CollectSink<String>,
     output: &Path,
 ) -> anyhow::Result<crate::Report> {
-    if result.task_executor {
-        return Ok(crate::Report { events, seconds: 0.0, checksum: 0, extra: Vec::new(), task_executor: true });
+    if result.elsewhere() {
+        return Ok(crate::Report { events, seconds: 0.0, checksum: 0, extra: Vec::new(), elsewhere: true });
     }
     let lines = lines.take();
     let mut text = lines.join("\n");
@@ -227,6 +227,6 @@ pub fn report_lines(
         seconds: result.duration.as_secs_f64(),
         checksum: 0,
         extra: vec![("lines".into(), lines.len().to_string())],
-        task_executor: false,
+        elsewhere: false,
     })
 }

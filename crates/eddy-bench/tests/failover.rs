@@ -102,6 +102,36 @@ fn a_sigkilled_jobmaster_is_taken_over_and_the_job_finishes_with_the_failure_fre
     assert!(taken.iter().any(|l| l.contains("job starting") && l.contains("chk-")), "it restored a checkpoint");
 }
 
+/// `--detached` (Flink's `-d`): the submitting process prints the job's id and returns;
+/// the job runs on, its JobMaster on a TaskManager, to the failure-free output.
+#[test]
+fn a_job_submitted_detached_prints_its_id_returns_and_runs_to_the_failure_free_output() {
+    let cluster = Cluster::start("detached", &[1, 1, 1]);
+    let mut args = w1_args(&cluster.dir, "100000");
+    args.push("--detached".into());
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let submitted = Instant::now();
+    let (code, printed) = cluster.submit(&args).finish(Duration::from_secs(30));
+    assert_eq!(code, 0, "{printed}");
+    assert!(printed.contains("Job has been submitted with JobID 1"), "{printed}");
+    assert!(!printed.contains("events="), "the job's result is not the submitter's to print: {printed}");
+    println!("detached submission returned after {} ms", submitted.elapsed().as_millis());
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while job_state(&cluster, "1") != "FINISHED" {
+        assert!(Instant::now() < deadline, "{}", cluster.jobmanager.lines().join("\n"));
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert_eq!(output(&cluster.dir.join("out")), output(&cluster.dir.join("reference")));
+    let jm = cluster.jobmanager.lines().join("\n");
+    assert!(jm.contains("job submitted detached") && !jm.contains("JobMaster is gone"), "{jm}");
+    let tms: Vec<String> = cluster.task_managers.iter().flat_map(|tm| tm.lines()).collect();
+    assert!(tms.iter().any(|l| l.contains("JobMaster of a job submitted detached starting")), "{}", tms.join("\n"));
+    // A local job runs in its process: --detached without a cluster is refused.
+    let (code, printed) = Proc::start(&["api-count", "--events", "10", "--detached"]).finish(Duration::from_secs(30));
+    assert_eq!(code, 1);
+    assert!(printed.contains("--detached needs --jobmanager or --ha"), "{printed}");
+}
+
 #[test]
 fn a_job_whose_jobmanager_and_taskmanagers_are_killed_fails_with_a_clear_message() {
     let heartbeats = ["--heartbeat-interval-ms", "200", "--heartbeat-timeout-ms", "1000"];

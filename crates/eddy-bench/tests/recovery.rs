@@ -173,6 +173,34 @@ fn w1_with_unaligned_checkpoints_restores_its_in_flight_records_at_parallelism_1
     unaligned_kill("unaligned-rescale-down", "1");
 }
 
+/// One command line starts the job and resumes it: `--restore latest` starts fresh, and
+/// says so, while the checkpoint directory holds nothing of the job; after a SIGKILL the
+/// same command line resumes from the newest checkpoint, to the failure-free output.
+#[test]
+fn one_command_line_with_restore_latest_starts_fresh_then_resumes_after_sigkill() {
+    let dir = temp_dir("restore-latest-fresh");
+    let (expected_checksum, expected) = reference(&dir, "api-count");
+    let (chk, out) = (dir.join("chk"), dir.join("out"));
+    let (chk, out) = (chk.to_str().unwrap(), out.to_str().unwrap());
+    let args = ["api-count", "--events", EVENTS, "--keys", "1000", "--parallelism", "2", "--checkpoint-ms", "100"];
+    let args = [&args[..], &["--checkpoint-dir", chk, "--output", out, "--rate", "100000", "--restore", "latest"]].concat();
+    let first = Proc::start(&args);
+    let started = Instant::now();
+    while !has_complete_checkpoint(&dir.join("chk")) {
+        assert!(started.elapsed() < Duration::from_secs(20), "no checkpoint completed: {}", first.lines().join("\n"));
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(first.count("no checkpoint of the job yet: starting fresh"), 1, "{}", first.lines().join("\n"));
+    drop(first); // SIGKILL
+    let (code, stdout, stderr) = bench(&args);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(!stderr.contains("starting fresh") && stderr.contains("chk-"), "it resumed: {stderr}");
+    assert_eq!(checksum(&stdout), expected_checksum);
+    assert_eq!(output(&dir.join("out")), expected, "exactly the failure-free output");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 #[test]
 fn sigkill_then_restore_latest_gives_the_failure_free_output() {
     kill_and_restore("kill", &[]);
@@ -237,16 +265,24 @@ fn stop_with_savepoint_then_restore_finishes_like_an_uninterrupted_run() {
     let savepoint = stdout.lines().find_map(|l| l.strip_prefix("savepoint=")).expect("a savepoint line").to_string();
     let partial = output(&out);
     assert!(!partial.is_empty() && partial.len() < expected.len(), "stopped mid-run with {} lines", partial.len());
-    let (code, stdout, stderr) =
-        bench(&[&common[..], &["--output", out.to_str().unwrap(), "--restore", &savepoint]].concat());
+    // Flink's `-s` takes the savepoint's directory or its `_metadata` file.
+    let metadata = format!("{savepoint}/_metadata");
+    let (code, stdout, stderr) = bench(&[&common[..], &["--output", out.to_str().unwrap(), "-s", &metadata]].concat());
     assert_eq!(code, 0, "{stderr}");
     assert_eq!(checksum(&stdout), expected_checksum);
     assert_eq!(output(&out), expected);
 
-    // A savepoint of W1 has state for operators the join job does not have.
-    let (code, _, stderr) = bench(&["join", "--events", "1000", "--restore", &savepoint]);
+    // A savepoint of W1 has state for operators the join job does not have: refused,
+    // naming the flag that drops it; with `-n` (Flink's --allowNonRestoredState) it runs.
+    let (code, _, stderr) = bench(&["join", "--events", "1000", "--from-savepoint", &savepoint]);
     assert_eq!(code, 1);
     assert!(stderr.contains("has state for operator uid") && stderr.contains("allow-non-restored-state"), "{stderr}");
+    let (code, stdout, stderr) = bench(&["join", "--events", "1000", "--from-savepoint", &savepoint, "-n"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.contains("checksum="), "{stdout}");
+    let (code, _, stderr) = bench(&["join", "--events", "1000", "--allow-non-restored-state"]);
+    assert_eq!(code, 1);
+    assert!(stderr.contains("--allow-non-restored-state goes with -s/--from-savepoint PATH or --restore"), "{stderr}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

@@ -20,7 +20,7 @@ use std::path::Path;
 
 /// Bumped whenever a message changes shape: processes of different versions refuse each
 /// other with a clear error instead of misreading bytes.
-pub const PROTOCOL_VERSION: u16 = 3;
+pub const PROTOCOL_VERSION: u16 = 4;
 const MAGIC: &[u8; 4] = b"EDDY";
 const NONCE_BYTES: usize = 16;
 const MAC_BYTES: usize = 32;

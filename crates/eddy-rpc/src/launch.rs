@@ -97,8 +97,9 @@ pub struct JobMasterTakeover {
     pub job_name: String,
     /// The arguments the job's binary was submitted with.
     pub args: Vec<String>,
-    /// The job directory its checkpoints are in (it restores the latest one there).
-    pub job_dir: String,
+    /// The job directory its checkpoints are in (it restores the latest one there);
+    /// `None` for a job submitted detached, whose JobMaster starts here for the first time.
+    pub job_dir: Option<String>,
     /// How long its attempts wait for slots (what the job last asked with).
     pub slot_timeout_ms: u64,
     /// Each operator's parallelism when its last JobMaster ran it (empty: as the program

@@ -18,6 +18,9 @@ pub struct ClusterTarget {
     /// How long the job waits for enough slots before it fails.
     pub slot_timeout_ms: u64,
     pub heartbeats: Heartbeats,
+    /// Submit and return (`--detached`): the job's JobMaster runs on a TaskManager, as
+    /// after a failover, and the submitting process ends once the job is running.
+    pub detached: bool,
 }
 
 /// How long a job waits for slots by default (Flink's `slot.request.timeout` is 5 min;
@@ -34,6 +37,7 @@ impl ClusterTarget {
             args: std::env::args().skip(1).collect(),
             slot_timeout_ms: SLOT_TIMEOUT_MS_DEFAULT,
             heartbeats: Heartbeats::default(),
+            detached: false,
         }
     }
 }

@@ -276,7 +276,7 @@ fn take_over_job_master(
     connection: &Connection,
 ) -> Result<(), String> {
     let (job, number) = (takeover.job, takeover.takeover);
-    tracing::info!(job = %job, name = %takeover.job_name, job_dir = %takeover.job_dir, "starting the job's JobMaster \
+    tracing::info!(job = %job, name = %takeover.job_name, job_dir = takeover.job_dir.as_deref().unwrap_or("none yet"), "starting the job's JobMaster \
         again");
     let args = takeover.args.clone();
     let launch = JobMasterLaunch {

@@ -78,8 +78,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let sink = CollectSink::new();
     job(&env, access_log(100_000), sink.clone());
     let result = env.execute("api count")?;
-    if result.task_executor {
-        return Ok(()); // a task executor of a cluster job: its JobMaster reports the job
+    if result.elsewhere() {
+        return Ok(()); // a task executor, or submitted detached: the JobMaster reports the job
     }
     let mut finals = std::collections::BTreeMap::new();
     for (path, count) in sink.take() {

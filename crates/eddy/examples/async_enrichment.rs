@@ -90,8 +90,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let sink = CollectSink::new();
     job(&env, service, 5_000, sink.clone());
     let result = env.execute("async enrichment")?;
-    if result.task_executor {
-        return Ok(()); // a task executor of a cluster job: its JobMaster reports the job
+    if result.elsewhere() {
+        return Ok(()); // a task executor, or submitted detached: the JobMaster reports the job
     }
     println!(
         "enriched {} orders through a 10 ms service in {:.2} s at parallelism {}",

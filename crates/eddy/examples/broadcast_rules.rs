@@ -79,8 +79,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let payments = (0..10).map(|id| Payment { id, amount: id * 100 }).collect();
     job(&env, vec![("large".into(), 500), ("huge".into(), 800)], payments, sink.clone());
     let result = env.execute("broadcast rules")?;
-    if result.task_executor {
-        return Ok(()); // a task executor of a cluster job: its JobMaster reports the job
+    if result.elsewhere() {
+        return Ok(()); // a task executor, or submitted detached: the JobMaster reports the job
     }
     let mut alerts = sink.take();
     alerts.sort();

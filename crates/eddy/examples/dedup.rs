@@ -52,8 +52,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let records = (0..20u64).map(|i| (i % 7, format!("delivery {i}"))).collect();
     job(&env, records, sink.clone());
     let result = env.execute("dedup")?;
-    if result.task_executor {
-        return Ok(()); // a task executor of a cluster job: its JobMaster reports the job
+    if result.elsewhere() {
+        return Ok(()); // a task executor, or submitted detached: the JobMaster reports the job
     }
     let mut firsts = sink.take();
     firsts.sort();

@@ -234,8 +234,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let (outcomes, invalid) = (CollectSink::new(), CollectSink::new());
     job(&env, sample_events(8), outcomes.clone(), invalid.clone());
     let result = env.execute("order state machine")?;
-    if result.task_executor {
-        return Ok(()); // a task executor of a cluster job: its JobMaster reports the job
+    if result.elsewhere() {
+        return Ok(()); // a task executor, or submitted detached: the JobMaster reports the job
     }
     let mut outcomes = outcomes.take();
     outcomes.sort();

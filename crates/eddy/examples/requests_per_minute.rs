@@ -146,8 +146,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     per_minute.add_sink(counts.clone());
     too_late.add_sink(late.clone());
     let result = env.execute("requests per minute")?;
-    if result.task_executor {
-        return Ok(()); // a task executor of a cluster job: its JobMaster reports the job
+    if result.elsewhere() {
+        return Ok(()); // a task executor, or submitted detached: the JobMaster reports the job
     }
     let mut counts = counts.take();
     counts.sort();

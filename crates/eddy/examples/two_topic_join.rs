@@ -69,8 +69,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let rec = |key: &str, value| Record { key: key.into(), value };
     job(&env, vec![rec("1", 10), rec("2", 20)], vec![rec("1", 100), rec("3", 300)], sink.clone());
     let result = env.execute("two topic join")?;
-    if result.task_executor {
-        return Ok(()); // a task executor of a cluster job: its JobMaster reports the job
+    if result.elsewhere() {
+        return Ok(()); // a task executor, or submitted detached: the JobMaster reports the job
     }
     for joined in sink.take() {
         println!("{joined:?}");

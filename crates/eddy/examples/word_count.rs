@@ -50,8 +50,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         None => job(&env, vec!["to be or not to be".into(), "that is the question".into()], sink.clone()),
     }
     let result = env.execute("word count")?;
-    if result.task_executor {
-        return Ok(()); // a task executor of a cluster job: its JobMaster reports the job
+    if result.elsewhere() {
+        return Ok(()); // a task executor, or submitted detached: the JobMaster reports the job
     }
     let mut totals = std::collections::BTreeMap::new();
     for (word, count) in sink.take() {

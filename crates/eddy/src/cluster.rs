@@ -47,6 +47,29 @@ pub struct SubmitArgs {
     pub slot_timeout_ms: Option<u64>,
     #[command(flatten)]
     pub tls: TlsArgs,
+    /// Start from this savepoint or retained checkpoint: a `savepoint-N` or `chk-N`
+    /// directory, or its `_metadata` file (Flink's `-s`/`--fromSavepoint`).
+    #[arg(short = 's', long, value_name = "PATH", conflicts_with = "restore")]
+    pub from_savepoint: Option<PathBuf>,
+    /// `latest`: resume from the newest checkpoint of this job in its checkpoint
+    /// directory, or start fresh (and say so) while there is none, so that one command
+    /// line both starts and resumes the job. A directory: resume from the newest
+    /// checkpoint in it (a checkpoint directory holding one job's, or one job directory).
+    #[arg(long, value_name = "latest|DIR")]
+    pub restore: Option<String>,
+    /// With -s or --restore: start even when the restored state holds operators this job
+    /// no longer has; their state is dropped (Flink's `-n`/`--allowNonRestoredState`).
+    #[arg(short = 'n', long)]
+    pub allow_non_restored_state: bool,
+    /// With -s or --restore: take the restored checkpoint over (Flink's CLAIM restore
+    /// mode): later checkpoints reference its files and it is deleted once subsumed.
+    /// Default: NO_CLAIM, it is never touched.
+    #[arg(long)]
+    pub claim: bool,
+    /// With --jobmanager or --ha: submit the job, print its id and return; the job runs
+    /// on, its JobMaster on a TaskManager (Flink's `-d`/`--detached`).
+    #[arg(short = 'd', long)]
+    pub detached: bool,
 }
 
 /// A program whose only flags are these.
@@ -80,18 +103,63 @@ impl SubmitArgs {
         Ok(Some(target))
     }
 
-    /// Submits `env`'s jobs to the cluster these flags name, if any. In a task executor
-    /// (a TaskManager started this program for a cluster job) it does nothing: the
-    /// TaskManager gave it the cluster's credentials, and the secret file named here need
-    /// not exist on its machine.
+    /// Applies the restore flags to `env`, and submits its jobs to the cluster these flags
+    /// name, if any. In a task executor (a TaskManager started this program for a
+    /// cluster job) it submits nothing: the TaskManager gave it the cluster's
+    /// credentials, and the secret file named here need not exist on its machine.
     pub fn apply_to(&self, env: &crate::Env) -> Result<(), CliError> {
-        if is_task_executor() {
-            return Ok(());
+        // A JobMaster started again after a failover restores what the job started from
+        // when the job has no checkpoint of its own yet: the restore flags apply there too.
+        let target = if is_task_executor() { None } else { self.target()? };
+        if self.detached && target.is_none() && !is_task_executor() {
+            return Err(CliError::Usage(
+                "--detached needs --jobmanager or --ha: a local job runs in this process and ends with it".into(),
+            ));
         }
-        if let Some(target) = self.target()? {
+        let restoring = self.from_savepoint.is_some() || self.restore.is_some();
+        if (self.allow_non_restored_state || self.claim) && !restoring {
+            let flag = if self.claim { "--claim" } else { "--allow-non-restored-state" };
+            return Err(CliError::Usage(format!("{flag} goes with -s/--from-savepoint PATH or --restore")));
+        }
+        if let Some(path) = &self.from_savepoint {
+            env.restore_from(savepoint_dir_of(path));
+        }
+        match self.restore.as_deref() {
+            None => {}
+            Some("latest") => {
+                env.restore_latest();
+            }
+            // A checkpoint or savepoint directory holds `_metadata`: restored as -s
+            // restores it; any other directory is one to restore the newest checkpoint of.
+            Some(path) if std::path::Path::new(path).join(METADATA_FILE).is_file() => {
+                env.restore_from(path);
+            }
+            Some(dir) => {
+                env.restore_latest_from(dir);
+            }
+        }
+        env.set_allow_non_restored_state(self.allow_non_restored_state);
+        if self.claim {
+            env.set_restore_mode(crate::RestoreMode::Claim);
+        }
+        if let Some(mut target) = target {
+            target.detached = self.detached;
             env.set_cluster(target);
         }
         Ok(())
+    }
+}
+
+/// The file a checkpoint or savepoint directory is recognised by.
+const METADATA_FILE: &str = "_metadata";
+
+/// The directory `-s` names: Flink takes a savepoint's directory or its `_metadata` file.
+fn savepoint_dir_of(path: &std::path::Path) -> PathBuf {
+    match path.file_name() {
+        Some(name) if name == METADATA_FILE && path.is_file() => {
+            path.parent().map_or_else(|| PathBuf::from("."), std::path::Path::to_path_buf)
+        }
+        _ => path.to_path_buf(),
     }
 }
 

@@ -133,6 +133,7 @@ pub(super) fn serve_job(shared: &Arc<Shared>, connection: Connection, mut reader
                 }
                 store::persist(shared, job);
             }
+            Ok(JobMasterMessage::Detach) => detach(shared, job, generation),
             Ok(JobMasterMessage::View(view)) => {
                 if let Some(j) = shared.state().jobs.get_mut(&job) {
                     j.view = Some(view);
@@ -143,6 +144,29 @@ pub(super) fn serve_job(shared: &Arc<Shared>, connection: Connection, mut reader
         }
     };
     end_job(shared, job, generation, &reason);
+}
+
+/// A job submitted detached: its submitting process goes, and a TaskManager starts the
+/// job's JobMaster, as a takeover does (Flink's detached mode runs the JobMaster in the
+/// cluster too). Only a job just submitted, not yet running anything.
+fn detach(shared: &Arc<Shared>, job: JobId, generation: u32) {
+    let detached = {
+        let mut state = shared.state();
+        match state.jobs.get_mut(&job) {
+            Some(j) if j.generation == generation && j.ended.is_none() && j.state == JobState::Created => {
+                j.state = JobState::Initializing;
+                // Its submitter closes the connection: that is no JobMaster lost.
+                j.connection = None;
+                tracing::info!(job = %job, name = %j.name, "job submitted detached: a TaskManager starts its JobMaster");
+                true
+            }
+            _ => false,
+        }
+    };
+    if detached {
+        store::persist(shared, job);
+        takeover::start(shared, job, takeover::Start::Detached);
+    }
 }
 
 /// A new job: its entry, under the next id; refused if a job not ended yet holds one of
@@ -253,6 +277,6 @@ pub(super) fn end_job(shared: &Arc<Shared>, job: JobId, generation: u32, reason:
     ending::answer_waiting(shared, job, &format!("the job's JobMaster went away before it answered ({reason})"));
     store::persist(shared, job);
     if taken_over {
-        takeover::start(shared, job, reason);
+        takeover::start(shared, job, takeover::Start::JobMasterLost(reason));
     }
 }

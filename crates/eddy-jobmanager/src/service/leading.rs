@@ -65,7 +65,7 @@ pub(super) fn lead(shared: &Arc<Shared>, ha: &HaServices, address: &str) -> Resu
                 // Read first: the state's lock must not be held while the job moves on.
                 let readable = shared.state().jobs.get(&job).is_some_and(|j| j.job_dir.is_some());
                 if readable {
-                    takeover::start(&shared, job, &reason);
+                    takeover::start(&shared, job, takeover::Start::JobMasterLost(&reason));
                 } else {
                     let why = format!("{reason}, and its checkpoints were in its memory");
                     ending::end_waiting(&shared, job, JobState::Lost, &why);

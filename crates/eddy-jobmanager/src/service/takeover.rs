@@ -26,10 +26,19 @@ pub(super) const TAKEOVERS_IN_A_ROW_MAX: u32 = 3;
 /// A takeover under way: the TaskManager starting the JobMaster, and the takeover's number.
 pub(super) type TakingOver = (TaskManagerId, u32);
 
-/// Starts the job's JobMaster again on a TaskManager (waiting, up to the job's slot
-/// timeout, for one to be there); `reason` is why its last JobMaster is gone. Only for a
-/// job waiting for a JobMaster (`Initializing`): checked here, under the lock.
-pub(super) fn start(shared: &Arc<Shared>, job: JobId, reason: &str) {
+/// Why a TaskManager starts a job's JobMaster.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Start<'a> {
+    /// Its last JobMaster is gone, for this reason.
+    JobMasterLost(&'a str),
+    /// The job was submitted detached: its JobMaster runs in the cluster from the start.
+    Detached,
+}
+
+/// Starts the job's JobMaster (again) on a TaskManager, waiting up to the job's slot
+/// timeout for one to be there. Only for a job waiting for a JobMaster (`Initializing`):
+/// checked here, under the lock.
+pub(super) fn start(shared: &Arc<Shared>, job: JobId, why: Start<'_>) {
     let (name, tries) = {
         let mut state = shared.state();
         let Some(j) = state.jobs.get_mut(&job).filter(|j| j.state == JobState::Initializing && j.ended.is_none())
@@ -40,14 +49,22 @@ pub(super) fn start(shared: &Arc<Shared>, job: JobId, reason: &str) {
         j.taking_over_on = None;
         (j.name.clone(), j.takeovers_in_a_row)
     };
+    let reason = match why {
+        Start::JobMasterLost(reason) => reason,
+        Start::Detached => "submitted detached",
+    };
     if tries > TAKEOVERS_IN_A_ROW_MAX {
         let why = format!(
-            "its JobMaster could not be started again {TAKEOVERS_IN_A_ROW_MAX} times in a row; the last: {reason}"
+            "its JobMaster could not be started {TAKEOVERS_IN_A_ROW_MAX} times in a row; the last: {reason}"
         );
         return ending::end_waiting(shared, job, JobState::Failed, &why);
     }
-    tracing::warn!(job = %job, name = %name, reason, takeover = tries, "the job's JobMaster is gone; starting it again \
-        on a TaskManager");
+    match why {
+        Start::JobMasterLost(reason) => tracing::warn!(job = %job, name = %name, reason, takeover = tries, "the job's \
+            JobMaster is gone; starting it again on a TaskManager"),
+        Start::Detached => tracing::info!(job = %job, name = %name, takeover = tries, "starting the JobMaster of a job \
+            submitted detached on a TaskManager"),
+    }
     let shared = shared.clone();
     let _ = std::thread::Builder::new().name("eddy-jm-takeover".into()).spawn(move || {
         if tries > 1 {
@@ -75,7 +92,7 @@ fn place(shared: &Shared, job: JobId) {
             state.next_takeover += 1;
             let number = state.next_takeover;
             let Some(j) = state.jobs.get_mut(&job) else { return };
-            let Some(job_dir) = j.job_dir.clone() else { return };
+            let job_dir = j.job_dir.clone();
             j.taking_over_on = Some((task_manager, number));
             let takeover = JobMasterTakeover {
                 job,
@@ -112,7 +129,7 @@ pub(super) fn job_master_exited(shared: &Arc<Shared>, job: JobId, taking_over: T
     });
     if current {
         // `start` checks again under its lock: a JobMaster taking the job back meanwhile wins.
-        start(shared, job, &format!("the JobMaster started again exited: {status}"));
+        start(shared, job, Start::JobMasterLost(&format!("the JobMaster started on a TaskManager exited: {status}")));
     }
 }
 

@@ -126,6 +126,25 @@ fn admit(target: &ClusterTarget, hello: &JobMasterMessage, wait: Duration) -> Re
 }
 
 impl JobClient {
+    /// Submits job `name` detached: the JobManager admits it, then has a TaskManager start
+    /// its JobMaster (`--detached`); this process holds nothing of it afterwards. Returns
+    /// the job's id.
+    pub fn submit_detached(
+        target: &ClusterTarget,
+        name: &str,
+        parallelism: u32,
+        exclusive_resources: Vec<String>,
+    ) -> Result<JobId, ClusterError> {
+        let hello =
+            JobMasterMessage::Submit { name: name.to_string(), parallelism, args: target.args.clone(), exclusive_resources };
+        let admitted = admit(target, &hello, target.heartbeats.timeout())?;
+        admitted.connection.send(&JobMasterMessage::Detach)?;
+        // Sent in order on one connection: the JobManager reads the request before it sees
+        // the connection close.
+        admitted.connection.close();
+        Ok(admitted.job)
+    }
+
     /// Submits job `name` needing `parallelism` slots and holding `exclusive_resources`
     /// alone to the JobManager `target` names; or, for a JobMaster started again
     /// (`resume`), takes the job back under its id (the JobManager knows the rest).

@@ -48,6 +48,29 @@ impl JobStorage {
                 lock = held;
                 Some(source)
             }
+            Some(RestoreFrom::LatestOrFresh) => {
+                let StorageChoice::Directory(base) = &config.storage else {
+                    return Err(CheckpointError::InvalidLocation {
+                        location: "the JobManager's memory".into(),
+                        message: "restoring the latest checkpoint needs a checkpoint directory \
+                                  (Env::set_checkpoint_dir)"
+                            .into(),
+                    });
+                };
+                match latest_in(opener, base, job_name, warnings) {
+                    Ok((source, held)) => {
+                        lock = held;
+                        Some(source)
+                    }
+                    Err(CheckpointError::NoCheckpoint(dir)) => {
+                        tracing::info!(job = %job_name, checkpoint_dir = %dir, "no checkpoint of the job yet: \
+                            starting fresh");
+                        warnings.push(format!("no checkpoint of job '{job_name}' in {dir} yet: started fresh"));
+                        None
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
         };
         let (storage, job_dir): (Arc<dyn CheckpointStorage>, _) = match &config.storage {
             StorageChoice::Memory => {

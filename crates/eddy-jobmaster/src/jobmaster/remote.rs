@@ -51,6 +51,9 @@ impl RemoteLauncher {
         let job = graph.job_name.clone();
         validate(&graph)?;
         let parallelism = graph.slots_needed();
+        if target.detached && resume.is_none() {
+            return submit_detached(&target, &graph);
+        }
         let client =
             JobClient::submit(&target, &job, parallelism, graph.exclusive_resources(), resume).map_err(|source| {
                 JobError::Cluster {
@@ -72,6 +75,28 @@ impl RemoteLauncher {
         });
         outcome
     }
+}
+
+/// Submits the job detached (`--detached`), after checking here what would only fail it
+/// there (a checkpoint or savepoint to restore that is not one): prints the job's id, as
+/// Flink's CLI does, and returns.
+fn submit_detached(target: &ClusterTarget, graph: &StreamGraph) -> Result<JobResult, JobError> {
+    let job = graph.job_name.clone();
+    if let Some(eddy_runtime::graph::RestoreFrom::Path(path)) = &graph.config.restore {
+        super::restore::open_restore_path(graph.services.storage_opener.as_ref(), path).map_err(|source| {
+            JobError::Checkpoint { job: job.clone(), message: "cannot start".into(), source: Some(source) }
+        })?;
+    }
+    let id = JobClient::submit_detached(target, &job, graph.slots_needed(), graph.exclusive_resources()).map_err(
+        |source| JobError::Cluster {
+            job: job.clone(),
+            message: format!("cannot submit the job to the JobManager at {}", target.jobmanager),
+            source: Some(source),
+        },
+    )?;
+    tracing::info!(job = %id, name = %job, "job submitted detached; its JobMaster starts on a TaskManager");
+    println!("Job has been submitted with JobID {id}");
+    Ok(JobResult { detached: Some(id), ..JobResult::new(job) })
 }
 
 impl AttemptLauncher for RemoteLauncher {

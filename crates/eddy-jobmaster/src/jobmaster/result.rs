@@ -35,6 +35,9 @@ pub struct JobResult {
     /// ([`crate::executor::ExecutionMode::TaskExecutor`]): its subtasks of an attempt
     /// ended, and nothing else here is the job's; the job's result is its JobMaster's.
     pub task_executor: bool,
+    /// Submitted detached (`--detached`): the job runs on in the cluster under this id,
+    /// its JobMaster on a TaskManager; nothing else here is the job's.
+    pub detached: Option<eddy_rpc::JobId>,
 }
 
 impl JobResult {
@@ -53,7 +56,14 @@ impl JobResult {
             trace: Vec::new(),
             accumulators: Default::default(),
             task_executor: false,
+            detached: None,
         }
+    }
+
+    /// Whether the job's outcome is not this process's to report: it ran as a task
+    /// executor, or submitted the job detached.
+    pub fn elsewhere(&self) -> bool {
+        self.task_executor || self.detached.is_some()
     }
 
     /// What a task executor's `execute` returns once its subtasks ended.

@@ -38,11 +38,18 @@ pub(crate) fn run(clock: Arc<dyn Clock>, mut graph: StreamGraph) -> Result<JobRe
         args: takeover.args.clone(),
         slot_timeout_ms: takeover.slot_timeout_ms,
         heartbeats,
+        detached: false,
     };
-    if ended(&takeover.job_dir) {
+    let Some(job_dir) = takeover.job_dir.clone() else {
+        // Submitted detached: this is the job's first JobMaster, and the program's flags
+        // say what it starts from.
+        tracing::info!(job = %takeover.job, name = %job, "JobMaster of a job submitted detached starting");
+        return RemoteLauncher::execute(target, clock, graph, Some(takeover.job));
+    };
+    if ended(&job_dir) {
         // Its JobMaster died as the job ended, after deleting its checkpoints: running it
         // again would write its output twice. It takes the job back only to say so.
-        tracing::warn!(job = %takeover.job, job_dir = %takeover.job_dir, "the job's directory says it ended; it is not \
+        tracing::warn!(job = %takeover.job, job_dir = %job_dir, "the job's directory says it ended; it is not \
             run again");
         let client = take_job_back(&target, &job, graph.slots_needed(), takeover.job)?;
         client.finish(eddy_rpc::JobState::Finished);
@@ -55,25 +62,25 @@ pub(crate) fn run(clock: Arc<dyn Clock>, mut graph: StreamGraph) -> Result<JobRe
             message: format!("cannot take the job over: {message}"),
         })?;
     }
-    let storage = graph.services.storage_opener.open(&takeover.job_dir).map_err(|source| JobError::Checkpoint {
+    let storage = graph.services.storage_opener.open(&job_dir).map_err(|source| JobError::Checkpoint {
         job: job.clone(),
-        message: format!("cannot open the job directory {} to take the job over", takeover.job_dir),
+        message: format!("cannot open the job directory {job_dir} to take the job over"),
         source: Some(source),
     })?;
     let completed = storage.completed().map_err(|source| JobError::Checkpoint {
         job: job.clone(),
-        message: format!("cannot list the checkpoints in {} to take the job over", takeover.job_dir),
+        message: format!("cannot list the checkpoints in {job_dir} to take the job over"),
         source: Some(source),
     })?;
     if !completed.is_empty() {
         let config = &mut graph.config;
-        config.restore = Some(RestoreFrom::LatestIn(takeover.job_dir.clone().into()));
+        config.restore = Some(RestoreFrom::LatestIn(job_dir.clone().into()));
         config.restore_mode = RestoreMode::Claim;
     }
     tracing::info!(
         job = %takeover.job,
         name = %job,
-        job_dir = %takeover.job_dir,
+        job_dir = %job_dir,
         checkpoints = completed.len(),
         "JobMaster started again to take the job over"
     );

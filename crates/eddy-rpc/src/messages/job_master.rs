@@ -65,6 +65,9 @@ pub enum JobMasterMessage {
     /// What the job looks like now (about once a second), for the REST API and
     /// `/metrics`.
     View(Box<crate::view::JobView>),
+    /// Submitted with `--detached`: the JobManager has a TaskManager start the job's
+    /// JobMaster (as a takeover does), and the submitting process goes.
+    Detach,
 
     // JobManager → JobMaster
     /// With the cluster's heartbeat settings, which the job's connections follow.

@@ -25,6 +25,10 @@ pub enum RestoreFrom {
     Path(PathBuf),
     /// The newest complete checkpoint in a checkpoint directory.
     LatestIn(PathBuf),
+    /// The newest complete checkpoint of this job in its own checkpoint directory, or
+    /// nothing (a fresh start, logged) while it has none yet: one command line that both
+    /// starts a job and resumes it (`--restore latest`).
+    LatestOrFresh,
 }
 
 /// Who owns the files of the checkpoint a job is restored from (Flink's restore modes).
