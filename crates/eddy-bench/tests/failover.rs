@@ -484,6 +484,7 @@ fn a_leader_whose_lease_is_gone_writes_nothing_to_the_job_store() {
         generation: 0,
         state: JobState::Running,
         exclusive_resources: Vec::new(),
+        binary: String::new(),
     };
     let first = ha.campaign("127.0.0.1:1", Box::new(|_| {})).unwrap();
     let old = first.lease();

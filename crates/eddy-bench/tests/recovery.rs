@@ -183,7 +183,8 @@ fn one_command_line_with_restore_latest_starts_fresh_then_resumes_after_sigkill(
     let (chk, out) = (dir.join("chk"), dir.join("out"));
     let (chk, out) = (chk.to_str().unwrap(), out.to_str().unwrap());
     let args = ["api-count", "--events", EVENTS, "--keys", "1000", "--parallelism", "2", "--checkpoint-ms", "100"];
-    let args = [&args[..], &["--checkpoint-dir", chk, "--output", out, "--rate", "100000", "--restore", "latest"]].concat();
+    let args =
+        [&args[..], &["--checkpoint-dir", chk, "--output", out, "--rate", "100000", "--restore", "latest"]].concat();
     let first = Proc::start(&args);
     let started = Instant::now();
     while !has_complete_checkpoint(&dir.join("chk")) {

@@ -122,6 +122,21 @@ impl JobMasterLaunch {
     }
 }
 
+/// A binary as the cluster compares binaries: its file name, without a Windows `.exe`. A
+/// TaskManager runs the jobs of its own binary (it starts it with the job's arguments),
+/// and the JobManager gives a job the slots of TaskManagers whose binary has the job's
+/// name; the graph's fingerprint then catches a binary of the same name that builds
+/// another job.
+pub fn binary_name(path: &str) -> String {
+    let name = std::path::Path::new(path).file_name().map_or(path.into(), |n| n.to_string_lossy().into_owned());
+    name.strip_suffix(".exe").map_or(name.clone(), str::to_string)
+}
+
+/// This process's binary's [`binary_name`] (empty if the system cannot tell).
+pub fn this_binary_name() -> String {
+    std::env::current_exe().map_or(String::new(), |path| binary_name(&path.to_string_lossy()))
+}
+
 /// Whether a TaskManager started this process (a task executor, or a JobMaster taken
 /// over): the program's own cluster flags do not apply to it.
 pub fn launched() -> bool {

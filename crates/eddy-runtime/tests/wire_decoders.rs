@@ -41,6 +41,7 @@ fn messages() -> Vec<Vec<u8>> {
             parallelism: 2,
             args: vec!["--events".into()],
             exclusive_resources: vec!["the Kafka transactional id prefix 'p' on b:9092".into()],
+            binary: "job".into(),
         };
         write_value(b, &m).unwrap()
     });

@@ -12,8 +12,8 @@ use std::time::Instant;
 pub(super) fn serve_job(shared: &Arc<Shared>, connection: Connection, mut reader: Reader) {
     let first = reader.receive();
     let admitted = match first {
-        Ok(JobMasterMessage::Submit { name, parallelism, args, exclusive_resources }) => {
-            submit(shared, &connection, name, parallelism, args, exclusive_resources)
+        Ok(JobMasterMessage::Submit { name, parallelism, args, exclusive_resources, binary }) => {
+            submit(shared, &connection, Submission { name, parallelism, args, exclusive_resources, binary })
         }
         Ok(JobMasterMessage::Resume { job, name, parallelism, generation }) => {
             takeover::resume(shared, &connection, (job, &name, parallelism), generation)
@@ -58,7 +58,11 @@ pub(super) fn serve_job(shared: &Arc<Shared>, connection: Connection, mut reader
     if sent.is_err() {
         return end_job(shared, job, generation, "its JobMaster went away");
     }
-    let Some((name, args)) = shared.state().jobs.get(&job).map(|j| (j.name.clone(), j.args.clone())) else { return };
+    let Some((name, args, binary)) =
+        shared.state().jobs.get(&job).map(|j| (j.name.clone(), j.args.clone(), j.binary.clone()))
+    else {
+        return;
+    };
     let reason = loop {
         match reader.receive() {
             Ok(JobMasterMessage::Heartbeat) => {}
@@ -85,6 +89,7 @@ pub(super) fn serve_job(shared: &Arc<Shared>, connection: Connection, mut reader
                     timeout_ms,
                     job_master,
                     args: args.clone(),
+                    binary: binary.clone(),
                     operator_parallelism,
                 };
                 let (shared, client) = (shared.clone(), connection.clone());
@@ -169,16 +174,23 @@ fn detach(shared: &Arc<Shared>, job: JobId, generation: u32) {
     }
 }
 
+/// A job as its JobMaster submits it.
+pub(super) struct Submission {
+    name: String,
+    parallelism: u32,
+    args: Vec<String>,
+    exclusive_resources: Vec<String>,
+    binary: String,
+}
+
 /// A new job: its entry, under the next id; refused if a job not ended yet holds one of
 /// its exclusive resources.
 pub(super) fn submit(
     shared: &Shared,
     connection: &Connection,
-    name: String,
-    parallelism: u32,
-    args: Vec<String>,
-    exclusive_resources: Vec<String>,
+    submission: Submission,
 ) -> Result<(JobId, u32, u32), String> {
+    let Submission { name, parallelism, args, exclusive_resources, binary } = submission;
     let mut state = shared.state();
     // A job that reported its end holds nothing any more, also before its JobMaster's
     // connection closes (a restore from its savepoint follows at once).
@@ -200,6 +212,7 @@ pub(super) fn submit(
         connection: None,
         generation: 0,
         args: Arc::new(args),
+        binary,
         job_dir: None,
         slot_timeout_ms: eddy_rpc::SLOT_TIMEOUT_MS_DEFAULT,
         operator_parallelism: Vec::new(),

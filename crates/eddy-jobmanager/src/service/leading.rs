@@ -108,6 +108,7 @@ fn job_of(record: JobRecord) -> Job {
         connection: None,
         generation: record.generation,
         args: Arc::new(record.args),
+        binary: record.binary,
         job_dir: record.job_dir,
         slot_timeout_ms: record.slot_timeout_ms,
         operator_parallelism: record.operator_parallelism,

@@ -46,6 +46,8 @@ pub struct JobManagerOptions {
 struct TaskManager {
     connection: Connection,
     slots: u32,
+    /// Its binary's path, and the name jobs are matched by.
+    binary: (String, String),
     host: String,
     pid: u32,
     registered_ms: u64,
@@ -67,6 +69,9 @@ struct Job {
     /// The arguments its binary was submitted with (task executors and a JobMaster
     /// taken over run them).
     args: Arc<Vec<String>>,
+    /// Its binary's name ([`eddy_rpc::launch::binary_name`]): only TaskManagers of that
+    /// binary run it. Empty when unknown (a job store written before it was kept).
+    binary: String,
     /// Where its checkpoints go, once its JobMaster said (`None`: in its memory, which a
     /// takeover cannot read).
     job_dir: Option<String>,

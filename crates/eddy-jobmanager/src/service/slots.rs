@@ -16,8 +16,9 @@ use std::time::{Duration, Instant};
 /// state's lock, again whenever slots free up or TaskManagers register, until the request
 /// is served or times out.
 pub(crate) trait ResourceProvider: Send + Sync {
-    /// `slots` slots among what `state` holds now, or `None` if there are not enough yet.
-    fn pick(&self, state: &State, slots: u32) -> Option<Allocation>;
+    /// `slots` slots on TaskManagers of `binary` among what `state` holds now, or `None`
+    /// if there are not enough yet.
+    fn pick(&self, state: &State, slots: u32, binary: &str) -> Option<Allocation>;
     /// A request for `needed` slots waits, with `free` free: an active provider asks for
     /// TaskManagers here; the standalone pool waits for them to register.
     fn wanted(&self, needed: u32, free: u32) {
@@ -31,13 +32,15 @@ pub(crate) trait ResourceProvider: Send + Sync {
 pub(crate) struct StandalonePool;
 
 impl ResourceProvider for StandalonePool {
-    fn pick(&self, state: &State, slots: u32) -> Option<Allocation> {
-        if state.free_total() < slots {
+    fn pick(&self, state: &State, slots: u32, binary: &str) -> Option<Allocation> {
+        let eligible: Vec<TaskManagerId> =
+            state.task_managers.keys().copied().filter(|&id| state.runs(id, binary)).collect();
+        if eligible.iter().fold(0u32, |total, &id| total.saturating_add(state.free(id))) < slots {
             return None;
         }
         let mut allocation: Allocation = Vec::new();
         let mut remaining = slots;
-        for &id in state.task_managers.keys() {
+        for id in eligible {
             let take = state.free(id).min(remaining);
             if take > 0 {
                 allocation.push((id, take));
@@ -64,6 +67,32 @@ impl State {
 
     pub(super) fn free(&self, task_manager: TaskManagerId) -> u32 {
         self.task_managers.get(&task_manager).map_or(0, |tm| tm.slots.saturating_sub(self.used(task_manager)))
+    }
+
+    /// Whether TaskManager `task_manager` runs jobs of `binary` (any, when the job's
+    /// binary is not known).
+    pub(super) fn runs(&self, task_manager: TaskManagerId, binary: &str) -> bool {
+        binary.is_empty() || self.task_managers.get(&task_manager).is_some_and(|tm| tm.binary.1 == binary)
+    }
+
+    /// The TaskManagers of another binary than `binary`, as a message names them, with
+    /// what to do; `None` if every one runs it.
+    pub(super) fn other_binaries(&self, job_name: &str, binary: &str) -> Option<String> {
+        let others: Vec<String> = self
+            .task_managers
+            .iter()
+            .filter(|(id, _)| !self.runs(**id, binary))
+            .map(|(id, tm)| format!("TaskManager {id} runs '{}' ({})", tm.binary.1, tm.binary.0))
+            .collect();
+        if others.is_empty() {
+            return None;
+        }
+        Some(format!(
+            "job '{job_name}' is of binary '{binary}', and {}: a TaskManager runs the jobs of its own binary (it \
+             starts it with the job's arguments). Start the TaskManagers from the job's binary: `{binary} \
+             taskmanager --jobmanager HOST:PORT --secret-file FILE`",
+            others.join(", ")
+        ))
     }
 
     pub(super) fn free_total(&self) -> u32 {
@@ -95,6 +124,8 @@ pub(super) struct SlotRequest {
     pub(super) timeout_ms: u64,
     pub(super) job_master: String,
     pub(super) args: Arc<Vec<String>>,
+    /// The job's binary: only TaskManagers of it are given.
+    pub(super) binary: String,
     pub(super) operator_parallelism: Vec<u32>,
 }
 
@@ -115,7 +146,17 @@ pub(super) fn allocate(shared: &Shared, request: SlotRequest, client: &Connectio
             }
             _ => return,
         }
-        if let Some(allocation) = shared.resources.pick(&state, slots) {
+        let eligible = state.task_managers.keys().any(|&id| state.runs(id, &request.binary));
+        if !eligible && !state.task_managers.is_empty() {
+            // Every TaskManager here runs another binary: waiting would end the same way,
+            // later, and the likely fix is to start the right ones.
+            let message = state.other_binaries(&request.name, &request.binary).unwrap_or_default();
+            tracing::warn!(job = %job, attempt = %attempt, %message, "no TaskManager of the job's binary");
+            drop(state);
+            let _ = client.send(&JobMasterMessage::SlotsUnavailable { attempt, message });
+            return;
+        }
+        if let Some(allocation) = shared.resources.pick(&state, slots, &request.binary) {
             let mut executors = Vec::new();
             let mut deployments = Vec::new();
             let mut first_slot = 0;
@@ -151,7 +192,7 @@ pub(super) fn allocate(shared: &Shared, request: SlotRequest, client: &Connectio
         }
         let now = Instant::now();
         if now >= deadline {
-            let message = format!(
+            let mut message = format!(
                 "the job needs {slots} slots (its highest parallelism); the cluster has {} free of {} on {} \
                     TaskManager(s), and no more came within {} ms (--slot-timeout-ms)",
                 state.free_total(),
@@ -159,6 +200,9 @@ pub(super) fn allocate(shared: &Shared, request: SlotRequest, client: &Connectio
                 state.task_managers.len(),
                 request.timeout_ms
             );
+            if let Some(others) = state.other_binaries(&request.name, &request.binary) {
+                message.push_str(&format!("; {others}"));
+            }
             tracing::warn!(job = %job, attempt = %attempt, %message, "slot request timed out");
             drop(state);
             let _ = client.send(&JobMasterMessage::SlotsUnavailable { attempt, message });

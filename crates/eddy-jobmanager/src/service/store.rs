@@ -29,6 +29,7 @@ pub(super) fn persist(shared: &Shared, job: JobId) {
             slot_timeout_ms: j.slot_timeout_ms,
             operator_parallelism: j.operator_parallelism.clone(),
             exclusive_resources: j.exclusive_resources.clone(),
+            binary: j.binary.clone(),
             generation: j.generation,
             next_attempt: j.next_attempt,
             state: j.state,

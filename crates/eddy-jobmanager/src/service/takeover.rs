@@ -54,16 +54,17 @@ pub(super) fn start(shared: &Arc<Shared>, job: JobId, why: Start<'_>) {
         Start::Detached => "submitted detached",
     };
     if tries > TAKEOVERS_IN_A_ROW_MAX {
-        let why = format!(
-            "its JobMaster could not be started {TAKEOVERS_IN_A_ROW_MAX} times in a row; the last: {reason}"
-        );
+        let why =
+            format!("its JobMaster could not be started {TAKEOVERS_IN_A_ROW_MAX} times in a row; the last: {reason}");
         return ending::end_waiting(shared, job, JobState::Failed, &why);
     }
     match why {
         Start::JobMasterLost(reason) => tracing::warn!(job = %job, name = %name, reason, takeover = tries, "the job's \
             JobMaster is gone; starting it again on a TaskManager"),
-        Start::Detached => tracing::info!(job = %job, name = %name, takeover = tries, "starting the JobMaster of a job \
-            submitted detached on a TaskManager"),
+        Start::Detached => {
+            tracing::info!(job = %job, name = %name, takeover = tries, "starting the JobMaster of a job \
+            submitted detached on a TaskManager")
+        }
     }
     let shared = shared.clone();
     let _ = std::thread::Builder::new().name("eddy-jm-takeover".into()).spawn(move || {
@@ -76,8 +77,8 @@ pub(super) fn start(shared: &Arc<Shared>, job: JobId, why: Start<'_>) {
     });
 }
 
-/// Picks the TaskManager with the most free slots (the first to join among equals), or
-/// waits for one, and has it start the JobMaster.
+/// Picks the TaskManager of the job's binary with the most free slots (the first to join
+/// among equals), or waits for one, and has it start the JobMaster.
 fn place(shared: &Shared, job: JobId) {
     let mut state = shared.state();
     let Some(timeout_ms) = state.jobs.get(&job).map(|j| j.slot_timeout_ms) else { return };
@@ -86,7 +87,13 @@ fn place(shared: &Shared, job: JobId) {
         if state.jobs.get(&job).is_none_or(|j| j.state != JobState::Initializing || j.ended.is_some()) {
             return;
         }
-        let chosen = state.task_managers.keys().copied().max_by_key(|id| (state.free(*id), std::cmp::Reverse(*id)));
+        let binary = state.jobs.get(&job).map(|j| j.binary.clone()).unwrap_or_default();
+        let chosen = state
+            .task_managers
+            .keys()
+            .copied()
+            .filter(|id| state.runs(*id, &binary))
+            .max_by_key(|id| (state.free(*id), std::cmp::Reverse(*id)));
         if let Some(task_manager) = chosen {
             let connection = state.task_managers[&task_manager].connection.clone();
             state.next_takeover += 1;
@@ -112,8 +119,11 @@ fn place(shared: &Shared, job: JobId) {
         }
         let now = Instant::now();
         if now >= deadline {
+            let mut why = format!("no TaskManager came within {timeout_ms} ms to start its JobMaster");
+            if let Some(others) = state.jobs.get(&job).and_then(|j| state.other_binaries(&j.name, &j.binary)) {
+                why.push_str(&format!("; {others}"));
+            }
             drop(state);
-            let why = format!("no TaskManager came within {timeout_ms} ms to start its JobMaster again");
             return ending::end_waiting(shared, job, JobState::Failed, &why);
         }
         state = shared.slots_changed.wait_timeout(state, deadline - now).unwrap_or_else(|e| e.into_inner()).0;

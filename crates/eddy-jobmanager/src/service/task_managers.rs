@@ -26,7 +26,16 @@ pub(super) fn serve_task_manager(shared: &Arc<Shared>, connection: Connection, m
         let id = TaskManagerId(state.next_task_manager);
         let registered_ms =
             std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64);
-        let tm = TaskManager { connection: connection.clone(), slots, host, pid, registered_ms, metrics_address };
+        let names = (binary.clone(), eddy_rpc::launch::binary_name(&binary));
+        let tm = TaskManager {
+            connection: connection.clone(),
+            slots,
+            binary: names,
+            host,
+            pid,
+            registered_ms,
+            metrics_address,
+        };
         state.task_managers.insert(id, tm);
         id
     };

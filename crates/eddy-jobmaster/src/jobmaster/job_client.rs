@@ -135,8 +135,13 @@ impl JobClient {
         parallelism: u32,
         exclusive_resources: Vec<String>,
     ) -> Result<JobId, ClusterError> {
-        let hello =
-            JobMasterMessage::Submit { name: name.to_string(), parallelism, args: target.args.clone(), exclusive_resources };
+        let hello = JobMasterMessage::Submit {
+            name: name.to_string(),
+            parallelism,
+            args: target.args.clone(),
+            exclusive_resources,
+            binary: eddy_rpc::launch::this_binary_name(),
+        };
         let admitted = admit(target, &hello, target.heartbeats.timeout())?;
         admitted.connection.send(&JobMasterMessage::Detach)?;
         // Sent in order on one connection: the JobManager reads the request before it sees
@@ -162,6 +167,7 @@ impl JobClient {
                 parallelism,
                 args: target.args.clone(),
                 exclusive_resources,
+                binary: eddy_rpc::launch::this_binary_name(),
             },
             Some(job) => JobMasterMessage::Resume { job, name: name.clone(), parallelism, generation: None },
         };

@@ -70,6 +70,9 @@ pub struct JobRecord {
     /// What it holds alone (see `Submit`).
     #[serde(default)]
     pub exclusive_resources: Vec<String>,
+    /// Its binary's name (see `Submit`); empty in records written before it was kept.
+    #[serde(default)]
+    pub binary: String,
 }
 
 impl HaServices {

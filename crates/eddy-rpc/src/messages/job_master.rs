@@ -22,6 +22,9 @@ pub enum JobMasterMessage {
         /// while a running job holds one of them. (Added in protocol version 3: postcard
         /// cannot leave a field out, so a default would not help older peers.)
         exclusive_resources: Vec<String>,
+        /// The file name of the job's binary: its task executors run on TaskManagers of
+        /// the same binary only (application mode), see [`crate::launch::binary_name`].
+        binary: String,
     },
     /// A JobMaster started again for a job whose JobMaster died takes it back under its id.
     Resume {
