@@ -637,3 +637,51 @@ fn buffer_debloating_keeps_checkpoints_short_behind_a_slow_sink_across_taskmanag
     assert!(average <= 1_500, "{average} ms a checkpoint on average:\n{log}");
     assert_eq!(field(&log, "checksum"), field(&run_local(&args), "checksum"));
 }
+
+/// The mistakes of an operator's first hour get errors that name what is wrong and what to
+/// do: an address without a port, a restore path that does not exist (and the job never
+/// enters the job list), a REST port taken (the JobManager exits without saying it
+/// listens), and every flag of `taskmanager --help` described.
+#[test]
+fn an_operators_first_mistakes_get_errors_that_finish_the_sentence() {
+    let cluster = Cluster::start("mistakes", &[1]);
+    let secret = cluster.secret.to_str().unwrap();
+    for role in [&["list"][..], &["taskmanager"], &["api-count", "--events", "10"]] {
+        let mut args = role.to_vec();
+        args.extend(["--jobmanager", "127.0.0.1", "--secret-file", secret]);
+        let (code, log) = Proc::start(&args).finish(Duration::from_secs(30));
+        assert_eq!(code, 1, "{log}");
+        assert!(log.contains("--jobmanager 127.0.0.1: give the JobManager's HOST:PORT"), "{role:?}: {log}");
+    }
+
+    let missing = cluster.dir.join("savepoints").join("savepoint-7");
+    std::fs::create_dir_all(missing.parent().unwrap().join("savepoint-3")).unwrap();
+    let job = cluster.submit(&["api-count", "--events", "10", "-s", missing.to_str().unwrap()]);
+    let (code, log) = job.finish(Duration::from_secs(30));
+    assert_eq!(code, 1, "{log}");
+    assert!(log.contains(&format!("'{}'", missing.display())) && log.contains("it does not exist"), "{log}");
+    let (_, list) = cluster.control(&["list"]);
+    assert_eq!(list.lines().count(), 1, "a job that cannot start never enters the list: {list}");
+
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = taken.local_addr().unwrap().to_string();
+    let jm = Proc::start(&["jobmanager", "--bind", "127.0.0.1:0", "--rest-bind", &port, "--secret-file", secret]);
+    let (code, log) = jm.finish(Duration::from_secs(30));
+    assert_eq!(code, 1, "{log}");
+    assert!(!log.contains("listening on"), "it said it listens, then exited: {log}");
+    assert!(log.contains(&format!("cannot listen for HTTP on {port}")) && log.contains("--rest-bind"), "{log}");
+
+    let out = Command::new(env!("CARGO_BIN_EXE_eddy-bench")).args(["taskmanager", "-h"]).output().unwrap();
+    let help = String::from_utf8_lossy(&out.stdout);
+    // A flag's description follows on its line, or on the next, further in.
+    let lines: Vec<&str> = help.lines().collect();
+    let undescribed: Vec<&str> = (0..lines.len())
+        .filter(|&i| lines[i].trim_start().starts_with('-') && !lines[i].trim().contains("  "))
+        .filter(|&i| lines.get(i + 1).is_none_or(|next| next.trim().is_empty() || next.trim_start().starts_with('-')))
+        .map(|i| lines[i])
+        .collect();
+    assert!(
+        help.contains("--secret-file") && undescribed.is_empty(),
+        "flags without a description: {undescribed:?}\n{help}"
+    );
+}

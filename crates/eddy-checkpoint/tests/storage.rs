@@ -47,8 +47,29 @@ fn a_corrupt_or_truncated_state_file_is_named() {
     std::fs::write(&file, &bytes[..bytes.len() - 5]).unwrap();
     let err = storage.load(&location).unwrap_err().to_string();
     assert!(err.contains("source-1.state") && err.contains("truncated"), "{err}");
-    let err = load_checkpoint_dir(dir.join("nope")).unwrap_err().to_string();
-    assert!(err.contains("no _metadata file"), "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A restore path that is no checkpoint says what it is and what is there instead; the
+/// `_metadata` file itself is taken for its directory, as Flink takes it.
+#[test]
+fn a_restore_path_that_is_no_checkpoint_names_what_is_there() {
+    let dir = temp_dir("not-a-checkpoint");
+    let storage = DirectoryStorage::local(&dir).unwrap();
+    write_checkpoint(&storage, 7, 1);
+    write_checkpoint(&storage, 8, 1);
+    let err = load_checkpoint_dir(dir.join("chk-9")).unwrap_err().to_string();
+    assert!(err.contains("it does not exist;") && err.contains("holds chk-8, chk-7: name one of those"), "{err}");
+    let err = load_checkpoint_dir(dir.join("gone/deeper")).unwrap_err().to_string();
+    assert!(err.contains("it does not exist;") && err.contains("holds chk-8, chk-7"), "{err}");
+    let err = load_checkpoint_dir(&dir).unwrap_err().to_string();
+    assert!(err.contains("holds no _metadata file itself, but chk-8, chk-7: name one of them"), "{err}");
+    let empty = dir.join("empty");
+    std::fs::create_dir_all(&empty).unwrap();
+    let err = load_checkpoint_dir(&empty).unwrap_err().to_string();
+    assert!(err.contains("holds no _metadata file: not a completed checkpoint or savepoint directory"), "{err}");
+    let loaded = load_checkpoint_dir(dir.join("chk-8").join("_metadata")).unwrap();
+    assert_eq!(loaded.metadata.checkpoint_id.0, 8);
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

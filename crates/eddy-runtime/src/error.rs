@@ -33,9 +33,10 @@ pub enum TaskError {
 }
 
 impl TaskError {
-    /// The failure of operator `operator` whose function (or the state it used) returned
-    /// `error`: the backend's failures and eddy's bugs are told apart from the user's.
-    pub fn of_operator(operator: &str, error: &(dyn std::error::Error + 'static)) -> Self {
+    /// The failure of operator `operator` (uid `uid`) whose function (or the state it
+    /// used) returned `error`: the backend's failures and eddy's bugs are told apart from
+    /// the user's.
+    pub fn of_operator(operator: &str, uid: &str, error: &(dyn std::error::Error + 'static)) -> Self {
         use eddy_state::{StateError, StateErrorKind};
         let operator = operator.to_string();
         match error.downcast_ref::<StateError>().map(StateError::kind) {
@@ -44,10 +45,18 @@ impl TaskError {
             Some(StateErrorKind::BackendFailed { what, source }) => {
                 TaskError::StateBackend { operator, message: format!("{what}: {}", eddy_types::chain(source)) }
             }
+            // The same declarations after every restart: the fixes are the user's.
+            Some(e @ StateErrorKind::RestoredTypeChanged { .. }) => TaskError::StateUnreadable {
+                operator,
+                message: format!(
+                    "{e}. Declare it with the type it had; or give the operator a new uid in place of '{uid}' \
+                     (`.uid(\"…\")`) and restore with -n/--allow-non-restored-state, which drops the state of '{uid}'; \
+                     a state the function declares itself can instead take another name"
+                ),
+            },
             // The same bytes, or the same declarations, after every restart: none mends them.
             Some(
                 e @ (StateErrorKind::Deserialize { .. }
-                | StateErrorKind::RestoredTypeChanged { .. }
                 | StateErrorKind::IncompatibleDeclaration { .. }
                 | StateErrorKind::NotDeclared { .. }),
             ) => TaskError::StateUnreadable { operator, message: e.to_string() },

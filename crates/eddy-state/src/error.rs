@@ -56,7 +56,7 @@ pub enum StateErrorKind {
     IncompatibleDeclaration { name: String, first: String, second: String },
     #[error(
         "state '{name}' was checkpointed as {restored} and is declared as {declared} now: a restore cannot read it \
-        as another type; keep its type (its name without module paths), or give the new state another name"
+        as another type (types compare by their names without module paths)"
     )]
     RestoredTypeChanged { name: String, restored: String, declared: String },
     #[error(

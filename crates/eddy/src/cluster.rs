@@ -28,18 +28,20 @@ pub use eddy_taskmanager::{run_task_manager, TaskManagerOptions};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-/// The flags a job's binary accepts to submit its job to a cluster; flatten them into
-/// its own parser, then [`SubmitArgs::apply_to`] its `Env`.
+/// The flags a job's binary accepts to submit its job to a cluster and to restore it
+/// (Flink's `flink run` flags); flatten them into its own parser, then
+/// [`SubmitArgs::apply_to`] its `Env`.
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct SubmitArgs {
-    /// Submit the job to this JobManager instead of running it here.
+    /// Submit the job to this JobManager (HOST:PORT) instead of running it here.
     #[arg(long, conflicts_with = "ha")]
     pub jobmanager: Option<String>,
     /// Submit the job to the cluster whose leading JobManager etcd names
     /// (`etcd://HOST:PORT[,HOST:PORT…][/CLUSTER-ID]`), instead of running it here.
     #[arg(long)]
     pub ha: Option<String>,
-    /// The cluster's secret (with --jobmanager).
+    /// The file holding the cluster's shared secret (with --jobmanager or --ha): every
+    /// process of the cluster reads the same one.
     #[arg(long)]
     pub secret_file: Option<PathBuf>,
     /// How long the job waits for enough free slots before it fails.
@@ -72,8 +74,9 @@ pub struct SubmitArgs {
     pub detached: bool,
 }
 
-/// A program whose only flags are these.
+// A program whose only flags are these.
 #[derive(Debug, Parser)]
+#[command(about = "An eddy job: it runs here, or on the cluster that --jobmanager or --ha names")]
 struct OnlySubmitArgs {
     #[command(flatten)]
     cluster: SubmitArgs,
@@ -183,7 +186,18 @@ fn jobmanager_of(jobmanager: Option<&String>, ha: Option<&String>) -> Result<Opt
         (Some(address), None) if eddy_rpc::ha::is_ha(address) => {
             Err(CliError::Usage(format!("--jobmanager {address}: a high-availability address goes with --ha")))
         }
-        (jobmanager, None) => Ok(jobmanager.cloned()),
+        (Some(address), None) => {
+            let host_port =
+                address.rsplit_once(':').is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok());
+            if !host_port {
+                return Err(CliError::Usage(format!(
+                    "--jobmanager {address}: give the JobManager's HOST:PORT, as its `jobmanager --bind` (by default \
+                     127.0.0.1:6123) or its `jobmanager listening on` line says"
+                )));
+            }
+            Ok(Some(address.clone()))
+        }
+        (None, None) => Ok(None),
     }
 }
 
@@ -220,7 +234,8 @@ pub struct JobManagerArgs {
     /// Where TaskManagers, jobs and the CLI reach it.
     #[arg(long, default_value = "127.0.0.1:6123")]
     pub bind: String,
-    /// The cluster's shared secret: every process must hold the same.
+    /// The file holding the cluster's shared secret: every process of the cluster reads
+    /// the same one (any bytes; e.g. `head -c 32 /dev/urandom | base64 > secret`).
     #[arg(long)]
     pub secret_file: PathBuf,
     #[command(flatten)]
@@ -242,7 +257,7 @@ pub struct JobManagerArgs {
 /// `taskmanager`'s flags.
 #[derive(Debug, Clone, clap::Args)]
 pub struct TaskManagerArgs {
-    /// The JobManager to register with.
+    /// The JobManager to register with (HOST:PORT).
     #[arg(long, required_unless_present = "ha", conflicts_with = "ha")]
     pub jobmanager: Option<String>,
     /// Register with the leading JobManager that etcd names (`etcd://HOST:PORT…`), and
@@ -252,6 +267,7 @@ pub struct TaskManagerArgs {
     /// Slots it offers: one slot holds one subtask of every operator of a job.
     #[arg(long, default_value_t = 1)]
     pub slots: u32,
+    /// The file holding the cluster's shared secret, the same as the JobManager's.
     #[arg(long)]
     pub secret_file: PathBuf,
     /// The address other TaskManagers reach its subtasks at.
@@ -274,8 +290,11 @@ pub struct TaskManagerArgs {
 /// Heartbeats (both ways) and how long a silent peer stays a member.
 #[derive(Debug, Clone, clap::Args)]
 pub struct HeartbeatArgs {
+    /// How often it says it is alive (Flink's `heartbeat.interval`).
     #[arg(long, default_value_t = Heartbeats::default().interval_ms)]
     pub heartbeat_interval_ms: u64,
+    /// How long a peer may stay silent before it counts as lost (Flink's
+    /// `heartbeat.timeout`).
     #[arg(long, default_value_t = Heartbeats::default().timeout_ms)]
     pub heartbeat_timeout_ms: u64,
 }
@@ -291,12 +310,14 @@ impl HeartbeatArgs {
 /// Where the CLI finds the cluster.
 #[derive(Debug, Clone, clap::Args)]
 pub struct CliArgs {
+    /// The JobManager's HOST:PORT.
     #[arg(long, default_value = "127.0.0.1:6123")]
     pub jobmanager: String,
     /// The leading JobManager that etcd names (`etcd://HOST:PORT…`), instead of
     /// --jobmanager.
     #[arg(long)]
     pub ha: Option<String>,
+    /// The file holding the cluster's shared secret, the same as the JobManager's.
     #[arg(long)]
     pub secret_file: PathBuf,
     #[command(flatten)]
@@ -493,8 +514,12 @@ pub fn run_jobmanager(args: &JobManagerArgs) -> Result<(), CliError> {
         ha: args.ha.as_deref().map(eddy_rpc::ha::HaServices::parse).transpose().map_err(CliError::cluster("--ha"))?,
     };
     let job_manager = eddy_jobmanager::bind_job_manager(options).map_err(CliError::cluster("jobmanager"))?;
-    if let Some(bind) = &args.rest_bind {
-        let server = crate::cluster_web::serve_job_manager(bind, job_manager.handle(), &security)?;
+    let server = match &args.rest_bind {
+        Some(bind) => Some(crate::cluster_web::serve_job_manager(bind, job_manager.handle(), &security)?),
+        None => None,
+    };
+    job_manager.announce().map_err(CliError::cluster("jobmanager"))?;
+    if let Some(server) = &server {
         job_manager.handle().set_rest_url(&server.url());
         // The address, for a script or a test that bound port 0.
         println!("rest listening on {}", server.url());

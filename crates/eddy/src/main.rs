@@ -113,12 +113,14 @@ struct SavepointArgs {
     job: Option<String>,
     /// Where the savepoint goes.
     dir: Option<PathBuf>,
+    /// The JobManager's HOST:PORT.
     #[arg(long, default_value = "127.0.0.1:6123")]
     jobmanager: String,
     /// The leading JobManager that etcd names (`etcd://HOST:PORT…`), instead of
     /// --jobmanager.
     #[arg(long)]
     ha: Option<String>,
+    /// The file holding the cluster's shared secret, the same as the JobManager's.
     #[arg(long)]
     secret_file: Option<PathBuf>,
     #[command(flatten)]

@@ -681,7 +681,9 @@ fn restored_state_of_another_type_fails_at_once(
     );
     assert!(
         message.contains("state 'total' was checkpointed as ValueState<u64>")
-            && message.contains("declared as ValueState<(String, u64)>"),
+            && message.contains("declared as ValueState<(String, u64)>")
+            && message.contains("give the operator a new uid in place of 'total'")
+            && message.contains("-n/--allow-non-restored-state"),
         "{message}"
     );
     let _ = std::fs::remove_dir_all(&dir);

@@ -50,7 +50,7 @@ impl OperatorCore {
     }
 
     pub(crate) fn error(&self, error: FunctionError) -> TaskError {
-        TaskError::of_operator(&self.info.name, &*error)
+        TaskError::of_operator(&self.info.name, &self.info.uid, &*error)
     }
 
     /// Records a per-record failure; the task loop picks it up after the batch.

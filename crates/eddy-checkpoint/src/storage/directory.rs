@@ -278,12 +278,14 @@ pub fn unreferenced_shared_files(dir: impl AsRef<Path>) -> Result<Vec<String>, C
 
 /// Storage rooted at a checkpoint directory's parent, and the directory's name in it.
 fn open_parent(dir: &Path) -> Result<(DirectoryStorage, String), CheckpointError> {
+    // Flink takes a savepoint's `_metadata` file as well as its directory.
+    let dir = match dir.file_name() {
+        Some(name) if name == METADATA_FILE && dir.is_file() => dir.parent().unwrap_or(Path::new(".")),
+        _ => dir,
+    };
     let shown = dir.display().to_string();
     if !dir.join(METADATA_FILE).is_file() {
-        return Err(CheckpointError::InvalidLocation {
-            location: shown,
-            message: format!("no {METADATA_FILE} file: not a completed checkpoint or savepoint directory"),
-        });
+        return Err(CheckpointError::InvalidLocation { location: shown, message: not_a_checkpoint_dir(dir) });
     }
     let dir = dir.canonicalize().map_err(|e| io(&shown, e))?;
     let parent = dir.parent().unwrap_or(Path::new("/"));
@@ -292,6 +294,55 @@ fn open_parent(dir: &Path) -> Result<(DirectoryStorage, String), CheckpointError
         message: "not a directory name".into(),
     })?;
     Ok((DirectoryStorage::local(parent)?, name.to_string_lossy().into_owned()))
+}
+
+/// Why `dir` is no checkpoint or savepoint directory, and what is there instead.
+fn not_a_checkpoint_dir(dir: &Path) -> String {
+    /// The checkpoints and savepoints directly in `dir`, newest first, at most a few.
+    fn snapshots_in(dir: &Path) -> String {
+        let mut found: Vec<(u64, String)> = std::fs::read_dir(dir)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter(|entry| entry.path().join(METADATA_FILE).is_file())
+            .filter_map(|entry| {
+                let name = entry.file_name().to_string_lossy().into_owned();
+                let number = name.rsplit('-').next()?.parse().ok()?;
+                Some((number, name))
+            })
+            .collect();
+        found.sort_by(|a, b| b.cmp(a));
+        let shown: Vec<String> = found.iter().take(5).map(|(_, name)| name.clone()).collect();
+        match found.len() {
+            0 => String::new(),
+            n if n > shown.len() => format!("{} and {} more", shown.join(", "), n - shown.len()),
+            _ => shown.join(", "),
+        }
+    }
+    if !dir.exists() {
+        let parent = dir.ancestors().skip(1).find(|p| p.is_dir() && !p.as_os_str().is_empty());
+        let nearby = parent.map(|p| (p, snapshots_in(p))).filter(|(_, s)| !s.is_empty());
+        return match nearby {
+            Some((parent, snapshots)) => format!(
+                "it does not exist; {} holds {snapshots}: name one of those directories (a `savepoint=` line names \
+                 a savepoint's)",
+                parent.display()
+            ),
+            None => "it does not exist: name a savepoint's directory (the `savepoint=` line of a stop or a \
+                     savepoint names it) or a retained checkpoint's (`chk-N`)"
+                .into(),
+        };
+    }
+    match snapshots_in(dir) {
+        found if !found.is_empty() => format!(
+            "it holds no {METADATA_FILE} file itself, but {found}: name one of them, or restore the newest checkpoint \
+             of a checkpoint directory with `--restore DIR`"
+        ),
+        _ => format!(
+            "it holds no {METADATA_FILE} file: not a completed checkpoint or savepoint directory (a checkpoint \
+             directory's job directories hold `chk-N` ones; `--restore DIR` restores the newest of them)"
+        ),
+    }
 }
 
 /// Storage rooted at the parent of the local checkpoint or savepoint directory `dir`, and

@@ -202,6 +202,10 @@ impl<F: Files> CheckpointStorage for FileCheckpointStorage<F> {
         self.load_dir(self.relative(location))
     }
 
+    fn metadata(&self, location: &str) -> Result<CheckpointMetadata, CheckpointError> {
+        self.read_metadata(self.relative(location))
+    }
+
     fn verify(&self, location: &str) -> Result<CheckpointMetadata, CheckpointError> {
         let dir = self.relative(location);
         let metadata = self.read_metadata(dir)?;

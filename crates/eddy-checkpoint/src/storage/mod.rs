@@ -76,6 +76,11 @@ pub trait CheckpointStorage: Send + Sync {
     /// Reads a completed checkpoint's metadata and checks every file it needs (size and
     /// checksum), one file at a time, keeping none: the coordinator's view of a restore.
     fn verify(&self, location: &str) -> Result<CheckpointMetadata, CheckpointError>;
+    /// Reads a completed checkpoint's metadata alone, its files unchecked: what a job
+    /// checks before it is submitted (whether the checkpoint fits it), cheaply.
+    fn metadata(&self, location: &str) -> Result<CheckpointMetadata, CheckpointError> {
+        self.verify(location)
+    }
     /// Reads one task's state of a completed checkpoint, verified, and fetches the files
     /// of its native snapshots into local directories: the task view of a restore.
     fn load_task_state(&self, location: &str, entry: &TaskStateEntry)

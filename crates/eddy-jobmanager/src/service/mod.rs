@@ -167,15 +167,12 @@ pub struct JobManager {
     shared: Arc<Shared>,
 }
 
-/// Binds the JobManager's address; an error if it cannot listen.
+/// Binds the JobManager's address; an error if it cannot listen. Nothing is said before
+/// [`JobManager::run`].
 pub fn bind_job_manager(options: JobManagerOptions) -> Result<JobManager, ClusterError> {
     options.heartbeats.validate()?;
     let listener = TcpListener::bind(&options.bind)
         .map_err(|e| ClusterError::io(&options.bind, "listening (is the address free and local?)", e))?;
-    let address = listener.local_addr().map_err(|e| ClusterError::io(&options.bind, "listening", e))?;
-    tracing::info!(address = %address, "JobManager listening");
-    // The address, for a script or a test that bound port 0.
-    println!("jobmanager listening on {address}");
     let shared = Arc::new(Shared {
         state: Mutex::default(),
         lease: std::sync::OnceLock::new(),
@@ -191,10 +188,23 @@ pub fn bind_job_manager(options: JobManagerOptions) -> Result<JobManager, Cluste
 
 /// Runs the JobManager until the process ends; an error only if it cannot listen.
 pub fn run_job_manager(options: JobManagerOptions) -> Result<(), ClusterError> {
-    bind_job_manager(options)?.run()
+    let job_manager = bind_job_manager(options)?;
+    job_manager.announce()?;
+    job_manager.run()
 }
 
 impl JobManager {
+    /// Says where it listens (the log, and a line on standard output for a script or a
+    /// test that bound port 0). Said once everything the process serves is bound (its
+    /// REST API too): a process that said it does not then exit for an address taken.
+    pub fn announce(&self) -> Result<std::net::SocketAddr, ClusterError> {
+        let address =
+            self.listener.local_addr().map_err(|e| ClusterError::io(&self.shared.options.bind, "listening", e))?;
+        tracing::info!(address = %address, "JobManager listening");
+        println!("jobmanager listening on {address}");
+        Ok(address)
+    }
+
     /// What the REST API reads and commands.
     pub fn handle(&self) -> JobManagerHandle {
         JobManagerHandle { shared: self.shared.clone() }

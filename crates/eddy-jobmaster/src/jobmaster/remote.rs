@@ -51,6 +51,9 @@ impl RemoteLauncher {
         let job = graph.job_name.clone();
         validate(&graph)?;
         let parallelism = graph.slots_needed();
+        if resume.is_none() {
+            super::restore::check_before_submit(&graph)?;
+        }
         if target.detached && resume.is_none() {
             return submit_detached(&target, &graph);
         }
@@ -77,16 +80,10 @@ impl RemoteLauncher {
     }
 }
 
-/// Submits the job detached (`--detached`), after checking here what would only fail it
-/// there (a checkpoint or savepoint to restore that is not one): prints the job's id, as
-/// Flink's CLI does, and returns.
+/// Submits the job detached (`--detached`): prints the job's id, as Flink's CLI does,
+/// and returns.
 fn submit_detached(target: &ClusterTarget, graph: &StreamGraph) -> Result<JobResult, JobError> {
     let job = graph.job_name.clone();
-    if let Some(eddy_runtime::graph::RestoreFrom::Path(path)) = &graph.config.restore {
-        super::restore::open_restore_path(graph.services.storage_opener.as_ref(), path).map_err(|source| {
-            JobError::Checkpoint { job: job.clone(), message: "cannot start".into(), source: Some(source) }
-        })?;
-    }
     let id = JobClient::submit_detached(target, &job, graph.slots_needed(), graph.exclusive_resources()).map_err(
         |source| JobError::Cluster {
             job: job.clone(),

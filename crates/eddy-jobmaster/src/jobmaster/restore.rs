@@ -7,7 +7,8 @@ use eddy_checkpoint::retained::RetainedCheckpoints;
 use eddy_checkpoint::storage::{directory_name, CheckpointStorage, OpenStorage};
 use eddy_checkpoint::{CheckpointError, SnapshotKind};
 use eddy_runtime::deployment::restore::RestoreSource;
-use eddy_runtime::graph::StreamGraph;
+use eddy_runtime::error::JobError;
+use eddy_runtime::graph::{RestoreFrom, StreamGraph};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -16,6 +17,28 @@ pub(crate) fn open_restore_path(opener: &dyn OpenStorage, path: &Path) -> Result
     let (storage, location) = opener.open_checkpoint_dir(path)?;
     let metadata = storage.verify(&location)?;
     Ok(RestoreSource { storage, location, metadata, owned: false })
+}
+
+/// Whether the checkpoint or savepoint a job is to start from (`RestoreFrom::Path`) is
+/// one and fits the job, from its metadata alone: checked before the job is submitted,
+/// so that a job that cannot start never enters the cluster's job list.
+pub(crate) fn check_before_submit(graph: &StreamGraph) -> Result<(), JobError> {
+    let Some(RestoreFrom::Path(path)) = &graph.config.restore else { return Ok(()) };
+    let job = &graph.job_name;
+    let (storage, location) = graph.services.storage_opener.open_checkpoint_dir(path).map_err(|source| {
+        JobError::Checkpoint { job: job.clone(), message: "cannot start".into(), source: Some(source) }
+    })?;
+    let metadata = storage.metadata(&location).map_err(|source| JobError::Checkpoint {
+        job: job.clone(),
+        message: "cannot start".into(),
+        source: Some(source),
+    })?;
+    let source = RestoreSource { storage, location, metadata, owned: false };
+    check_restore(graph, &source, graph.config.allow_non_restored_state).map_err(|message| JobError::Checkpoint {
+        job: job.clone(),
+        message,
+        source: None,
+    })
 }
 
 /// The newest completed checkpoint whose files check out; damaged ones are skipped with
@@ -75,7 +98,8 @@ pub(crate) fn check_restore(
         if !allow_non_restored && !graph.nodes.iter().any(|n| n.effective_uid() == uid) {
             return Err(format!(
                 "cannot restore {where_}: it has state for operator uid '{uid}', which this job does not have; set \
-                    allow-non-restored-state to drop it"
+                    allow-non-restored-state to drop it (the flag -n/--allow-non-restored-state, or \
+                    Env::set_allow_non_restored_state(true)), or give the operator that had it its uid again"
             ));
         }
     }
