@@ -89,8 +89,9 @@ pub fn run(args: &Args) -> anyhow::Result<Report> {
         .name("timestamps")
         .uid("timestamps")
         .key_by(|e: &(u64, i64)| e.0)
-        .window(TumblingEventTimeWindows::of(Duration::from_millis(WINDOW_MS as u64)))
-        .side_output_late_data(&late)
+        .window(TumblingEventTimeWindows::of(Duration::from_millis(WINDOW_MS as u64)));
+    let windows = if args.drop_late { windows } else { windows.side_output_late_data(&late) };
+    let windows = windows
         .aggregate_with(
             count,
             window_function(|key: &u64, w: &TimeWindow, counts: &mut dyn Iterator<Item = u64>, out| {
@@ -101,8 +102,13 @@ pub fn run(args: &Args) -> anyhow::Result<Report> {
         )
         .name("windows")
         .uid("windows");
-    let dropped = windows.side_output(&late).map(|(key, time)| format!("L {key} {time}")).name("late").uid("late");
-    windows.union(&[dropped]).add_sink(ExactlyOnceFileSink::<String>::new_in(out)).name("file sink").uid("sink");
+    let sink = ExactlyOnceFileSink::<String>::new_in(out);
+    if args.drop_late {
+        windows.add_sink(sink).name("file sink").uid("sink");
+    } else {
+        let dropped = windows.side_output(&late).map(|(key, time)| format!("L {key} {time}")).name("late").uid("late");
+        windows.union(&[dropped]).add_sink(sink).name("file sink").uid("sink");
+    }
     let result = env.execute("late windows")?;
     Ok(Report {
         elsewhere: result.elsewhere(),

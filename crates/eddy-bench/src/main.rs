@@ -184,6 +184,10 @@ pub struct Args {
     /// slow sink, to see backpressure); late-windows: every window subtask, per record.
     #[arg(long, default_value_t = 0)]
     pub slow_sink_us: u64,
+    /// late-windows: drop the late records (Flink's default without a side output; they
+    /// count in `eddy_task_late_records_dropped_total`) instead of writing `L` lines.
+    #[arg(long)]
+    pub drop_late: bool,
     /// `--jobmanager HOST:PORT --secret-file FILE`: run on a cluster.
     #[command(flatten)]
     pub cluster: eddy::cluster::SubmitArgs,

@@ -402,3 +402,79 @@ fn a_local_job_refuses_to_serve_beyond_loopback() {
     let said = String::from_utf8_lossy(&out.stderr);
     assert!(said.contains("served by its JobManager"), "{said}");
 }
+
+/// Metrics a Prometheus user can graph: each vertex's series carry its head operator's
+/// uid, and a window operator counts the late records it drops (Flink's
+/// `numLateRecordsDropped`): none before the events turn late, then some, never more than
+/// were late.
+#[test]
+fn a_window_operator_counts_the_late_records_it_drops_under_its_uid() {
+    let dir = std::env::temp_dir().join(format!("eddy-rest-late-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let out = dir.join("out");
+    let events = 20_000u64;
+    let job = Proc::start(&[
+        "late-windows",
+        "--events",
+        &events.to_string(),
+        "--parallelism",
+        "2",
+        "--slow-sink-us",
+        "300",
+        "--drop-late",
+        "--output",
+        out.to_str().unwrap(),
+        "--rest-bind",
+        "127.0.0.1:0",
+    ]);
+    let base = printed(&job, "eddy: REST API, dashboard and /metrics of 'late windows' at ").trim().to_string();
+    let dropped = eventually("late records dropped", Duration::from_secs(60), || {
+        let scraped = scrape(&format!("{base}/metrics"), None);
+        let windows = values(&scraped, "eddy_task_late_records_dropped_total", &[("uid", "windows")]);
+        let others = values(&scraped, "eddy_task_late_records_dropped_total", &[("uid", "numbers")]);
+        assert_eq!(others.iter().sum::<f64>(), 0.0, "only the window operator drops records");
+        let sum: f64 = windows.iter().sum();
+        (windows.len() == 2 && sum > 0.0).then_some(sum)
+    });
+    // From event 300 on, two of every ten are late (see `late_windows::timed_event`).
+    assert!(dropped <= ((events - 300) / 5) as f64, "{dropped}");
+    drop(job);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// An ended job stays in the list, the REST API and `/metrics` for the JobManager's
+/// retention (Flink's `jobstore.expiration-time`), then its series go.
+#[test]
+fn an_ended_jobs_series_go_after_the_jobmanagers_retention() {
+    // Its own JobManager (with a short retention); the cluster's directory and secret.
+    let cluster = Cluster::start("retention", &[]);
+    let secret = cluster.secret.to_str().unwrap();
+    let jm = Proc::start(&[
+        "jobmanager",
+        "--bind",
+        "127.0.0.1:0",
+        "--rest-bind",
+        "127.0.0.1:0",
+        "--job-retention-ms",
+        "3000",
+        "--secret-file",
+        secret,
+    ]);
+    let address = printed(&jm, "jobmanager listening on ");
+    let base = printed(&jm, "rest listening on ");
+    let tm = Proc::start(&["taskmanager", "--jobmanager", &address, "--slots", "1", "--secret-file", secret]);
+    jm.wait_for("TaskManager joined", 1, Duration::from_secs(20));
+    let job = Proc::start(&["api-count", "--events", "1000", "--jobmanager", &address, "--secret-file", secret]);
+    let (code, log) = job.finish(Duration::from_secs(60));
+    assert_eq!(code, 0, "{log}");
+    let ended = Instant::now();
+    let series =
+        || values(&scrape(&format!("{base}/metrics"), Some(SECRET)), "eddy_job_restarts_total", &[("job_id", "1")]);
+    assert_eq!(series().len(), 1, "the ended job's series stay for the retention");
+    eventually("the ended job's series to go", Duration::from_secs(20), || series().is_empty().then_some(()));
+    assert!(ended.elapsed() >= Duration::from_millis(2500), "not before the retention: {:?}", ended.elapsed());
+    let list =
+        Proc::start(&["list", "--jobmanager", &address, "--secret-file", secret]).finish(Duration::from_secs(30)).1;
+    assert!(!list.contains("W1 api-count"), "{list}");
+    drop(tm);
+}

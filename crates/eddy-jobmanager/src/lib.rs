@@ -25,4 +25,5 @@ pub mod service;
 
 pub use service::{
     bind_job_manager, run_job_manager, Answer, JobEntry, JobManager, JobManagerHandle, JobManagerOptions,
+    JOB_RETENTION_DEFAULT,
 };

@@ -78,6 +78,9 @@ pub struct VertexView {
     /// The vertex's id in the job (its head operator's node id).
     pub id: u32,
     pub name: String,
+    /// Its head operator's uid as the program set it (`.uid(…)`), else `node-<id>`: stable
+    /// across runs of the same program, for metrics' labels.
+    pub uid: String,
     pub parallelism: u32,
     /// The operators chained in it, in order.
     pub operators: Vec<String>,
@@ -141,6 +144,8 @@ pub struct SubtaskCounters {
     /// How long its last barrier alignment took, from the first barrier of a checkpoint to
     /// the last (Flink's `checkpointAlignmentTime`), in microseconds.
     pub alignment_us: u64,
+    /// Records its window operators dropped as late (Flink's `numLateRecordsDropped`).
+    pub late_records_dropped: u64,
     /// The watermark of its input (the minimum over its channels) and the last one it
     /// sent on; `None` before the first.
     pub input_watermark: Option<i64>,

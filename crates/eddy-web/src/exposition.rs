@@ -162,7 +162,11 @@ fn job_metrics(f: &mut Families, job: &JobEntry) {
         let vertex_labels: Labels = job_labels
             .iter()
             .cloned()
-            .chain([("vertex_id".to_string(), vertex.id.to_string()), ("vertex".to_string(), vertex.name.clone())])
+            .chain([
+                ("vertex_id".to_string(), vertex.id.to_string()),
+                ("uid".to_string(), vertex.uid.clone()),
+                ("vertex".to_string(), without_paths(&vertex.name)),
+            ])
             .collect();
         f.gauge(
             "eddy_vertex_state_size_bytes",
@@ -217,6 +221,12 @@ fn job_metrics(f: &mut Families, job: &JobEntry) {
                 &l,
                 s.idle_ms_per_second / 1000.0,
             );
+            f.counter(
+                "eddy_task_late_records_dropped",
+                "Records its window operators dropped as late (Flink's numLateRecordsDropped)",
+                &l,
+                c.late_records_dropped as f64,
+            );
             f.gauge(
                 "eddy_task_checkpoint_alignment_seconds",
                 "How long the subtask's last barrier alignment took",
@@ -243,8 +253,46 @@ fn job_metrics(f: &mut Families, job: &JobEntry) {
     }
 }
 
+/// A vertex's name as a label: each word that is a path (a source's file, say) left out,
+/// so that the label is the same wherever the job reads from, and short.
+fn without_paths(name: &str) -> String {
+    name.split(" -> ")
+        .map(|operator| {
+            let words: Vec<&str> = operator.split(' ').filter(|word| !is_path(word)).collect();
+            words.join(" ")
+        })
+        .collect::<Vec<_>>()
+        .join(" -> ")
+}
+
+/// Whether a word of an operator's name is a file's path or a URL (`/in/x.csv`,
+/// `data/x.csv`, `s3://b/k`), not a name such as `Timestamps/Watermarks`.
+fn is_path(word: &str) -> bool {
+    let word = word.trim_matches(|c: char| matches!(c, '(' | ')' | '[' | ']' | ',' | '\'' | '"'));
+    let last = word.rsplit(['/', '\\']).next().unwrap_or(word);
+    word.starts_with(['/', '~', '.'])
+        || word.contains('\\')
+        || word.contains("://")
+        || (word.contains('/') && last.contains('.'))
+}
+
 /// `GET /metrics`.
 pub(crate) async fn metrics(State(app): State<Arc<App>>) -> Response {
     let text = exposition(&app.backend.snapshot());
     ([(header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")], text).into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::without_paths;
+
+    #[test]
+    fn a_vertex_label_leaves_out_the_paths_in_its_operators_names() {
+        assert_eq!(
+            without_paths("Text File Source /tmp/in/requests.csv -> Map -> Timestamps/Watermarks"),
+            "Text File Source -> Map -> Timestamps/Watermarks"
+        );
+        assert_eq!(without_paths("Source (data/in.csv) -> Sink s3://bucket/out"), "Source -> Sink");
+        assert_eq!(without_paths("join -> count"), "join -> count");
+    }
 }

@@ -252,6 +252,10 @@ pub struct JobManagerArgs {
     /// the jobs there for the next leader. Run two or more JobManagers with it.
     #[arg(long)]
     pub ha: Option<String>,
+    /// How long an ended job stays in the job list, the REST API and `/metrics` (Flink's
+    /// `jobstore.expiration-time`).
+    #[arg(long, default_value_t = eddy_jobmanager::JOB_RETENTION_DEFAULT.as_millis() as u64)]
+    pub job_retention_ms: u64,
 }
 
 /// `taskmanager`'s flags.
@@ -512,6 +516,7 @@ pub fn run_jobmanager(args: &JobManagerArgs) -> Result<(), CliError> {
         security: security.clone(),
         heartbeats: args.heartbeats.heartbeats()?,
         ha: args.ha.as_deref().map(eddy_rpc::ha::HaServices::parse).transpose().map_err(CliError::cluster("--ha"))?,
+        job_retention: std::time::Duration::from_millis(args.job_retention_ms),
     };
     let job_manager = eddy_jobmanager::bind_job_manager(options).map_err(CliError::cluster("jobmanager"))?;
     let server = match &args.rest_bind {

@@ -28,6 +28,7 @@ use crate::key::KeyScope;
 use crate::operator::one_input::OneInputLogic;
 use crate::operator::timers::{InternalTimers, TimeDomain};
 use crate::time::TimestampFn;
+use eddy_runtime::task::{OperatorInfo, TaskCounters};
 use eddy_runtime::{Collector, Output};
 use eddy_state::keyed::{with_backend, Timer};
 use eddy_state::{AggregateFunction, ListState, ListStateDescriptor, StateError, ValueState, ValueStateDescriptor};
@@ -283,8 +284,9 @@ pub(crate) struct WindowLogic<T, K, O, A: WindowAssigner, Tr, C, F> {
     /// Reused per record.
     windows: Vec<A::W>,
     namespace: Vec<u8>,
-    /// Late records dropped for want of a side output.
-    pub(crate) late_dropped: u64,
+    /// Where late records dropped for want of a side output are counted (Flink's
+    /// `numLateRecordsDropped`): the subtask's counters, once the operator opened.
+    late_dropped: Option<Arc<TaskCounters>>,
     _types: PhantomData<fn() -> O>,
 }
 
@@ -298,7 +300,7 @@ impl<T, K, O, A: WindowAssigner, Tr: Clone, C: Clone, F: Clone> Clone for Window
             merging: None,
             windows: Vec::new(),
             namespace: Vec::new(),
-            late_dropped: 0,
+            late_dropped: None,
             _types: PhantomData,
         }
     }
@@ -314,7 +316,7 @@ impl<T, K, O, A: WindowAssigner, Tr, C, F> WindowLogic<T, K, O, A, Tr, C, F> {
             merging: None,
             windows: Vec::new(),
             namespace: Vec::new(),
-            late_dropped: 0,
+            late_dropped: None,
             _types: PhantomData,
         }
     }
@@ -580,6 +582,10 @@ where
         &mut self.function
     }
 
+    fn attach(&mut self, info: &OperatorInfo) {
+        self.late_dropped = Some(info.shared.counters());
+    }
+
     fn process(
         &mut self,
         record: T,
@@ -609,7 +615,11 @@ where
         if skipped? && self.is_element_late(timestamp, timers.watermark().0) {
             match &self.spec.late_tag {
                 Some(tag) => side.emit(tag, record),
-                None => self.late_dropped += 1,
+                None => {
+                    if let Some(counters) = &self.late_dropped {
+                        counters.late_record_dropped();
+                    }
+                }
             }
         }
         Ok(())

@@ -9,7 +9,7 @@ pub(super) fn serve_cli(shared: &Shared, connection: Connection, mut reader: Rea
     loop {
         match reader.receive() {
             Ok(CliMessage::ListJobs) => {
-                let jobs = shared.state().jobs.iter().map(|(id, j)| summary(*id, j)).collect();
+                let jobs = shared.state_without_expired().jobs.iter().map(|(id, j)| summary(*id, j)).collect();
                 let _ = connection.send(&CliMessage::Jobs(jobs));
             }
             Ok(CliMessage::JobCommand { job, command }) => {

@@ -41,7 +41,14 @@ pub struct JobManagerOptions {
     pub heartbeats: Heartbeats,
     /// High availability: lead through etcd, and keep the jobs there.
     pub ha: Option<eddy_rpc::ha::HaServices>,
+    /// How long an ended job stays in the job list, the REST API and `/metrics` (Flink's
+    /// `jobstore.expiration-time`, 1 hour by default): a long-lived cluster's series do
+    /// not grow with every job it ever ran.
+    pub job_retention: std::time::Duration,
 }
+
+/// Flink's `jobstore.expiration-time`.
+pub const JOB_RETENTION_DEFAULT: std::time::Duration = std::time::Duration::from_secs(3600);
 
 struct TaskManager {
     connection: Connection,
@@ -157,6 +164,21 @@ struct Shared {
 impl Shared {
     fn state(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The state, the jobs that ended longer than the retention ago gone from it (looked
+    /// at whenever the jobs are listed, shown or scraped).
+    fn state_without_expired(&self) -> MutexGuard<'_, State> {
+        let mut state = self.state();
+        let retention = self.options.job_retention;
+        state.jobs.retain(|id, job| {
+            let expired = job.ended.is_some_and(|ended| ended.elapsed() > retention);
+            if expired {
+                tracing::info!(job = %id, name = %job.name, state = %job.state, "ended job expired from the job list");
+            }
+            !expired
+        });
+        state
     }
 }
 
@@ -279,7 +301,7 @@ impl JobManagerHandle {
 
     /// Every job, oldest first.
     pub fn jobs(&self) -> Vec<JobEntry> {
-        let state = self.shared.state();
+        let state = self.shared.state_without_expired();
         state
             .jobs
             .iter()
@@ -305,7 +327,7 @@ impl JobManagerHandle {
     }
 
     pub fn overview(&self) -> ClusterOverview {
-        let state = self.shared.state();
+        let state = self.shared.state_without_expired();
         let count = |f: &dyn Fn(JobState) -> bool| state.jobs.values().filter(|j| f(j.state)).count() as u32;
         ClusterOverview {
             taskmanagers: state.task_managers.len() as u32,

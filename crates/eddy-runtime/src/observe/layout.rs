@@ -10,6 +10,7 @@ pub(crate) fn vertices(graph: &StreamGraph, plan: &ChainPlan) -> Vec<VertexView>
         .map(|&head| VertexView {
             id: head.0,
             name: plan.chain_name(graph, head),
+            uid: graph.node(head).uid.clone().unwrap_or_else(|| format!("node-{}", head.0)),
             parallelism: graph.node(head).parallelism,
             operators: plan.members(head).iter().map(|n| graph.node(*n).name.clone()).collect(),
             subtasks: Vec::new(),

@@ -19,6 +19,8 @@ pub struct TaskCounters {
     /// Bytes of its records on network channels (the network threads count them).
     pub bytes_in: AtomicU64,
     pub bytes_out: AtomicU64,
+    /// Records a window operator dropped as late (no side output took them).
+    late_records_dropped: AtomicU64,
     /// How long the last barrier alignment took.
     alignment_us: AtomicU64,
     input_watermark: AtomicI64,
@@ -37,6 +39,7 @@ impl Default for TaskCounters {
             idle_ns: AtomicU64::new(0),
             bytes_in: AtomicU64::new(0),
             bytes_out: AtomicU64::new(0),
+            late_records_dropped: AtomicU64::new(0),
             alignment_us: AtomicU64::new(0),
             input_watermark: AtomicI64::new(NO_WATERMARK),
             output_watermark: AtomicI64::new(NO_WATERMARK),
@@ -75,6 +78,12 @@ impl TaskCounters {
         self.bytes_out.fetch_add(bytes as u64, Ordering::Relaxed);
     }
 
+    /// A window operator dropped a record that came too late for every window it belongs
+    /// to (rare: counted one at a time).
+    pub fn late_record_dropped(&self) {
+        self.late_records_dropped.fetch_add(1, Ordering::Relaxed);
+    }
+
     /// A barrier alignment ended, after `took`.
     pub fn aligned(&self, took: std::time::Duration) {
         self.alignment_us.store(took.as_micros() as u64, Ordering::Relaxed);
@@ -105,6 +114,7 @@ impl TaskCounters {
             backpressured_ms,
             idle_ms,
             alignment_us: self.alignment_us.load(Ordering::Relaxed),
+            late_records_dropped: self.late_records_dropped.load(Ordering::Relaxed),
             input_watermark: watermark(&self.input_watermark),
             output_watermark: watermark(&self.output_watermark),
         }
