@@ -65,15 +65,36 @@ fn last_checkpoint(lines: &[String], pattern: &str) -> u64 {
         .unwrap_or(0)
 }
 
+/// The job as the JobManager's REST API shows it: `/jobs/1` and its exceptions.
+fn rest_job(base: &str) -> (serde_json::Value, serde_json::Value) {
+    (get_json(&format!("{base}/jobs/1"), Some(SECRET)), get_json(&format!("{base}/jobs/1/exceptions"), Some(SECRET)))
+}
+
+/// The failover tells one story on every screen: the dashboard's REST API and `status`
+/// show the JobMaster's loss as an exception and a restart, with the job's start time and
+/// its checkpoints from before kept, and one attempt numbering (the log's, `status`'s and
+/// REST's, from 1).
 #[test]
 fn a_sigkilled_jobmaster_is_taken_over_and_the_job_finishes_with_the_failure_free_output() {
-    let cluster = Cluster::start("jm-takeover", &[1, 1, 1]);
+    let cluster = Cluster::start_with("jm-takeover", &[1, 1, 1], &[], &["--rest-bind", "127.0.0.1:0"]);
+    cluster.jobmanager.wait_for("rest listening on ", 1, Duration::from_secs(10));
+    let base = cluster.jobmanager.lines().iter().find_map(|l| l.strip_prefix("rest listening on ").map(String::from));
+    let base = base.unwrap();
     let args = w1_args(&cluster.dir, "300000");
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let mut job = cluster.submit(&args);
     job.wait_for("attempt running on the cluster", 1, Duration::from_secs(60));
+    assert_eq!(job.count("attempt=1 "), job.lines().iter().filter(|l| l.contains("attempt=")).count(), "from 1");
     job.wait_for("checkpoint completed", 3, Duration::from_secs(60));
-    std::thread::sleep(Duration::from_millis(150));
+    std::thread::sleep(Duration::from_millis(1200)); // a view with the checkpoints reached the JobManager
+    let (shown, _) = rest_job(&base);
+    assert_eq!((shown["attempt"].as_u64(), shown["restarts"].as_u64()), (Some(1), Some(0)), "{shown}");
+    let started = shown["start-time"].as_u64().unwrap();
+    let (code, status) = cluster.control(&["status", "1"]);
+    assert_eq!(code, 0, "{status}");
+    assert!(status.contains("attempt 1, 0 restarts,") && status.contains("running since 20"), "{status}");
+    let history_before = get_json(&format!("{base}/jobs/1/checkpoints"), Some(SECRET))["history"].clone();
+    let first_checkpoint = history_before.as_array().unwrap().iter().filter_map(|c| c["id"].as_u64()).min().unwrap();
     let before = last_checkpoint(&job.lines(), "checkpoint completed");
     let killed_at = Instant::now();
     job.child.kill().unwrap();
@@ -93,6 +114,25 @@ fn a_sigkilled_jobmaster_is_taken_over_and_the_job_finishes_with_the_failure_fre
     }
     let reference = output(&cluster.dir.join("reference"));
     assert_eq!(output(&cluster.dir.join("out")), reference, "the committed output differs from a failure-free run's");
+    let (shown, exceptions) = rest_job(&base);
+    assert_eq!(shown["restarts"].as_u64(), Some(1), "the JobMaster's loss is a restart: {shown}");
+    assert_eq!(shown["start-time"].as_u64(), Some(started), "the job's start time is kept: {shown}");
+    let attempt = shown["attempt"].as_u64().unwrap();
+    assert!(attempt >= 2, "attempts go on after the lost JobMaster's: {shown}");
+    let entries = exceptions["exceptionHistory"]["entries"].as_array().unwrap();
+    let loss = entries.iter().find(|e| e["stacktrace"].as_str().unwrap().contains("the job's JobMaster was lost"));
+    let loss = loss.unwrap_or_else(|| panic!("the loss is among the exceptions: {exceptions}"));
+    assert_eq!((loss["attempt"].as_u64(), loss["restarted"].as_bool()), (Some(1), Some(true)), "{loss}");
+    let history = get_json(&format!("{base}/jobs/1/checkpoints"), Some(SECRET))["history"].clone();
+    let ids: Vec<u64> = history.as_array().unwrap().iter().filter_map(|c| c["id"].as_u64()).collect();
+    assert!(ids.contains(&first_checkpoint), "the checkpoints from before the loss are kept: {ids:?}");
+    let taken_log: Vec<String> = cluster.task_managers.iter().flat_map(|tm| tm.lines()).collect();
+    let attempts: Vec<u64> = taken_log
+        .iter()
+        .filter(|l| l.contains("attempt running on the cluster"))
+        .filter_map(|l| l.split("attempt=").nth(1)?.split_whitespace().next()?.parse().ok())
+        .collect();
+    assert_eq!(attempts.last(), Some(&attempt), "the log and REST number attempts alike: {attempts:?}");
     let jm = cluster.jobmanager.lines().join("\n");
     assert!(jm.contains("starting it again on a TaskManager") && jm.contains("job taken back"), "{jm}");
     // Checkpoint numbers never go back: the new JobMaster's go on after the old one's.

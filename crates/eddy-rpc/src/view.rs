@@ -38,6 +38,45 @@ pub struct JobView {
     pub task_executors: Vec<TaskExecutorView>,
 }
 
+impl JobView {
+    /// Its JobMaster was lost and is being started again (a failover): a restart, with the
+    /// loss as its exception, nothing running, checkpoints in progress failed.
+    pub fn job_master_lost(&mut self, message: &str) {
+        let now =
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64);
+        self.restarts += 1;
+        self.exceptions.push(ExceptionView {
+            time_ms: now,
+            attempt: self.attempt,
+            message: message.to_string(),
+            restarted: true,
+        });
+        let excess = self.exceptions.len().saturating_sub(EXCEPTIONS_MAX);
+        self.exceptions.drain(..excess);
+        self.state = Some(JobState::Initializing);
+        self.fail_pending("its JobMaster was lost");
+        for vertex in &mut self.vertices {
+            vertex.subtasks.clear();
+        }
+        self.task_executors.clear();
+    }
+
+    /// Checkpoints still in progress failed, for `reason`.
+    pub fn fail_pending(&mut self, reason: &str) {
+        for checkpoint in &mut self.checkpoints.history {
+            if checkpoint.status == CheckpointStatus::InProgress {
+                checkpoint.status = CheckpointStatus::Failed;
+                checkpoint.failure = Some(reason.to_string());
+                self.checkpoints.failed += 1;
+            }
+        }
+        self.checkpoints.in_progress = 0;
+    }
+}
+
+/// The exceptions a view keeps, newest last.
+pub const EXCEPTIONS_MAX: usize = 50;
+
 /// A task executor of a job's attempt.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TaskExecutorView {

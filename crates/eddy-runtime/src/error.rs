@@ -204,19 +204,19 @@ mod tests {
     #[test]
     fn a_functions_error_says_whether_the_user_the_backend_or_eddy_must_act() {
         let backend = StateError::from(StateErrorKind::Backend("IO error: No space left on device".into()));
-        let error = TaskError::of_operator("count", &backend);
+        let error = TaskError::of_operator("count", "count", &backend);
         assert_eq!(
             error,
             TaskError::StateBackend { operator: "count".into(), message: "IO error: No space left on device".into() }
         );
         assert_eq!(error.kind(), FailureKind::StateBackend);
         let misuse = StateError::from(StateErrorKind::NoCurrentKey { state: "total".into() });
-        assert_eq!(TaskError::of_operator("count", &misuse).kind(), FailureKind::UserCode);
+        assert_eq!(TaskError::of_operator("count", "count", &misuse).kind(), FailureKind::UserCode);
         let bug = StateError::from(StateErrorKind::BackendAlreadyInstalled);
-        assert_eq!(TaskError::of_operator("count", &bug).kind(), FailureKind::Internal);
+        assert_eq!(TaskError::of_operator("count", "count", &bug).kind(), FailureKind::Internal);
         let user: Box<dyn std::error::Error + Send + Sync> = "bad record".into();
         assert_eq!(
-            TaskError::of_operator("parse", &*user),
+            TaskError::of_operator("parse", "parse", &*user),
             TaskError::Operator { operator: "parse".into(), message: "bad record".into() }
         );
         let failed = JobError::TaskFailed {
@@ -257,7 +257,7 @@ mod tests {
             source: eddy_types::Cause::new(rocksdb),
         });
         assert_eq!(
-            TaskError::of_operator("count", &backend),
+            TaskError::of_operator("count", "count", &backend),
             TaskError::StateBackend {
                 operator: "count".into(),
                 message: "RocksDB write: IO error: While appending to file: 000012.log: No space left on device".into()

@@ -17,6 +17,7 @@ pub mod error;
 pub mod ids;
 pub mod key;
 pub mod key_group;
+pub mod text;
 pub mod watermark;
 
 pub use cause::{chain, Cause};

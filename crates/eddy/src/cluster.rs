@@ -387,20 +387,23 @@ pub fn job_control(command: JobControl) -> Result<String, CliError> {
     };
     let (job, cluster, command) = match command {
         JobControl::List { cluster } => {
+            use eddy_types::text::{duration, table, Align};
             let jobs = connect(&cluster)?.list().map_err(CliError::cluster("cannot list the jobs"))?;
-            let mut out =
-                format!("{:<6} {:<24} {:<10} {:>11} {:>10}\n", "ID", "NAME", "STATE", "PARALLELISM", "UPTIME");
-            for job in jobs {
-                out.push_str(&format!(
-                    "{:<6} {:<24} {:<10} {:>11} {:>9.1}s\n",
-                    job.id,
-                    job.name,
-                    job.state,
-                    job.parallelism,
-                    job.uptime_ms as f64 / 1000.0
-                ));
-            }
-            return Ok(out);
+            let rows: Vec<Vec<String>> = jobs
+                .iter()
+                .map(|job| {
+                    let state = job.state.to_string();
+                    vec![
+                        job.id.to_string(),
+                        job.name.clone(),
+                        state,
+                        job.parallelism.to_string(),
+                        duration(job.uptime_ms),
+                    ]
+                })
+                .collect();
+            let align = [Align::Right, Align::Left, Align::Left, Align::Right, Align::Right];
+            return Ok(table(&["ID", "NAME", "STATE", "PARALLELISM", "UPTIME"], &align, &rows));
         }
         JobControl::Status { job, cluster } => (job, cluster, JobCommand::Status),
         JobControl::Savepoint { job, dir, cluster } => (job, cluster, JobCommand::Savepoint { dir: absolute(&dir)? }),

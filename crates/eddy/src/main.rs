@@ -190,13 +190,13 @@ fn inspect(path: &std::path::Path) -> Result<String, String> {
     let w = &mut out;
     let _ = writeln!(
         w,
-        "{:?} {} of job '{}' in {}, max parallelism {}, triggered at {} ms since the epoch",
+        "{:?} {} of job '{}' in {}, max parallelism {}, triggered at {}",
         metadata.kind,
         metadata.checkpoint_id,
         metadata.job_name,
         path.display(),
         metadata.max_parallelism,
-        metadata.timestamp_ms
+        eddy_types::text::utc_time(metadata.timestamp_ms)
     );
     let (mut total_bytes, mut native_bytes, mut corrupt) = (0u64, 0u64, 0usize);
     for task in &tasks {

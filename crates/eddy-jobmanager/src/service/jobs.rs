@@ -11,6 +11,8 @@ use std::time::Instant;
 
 pub(super) fn serve_job(shared: &Arc<Shared>, connection: Connection, mut reader: Reader) {
     let first = reader.receive();
+    // A JobMaster started by a takeover carries on the lost one's view.
+    let by_takeover = matches!(first, Ok(JobMasterMessage::Resume { generation: None, .. }));
     let admitted = match first {
         Ok(JobMasterMessage::Submit { name, parallelism, args, exclusive_resources, binary }) => {
             submit(shared, &connection, Submission { name, parallelism, args, exclusive_resources, binary })
@@ -50,6 +52,7 @@ pub(super) fn serve_job(shared: &Arc<Shared>, connection: Connection, mut reader
                     generation,
                     heartbeat_interval_ms: heartbeats.interval_ms,
                     heartbeat_timeout_ms: heartbeats.timeout_ms,
+                    previous: if by_takeover { j.view.clone() } else { None },
                 })
             }
             _ => return,
@@ -217,7 +220,7 @@ pub(super) fn submit(
         slot_timeout_ms: eddy_rpc::SLOT_TIMEOUT_MS_DEFAULT,
         operator_parallelism: Vec::new(),
         exclusive_resources,
-        next_attempt: 0,
+        next_attempt: 1,
         takeovers_in_a_row: 0,
         taking_over_on: None,
         state: JobState::Created,
@@ -232,7 +235,8 @@ pub(super) fn submit(
     drop(state);
     tracing::info!(job = %id, name = %name, parallelism, peer = %connection.peer(), "job submitted");
     store::persist(shared, id);
-    Ok((id, 0, 0))
+    // Attempts count from 1, as every screen shows them.
+    Ok((id, 0, 1))
 }
 
 /// An attempt ended: its task executors go, its slots are free again.
@@ -264,6 +268,12 @@ pub(super) fn end_job(shared: &Arc<Shared>, job: JobId, generation: u32, reason:
         let taken_over = !j.state.is_terminal() && j.job_dir.is_some();
         if taken_over {
             j.state = JobState::Initializing;
+            if let Some(view) = j.view.as_mut() {
+                view.job_master_lost(&format!(
+                    "the job's JobMaster was lost ({reason}); a TaskManager starts it again, and the job resumes from \
+                     its latest checkpoint"
+                ));
+            }
             // Nothing more goes to the JobMaster that is gone (if it lives on somewhere,
             // unheard, its closed connection tells it that it was replaced).
             if let Some(old) = j.connection.take() {

@@ -104,7 +104,7 @@ impl AttemptLauncher for LocalLauncher {
         coordinator.savepoint_targets = targets;
         coordinator.after_rescale = start.rescaled;
         coordinator.autoscaler = start.autoscaler.clone();
-        coordinator.observe_attempt(&|_| 0, start.restore.as_deref());
+        coordinator.observe_attempt(None, &|_| 0, start.restore.as_deref());
         if self.simulator.is_none() {
             coordinator.sampler =
                 Some(Box::new(move || counters.iter().map(|(task, counted)| (*task, counted.snapshot())).collect()));

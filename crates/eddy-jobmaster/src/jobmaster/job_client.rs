@@ -46,6 +46,9 @@ pub struct JobClient {
     pub executors: Receiver<ExecutorJoin>,
     /// Where task executors reach this process.
     pub address: String,
+    /// The job as its lost JobMaster last showed it, for a JobMaster started by a
+    /// takeover to carry on.
+    pub previous: Option<Box<eddy_rpc::view::JobView>>,
     next_attempt: Arc<AtomicU32>,
     /// The slots the job could hold, as the JobManager last said.
     slots_available: Arc<AtomicU32>,
@@ -79,8 +82,10 @@ struct Admitted {
     generation: u32,
     heartbeats: Heartbeats,
     local_ip: IpAddr,
-    /// The JobManager's `Submitted`, as it came.
+    /// The JobManager's `Submitted`, as it came (without `previous`).
     submitted: JobMasterMessage,
+    /// A lost JobMaster's view, to a JobMaster started by a takeover.
+    previous: Option<Box<eddy_rpc::view::JobView>>,
 }
 
 /// Finds the JobManager (the leader, with high availability), connects, and has it admit
@@ -93,14 +98,25 @@ fn admit(target: &ClusterTarget, hello: &JobMasterMessage, wait: Duration) -> Re
     connection.send(hello)?;
     loop {
         match reader.receive()? {
-            submitted @ JobMasterMessage::Submitted {
+            JobMasterMessage::Submitted {
                 job,
                 first_attempt,
                 slots_available,
                 generation,
                 heartbeat_interval_ms,
                 heartbeat_timeout_ms,
+                previous,
             } => {
+                // As it came, but for the lost JobMaster's view, which goes to the board.
+                let submitted = JobMasterMessage::Submitted {
+                    job,
+                    first_attempt,
+                    slots_available,
+                    generation,
+                    heartbeat_interval_ms,
+                    heartbeat_timeout_ms,
+                    previous: None,
+                };
                 let heartbeats = Heartbeats { interval_ms: heartbeat_interval_ms, timeout_ms: heartbeat_timeout_ms };
                 heartbeats.validate()?;
                 reader.set_read_timeout(Some(heartbeats.timeout()))?;
@@ -114,6 +130,7 @@ fn admit(target: &ClusterTarget, hello: &JobMasterMessage, wait: Duration) -> Re
                     heartbeats,
                     local_ip,
                     submitted,
+                    previous,
                 });
             }
             JobMasterMessage::Heartbeat => {}
@@ -174,6 +191,7 @@ impl JobClient {
         let admitted = admit(target, &hello, target.heartbeats.timeout())?;
         let (job, first_attempt, heartbeats, local_ip) =
             (admitted.job, admitted.first_attempt, admitted.heartbeats, admitted.local_ip);
+        let previous = admitted.previous;
         let stop = Arc::new(AtomicBool::new(false));
         start_heartbeats(admitted.connection.clone(), heartbeats, stop.clone(), JobMasterMessage::Heartbeat);
         let link = Arc::new(Link {
@@ -241,7 +259,18 @@ impl JobClient {
         } else {
             tracing::info!(job = %job, name, jobmanager = %jm, job_master = %address, "job submitted to the cluster");
         }
-        Ok(Self { job, target: target.clone(), link, events, executors, address, next_attempt, slots_available, stop })
+        Ok(Self {
+            job,
+            target: target.clone(),
+            link,
+            events,
+            executors,
+            address,
+            previous,
+            next_attempt,
+            slots_available,
+            stop,
+        })
     }
 
     /// How many times a new leader took the job back so far: an attempt (or a slot

@@ -292,12 +292,12 @@ impl JobMaster<'_> {
                         if matches!(error, JobError::Cancelled { .. }) {
                             board.ended(JobState::Canceled);
                         } else {
-                            board.attempt_failed(eddy_types::chain(&error), false, result.restarts);
+                            board.attempt_failed(eddy_types::chain(&error), false);
                         }
                         return Err(error);
                     };
                     result.restarts = backoff.restarts();
-                    board.attempt_failed(eddy_types::chain(&error), true, result.restarts);
+                    board.attempt_failed(eddy_types::chain(&error), true);
                     clock.sleep_ms(delay_ms);
                     match self.restore_after_failure(initial.as_ref(), &storage, &retained, &mut result.warnings) {
                         Ok(from) => {
@@ -403,7 +403,7 @@ impl JobMaster<'_> {
 /// The job at another parallelism, planned, and shown so on its board.
 fn planned(graph: StreamGraph, storage: &Arc<dyn CheckpointStorage>) -> (Arc<StreamGraph>, Arc<ChainPlan>) {
     let plan = Arc::new(plan_chains(&graph));
-    graph.services.board.start_job(&graph, &plan, storage.describe());
+    graph.services.board.replan_job(&graph, &plan, storage.describe());
     (Arc::new(graph), plan)
 }
 

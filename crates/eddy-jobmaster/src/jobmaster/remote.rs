@@ -65,8 +65,14 @@ impl RemoteLauncher {
                     source: Some(source),
                 }
             })?;
-        let launcher = RemoteLauncher { clock, client };
+        let mut client = client;
         let board = graph.services.board.clone();
+        if let Some(previous) = client.previous.take() {
+            // Started by a takeover: the job's story goes on from where its lost
+            // JobMaster left it (its start, restarts, the loss, its checkpoints).
+            board.carry_on(*previous);
+        }
+        let launcher = RemoteLauncher { clock, client };
         let outcome = JobMaster { launcher: &launcher }.run(graph);
         // The job's last view: how it ended, nothing running, nothing pending.
         let _ = launcher.client.send(&JobMasterMessage::View(Box::new(board.view())));
@@ -317,9 +323,9 @@ impl AttemptLauncher for RemoteLauncher {
         let connections_ref = &connections;
         let owned_ref = &owned;
         let task_managers: Vec<TaskManagerId> = tasks_owner.iter().map(|&e| executors[e].task_manager).collect();
-        run.observe_attempt(&|task| task_managers[task].0, start.restore.as_deref());
+        run.observe_attempt(Some(attempt.0), &|task| task_managers[task].0, start.restore.as_deref());
         let metrics_ref = &metrics;
-        let mut on_event = |run: &mut AttemptCoordinator<'_>, event: JobMasterMessage, result: &mut JobResult| {
+        let mut on_event = |run: &mut AttemptCoordinator<'_>, event: JobMasterMessage, _result: &mut JobResult| {
             match event {
                 JobMasterMessage::TaskManagerLost { task_manager, reason } => {
                     for (executor, (tm, connection)) in connections_ref.iter().enumerate() {
@@ -386,7 +392,7 @@ impl AttemptLauncher for RemoteLauncher {
                 JobMasterMessage::Command { request, command } => {
                     let status = |run: &AttemptCoordinator<'_>| {
                         let counted = metrics_ref.lock().unwrap_or_else(|e| e.into_inner()).clone();
-                        run.status_text(attempt, &task_managers, &counted, result)
+                        run.status_text(&task_managers, &counted)
                     };
                     let message = match run.command(request, command, &status) {
                         CommandOutcome::Answer(reply) => JobMasterMessage::CommandReply { request, reply },

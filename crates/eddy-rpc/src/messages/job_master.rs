@@ -86,6 +86,10 @@ pub enum JobMasterMessage {
         generation: u32,
         heartbeat_interval_ms: u64,
         heartbeat_timeout_ms: u64,
+        /// To a JobMaster started by a takeover: the job as its lost JobMaster last showed
+        /// it (its start time, restarts, exceptions with the loss among them, checkpoint
+        /// history), which the new one carries on; `None` otherwise.
+        previous: Option<Box<crate::view::JobView>>,
     },
     /// The slots the job could hold changed (a TaskManager joined or left): free ones and
     /// its own. A job in reactive mode takes them.

@@ -286,7 +286,13 @@ fn run_attempt(
     let board = services.board.clone();
     board.start_job(graph, plan, storage_name);
     let own: std::collections::HashSet<usize> = all_counters.iter().map(|(task, _)| *task).collect();
-    board.start_attempt(&plan.tasks(graph), &|task| own.contains(&task), &|_| launch.task_manager.0, None);
+    board.start_attempt(
+        Some(launch.deployment.attempt.0),
+        &plan.tasks(graph),
+        &|task| own.contains(&task),
+        &|_| launch.task_manager.0,
+        None,
+    );
     drop(env);
     // Mailboxes by the attempt's task index; posted to without waiting (an outbox per
     // task), so a subtask with a full mailbox holds up nothing else.

@@ -6,7 +6,7 @@
 //! A task executor keeps one too, of its own subtasks only, for its `/metrics`.
 
 use super::layout;
-use super::rates::apply_rates;
+use super::rates::{apply_windowed_rates, RATE_WINDOW};
 use super::CheckpointStats;
 use crate::graph::{ChainPlan, StreamGraph};
 use eddy_checkpoint::config::CheckpointingMode;
@@ -23,7 +23,7 @@ use std::time::Instant;
 
 /// How many checkpoints and exceptions a view keeps.
 const HISTORY_MAX: usize = 60;
-const EXCEPTIONS_MAX: usize = 50;
+use eddy_rpc::view::EXCEPTIONS_MAX;
 
 /// A job's view, shared between the JobMaster that writes it and whoever reads it.
 /// Cloning it shares it.
@@ -45,9 +45,9 @@ struct Board {
     /// Per task index of the running attempt (shown here): its vertex and its place among
     /// the vertex's subtasks in the view.
     places: HashMap<usize, (usize, usize)>,
-    /// The last sample of each task's counters, and when it was taken.
-    last: HashMap<usize, SubtaskCounters>,
-    last_at: Option<Instant>,
+    /// Each task's samples of its counters within the rates' window, oldest first, and
+    /// when they were taken.
+    last: HashMap<usize, std::collections::VecDeque<(Instant, SubtaskCounters)>>,
     /// Where this process serves `/metrics`, if it does.
     metrics_address: Option<String>,
     /// The job's id on its cluster, if a task executor's board knows it.
@@ -57,6 +57,9 @@ struct Board {
     /// Who waits for the answer to each command taken, by request.
     answers: HashMap<u64, Answer>,
     next_request: u64,
+    /// The view a lost JobMaster last showed, for [`JobBoard::start_job`] to carry on (a
+    /// JobMaster started by a takeover).
+    carried: Option<JobView>,
 }
 
 impl Board {
@@ -82,14 +85,25 @@ impl Board {
 
 /// Checkpoints still in progress failed, for `reason`.
 fn fail_pending(view: &mut JobView, reason: &str) {
-    for checkpoint in &mut view.checkpoints.history {
-        if checkpoint.status == CheckpointStatus::InProgress {
-            checkpoint.status = CheckpointStatus::Failed;
-            checkpoint.failure = Some(reason.to_string());
-            view.checkpoints.failed += 1;
-        }
-    }
-    view.checkpoints.in_progress = 0;
+    view.fail_pending(reason);
+}
+
+/// The job's story so far, from `previous` onto `view` (of the same job, planned anew):
+/// its start, attempts, restarts, exceptions and checkpoints. Returns how long ago it
+/// started.
+fn carry_story(view: &mut JobView, previous: JobView) -> std::time::Duration {
+    view.start_time_ms = previous.start_time_ms;
+    view.attempt = previous.attempt;
+    view.restarts = previous.restarts;
+    view.exceptions = previous.exceptions;
+    let (checkpoints, before) = (&mut view.checkpoints, previous.checkpoints);
+    checkpoints.triggered = before.triggered;
+    checkpoints.completed = before.completed;
+    checkpoints.failed = before.failed;
+    checkpoints.restored_from = before.restored_from;
+    checkpoints.history = before.history;
+    view.fail_pending("the job was planned anew");
+    std::time::Duration::from_millis(WallClock.now_ms().saturating_sub(view.start_time_ms))
 }
 
 pub use eddy_rpc::messages::Answer;
@@ -162,8 +176,26 @@ impl JobBoard {
         self.board().view.task_executors = executors;
     }
 
-    /// A job starts: its graph, its checkpoint settings, no attempt yet.
+    /// A JobMaster started by a takeover carries on the job as its lost JobMaster last
+    /// showed it: [`JobBoard::start_job`] keeps its story.
+    pub fn carry_on(&self, previous: JobView) {
+        self.board().carried = Some(previous);
+    }
+
+    /// A job starts: its graph, its checkpoint settings, no attempt yet (or, after
+    /// [`JobBoard::carry_on`], the story of its lost JobMaster).
     pub fn start_job(&self, graph: &StreamGraph, plan: &ChainPlan, storage: String) {
+        let carried = self.board().carried.take();
+        self.plan_job(graph, plan, storage, carried);
+    }
+
+    /// The running job is planned anew (rescaled): its vertices change, its story stays.
+    pub fn replan_job(&self, graph: &StreamGraph, plan: &ChainPlan, storage: String) {
+        let previous = self.board().view.clone();
+        self.plan_job(graph, plan, storage, Some(previous));
+    }
+
+    fn plan_job(&self, graph: &StreamGraph, plan: &ChainPlan, storage: String, previous: Option<JobView>) {
         let config = &graph.config;
         let checkpoint = &config.checkpoint;
         let mut board = self.board();
@@ -192,13 +224,19 @@ impl JobBoard {
             retained: checkpoint.retained as u32,
             storage,
         };
+        if let Some(previous) = previous {
+            let ago = carry_story(&mut board.view, previous);
+            board.started = Instant::now().checked_sub(ago).or(board.started);
+        }
     }
 
     /// An attempt starts with `tasks` (every task of the job, numbered by position) of
     /// which those `shown` are on this board, each on the TaskManager `task_manager_of`
-    /// says.
+    /// says; `number`: the attempt's number on the cluster (from 1), or `None` for the
+    /// one after the last shown here.
     pub fn start_attempt(
         &self,
+        number: Option<u32>,
         tasks: &[(NodeId, u32)],
         shown: &dyn Fn(usize) -> bool,
         task_manager_of: &dyn Fn(usize) -> u32,
@@ -206,12 +244,11 @@ impl JobBoard {
     ) {
         let mut board = self.board();
         let board = &mut *board;
-        board.view.attempt += 1;
+        board.view.attempt = number.unwrap_or(board.view.attempt + 1);
         board.view.state = Some(JobState::Running);
         board.view.checkpoints.restored_from = restored_from;
         board.places.clear();
         board.last.clear();
-        board.last_at = None;
         for vertex in &mut board.view.vertices {
             vertex.subtasks.clear();
         }
@@ -231,22 +268,26 @@ impl JobBoard {
         fail_pending(&mut board.view, "its attempt ended");
     }
 
-    /// The subtasks' counters now, by task index: their rates since the last sample.
+    /// The subtasks' counters now, by task index: their rates over the window of samples
+    /// (records, bytes) and since the last one (shares of time).
     pub fn sample(&self, counters: &[(usize, SubtaskCounters)]) {
         let now = Instant::now();
         let mut board = self.board();
         let board = &mut *board;
-        let elapsed_ms = board.last_at.map_or(0, |at| now.duration_since(at).as_millis() as u64);
         for (task, counted) in counters {
             let Some(&(v, s)) = board.places.get(task) else { continue };
             let Some(subtask) = board.view.vertices.get_mut(v).and_then(|v| v.subtasks.get_mut(s)) else { continue };
-            if let Some(before) = board.last.get(task) {
-                apply_rates(subtask, before, counted, elapsed_ms);
+            let samples = board.last.entry(*task).or_default();
+            let ms = |at: Instant| now.duration_since(at).as_millis() as u64;
+            if let (Some(&(first, oldest)), Some(&(last, before))) = (samples.front(), samples.back()) {
+                apply_windowed_rates(subtask, (&oldest, ms(first)), (&before, ms(last)), counted);
             }
             subtask.counters = *counted;
-            board.last.insert(*task, *counted);
+            samples.push_back((now, *counted));
+            while samples.front().is_some_and(|(at, _)| now.duration_since(*at) > RATE_WINDOW) {
+                samples.pop_front();
+            }
         }
-        board.last_at = Some(now);
     }
 
     /// What the operators' coordinators show now.
@@ -319,9 +360,11 @@ impl JobBoard {
     }
 
     /// The running attempt failed; `restarted`: the restart strategy restarts the job.
-    pub fn attempt_failed(&self, message: String, restarted: bool, restarts: u32) {
+    pub fn attempt_failed(&self, message: String, restarted: bool) {
         let mut board = self.board();
-        board.view.restarts = restarts;
+        if restarted {
+            board.view.restarts += 1;
+        }
         let attempt = board.view.attempt;
         board.view.exceptions.push(ExceptionView { time_ms: WallClock.now_ms(), attempt, message, restarted });
         let excess = board.view.exceptions.len().saturating_sub(EXCEPTIONS_MAX);

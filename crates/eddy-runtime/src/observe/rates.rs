@@ -1,6 +1,31 @@
-//! Rates from two samples of a subtask's counters.
+//! Rates from samples of a subtask's counters. Records and bytes are counted a batch at a
+//! time (up to 1,024 records), so their rates are taken over a sliding window of samples
+//! ([`RATE_WINDOW`], as Flink's meters average over a time span): per second between two
+//! samples they would jump by a batch. The shares of time (busy, backpressured, idle) are
+//! measured continuously and follow the last second.
 
 use eddy_rpc::view::{SubtaskCounters, SubtaskView};
+
+/// How far back records and bytes per second look.
+pub(crate) const RATE_WINDOW: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// `view`'s per-second figures: records and bytes from the counters `oldest` (the oldest
+/// sample in the window, `window_ms` ago) to `now`; the shares of time from `before` (the
+/// last sample, `elapsed_ms` ago) to `now`.
+pub(crate) fn apply_windowed_rates(
+    view: &mut SubtaskView,
+    (oldest, window_ms): (&SubtaskCounters, u64),
+    (before, elapsed_ms): (&SubtaskCounters, u64),
+    now: &SubtaskCounters,
+) {
+    apply_rates(view, before, now, elapsed_ms);
+    let mut windowed = SubtaskView::default();
+    apply_rates(&mut windowed, oldest, now, window_ms);
+    view.records_in_per_second = windowed.records_in_per_second;
+    view.records_out_per_second = windowed.records_out_per_second;
+    view.bytes_in_per_second = windowed.bytes_in_per_second;
+    view.bytes_out_per_second = windowed.bytes_out_per_second;
+}
 
 /// `view`'s per-second figures from the counters `before` and `now`, `elapsed_ms` apart.
 /// Counters that went backwards (a new attempt) count from zero.
@@ -55,5 +80,24 @@ mod tests {
         let restarted = SubtaskCounters { records_in: 50, busy_ms: 1000, ..Default::default() };
         apply_rates(&mut view, &now, &restarted, 1000);
         assert_eq!(view.records_in_per_second, 50.0);
+    }
+
+    /// Records counted a batch at a time: per second between two samples the rate jumps by
+    /// a batch; over the window it is the steady rate.
+    #[test]
+    fn records_per_second_follow_the_window_and_shares_the_last_second() {
+        let at = |records: u64, ms: u64, idle_ms: u64| SubtaskCounters {
+            records_in: records,
+            busy_ms: ms - idle_ms,
+            idle_ms,
+            ..Default::default()
+        };
+        // 10,240 records over 10 s, the last second's sample one batch (1,024) ahead of
+        // the one before.
+        let (oldest, before, now) = (at(0, 1000, 0), at(9216, 10_000, 0), at(10_240, 11_000, 500));
+        let mut view = SubtaskView::default();
+        apply_windowed_rates(&mut view, (&oldest, 10_000), (&before, 1000), &now);
+        assert_eq!(view.records_in_per_second, 1024.0);
+        assert_eq!(view.idle_ms_per_second, 500.0, "the shares follow the last second");
     }
 }

@@ -222,11 +222,17 @@ impl<'a> AttemptCoordinator<'a> {
         }
     }
 
-    /// The attempt shows on the job's board: every task, each on the TaskManager
-    /// `task_manager_of` says (0: this process); `restored`: the checkpoint it restores.
-    pub(crate) fn observe_attempt(&self, task_manager_of: &dyn Fn(usize) -> u32, restored: Option<&RestorePlan>) {
+    /// The attempt shows on the job's board: its number on the cluster (`None`: the next
+    /// here), every task, each on the TaskManager `task_manager_of` says (0: this
+    /// process); `restored`: the checkpoint it restores.
+    pub(crate) fn observe_attempt(
+        &self,
+        number: Option<u32>,
+        task_manager_of: &dyn Fn(usize) -> u32,
+        restored: Option<&RestorePlan>,
+    ) {
         let restored_from = restored.map(|plan| plan.source().location.clone());
-        self.graph.services.board.start_attempt(&self.tasks, &|_| true, task_manager_of, restored_from);
+        self.graph.services.board.start_attempt(number, &self.tasks, &|_| true, task_manager_of, restored_from);
     }
 
     /// Samples the subtasks' counters and the coordinators' status onto the job's board,
