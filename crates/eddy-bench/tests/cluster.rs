@@ -334,7 +334,7 @@ fn the_cli_lists_and_cancels_a_running_job() {
     let (code, log) = Proc::start(&list).finish(Duration::from_secs(30));
     assert_eq!(code, 0, "{log}");
     let row = log.lines().find(|l| l.contains("W1 api-count")).unwrap_or_else(|| panic!("{log}"));
-    assert!(row.starts_with("1 ") && row.contains("RUNNING") && row.contains(" 2 "), "{row}");
+    assert!(row.trim_start().starts_with("1 ") && row.contains("RUNNING") && row.contains(" 2 "), "{row}");
     let mut cancel = vec!["cancel".to_string(), "1".into()];
     cancel.extend(cluster.submit_args());
     let cancel: Vec<&str> = cancel.iter().map(String::as_str).collect();
@@ -371,7 +371,7 @@ fn status_savepoint_stop_and_a_restore_at_another_parallelism_give_exactly_the_f
         let (code, status) = cluster.control(&["status", "1"]);
         assert_eq!(code, 0, "{status}");
         assert!(
-            status.contains("RECORDS IN") && status.contains("(2/2)") && status.contains("checkpoint "),
+            status.contains("RECORDS IN") && status.contains("(2/2)") && status.contains("CHECKPOINT  TRIGGERED"),
             "{status}"
         );
         let counted = |prefix: &str, column: usize| -> u64 {
@@ -401,7 +401,7 @@ fn status_savepoint_stop_and_a_restore_at_another_parallelism_give_exactly_the_f
     assert_eq!(code, 0, "{log}");
     assert_eq!(field(&log, "savepoint"), stopped_at);
     let (_, list) = cluster.control(&["list"]);
-    assert!(list.lines().any(|l| l.starts_with("1 ") && l.contains("STOPPED")), "{list}");
+    assert!(list.lines().any(|l| l.trim_start().starts_with("1 ") && l.contains("STOPPED")), "{list}");
 
     // Resumed at parallelism 3, from the stop's savepoint, into the same output.
     let mut resumed = base.to_vec();

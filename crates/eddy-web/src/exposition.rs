@@ -193,13 +193,13 @@ fn job_metrics(f: &mut Families, job: &JobEntry) {
             f.counter("eddy_task_idle_seconds", "Time the subtask waited for input", &l, c.idle_ms as f64 / 1000.0);
             f.gauge(
                 "eddy_task_records_in_per_second",
-                "Records in per second, last second",
+                "Records in per second, over the last 10 s",
                 &l,
                 s.records_in_per_second,
             );
             f.gauge(
                 "eddy_task_records_out_per_second",
-                "Records out per second, last second",
+                "Records out per second, over the last 10 s",
                 &l,
                 s.records_out_per_second,
             );

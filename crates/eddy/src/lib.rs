@@ -55,6 +55,22 @@ mod cluster_error;
 mod cluster_web;
 mod logging;
 
+/// The Rust blocks of the README and of `docs/` compile (and run, unless marked `no_run`)
+/// as this crate's doctests: what the documentation shows is what works.
+#[cfg(doctest)]
+mod documentation {
+    #[doc = include_str!("../../../README.md")]
+    struct Readme;
+    #[doc = include_str!("../../../docs/fault-tolerance.md")]
+    struct FaultTolerance;
+    #[doc = include_str!("../../../docs/event-time-and-windows.md")]
+    struct EventTimeAndWindows;
+    #[doc = include_str!("../../../docs/joins-and-async-io.md")]
+    struct JoinsAndAsyncIo;
+    #[doc = include_str!("../../../docs/kafka.md")]
+    struct Kafka;
+}
+
 pub use eddy_api::*;
 /// Checkpoints: their configuration, formats and storage (checkpoint directories, and the
 /// object-store storage with the `object-store` feature).

@@ -40,7 +40,7 @@ impl AttemptCoordinator<'_> {
                     task_managers.get(index).copied().unwrap_or_default().to_string(),
                     counted.counters.records_in.to_string(),
                     counted.counters.records_out.to_string(),
-                    format!("{:.1} s", counted.counters.backpressured_ms as f64 / 1000.0),
+                    format!("{:.1}s", counted.counters.backpressured_ms as f64 / 1000.0),
                 ]
             })
             .collect();
