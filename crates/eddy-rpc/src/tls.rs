@@ -6,12 +6,20 @@
 //! inside the TLS session; TLS keeps everything on the wire private.
 
 use crate::error::ClusterError;
-use rustls::crypto::ring::default_provider;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use rustls::{ClientConfig, ClientConnection, RootCertStore, ServerConfig, ServerConnection};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+
+/// rustls's provider on ring. rustls 0.23.48 deprecates it for lacking post-quantum key
+/// exchange, whose other provider (aws-lc-rs) needs a C toolchain and minutes of build;
+/// the cluster's processes talk to each other only, and ring's key exchange is what they
+/// all speak. Allowed here, once, so that no job crate that builds eddy sees the warning.
+#[allow(deprecated)]
+fn ring_provider() -> rustls::crypto::CryptoProvider {
+    rustls::crypto::ring::default_provider()
+}
 
 /// Where a cluster's certificate, key and CA are.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -71,7 +79,7 @@ impl TlsConfig {
                 ClusterError::Config(format!("a CA certificate rustls refuses: {e}", e = eddy_types::chain(&e)))
             })?;
         }
-        let provider = Arc::new(default_provider());
+        let provider = Arc::new(ring_provider());
         let bad = |e: rustls::Error| ClusterError::Config(format!("TLS configuration: {e}", e = eddy_types::chain(&e)));
         let client = ClientConfig::builder_with_provider(provider.clone())
             .with_safe_default_protocol_versions()
