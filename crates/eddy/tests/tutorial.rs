@@ -229,7 +229,7 @@ fn the_tutorials_commands_work_as_written() {
 
     // 5. Operate it: each command as a person types it, again while the job is not running.
     let mut savepoint = String::new();
-    for line in steps[3].1.lines().map(|line| written(line)) {
+    for line in steps[3].1.lines().map(&written) {
         if let Some(background) = line.split('#').next().unwrap().trim().strip_suffix('&') {
             let child = Command::new("bash")
                 .arg("-c")
