@@ -128,6 +128,8 @@ impl JobMasterLaunch {
 /// name; the graph's fingerprint then catches a binary of the same name that builds
 /// another job.
 pub fn binary_name(path: &str) -> String {
+    // Linux names an executable replaced on disk (rebuilt) `… (deleted)`.
+    let path = path.strip_suffix(" (deleted)").unwrap_or(path);
     let name = std::path::Path::new(path).file_name().map_or(path.into(), |n| n.to_string_lossy().into_owned());
     name.strip_suffix(".exe").map_or(name.clone(), str::to_string)
 }

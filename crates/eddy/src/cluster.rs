@@ -119,29 +119,45 @@ impl SubmitArgs {
                 "--detached needs --jobmanager or --ha: a local job runs in this process and ends with it".into(),
             ));
         }
+        if self.detached && !is_task_executor() {
+            // The detached job's JobMaster runs in a TaskManager's directory.
+            let restore = self.restore.iter().filter(|r| *r != "latest").map(PathBuf::from);
+            let relative = self.from_savepoint.iter().cloned().chain(restore).find(|p| p.is_relative());
+            if let Some(path) = relative {
+                return Err(CliError::Usage(format!(
+                    "--detached with the relative path {}: the job's JobMaster runs on a TaskManager, in its \
+                     directory; give an absolute path",
+                    path.display()
+                )));
+            }
+        }
         let restoring = self.from_savepoint.is_some() || self.restore.is_some();
         if (self.allow_non_restored_state || self.claim) && !restoring {
             let flag = if self.claim { "--claim" } else { "--allow-non-restored-state" };
             return Err(CliError::Usage(format!("{flag} goes with -s/--from-savepoint PATH or --restore")));
         }
         if let Some(path) = &self.from_savepoint {
-            env.restore_from(savepoint_dir_of(path));
+            env.restore_from(path);
         }
-        match self.restore.as_deref() {
+        match self.restore.as_deref().map(std::path::Path::new) {
             None => {}
-            Some("latest") => {
+            Some(latest) if latest == std::path::Path::new("latest") => {
                 env.restore_latest();
             }
-            // A checkpoint or savepoint directory holds `_metadata`: restored as -s
-            // restores it; any other directory is one to restore the newest checkpoint of.
-            Some(path) if std::path::Path::new(path).join(METADATA_FILE).is_file() => {
-                env.restore_from(path);
-            }
-            Some(dir) => {
+            // A directory without `_metadata` is one to restore the newest checkpoint of (a
+            // checkpoint directory, or a job directory); anything else restores as -s does
+            // (a checkpoint or savepoint, its `_metadata`, or a path that does not exist,
+            // which the restore names with what is nearby).
+            Some(dir) if dir.is_dir() && !dir.join("_metadata").is_file() => {
                 env.restore_latest_from(dir);
             }
+            Some(path) => {
+                env.restore_from(path);
+            }
         }
-        env.set_allow_non_restored_state(self.allow_non_restored_state);
+        if self.allow_non_restored_state {
+            env.set_allow_non_restored_state(true);
+        }
         if self.claim {
             env.set_restore_mode(crate::RestoreMode::Claim);
         }
@@ -150,19 +166,6 @@ impl SubmitArgs {
             env.set_cluster(target);
         }
         Ok(())
-    }
-}
-
-/// The file a checkpoint or savepoint directory is recognised by.
-const METADATA_FILE: &str = "_metadata";
-
-/// The directory `-s` names: Flink takes a savepoint's directory or its `_metadata` file.
-fn savepoint_dir_of(path: &std::path::Path) -> PathBuf {
-    match path.file_name() {
-        Some(name) if name == METADATA_FILE && path.is_file() => {
-            path.parent().map_or_else(|| PathBuf::from("."), std::path::Path::to_path_buf)
-        }
-        _ => path.to_path_buf(),
     }
 }
 

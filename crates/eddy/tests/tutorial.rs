@@ -185,7 +185,8 @@ fn the_tutorials_commands_work_as_written() {
     let dir = common::temp_dir("tutorial-commands");
     std::fs::create_dir_all(dir.join("target/release")).unwrap();
     std::os::unix::fs::symlink(common::example("page_views"), dir.join("target/release/page-views")).unwrap();
-    let log = click_log(&dir, 60_000);
+    // 60 s of reading at the README's 2,000 lines a second: time for every step under load.
+    let log = click_log(&dir, 120_000);
     let reference = expected(&log);
     let (jm, rest) = (free_port(), free_port());
     let written = |line: &str| {
@@ -243,13 +244,26 @@ fn the_tutorials_commands_work_as_written() {
             processes.0.push(child);
             continue;
         }
-        let printed = if line.starts_with("kill") { sh(&dir, &j, &line).1 } else { sh_until_ok(&dir, &j, &line) };
+        if line.starts_with("kill") {
+            let (killed, printed) = sh(&dir, &j, &line);
+            assert!(killed, "`{line}`: {printed}");
+            let jobmanager = dir.join("process-0.log");
+            let started = Instant::now();
+            while !std::fs::read_to_string(&jobmanager).unwrap().contains("TaskManager lost") {
+                assert!(started.elapsed() < Duration::from_secs(30), "`{line}` killed no TaskManager");
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            continue;
+        }
+        let printed = sh_until_ok(&dir, &j, &line);
         if line.contains(" stop ") {
             savepoint = printed.lines().find_map(|l| l.strip_prefix("savepoint=")).unwrap().to_string();
         }
     }
     assert!(!savepoint.is_empty());
-    let restore = written(&steps[4].1).replace("<the savepoint= path>", &savepoint);
+    // The rest of the log faster than a person would read it.
+    let restore =
+        written(&steps[4].1).replace("<the savepoint= path>", &savepoint).replace("--rate 2000", "--rate 20000");
     let (ok, printed) = sh(&dir, &j, &restore);
     assert!(ok && printed.contains("Job has been submitted with JobID 2"), "{printed}");
     let list = format!("./target/release/page-views list {j}");

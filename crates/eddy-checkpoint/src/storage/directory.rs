@@ -280,7 +280,9 @@ pub fn unreferenced_shared_files(dir: impl AsRef<Path>) -> Result<Vec<String>, C
 fn open_parent(dir: &Path) -> Result<(DirectoryStorage, String), CheckpointError> {
     // Flink takes a savepoint's `_metadata` file as well as its directory.
     let dir = match dir.file_name() {
-        Some(name) if name == METADATA_FILE && dir.is_file() => dir.parent().unwrap_or(Path::new(".")),
+        Some(name) if name == METADATA_FILE && dir.is_file() => {
+            dir.parent().filter(|parent| !parent.as_os_str().is_empty()).unwrap_or(Path::new("."))
+        }
         _ => dir,
     };
     let shown = dir.display().to_string();

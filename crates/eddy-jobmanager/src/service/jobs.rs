@@ -71,6 +71,9 @@ pub(super) fn serve_job(shared: &Arc<Shared>, connection: Connection, mut reader
             Ok(JobMasterMessage::Heartbeat) => {}
             Ok(JobMasterMessage::RequestSlots { attempt, slots, timeout_ms, job_master, operator_parallelism }) => {
                 let again = shared.state().jobs.get_mut(&job).is_some_and(|j| !j.requested.insert(attempt));
+                // Its first request: a job never deployed is refused at once when no
+                // TaskManager runs its binary (later ones wait for their TaskManagers).
+                let first = shared.state().jobs.get(&job).is_some_and(|j| j.requested.len() == 1);
                 if again {
                     tracing::debug!(job = %job, attempt = %attempt, "slots asked for again; answered once");
                     continue;
@@ -93,6 +96,7 @@ pub(super) fn serve_job(shared: &Arc<Shared>, connection: Connection, mut reader
                     job_master,
                     args: args.clone(),
                     binary: binary.clone(),
+                    first,
                     operator_parallelism,
                 };
                 let (shared, client) = (shared.clone(), connection.clone());
@@ -163,6 +167,7 @@ fn detach(shared: &Arc<Shared>, job: JobId, generation: u32) {
         match state.jobs.get_mut(&job) {
             Some(j) if j.generation == generation && j.ended.is_none() && j.state == JobState::Created => {
                 j.state = JobState::Initializing;
+                j.detached = true;
                 // Its submitter closes the connection: that is no JobMaster lost.
                 j.connection = None;
                 tracing::info!(job = %job, name = %j.name, "job submitted detached: a TaskManager starts its JobMaster");
@@ -216,6 +221,7 @@ pub(super) fn submit(
         generation: 0,
         args: Arc::new(args),
         binary,
+        detached: false,
         job_dir: None,
         slot_timeout_ms: eddy_rpc::SLOT_TIMEOUT_MS_DEFAULT,
         operator_parallelism: Vec::new(),

@@ -63,8 +63,12 @@ pub(super) fn lead(shared: &Arc<Shared>, ha: &HaServices, address: &str) -> Resu
                 let reason =
                     format!("its JobMaster did not come back to the new leader within {} ms", grace.as_millis());
                 // Read first: the state's lock must not be held while the job moves on.
-                let readable = shared.state().jobs.get(&job).is_some_and(|j| j.job_dir.is_some());
-                if readable {
+                let (readable, detached) =
+                    shared.state().jobs.get(&job).map_or((false, false), |j| (j.job_dir.is_some(), j.detached));
+                if detached {
+                    // Submitted detached, its first JobMaster never started: start it here.
+                    takeover::start(&shared, job, takeover::Start::Detached);
+                } else if readable {
                     takeover::start(&shared, job, takeover::Start::JobMasterLost(&reason));
                 } else {
                     let why = format!("{reason}, and its checkpoints were in its memory");
@@ -109,6 +113,7 @@ fn job_of(record: JobRecord) -> Job {
         generation: record.generation,
         args: Arc::new(record.args),
         binary: record.binary,
+        detached: record.detached,
         job_dir: record.job_dir,
         slot_timeout_ms: record.slot_timeout_ms,
         operator_parallelism: record.operator_parallelism,

@@ -79,6 +79,9 @@ struct Job {
     /// Its binary's name ([`eddy_rpc::launch::binary_name`]): only TaskManagers of that
     /// binary run it. Empty when unknown (a job store written before it was kept).
     binary: String,
+    /// Submitted detached, its first JobMaster not started yet (then a TaskManager starts
+    /// it; a new leader too).
+    detached: bool,
     /// Where its checkpoints go, once its JobMaster said (`None`: in its memory, which a
     /// takeover cannot read).
     job_dir: Option<String>,

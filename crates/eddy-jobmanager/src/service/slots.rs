@@ -99,13 +99,17 @@ impl State {
         self.task_managers.keys().fold(0u32, |total, &id| total.saturating_add(self.free(id)))
     }
 
-    /// The slots job `job` could hold: the free ones and its own.
+    /// The slots job `job` could hold: the free ones of TaskManagers of its binary, and
+    /// its own.
     pub(super) fn available_to(&self, job: JobId) -> u32 {
-        let own = self
-            .jobs
-            .get(&job)
-            .map_or(0, |j| j.allocations.values().flatten().fold(0u32, |total, (_, n)| total.saturating_add(*n)));
-        self.free_total().saturating_add(own)
+        let Some(j) = self.jobs.get(&job) else { return self.free_total() };
+        let own = j.allocations.values().flatten().fold(0u32, |total, (_, n)| total.saturating_add(*n));
+        let free = self
+            .task_managers
+            .keys()
+            .filter(|&&id| self.runs(id, &j.binary))
+            .fold(0u32, |total, &id| total.saturating_add(self.free(id)));
+        free.saturating_add(own)
     }
 
     pub(super) fn slots_total(&self) -> u32 {
@@ -126,6 +130,8 @@ pub(super) struct SlotRequest {
     pub(super) args: Arc<Vec<String>>,
     /// The job's binary: only TaskManagers of it are given.
     pub(super) binary: String,
+    /// The job's first request for slots.
+    pub(super) first: bool,
     pub(super) operator_parallelism: Vec<u32>,
 }
 
@@ -147,9 +153,10 @@ pub(super) fn allocate(shared: &Shared, request: SlotRequest, client: &Connectio
             _ => return,
         }
         let eligible = state.task_managers.keys().any(|&id| state.runs(id, &request.binary));
-        if !eligible && !state.task_managers.is_empty() {
-            // Every TaskManager here runs another binary: waiting would end the same way,
-            // later, and the likely fix is to start the right ones.
+        if request.first && !eligible && !state.task_managers.is_empty() {
+            // A new job, and every TaskManager here runs another binary: waiting would end
+            // the same way, later, and the likely fix is to start the right ones. (A job
+            // that ran waits for its TaskManagers to come back, as before.)
             let message = state.other_binaries(&request.name, &request.binary).unwrap_or_default();
             tracing::warn!(job = %job, attempt = %attempt, %message, "no TaskManager of the job's binary");
             drop(state);

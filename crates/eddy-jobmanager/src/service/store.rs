@@ -30,6 +30,7 @@ pub(super) fn persist(shared: &Shared, job: JobId) {
             operator_parallelism: j.operator_parallelism.clone(),
             exclusive_resources: j.exclusive_resources.clone(),
             binary: j.binary.clone(),
+            detached: j.detached,
             generation: j.generation,
             next_attempt: j.next_attempt,
             state: j.state,

@@ -167,7 +167,8 @@ pub(super) fn resume(
     if !admitted {
         return Err(format!("job {job} has another JobMaster by now (or one is being started for it); this one stops"));
     }
-    let Job { generation, connection: current, state: job_state, taking_over_on, parallelism: p, .. } = j;
+    let Job { generation, connection: current, state: job_state, taking_over_on, parallelism: p, detached, .. } = j;
+    *detached = false;
     *generation += 1;
     // Set once it is told it is admitted (`serve_job`).
     *current = None;

@@ -73,6 +73,10 @@ pub struct JobRecord {
     /// Its binary's name (see `Submit`); empty in records written before it was kept.
     #[serde(default)]
     pub binary: String,
+    /// Submitted detached and its first JobMaster not started yet: a new leader has a
+    /// TaskManager start it.
+    #[serde(default)]
+    pub detached: bool,
 }
 
 impl HaServices {

@@ -102,7 +102,6 @@ fn carry_story(view: &mut JobView, previous: JobView) -> std::time::Duration {
     checkpoints.failed = before.failed;
     checkpoints.restored_from = before.restored_from;
     checkpoints.history = before.history;
-    view.fail_pending("the job was planned anew");
     std::time::Duration::from_millis(WallClock.now_ms().saturating_sub(view.start_time_ms))
 }
 
@@ -179,7 +178,11 @@ impl JobBoard {
     /// A JobMaster started by a takeover carries on the job as its lost JobMaster last
     /// showed it: [`JobBoard::start_job`] keeps its story.
     pub fn carry_on(&self, previous: JobView) {
-        self.board().carried = Some(previous);
+        let mut board = self.board();
+        // Shown as it was until the job starts here (a JobMaster that fails before that
+        // reports the story, not an empty view).
+        board.view = previous.clone();
+        board.carried = Some(previous);
     }
 
     /// A job starts: its graph, its checkpoint settings, no attempt yet (or, after
