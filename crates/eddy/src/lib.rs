@@ -67,6 +67,7 @@ mod documentation {
     struct EventTimeAndWindows;
     #[doc = include_str!("../../../docs/joins-and-async-io.md")]
     struct JoinsAndAsyncIo;
+    #[cfg(feature = "kafka")]
     #[doc = include_str!("../../../docs/kafka.md")]
     struct Kafka;
 }

@@ -145,7 +145,7 @@ pub(super) fn serve_job(shared: &Arc<Shared>, connection: Connection, mut reader
                 }
                 store::persist(shared, job);
             }
-            Ok(JobMasterMessage::Detach) => detach(shared, job, generation),
+            Ok(JobMasterMessage::Detach) => detach(shared, &connection, job, generation),
             Ok(JobMasterMessage::View(view)) => {
                 if let Some(j) = shared.state().jobs.get_mut(&job) {
                     j.view = Some(view);
@@ -161,7 +161,7 @@ pub(super) fn serve_job(shared: &Arc<Shared>, connection: Connection, mut reader
 /// A job submitted detached: its submitting process goes, and a TaskManager starts the
 /// job's JobMaster, as a takeover does (Flink's detached mode runs the JobMaster in the
 /// cluster too). Only a job just submitted, not yet running anything.
-fn detach(shared: &Arc<Shared>, job: JobId, generation: u32) {
+fn detach(shared: &Arc<Shared>, connection: &Connection, job: JobId, generation: u32) {
     let detached = {
         let mut state = shared.state();
         match state.jobs.get_mut(&job) {
@@ -171,14 +171,23 @@ fn detach(shared: &Arc<Shared>, job: JobId, generation: u32) {
                 // Its submitter closes the connection: that is no JobMaster lost.
                 j.connection = None;
                 tracing::info!(job = %job, name = %j.name, "job submitted detached: a TaskManager starts its JobMaster");
-                true
+                Ok(())
             }
-            _ => false,
+            Some(j) => Err(format!("job {job} cannot be detached now: it is {}", j.state)),
+            None => Err(format!("no job {job} to detach")),
         }
     };
-    if detached {
-        store::persist(shared, job);
-        takeover::start(shared, job, takeover::Start::Detached);
+    match detached {
+        Ok(()) => {
+            // A command a CLI asked of the submitter meanwhile gets no answer from it.
+            ending::answer_waiting(shared, job, "the job was submitted detached: ask again once its JobMaster runs");
+            let _ = connection.send(&JobMasterMessage::Detached);
+            store::persist(shared, job);
+            takeover::start(shared, job, takeover::Start::Detached);
+        }
+        Err(why) => {
+            let _ = connection.send(&JobMasterMessage::Refused(why));
+        }
     }
 }
 

@@ -159,12 +159,18 @@ impl JobClient {
             exclusive_resources,
             binary: eddy_rpc::launch::this_binary_name(),
         };
-        let admitted = admit(target, &hello, target.heartbeats.timeout())?;
-        admitted.connection.send(&JobMasterMessage::Detach)?;
-        // Sent in order on one connection: the JobManager reads the request before it sees
-        // the connection close.
-        admitted.connection.close();
-        Ok(admitted.job)
+        let Admitted { connection, mut reader, job, .. } = admit(target, &hello, target.heartbeats.timeout())?;
+        connection.send(&JobMasterMessage::Detach)?;
+        // Its answer, before this process says the job is submitted.
+        let answer = loop {
+            match reader.receive()? {
+                JobMasterMessage::Detached => break Ok(job),
+                JobMasterMessage::Refused(why) => break Err(ClusterError::Refused(why)),
+                _ => {}
+            }
+        };
+        connection.close();
+        answer
     }
 
     /// Submits job `name` needing `parallelism` slots and holding `exclusive_resources`

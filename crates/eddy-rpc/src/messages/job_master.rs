@@ -114,6 +114,8 @@ pub enum JobMasterMessage {
         executor: ExecutorIndex,
         status: String,
     },
+    /// The answer to `Detach`: a TaskManager starts the job's JobMaster (or `Refused`).
+    Detached,
     /// A command relayed from the CLI, to answer with `CommandReply`.
     Command {
         request: u64,
