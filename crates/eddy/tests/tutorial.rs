@@ -120,159 +120,164 @@ fn common_checkpoint_completed(chk: &Path) -> bool {
     })
 }
 
-/// The fenced blocks between the lines `from` and `to` of the README, with their tags.
-fn blocks_between(readme: &str, from: &str, to: &str) -> Vec<(String, String)> {
-    let start = readme.find(from).unwrap_or_else(|| panic!("the README has `{from}`"));
-    let section = &readme[start..start + readme[start..].find(to).unwrap()];
-    let mut blocks = Vec::new();
-    let mut rest = section;
-    while let Some(open) = rest.find("```") {
-        let after = &rest[open + 3..];
-        let (tag, body) = after.split_once('\n').unwrap();
-        let end = body.find("\n```").unwrap();
-        blocks.push((tag.to_string(), body[..end + 1].to_string()));
-        rest = &body[end + 4..];
-    }
-    blocks
-}
-
-/// A free port on loopback.
-fn free_port() -> String {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port().to_string()
-}
-
-/// Runs `line` with bash in `dir`, `$J` set: its exit, and what it printed on standard
-/// output then on standard error.
-fn sh(dir: &Path, j: &str, line: &str) -> (bool, String) {
-    let out = Command::new("bash").arg("-c").arg(line).current_dir(dir).env("J", j).env("PWD", dir).output().unwrap();
-    let printed = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    (out.status.success(), printed)
-}
-
-/// What `line` printed on standard output alone.
-fn stdout_of(dir: &Path, line: &str) -> String {
-    let out = Command::new("bash").arg("-c").arg(line).current_dir(dir).env("PWD", dir).output().unwrap();
-    assert!(out.status.success(), "{line}: {}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-/// Runs `line` until it succeeds, as a person does while the job is not running yet (or
-/// restarts): what it printed the time it did.
-fn sh_until_ok(dir: &Path, j: &str, line: &str) -> String {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let (ok, printed) = sh(dir, j, line);
-        if ok {
-            return printed;
-        }
-        assert!(Instant::now() < deadline, "`{line}` kept failing: {printed}");
-        std::thread::sleep(Duration::from_millis(300));
-    }
-}
-
-/// Steps 3 to 5 of the tutorial, their shell blocks run as written (in a directory where
-/// `./target/release/page-views` is the example's binary, `cargo run --release --` that
-/// binary, on free ports instead of 6123 and 8081, with a shorter click log), waiting where
-/// a person waits: the local run prints what the README shows; the cluster takes the job
-/// detached, its savepoint, rescale, a TaskManager killed and another started, the stop,
-/// and the restore at another parallelism; the cluster's output equals the log's counts.
-/// (The JobManager serves the dashboard: the example needs eddy's `web` feature, which the
-/// workspace's test run has.)
+/// The tutorial's commands, run. (The JobManager serves the dashboard: the example needs
+/// eddy's `web` feature, which the workspace's test run has.)
 #[cfg(feature = "web")]
-#[test]
-fn the_tutorials_commands_work_as_written() {
-    let readme = readme();
-    let dir = common::temp_dir("tutorial-commands");
-    std::fs::create_dir_all(dir.join("target/release")).unwrap();
-    std::os::unix::fs::symlink(common::example("page_views"), dir.join("target/release/page-views")).unwrap();
-    // 60 s of reading at the README's 2,000 lines a second: time for every step under load.
-    let log = click_log(&dir, 120_000);
-    let reference = expected(&log);
-    let (jm, rest) = (free_port(), free_port());
-    let written = |line: &str| {
-        line.replace("cargo run --release --", "./target/release/page-views")
-            .replace("127.0.0.1:6123", &format!("127.0.0.1:{jm}"))
-            .replace("127.0.0.1:8081", &format!("127.0.0.1:{rest}"))
-    };
+mod commands {
+    use super::*;
 
-    // 3. The local run prints what the README shows.
-    let local = blocks_between(&readme, "### 3. A click log", "### 4. A cluster");
-    let (run, shown) = (&local[1].1, &local[2].1);
-    let printed = stdout_of(&dir, &written(run));
-    assert!(printed.ends_with(shown.as_str()), "the README shows\n{shown}\nthe run printed\n{printed}");
-
-    // 4. The cluster: the secret, then the JobManager and two TaskManagers in the background.
-    let steps = blocks_between(&readme, "### 4. A cluster", "## API overview");
-    let mut processes = common::KillOnDrop(Vec::new());
-    let mut lines = steps[0].1.lines();
-    assert!(sh(&dir, "", lines.next().unwrap()).0);
-    for (n, line) in lines.enumerate() {
-        let log = std::fs::File::create(dir.join(format!("process-{n}.log"))).unwrap();
-        let child = Command::new("bash")
-            .arg("-c")
-            .arg(format!("exec {}", written(line)))
-            .current_dir(&dir)
-            .stdout(log.try_clone().unwrap())
-            .stderr(log)
-            .spawn()
-            .unwrap();
-        processes.0.push(child);
+    /// The fenced blocks between the lines `from` and `to` of the README, with their tags.
+    fn blocks_between(readme: &str, from: &str, to: &str) -> Vec<(String, String)> {
+        let start = readme.find(from).unwrap_or_else(|| panic!("the README has `{from}`"));
+        let section = &readme[start..start + readme[start..].find(to).unwrap()];
+        let mut blocks = Vec::new();
+        let mut rest = section;
+        while let Some(open) = rest.find("```") {
+            let after = &rest[open + 3..];
+            let (tag, body) = after.split_once('\n').unwrap();
+            let end = body.find("\n```").unwrap();
+            blocks.push((tag.to_string(), body[..end + 1].to_string()));
+            rest = &body[end + 4..];
+        }
+        blocks
     }
-    let started = Instant::now();
-    while std::fs::read_to_string(dir.join("process-0.log")).unwrap().matches("TaskManager joined").count() < 2 {
-        assert!(started.elapsed() < Duration::from_secs(30), "the cluster did not come up");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let submit: Vec<&str> = steps[1].1.lines().collect();
-    let j = written(submit[0]).strip_prefix("J=\"").unwrap().trim_end_matches('"').to_string();
-    let (ok, printed) = sh(&dir, &j, &written(submit[1]));
-    assert!(ok && printed.contains(steps[2].1.trim()), "{printed}");
 
-    // 5. Operate it: each command as a person types it, again while the job is not running.
-    let mut savepoint = String::new();
-    for line in steps[3].1.lines().map(&written) {
-        if let Some(background) = line.split('#').next().unwrap().trim().strip_suffix('&') {
+    /// A free port on loopback.
+    fn free_port() -> String {
+        std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port().to_string()
+    }
+
+    /// Runs `line` with bash in `dir`, `$J` set: its exit, and what it printed on standard
+    /// output then on standard error.
+    fn sh(dir: &Path, j: &str, line: &str) -> (bool, String) {
+        let out =
+            Command::new("bash").arg("-c").arg(line).current_dir(dir).env("J", j).env("PWD", dir).output().unwrap();
+        let printed = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        (out.status.success(), printed)
+    }
+
+    /// What `line` printed on standard output alone.
+    fn stdout_of(dir: &Path, line: &str) -> String {
+        let out = Command::new("bash").arg("-c").arg(line).current_dir(dir).env("PWD", dir).output().unwrap();
+        assert!(out.status.success(), "{line}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// Runs `line` until it succeeds, as a person does while the job is not running yet (or
+    /// restarts): what it printed the time it did.
+    fn sh_until_ok(dir: &Path, j: &str, line: &str) -> String {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let (ok, printed) = sh(dir, j, line);
+            if ok {
+                return printed;
+            }
+            assert!(Instant::now() < deadline, "`{line}` kept failing: {printed}");
+            std::thread::sleep(Duration::from_millis(300));
+        }
+    }
+
+    /// Steps 3 to 5 of the tutorial, their shell blocks run as written (in a directory where
+    /// `./target/release/page-views` is the example's binary, `cargo run --release --` that
+    /// binary, on free ports instead of 6123 and 8081, with a shorter click log), waiting where
+    /// a person waits: the local run prints what the README shows; the cluster takes the job
+    /// detached, its savepoint, rescale, a TaskManager killed and another started, the stop,
+    /// and the restore at another parallelism; the cluster's output equals the log's counts.
+    #[test]
+    fn the_tutorials_commands_work_as_written() {
+        let readme = readme();
+        let dir = common::temp_dir("tutorial-commands");
+        std::fs::create_dir_all(dir.join("target/release")).unwrap();
+        std::os::unix::fs::symlink(common::example("page_views"), dir.join("target/release/page-views")).unwrap();
+        // 60 s of reading at the README's 2,000 lines a second: time for every step under load.
+        let log = click_log(&dir, 120_000);
+        let reference = expected(&log);
+        let (jm, rest) = (free_port(), free_port());
+        let written = |line: &str| {
+            line.replace("cargo run --release --", "./target/release/page-views")
+                .replace("127.0.0.1:6123", &format!("127.0.0.1:{jm}"))
+                .replace("127.0.0.1:8081", &format!("127.0.0.1:{rest}"))
+        };
+
+        // 3. The local run prints what the README shows.
+        let local = blocks_between(&readme, "### 3. A click log", "### 4. A cluster");
+        let (run, shown) = (&local[1].1, &local[2].1);
+        let printed = stdout_of(&dir, &written(run));
+        assert!(printed.ends_with(shown.as_str()), "the README shows\n{shown}\nthe run printed\n{printed}");
+
+        // 4. The cluster: the secret, then the JobManager and two TaskManagers in the background.
+        let steps = blocks_between(&readme, "### 4. A cluster", "## API overview");
+        let mut processes = common::KillOnDrop(Vec::new());
+        let mut lines = steps[0].1.lines();
+        assert!(sh(&dir, "", lines.next().unwrap()).0);
+        for (n, line) in lines.enumerate() {
+            let log = std::fs::File::create(dir.join(format!("process-{n}.log"))).unwrap();
             let child = Command::new("bash")
                 .arg("-c")
-                .arg(format!("exec {background}"))
+                .arg(format!("exec {}", written(line)))
                 .current_dir(&dir)
-                .env("J", &j)
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
+                .stdout(log.try_clone().unwrap())
+                .stderr(log)
                 .spawn()
                 .unwrap();
             processes.0.push(child);
-            continue;
         }
-        if line.starts_with("kill") {
-            let (killed, printed) = sh(&dir, &j, &line);
-            assert!(killed, "`{line}`: {printed}");
-            let jobmanager = dir.join("process-0.log");
-            let started = Instant::now();
-            while !std::fs::read_to_string(&jobmanager).unwrap().contains("TaskManager lost") {
-                assert!(started.elapsed() < Duration::from_secs(30), "`{line}` killed no TaskManager");
-                std::thread::sleep(Duration::from_millis(50));
+        let started = Instant::now();
+        while std::fs::read_to_string(dir.join("process-0.log")).unwrap().matches("TaskManager joined").count() < 2 {
+            assert!(started.elapsed() < Duration::from_secs(30), "the cluster did not come up");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let submit: Vec<&str> = steps[1].1.lines().collect();
+        let j = written(submit[0]).strip_prefix("J=\"").unwrap().trim_end_matches('"').to_string();
+        let (ok, printed) = sh(&dir, &j, &written(submit[1]));
+        assert!(ok && printed.contains(steps[2].1.trim()), "{printed}");
+
+        // 5. Operate it: each command as a person types it, again while the job is not running.
+        let mut savepoint = String::new();
+        for line in steps[3].1.lines().map(&written) {
+            if let Some(background) = line.split('#').next().unwrap().trim().strip_suffix('&') {
+                let child = Command::new("bash")
+                    .arg("-c")
+                    .arg(format!("exec {background}"))
+                    .current_dir(&dir)
+                    .env("J", &j)
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null())
+                    .spawn()
+                    .unwrap();
+                processes.0.push(child);
+                continue;
             }
-            continue;
+            if line.starts_with("kill") {
+                let (killed, printed) = sh(&dir, &j, &line);
+                assert!(killed, "`{line}`: {printed}");
+                let jobmanager = dir.join("process-0.log");
+                let started = Instant::now();
+                while !std::fs::read_to_string(&jobmanager).unwrap().contains("TaskManager lost") {
+                    assert!(started.elapsed() < Duration::from_secs(30), "`{line}` killed no TaskManager");
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+                continue;
+            }
+            let printed = sh_until_ok(&dir, &j, &line);
+            if line.contains(" stop ") {
+                savepoint = printed.lines().find_map(|l| l.strip_prefix("savepoint=")).unwrap().to_string();
+            }
         }
-        let printed = sh_until_ok(&dir, &j, &line);
-        if line.contains(" stop ") {
-            savepoint = printed.lines().find_map(|l| l.strip_prefix("savepoint=")).unwrap().to_string();
+        assert!(!savepoint.is_empty());
+        // The rest of the log faster than a person would read it.
+        let restore =
+            written(&steps[4].1).replace("<the savepoint= path>", &savepoint).replace("--rate 2000", "--rate 20000");
+        let (ok, printed) = sh(&dir, &j, &restore);
+        assert!(ok && printed.contains("Job has been submitted with JobID 2"), "{printed}");
+        let list = format!("./target/release/page-views list {j}");
+        let deadline = Instant::now() + Duration::from_secs(120);
+        while !sh(&dir, &j, &list).1.lines().any(|l| l.trim_start().starts_with("2 ") && l.contains("FINISHED")) {
+            assert!(Instant::now() < deadline, "job 2 did not finish: {}", sh(&dir, &j, &list).1);
+            std::thread::sleep(Duration::from_millis(300));
         }
+        assert_eq!(committed(&dir.join("out-cluster")), reference, "the cluster's output is the log's counts, once");
+        drop(processes);
+        let _ = std::fs::remove_dir_all(&dir);
     }
-    assert!(!savepoint.is_empty());
-    // The rest of the log faster than a person would read it.
-    let restore =
-        written(&steps[4].1).replace("<the savepoint= path>", &savepoint).replace("--rate 2000", "--rate 20000");
-    let (ok, printed) = sh(&dir, &j, &restore);
-    assert!(ok && printed.contains("Job has been submitted with JobID 2"), "{printed}");
-    let list = format!("./target/release/page-views list {j}");
-    let deadline = Instant::now() + Duration::from_secs(120);
-    while !sh(&dir, &j, &list).1.lines().any(|l| l.trim_start().starts_with("2 ") && l.contains("FINISHED")) {
-        assert!(Instant::now() < deadline, "job 2 did not finish: {}", sh(&dir, &j, &list).1);
-        std::thread::sleep(Duration::from_millis(300));
-    }
-    assert_eq!(committed(&dir.join("out-cluster")), reference, "the cluster's output is the log's counts, once");
-    drop(processes);
-    let _ = std::fs::remove_dir_all(&dir);
 }
