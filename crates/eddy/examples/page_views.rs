@@ -105,10 +105,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     // The log's lines by their index, at most `rate` a second (Flink's
     // DataGeneratorSource): the indexes still to read are in the checkpoints, so a restore
-    // at any parallelism reads every line once.
+    // at any parallelism reads every line once. One subtask reads them, in the log's
+    // order, so that the watermarks follow the clicks' times: several would read parts of
+    // the log in whatever order they get them, and the clicks of a part read after a later
+    // one would come late and be dropped.
     let lines: Arc<Vec<String>> = Arc::new(std::fs::read_to_string(&args.input)?.lines().map(String::from).collect());
     let count = lines.len() as u64;
     env.add_parallel_source(DataGeneratorSource::new(count, args.rate, move |i| lines[i as usize].clone()))
+        .set_parallelism(1)
         .name("click log")
         .uid("click-log")
         .flat_map(|line: String, out: &mut Collector<'_, Click>| {

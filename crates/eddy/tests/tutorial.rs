@@ -185,8 +185,25 @@ mod commands {
     /// and the restore at another parallelism; the cluster's output equals the log's counts.
     #[test]
     fn the_tutorials_commands_work_as_written() {
+        tutorial_commands("tutorial-commands", true);
+    }
+
+    /// The same at machine speed: each command as soon as the last one returned (a
+    /// savepoint, a rescale, a TaskManager killed and a stop within half a second of the
+    /// job's start). About one run in three loses the output of one window subtask: found
+    /// while writing this test, not understood yet (see the note); ignored until
+    /// it is fixed, so that it reproduces the loss meanwhile.
+    #[test]
+    #[ignore = "reproduces a loss of one sink subtask's output after a fast rescale, kill and stop"]
+    fn the_tutorials_commands_at_machine_speed_lose_nothing() {
+        tutorial_commands("tutorial-commands-fast", false);
+    }
+
+    /// Steps 3 to 5 of the tutorial; `paced`: a command waits for a checkpoint completed
+    /// since the one before, as a person types them seconds apart.
+    fn tutorial_commands(name: &str, paced: bool) {
         let readme = readme();
-        let dir = common::temp_dir("tutorial-commands");
+        let dir = common::temp_dir(name);
         std::fs::create_dir_all(dir.join("target/release")).unwrap();
         std::os::unix::fs::symlink(common::example("page_views"), dir.join("target/release/page-views")).unwrap();
         // 60 s of reading at the README's 2,000 lines a second: time for every step under load.
@@ -234,7 +251,21 @@ mod commands {
 
         // 5. Operate it: each command as a person types it, again while the job is not running.
         let mut savepoint = String::new();
+        let completed = |dir: &Path| -> Option<u64> {
+            let (_, status) = sh(dir, &j, "./target/release/page-views status 1 $J");
+            status.split(" checkpoints completed").next()?.rsplit(' ').next()?.parse().ok()
+        };
+        let mut seen = 0;
         for line in steps[3].1.lines().map(&written) {
+            // (A TaskManager started is not waited for: the job waits for it.)
+            if paced && !line.split('#').next().unwrap().trim().ends_with('&') {
+                let deadline = Instant::now() + Duration::from_secs(60);
+                while completed(&dir).is_none_or(|n| n <= seen) {
+                    assert!(Instant::now() < deadline, "no checkpoint completed before `{line}`");
+                    std::thread::sleep(Duration::from_millis(200));
+                }
+                seen = completed(&dir).unwrap_or(seen);
+            }
             if let Some(background) = line.split('#').next().unwrap().trim().strip_suffix('&') {
                 let child = Command::new("bash")
                     .arg("-c")
