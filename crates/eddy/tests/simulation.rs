@@ -13,7 +13,7 @@ use eddy::checkpoint::restart::RestartStrategy;
 use eddy::checkpoint::CheckpointConfig;
 use eddy::prelude::*;
 use eddy::sink::{TransactionalSink, TwoPhaseCommitSink};
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 
 mod common;
@@ -22,20 +22,21 @@ use common::late_windows::{differences, expected_lines, timed_event, EveryRecord
 /// An in-memory transactional system that behaves like a real one: a transaction carries
 /// its records; pre-committing prepares it; committing files its records under its
 /// (subtask, sequence), once (committing again changes nothing); aborting the leftovers of
-/// a subtask drops what it prepared and did not commit, and such a transaction can never be
+/// a subtask drops what an earlier attempt prepared and did not commit, and such a transaction can never be
 /// committed any more (its commit fails the job: output was lost). Only committed
 /// transactions are visible.
 #[derive(Clone)]
-struct Committed<T>(Arc<Mutex<Transactions<T>>>);
+struct Committed<T>(Arc<Mutex<Transactions<T>>>, u64);
 
 struct Transactions<T> {
-    prepared: BTreeSet<(u32, u64)>,
+    /// Prepared transactions by (subtask, sequence), with the attempt that prepared them.
+    prepared: BTreeMap<(u32, u64), u64>,
     committed: BTreeMap<(u32, u64), Vec<T>>,
 }
 
 impl<T: Data> Committed<T> {
     fn new() -> Self {
-        Self(Arc::new(Mutex::new(Transactions { prepared: BTreeSet::new(), committed: BTreeMap::new() })))
+        Self(Arc::new(Mutex::new(Transactions { prepared: BTreeMap::new(), committed: BTreeMap::new() })), 0)
     }
 
     fn records(&self) -> Vec<T> {
@@ -56,7 +57,7 @@ impl<T: Data + Sync> TransactionalSink<T> for Committed<T> {
     }
 
     fn pre_commit(&mut self, transaction: &mut Self::Transaction) -> FunctionResult {
-        self.0.lock().unwrap().prepared.insert((transaction.0, transaction.1));
+        self.0.lock().unwrap().prepared.insert((transaction.0, transaction.1), self.1);
         Ok(())
     }
 
@@ -65,7 +66,7 @@ impl<T: Data + Sync> TransactionalSink<T> for Committed<T> {
         if system.committed.contains_key(&(subtask, sequence)) {
             return Ok(());
         }
-        if !system.prepared.remove(&(subtask, sequence)) {
+        if system.prepared.remove(&(subtask, sequence)).is_none() {
             return Err(format!("transaction {sequence} of subtask {subtask} was aborted: its output is lost").into());
         }
         system.committed.insert((subtask, sequence), records);
@@ -77,9 +78,14 @@ impl<T: Data + Sync> TransactionalSink<T> for Committed<T> {
         Ok(())
     }
 
+    fn start_attempt(&mut self, attempt: u64) {
+        self.1 = attempt;
+    }
+
     fn abort_leftovers(&mut self, subtask: SubtaskIndex, parallelism: u32) -> FunctionResult {
+        let attempt = self.1;
         let mut system = self.0.lock().unwrap();
-        system.prepared.retain(|(s, _)| s % parallelism != subtask.0);
+        system.prepared.retain(|(s, _), prepared_by| s % parallelism != subtask.0 || *prepared_by == attempt);
         Ok(())
     }
 }

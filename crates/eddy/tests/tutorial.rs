@@ -190,11 +190,13 @@ mod commands {
 
     /// The same at machine speed: each command as soon as the last one returned (a
     /// savepoint, a rescale, a TaskManager killed and a stop within half a second of the
-    /// job's start). About one run in three loses the output of one window subtask: found
-    /// while writing this test, not understood yet (see the note); ignored until
-    /// it is fixed, so that it reproduces the loss meanwhile.
+    /// job's start). It found a loss of one sink subtask's output (2 runs in 6): after the
+    /// restore at parallelism 3, new subtask 0 removed as a leftover the pending file of old
+    /// subtask 3 before new subtask 2, which restored its handle, committed it. Fixed
+    /// (leftovers go once a checkpoint completed); 8 of 8 runs since. Kept to run by hand
+    /// (`--ignored`): its timing depends on the machine.
     #[test]
-    #[ignore = "reproduces a loss of one sink subtask's output after a fast rescale, kill and stop"]
+    #[ignore = "machine-speed timing; run by hand after a change to the two-phase-commit sink"]
     fn the_tutorials_commands_at_machine_speed_lose_nothing() {
         tutorial_commands("tutorial-commands-fast", false);
     }

@@ -129,8 +129,12 @@ impl<T: Display + 'static> TransactionalSink<T> for FileTransactions<T> {
 
     fn abort_leftovers(&mut self, subtask: SubtaskIndex, parallelism: u32) -> FunctionResult {
         let Ok(entries) = std::fs::read_dir(&*self.dir) else { return Ok(()) };
+        let this_attempt = format!("-{:016x}.", self.attempt);
         for entry in entries.flatten() {
             let name = entry.file_name().to_string_lossy().into_owned();
+            if name.contains(&this_attempt) {
+                continue;
+            }
             // `.part-<s>-<n>.<state>`: the subtask that wrote it.
             let writer =
                 name.strip_prefix(".part-").and_then(|rest| rest.split('-').next()).and_then(|s| s.parse::<u32>().ok());

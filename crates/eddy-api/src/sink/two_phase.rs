@@ -26,9 +26,12 @@ pub trait TransactionalSink<T>: Clone + Send + Sync + 'static {
     /// The attempt (run) about to begin transactions: systems whose transactions have
     /// names put it in them, so that two attempts never share one.
     fn start_attempt(&mut self, _attempt: u64) {}
-    /// On start, after restored transactions were committed: remove whatever an earlier
-    /// run left unfinished of its subtasks `s` with `s % parallelism == subtask` (after a
-    /// rescale, old subtasks beyond the new parallelism are cleaned up too).
+    /// Once every subtask of the attempt committed the transactions it restored (at the
+    /// attempt's first completed checkpoint, or its end): remove whatever an earlier run
+    /// left unfinished of its subtasks `s` with `s % parallelism == subtask` (after a
+    /// rescale, old subtasks beyond the new parallelism are cleaned up too), never this
+    /// attempt's own. Not at start: after a rescale (or any uneven split of the restored
+    /// transactions) another subtask may still have to commit one of them.
     fn abort_leftovers(&mut self, subtask: SubtaskIndex, parallelism: u32) -> FunctionResult;
 }
 
@@ -40,6 +43,8 @@ pub struct TwoPhaseCommitSink<S: TransactionalSink<T>, T> {
     /// Pre-committed transactions with the checkpoint that pre-committed them.
     pending: Vec<(u64, S::Transaction)>,
     next_sequence: u64,
+    /// The parallelism to clean an earlier run's leftovers up with, until done.
+    leftovers: Option<u32>,
     _type: std::marker::PhantomData<fn(T)>,
 }
 
@@ -51,6 +56,7 @@ impl<S: TransactionalSink<T>, T> Clone for TwoPhaseCommitSink<S, T> {
             current: self.current.clone(),
             pending: self.pending.clone(),
             next_sequence: self.next_sequence,
+            leftovers: self.leftovers,
             _type: std::marker::PhantomData,
         }
     }
@@ -64,6 +70,7 @@ impl<S: TransactionalSink<T>, T> TwoPhaseCommitSink<S, T> {
             current: None,
             pending: Vec::new(),
             next_sequence: 0,
+            leftovers: None,
             _type: std::marker::PhantomData,
         }
     }
@@ -75,13 +82,18 @@ impl<S: TransactionalSink<T>, T> TwoPhaseCommitSink<S, T> {
         Ok(())
     }
 
-    /// Commits the pending transactions of checkpoints up to number `last`.
+    /// Commits the pending transactions of checkpoints up to number `last` (one that
+    /// completed: every subtask committed what it restored by then), then removes what
+    /// an earlier run left, once.
     fn commit_up_to(&mut self, last: u64) -> FunctionResult {
         let (done, waiting): (Vec<_>, Vec<_>) =
             std::mem::take(&mut self.pending).into_iter().partition(|(id, _)| *id <= last);
         self.pending = waiting;
         for (_, transaction) in done {
             self.system.commit(transaction)?;
+        }
+        if let Some(parallelism) = self.leftovers.take() {
+            self.system.abort_leftovers(self.subtask, parallelism)?;
         }
         Ok(())
     }
@@ -107,7 +119,9 @@ impl<S: TransactionalSink<T>, T> RichFunction for TwoPhaseCommitSink<S, T> {
         for (_, transaction) in restored {
             self.system.commit(transaction)?;
         }
-        self.system.abort_leftovers(self.subtask, parallelism)?;
+        // Removed once a checkpoint completes: only then has every subtask committed its
+        // share of the restored transactions (a leftover here may be another's to commit).
+        self.leftovers = Some(parallelism);
         self.begin_next()
     }
 
