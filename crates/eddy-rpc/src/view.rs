@@ -45,20 +45,21 @@ impl JobView {
         let now =
             std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64);
         self.restarts += 1;
-        self.exceptions.push(ExceptionView {
-            time_ms: now,
-            attempt: self.attempt,
-            message: message.to_string(),
-            restarted: true,
-        });
-        let excess = self.exceptions.len().saturating_sub(EXCEPTIONS_MAX);
-        self.exceptions.drain(..excess);
+        self.push_exception(now, message.to_string(), true);
         self.state = Some(JobState::Initializing);
         self.fail_pending("its JobMaster was lost");
         for vertex in &mut self.vertices {
             vertex.subtasks.clear();
         }
         self.task_executors.clear();
+    }
+
+    /// A failure of the running attempt at `time_ms`, and whether the job restarted; the
+    /// last [`EXCEPTIONS_MAX`] are kept.
+    pub fn push_exception(&mut self, time_ms: u64, message: String, restarted: bool) {
+        self.exceptions.push(ExceptionView { time_ms, attempt: self.attempt, message, restarted });
+        let excess = self.exceptions.len().saturating_sub(EXCEPTIONS_MAX);
+        self.exceptions.drain(..excess);
     }
 
     /// Checkpoints still in progress failed, for `reason`.

@@ -98,25 +98,21 @@ fn admit(target: &ClusterTarget, hello: &JobMasterMessage, wait: Duration) -> Re
     connection.send(hello)?;
     loop {
         match reader.receive()? {
-            JobMasterMessage::Submitted {
-                job,
-                first_attempt,
-                slots_available,
-                generation,
-                heartbeat_interval_ms,
-                heartbeat_timeout_ms,
-                previous,
-            } => {
-                // As it came, but for the lost JobMaster's view, which goes to the board.
-                let submitted = JobMasterMessage::Submitted {
+            mut submitted @ JobMasterMessage::Submitted { .. } => {
+                let JobMasterMessage::Submitted {
                     job,
                     first_attempt,
                     slots_available,
                     generation,
                     heartbeat_interval_ms,
                     heartbeat_timeout_ms,
-                    previous: None,
+                    ref mut previous,
+                } = submitted
+                else {
+                    unreachable!("matched as Submitted")
                 };
+                // The lost JobMaster's view goes to the board; the message stays as it came.
+                let previous = previous.take();
                 let heartbeats = Heartbeats { interval_ms: heartbeat_interval_ms, timeout_ms: heartbeat_timeout_ms };
                 heartbeats.validate()?;
                 reader.set_read_timeout(Some(heartbeats.timeout()))?;

@@ -12,8 +12,8 @@ use crate::graph::{ChainPlan, StreamGraph};
 use eddy_checkpoint::config::CheckpointingMode;
 use eddy_rpc::messages::JobCommand;
 use eddy_rpc::view::{
-    CheckpointConfigView, CheckpointStatus, CheckpointView, ExceptionView, GaugeView, JobView, SubtaskCounters,
-    SubtaskView, TaskExecutorView,
+    CheckpointConfigView, CheckpointStatus, CheckpointView, GaugeView, JobView, SubtaskCounters, SubtaskView,
+    TaskExecutorView,
 };
 use eddy_rpc::JobState;
 use eddy_types::{Clock, NodeId, WallClock};
@@ -21,9 +21,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
-/// How many checkpoints and exceptions a view keeps.
+/// How many checkpoints a view keeps.
 const HISTORY_MAX: usize = 60;
-use eddy_rpc::view::EXCEPTIONS_MAX;
 
 /// A job's view, shared between the JobMaster that writes it and whoever reads it.
 /// Cloning it shares it.
@@ -79,13 +78,8 @@ impl Board {
                 subtask.idle_ms_per_second = 0.0;
             }
         }
-        fail_pending(&mut self.view, "the job ended");
+        self.view.fail_pending("the job ended");
     }
-}
-
-/// Checkpoints still in progress failed, for `reason`.
-fn fail_pending(view: &mut JobView, reason: &str) {
-    view.fail_pending(reason);
 }
 
 /// The job's story so far, from `previous` onto `view` (of the same job, planned anew):
@@ -268,7 +262,7 @@ impl JobBoard {
                 ..SubtaskView::default()
             });
         }
-        fail_pending(&mut board.view, "its attempt ended");
+        board.view.fail_pending("its attempt ended");
     }
 
     /// The subtasks' counters now, by task index: their rates over the window of samples
@@ -368,10 +362,7 @@ impl JobBoard {
         if restarted {
             board.view.restarts += 1;
         }
-        let attempt = board.view.attempt;
-        board.view.exceptions.push(ExceptionView { time_ms: WallClock.now_ms(), attempt, message, restarted });
-        let excess = board.view.exceptions.len().saturating_sub(EXCEPTIONS_MAX);
-        board.view.exceptions.drain(..excess);
+        board.view.push_exception(WallClock.now_ms(), message, restarted);
         board.view.state = Some(if restarted { JobState::Deploying } else { JobState::Failed });
         if !restarted {
             board.finish();
