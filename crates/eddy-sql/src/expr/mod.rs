@@ -1,0 +1,2 @@
+pub mod datetime;
+pub mod decimal;
