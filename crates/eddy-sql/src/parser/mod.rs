@@ -8,6 +8,7 @@ mod types;
 
 pub use ddl::{ColumnDef, ColumnKind, TableDdl};
 pub use dialect::FlinkDialect;
+pub use types::from_ast as types_from_ast;
 
 use crate::error::{Location, SqlError};
 use sqlparser::ast::{ObjectName, Query};

@@ -1,0 +1,836 @@
+//! From a query's AST to a plan: FROM items (tables, views, subqueries, window table
+//! functions, joins), WHERE, grouping by windows (the TVF and the legacy `GROUP BY
+//! TUMBLE(…)` forms), HAVING, the select list and UNION ALL. What only part 2 runs (an
+//! unbounded GROUP BY, DISTINCT, outer joins, ORDER BY with LIMIT, OVER) is refused here,
+//! naming Flink's operator.
+
+use super::aggregate::{self, AggregateCall};
+use super::{window_fields, JoinStrategy, Node, Plan, WindowKind, WindowSpec};
+use crate::catalog::{Catalog, Relation};
+use crate::error::{Location, SqlError};
+use crate::expr::bind::{location_of, Binder, Scope, ScopeColumn};
+use crate::expr::{Expr, ExprKind};
+use crate::parser::dialect::TABLE_ARGUMENT;
+use crate::types::{DataType, Field};
+use crate::value::Value;
+use sqlparser::ast::{self, FunctionArg, FunctionArgExpr, FunctionArguments, SelectItem, SetExpr, Spanned, TableFactor};
+use std::collections::BTreeMap;
+
+/// A plan and the names its columns go by in the enclosing query.
+#[derive(Clone)]
+pub struct Planned {
+    pub plan: Plan,
+    pub scope: Scope,
+}
+
+/// Plans queries against a catalog.
+pub struct Builder<'a> {
+    catalog: &'a Catalog,
+    /// `WITH` queries in scope.
+    ctes: BTreeMap<String, Planned>,
+    /// Views being expanded (a view naming itself is an error, not a stack overflow).
+    expanding: Vec<String>,
+}
+
+fn span_location(node: &impl Spanned) -> Option<Location> {
+    Location::of_span(node.span())
+}
+
+impl<'a> Builder<'a> {
+    pub fn new(catalog: &'a Catalog) -> Self {
+        Self { catalog, ctes: BTreeMap::new(), expanding: Vec::new() }
+    }
+
+    fn binder<'s>(&'s self, scope: &'s Scope) -> Binder<'s> {
+        Binder { scope, functions: self.catalog, replacements: &[], window_columns: None }
+    }
+
+    pub fn query(&mut self, query: &ast::Query) -> Result<Planned, SqlError> {
+        let location = span_location(query);
+        let saved = self.ctes.clone();
+        if let Some(with) = &query.with {
+            for cte in &with.cte_tables {
+                let planned = self.query(&cte.query)?;
+                let planned = rename(planned, Some(&cte.alias.name.value), &cte.alias.columns, location)?;
+                self.ctes.insert(cte.alias.name.value.clone(), planned);
+            }
+        }
+        if query.order_by.is_some() || query.limit_clause.is_some() || query.fetch.is_some() {
+            return Err(SqlError::NeedsUpdates { location, operator: "ORDER BY / LIMIT (Sort / Rank)".into() });
+        }
+        let planned = self.set_expr(&query.body);
+        self.ctes = saved;
+        planned
+    }
+
+    fn set_expr(&mut self, body: &SetExpr) -> Result<Planned, SqlError> {
+        match body {
+            SetExpr::Select(select) => self.select(select),
+            SetExpr::Query(q) => self.query(q),
+            SetExpr::SetOperation { left, op, set_quantifier, right } => {
+                let location = span_location(body);
+                if !matches!(op, ast::SetOperator::Union) {
+                    return Err(SqlError::NeedsUpdates { location, operator: format!("{op} (a join whose result updates)") });
+                }
+                if !matches!(set_quantifier, ast::SetQuantifier::All) {
+                    return Err(SqlError::NeedsUpdates { location, operator: "UNION without ALL (GroupAggregate for DISTINCT)".into() });
+                }
+                let (l, r) = (self.set_expr(left)?, self.set_expr(right)?);
+                union(l, r, location)
+            }
+            SetExpr::Values(values) => self.values(values),
+            other => Err(SqlError::unsupported(span_location(other), format!("the query '{other}'"))),
+        }
+    }
+
+    fn values(&mut self, values: &ast::Values) -> Result<Planned, SqlError> {
+        let empty = Scope::default();
+        let binder = self.binder(&empty);
+        let mut rows: Vec<Vec<Expr>> = Vec::new();
+        for row in &values.rows {
+            rows.push(row.iter().map(|e| binder.bind(e)).collect::<Result<_, _>>()?);
+        }
+        let width = rows.first().map(Vec::len).unwrap_or(0);
+        let mut fields = Vec::new();
+        for column in 0..width {
+            let types: Vec<&DataType> = rows.iter().map(|r| &r[column].ty).collect();
+            let ty = crate::expr::bind::common_type(&types).ok_or_else(|| SqlError::validation(None, "VALUES rows of different types"))?;
+            fields.push(Field::new(format!("EXPR${column}"), ty));
+        }
+        let mut out = Vec::new();
+        for row in rows {
+            let mut values = Vec::new();
+            for (e, f) in row.into_iter().zip(&fields) {
+                let e = crate::expr::bind::coerce(e, &f.ty);
+                values.push(e.eval(&[]).map_err(|err| SqlError::validation(None, err.0))?);
+            }
+            out.push(values);
+        }
+        let scope = Scope::qualified(None, &fields);
+        Ok(Planned { plan: Plan::new(Node::Values { rows: out }, fields), scope })
+    }
+
+    fn select(&mut self, select: &ast::Select) -> Result<Planned, SqlError> {
+        let location = span_location(select);
+        if select.distinct.is_some() {
+            return Err(SqlError::NeedsUpdates { location, operator: "SELECT DISTINCT (GroupAggregate)".into() });
+        }
+        if select.qualify.is_some() {
+            return Err(SqlError::NeedsUpdates { location, operator: "QUALIFY (Rank)".into() });
+        }
+        let mut planned = match select.from.as_slice() {
+            [] => {
+                let plan = Plan::new(Node::Values { rows: vec![vec![]] }, vec![]);
+                Planned { plan, scope: Scope::default() }
+            }
+            [first, rest @ ..] => {
+                let mut planned = self.table_with_joins(first)?;
+                for item in rest {
+                    let right = self.table_with_joins(item)?;
+                    planned = join(planned, right, None);
+                }
+                planned
+            }
+        };
+        if let Some(condition) = &select.selection {
+            let filter = self.binder(&planned.scope).boolean(condition)?;
+            planned = filter_of(planned, filter);
+        }
+        let group_by: &[ast::Expr] = match &select.group_by {
+            ast::GroupByExpr::Expressions(exprs, modifiers) if modifiers.is_empty() => exprs,
+            other => return Err(SqlError::unsupported(location, format!("{other}"))),
+        };
+        let mut aggregate_calls: Vec<&ast::Function> = Vec::new();
+        for item in &select.projection {
+            if let SelectItem::UnnamedExpr(e) | SelectItem::ExprWithAlias { expr: e, .. } = item {
+                collect_aggregates(e, &mut aggregate_calls);
+            }
+        }
+        if let Some(having) = &select.having {
+            collect_aggregates(having, &mut aggregate_calls);
+        }
+        if group_by.is_empty() && aggregate_calls.is_empty() {
+            if select.having.is_some() {
+                return Err(SqlError::validation(location, "HAVING needs GROUP BY or an aggregate"));
+            }
+            return self.project(planned, &select.projection, &[], None);
+        }
+        self.aggregate(planned, group_by, &aggregate_calls, select, location)
+    }
+
+    /// The select list over `planned` (its replacements and window columns bind
+    /// expressions a grouping computed).
+    fn project(
+        &self,
+        planned: Planned,
+        items: &[SelectItem],
+        replacements: &[(String, Expr)],
+        window_columns: Option<[usize; 3]>,
+    ) -> Result<Planned, SqlError> {
+        let binder = Binder { scope: &planned.scope, functions: self.catalog, replacements, window_columns };
+        let mut projection = Vec::new();
+        let mut names = Vec::new();
+        for item in items {
+            match item {
+                SelectItem::UnnamedExpr(e) => {
+                    projection.push(binder.bind(e)?);
+                    names.push(match e {
+                        ast::Expr::Identifier(i) => i.value.clone(),
+                        ast::Expr::CompoundIdentifier(parts) => parts.last().map(|p| p.value.clone()).unwrap_or_default(),
+                        _ => format!("EXPR${}", names.len()),
+                    });
+                }
+                SelectItem::ExprWithAlias { expr, alias } => {
+                    projection.push(binder.bind(expr)?);
+                    names.push(alias.value.clone());
+                }
+                SelectItem::Wildcard(_) => {
+                    if !replacements.is_empty() || window_columns.is_some() {
+                        return Err(SqlError::validation(span_location(item), "SELECT * is not allowed in a grouping query"));
+                    }
+                    for (i, c) in planned.scope.columns.iter().enumerate() {
+                        projection.push(Expr::column(i, c.ty.clone()));
+                        names.push(c.name.clone());
+                    }
+                }
+                SelectItem::QualifiedWildcard(kind, _) => {
+                    let qualifier = match kind {
+                        ast::SelectItemQualifiedWildcardKind::ObjectName(n) => crate::parser::object_name(n),
+                        ast::SelectItemQualifiedWildcardKind::Expr(e) => e.to_string(),
+                    };
+                    let before = projection.len();
+                    for (i, c) in planned.scope.columns.iter().enumerate() {
+                        if c.qualifier.as_deref() == Some(qualifier.as_str()) {
+                            projection.push(Expr::column(i, c.ty.clone()));
+                            names.push(c.name.clone());
+                        }
+                    }
+                    if projection.len() == before {
+                        return Err(SqlError::validation(span_location(item), format!("Unknown identifier '{qualifier}'")));
+                    }
+                }
+                other => return Err(SqlError::unsupported(span_location(other), format!("the select item '{other}'"))),
+            }
+        }
+        let fields: Vec<Field> = projection.iter().zip(&names).map(|(e, n)| Field::new(n.clone(), e.ty.clone())).collect();
+        let scope = Scope::qualified(None, &fields);
+        let plan = Plan::new(Node::Calc { input: Box::new(planned.plan), projection, filter: None }, fields);
+        Ok(Planned { plan, scope })
+    }
+
+    fn table_with_joins(&mut self, item: &ast::TableWithJoins) -> Result<Planned, SqlError> {
+        let mut planned = self.table_factor(&item.relation)?;
+        for j in &item.joins {
+            let location = span_location(&j.relation);
+            let right = self.table_factor(&j.relation)?;
+            let constraint = match &j.join_operator {
+                ast::JoinOperator::Join(c) | ast::JoinOperator::Inner(c) | ast::JoinOperator::CrossJoin(c) => c,
+                ast::JoinOperator::Left(_) | ast::JoinOperator::LeftOuter(_) => {
+                    return Err(SqlError::NeedsUpdates { location, operator: "a LEFT OUTER JOIN (Join with retractions)".into() })
+                }
+                ast::JoinOperator::Right(_) | ast::JoinOperator::RightOuter(_) => {
+                    return Err(SqlError::NeedsUpdates { location, operator: "a RIGHT OUTER JOIN (Join with retractions)".into() })
+                }
+                ast::JoinOperator::FullOuter(_) => {
+                    return Err(SqlError::NeedsUpdates { location, operator: "a FULL OUTER JOIN (Join with retractions)".into() })
+                }
+                other => return Err(SqlError::unsupported(location, format!("the join {other:?}"))),
+            };
+            let joined = join(planned, right, None);
+            let condition = match constraint {
+                ast::JoinConstraint::On(e) => Some(self.binder(&joined.scope).boolean(e)?),
+                ast::JoinConstraint::None | ast::JoinConstraint::Natural => None,
+                ast::JoinConstraint::Using(_) | ast::JoinConstraint::UsingAlias(..) => return Err(SqlError::unsupported(location, "JOIN … USING")),
+            };
+            planned = match condition {
+                Some(c) => with_join_condition(joined, c),
+                None => joined,
+            };
+        }
+        Ok(planned)
+    }
+
+    fn table_factor(&mut self, factor: &TableFactor) -> Result<Planned, SqlError> {
+        let location = span_location(factor);
+        match factor {
+            TableFactor::Table { name, alias, args: None, version: None, .. } => {
+                let name_text = crate::parser::object_name(name);
+                let planned = self.relation(&name_text, span_location(name))?;
+                let qualifier = alias.as_ref().map(|a| a.name.value.clone()).unwrap_or_else(|| {
+                    name.0.last().and_then(|p| p.as_ident()).map(|i| i.value.clone()).unwrap_or(name_text.clone())
+                });
+                rename(planned, Some(&qualifier), alias.as_ref().map(|a| a.columns.as_slice()).unwrap_or(&[]), location)
+            }
+            TableFactor::Table { version: Some(_), .. } => {
+                Err(SqlError::NeedsUpdates { location, operator: "FOR SYSTEM_TIME AS OF (a temporal or lookup join)".into() })
+            }
+            TableFactor::Derived { subquery, alias, .. } => {
+                let planned = self.query(subquery)?;
+                match alias {
+                    Some(a) => rename(planned, Some(&a.name.value), &a.columns, location),
+                    None => Ok(planned),
+                }
+            }
+            TableFactor::TableFunction { expr, alias } => {
+                let planned = self.window_table_function(expr, location)?;
+                match alias {
+                    Some(a) => rename(planned, Some(&a.name.value), &a.columns, location),
+                    None => Ok(planned),
+                }
+            }
+            TableFactor::NestedJoin { table_with_joins, alias } => {
+                let planned = self.table_with_joins(table_with_joins)?;
+                match alias {
+                    Some(a) => rename(planned, Some(&a.name.value), &a.columns, location),
+                    None => Ok(planned),
+                }
+            }
+            other => Err(SqlError::unsupported(location, format!("the FROM item '{other}'"))),
+        }
+    }
+
+    /// A table, view or `WITH` query by name.
+    fn relation(&mut self, name: &str, location: Option<Location>) -> Result<Planned, SqlError> {
+        if let Some(planned) = self.ctes.get(name) {
+            return Ok(planned.clone());
+        }
+        match self.catalog.relation(name) {
+            Some(Relation::Table(table)) => {
+                let fields = table.fields.clone();
+                let scope = Scope::qualified(None, &fields);
+                Ok(Planned { plan: Plan::new(Node::Scan { table }, fields), scope })
+            }
+            Some(Relation::View(view)) => {
+                if self.expanding.contains(&view.name) {
+                    return Err(SqlError::validation(location, format!("View '{}' is defined in terms of itself", view.name)));
+                }
+                self.expanding.push(view.name.clone());
+                let saved = std::mem::take(&mut self.ctes);
+                let planned = self.query(&view.query);
+                self.ctes = saved;
+                self.expanding.pop();
+                let planned = planned?;
+                let columns: Vec<ast::TableAliasColumnDef> = view
+                    .columns
+                    .iter()
+                    .map(|c| ast::TableAliasColumnDef { name: ast::Ident::new(c), data_type: None })
+                    .collect();
+                rename(planned, None, &columns, location)
+            }
+            None => Err(SqlError::validation(location, format!("Object '{name}' not found"))),
+        }
+    }
+
+    /// `TUMBLE(TABLE t, DESCRIPTOR(c), size [, offset])`, `HOP(TABLE t, DESCRIPTOR(c),
+    /// slide, size [, offset])`, `CUMULATE(TABLE t, DESCRIPTOR(c), step, size [, offset])`,
+    /// `SESSION(TABLE t, DESCRIPTOR(c), gap)`.
+    fn window_table_function(&mut self, expr: &ast::Expr, location: Option<Location>) -> Result<Planned, SqlError> {
+        let ast::Expr::Function(function) = expr else {
+            return Err(SqlError::unsupported(location, format!("the table function '{expr}'")));
+        };
+        let name = crate::parser::object_name(&function.name).to_ascii_uppercase();
+        let args: Vec<&ast::Expr> = match &function.args {
+            FunctionArguments::List(list) => list
+                .args
+                .iter()
+                .map(|a| match a {
+                    FunctionArg::Unnamed(FunctionArgExpr::Expr(e)) => Ok(e),
+                    other => Err(SqlError::unsupported(location, format!("the argument '{other}' (named arguments)"))),
+                })
+                .collect::<Result<_, _>>()?,
+            _ => Vec::new(),
+        };
+        let table = match args.first() {
+            Some(ast::Expr::CompoundIdentifier(parts)) if parts[0].value == TABLE_ARGUMENT => {
+                parts[1..].iter().map(|p| p.value.clone()).collect::<Vec<_>>().join(".")
+            }
+            _ => {
+                return Err(SqlError::validation(location, format!("the first argument of {name} must be TABLE <name>")));
+            }
+        };
+        let input = match self.ctes.get(&table) {
+            Some(p) => p.clone(),
+            None => {
+                let planned = self.relation(&table, location)?;
+                let q = table.rsplit('.').next().unwrap_or(&table).to_string();
+                rename(planned, Some(&q), &[], location)?
+            }
+        };
+        let time_column = match args.get(1) {
+            Some(ast::Expr::Function(d)) if crate::parser::object_name(&d.name).eq_ignore_ascii_case("DESCRIPTOR") => {
+                let column = match &d.args {
+                    FunctionArguments::List(l) => match l.args.as_slice() {
+                        [FunctionArg::Unnamed(FunctionArgExpr::Expr(e))] => e.clone(),
+                        _ => return Err(SqlError::validation(location, "DESCRIPTOR takes one column")),
+                    },
+                    _ => return Err(SqlError::validation(location, "DESCRIPTOR takes one column")),
+                };
+                let bound = self.binder(&input.scope).bind(&column)?;
+                bound.as_column().ok_or_else(|| SqlError::validation(location, "DESCRIPTOR names a column"))?
+            }
+            _ => return Err(SqlError::validation(location, format!("the second argument of {name} must be DESCRIPTOR(<time attribute>)"))),
+        };
+        let time = input.plan.fields[time_column].ty.time_attribute().ok_or_else(|| {
+            SqlError::validation(
+                location,
+                format!(
+                    "The window function requires the timecol is a time attribute type, but is {}",
+                    input.plan.fields[time_column].ty
+                ),
+            )
+        })?;
+        let durations: Vec<i64> = args[2..].iter().map(|e| self.duration(e)).collect::<Result<_, _>>()?;
+        let kind = match (name.as_str(), durations.as_slice()) {
+            ("TUMBLE", [size]) => WindowKind::Tumble { size: *size, offset: 0 },
+            ("TUMBLE", [size, offset]) => WindowKind::Tumble { size: *size, offset: *offset },
+            ("HOP", [slide, size]) => WindowKind::Hop { slide: *slide, size: *size, offset: 0 },
+            ("HOP", [slide, size, offset]) => WindowKind::Hop { slide: *slide, size: *size, offset: *offset },
+            ("CUMULATE", [step, size]) => WindowKind::Cumulate { step: *step, size: *size, offset: 0 },
+            ("CUMULATE", [step, size, offset]) => WindowKind::Cumulate { step: *step, size: *size, offset: *offset },
+            ("SESSION", [gap]) => WindowKind::Session { gap: *gap },
+            ("TUMBLE" | "HOP" | "CUMULATE" | "SESSION", _) => {
+                return Err(SqlError::validation(location, format!("wrong number of arguments to the window function {name}")));
+            }
+            _ => return Err(SqlError::unsupported(location, format!("the table function {name}"))),
+        };
+        check_window(&kind, location)?;
+        let window = WindowSpec { kind, time_column, time };
+        let mut fields = input.plan.fields.clone();
+        fields.extend(window_fields(time));
+        let mut scope = input.scope.clone();
+        let qualifier = scope.columns.first().and_then(|c| c.qualifier.clone());
+        for f in window_fields(time) {
+            scope.columns.push(ScopeColumn { qualifier: qualifier.clone(), name: f.name, ty: f.ty });
+        }
+        let plan = Plan::new(Node::WindowTableFunction { input: Box::new(input.plan), window }, fields);
+        Ok(Planned { plan, scope })
+    }
+
+    /// A constant interval in milliseconds.
+    fn duration(&self, e: &ast::Expr) -> Result<i64, SqlError> {
+        let empty = Scope::default();
+        let bound = self.binder(&empty).bind(e)?;
+        match (&bound.kind, &bound.ty.kind) {
+            (ExprKind::Literal(Value::Interval(ms)), _) => Ok(*ms),
+            _ => Err(SqlError::validation(location_of(e), format!("'{e}' must be an INTERVAL literal (INTERVAL '10' SECOND)"))),
+        }
+    }
+
+    fn aggregate(
+        &mut self,
+        planned: Planned,
+        group_by: &[ast::Expr],
+        calls: &[&ast::Function],
+        select: &ast::Select,
+        location: Option<Location>,
+    ) -> Result<Planned, SqlError> {
+        // Which window: a legacy group window call in GROUP BY, or the window columns of a
+        // window table function.
+        let mut window: Option<WindowSpec> = None;
+        let mut legacy = false;
+        let mut keys: Vec<&ast::Expr> = Vec::new();
+        for e in group_by {
+            if let ast::Expr::Function(f) = e {
+                let name = crate::parser::object_name(&f.name).to_ascii_uppercase();
+                if matches!(name.as_str(), "TUMBLE" | "HOP" | "SESSION" | "CUMULATE") {
+                    if window.is_some() {
+                        return Err(SqlError::validation(location_of(e), "a GROUP BY has one group window"));
+                    }
+                    window = Some(self.group_window(&planned, &name, f, location_of(e))?);
+                    legacy = true;
+                    continue;
+                }
+            }
+            keys.push(e);
+        }
+        let (input, tvf_window) = if legacy {
+            (planned.clone(), None)
+        } else {
+            match strip_window_table_function(&planned.plan) {
+                Some((input, spec)) => {
+                    let scope = Scope::new(planned.scope.columns[..input.fields.len()].to_vec());
+                    (Planned { plan: input, scope }, Some(spec))
+                }
+                None => (planned.clone(), None),
+            }
+        };
+        // With a TVF, GROUP BY names window_start and window_end; they become the window.
+        let mut window_keys: Vec<(String, usize)> = Vec::new();
+        if let Some(spec) = tvf_window {
+            let width = input.plan.fields.len();
+            let binder = self.binder(&planned.scope);
+            let mut plain = Vec::new();
+            for e in keys {
+                let bound = binder.bind(e)?;
+                match bound.as_column() {
+                    Some(c) if c >= width => window_keys.push((e.to_string(), c - width)),
+                    _ => plain.push(e),
+                }
+            }
+            let named: Vec<usize> = window_keys.iter().map(|(_, i)| *i).collect();
+            if !(named.contains(&0) && named.contains(&1)) {
+                return Err(SqlError::validation(
+                    location,
+                    "a window aggregation groups by both window_start and window_end of the window table function",
+                ));
+            }
+            keys = plain;
+            window = Some(spec);
+        }
+        let Some(window) = window else {
+            return Err(SqlError::NeedsUpdates {
+                location,
+                operator: "GroupAggregate (an aggregation without a window)".into(),
+            });
+        };
+        let binder = self.binder(&input.scope);
+        // The pre-projection: keys, aggregate arguments, FILTER conditions, time column.
+        let mut pre: Vec<Expr> = Vec::new();
+        let mut key_columns = Vec::new();
+        let mut key_scope = Vec::new();
+        for e in &keys {
+            let bound = binder.bind(e)?;
+            let column = bound.as_column();
+            key_scope.push(match column {
+                Some(c) => input.scope.columns[c].clone(),
+                None => ScopeColumn { qualifier: None, name: format!("$key{}", key_columns.len()), ty: bound.ty.clone() },
+            });
+            key_columns.push(pre.len());
+            pre.push(bound);
+        }
+        let mut aggregates = Vec::new();
+        for call in calls {
+            aggregates.push(self.aggregate_call(call, &binder, &mut pre)?);
+        }
+        let time_column = pre.len();
+        pre.push(Expr::column(window.time_column, input.plan.fields[window.time_column].ty.clone()));
+        let pre_fields: Vec<Field> = pre.iter().enumerate().map(|(i, e)| Field::new(format!("$f{i}"), e.ty.clone())).collect();
+        let pre_plan = Plan::new(Node::Calc { input: Box::new(input.plan), projection: pre, filter: None }, pre_fields);
+        let spec = WindowSpec { time_column, ..window };
+        // The output: keys, aggregates, window_start, window_end, window_time.
+        let mut fields: Vec<Field> = key_scope.iter().map(|c| Field::new(c.name.clone(), c.ty.clone().without_time_attribute())).collect();
+        for (i, a) in aggregates.iter().enumerate() {
+            fields.push(Field::new(format!("$agg{i}"), a.ty.clone()));
+        }
+        let window_start = fields.len();
+        fields.extend(window_fields(spec.time));
+        let mut scope_columns: Vec<ScopeColumn> =
+            key_scope.into_iter().map(|c| ScopeColumn { ty: c.ty.without_time_attribute(), ..c }).collect();
+        for (i, a) in aggregates.iter().enumerate() {
+            scope_columns.push(ScopeColumn { qualifier: None, name: format!("$agg{i}"), ty: a.ty.clone() });
+        }
+        let window_qualifier = planned.scope.columns.last().and_then(|c| c.qualifier.clone());
+        for f in window_fields(spec.time) {
+            let qualifier = if legacy { Some("$window".to_string()) } else { window_qualifier.clone() };
+            scope_columns.push(ScopeColumn { qualifier, name: f.name, ty: f.ty });
+        }
+        let keys_out: Vec<usize> = key_columns.clone();
+        let plan = Plan::new(
+            Node::WindowAggregate { input: Box::new(pre_plan), window: spec, keys: keys_out, aggregates: aggregates.clone() },
+            fields.clone(),
+        );
+        let mut replacements: Vec<(String, Expr)> = Vec::new();
+        for (i, e) in keys.iter().enumerate() {
+            replacements.push((e.to_string(), Expr::column(i, fields[i].ty.clone())));
+        }
+        for (i, call) in calls.iter().enumerate() {
+            let index = keys.len() + i;
+            replacements.push((call.to_string(), Expr::column(index, fields[index].ty.clone())));
+        }
+        for (text, which) in &window_keys {
+            replacements.push((text.clone(), Expr::column(window_start + which, fields[window_start + which].ty.clone())));
+        }
+        let window_columns = legacy.then_some([window_start, window_start + 1, window_start + 2]);
+        let mut planned = Planned { plan, scope: Scope::new(scope_columns) };
+        if let Some(having) = &select.having {
+            let binder = Binder { scope: &planned.scope, functions: self.catalog, replacements: &replacements, window_columns };
+            let filter = binder.boolean(having)?;
+            planned = filter_of(planned, filter);
+        }
+        self.project(planned, &select.projection, &replacements, window_columns)
+    }
+
+    /// `COUNT(*)`, `SUM(DISTINCT x) FILTER (WHERE c)` …: its arguments appended to the
+    /// pre-projection.
+    fn aggregate_call(&self, call: &ast::Function, binder: &Binder<'_>, pre: &mut Vec<Expr>) -> Result<AggregateCall, SqlError> {
+        let location = span_location(&call.name);
+        let name = crate::parser::object_name(&call.name).to_ascii_uppercase();
+        let (args, distinct, star) = match &call.args {
+            FunctionArguments::List(list) => {
+                let distinct = matches!(list.duplicate_treatment, Some(ast::DuplicateTreatment::Distinct));
+                let star = matches!(list.args.as_slice(), [FunctionArg::Unnamed(FunctionArgExpr::Wildcard)]);
+                let args: Vec<&ast::Expr> = list
+                    .args
+                    .iter()
+                    .filter_map(|a| match a {
+                        FunctionArg::Unnamed(FunctionArgExpr::Expr(e)) => Some(e),
+                        _ => None,
+                    })
+                    .collect();
+                (args, distinct, star)
+            }
+            _ => (Vec::new(), false, false),
+        };
+        let kind = aggregate::kind_of(&name, star || (name == "COUNT" && args.is_empty()))
+            .ok_or_else(|| SqlError::unsupported(location, format!("the aggregate function {name}")))?;
+        if call.over.is_some() {
+            return Err(SqlError::NeedsUpdates { location, operator: "an OVER aggregation (OverAggregate)".into() });
+        }
+        let (argument, argument_type) = match args.as_slice() {
+            [] => (None, None),
+            [a] => {
+                let bound = binder.bind(a)?;
+                let ty = bound.ty.clone();
+                pre.push(bound);
+                (Some(pre.len() - 1), Some(ty))
+            }
+            _ => return Err(SqlError::validation(location, format!("{name} takes one argument"))),
+        };
+        let ty = aggregate::result_type(kind, argument_type.as_ref()).map_err(|m| SqlError::validation(location, m))?;
+        let filter = match &call.filter {
+            Some(f) => {
+                pre.push(binder.boolean(f)?);
+                Some(pre.len() - 1)
+            }
+            None => None,
+        };
+        let kind = if kind == aggregate::AggregateKind::Count && star { aggregate::AggregateKind::CountStar } else { kind };
+        Ok(AggregateCall { kind, argument, distinct, filter, argument_type, ty, text: call.to_string() })
+    }
+
+    /// `TUMBLE(ts, size)`, `HOP(ts, slide, size)`, `SESSION(ts, gap)` in GROUP BY.
+    fn group_window(&self, planned: &Planned, name: &str, f: &ast::Function, location: Option<Location>) -> Result<WindowSpec, SqlError> {
+        let args: Vec<&ast::Expr> = match &f.args {
+            FunctionArguments::List(list) => list
+                .args
+                .iter()
+                .filter_map(|a| match a {
+                    FunctionArg::Unnamed(FunctionArgExpr::Expr(e)) => Some(e),
+                    _ => None,
+                })
+                .collect(),
+            _ => Vec::new(),
+        };
+        let Some(time) = args.first() else {
+            return Err(SqlError::validation(location, format!("{name} needs a time attribute")));
+        };
+        let column = self.binder(&planned.scope).bind(time)?;
+        let time_column = column.as_column().ok_or_else(|| SqlError::validation(location, format!("{name} needs a time attribute column")))?;
+        let attribute = column.ty.time_attribute().ok_or_else(|| {
+            SqlError::validation(location, format!("Window can only be defined over a time attribute column, but {} is {}", time, column.ty))
+        })?;
+        let durations: Vec<i64> = args[1..].iter().map(|e| self.duration(e)).collect::<Result<_, _>>()?;
+        let kind = match (name, durations.as_slice()) {
+            ("TUMBLE", [size]) => WindowKind::Tumble { size: *size, offset: 0 },
+            ("TUMBLE", [size, offset]) => WindowKind::Tumble { size: *size, offset: *offset },
+            ("HOP", [slide, size]) => WindowKind::Hop { slide: *slide, size: *size, offset: 0 },
+            ("SESSION", [gap]) => WindowKind::Session { gap: *gap },
+            _ => return Err(SqlError::validation(location, format!("wrong arguments to the group window {name}"))),
+        };
+        check_window(&kind, location)?;
+        Ok(WindowSpec { kind, time_column, time: attribute })
+    }
+}
+
+fn check_window(kind: &WindowKind, location: Option<Location>) -> Result<(), SqlError> {
+    let bad = |m: &str| Err(SqlError::validation(location, m.to_string()));
+    match kind {
+        WindowKind::Tumble { size, .. } if *size <= 0 => bad("a TUMBLE window's size must be positive"),
+        WindowKind::Hop { slide, size, .. } if *slide <= 0 || *size <= 0 => bad("a HOP window's slide and size must be positive"),
+        WindowKind::Hop { slide, size, .. } if size % slide != 0 => bad("a HOP window's size must be an integral multiple of its slide"),
+        WindowKind::Cumulate { step, size, .. } if *step <= 0 || size % step != 0 => {
+            bad("a CUMULATE window's max size must be an integral multiple of its step")
+        }
+        WindowKind::Session { gap } if *gap <= 0 => bad("a SESSION window's gap must be positive"),
+        _ => Ok(()),
+    }
+}
+
+/// The plan under a window table function (through filters that do not read the window
+/// columns) and its window.
+fn strip_window_table_function(plan: &Plan) -> Option<(Plan, WindowSpec)> {
+    match &plan.node {
+        Node::WindowTableFunction { input, window } => Some(((**input).clone(), window.clone())),
+        Node::Calc { input, projection, filter } if is_identity(projection, input.fields.len()) => {
+            let (below, window) = strip_window_table_function(input)?;
+            let width = below.fields.len();
+            let filter = filter.clone()?;
+            if filter.columns().iter().any(|c| *c >= width) {
+                return None;
+            }
+            let fields = below.fields.clone();
+            Some((Plan::new(Node::Calc { input: Box::new(below), projection: identity(&fields), filter: Some(filter) }, fields), window))
+        }
+        _ => None,
+    }
+}
+
+pub fn identity(fields: &[Field]) -> Vec<Expr> {
+    fields.iter().enumerate().map(|(i, f)| Expr::column(i, f.ty.clone())).collect()
+}
+
+pub fn is_identity(projection: &[Expr], width: usize) -> bool {
+    projection.len() == width && projection.iter().enumerate().all(|(i, e)| e.as_column() == Some(i))
+}
+
+/// `planned` filtered by `filter`.
+fn filter_of(planned: Planned, filter: Expr) -> Planned {
+    let fields = planned.plan.fields.clone();
+    let projection = identity(&fields);
+    Planned {
+        plan: Plan::new(Node::Calc { input: Box::new(planned.plan), projection, filter: Some(filter) }, fields),
+        scope: planned.scope,
+    }
+}
+
+/// The inner join of two inputs (its condition added by the caller or pushed down from
+/// WHERE by the rules).
+fn join(left: Planned, right: Planned, condition: Option<Expr>) -> Planned {
+    let scope = left.scope.join(&right.scope);
+    // A regular join's output has no time attributes (Flink materializes them); the rules
+    // keep them where an interval or window join knows its time.
+    let fields: Vec<Field> = left
+        .plan
+        .fields
+        .iter()
+        .chain(&right.plan.fields)
+        .map(|f| Field::new(f.name.clone(), f.ty.clone().without_time_attribute()))
+        .collect();
+    let scope = Scope::new(
+        scope.columns.into_iter().map(|c| ScopeColumn { ty: c.ty.without_time_attribute(), ..c }).collect(),
+    );
+    let node = Node::Join {
+        left: Box::new(left.plan),
+        right: Box::new(right.plan),
+        left_keys: Vec::new(),
+        right_keys: Vec::new(),
+        condition,
+        strategy: JoinStrategy::Regular,
+    };
+    Planned { plan: Plan::new(node, fields), scope }
+}
+
+fn with_join_condition(mut joined: Planned, condition: Expr) -> Planned {
+    if let Node::Join { condition: c, .. } = &mut joined.plan.node {
+        *c = Some(condition);
+    }
+    joined
+}
+
+fn union(left: Planned, right: Planned, location: Option<Location>) -> Result<Planned, SqlError> {
+    if left.plan.fields.len() != right.plan.fields.len() {
+        return Err(SqlError::validation(location, "Column count mismatch in UNION ALL"));
+    }
+    let mut fields = Vec::new();
+    for (l, r) in left.plan.fields.iter().zip(&right.plan.fields) {
+        let ty = crate::expr::bind::common_type(&[&l.ty, &r.ty]).ok_or_else(|| {
+            SqlError::validation(location, format!("Type mismatch in column '{}' of UNION ALL: {} and {}", l.name, l.ty, r.ty))
+        })?;
+        fields.push(Field::new(l.name.clone(), ty));
+    }
+    let cast_to = |p: Plan| -> Plan {
+        let projection: Vec<Expr> = p
+            .fields
+            .iter()
+            .enumerate()
+            .zip(&fields)
+            .map(|((i, f), target)| crate::expr::bind::coerce(Expr::column(i, f.ty.clone()), &target.ty))
+            .collect();
+        Plan::new(Node::Calc { input: Box::new(p), projection, filter: None }, fields.clone())
+    };
+    let inputs = vec![cast_to(left.plan), cast_to(right.plan)];
+    let scope = Scope::qualified(None, &fields);
+    Ok(Planned { plan: Plan::new(Node::Union { inputs }, fields), scope })
+}
+
+/// The planned query's columns under a new qualifier and, if given, new names.
+fn rename(
+    planned: Planned,
+    qualifier: Option<&str>,
+    columns: &[ast::TableAliasColumnDef],
+    location: Option<Location>,
+) -> Result<Planned, SqlError> {
+    if !columns.is_empty() && columns.len() != planned.scope.columns.len() {
+        return Err(SqlError::validation(
+            location,
+            format!("List of column aliases must have same degree as table; the table has {} columns", planned.scope.columns.len()),
+        ));
+    }
+    let mut scope = planned.scope;
+    for (i, c) in scope.columns.iter_mut().enumerate() {
+        if let Some(q) = qualifier {
+            c.qualifier = Some(q.to_string());
+        }
+        if let Some(alias) = columns.get(i) {
+            c.name = alias.name.value.clone();
+        }
+    }
+    let mut plan = planned.plan;
+    if !columns.is_empty() {
+        for (f, c) in plan.fields.iter_mut().zip(&scope.columns) {
+            f.name = c.name.clone();
+        }
+    }
+    Ok(Planned { plan, scope })
+}
+
+/// The aggregate calls in an expression (not looking into them).
+fn collect_aggregates<'e>(e: &'e ast::Expr, out: &mut Vec<&'e ast::Function>) {
+    use ast::Expr as A;
+    match e {
+        A::Function(f) => {
+            let name = crate::parser::object_name(&f.name).to_ascii_uppercase();
+            if aggregate::is_aggregate(&name) {
+                if !out.iter().any(|g| g.to_string() == f.to_string()) {
+                    out.push(f);
+                }
+                return;
+            }
+            if let FunctionArguments::List(list) = &f.args {
+                for a in &list.args {
+                    if let FunctionArg::Unnamed(FunctionArgExpr::Expr(x)) = a {
+                        collect_aggregates(x, out);
+                    }
+                }
+            }
+        }
+        A::BinaryOp { left, right, .. } => {
+            collect_aggregates(left, out);
+            collect_aggregates(right, out);
+        }
+        A::UnaryOp { expr, .. }
+        | A::Nested(expr)
+        | A::Cast { expr, .. }
+        | A::IsNull(expr)
+        | A::IsNotNull(expr)
+        | A::IsTrue(expr)
+        | A::IsFalse(expr)
+        | A::IsNotTrue(expr)
+        | A::IsNotFalse(expr)
+        | A::Extract { expr, .. }
+        | A::Floor { expr, .. }
+        | A::Ceil { expr, .. } => collect_aggregates(expr, out),
+        A::Between { expr, low, high, .. } => {
+            collect_aggregates(expr, out);
+            collect_aggregates(low, out);
+            collect_aggregates(high, out);
+        }
+        A::In { expr, target: ast::InTarget::List(list), .. } => {
+            collect_aggregates(expr, out);
+            list.iter().for_each(|x| collect_aggregates(x, out));
+        }
+        A::Case { operand, conditions, else_result, .. } => {
+            if let Some(o) = operand {
+                collect_aggregates(o, out);
+            }
+            for c in conditions {
+                collect_aggregates(&c.condition, out);
+                collect_aggregates(&c.result, out);
+            }
+            if let Some(e) = else_result {
+                collect_aggregates(e, out);
+            }
+        }
+        _ => {}
+    }
+}

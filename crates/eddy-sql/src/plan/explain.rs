@@ -1,0 +1,118 @@
+//! A plan as text, in the shape of Flink's `EXPLAIN` (`+- ` under each node): the operator
+//! names the dashboard shows too, and each node's changelog mode.
+
+use super::aggregate::AggregateCall;
+use super::{JoinStrategy, Node, Plan};
+use crate::expr::explain::ExprText;
+use crate::expr::Expr;
+use std::fmt::Write;
+
+/// The operator's one-line description, as its job vertex is named.
+pub fn describe(plan: &Plan) -> String {
+    let input_names = |p: &Plan| p.names();
+    match &plan.node {
+        Node::Scan { table } => format!(
+            "TableSourceScan(table=[[default_catalog, default_database, {}]], fields=[{}])",
+            table.name,
+            table.fields.iter().map(|f| f.name.as_str()).collect::<Vec<_>>().join(", ")
+        ),
+        Node::Values { rows } => format!("Values(tuples=[{} rows])", rows.len()),
+        Node::DataStream { index } => format!("DataStreamScan(stream=[{index}])"),
+        Node::Calc { input, projection, filter } => {
+            let names = input_names(input);
+            let mut out = String::from("Calc(select=[");
+            for (i, (e, f)) in projection.iter().zip(&plan.fields).enumerate() {
+                if i > 0 {
+                    out.push_str(", ");
+                }
+                let text = ExprText { expr: e, names: &names }.to_string();
+                if text == f.name {
+                    out.push_str(&text);
+                } else {
+                    write!(out, "{text} AS {}", f.name).expect("writing to a String");
+                }
+            }
+            out.push(']');
+            if let Some(f) = filter {
+                write!(out, ", where=[{}]", ExprText { expr: f, names: &names }).expect("writing to a String");
+            }
+            out.push(')');
+            out
+        }
+        Node::WindowTableFunction { input, window } => {
+            format!("WindowTableFunction(window=[{}])", window.describe(&input_names(input)))
+        }
+        Node::WindowAggregate { input, window, keys, aggregates } => {
+            let names = input_names(input);
+            let keys: Vec<&str> = keys.iter().map(|k| names[*k].as_str()).collect();
+            format!(
+                "WindowAggregate(groupBy=[{}], window=[{}], select=[{}])",
+                keys.join(", "),
+                window.describe(&names),
+                aggregate_list(aggregates, &names)
+            )
+        }
+        Node::Join { left, right, left_keys, right_keys, condition, strategy } => {
+            let mut names = input_names(left);
+            names.extend(input_names(right));
+            let width = left.fields.len();
+            let mut parts: Vec<String> =
+                left_keys.iter().zip(right_keys).map(|(l, r)| format!("=({}, {})", names[*l], names[width + r])).collect();
+            if let Some(c) = condition {
+                parts.push(ExprText { expr: c, names: &names }.to_string());
+            }
+            let condition = match parts.len() {
+                0 => "true".to_string(),
+                1 => parts.remove(0),
+                _ => format!("AND({})", parts.join(", ")),
+            };
+            let kind = match strategy {
+                JoinStrategy::Regular => "Join",
+                JoinStrategy::Interval { .. } => "IntervalJoin",
+                JoinStrategy::Window { .. } => "WindowJoin",
+            };
+            format!("{kind}(joinType=[InnerJoin], where=[{condition}])")
+        }
+        Node::Union { .. } => "Union(all=[true])".to_string(),
+    }
+}
+
+fn aggregate_list(aggregates: &[AggregateCall], names: &[String]) -> String {
+    aggregates
+        .iter()
+        .map(|a| {
+            let argument = a.argument.map(|i| names[i].clone()).unwrap_or_else(|| "*".into());
+            let distinct = if a.distinct { "DISTINCT " } else { "" };
+            format!("{:?}({distinct}{argument})", a.kind).to_uppercase().replace("COUNTSTAR", "COUNT")
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The whole tree, one node a line, with its changelog mode.
+pub fn explain(plan: &Plan, sink: Option<&str>) -> String {
+    let mut out = String::new();
+    let mut depth = 0;
+    if let Some(sink) = sink {
+        writeln!(out, "{sink}, changelogMode=[NONE]").expect("writing to a String");
+        depth = 1;
+    }
+    tree(plan, depth, &mut out);
+    out
+}
+
+fn tree(plan: &Plan, depth: usize, out: &mut String) {
+    if depth > 0 {
+        out.push_str(&"   ".repeat(depth - 1));
+        out.push_str("+- ");
+    }
+    writeln!(out, "{}, changelogMode={}", describe(plan), plan.changelog.short()).expect("writing to a String");
+    for input in plan.inputs() {
+        tree(input, depth + 1, out);
+    }
+}
+
+/// An expression with its input's names (for sink descriptions).
+pub fn expression(e: &Expr, names: &[String]) -> String {
+    ExprText { expr: e, names }.to_string()
+}

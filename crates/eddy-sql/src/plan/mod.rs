@@ -1,0 +1,158 @@
+//! Plans: what a query computes, as a tree of nodes that each know their output columns
+//! and their changelog mode. [`builder`] makes the tree from a query, [`rules`] push
+//! filters and projections down and pick join strategies, [`explain`] prints it, and
+//! `crate::exec` turns it into eddy operators.
+
+pub mod aggregate;
+pub mod builder;
+pub mod explain;
+pub mod rules;
+
+use crate::catalog::CatalogTable;
+use crate::expr::Expr;
+use crate::types::{DataType, Field, TimeAttribute, TypeKind};
+use crate::value::Value;
+use aggregate::AggregateCall;
+use std::sync::Arc;
+
+/// What a node's output does to the table it describes (Flink's `ChangelogMode`): only
+/// inserts, or updates too. Part 1 of eddy's SQL plans insert-only nodes; the planner
+/// refuses, naming the operator, a query that needs another.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ChangelogMode {
+    /// `[I]`: every row is +I.
+    InsertOnly,
+    /// `[I,UB,UA,D]`: rows are retracted and updated.
+    Retract,
+    /// `[I,UA,D]`: updates by key.
+    Upsert,
+}
+
+impl ChangelogMode {
+    pub fn short(self) -> &'static str {
+        match self {
+            ChangelogMode::InsertOnly => "[I]",
+            ChangelogMode::Retract => "[I,UB,UA,D]",
+            ChangelogMode::Upsert => "[I,UA,D]",
+        }
+    }
+}
+
+/// A node and its output.
+#[derive(Clone, Debug)]
+pub struct Plan {
+    pub node: Node,
+    pub fields: Vec<Field>,
+    pub changelog: ChangelogMode,
+}
+
+/// The window of a window table function or a group window.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum WindowKind {
+    Tumble { size: i64, offset: i64 },
+    Hop { slide: i64, size: i64, offset: i64 },
+    Cumulate { step: i64, size: i64, offset: i64 },
+    Session { gap: i64 },
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WindowSpec {
+    pub kind: WindowKind,
+    /// The time attribute column of the input the windows follow.
+    pub time_column: usize,
+    pub time: TimeAttribute,
+}
+
+impl WindowSpec {
+    pub fn describe(&self, names: &[String]) -> String {
+        let column = names.get(self.time_column).cloned().unwrap_or_else(|| format!("${}", self.time_column));
+        let ms = |v: i64| format!("{v} ms");
+        match &self.kind {
+            WindowKind::Tumble { size, .. } => format!("TUMBLE(time_col=[{column}], size=[{}])", ms(*size)),
+            WindowKind::Hop { slide, size, .. } => format!("HOP(time_col=[{column}], size=[{}], slide=[{}])", ms(*size), ms(*slide)),
+            WindowKind::Cumulate { step, size, .. } => {
+                format!("CUMULATE(time_col=[{column}], max_size=[{}], step=[{}])", ms(*size), ms(*step))
+            }
+            WindowKind::Session { gap } => format!("SESSION(time_col=[{column}], gap=[{}])", ms(*gap)),
+        }
+    }
+}
+
+/// How an inner join of two insert-only inputs runs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum JoinStrategy {
+    /// Every row of both sides kept (until `table.exec.state.ttl`).
+    Regular,
+    /// `l.rowtime BETWEEN r.rowtime + lower AND r.rowtime + upper` (both inclusive): rows
+    /// kept until the watermark passes their bound.
+    Interval { left_time: usize, right_time: usize, lower: i64, upper: i64 },
+    /// Both sides are windowed aggregates or TVFs of the same windows, joined on their
+    /// window start and end: rows kept until their window ends.
+    Window { left_end: usize, right_end: usize },
+}
+
+#[derive(Clone, Debug)]
+pub enum Node {
+    /// A catalog table's rows through its connector.
+    Scan { table: Arc<CatalogTable> },
+    /// Rows a program gave (`TableEnvironment::from_data_stream`) or `VALUES`.
+    Values { rows: Vec<Vec<Value>> },
+    /// A registered data stream, by its index in the environment.
+    DataStream { index: usize },
+    /// Projection and filter: the output row is `projection` over the input rows for
+    /// which `filter` is TRUE.
+    Calc { input: Box<Plan>, projection: Vec<Expr>, filter: Option<Expr> },
+    /// A window table function left as it is (not under a window aggregation): the input
+    /// row and `window_start`, `window_end`, `window_time`, once per window.
+    WindowTableFunction { input: Box<Plan>, window: WindowSpec },
+    /// Aggregation per key and window: the output row is the keys, the aggregates, then
+    /// `window_start`, `window_end` and `window_time`.
+    WindowAggregate { input: Box<Plan>, window: WindowSpec, keys: Vec<usize>, aggregates: Vec<AggregateCall> },
+    /// An inner join: the output row is the left row then the right row.
+    Join {
+        left: Box<Plan>,
+        right: Box<Plan>,
+        left_keys: Vec<usize>,
+        right_keys: Vec<usize>,
+        /// The rest of the condition, over the joined row.
+        condition: Option<Expr>,
+        strategy: JoinStrategy,
+    },
+    Union { inputs: Vec<Plan> },
+}
+
+impl Plan {
+    pub fn new(node: Node, fields: Vec<Field>) -> Self {
+        Self { node, fields, changelog: ChangelogMode::InsertOnly }
+    }
+
+    pub fn names(&self) -> Vec<String> {
+        self.fields.iter().map(|f| f.name.clone()).collect()
+    }
+
+    pub fn inputs(&self) -> Vec<&Plan> {
+        match &self.node {
+            Node::Scan { .. } | Node::Values { .. } | Node::DataStream { .. } => vec![],
+            Node::Calc { input, .. } | Node::WindowTableFunction { input, .. } | Node::WindowAggregate { input, .. } => {
+                vec![input]
+            }
+            Node::Join { left, right, .. } => vec![left, right],
+            Node::Union { inputs } => inputs.iter().collect(),
+        }
+    }
+
+    /// The rowtime attribute column of the output, if one is.
+    pub fn rowtime(&self) -> Option<usize> {
+        self.fields.iter().position(|f| f.ty.time_attribute() == Some(TimeAttribute::Rowtime))
+    }
+}
+
+/// The output fields of a window aggregation or table function's window columns.
+pub fn window_fields(time: TimeAttribute) -> [Field; 3] {
+    let plain = DataType::not_null(TypeKind::Timestamp { precision: 3, attribute: None });
+    let time_ty = match time {
+        TimeAttribute::Rowtime => DataType::not_null(TypeKind::Timestamp { precision: 3, attribute: Some(TimeAttribute::Rowtime) }),
+        TimeAttribute::Proctime => DataType::not_null(TypeKind::TimestampLtz { precision: 3, attribute: Some(TimeAttribute::Proctime) }),
+    };
+    [Field::new("window_start", plain.clone()), Field::new("window_end", plain), Field::new("window_time", time_ty)]
+}
