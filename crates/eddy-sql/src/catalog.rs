@@ -111,7 +111,13 @@ impl Catalog {
         self.registered.insert(identifier.to_string(), function);
     }
 
-    pub fn create_function(&mut self, name: &str, identifier: &str, if_not_exists: bool, location: Location) -> Result<(), SqlError> {
+    pub fn create_function(
+        &mut self,
+        name: &str,
+        identifier: &str,
+        if_not_exists: bool,
+        location: Location,
+    ) -> Result<(), SqlError> {
         let key = name.to_ascii_lowercase();
         if self.functions.contains_key(&key) && !self.registered.contains_key(identifier) {
             if if_not_exists {
@@ -163,7 +169,10 @@ impl Catalog {
             if ddl.if_not_exists {
                 return Ok(());
             }
-            return Err(SqlError::validation(Some(ddl.location), format!("Table or view '{}' already exists", ddl.name)));
+            return Err(SqlError::validation(
+                Some(ddl.location),
+                format!("Table or view '{}' already exists", ddl.name),
+            ));
         }
         let table = self.resolve_table(ddl)?;
         self.tables.insert(ddl.name.clone(), Arc::new(table));
@@ -180,12 +189,18 @@ impl Catalog {
         let mut seen = std::collections::BTreeSet::new();
         for column in &ddl.columns {
             if !seen.insert(column.name.clone()) {
-                return Err(SqlError::validation(column.location, format!("A column named '{}' already exists in the table", column.name)));
+                return Err(SqlError::validation(
+                    column.location,
+                    format!("A column named '{}' already exists in the table", column.name),
+                ));
             }
             match &column.kind {
                 ColumnKind::Physical(ty) => physical.push(Field::new(column.name.clone(), ty.clone())),
                 ColumnKind::Metadata { .. } => {
-                    return Err(SqlError::unsupported(column.location, format!("the metadata column '{}'", column.name)));
+                    return Err(SqlError::unsupported(
+                        column.location,
+                        format!("the metadata column '{}'", column.name),
+                    ));
                 }
                 ColumnKind::Computed(_) => {}
             }
@@ -215,9 +230,15 @@ impl Catalog {
             None => None,
             Some((column, e)) => {
                 let index = fields.iter().position(|f| &f.name == column).ok_or_else(|| {
-                    SqlError::validation(Some(ddl.location), format!("The rowtime attribute field '{column}' is not defined in the table schema"))
+                    SqlError::validation(
+                        Some(ddl.location),
+                        format!("The rowtime attribute field '{column}' is not defined in the table schema"),
+                    )
                 })?;
-                if !matches!(fields[index].ty.kind, TypeKind::Timestamp { precision: 0..=3, .. } | TypeKind::TimestampLtz { precision: 0..=3, .. }) {
+                if !matches!(
+                    fields[index].ty.kind,
+                    TypeKind::Timestamp { precision: 0..=3, .. } | TypeKind::TimestampLtz { precision: 0..=3, .. }
+                ) {
                     return Err(SqlError::validation(
                         Some(ddl.location),
                         format!(
@@ -232,7 +253,10 @@ impl Catalog {
                 if !expr.ty.is_timestamp() {
                     return Err(SqlError::validation(
                         Some(ddl.location),
-                        format!("The watermark expression must return TIMESTAMP(3) or TIMESTAMP_LTZ(3), but returns {}", expr.ty),
+                        format!(
+                            "The watermark expression must return TIMESTAMP(3) or TIMESTAMP_LTZ(3), but returns {}",
+                            expr.ty
+                        ),
                     ));
                 }
                 match &mut fields[index].ty.kind {
@@ -256,7 +280,10 @@ impl Catalog {
         }
         for key in ddl.partition_keys.iter().chain(&ddl.primary_key) {
             if !physical.iter().any(|f| &f.name == key) {
-                return Err(SqlError::validation(Some(ddl.location), format!("Column '{key}' of the PARTITIONED BY or PRIMARY KEY clause is not a physical column")));
+                return Err(SqlError::validation(
+                    Some(ddl.location),
+                    format!("Column '{key}' of the PARTITIONED BY or PRIMARY KEY clause is not a physical column"),
+                ));
             }
         }
         Ok(CatalogTable {

@@ -36,15 +36,24 @@ pub enum TypeKind {
     BigInt,
     Float,
     Double,
-    Decimal { precision: u8, scale: u8 },
+    Decimal {
+        precision: u8,
+        scale: u8,
+    },
     Char(u32),
     Varchar(u32),
     Binary(u32),
     Varbinary(u32),
     Date,
     Time(u8),
-    Timestamp { precision: u8, attribute: Option<TimeAttribute> },
-    TimestampLtz { precision: u8, attribute: Option<TimeAttribute> },
+    Timestamp {
+        precision: u8,
+        attribute: Option<TimeAttribute>,
+    },
+    TimestampLtz {
+        precision: u8,
+        attribute: Option<TimeAttribute>,
+    },
     /// `INTERVAL … SECOND` and its kin: a duration in milliseconds.
     IntervalDayTime,
     /// `INTERVAL … MONTH` and its kin: a number of months.

@@ -46,6 +46,11 @@ pub mod connector {
     pub use eddy_kafka as kafka;
 }
 
+/// Flink SQL (feature `sql`): the `TableEnvironment`, the catalog, the planner and the SQL
+/// connectors; the CLI's `eddy sql -f script.sql`.
+#[cfg(feature = "sql")]
+pub use eddy_sql as sql;
+
 /// Defaults of the runtime a job's command line may want to show.
 pub mod runtime_defaults {
     /// Flink's `execution.buffer-timeout`: see `Env::set_buffer_timeout`.

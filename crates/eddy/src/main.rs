@@ -1,6 +1,7 @@
 //! The `eddy` command line.
 //!
 //! ```text
+//! eddy sql -f SCRIPT.sql [-p P] [--jobmanager HOST:PORT …]              run a Flink SQL script (feature sql)
 //! eddy key-group KEY [--max-parallelism N] [--parallelism P]   where a string key's state lives
 //! eddy example word-count --input PATH [--parallelism P]       run the word-count job on a file
 //! eddy checkpoint inspect PATH                                 what a checkpoint or savepoint holds
@@ -25,6 +26,9 @@ use std::process::ExitCode;
 #[allow(dead_code)]
 #[path = "../examples/word_count.rs"]
 mod word_count;
+
+#[cfg(feature = "sql")]
+mod sql_command;
 
 #[derive(Debug, Parser)]
 #[command(name = "eddy", version, about = "eddy: a stateful stream processor in the model of Apache Flink")]
@@ -61,6 +65,10 @@ enum Command {
     /// Runs a TaskManager of a cluster. A TaskManager runs jobs of its own binary only: a
     /// job's binary (`<binary> taskmanager …`) runs the TaskManagers for its jobs.
     Taskmanager(eddy::cluster::TaskManagerArgs),
+    /// Runs a Flink SQL script (SET, DDL, then each INSERT as a job; a query prints its
+    /// changelog as Flink's print connector does), here or on a cluster.
+    #[cfg(feature = "sql")]
+    Sql(sql_command::SqlArgs),
     #[command(flatten)]
     Control(ClusterControl),
 }
@@ -331,6 +339,8 @@ fn main() -> ExitCode {
                     .to_string()),
             }
         }
+        #[cfg(feature = "sql")]
+        Command::Sql(args) => sql_command::run(&args),
         Command::KeyGroup { key, max_parallelism, parallelism } => key_group(&key, max_parallelism, parallelism),
         Command::Example { example: Example::WordCount { input, parallelism } } => {
             word_count(input, parallelism).map_err(|e| eddy_types::chain(&e))
@@ -346,9 +356,12 @@ fn main() -> ExitCode {
     };
     match result {
         Ok(output) => {
-            print!("{output}");
-            if !output.ends_with('\n') {
-                println!();
+            // A SQL script's rows went to standard output already; nothing more to print.
+            if !output.is_empty() {
+                print!("{output}");
+                if !output.ends_with('\n') {
+                    println!();
+                }
             }
             ExitCode::SUCCESS
         }

@@ -65,8 +65,12 @@ impl Scope {
                     Some(q) => format!("{q}.{name}"),
                     None => name.to_string(),
                 };
-                let similar: Vec<&str> =
-                    self.columns.iter().filter(|c| c.name.eq_ignore_ascii_case(name)).map(|c| c.name.as_str()).collect();
+                let similar: Vec<&str> = self
+                    .columns
+                    .iter()
+                    .filter(|c| c.name.eq_ignore_ascii_case(name))
+                    .map(|c| c.name.as_str())
+                    .collect();
                 let hint = match similar.first() {
                     Some(s) => format!(" (did you mean '{s}'? identifiers are case-sensitive)"),
                     None => String::new(),
@@ -137,7 +141,9 @@ impl Binder<'_> {
                 let mut base = self.bind(root)?;
                 for access in access_chain {
                     match access {
-                        ast::AccessExpr::Dot(A::Identifier(field)) => base = field_access(base, &field.value, location)?,
+                        ast::AccessExpr::Dot(A::Identifier(field)) => {
+                            base = field_access(base, &field.value, location)?
+                        }
                         other => return Err(SqlError::unsupported(location, format!("the access '{other}'"))),
                     }
                 }
@@ -146,7 +152,8 @@ impl Binder<'_> {
             A::Nested(inner) => self.bind(inner),
             A::Value(v) => literal(&v.value, location),
             A::TypedString(t) => {
-                let target = crate::parser::types_from_ast(&t.data_type).map_err(|m| SqlError::validation(location, m))?;
+                let target =
+                    crate::parser::types_from_ast(&t.data_type).map_err(|m| SqlError::validation(location, m))?;
                 let text = match &t.value.value {
                     ast::Value::SingleQuotedString(s) => s.clone(),
                     other => other.to_string(),
@@ -156,13 +163,20 @@ impl Binder<'_> {
                 Ok(Expr::literal(value, target.with_nullable(false)))
             }
             A::Interval(interval) => interval_literal(interval, location),
-            A::IsNull(x) => Ok(Expr::new(ExprKind::IsNull(Box::new(self.bind(x)?)), DataType::not_null(TypeKind::Boolean))),
-            A::IsNotNull(x) => Ok(Expr::new(ExprKind::IsNotNull(Box::new(self.bind(x)?)), DataType::not_null(TypeKind::Boolean))),
+            A::IsNull(x) => {
+                Ok(Expr::new(ExprKind::IsNull(Box::new(self.bind(x)?)), DataType::not_null(TypeKind::Boolean)))
+            }
+            A::IsNotNull(x) => {
+                Ok(Expr::new(ExprKind::IsNotNull(Box::new(self.bind(x)?)), DataType::not_null(TypeKind::Boolean)))
+            }
             A::IsTrue(x) | A::IsFalse(x) | A::IsNotTrue(x) | A::IsNotFalse(x) => {
                 let value = matches!(e, A::IsTrue(_) | A::IsNotTrue(_));
                 let negated = matches!(e, A::IsNotTrue(_) | A::IsNotFalse(_));
                 let arg = self.boolean(x)?;
-                Ok(Expr::new(ExprKind::Call(Builtin::IsBoolean(value, negated), vec![arg]), DataType::not_null(TypeKind::Boolean)))
+                Ok(Expr::new(
+                    ExprKind::Call(Builtin::IsBoolean(value, negated), vec![arg]),
+                    DataType::not_null(TypeKind::Boolean),
+                ))
             }
             A::UnaryOp { op, expr } => {
                 let x = self.bind(expr)?;
@@ -202,7 +216,8 @@ impl Binder<'_> {
                 let lo = self.compare(CompareOp::GtEq, x.clone(), self.bind(low)?, location)?;
                 let hi = self.compare(CompareOp::LtEq, x, self.bind(high)?, location)?;
                 let nullable = lo.ty.nullable || hi.ty.nullable;
-                let both = Expr::new(ExprKind::And(vec![lo, hi]), DataType::new(TypeKind::Boolean).with_nullable(nullable));
+                let both =
+                    Expr::new(ExprKind::And(vec![lo, hi]), DataType::new(TypeKind::Boolean).with_nullable(nullable));
                 Ok(if *negated { not(both) } else { both })
             }
             A::In { expr, target: ast::InTarget::List(list), negated, .. } => {
@@ -215,7 +230,10 @@ impl Binder<'_> {
                     items.push(b);
                 }
                 let nullable = x.ty.nullable || items.iter().any(|i| i.ty.nullable);
-                let e = Expr::new(ExprKind::In(Box::new(x), items), DataType::new(TypeKind::Boolean).with_nullable(nullable));
+                let e = Expr::new(
+                    ExprKind::In(Box::new(x), items),
+                    DataType::new(TypeKind::Boolean).with_nullable(nullable),
+                );
                 Ok(if *negated { not(e) } else { e })
             }
             A::Like { negated, expr, pattern, escape_char, any: false } => {
@@ -257,14 +275,18 @@ impl Binder<'_> {
                 types.push(&otherwise.ty);
                 let ty = common_type(&types).ok_or_else(|| {
                     let shown: Vec<String> = types.iter().map(|t| t.to_string()).collect();
-                    SqlError::validation(location, format!("Illegal mixing of types in CASE or COALESCE statement: {}", shown.join(", ")))
+                    SqlError::validation(
+                        location,
+                        format!("Illegal mixing of types in CASE or COALESCE statement: {}", shown.join(", ")),
+                    )
                 })?;
                 let whens = whens.into_iter().map(|(c, v)| (c, coerce(v, &ty))).collect();
                 Ok(Expr::new(ExprKind::Case(whens, Box::new(coerce(otherwise, &ty))), ty))
             }
             A::Cast { expr, data_type, kind, .. } => {
                 let x = self.bind(expr)?;
-                let mut target = crate::parser::types_from_ast(data_type).map_err(|m| SqlError::validation(location, m))?;
+                let mut target =
+                    crate::parser::types_from_ast(data_type).map_err(|m| SqlError::validation(location, m))?;
                 target.nullable = x.ty.nullable || matches!(kind, ast::CastKind::TryCast | ast::CastKind::SafeCast);
                 if matches!(kind, ast::CastKind::TryCast | ast::CastKind::SafeCast) {
                     return Err(SqlError::unsupported(location, "TRY_CAST"));
@@ -273,7 +295,8 @@ impl Binder<'_> {
             }
             A::Extract { field, expr, .. } => {
                 let x = self.bind(expr)?;
-                let unit = time_unit(field).ok_or_else(|| SqlError::unsupported(location, format!("EXTRACT of {field}")))?;
+                let unit =
+                    time_unit(field).ok_or_else(|| SqlError::unsupported(location, format!("EXTRACT of {field}")))?;
                 if !super::functions::is_temporal(&x.ty) {
                     return Err(type_error(location, "EXTRACT", &[&x.ty], "'EXTRACT(<unit> FROM <DATETIME>)'"));
                 }
@@ -285,7 +308,8 @@ impl Binder<'_> {
                 let x = self.bind(expr)?;
                 match field {
                     ast::CeilFloorKind::DateTimeField(f) if !matches!(f, ast::DateTimeField::NoDateTime) => {
-                        let unit = time_unit(f).ok_or_else(|| SqlError::unsupported(location, format!("FLOOR to {f}")))?;
+                        let unit =
+                            time_unit(f).ok_or_else(|| SqlError::unsupported(location, format!("FLOOR to {f}")))?;
                         let ty = x.ty.clone().without_time_attribute();
                         Ok(Expr::new(ExprKind::Call(Builtin::FloorTime(unit, ceil), vec![x]), ty))
                     }
@@ -323,6 +347,17 @@ impl Binder<'_> {
                 self.function_of("POSITION", args, location)
             }
             A::Function(function) => self.function(function, location),
+            A::Array(array) => {
+                let elements: Vec<Expr> = array.elem.iter().map(|x| self.bind(x)).collect::<Result<_, _>>()?;
+                let types: Vec<&DataType> = elements.iter().map(|x| &x.ty).collect();
+                let element = common_type(&types)
+                    .ok_or_else(|| SqlError::validation(location, "ARRAY elements of different types"))?;
+                let elements = elements.into_iter().map(|x| coerce(x, &element)).collect();
+                Ok(Expr::new(
+                    ExprKind::Call(Builtin::Array, elements),
+                    DataType::not_null(TypeKind::Array(Box::new(element))),
+                ))
+            }
             other => Err(SqlError::unsupported(location, format!("the expression '{other}'"))),
         }
     }
@@ -364,7 +399,13 @@ impl Binder<'_> {
         Ok(expr)
     }
 
-    fn binary(&self, left: &ast::Expr, op: &BinaryOperator, right: &ast::Expr, location: Option<Location>) -> Result<Expr, SqlError> {
+    fn binary(
+        &self,
+        left: &ast::Expr,
+        op: &BinaryOperator,
+        right: &ast::Expr,
+        location: Option<Location>,
+    ) -> Result<Expr, SqlError> {
         match op {
             BinaryOperator::And | BinaryOperator::Or => {
                 let (a, b) = (self.boolean(left)?, self.boolean(right)?);
@@ -397,7 +438,11 @@ impl Binder<'_> {
                 };
                 self.compare(op, self.bind(left)?, self.bind(right)?, location)
             }
-            BinaryOperator::Plus | BinaryOperator::Minus | BinaryOperator::Multiply | BinaryOperator::Divide | BinaryOperator::Modulo => {
+            BinaryOperator::Plus
+            | BinaryOperator::Minus
+            | BinaryOperator::Multiply
+            | BinaryOperator::Divide
+            | BinaryOperator::Modulo => {
                 let op = match op {
                     BinaryOperator::Plus => ArithmeticOp::Add,
                     BinaryOperator::Minus => ArithmeticOp::Subtract,
@@ -429,7 +474,8 @@ impl Binder<'_> {
             return Ok((a, b));
         }
         let literal_to = |lit: &Expr, to: &Expr| -> Option<Expr> {
-            matches!(lit.kind, ExprKind::Literal(Value::String(_))).then(|| coerce(lit.clone(), &to.ty.clone().without_time_attribute()))
+            matches!(lit.kind, ExprKind::Literal(Value::String(_)))
+                .then(|| coerce(lit.clone(), &to.ty.clone().without_time_attribute()))
         };
         if matches!(fb, "DATE" | "TIMESTAMP" | "TIMESTAMP_LTZ" | "TIME" | "NUMERIC") {
             if let Some(a2) = literal_to(&a, &b) {
@@ -476,7 +522,9 @@ impl Binder<'_> {
         if crate::plan::aggregate::is_aggregate(&upper) {
             return Err(SqlError::validation(
                 location,
-                format!("Aggregate function {upper} is not allowed here (only in SELECT or HAVING of a grouping query)"),
+                format!(
+                    "Aggregate function {upper} is not allowed here (only in SELECT or HAVING of a grouping query)"
+                ),
             ));
         }
         if let Some(columns) = self.window_columns {
@@ -494,7 +542,10 @@ impl Binder<'_> {
             }
         }
         if function.over.is_some() {
-            return Err(SqlError::NeedsUpdates { location, operator: "an OVER aggregation or ranking (OverAggregate / Rank)".into() });
+            return Err(SqlError::NeedsUpdates {
+                location,
+                operator: "an OVER aggregation or ranking (OverAggregate / Rank)".into(),
+            });
         }
         let (args, _, _) = self.args_of(function)?;
         if let Some(udf) = self.functions.function(&name) {
@@ -514,7 +565,11 @@ impl Binder<'_> {
             } else {
                 Err(SqlError::validation(
                     location,
-                    format!("Invalid number of arguments to function '{name}'. Was expecting {} to {} arguments", range.start(), range.end()),
+                    format!(
+                        "Invalid number of arguments to function '{name}'. Was expecting {} to {} arguments",
+                        range.start(),
+                        range.end()
+                    ),
                 ))
             }
         };
@@ -536,7 +591,11 @@ impl Binder<'_> {
         };
         let regex = |i: usize| -> Result<Option<Arc<regex::Regex>>, SqlError> {
             literal_string(i)
-                .map(|p| regex::Regex::new(&p).map(Arc::new).map_err(|e| SqlError::validation(location, format!("invalid regular expression '{p}': {e}"))))
+                .map(|p| {
+                    regex::Regex::new(&p)
+                        .map(Arc::new)
+                        .map_err(|e| SqlError::validation(location, format!("invalid regular expression '{p}': {e}")))
+                })
                 .transpose()
         };
         let call = |f: Builtin, args: Vec<Expr>, ty: DataType| Ok(Expr::new(ExprKind::Call(f, args), ty));
@@ -631,7 +690,8 @@ impl Binder<'_> {
             }
             "IF" => {
                 arity(3..=3)?;
-                let ty = common_type(&types[1..]).ok_or_else(|| type_error(location, "IF", &types, "'IF(<BOOLEAN>, <T>, <T>)'"))?;
+                let ty = common_type(&types[1..])
+                    .ok_or_else(|| type_error(location, "IF", &types, "'IF(<BOOLEAN>, <T>, <T>)'"))?;
                 let mut args = args;
                 let otherwise = coerce(args.pop().expect("3 arguments"), &ty);
                 let then = coerce(args.pop().expect("3 arguments"), &ty);
@@ -653,7 +713,8 @@ impl Binder<'_> {
                 arity(1..=1)?;
                 let ty = match args[0].ty.kind {
                     TypeKind::Decimal { precision, scale } => {
-                        DataType::decimal((precision - scale + (scale > 0) as u8).clamp(1, 38), 0).with_nullable(nullable)
+                        DataType::decimal((precision - scale + (scale > 0) as u8).clamp(1, 38), 0)
+                            .with_nullable(nullable)
                     }
                     _ => super::functions::same_numeric(&args[0].ty),
                 };
@@ -690,7 +751,8 @@ impl Binder<'_> {
                 };
                 call(f, args, DataType::double().with_nullable(nullable))
             }
-            "YEAR" | "QUARTER" | "MONTH" | "WEEK" | "DAYOFMONTH" | "DAYOFWEEK" | "DAYOFYEAR" | "HOUR" | "MINUTE" | "SECOND" => {
+            "YEAR" | "QUARTER" | "MONTH" | "WEEK" | "DAYOFMONTH" | "DAYOFWEEK" | "DAYOFYEAR" | "HOUR" | "MINUTE"
+            | "SECOND" => {
                 arity(1..=1)?;
                 if !super::functions::is_temporal(&args[0].ty) {
                     return Err(type_error(location, name, &types, &format!("'{name}(<DATETIME>)'")));
@@ -741,7 +803,10 @@ impl Binder<'_> {
             }
             "PROCTIME" => {
                 arity(0..=0)?;
-                let ty = DataType::not_null(TypeKind::TimestampLtz { precision: 3, attribute: Some(TimeAttribute::Proctime) });
+                let ty = DataType::not_null(TypeKind::TimestampLtz {
+                    precision: 3,
+                    attribute: Some(TimeAttribute::Proctime),
+                });
                 call(Builtin::Now, args, ty)
             }
             "NOW" | "CURRENT_TIMESTAMP" | "LOCALTIMESTAMP" | "CURRENT_ROW_TIMESTAMP" => {
@@ -754,13 +819,24 @@ impl Binder<'_> {
                 call(Builtin::Now, args, ty)
             }
             "TIMESTAMPDIFF" => Err(SqlError::unsupported(location, "TIMESTAMPDIFF")),
+            "ROW" => {
+                let fields = args
+                    .iter()
+                    .enumerate()
+                    .map(|(i, a)| crate::types::Field::new(format!("EXPR${i}"), a.ty.clone()))
+                    .collect();
+                call(Builtin::Row, args, DataType::not_null(TypeKind::Row(fields)))
+            }
             "HASH_CODE" => {
                 arity(1..=1)?;
                 call(Builtin::Hash, args, DataType::new(TypeKind::Int).with_nullable(nullable))
             }
             _ => Err(SqlError::validation(
                 location,
-                format!("No match found for function signature {name}({})", types.iter().map(|t| format!("<{t}>")).collect::<Vec<_>>().join(", ")),
+                format!(
+                    "No match found for function signature {name}({})",
+                    types.iter().map(|t| format!("<{t}>")).collect::<Vec<_>>().join(", ")
+                ),
             )),
         }
     }
@@ -774,7 +850,10 @@ fn not(e: Expr) -> Expr {
 /// `row.field`.
 fn field_access(base: Expr, field: &str, location: Option<Location>) -> Result<Expr, SqlError> {
     let TypeKind::Row(fields) = &base.ty.kind else {
-        return Err(SqlError::validation(location, format!("'{field}' is not a field: the value is of type {}", base.ty)));
+        return Err(SqlError::validation(
+            location,
+            format!("'{field}' is not a field: the value is of type {}", base.ty),
+        ));
     };
     let Some(index) = fields.iter().position(|f| f.name == field) else {
         return Err(SqlError::validation(location, format!("Unknown field '{field}' of {}", base.ty)));
@@ -796,15 +875,22 @@ fn literal(v: &ast::Value, location: Option<Location>) -> Result<Expr, SqlError>
                     decimal::parse(text).ok_or_else(|| SqlError::validation(location, format!("bad number {text}")))?;
                 let digits = unscaled.unsigned_abs().to_string().len() as u8;
                 let precision = digits.max(scale).max(1);
-                Expr::literal(Value::Decimal(unscaled, scale), DataType::not_null(TypeKind::Decimal { precision, scale }))
+                Expr::literal(
+                    Value::Decimal(unscaled, scale),
+                    DataType::not_null(TypeKind::Decimal { precision, scale }),
+                )
             } else if let Ok(i) = text.parse::<i32>() {
                 Expr::literal(Value::Int(i as i64), DataType::not_null(TypeKind::Int))
             } else if let Ok(i) = text.parse::<i64>() {
                 Expr::literal(Value::Int(i), DataType::not_null(TypeKind::BigInt))
             } else {
-                let (unscaled, _) = decimal::parse(text).ok_or_else(|| SqlError::validation(location, format!("the number {text} is too large")))?;
+                let (unscaled, _) = decimal::parse(text)
+                    .ok_or_else(|| SqlError::validation(location, format!("the number {text} is too large")))?;
                 let precision = unscaled.unsigned_abs().to_string().len() as u8;
-                Expr::literal(Value::Decimal(unscaled, 0), DataType::not_null(TypeKind::Decimal { precision, scale: 0 }))
+                Expr::literal(
+                    Value::Decimal(unscaled, 0),
+                    DataType::not_null(TypeKind::Decimal { precision, scale: 0 }),
+                )
             }
         }
         ast::Value::SingleQuotedString(s) | ast::Value::EscapedStringLiteral(s) => {
@@ -912,7 +998,8 @@ pub fn arithmetic(op: ArithmeticOp, a: Expr, b: Expr, location: Option<Location>
     use TypeKind as K;
     let symbol = if op == ArithmeticOp::Modulo { "MOD".to_string() } else { op.symbol().to_string() };
     let nullable = a.ty.nullable || b.ty.nullable;
-    let fail = || type_error(location, &symbol, &[&a.ty, &b.ty], "'<NUMERIC> op <NUMERIC>', '<DATETIME> +/- <INTERVAL>'");
+    let fail =
+        || type_error(location, &symbol, &[&a.ty, &b.ty], "'<NUMERIC> op <NUMERIC>', '<DATETIME> +/- <INTERVAL>'");
     let kind = match (&a.ty.kind, &b.ty.kind) {
         (x, y) if x.is_integer() && y.is_integer() => {
             if op == ArithmeticOp::Modulo {
@@ -924,7 +1011,11 @@ pub fn arithmetic(op: ArithmeticOp, a: Expr, b: Expr, location: Option<Location>
                     K::Int => 2,
                     _ => 3,
                 };
-                if rank(x) >= rank(y) { x.clone() } else { y.clone() }
+                if rank(x) >= rank(y) {
+                    x.clone()
+                } else {
+                    y.clone()
+                }
             }
         }
         (K::Double, y) | (y, K::Double) if b.ty.is_numeric() && a.ty.is_numeric() => {
@@ -954,8 +1045,12 @@ pub fn arithmetic(op: ArithmeticOp, a: Expr, b: Expr, location: Option<Location>
             K::TimestampLtz { precision: *precision, attribute: None }
         }
         (K::Date, K::IntervalDayTime) if matches!(op, ArithmeticOp::Add | ArithmeticOp::Subtract) => K::Date,
-        (K::IntervalDayTime, K::IntervalDayTime) if matches!(op, ArithmeticOp::Add | ArithmeticOp::Subtract) => K::IntervalDayTime,
-        (K::IntervalDayTime, y) if y.is_integer() && matches!(op, ArithmeticOp::Multiply | ArithmeticOp::Divide) => K::IntervalDayTime,
+        (K::IntervalDayTime, K::IntervalDayTime) if matches!(op, ArithmeticOp::Add | ArithmeticOp::Subtract) => {
+            K::IntervalDayTime
+        }
+        (K::IntervalDayTime, y) if y.is_integer() && matches!(op, ArithmeticOp::Multiply | ArithmeticOp::Divide) => {
+            K::IntervalDayTime
+        }
         (x, K::IntervalDayTime) if x.is_integer() && op == ArithmeticOp::Multiply => K::IntervalDayTime,
         (K::Null, _) | (_, K::Null) => K::Null,
         _ => return Err(fail()),
@@ -1001,7 +1096,11 @@ pub fn common_type(types: &[&DataType]) -> Option<DataType> {
                             K::Int => 2,
                             _ => 3,
                         };
-                        if rank(a) >= rank(b) { a.clone() } else { b.clone() }
+                        if rank(a) >= rank(b) {
+                            a.clone()
+                        } else {
+                            b.clone()
+                        }
                     }
                     (K::Double, _) | (_, K::Double) if r.is_numeric() && t.is_numeric() => K::Double,
                     (K::Float, _) | (_, K::Float) if r.is_numeric() && t.is_numeric() => K::Float,

@@ -90,7 +90,9 @@ pub fn cast(value: Value, from: &DataType, to: &DataType) -> EvalResult {
         (K::Date, Value::String(s)) => Value::Date(datetime::parse_date(s).ok_or_else(|| fail("the string"))?),
         (K::Date, Value::Timestamp(ms, _)) => Value::Date(ms.div_euclid(datetime::MILLIS_PER_DAY) as i32),
         (K::Date, Value::Date(_)) => value,
-        (K::Time(p), Value::String(s)) => Value::Time(truncate_nanos(datetime::parse_time(s).ok_or_else(|| fail("the string"))?, *p)),
+        (K::Time(p), Value::String(s)) => {
+            Value::Time(truncate_nanos(datetime::parse_time(s).ok_or_else(|| fail("the string"))?, *p))
+        }
         (K::Time(p), Value::Timestamp(ms, ns)) => {
             Value::Time(truncate_nanos(ms.rem_euclid(datetime::MILLIS_PER_DAY) * 1_000_000 + *ns as i64, *p))
         }
@@ -139,16 +141,21 @@ pub fn to_string(value: &Value, ty: &DataType) -> String {
         (Value::Float(f), TypeKind::Float) => java_float(*f as f32),
         (Value::Float(f), _) => java_double(*f),
         (Value::Decimal(u, s), _) => decimal::plain_string(*u, *s),
-        (Value::Timestamp(ms, ns), TypeKind::Timestamp { precision, .. } | TypeKind::TimestampLtz { precision, .. }) => {
-            sql_timestamp(*ms, *ns, *precision)
-        }
+        (
+            Value::Timestamp(ms, ns),
+            TypeKind::Timestamp { precision, .. } | TypeKind::TimestampLtz { precision, .. },
+        ) => sql_timestamp(*ms, *ns, *precision),
         (Value::Time(t), TypeKind::Time(p)) => {
             let text = datetime::format_time(*t - t.rem_euclid(1_000_000_000));
             let text = if text.len() == 5 { format!("{text}:00") } else { text };
             if *p == 0 {
                 text
             } else {
-                format!("{text}.{:0width$}", (t.rem_euclid(1_000_000_000)) / 10i64.pow(9 - *p as u32), width = *p as usize)
+                format!(
+                    "{text}.{:0width$}",
+                    (t.rem_euclid(1_000_000_000)) / 10i64.pow(9 - *p as u32),
+                    width = *p as usize
+                )
             }
         }
         (other, _) => other.to_string(),

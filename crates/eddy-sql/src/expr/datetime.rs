@@ -182,8 +182,20 @@ pub fn days_in_month(year: i64, month: u32) -> u32 {
     }
 }
 
-const MONTHS: [&str; 12] =
-    ["January", "February", "March", "April", "May", "June", "July", "August", "September", "October", "November", "December"];
+const MONTHS: [&str; 12] = [
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
+];
 const DAYS: [&str; 7] = ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"];
 
 /// One piece of a Java date-time pattern.
@@ -295,7 +307,8 @@ pub fn format_with(parts_of: &[PatternPart], millis: i64, nanos_of_milli: u32) -
 pub fn parse_with(parts_of: &[PatternPart], text: &str) -> Option<(i64, u32)> {
     let bytes = text.as_bytes();
     let mut at = 0usize;
-    let (mut year, mut month, mut day, mut hour, mut minute, mut second, mut nano) = (1970i64, 1u32, 1u32, 0u32, 0u32, 0u32, 0u32);
+    let (mut year, mut month, mut day, mut hour, mut minute, mut second, mut nano) =
+        (1970i64, 1u32, 1u32, 0u32, 0u32, 0u32, 0u32);
     let mut pm = None;
     for (index, part) in parts_of.iter().enumerate() {
         match part {

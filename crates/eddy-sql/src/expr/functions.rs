@@ -93,6 +93,10 @@ pub enum Builtin {
     /// `IS TRUE`, `IS FALSE`, `IS NOT TRUE`, `IS NOT FALSE`: (value tested, negated).
     IsBoolean(bool, bool),
     Hash,
+    /// `ROW(a, b, …)`.
+    Row,
+    /// `ARRAY[a, b, …]`.
+    Array,
 }
 
 impl Builtin {
@@ -145,6 +149,8 @@ impl Builtin {
             IsBoolean(true, true) => "IS NOT TRUE".into(),
             IsBoolean(false, true) => "IS NOT FALSE".into(),
             Hash => "HASH_CODE".into(),
+            Row => "ROW".into(),
+            Array => "ARRAY".into(),
         }
     }
 
@@ -156,7 +162,15 @@ impl Builtin {
     fn strict(&self) -> bool {
         !matches!(
             self,
-            Builtin::Coalesce | Builtin::NullIf | Builtin::If | Builtin::Concat | Builtin::ConcatWs | Builtin::IsBoolean(..) | Builtin::Now
+            Builtin::Coalesce
+                | Builtin::NullIf
+                | Builtin::If
+                | Builtin::Concat
+                | Builtin::ConcatWs
+                | Builtin::IsBoolean(..)
+                | Builtin::Now
+                | Builtin::Row
+                | Builtin::Array
         )
     }
 
@@ -178,7 +192,13 @@ impl Builtin {
                 let len = chars.len() as i64;
                 let start = int(1);
                 // Flink: a start of 0 is 1; a negative start counts from the end.
-                let from = if start > 0 { start - 1 } else if start == 0 { 0 } else { (len + start).max(0) };
+                let from = if start > 0 {
+                    start - 1
+                } else if start == 0 {
+                    0
+                } else {
+                    (len + start).max(0)
+                };
                 let count = if args.len() > 2 { int(2) } else { len };
                 if count < 0 {
                     return Err(EvalError(format!("SUBSTRING: the length {count} is negative")));
@@ -213,8 +233,12 @@ impl Builtin {
                 if args[0].is_null() {
                     return Ok(Value::Null);
                 }
-                let parts: Vec<String> =
-                    args[1..].iter().zip(&exprs[1..]).filter(|(a, _)| !a.is_null()).map(|(a, e)| cast::to_string(a, &e.ty)).collect();
+                let parts: Vec<String> = args[1..]
+                    .iter()
+                    .zip(&exprs[1..])
+                    .filter(|(a, _)| !a.is_null())
+                    .map(|(a, e)| cast::to_string(a, &e.ty))
+                    .collect();
                 text(parts.join(s(0)))
             }
             Replace => text(s(0).replace(s(1), s(2))),
@@ -334,7 +358,10 @@ impl Builtin {
                 match (&args[0], &ty.kind) {
                     (Value::Decimal(u, sc), TypeKind::Decimal { scale, .. }) => {
                         let rounded = decimal::rescale(*u, *sc, places.clamp(0, 38) as u8).unwrap_or(0);
-                        Value::Decimal(decimal::rescale(rounded, places.clamp(0, 38) as u8, *scale).unwrap_or(0), *scale)
+                        Value::Decimal(
+                            decimal::rescale(rounded, places.clamp(0, 38) as u8, *scale).unwrap_or(0),
+                            *scale,
+                        )
                     }
                     (Value::Float(f), _) => {
                         let m = 10f64.powi(places as i32);
@@ -403,6 +430,8 @@ impl Builtin {
                 _ => Value::Null,
             },
             IsBoolean(value, negated) => Value::Boolean((args[0] == Value::Boolean(*value)) != *negated),
+            Row => Value::Row(Arc::from(args.to_vec())),
+            Array => Value::Array(Arc::from(args.to_vec())),
             Hash => {
                 let mut bytes = Vec::new();
                 args[0].encode_key(&mut bytes);
@@ -415,7 +444,9 @@ impl Builtin {
 fn regex_of(compiled: &Option<Arc<Regex>>, pattern: &str) -> Result<Arc<Regex>, EvalError> {
     match compiled {
         Some(r) => Ok(r.clone()),
-        None => Regex::new(pattern).map(Arc::new).map_err(|e| EvalError(format!("invalid regular expression '{pattern}': {e}"))),
+        None => Regex::new(pattern)
+            .map(Arc::new)
+            .map_err(|e| EvalError(format!("invalid regular expression '{pattern}': {e}"))),
     }
 }
 
@@ -625,7 +656,10 @@ mod tests {
         assert!(like.is_match("abbbcd"));
         assert!(!like.is_match("abbbc"));
         assert_eq!(
-            call(Builtin::RegexpReplace(None), &[Value::string("a1b22"), Value::string("([0-9]+)"), Value::string("<$1>")]),
+            call(
+                Builtin::RegexpReplace(None),
+                &[Value::string("a1b22"), Value::string("([0-9]+)"), Value::string("<$1>")]
+            ),
             Value::string("a<1>b<22>")
         );
     }

@@ -197,10 +197,9 @@ impl Expr {
             Udf(func, es) => Udf(func.clone(), es.iter().map(|e| e.map_columns(f)).collect()),
             Compare(op, x, y) => Compare(*op, b(x), b(y)),
             Arithmetic(op, x, y) => Arithmetic(*op, b(x), b(y)),
-            Case(whens, otherwise) => Case(
-                whens.iter().map(|(c, v)| (c.map_columns(f), v.map_columns(f))).collect(),
-                b(otherwise),
-            ),
+            Case(whens, otherwise) => {
+                Case(whens.iter().map(|(c, v)| (c.map_columns(f), v.map_columns(f))).collect(), b(otherwise))
+            }
             In(e, list) => In(b(e), list.iter().map(|x| x.map_columns(f)).collect()),
         };
         Expr::new(kind, self.ty.clone())
@@ -293,7 +292,9 @@ impl Expr {
                 arithmetic(*op, &x, &y, &self.ty)
             }
             Negate(e) => Ok(match e.eval(row)? {
-                Value::Int(i) => Value::Int(i.checked_neg().ok_or_else(|| EvalError("integer overflow in negation".into()))?),
+                Value::Int(i) => {
+                    Value::Int(i.checked_neg().ok_or_else(|| EvalError("integer overflow in negation".into()))?)
+                }
                 Value::Float(f) => Value::Float(-f),
                 Value::Decimal(u, s) => Value::Decimal(-u, s),
                 Value::Interval(ms) => Value::Interval(-ms),
@@ -413,7 +414,8 @@ fn arithmetic(op: ArithmeticOp, x: &Value, y: &Value, ty: &DataType) -> EvalResu
             })
         }
         TypeKind::Timestamp { .. } | TypeKind::TimestampLtz { .. } => match (x, y, op) {
-            (Timestamp(ms, ns), Interval(d), ArithmeticOp::Add) | (Interval(d), Timestamp(ms, ns), ArithmeticOp::Add) => {
+            (Timestamp(ms, ns), Interval(d), ArithmeticOp::Add)
+            | (Interval(d), Timestamp(ms, ns), ArithmeticOp::Add) => {
                 Ok(Timestamp(ms.checked_add(*d).ok_or_else(overflow)?, *ns))
             }
             (Timestamp(ms, ns), Interval(d), ArithmeticOp::Subtract) => {
@@ -433,7 +435,9 @@ fn arithmetic(op: ArithmeticOp, x: &Value, y: &Value, ty: &DataType) -> EvalResu
         TypeKind::IntervalDayTime => match (x, y, op) {
             (Interval(a), Interval(b), ArithmeticOp::Add) => Ok(Interval(a + b)),
             (Interval(a), Interval(b), ArithmeticOp::Subtract) => Ok(Interval(a - b)),
-            (Interval(a), Int(b), ArithmeticOp::Multiply) | (Int(b), Interval(a), ArithmeticOp::Multiply) => Ok(Interval(a * b)),
+            (Interval(a), Int(b), ArithmeticOp::Multiply) | (Int(b), Interval(a), ArithmeticOp::Multiply) => {
+                Ok(Interval(a * b))
+            }
             (Interval(a), Int(b), ArithmeticOp::Divide) if *b != 0 => Ok(Interval(a / b)),
             _ => Ok(Null),
         },

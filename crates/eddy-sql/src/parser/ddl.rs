@@ -41,7 +41,11 @@ pub enum ColumnKind {
     /// `name AS expression`.
     Computed(Expr),
     /// `name type METADATA [FROM 'key'] [VIRTUAL]`.
-    Metadata { ty: DataType, key: Option<String>, is_virtual: bool },
+    Metadata {
+        ty: DataType,
+        key: Option<String>,
+        is_virtual: bool,
+    },
 }
 
 /// Parses one statement (its text placed at `location` of the script, so that every
@@ -64,7 +68,9 @@ pub(super) fn parse(text: &str, location: Location) -> Result<StatementKind, Sql
     );
     // Where an error at the end of the statement is (sqlparser's end of input has none).
     let end = match text.rfind('\n') {
-        Some(at) => Location { line: location.line + text.matches('\n').count() as u64, column: (text.len() - at) as u64 },
+        Some(at) => {
+            Location { line: location.line + text.matches('\n').count() as u64, column: (text.len() - at) as u64 }
+        }
         None => Location { line: location.line, column: location.column + text.len() as u64 },
     };
     let dialect = FlinkDialect;
@@ -219,7 +225,8 @@ fn create_table(parser: &mut Parser<'_>, temporary: bool, location: Location) ->
             }
             parser.expect_keywords(&[Keyword::PRIMARY, Keyword::KEY])?;
             parser.expect_token(&Token::LParen)?;
-            table.primary_key = parser.parse_comma_separated(|p| p.parse_identifier())?.into_iter().map(|i| i.value).collect();
+            table.primary_key =
+                parser.parse_comma_separated(|p| p.parse_identifier())?.into_iter().map(|i| i.value).collect();
             parser.expect_token(&Token::RParen)?;
             parser.expect_keywords(&[Keyword::NOT, Keyword::ENFORCED])?;
         } else {
@@ -238,7 +245,8 @@ fn create_table(parser: &mut Parser<'_>, temporary: bool, location: Location) ->
     }
     if parser.parse_keywords(&[Keyword::PARTITIONED, Keyword::BY]) {
         parser.expect_token(&Token::LParen)?;
-        table.partition_keys = parser.parse_comma_separated(|p| p.parse_identifier())?.into_iter().map(|i| i.value).collect();
+        table.partition_keys =
+            parser.parse_comma_separated(|p| p.parse_identifier())?.into_iter().map(|i| i.value).collect();
         parser.expect_token(&Token::RParen)?;
     }
     if parser.parse_keyword(Keyword::WITH) {

@@ -27,15 +27,39 @@ pub struct Statement {
 #[derive(Debug, Clone)]
 pub enum StatementKind {
     /// `SET 'key' = 'value'` (or `SET key = value`).
-    Set { key: String, value: String },
+    Set {
+        key: String,
+        value: String,
+    },
     /// `RESET 'key'`, or every key with `RESET`.
-    Reset { key: Option<String> },
+    Reset {
+        key: Option<String>,
+    },
     CreateTable(TableDdl),
-    CreateView { name: String, temporary: bool, if_not_exists: bool, columns: Vec<String>, query: Box<Query> },
+    CreateView {
+        name: String,
+        temporary: bool,
+        if_not_exists: bool,
+        columns: Vec<String>,
+        query: Box<Query>,
+    },
     /// `CREATE [TEMPORARY [SYSTEM]] FUNCTION name AS 'identifier' [LANGUAGE …]`.
-    CreateFunction { name: String, identifier: String, if_not_exists: bool },
-    Drop { what: &'static str, name: String, if_exists: bool },
-    Insert { table: String, overwrite: bool, columns: Vec<String>, query: Box<Query> },
+    CreateFunction {
+        name: String,
+        identifier: String,
+        if_not_exists: bool,
+    },
+    Drop {
+        what: &'static str,
+        name: String,
+        if_exists: bool,
+    },
+    Insert {
+        table: String,
+        overwrite: bool,
+        columns: Vec<String>,
+        query: Box<Query>,
+    },
     Query(Box<Query>),
     Explain(Box<StatementKind>),
     ShowTables,

@@ -163,7 +163,9 @@ impl<'p, 'a> TypeReader<'p, 'a> {
         while self.take_word("ARRAY") {
             ty = DataType::new(TypeKind::Array(Box::new(ty)));
         }
-        if self.pending_gt == 0 && self.parser.parse_keywords(&[sqlparser::keywords::Keyword::NOT, sqlparser::keywords::Keyword::NULL]) {
+        if self.pending_gt == 0
+            && self.parser.parse_keywords(&[sqlparser::keywords::Keyword::NOT, sqlparser::keywords::Keyword::NULL])
+        {
             ty.nullable = false;
         } else if self.take_word("NULL") {
             ty.nullable = true;

@@ -34,8 +34,25 @@ pub struct AggregateCall {
 pub fn is_aggregate(name: &str) -> bool {
     matches!(
         name,
-        "COUNT" | "SUM" | "MIN" | "MAX" | "AVG" | "SUM0" | "STDDEV" | "STDDEV_POP" | "STDDEV_SAMP" | "VAR_POP" | "VAR_SAMP"
-            | "VARIANCE" | "COLLECT" | "LISTAGG" | "FIRST_VALUE" | "LAST_VALUE" | "ARRAY_AGG" | "JSON_ARRAYAGG" | "JSON_OBJECTAGG"
+        "COUNT"
+            | "SUM"
+            | "MIN"
+            | "MAX"
+            | "AVG"
+            | "SUM0"
+            | "STDDEV"
+            | "STDDEV_POP"
+            | "STDDEV_SAMP"
+            | "VAR_POP"
+            | "VAR_SAMP"
+            | "VARIANCE"
+            | "COLLECT"
+            | "LISTAGG"
+            | "FIRST_VALUE"
+            | "LAST_VALUE"
+            | "ARRAY_AGG"
+            | "JSON_ARRAYAGG"
+            | "JSON_OBJECTAGG"
     )
 }
 

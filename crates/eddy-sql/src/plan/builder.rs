@@ -13,7 +13,9 @@ use crate::expr::{Expr, ExprKind};
 use crate::parser::dialect::TABLE_ARGUMENT;
 use crate::types::{DataType, Field};
 use crate::value::Value;
-use sqlparser::ast::{self, FunctionArg, FunctionArgExpr, FunctionArguments, SelectItem, SetExpr, Spanned, TableFactor};
+use sqlparser::ast::{
+    self, FunctionArg, FunctionArgExpr, FunctionArguments, SelectItem, SetExpr, Spanned, TableFactor,
+};
 use std::collections::BTreeMap;
 
 /// A plan and the names its columns go by in the enclosing query.
@@ -70,10 +72,16 @@ impl<'a> Builder<'a> {
             SetExpr::SetOperation { left, op, set_quantifier, right } => {
                 let location = span_location(body);
                 if !matches!(op, ast::SetOperator::Union) {
-                    return Err(SqlError::NeedsUpdates { location, operator: format!("{op} (a join whose result updates)") });
+                    return Err(SqlError::NeedsUpdates {
+                        location,
+                        operator: format!("{op} (a join whose result updates)"),
+                    });
                 }
                 if !matches!(set_quantifier, ast::SetQuantifier::All) {
-                    return Err(SqlError::NeedsUpdates { location, operator: "UNION without ALL (GroupAggregate for DISTINCT)".into() });
+                    return Err(SqlError::NeedsUpdates {
+                        location,
+                        operator: "UNION without ALL (GroupAggregate for DISTINCT)".into(),
+                    });
                 }
                 let (l, r) = (self.set_expr(left)?, self.set_expr(right)?);
                 union(l, r, location)
@@ -94,7 +102,8 @@ impl<'a> Builder<'a> {
         let mut fields = Vec::new();
         for column in 0..width {
             let types: Vec<&DataType> = rows.iter().map(|r| &r[column].ty).collect();
-            let ty = crate::expr::bind::common_type(&types).ok_or_else(|| SqlError::validation(None, "VALUES rows of different types"))?;
+            let ty = crate::expr::bind::common_type(&types)
+                .ok_or_else(|| SqlError::validation(None, "VALUES rows of different types"))?;
             fields.push(Field::new(format!("EXPR${column}"), ty));
         }
         let mut out = Vec::new();
@@ -176,7 +185,9 @@ impl<'a> Builder<'a> {
                     projection.push(binder.bind(e)?);
                     names.push(match e {
                         ast::Expr::Identifier(i) => i.value.clone(),
-                        ast::Expr::CompoundIdentifier(parts) => parts.last().map(|p| p.value.clone()).unwrap_or_default(),
+                        ast::Expr::CompoundIdentifier(parts) => {
+                            parts.last().map(|p| p.value.clone()).unwrap_or_default()
+                        }
                         _ => format!("EXPR${}", names.len()),
                     });
                 }
@@ -186,7 +197,10 @@ impl<'a> Builder<'a> {
                 }
                 SelectItem::Wildcard(_) => {
                     if !replacements.is_empty() || window_columns.is_some() {
-                        return Err(SqlError::validation(span_location(item), "SELECT * is not allowed in a grouping query"));
+                        return Err(SqlError::validation(
+                            span_location(item),
+                            "SELECT * is not allowed in a grouping query",
+                        ));
                     }
                     for (i, c) in planned.scope.columns.iter().enumerate() {
                         projection.push(Expr::column(i, c.ty.clone()));
@@ -206,13 +220,17 @@ impl<'a> Builder<'a> {
                         }
                     }
                     if projection.len() == before {
-                        return Err(SqlError::validation(span_location(item), format!("Unknown identifier '{qualifier}'")));
+                        return Err(SqlError::validation(
+                            span_location(item),
+                            format!("Unknown identifier '{qualifier}'"),
+                        ));
                     }
                 }
                 other => return Err(SqlError::unsupported(span_location(other), format!("the select item '{other}'"))),
             }
         }
-        let fields: Vec<Field> = projection.iter().zip(&names).map(|(e, n)| Field::new(n.clone(), e.ty.clone())).collect();
+        let fields: Vec<Field> =
+            projection.iter().zip(&names).map(|(e, n)| Field::new(n.clone(), e.ty.clone())).collect();
         let scope = Scope::qualified(None, &fields);
         let plan = Plan::new(Node::Calc { input: Box::new(planned.plan), projection, filter: None }, fields);
         Ok(Planned { plan, scope })
@@ -226,13 +244,22 @@ impl<'a> Builder<'a> {
             let constraint = match &j.join_operator {
                 ast::JoinOperator::Join(c) | ast::JoinOperator::Inner(c) | ast::JoinOperator::CrossJoin(c) => c,
                 ast::JoinOperator::Left(_) | ast::JoinOperator::LeftOuter(_) => {
-                    return Err(SqlError::NeedsUpdates { location, operator: "a LEFT OUTER JOIN (Join with retractions)".into() })
+                    return Err(SqlError::NeedsUpdates {
+                        location,
+                        operator: "a LEFT OUTER JOIN (Join with retractions)".into(),
+                    })
                 }
                 ast::JoinOperator::Right(_) | ast::JoinOperator::RightOuter(_) => {
-                    return Err(SqlError::NeedsUpdates { location, operator: "a RIGHT OUTER JOIN (Join with retractions)".into() })
+                    return Err(SqlError::NeedsUpdates {
+                        location,
+                        operator: "a RIGHT OUTER JOIN (Join with retractions)".into(),
+                    })
                 }
                 ast::JoinOperator::FullOuter(_) => {
-                    return Err(SqlError::NeedsUpdates { location, operator: "a FULL OUTER JOIN (Join with retractions)".into() })
+                    return Err(SqlError::NeedsUpdates {
+                        location,
+                        operator: "a FULL OUTER JOIN (Join with retractions)".into(),
+                    })
                 }
                 other => return Err(SqlError::unsupported(location, format!("the join {other:?}"))),
             };
@@ -240,7 +267,9 @@ impl<'a> Builder<'a> {
             let condition = match constraint {
                 ast::JoinConstraint::On(e) => Some(self.binder(&joined.scope).boolean(e)?),
                 ast::JoinConstraint::None | ast::JoinConstraint::Natural => None,
-                ast::JoinConstraint::Using(_) | ast::JoinConstraint::UsingAlias(..) => return Err(SqlError::unsupported(location, "JOIN … USING")),
+                ast::JoinConstraint::Using(_) | ast::JoinConstraint::UsingAlias(..) => {
+                    return Err(SqlError::unsupported(location, "JOIN … USING"))
+                }
             };
             planned = match condition {
                 Some(c) => with_join_condition(joined, c),
@@ -261,9 +290,10 @@ impl<'a> Builder<'a> {
                 });
                 rename(planned, Some(&qualifier), alias.as_ref().map(|a| a.columns.as_slice()).unwrap_or(&[]), location)
             }
-            TableFactor::Table { version: Some(_), .. } => {
-                Err(SqlError::NeedsUpdates { location, operator: "FOR SYSTEM_TIME AS OF (a temporal or lookup join)".into() })
-            }
+            TableFactor::Table { version: Some(_), .. } => Err(SqlError::NeedsUpdates {
+                location,
+                operator: "FOR SYSTEM_TIME AS OF (a temporal or lookup join)".into(),
+            }),
             TableFactor::Derived { subquery, alias, .. } => {
                 let planned = self.query(subquery)?;
                 match alias {
@@ -298,11 +328,21 @@ impl<'a> Builder<'a> {
             Some(Relation::Table(table)) => {
                 let fields = table.fields.clone();
                 let scope = Scope::qualified(None, &fields);
-                Ok(Planned { plan: Plan::new(Node::Scan { table }, fields), scope })
+                let node = match table.option("connector").and_then(|c| c.strip_prefix("datastream:")) {
+                    Some(index) => Node::DataStream { index: index.parse().unwrap_or(usize::MAX) },
+                    None => {
+                        crate::connector::check_source(&table)?;
+                        Node::Scan { table }
+                    }
+                };
+                Ok(Planned { plan: Plan::new(node, fields), scope })
             }
             Some(Relation::View(view)) => {
                 if self.expanding.contains(&view.name) {
-                    return Err(SqlError::validation(location, format!("View '{}' is defined in terms of itself", view.name)));
+                    return Err(SqlError::validation(
+                        location,
+                        format!("View '{}' is defined in terms of itself", view.name),
+                    ));
                 }
                 self.expanding.push(view.name.clone());
                 let saved = std::mem::take(&mut self.ctes);
@@ -345,7 +385,10 @@ impl<'a> Builder<'a> {
                 parts[1..].iter().map(|p| p.value.clone()).collect::<Vec<_>>().join(".")
             }
             _ => {
-                return Err(SqlError::validation(location, format!("the first argument of {name} must be TABLE <name>")));
+                return Err(SqlError::validation(
+                    location,
+                    format!("the first argument of {name} must be TABLE <name>"),
+                ));
             }
         };
         let input = match self.ctes.get(&table) {
@@ -368,7 +411,12 @@ impl<'a> Builder<'a> {
                 let bound = self.binder(&input.scope).bind(&column)?;
                 bound.as_column().ok_or_else(|| SqlError::validation(location, "DESCRIPTOR names a column"))?
             }
-            _ => return Err(SqlError::validation(location, format!("the second argument of {name} must be DESCRIPTOR(<time attribute>)"))),
+            _ => {
+                return Err(SqlError::validation(
+                    location,
+                    format!("the second argument of {name} must be DESCRIPTOR(<time attribute>)"),
+                ))
+            }
         };
         let time = input.plan.fields[time_column].ty.time_attribute().ok_or_else(|| {
             SqlError::validation(
@@ -389,7 +437,10 @@ impl<'a> Builder<'a> {
             ("CUMULATE", [step, size, offset]) => WindowKind::Cumulate { step: *step, size: *size, offset: *offset },
             ("SESSION", [gap]) => WindowKind::Session { gap: *gap },
             ("TUMBLE" | "HOP" | "CUMULATE" | "SESSION", _) => {
-                return Err(SqlError::validation(location, format!("wrong number of arguments to the window function {name}")));
+                return Err(SqlError::validation(
+                    location,
+                    format!("wrong number of arguments to the window function {name}"),
+                ));
             }
             _ => return Err(SqlError::unsupported(location, format!("the table function {name}"))),
         };
@@ -412,7 +463,10 @@ impl<'a> Builder<'a> {
         let bound = self.binder(&empty).bind(e)?;
         match (&bound.kind, &bound.ty.kind) {
             (ExprKind::Literal(Value::Interval(ms)), _) => Ok(*ms),
-            _ => Err(SqlError::validation(location_of(e), format!("'{e}' must be an INTERVAL literal (INTERVAL '10' SECOND)"))),
+            _ => Err(SqlError::validation(
+                location_of(e),
+                format!("'{e}' must be an INTERVAL literal (INTERVAL '10' SECOND)"),
+            )),
         }
     }
 
@@ -456,6 +510,7 @@ impl<'a> Builder<'a> {
         };
         // With a TVF, GROUP BY names window_start and window_end; they become the window.
         let mut window_keys: Vec<(String, usize)> = Vec::new();
+        let mut keys = keys;
         if let Some(spec) = tvf_window {
             let width = input.plan.fields.len();
             let binder = self.binder(&planned.scope);
@@ -477,6 +532,36 @@ impl<'a> Builder<'a> {
             keys = plain;
             window = Some(spec);
         }
+        // Grouping by the window columns of a windowed input (a window aggregation over
+        // another's result): the rows' own windows.
+        let mut attached: Option<(usize, usize)> = None;
+        if window.is_none() {
+            if let Some(w) = planned.plan.window {
+                let binder = self.binder(&planned.scope);
+                let mut plain = Vec::new();
+                let (mut start, mut end) = (None, None);
+                for e in keys.iter().copied() {
+                    match binder.bind(e)?.as_column() {
+                        Some(c) if c == w.start => {
+                            start = Some(c);
+                            window_keys.push((e.to_string(), 0));
+                        }
+                        Some(c) if c == w.end => {
+                            end = Some(c);
+                            window_keys.push((e.to_string(), 1));
+                        }
+                        _ => plain.push(e),
+                    }
+                }
+                if let (Some(s), Some(e)) = (start, end) {
+                    keys = plain;
+                    attached = Some((s, e));
+                    window = Some(WindowSpec { kind: WindowKind::Attached, time_column: s, time: w.time });
+                } else {
+                    window_keys.clear();
+                }
+            }
+        }
         let Some(window) = window else {
             return Err(SqlError::NeedsUpdates {
                 location,
@@ -493,7 +578,9 @@ impl<'a> Builder<'a> {
             let column = bound.as_column();
             key_scope.push(match column {
                 Some(c) => input.scope.columns[c].clone(),
-                None => ScopeColumn { qualifier: None, name: format!("$key{}", key_columns.len()), ty: bound.ty.clone() },
+                None => {
+                    ScopeColumn { qualifier: None, name: format!("$key{}", key_columns.len()), ty: bound.ty.clone() }
+                }
             });
             key_columns.push(pre.len());
             pre.push(bound);
@@ -504,11 +591,16 @@ impl<'a> Builder<'a> {
         }
         let time_column = pre.len();
         pre.push(Expr::column(window.time_column, input.plan.fields[window.time_column].ty.clone()));
-        let pre_fields: Vec<Field> = pre.iter().enumerate().map(|(i, e)| Field::new(format!("$f{i}"), e.ty.clone())).collect();
+        if let Some((_, end)) = attached {
+            pre.push(Expr::column(end, input.plan.fields[end].ty.clone()));
+        }
+        let pre_fields: Vec<Field> =
+            pre.iter().enumerate().map(|(i, e)| Field::new(format!("$f{i}"), e.ty.clone())).collect();
         let pre_plan = Plan::new(Node::Calc { input: Box::new(input.plan), projection: pre, filter: None }, pre_fields);
         let spec = WindowSpec { time_column, ..window };
         // The output: keys, aggregates, window_start, window_end, window_time.
-        let mut fields: Vec<Field> = key_scope.iter().map(|c| Field::new(c.name.clone(), c.ty.clone().without_time_attribute())).collect();
+        let mut fields: Vec<Field> =
+            key_scope.iter().map(|c| Field::new(c.name.clone(), c.ty.clone().without_time_attribute())).collect();
         for (i, a) in aggregates.iter().enumerate() {
             fields.push(Field::new(format!("$agg{i}"), a.ty.clone()));
         }
@@ -526,7 +618,12 @@ impl<'a> Builder<'a> {
         }
         let keys_out: Vec<usize> = key_columns.clone();
         let plan = Plan::new(
-            Node::WindowAggregate { input: Box::new(pre_plan), window: spec, keys: keys_out, aggregates: aggregates.clone() },
+            Node::WindowAggregate {
+                input: Box::new(pre_plan),
+                window: spec,
+                keys: keys_out,
+                aggregates: aggregates.clone(),
+            },
             fields.clone(),
         );
         let mut replacements: Vec<(String, Expr)> = Vec::new();
@@ -538,12 +635,14 @@ impl<'a> Builder<'a> {
             replacements.push((call.to_string(), Expr::column(index, fields[index].ty.clone())));
         }
         for (text, which) in &window_keys {
-            replacements.push((text.clone(), Expr::column(window_start + which, fields[window_start + which].ty.clone())));
+            replacements
+                .push((text.clone(), Expr::column(window_start + which, fields[window_start + which].ty.clone())));
         }
         let window_columns = legacy.then_some([window_start, window_start + 1, window_start + 2]);
         let mut planned = Planned { plan, scope: Scope::new(scope_columns) };
         if let Some(having) = &select.having {
-            let binder = Binder { scope: &planned.scope, functions: self.catalog, replacements: &replacements, window_columns };
+            let binder =
+                Binder { scope: &planned.scope, functions: self.catalog, replacements: &replacements, window_columns };
             let filter = binder.boolean(having)?;
             planned = filter_of(planned, filter);
         }
@@ -552,7 +651,12 @@ impl<'a> Builder<'a> {
 
     /// `COUNT(*)`, `SUM(DISTINCT x) FILTER (WHERE c)` …: its arguments appended to the
     /// pre-projection.
-    fn aggregate_call(&self, call: &ast::Function, binder: &Binder<'_>, pre: &mut Vec<Expr>) -> Result<AggregateCall, SqlError> {
+    fn aggregate_call(
+        &self,
+        call: &ast::Function,
+        binder: &Binder<'_>,
+        pre: &mut Vec<Expr>,
+    ) -> Result<AggregateCall, SqlError> {
         let location = span_location(&call.name);
         let name = crate::parser::object_name(&call.name).to_ascii_uppercase();
         let (args, distinct, star) = match &call.args {
@@ -594,12 +698,19 @@ impl<'a> Builder<'a> {
             }
             None => None,
         };
-        let kind = if kind == aggregate::AggregateKind::Count && star { aggregate::AggregateKind::CountStar } else { kind };
+        let kind =
+            if kind == aggregate::AggregateKind::Count && star { aggregate::AggregateKind::CountStar } else { kind };
         Ok(AggregateCall { kind, argument, distinct, filter, argument_type, ty, text: call.to_string() })
     }
 
     /// `TUMBLE(ts, size)`, `HOP(ts, slide, size)`, `SESSION(ts, gap)` in GROUP BY.
-    fn group_window(&self, planned: &Planned, name: &str, f: &ast::Function, location: Option<Location>) -> Result<WindowSpec, SqlError> {
+    fn group_window(
+        &self,
+        planned: &Planned,
+        name: &str,
+        f: &ast::Function,
+        location: Option<Location>,
+    ) -> Result<WindowSpec, SqlError> {
         let args: Vec<&ast::Expr> = match &f.args {
             FunctionArguments::List(list) => list
                 .args
@@ -615,9 +726,14 @@ impl<'a> Builder<'a> {
             return Err(SqlError::validation(location, format!("{name} needs a time attribute")));
         };
         let column = self.binder(&planned.scope).bind(time)?;
-        let time_column = column.as_column().ok_or_else(|| SqlError::validation(location, format!("{name} needs a time attribute column")))?;
+        let time_column = column
+            .as_column()
+            .ok_or_else(|| SqlError::validation(location, format!("{name} needs a time attribute column")))?;
         let attribute = column.ty.time_attribute().ok_or_else(|| {
-            SqlError::validation(location, format!("Window can only be defined over a time attribute column, but {} is {}", time, column.ty))
+            SqlError::validation(
+                location,
+                format!("Window can only be defined over a time attribute column, but {} is {}", time, column.ty),
+            )
         })?;
         let durations: Vec<i64> = args[1..].iter().map(|e| self.duration(e)).collect::<Result<_, _>>()?;
         let kind = match (name, durations.as_slice()) {
@@ -636,8 +752,12 @@ fn check_window(kind: &WindowKind, location: Option<Location>) -> Result<(), Sql
     let bad = |m: &str| Err(SqlError::validation(location, m.to_string()));
     match kind {
         WindowKind::Tumble { size, .. } if *size <= 0 => bad("a TUMBLE window's size must be positive"),
-        WindowKind::Hop { slide, size, .. } if *slide <= 0 || *size <= 0 => bad("a HOP window's slide and size must be positive"),
-        WindowKind::Hop { slide, size, .. } if size % slide != 0 => bad("a HOP window's size must be an integral multiple of its slide"),
+        WindowKind::Hop { slide, size, .. } if *slide <= 0 || *size <= 0 => {
+            bad("a HOP window's slide and size must be positive")
+        }
+        WindowKind::Hop { slide, size, .. } if size % slide != 0 => {
+            bad("a HOP window's size must be an integral multiple of its slide")
+        }
         WindowKind::Cumulate { step, size, .. } if *step <= 0 || size % step != 0 => {
             bad("a CUMULATE window's max size must be an integral multiple of its step")
         }
@@ -659,7 +779,13 @@ fn strip_window_table_function(plan: &Plan) -> Option<(Plan, WindowSpec)> {
                 return None;
             }
             let fields = below.fields.clone();
-            Some((Plan::new(Node::Calc { input: Box::new(below), projection: identity(&fields), filter: Some(filter) }, fields), window))
+            Some((
+                Plan::new(
+                    Node::Calc { input: Box::new(below), projection: identity(&fields), filter: Some(filter) },
+                    fields,
+                ),
+                window,
+            ))
         }
         _ => None,
     }
@@ -696,9 +822,8 @@ fn join(left: Planned, right: Planned, condition: Option<Expr>) -> Planned {
         .chain(&right.plan.fields)
         .map(|f| Field::new(f.name.clone(), f.ty.clone().without_time_attribute()))
         .collect();
-    let scope = Scope::new(
-        scope.columns.into_iter().map(|c| ScopeColumn { ty: c.ty.without_time_attribute(), ..c }).collect(),
-    );
+    let scope =
+        Scope::new(scope.columns.into_iter().map(|c| ScopeColumn { ty: c.ty.without_time_attribute(), ..c }).collect());
     let node = Node::Join {
         left: Box::new(left.plan),
         right: Box::new(right.plan),
@@ -724,7 +849,10 @@ fn union(left: Planned, right: Planned, location: Option<Location>) -> Result<Pl
     let mut fields = Vec::new();
     for (l, r) in left.plan.fields.iter().zip(&right.plan.fields) {
         let ty = crate::expr::bind::common_type(&[&l.ty, &r.ty]).ok_or_else(|| {
-            SqlError::validation(location, format!("Type mismatch in column '{}' of UNION ALL: {} and {}", l.name, l.ty, r.ty))
+            SqlError::validation(
+                location,
+                format!("Type mismatch in column '{}' of UNION ALL: {} and {}", l.name, l.ty, r.ty),
+            )
         })?;
         fields.push(Field::new(l.name.clone(), ty));
     }
@@ -753,7 +881,10 @@ fn rename(
     if !columns.is_empty() && columns.len() != planned.scope.columns.len() {
         return Err(SqlError::validation(
             location,
-            format!("List of column aliases must have same degree as table; the table has {} columns", planned.scope.columns.len()),
+            format!(
+                "List of column aliases must have same degree as table; the table has {} columns",
+                planned.scope.columns.len()
+            ),
         ));
     }
     let mut scope = planned.scope;

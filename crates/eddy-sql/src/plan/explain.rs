@@ -56,8 +56,11 @@ pub fn describe(plan: &Plan) -> String {
             let mut names = input_names(left);
             names.extend(input_names(right));
             let width = left.fields.len();
-            let mut parts: Vec<String> =
-                left_keys.iter().zip(right_keys).map(|(l, r)| format!("=({}, {})", names[*l], names[width + r])).collect();
+            let mut parts: Vec<String> = left_keys
+                .iter()
+                .zip(right_keys)
+                .map(|(l, r)| format!("=({}, {})", names[*l], names[width + r]))
+                .collect();
             if let Some(c) = condition {
                 parts.push(ExprText { expr: c, names: &names }.to_string());
             }

@@ -44,15 +44,43 @@ pub struct Plan {
     pub node: Node,
     pub fields: Vec<Field>,
     pub changelog: ChangelogMode,
+    /// The output's `window_start` and `window_end` columns, where the output is windowed
+    /// (Flink's window properties): what a later window aggregation or join can group by.
+    pub window: Option<WindowColumns>,
+}
+
+/// Where a windowed output keeps its window.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WindowColumns {
+    pub start: usize,
+    pub end: usize,
+    pub time: TimeAttribute,
 }
 
 /// The window of a window table function or a group window.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum WindowKind {
-    Tumble { size: i64, offset: i64 },
-    Hop { slide: i64, size: i64, offset: i64 },
-    Cumulate { step: i64, size: i64, offset: i64 },
-    Session { gap: i64 },
+    Tumble {
+        size: i64,
+        offset: i64,
+    },
+    Hop {
+        slide: i64,
+        size: i64,
+        offset: i64,
+    },
+    Cumulate {
+        step: i64,
+        size: i64,
+        offset: i64,
+    },
+    Session {
+        gap: i64,
+    },
+    /// The windows an input already carries as its `window_start` and `window_end`
+    /// columns (a window aggregation over another one's result): each row belongs to the
+    /// window its columns name. `time_column` is the start column, the end follows it.
+    Attached,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -69,11 +97,14 @@ impl WindowSpec {
         let ms = |v: i64| format!("{v} ms");
         match &self.kind {
             WindowKind::Tumble { size, .. } => format!("TUMBLE(time_col=[{column}], size=[{}])", ms(*size)),
-            WindowKind::Hop { slide, size, .. } => format!("HOP(time_col=[{column}], size=[{}], slide=[{}])", ms(*size), ms(*slide)),
+            WindowKind::Hop { slide, size, .. } => {
+                format!("HOP(time_col=[{column}], size=[{}], slide=[{}])", ms(*size), ms(*slide))
+            }
             WindowKind::Cumulate { step, size, .. } => {
                 format!("CUMULATE(time_col=[{column}], max_size=[{}], step=[{}])", ms(*size), ms(*step))
             }
             WindowKind::Session { gap } => format!("SESSION(time_col=[{column}], gap=[{}])", ms(*gap)),
+            WindowKind::Attached => format!("WindowAttached(start=[{column}])"),
         }
     }
 }
@@ -94,20 +125,38 @@ pub enum JoinStrategy {
 #[derive(Clone, Debug)]
 pub enum Node {
     /// A catalog table's rows through its connector.
-    Scan { table: Arc<CatalogTable> },
+    Scan {
+        table: Arc<CatalogTable>,
+    },
     /// Rows a program gave (`TableEnvironment::from_data_stream`) or `VALUES`.
-    Values { rows: Vec<Vec<Value>> },
+    Values {
+        rows: Vec<Vec<Value>>,
+    },
     /// A registered data stream, by its index in the environment.
-    DataStream { index: usize },
+    DataStream {
+        index: usize,
+    },
     /// Projection and filter: the output row is `projection` over the input rows for
     /// which `filter` is TRUE.
-    Calc { input: Box<Plan>, projection: Vec<Expr>, filter: Option<Expr> },
+    Calc {
+        input: Box<Plan>,
+        projection: Vec<Expr>,
+        filter: Option<Expr>,
+    },
     /// A window table function left as it is (not under a window aggregation): the input
     /// row and `window_start`, `window_end`, `window_time`, once per window.
-    WindowTableFunction { input: Box<Plan>, window: WindowSpec },
+    WindowTableFunction {
+        input: Box<Plan>,
+        window: WindowSpec,
+    },
     /// Aggregation per key and window: the output row is the keys, the aggregates, then
     /// `window_start`, `window_end` and `window_time`.
-    WindowAggregate { input: Box<Plan>, window: WindowSpec, keys: Vec<usize>, aggregates: Vec<AggregateCall> },
+    WindowAggregate {
+        input: Box<Plan>,
+        window: WindowSpec,
+        keys: Vec<usize>,
+        aggregates: Vec<AggregateCall>,
+    },
     /// An inner join: the output row is the left row then the right row.
     Join {
         left: Box<Plan>,
@@ -118,12 +167,20 @@ pub enum Node {
         condition: Option<Expr>,
         strategy: JoinStrategy,
     },
-    Union { inputs: Vec<Plan> },
+    Union {
+        inputs: Vec<Plan>,
+    },
 }
 
 impl Plan {
     pub fn new(node: Node, fields: Vec<Field>) -> Self {
-        Self { node, fields, changelog: ChangelogMode::InsertOnly }
+        let window = window_columns_of(&node);
+        Self { node, fields, changelog: ChangelogMode::InsertOnly, window }
+    }
+
+    /// A node with a known changelog mode (the rules rebuild nodes with it).
+    pub fn with(node: Node, fields: Vec<Field>, changelog: ChangelogMode) -> Self {
+        Self { changelog, ..Self::new(node, fields) }
     }
 
     pub fn names(&self) -> Vec<String> {
@@ -133,7 +190,9 @@ impl Plan {
     pub fn inputs(&self) -> Vec<&Plan> {
         match &self.node {
             Node::Scan { .. } | Node::Values { .. } | Node::DataStream { .. } => vec![],
-            Node::Calc { input, .. } | Node::WindowTableFunction { input, .. } | Node::WindowAggregate { input, .. } => {
+            Node::Calc { input, .. }
+            | Node::WindowTableFunction { input, .. }
+            | Node::WindowAggregate { input, .. } => {
                 vec![input]
             }
             Node::Join { left, right, .. } => vec![left, right],
@@ -147,12 +206,38 @@ impl Plan {
     }
 }
 
+/// The window columns a node's output carries: a window aggregation's or table
+/// function's own, or those a Calc passes through.
+fn window_columns_of(node: &Node) -> Option<WindowColumns> {
+    match node {
+        Node::WindowAggregate { keys, aggregates, window, .. } => {
+            let start = keys.len() + aggregates.len();
+            Some(WindowColumns { start, end: start + 1, time: window.time })
+        }
+        Node::WindowTableFunction { input, window } => {
+            let start = input.fields.len();
+            Some(WindowColumns { start, end: start + 1, time: window.time })
+        }
+        Node::Calc { input, projection, .. } => {
+            let w = input.window?;
+            let start = projection.iter().position(|e| e.as_column() == Some(w.start))?;
+            let end = projection.iter().position(|e| e.as_column() == Some(w.end))?;
+            Some(WindowColumns { start, end, time: w.time })
+        }
+        _ => None,
+    }
+}
+
 /// The output fields of a window aggregation or table function's window columns.
 pub fn window_fields(time: TimeAttribute) -> [Field; 3] {
     let plain = DataType::not_null(TypeKind::Timestamp { precision: 3, attribute: None });
     let time_ty = match time {
-        TimeAttribute::Rowtime => DataType::not_null(TypeKind::Timestamp { precision: 3, attribute: Some(TimeAttribute::Rowtime) }),
-        TimeAttribute::Proctime => DataType::not_null(TypeKind::TimestampLtz { precision: 3, attribute: Some(TimeAttribute::Proctime) }),
+        TimeAttribute::Rowtime => {
+            DataType::not_null(TypeKind::Timestamp { precision: 3, attribute: Some(TimeAttribute::Rowtime) })
+        }
+        TimeAttribute::Proctime => {
+            DataType::not_null(TypeKind::TimestampLtz { precision: 3, attribute: Some(TimeAttribute::Proctime) })
+        }
     };
     [Field::new("window_start", plain.clone()), Field::new("window_end", plain), Field::new("window_time", time_ty)]
 }

@@ -45,7 +45,10 @@ fn with_filter(input: Plan, filter: Option<Expr>) -> Plan {
             }
             conjuncts(filter, &mut all);
             let fields = input.fields.clone();
-            return Plan::new(Node::Calc { input: below.clone(), projection: projection.clone(), filter: and_of(all) }, fields);
+            return Plan::new(
+                Node::Calc { input: below.clone(), projection: projection.clone(), filter: and_of(all) },
+                fields,
+            );
         }
     }
     let fields = input.fields.clone();
@@ -56,7 +59,7 @@ fn with_filter(input: Plan, filter: Option<Expr>) -> Plan {
 /// Moves filter conjuncts down: into the side of a join they read only, into the join's
 /// condition when they read both, below window table functions and unions.
 fn push_filters(plan: Plan) -> Plan {
-    let Plan { node, fields, changelog } = plan;
+    let Plan { node, fields, changelog, .. } = plan;
     let node = match node {
         Node::Calc { input, projection, filter: Some(filter) } if filter.is_deterministic() => {
             let input = *input;
@@ -82,21 +85,35 @@ fn push_filters(plan: Plan) -> Plan {
                     let left = push_filters(with_filter(*left, and_of(to_left)));
                     let right = push_filters(with_filter(*right, and_of(to_right)));
                     let condition = extract_keys(on, width, &left, &right, &mut left_keys, &mut right_keys);
-                    let join = Plan {
-                        node: Node::Join { left: Box::new(left), right: Box::new(right), left_keys, right_keys, condition, strategy },
-                        fields: input.fields,
-                        changelog: input.changelog,
-                    };
+                    let join = Plan::with(
+                        Node::Join {
+                            left: Box::new(left),
+                            right: Box::new(right),
+                            left_keys,
+                            right_keys,
+                            condition,
+                            strategy,
+                        },
+                        input.fields,
+                        input.changelog,
+                    );
                     Node::Calc { input: Box::new(join), projection, filter: None }
                 }
                 Node::Union { inputs } => {
-                    let inputs = inputs.into_iter().map(|i| push_filters(with_filter(i, Some(filter.clone())))).collect();
-                    let union = Plan { node: Node::Union { inputs }, fields: input.fields, changelog: input.changelog };
+                    let inputs =
+                        inputs.into_iter().map(|i| push_filters(with_filter(i, Some(filter.clone())))).collect();
+                    let union = Plan::with(Node::Union { inputs }, input.fields, input.changelog);
                     Node::Calc { input: Box::new(union), projection, filter: None }
                 }
-                Node::WindowTableFunction { input: below, window } if filter.columns().iter().all(|c| *c < below.fields.len()) => {
+                Node::WindowTableFunction { input: below, window }
+                    if filter.columns().iter().all(|c| *c < below.fields.len()) =>
+                {
                     let below = push_filters(with_filter(*below, Some(filter)));
-                    let tvf = Plan { node: Node::WindowTableFunction { input: Box::new(below), window }, fields: input.fields, changelog: input.changelog };
+                    let tvf = Plan::with(
+                        Node::WindowTableFunction { input: Box::new(below), window },
+                        input.fields,
+                        input.changelog,
+                    );
                     Node::Calc { input: Box::new(tvf), projection, filter: None }
                 }
                 Node::Calc { input: below, projection: inner, filter: inner_filter }
@@ -114,7 +131,7 @@ fn push_filters(plan: Plan) -> Plan {
                     Node::Calc { input: Box::new(below), projection: outer, filter: None }
                 }
                 other => {
-                    let input = Plan { node: other, fields: input.fields, changelog: input.changelog };
+                    let input = Plan::with(other, input.fields, input.changelog);
                     Node::Calc { input: Box::new(push_children(input)), projection, filter: Some(filter) }
                 }
             }
@@ -144,34 +161,51 @@ fn push_filters(plan: Plan) -> Plan {
             let condition = extract_keys(rest, width, &left, &right, &mut left_keys, &mut right_keys);
             Node::Join { left: Box::new(left), right: Box::new(right), left_keys, right_keys, condition, strategy }
         }
-        other => return push_children(Plan { node: other, fields, changelog }),
+        other => return push_children(Plan::with(other, fields, changelog)),
     };
-    Plan { node, fields, changelog }
+    Plan::with(node, fields, changelog)
 }
 
 fn push_children(plan: Plan) -> Plan {
-    let Plan { node, fields, changelog } = plan;
+    let Plan { node, fields, changelog, .. } = plan;
     let node = match node {
-        Node::Calc { input, projection, filter } => Node::Calc { input: Box::new(push_filters(*input)), projection, filter },
-        Node::WindowTableFunction { input, window } => Node::WindowTableFunction { input: Box::new(push_filters(*input)), window },
+        Node::Calc { input, projection, filter } => {
+            Node::Calc { input: Box::new(push_filters(*input)), projection, filter }
+        }
+        Node::WindowTableFunction { input, window } => {
+            Node::WindowTableFunction { input: Box::new(push_filters(*input)), window }
+        }
         Node::WindowAggregate { input, window, keys, aggregates } => {
             Node::WindowAggregate { input: Box::new(push_filters(*input)), window, keys, aggregates }
         }
         Node::Union { inputs } => Node::Union { inputs: inputs.into_iter().map(push_filters).collect() },
-        Node::Join { .. } => return push_filters(Plan { node, fields, changelog }),
+        Node::Join { .. } => return push_filters(Plan::with(node, fields, changelog)),
         other => other,
     };
-    Plan { node, fields, changelog }
+    Plan::with(node, fields, changelog)
 }
 
 /// Takes the `left.x = right.y` conjuncts (of types whose values compare as their bytes)
 /// as join keys; the rest stays the join's condition.
-fn extract_keys(on: Vec<Expr>, width: usize, left: &Plan, right: &Plan, left_keys: &mut Vec<usize>, right_keys: &mut Vec<usize>) -> Option<Expr> {
+fn extract_keys(
+    on: Vec<Expr>,
+    width: usize,
+    left: &Plan,
+    right: &Plan,
+    left_keys: &mut Vec<usize>,
+    right_keys: &mut Vec<usize>,
+) -> Option<Expr> {
     let mut rest = Vec::new();
     for c in on {
         if let ExprKind::Compare(CompareOp::Eq, a, b) = &c.kind {
             if let (Some(x), Some(y)) = (a.as_column(), b.as_column()) {
-                let (l, r) = if x < width && y >= width { (x, y - width) } else if y < width && x >= width { (y, x - width) } else { (usize::MAX, 0) };
+                let (l, r) = if x < width && y >= width {
+                    (x, y - width)
+                } else if y < width && x >= width {
+                    (y, x - width)
+                } else {
+                    (usize::MAX, 0)
+                };
                 if l != usize::MAX && same_key_form(&left.fields[l].ty, &right.fields[r].ty) {
                     left_keys.push(l);
                     right_keys.push(r);
@@ -231,7 +265,7 @@ fn replace_columns(e: Expr, projection: &[Expr]) -> Expr {
 /// Calc over Calc becomes one Calc (the outer reading the inner's expressions), unless
 /// the inner one computes something non-deterministic or expensive the outer reads twice.
 fn merge_calcs(plan: Plan) -> Plan {
-    let Plan { node, fields, changelog } = plan;
+    let Plan { node, fields, changelog, .. } = plan;
     let node = match node {
         Node::Calc { input, projection, filter } => {
             let input = merge_calcs(*input);
@@ -242,14 +276,14 @@ fn merge_calcs(plan: Plan) -> Plan {
                     let projection = projection.iter().map(|e| substitute(e, &inner)).collect();
                     Node::Calc { input: below, projection, filter: inner_filter }
                 }
-                other => Node::Calc {
-                    input: Box::new(Plan { node: other, fields: input.fields, changelog: input.changelog }),
-                    projection,
-                    filter,
-                },
+                other => {
+                    Node::Calc { input: Box::new(Plan::with(other, input.fields, input.changelog)), projection, filter }
+                }
             }
         }
-        Node::WindowTableFunction { input, window } => Node::WindowTableFunction { input: Box::new(merge_calcs(*input)), window },
+        Node::WindowTableFunction { input, window } => {
+            Node::WindowTableFunction { input: Box::new(merge_calcs(*input)), window }
+        }
         Node::WindowAggregate { input, window, keys, aggregates } => {
             Node::WindowAggregate { input: Box::new(merge_calcs(*input)), window, keys, aggregates }
         }
@@ -264,13 +298,13 @@ fn merge_calcs(plan: Plan) -> Plan {
         Node::Union { inputs } => Node::Union { inputs: inputs.into_iter().map(merge_calcs).collect() },
         other => other,
     };
-    Plan { node, fields, changelog }
+    Plan::with(node, fields, changelog)
 }
 
 /// Picks an interval join where the condition bounds one side's event time by the
 /// other's (`l.t BETWEEN r.t - a AND r.t + b`), both inputs carrying their rowtime.
 fn choose_join_strategies(plan: Plan) -> Plan {
-    let Plan { node, mut fields, changelog } = plan;
+    let Plan { node, mut fields, changelog, .. } = plan;
     let node = match node {
         Node::Join { left, right, left_keys, right_keys, condition, strategy: JoinStrategy::Regular } => {
             let left = choose_join_strategies(*left);
@@ -288,7 +322,9 @@ fn choose_join_strategies(plan: Plan) -> Plan {
             }
             Node::Join { left: Box::new(left), right: Box::new(right), left_keys, right_keys, condition, strategy }
         }
-        Node::Calc { input, projection, filter } => Node::Calc { input: Box::new(choose_join_strategies(*input)), projection, filter },
+        Node::Calc { input, projection, filter } => {
+            Node::Calc { input: Box::new(choose_join_strategies(*input)), projection, filter }
+        }
         Node::WindowTableFunction { input, window } => {
             Node::WindowTableFunction { input: Box::new(choose_join_strategies(*input)), window }
         }
@@ -298,7 +334,7 @@ fn choose_join_strategies(plan: Plan) -> Plan {
         Node::Union { inputs } => Node::Union { inputs: inputs.into_iter().map(choose_join_strategies).collect() },
         other => other,
     };
-    Plan { node, fields, changelog }
+    Plan::with(node, fields, changelog)
 }
 
 /// `column + constant` as `(column, constant ms)`.

@@ -1,0 +1,116 @@
+//! The `filesystem` connector: a file or a directory of files, read in `format` (each file
+//! by one subtask, its position in the checkpoints); written exactly once, in part files
+//! that become visible when the checkpoint after them completes.
+
+use super::{check_options, format_of};
+use crate::catalog::CatalogTable;
+use crate::error::SqlError;
+use crate::format::Format;
+use crate::row::Row;
+use eddy_api::sink::ExactlyOnceFileSink;
+use eddy_api::source::TextFileSource;
+use eddy_api::{Context, DataStream, DataStreamSink, Env, FunctionResult, ProcessFunction, RichFunction};
+use eddy_runtime::Collector;
+use std::path::PathBuf;
+
+const OPTIONS: &[&str] = &[
+    "path",
+    "format",
+    "source.monitor-interval",
+    "source.path.regex-pattern",
+    "sink.rolling-policy.file-size",
+    "sink.rolling-policy.rollover-interval",
+    "sink.rolling-policy.check-interval",
+    "sink.rolling-policy.inactivity-interval",
+    "sink.parallelism",
+    "sink.shuffle-by-partition.enable",
+    "partition.default-name",
+    "sink.partition-commit.trigger",
+    "sink.partition-commit.delay",
+    "sink.partition-commit.watermark-time-zone",
+    "sink.partition-commit.policy.kind",
+    "sink.partition-commit.success-file.name",
+    "partition.time-extractor.kind",
+    "partition.time-extractor.timestamp-pattern",
+    "partition.time-extractor.timestamp-formatter",
+    "auto-compaction",
+    "compaction.file-size",
+];
+
+pub fn check(table: &CatalogTable, sink: bool) -> Result<(), SqlError> {
+    let format = table.option("format").unwrap_or("");
+    check_options(table, "filesystem", OPTIONS, Some(format))?;
+    path_of(table)?;
+    format_of(table)?;
+    if !sink && !table.partition_keys.is_empty() {
+        return Err(SqlError::unsupported(
+            Some(table.location),
+            format!("reading the partitioned filesystem table '{}'", table.name),
+        ));
+    }
+    Ok(())
+}
+
+/// The `path` option, `file://` stripped.
+pub fn path_of(table: &CatalogTable) -> Result<PathBuf, SqlError> {
+    let path = table
+        .option("path")
+        .ok_or_else(|| SqlError::table(&table.name, "the filesystem connector needs the option 'path'"))?;
+    let path = path.strip_prefix("file://").unwrap_or(path);
+    if path.contains("://") {
+        return Err(SqlError::table(&table.name, format!("the path '{path}' is not a local path (file:// or none)")));
+    }
+    Ok(PathBuf::from(path))
+}
+
+/// Lines to rows; a line that is not a row fails the job, naming it.
+#[derive(Clone)]
+struct Decode {
+    format: Format,
+    table: String,
+}
+
+impl RichFunction for Decode {}
+
+impl ProcessFunction<String, Row> for Decode {
+    fn process_element(
+        &mut self,
+        line: String,
+        _ctx: &mut Context<'_>,
+        out: &mut Collector<'_, Row>,
+    ) -> FunctionResult {
+        match self.format.decode(&line) {
+            Ok(Some(row)) => out.collect(row),
+            Ok(None) => {}
+            Err(e) => return Err(format!("table '{}': {e}", self.table).into()),
+        }
+        Ok(())
+    }
+}
+
+pub fn source(table: &CatalogTable, env: &Env, uid: &str) -> Result<DataStream<Row>, SqlError> {
+    let path = path_of(table)?;
+    if !path.exists() {
+        return Err(SqlError::table(&table.name, format!("the path '{}' does not exist", path.display())));
+    }
+    let format = format_of(table)?;
+    Ok(env
+        .add_parallel_source(TextFileSource::new(path))
+        .name(&format!("{} files", table.name))
+        .uid(&format!("{uid}-files"))
+        .process(Decode { format, table: table.name.clone() }))
+}
+
+pub fn sink(table: &CatalogTable, rows: DataStream<Row>) -> Result<DataStreamSink, SqlError> {
+    let path = path_of(table)?;
+    let format = format_of(table)?;
+    if !table.partition_keys.is_empty() {
+        return Err(SqlError::unsupported(
+            Some(table.location),
+            format!("writing the partitioned filesystem table '{}'", table.name),
+        ));
+    }
+    std::fs::create_dir_all(&path)
+        .map_err(|e| SqlError::table(&table.name, format!("cannot create '{}': {e}", path.display())))?;
+    Ok(rows.map(move |row: Row| format.encode(&row)).add_sink(ExactlyOnceFileSink::new_in(path)))
+}

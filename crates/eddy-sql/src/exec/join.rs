@@ -1,0 +1,134 @@
+//! Inner joins of insert-only inputs: a regular join keeps every row of both sides per
+//! key (until `table.exec.state.ttl`), an interval join keeps rows only while the other
+//! side's matches can still arrive (eddy's interval join), a window join until its window
+//! ended.
+
+use super::window::key_bytes;
+use super::Translator;
+use crate::error::SqlError;
+use crate::expr::Expr;
+use crate::plan::{JoinStrategy, Plan};
+use crate::row::Row;
+use eddy_api::join::{join_function, JoinContext};
+use eddy_api::{DataStream, FunctionResult, KeyedCoProcessFunction, KeyedContext, RichFunction, RuntimeContext};
+use eddy_runtime::Collector;
+use eddy_state::{ListState, ListStateDescriptor, StateTtlConfig, TtlUpdateType};
+use std::sync::Arc;
+
+/// The joined row, if the residual condition holds for it.
+fn joined(left: &Row, right: &Row, condition: &Option<Arc<Expr>>) -> Result<Option<Row>, String> {
+    let mut fields = Vec::with_capacity(left.fields.len() + right.fields.len());
+    fields.extend(left.fields.iter().cloned());
+    fields.extend(right.fields.iter().cloned());
+    if let Some(c) = condition {
+        if !c.eval_condition(&fields).map_err(|e| e.0)? {
+            return Ok(None);
+        }
+    }
+    Ok(Some(Row::insert(fields)))
+}
+
+#[allow(clippy::too_many_arguments)]
+pub fn join(
+    translator: &mut Translator<'_>,
+    (left, left_plan): (DataStream<Row>, &Plan),
+    (right, right_plan): (DataStream<Row>, &Plan),
+    (left_keys, right_keys): (&[usize], &[usize]),
+    condition: Option<Expr>,
+    strategy: &JoinStrategy,
+    name: &str,
+    uid: &str,
+) -> Result<DataStream<Row>, SqlError> {
+    let condition = condition.map(Arc::new);
+    let (lk, rk) = (Arc::new(left_keys.to_vec()), Arc::new(right_keys.to_vec()));
+    let stream = match strategy {
+        JoinStrategy::Interval { left_time, right_time, lower, upper } => {
+            let (lt, rt) = (*left_time, *right_time);
+            let left = left.with_timestamps(move |r: &Row| r.fields[lt].as_millis().unwrap_or(i64::MIN));
+            let right = right.with_timestamps(move |r: &Row| r.fields[rt].as_millis().unwrap_or(i64::MIN));
+            let left = left.key_by(move |r: &Row| key_bytes(r, &lk));
+            let right = right.key_by(move |r: &Row| key_bytes(r, &rk));
+            // lower <= l.t - r.t <= upper, i.e. r.t in [l.t - upper, l.t - lower].
+            left.interval_join(&right).between(-*upper, -*lower).process(join_function(
+                move |l: &Row, r: &Row, _ctx: &mut JoinContext<'_, '_, Vec<u8>>, out: &mut Collector<'_, Row>| {
+                    // The condition's bounds hold already; its other conjuncts are checked.
+                    if let Ok(Some(row)) = joined(l, r, &condition) {
+                        out.collect(row);
+                    }
+                },
+            ))
+        }
+        JoinStrategy::Regular | JoinStrategy::Window { .. } => {
+            let ttl_ms = translator.config.state_ttl_ms;
+            let left = left.key_by(move |r: &Row| key_bytes(r, &lk));
+            let right = right.key_by(move |r: &Row| key_bytes(r, &rk));
+            let _ = (left_plan, right_plan);
+            left.connect(&right).co_process(RegularJoin { condition, ttl_ms, state: None })
+        }
+    };
+    Ok(stream.name(name).uid(uid))
+}
+
+/// Every row of both sides per key; each new row meets the other side's rows.
+#[derive(Clone)]
+struct RegularJoin {
+    condition: Option<Arc<Expr>>,
+    ttl_ms: u64,
+    state: Option<(ListState<Row>, ListState<Row>)>,
+}
+
+impl RichFunction for RegularJoin {
+    fn open(&mut self, ctx: &mut RuntimeContext<'_>) -> FunctionResult {
+        let descriptor = |name: &str| {
+            let d = ListStateDescriptor::new(name);
+            if self.ttl_ms > 0 {
+                d.with_ttl(StateTtlConfig { ttl_ms: self.ttl_ms, update_type: TtlUpdateType::OnCreateAndWrite })
+            } else {
+                d
+            }
+        };
+        let left = ctx.get_list_state(&descriptor("left-rows"))?;
+        let right = ctx.get_list_state(&descriptor("right-rows"))?;
+        self.state = Some((left, right));
+        Ok(())
+    }
+}
+
+impl RegularJoin {
+    fn on_row(&mut self, row: Row, from_left: bool, out: &mut Collector<'_, Row>) -> FunctionResult {
+        let (left, right) = self.state.as_ref().ok_or("the join is used before open (bug)")?;
+        let (own, other) = if from_left { (left, right) } else { (right, left) };
+        for other_row in other.get()? {
+            let pair = if from_left {
+                joined(&row, &other_row, &self.condition)?
+            } else {
+                joined(&other_row, &row, &self.condition)?
+            };
+            if let Some(r) = pair {
+                out.collect(r);
+            }
+        }
+        own.add(row)?;
+        Ok(())
+    }
+}
+
+impl KeyedCoProcessFunction<Vec<u8>, Row, Row, Row> for RegularJoin {
+    fn process_element1(
+        &mut self,
+        value: Row,
+        _ctx: &mut KeyedContext<'_, Vec<u8>>,
+        out: &mut Collector<'_, Row>,
+    ) -> FunctionResult {
+        self.on_row(value, true, out)
+    }
+
+    fn process_element2(
+        &mut self,
+        value: Row,
+        _ctx: &mut KeyedContext<'_, Vec<u8>>,
+        out: &mut Collector<'_, Row>,
+    ) -> FunctionResult {
+        self.on_row(value, false, out)
+    }
+}

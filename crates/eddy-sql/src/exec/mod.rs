@@ -1,0 +1,108 @@
+//! From a plan to eddy operators: every node becomes DataStream operators of rows, named
+//! as the plan prints the node (the dashboard and REST show those names) and with a uid
+//! made of the statement's hash and the node's place in the plan, so that a restart of the
+//! same statement text restores each operator's state.
+
+pub mod aggregate;
+mod calc;
+mod join;
+mod window;
+
+use crate::connector;
+use crate::error::SqlError;
+use crate::plan::{explain, Node, Plan};
+use crate::row::Row;
+use eddy_api::{DataStream, Env};
+
+pub use calc::{CalcFunction, SqlWatermarks};
+
+/// What the translation needs from the session: its options and the uids' prefix.
+#[derive(Debug, Clone, Default)]
+pub struct ExecConfig {
+    /// `table.exec.state.ttl` in milliseconds (0: kept forever).
+    pub state_ttl_ms: u64,
+    /// Makes uids unique per statement and stable across runs of the same text.
+    pub uid_prefix: String,
+}
+
+pub struct Translator<'e> {
+    pub env: &'e Env,
+    pub config: &'e ExecConfig,
+    /// Streams a program registered as tables.
+    pub data_streams: &'e [DataStream<Row>],
+    next: usize,
+}
+
+impl<'e> Translator<'e> {
+    pub fn new(env: &'e Env, config: &'e ExecConfig, data_streams: &'e [DataStream<Row>]) -> Self {
+        Self { env, config, data_streams, next: 0 }
+    }
+
+    /// The uid of the next operator of this statement.
+    pub fn uid(&mut self, kind: &str) -> String {
+        self.next += 1;
+        format!("{}-{}-{kind}", self.config.uid_prefix, self.next)
+    }
+
+    pub fn translate(&mut self, plan: &Plan) -> Result<DataStream<Row>, SqlError> {
+        let name = explain::describe(plan);
+        let stream = match &plan.node {
+            Node::Scan { table } => {
+                let uid = self.uid("source");
+                let source = connector::source(table, self.env, &uid)?;
+                let uid = self.uid("computed");
+                calc::computed_columns_and_watermarks(source, table, &uid)
+            }
+            Node::Values { rows } => {
+                let rows: Vec<Row> = rows.iter().map(|r| Row::insert(r.clone())).collect();
+                let uid = self.uid("values");
+                self.env.from_collection(rows).set_parallelism(1).name(&name).uid(&uid)
+            }
+            Node::DataStream { index } => self.data_streams[*index].clone(),
+            Node::Calc { input, projection, filter } => {
+                let input_stream = self.translate(input)?;
+                let uid = self.uid("calc");
+                let function = CalcFunction::new(projection.clone(), filter.clone());
+                input_stream.process(function).name(&name).uid(&uid)
+            }
+            Node::WindowTableFunction { input, window } => {
+                let input_stream = self.translate(input)?;
+                let uid = self.uid("window-table-function");
+                window::table_function(input_stream, input, window, &name, &uid)?
+            }
+            Node::WindowAggregate { input, window, keys, aggregates } => {
+                let input_stream = self.translate(input)?;
+                let uid = self.uid("window-aggregate");
+                window::aggregate(input_stream, input, window, keys, aggregates, &name, &uid)?
+            }
+            Node::Join { left, right, left_keys, right_keys, condition, strategy } => {
+                let l = self.translate(left)?;
+                let r = self.translate(right)?;
+                let uid = self.uid("join");
+                join::join(
+                    self,
+                    (l, left),
+                    (r, right),
+                    (left_keys, right_keys),
+                    condition.clone(),
+                    strategy,
+                    &name,
+                    &uid,
+                )?
+            }
+            Node::Union { inputs } => {
+                let mut streams = Vec::new();
+                for input in inputs {
+                    streams.push(self.translate(input)?);
+                }
+                let first = streams.remove(0);
+                first.union(&streams)
+            }
+        };
+        // Event time follows the output's rowtime column, wherever the node put it.
+        Ok(match plan.rowtime() {
+            Some(column) => stream.with_timestamps(move |row: &Row| row.fields[column].as_millis().unwrap_or(i64::MIN)),
+            None => stream,
+        })
+    }
+}

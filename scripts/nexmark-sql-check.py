@@ -1,0 +1,128 @@
+#!/usr/bin/env python3
+"""Runs the Nexmark benchmark's own Flink SQL queries, as published in nexmark/nexmark, on
+eddy and on Apache Flink 2.3 (shared/flink-sql-oracle) over the same events, and compares
+their results row for row (sorted).
+
+Both read the same events, written as JSON lines in the shape of the benchmark's `datagen`
+table, through the `filesystem` connector: ddl_gen.sql's WITH clause is the only change to
+the benchmark's DDL (its computed `dateTime` and its watermark stay), ddl_views.sql gets
+${NEXMARK_TABLE} = datagen as the benchmark's harness substitutes it, and each query's
+`INSERT INTO nexmark_qN` is dropped so that its SELECT is what both print. The published
+files are read from a checkout of nexmark/nexmark; nothing of them is kept in eddy.
+
+  scripts/nexmark-sql-check.py NEXMARK_CHECKOUT [--events N] [--rate R]
+      [--parallelism 1,4] [--queries q0,q1,...] [--eddy target/release/eddy] [--work DIR]
+
+q14's `count_char` is a Java class of the benchmark's; Flink is given the same function
+as built-in SQL (CHAR_LENGTH(s) - CHAR_LENGTH(REPLACE(s, 'c', ''))), eddy runs the file
+as published with its Rust function registered under the class's name. q12 runs in
+processing time: compared in shape and counts (the rows' bidders and their total).
+"""
+import argparse, os, re, subprocess, sys, time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ORACLE = HERE.parent.parent / "shared" / "flink-sql-oracle" / "flink-sql-oracle"
+QUERIES = "q0 q1 q2 q3 q5 q7 q8 q10 q11 q12 q14 q20 q21 q22".split()
+RESOURCES = "nexmark-flink/src/main/resources/queries"
+
+
+def read(checkout, name):
+    path = Path(checkout) / RESOURCES / f"{name}.sql"
+    if path.exists():
+        return path.read_text()
+    # A bare git directory (the fetch tool's mirror): read the file from HEAD.
+    return subprocess.run(["git", "-C", checkout, "show", f"HEAD:{RESOURCES}/{name}.sql"],
+                          check=True, capture_output=True, text=True).stdout
+
+
+def script(checkout, query, events, for_flink):
+    ddl = read(checkout, "ddl_gen")
+    ddl = re.sub(r"WITH\s*\((.|\n)*\)\s*;\s*$",
+                 f"WITH (\n  'connector' = 'filesystem',\n  'path' = '{events}',\n  'format' = 'json'\n);\n", ddl.rstrip() + "\n")
+    views = read(checkout, "ddl_views").replace("${NEXMARK_TABLE}", "datagen")
+    text = read(checkout, query)
+    text = re.sub(r"INSERT\s+INTO\s+nexmark_q\w+\s*\n", "", text)
+    if for_flink and query == "q14":
+        text = re.sub(r"CREATE FUNCTION count_char[^;]*;", "", text)
+        text = text.replace("count_char(extra, 'c')", "CAST(CHAR_LENGTH(extra) - CHAR_LENGTH(REPLACE(extra, 'c', '')) AS BIGINT)")
+    return f"{ddl}\n{views}\n{text}\n"
+
+
+def rows(lines):
+    out = []
+    for line in lines:
+        line = re.sub(r"^[0-9]+> ", "", line.rstrip("\n"))
+        if len(line) >= 4 and line[2] == "[" and line.endswith("]"):
+            out.append(line)
+    return sorted(out)
+
+
+def shape(lines):
+    # q12: bidder, bid_count, starttime, endtime in processing time: the bidders and the
+    # total count, not the windows.
+    total, bidders = 0, set()
+    for line in lines:
+        fields = line[3:-1].split(", ")
+        bidders.add(fields[0])
+        total += int(fields[1])
+    return (len(bidders), total)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("checkout")
+    ap.add_argument("--events", type=int, default=100_000)
+    ap.add_argument("--rate", type=int, default=1_000)
+    ap.add_argument("--parallelism", default="1,4")
+    ap.add_argument("--queries", default=",".join(QUERIES))
+    ap.add_argument("--eddy", default=str(HERE.parent / "target" / "release" / "eddy"))
+    ap.add_argument("--work", default="/tmp/nexmark-sql-check")
+    a = ap.parse_args()
+    work = Path(a.work)
+    work.mkdir(parents=True, exist_ok=True)
+    events = work / f"events-{a.events}-{a.rate}.json"
+    if not events.exists():
+        examples = Path(a.eddy).parent / "examples" / "nexmark_events"
+        with open(events, "w") as out:
+            subprocess.run([str(examples), str(a.events), str(a.rate)], check=True, stdout=out)
+    failed = []
+    for q in a.queries.split(","):
+        for p in [int(x) for x in a.parallelism.split(",")]:
+            flink_sql, eddy_sql = work / f"{q}.flink.sql", work / f"{q}.eddy.sql"
+            flink_sql.write_text(script(a.checkout, q, events, True))
+            eddy_sql.write_text(f"SET 'parallelism.default' = '{p}';\n" + script(a.checkout, q, events, False))
+            flink_out = work / f"{q}-p{p}.flink.txt"
+            t0 = time.time()
+            if not flink_out.exists():
+                subprocess.run([str(ORACLE), str(flink_sql), str(flink_out), "--parallelism", str(p)],
+                               check=True, stderr=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+            t1 = time.time()
+            run = subprocess.run([a.eddy, "sql", "-f", str(eddy_sql)], capture_output=True, text=True)
+            t2 = time.time()
+            if run.returncode != 0:
+                print(f"{q} p={p}: eddy failed: {run.stderr.strip().splitlines()[-1] if run.stderr.strip() else run.returncode}")
+                failed.append(f"{q}/p{p}")
+                continue
+            expected = rows(flink_out.read_text().splitlines())
+            actual = rows(run.stdout.splitlines())
+            if q == "q12":
+                same = shape(expected) == shape(actual)
+                detail = f"shape flink={shape(expected)} eddy={shape(actual)}"
+            else:
+                same = expected == actual
+                detail = f"{len(actual)} rows"
+            if not same and q != "q12":
+                (work / f"{q}-p{p}.eddy.txt").write_text("\n".join(actual) + "\n")
+                (work / f"{q}-p{p}.flink.sorted.txt").write_text("\n".join(expected) + "\n")
+                missing = len(set(expected) - set(actual))
+                extra = len(set(actual) - set(expected))
+                detail = f"flink {len(expected)} rows, eddy {len(actual)}: {missing} missing, {extra} extra"
+            print(f"{q} p={p}: {'equal' if same else 'DIFFERENT'} ({detail}; flink {t1 - t0:.1f} s, eddy {t2 - t1:.1f} s)", flush=True)
+            if not same:
+                failed.append(f"{q}/p{p}")
+    print("all equal" if not failed else f"different or failed: {' '.join(failed)}")
+    sys.exit(1 if failed else 0)
+
+
+main()
