@@ -119,10 +119,8 @@ impl Catalog {
         location: Location,
     ) -> Result<(), SqlError> {
         let key = name.to_ascii_lowercase();
-        if self.functions.contains_key(&key) && !self.registered.contains_key(identifier) {
-            if if_not_exists {
-                return Ok(());
-            }
+        if if_not_exists && self.functions.contains_key(&key) {
+            return Ok(());
         }
         let function = self.registered.get(identifier).cloned().ok_or_else(|| {
             let known: Vec<&str> = self.registered.keys().map(String::as_str).collect();

@@ -70,9 +70,9 @@ fn write_time(out: &mut String, hour: u32, minute: u32, second: u32, nano: u32) 
     if second > 0 || nano > 0 {
         write!(out, ":{second:02}").expect("writing to a String");
         if nano > 0 {
-            if nano % 1_000_000 == 0 {
+            if nano.is_multiple_of(1_000_000) {
                 write!(out, ".{:03}", nano / 1_000_000).expect("writing to a String");
-            } else if nano % 1000 == 0 {
+            } else if nano.is_multiple_of(1000) {
                 write!(out, ".{:06}", nano / 1000).expect("writing to a String");
             } else {
                 write!(out, ".{nano:09}").expect("writing to a String");
@@ -277,7 +277,7 @@ pub fn format_with(parts_of: &[PatternPart], millis: i64, nanos_of_milli: u32) -
                     'H' => number(&mut out, p.hour as i64),
                     'k' => number(&mut out, if p.hour == 0 { 24 } else { p.hour as i64 }),
                     'K' => number(&mut out, (p.hour % 12) as i64),
-                    'h' => number(&mut out, if p.hour % 12 == 0 { 12 } else { (p.hour % 12) as i64 }),
+                    'h' => number(&mut out, if p.hour.is_multiple_of(12) { 12 } else { (p.hour % 12) as i64 }),
                     'm' => number(&mut out, p.minute as i64),
                     's' => number(&mut out, p.second as i64),
                     'S' => {

@@ -39,7 +39,7 @@ pub struct ColumnDef {
 pub enum ColumnKind {
     Physical(DataType),
     /// `name AS expression`.
-    Computed(Expr),
+    Computed(Box<Expr>),
     /// `name type METADATA [FROM 'key'] [VIRTUAL]`.
     Metadata {
         ty: DataType,
@@ -105,7 +105,7 @@ fn statement(parser: &mut Parser<'_>, location: Location) -> Result<StatementKin
         let temporary = parser.parse_keyword(Keyword::TEMPORARY);
         let _ = parser.parse_keyword(Keyword::SYSTEM);
         if parser.parse_keyword(Keyword::TABLE) {
-            return create_table(parser, temporary, location).map(StatementKind::CreateTable);
+            return create_table(parser, temporary, location).map(|t| StatementKind::CreateTable(Box::new(t)));
         }
         if parser.parse_keyword(Keyword::VIEW) {
             let if_not_exists = parser.parse_keywords(&[Keyword::IF, Keyword::NOT, Keyword::EXISTS]);
@@ -272,7 +272,7 @@ fn column(parser: &mut Parser<'_>, primary_key: &mut Vec<String>) -> Result<Colu
     let location = Location::of_span(ident.span);
     let name = ident.value;
     let kind = if parser.parse_keyword(Keyword::AS) {
-        ColumnKind::Computed(parser.parse_expr()?)
+        ColumnKind::Computed(Box::new(parser.parse_expr()?))
     } else {
         let ty = TypeReader::new(parser).read()?;
         if parser.parse_keyword(Keyword::METADATA) {

@@ -35,7 +35,7 @@ pub enum StatementKind {
     Reset {
         key: Option<String>,
     },
-    CreateTable(TableDdl),
+    CreateTable(Box<TableDdl>),
     CreateView {
         name: String,
         temporary: bool,

@@ -510,7 +510,6 @@ impl<'a> Builder<'a> {
         };
         // With a TVF, GROUP BY names window_start and window_end; they become the window.
         let mut window_keys: Vec<(String, usize)> = Vec::new();
-        let mut keys = keys;
         if let Some(spec) = tvf_window {
             let width = input.plan.fields.len();
             let binder = self.binder(&planned.scope);

@@ -1,0 +1,26 @@
+SELECT
+  `user`,
+  UPPER(`user`) AS u,
+  CHAR_LENGTH(url) AS len,
+  SUBSTRING(url FROM 2 FOR 4) AS part,
+  REGEXP_EXTRACT(url, '(&|\?)channel_id=([^&]*)', 2) AS channel,
+  SPLIT_INDEX(url, '/', 2) AS second_dir,
+  CASE WHEN amount IS NULL THEN 'none' WHEN amount >= 10 THEN 'big' ELSE 'small' END AS size,
+  COALESCE(amount, 0) * qty AS total,
+  amount * 1.1 AS taxed,
+  amount / 3 AS third,
+  qty / 2 AS half,
+  MOD(qty, 3) AS m,
+  CAST(qty AS DOUBLE) / 4 AS quarter,
+  url LIKE '/item/%' AS is_item,
+  `user` IN ('alice', 'bob') AS ab,
+  CONCAT(`user`, '@', LOWER(url)) AS tag,
+  DATE_FORMAT(ts, 'yyyy-MM-dd HH:mm') AS minute_text,
+  HOUR(ts) AS h,
+  EXTRACT(SECOND FROM ts) AS s,
+  CAST(ts AS STRING) AS ts_text,
+  FLOOR(ts TO MINUTE) AS minute_start,
+  ts + INTERVAL '1' HOUR AS later,
+  TO_TIMESTAMP('2023-11-14 22:00:00') AS fixed
+FROM clicks
+WHERE qty > 1 OR amount IS NULL
