@@ -306,3 +306,85 @@ fn a_sql_job_killed_and_restored_at_another_parallelism_writes_every_row_once() 
     assert_eq!(committed_lines(&work.join("resumed")), reference, "exactly once across the kill");
     let _ = std::fs::remove_dir_all(&work);
 }
+
+/// A free TCP port on the loopback address.
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// Kills a background process when dropped (a failed assertion leaves no cluster behind).
+struct Background(std::process::Child);
+
+impl Drop for Background {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn a_sql_job_on_a_cluster_stopped_with_a_savepoint_resumes_at_another_parallelism_exactly_once() {
+    let work = work_dir("savepoint");
+    let eddy = || {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_eddy"));
+        c.current_dir(&work);
+        c
+    };
+    std::fs::write(work.join("secret"), "a-test-secret-of-the-sql-cluster-test\n").unwrap();
+    let address = format!("127.0.0.1:{}", free_port());
+    let cluster = ["--jobmanager", address.as_str(), "--secret-file", "secret"];
+    let log = |name: &str| std::fs::File::create(work.join(name)).unwrap();
+    let _jobmanager = Background(
+        eddy()
+            .args(["jobmanager", "--bind", &address, "--secret-file", "secret"])
+            .stderr(log("jm.log"))
+            .spawn()
+            .unwrap(),
+    );
+    let _taskmanager = Background(
+        eddy().arg("taskmanager").args(cluster).args(["--slots", "4"]).stderr(log("tm.log")).spawn().unwrap(),
+    );
+
+    let reference_script = work.join("reference.sql");
+    std::fs::write(&reference_script, bids_per_second_script(&work.join("reference"))).unwrap();
+    let done = eddy().args(["sql", "-p", "2", "-f"]).arg(&reference_script).output().unwrap();
+    assert!(done.status.success(), "{}", String::from_utf8_lossy(&done.stderr));
+    let reference = committed_lines(&work.join("reference"));
+
+    // Submitted detached at parallelism 2; stopped with a savepoint once a checkpoint
+    // completed; resumed here from the savepoint at parallelism 3.
+    let script = work.join("job.sql");
+    std::fs::write(&script, bids_per_second_script(&work.join("out"))).unwrap();
+    let chk = work.join("chk");
+    let submit = eddy()
+        .args(["sql", "-p", "2", "-d", "--checkpoint-dir"])
+        .arg(&chk)
+        .arg("-f")
+        .arg(&script)
+        .args(cluster)
+        .output()
+        .unwrap();
+    let printed = String::from_utf8_lossy(&submit.stdout).into_owned() + &String::from_utf8_lossy(&submit.stderr);
+    assert!(submit.status.success(), "{printed}");
+    let started = std::time::Instant::now();
+    while !checkpoint_completed(&chk) {
+        assert!(started.elapsed() < std::time::Duration::from_secs(60), "no checkpoint completed:\n{printed}");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let stop = eddy()
+        .args(["stop", "insert-into_default_catalog.default_database.per_second", "--savepoint"])
+        .arg(work.join("savepoints"))
+        .args(cluster)
+        .output()
+        .unwrap();
+    let stopped = String::from_utf8_lossy(&stop.stdout).into_owned();
+    assert!(stop.status.success(), "{stopped}{}", String::from_utf8_lossy(&stop.stderr));
+    let savepoint =
+        stopped.lines().find_map(|l| l.strip_prefix("savepoint=")).expect("stop prints savepoint=").trim().to_string();
+    let partial = committed_lines(&work.join("out"));
+    assert!(partial.len() < reference.len(), "stopped mid-run: {} of {}", partial.len(), reference.len());
+    let resumed = eddy().args(["sql", "-p", "3", "-s", &savepoint, "-f"]).arg(&script).output().unwrap();
+    assert!(resumed.status.success(), "{}", String::from_utf8_lossy(&resumed.stderr));
+    assert_eq!(committed_lines(&work.join("out")), reference, "exactly once across the stop and the rescale");
+    let _ = std::fs::remove_dir_all(&work);
+}
