@@ -388,3 +388,56 @@ fn a_sql_job_on_a_cluster_stopped_with_a_savepoint_resumes_at_another_parallelis
     assert_eq!(committed_lines(&work.join("out")), reference, "exactly once across the stop and the rescale");
     let _ = std::fs::remove_dir_all(&work);
 }
+
+#[test]
+fn a_partitioned_filesystem_sink_writes_each_partition_once_and_marks_it_done() {
+    let work = work_dir("partitioned");
+    let out = work.join("out");
+    let script = format!(
+        "{}
+CREATE TABLE by_minute (`user` STRING, url STRING, ts TIMESTAMP(3), dt STRING, hm STRING) PARTITIONED BY (dt, hm) WITH (
+  'connector' = 'filesystem', 'path' = 'file://{}', 'format' = 'csv',
+  'sink.partition-commit.trigger' = 'partition-time', 'sink.partition-commit.delay' = '1 min',
+  'sink.partition-commit.policy.kind' = 'success-file', 'partition.time-extractor.timestamp-pattern' = '$dt $hm:00');
+INSERT INTO by_minute SELECT `user`, url, ts, DATE_FORMAT(ts, 'yyyy-MM-dd'), DATE_FORMAT(ts, 'HH:mm') FROM clicks;
+",
+        tables(),
+        out.display()
+    );
+    let (ok, _, stderr) = run(&script, &work, "partitioned");
+    assert!(ok, "{stderr}");
+    // The clicks of each minute, from the data file itself.
+    let mut expected: std::collections::BTreeMap<String, usize> = Default::default();
+    for line in std::fs::read_to_string(dir().join("data/clicks.json")).unwrap().lines() {
+        let ts = &line[line.find("\"ts\": \"").unwrap() + 7..][..19];
+        *expected.entry(format!("dt={}/hm={}%3A{}", &ts[..10], &ts[11..13], &ts[14..16])).or_default() += 1;
+    }
+    assert!(expected.len() >= 3, "{expected:?}");
+    let dt = std::fs::read_dir(&out)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect::<Vec<_>>();
+    assert_eq!(dt, vec!["dt=2023-11-14".to_string()]);
+    let mut written = std::collections::BTreeMap::new();
+    for hm in std::fs::read_dir(out.join("dt=2023-11-14")).unwrap().flatten() {
+        let partition = format!("dt=2023-11-14/{}", hm.file_name().to_string_lossy());
+        assert!(hm.path().join("_SUCCESS").exists(), "{partition} is not marked done");
+        let mut lines = 0;
+        for file in std::fs::read_dir(hm.path()).unwrap().flatten() {
+            let name = file.file_name().to_string_lossy().into_owned();
+            assert!(name == "_SUCCESS" || name.starts_with("part-"), "{partition}: an uncommitted file {name}");
+            if name.starts_with("part-") {
+                for line in std::fs::read_to_string(file.path()).unwrap().lines() {
+                    // user,url,ts: the partition columns are not in the files.
+                    assert_eq!(line.matches(',').count(), 2, "{line}");
+                    assert!(line.contains(&format!("2023-11-14 {}", &partition[17..19])), "{partition}: {line}");
+                    lines += 1;
+                }
+            }
+        }
+        written.insert(partition, lines);
+    }
+    assert_eq!(written, expected);
+    let _ = std::fs::remove_dir_all(&work);
+}

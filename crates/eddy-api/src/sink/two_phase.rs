@@ -33,6 +33,10 @@ pub trait TransactionalSink<T>: Clone + Send + Sync + 'static {
     /// attempt's own. Not at start: after a rescale (or any uneven split of the restored
     /// transactions) another subtask may still have to commit one of them.
     fn abort_leftovers(&mut self, subtask: SubtaskIndex, parallelism: u32) -> FunctionResult;
+    /// The input ended: the transaction pre-committed next is the last one (a system that
+    /// finalizes something at the end, as a partitioned file sink marks its partitions
+    /// done, notes it in that transaction). Default: nothing.
+    fn end_of_input(&mut self) {}
 }
 
 /// A sink that writes exactly once through a [`TransactionalSink`].
@@ -126,6 +130,9 @@ impl<S: TransactionalSink<T>, T> RichFunction for TwoPhaseCommitSink<S, T> {
     }
 
     fn snapshot_state(&mut self, ctx: &mut SnapshotContext<'_>) -> FunctionResult {
+        if ctx.checkpoint_id().is_none() {
+            self.system.end_of_input();
+        }
         if let Some(mut transaction) = self.current.take() {
             self.system.pre_commit(&mut transaction)?;
             // Stored by checkpoint number; the end-of-input snapshot's transaction after

@@ -42,6 +42,9 @@ pub fn check(table: &CatalogTable, sink: bool) -> Result<(), SqlError> {
     check_options(table, "filesystem", OPTIONS, Some(format))?;
     path_of(table)?;
     format_of(table)?;
+    if sink {
+        super::partitioned::commit_options(&table.options).map_err(|m| SqlError::table(&table.name, m))?;
+    }
     if !sink && !table.partition_keys.is_empty() {
         return Err(SqlError::unsupported(
             Some(table.location),
@@ -105,10 +108,18 @@ pub fn sink(table: &CatalogTable, rows: DataStream<Row>) -> Result<DataStreamSin
     let path = path_of(table)?;
     let format = format_of(table)?;
     if !table.partition_keys.is_empty() {
-        return Err(SqlError::unsupported(
-            Some(table.location),
-            format!("writing the partitioned filesystem table '{}'", table.name),
-        ));
+        let keys: Vec<(usize, String)> = table
+            .partition_keys
+            .iter()
+            .map(|k| (table.physical.iter().position(|f| &f.name == k).expect("checked: a physical column"), k.clone()))
+            .collect();
+        let data_fields: Vec<crate::types::Field> =
+            table.physical.iter().filter(|f| !table.partition_keys.contains(&f.name)).cloned().collect();
+        let format = Format::new(table.option("format").unwrap_or(""), &table.options, &data_fields)
+            .map_err(|m| SqlError::table(&table.name, m))?;
+        let commit = super::partitioned::commit_options(&table.options).map_err(|m| SqlError::table(&table.name, m))?;
+        let files = super::partitioned::PartitionedFiles::new(path, format, keys, commit);
+        return Ok(rows.add_sink(eddy_api::sink::TwoPhaseCommitSink::new(files)));
     }
     std::fs::create_dir_all(&path)
         .map_err(|e| SqlError::table(&table.name, format!("cannot create '{}': {e}", path.display())))?;

@@ -7,6 +7,7 @@ mod blackhole;
 mod datagen;
 mod filesystem;
 mod nexmark;
+mod partitioned;
 mod print;
 
 use crate::catalog::CatalogTable;
