@@ -346,10 +346,10 @@ impl TableEnvironment {
         }
     }
 
-    /// Registers an append-only DataStream of rows as a table (Flink's
+    /// Registers an append-only DataStream of rows as the table `name` (Flink's
     /// `createTemporaryView(name, fromDataStream(stream))`), with its columns' names and
     /// types.
-    pub fn create_temporary_view(
+    pub fn from_data_stream(
         &mut self,
         name: &str,
         stream: DataStream<Row>,

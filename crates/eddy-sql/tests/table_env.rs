@@ -1,0 +1,86 @@
+//! The `TableEnvironment` from Rust: a DataStream of rows as a table, a Rust function
+//! that `CREATE FUNCTION` names, and a query's rows back as a DataStream of the same job.
+
+use eddy_api::sink::CollectSink;
+use eddy_api::Env;
+use eddy_sql::{DataType, Field, Row, ScalarFunction, SqlError, TableEnvironment, TypeKind, Value};
+
+/// `shout(s)`: `s` in capitals and an exclamation mark.
+#[derive(Debug)]
+struct Shout;
+
+impl ScalarFunction for Shout {
+    fn name(&self) -> &str {
+        "shout"
+    }
+    fn result_type(&self, args: &[DataType]) -> Result<DataType, String> {
+        match args {
+            [s] if s.is_string() => Ok(DataType::string()),
+            _ => Err("shout takes one string".into()),
+        }
+    }
+    fn eval(&self, args: &[Value]) -> Result<Value, String> {
+        Ok(match args[0].as_str() {
+            Some(s) => Value::string(&format!("{}!", s.to_uppercase())),
+            None => Value::Null,
+        })
+    }
+}
+
+#[test]
+fn a_data_stream_goes_through_sql_and_back() {
+    let env = Env::new();
+    env.set_parallelism(1);
+    let words = ["apple", "kiwi", "banana", "fig", "cherry"];
+    let rows: Vec<Row> =
+        words.iter().enumerate().map(|(i, w)| Row::insert(vec![Value::Int(i as i64), Value::string(w)])).collect();
+    let mut tables = TableEnvironment::create(&env);
+    tables
+        .from_data_stream(
+            "words",
+            env.from_collection(rows),
+            vec![Field::new("id", DataType::not_null(TypeKind::BigInt)), Field::new("word", DataType::string())],
+        )
+        .unwrap();
+    tables.register_function("com.example.Shout", Shout);
+    tables.execute_sql("CREATE FUNCTION loud AS 'com.example.Shout'").unwrap();
+    let (stream, fields) = tables
+        .to_data_stream("SELECT id * 10 AS id, loud(word) AS word FROM words WHERE CHAR_LENGTH(word) > 4")
+        .unwrap();
+    assert_eq!(fields.iter().map(|f| f.name.as_str()).collect::<Vec<_>>(), ["id", "word"]);
+    assert_eq!(fields[0].ty.to_string(), "BIGINT NOT NULL");
+    let sink = CollectSink::new();
+    stream.add_sink(sink.clone());
+    env.execute("words").unwrap();
+    let mut out: Vec<String> = sink.take().iter().map(|r: &Row| r.to_string()).collect();
+    out.sort();
+    assert_eq!(out, ["+I[0, APPLE!]", "+I[20, BANANA!]", "+I[40, CHERRY!]"]);
+}
+
+#[test]
+fn a_function_no_program_registered_is_an_error_naming_it() {
+    let mut tables = TableEnvironment::new(Box::new(|| Ok(Env::new())));
+    let err = tables.execute_sql("CREATE FUNCTION f AS 'com.example.Missing'").unwrap_err();
+    assert!(matches!(err, SqlError::Validation { .. }), "{err}");
+    assert!(
+        err.to_string().contains("Function class 'com.example.Missing' of function 'f' is not registered"),
+        "{err}"
+    );
+}
+
+#[test]
+fn an_updating_query_cannot_become_an_append_only_stream() {
+    let env = Env::new();
+    let mut tables = TableEnvironment::create(&env);
+    tables
+        .from_data_stream(
+            "t",
+            env.from_collection(vec![Row::insert(vec![Value::Int(1)])]),
+            vec![Field::new("a", DataType::int())],
+        )
+        .unwrap();
+    let Err(err) = tables.to_data_stream("SELECT a, COUNT(*) FROM t GROUP BY a") else {
+        panic!("an updating query became a stream")
+    };
+    assert!(err.to_string().contains("needs GroupAggregate"), "{err}");
+}
