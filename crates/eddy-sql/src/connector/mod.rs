@@ -6,6 +6,8 @@
 mod blackhole;
 mod datagen;
 mod filesystem;
+#[cfg(feature = "kafka")]
+mod kafka;
 mod nexmark;
 mod partitioned;
 mod print;
@@ -67,9 +69,23 @@ fn unknown_connector(table: &CatalogTable, connector: &str, role: &str) -> SqlEr
     SqlError::table(
         &table.name,
         format!(
-            "Could not find any factory for identifier '{connector}' that implements a dynamic table {role}. Available factory identifiers are:\n\nblackhole\ndatagen\nfilesystem\nnexmark\nprint"
+            "Could not find any factory for identifier '{connector}' that implements a dynamic table {role}. Available factory identifiers are:\n\nblackhole\ndatagen\nfilesystem\nkafka\nnexmark\nprint"
         ),
     )
+}
+
+/// The kafka connector's checks, or why this build has none.
+fn kafka_check(table: &CatalogTable, sink: bool) -> Result<(), SqlError> {
+    #[cfg(feature = "kafka")]
+    return kafka::check(table, sink);
+    #[cfg(not(feature = "kafka"))]
+    {
+        let _ = sink;
+        Err(SqlError::table(
+            &table.name,
+            "the 'kafka' connector is in eddy's `kafka` feature, which this build does not have",
+        ))
+    }
 }
 
 /// The table's format (`format` option), for the connectors that have one.
@@ -86,6 +102,7 @@ pub fn check_source(table: &CatalogTable) -> Result<(), SqlError> {
         "filesystem" => filesystem::check(table, false),
         "datagen" => datagen::check(table),
         "nexmark" => nexmark::check(table),
+        "kafka" => kafka_check(table, false),
         other @ ("print" | "blackhole") => Err(SqlError::table(
             &table.name,
             format!("Connector '{other}' can only be used as a sink. It cannot be used as a source."),
@@ -102,6 +119,8 @@ pub fn source(table: &CatalogTable, env: &Env, uid: &str) -> Result<DataStream<R
         "filesystem" => filesystem::source(table, env, uid)?,
         "datagen" => datagen::source(table, env)?,
         "nexmark" => nexmark::source(table, env)?,
+        #[cfg(feature = "kafka")]
+        "kafka" => kafka::source(table, env)?,
         other => return Err(unknown_connector(table, other, "source")),
     };
     Ok(stream.name(&name).uid(uid))
@@ -113,6 +132,7 @@ pub fn check_sink(table: &CatalogTable) -> Result<(), SqlError> {
         "filesystem" => filesystem::check(table, true),
         "print" => check_options(table, "print", &["print-identifier", "standard-error", "sink.parallelism"], None),
         "blackhole" => check_options(table, "blackhole", &[], None),
+        "kafka" => kafka_check(table, true),
         other @ ("datagen" | "nexmark") => Err(SqlError::table(
             &table.name,
             format!("Connector '{other}' can only be used as a source. It cannot be used as a sink."),
@@ -143,6 +163,8 @@ pub fn sink(table: &CatalogTable, rows: DataStream<Row>, uid: &str) -> Result<Da
             rows.add_sink(PrintRowSink::new(identifier, stderr))
         }
         "blackhole" => rows.add_sink(blackhole::BlackholeSink),
+        #[cfg(feature = "kafka")]
+        "kafka" => kafka::sink(table, rows)?,
         other => return Err(unknown_connector(table, other, "sink")),
     };
     let sink = sink.name(&name).uid(uid);
