@@ -19,6 +19,7 @@ mod join_replay;
 mod kafka;
 mod late_windows;
 mod nexmark;
+mod nexmark_sql;
 mod options;
 mod rate;
 mod time_join;
@@ -47,6 +48,9 @@ enum Workload {
     LargeState,
     /// W5: the Nexmark queries (--query q0 … q8).
     Nexmark,
+    /// W5 in SQL: the benchmark's own SQL files (--nexmark CHECKOUT --sql-query qN) run by
+    /// eddy's SQL layer, as the benchmark runs them on Flink.
+    NexmarkSql,
     /// W6: an event-time interval join of streams 1 and 2 by key within --interval-ms.
     IntervalJoin,
     /// Enriches each event through an async HTTP request to a loopback service (async I/O:
@@ -152,6 +156,16 @@ pub struct Args {
     /// W5: which Nexmark query.
     #[arg(long, value_enum)]
     pub query: Option<nexmark::Query>,
+    /// nexmark-sql: the benchmark's query file to run (q0 … q22).
+    #[arg(long)]
+    pub sql_query: Option<String>,
+    /// nexmark-sql: a checkout (or bare mirror) of nexmark/nexmark, whose SQL files run.
+    #[arg(long)]
+    pub nexmark: Option<std::path::PathBuf>,
+    /// nexmark-sql: the `${TPS}` of ddl_gen.sql (the generator's events per second of
+    /// event time; the benchmark's default 10,000,000).
+    #[arg(long, default_value_t = 10_000_000)]
+    pub tps: u64,
     /// W3 and W7: the window size in ms.
     #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..))]
     pub window_ms: u64,
@@ -312,6 +326,7 @@ fn main() {
             | Workload::JoinReplay
             | Workload::AsyncEnrich
             | Workload::Nexmark
+            | Workload::NexmarkSql
             | Workload::LateWindows,
             true,
         ) => Err(anyhow::anyhow!("--bare is for api-count, join, window, interval-join and window-join")),
@@ -322,6 +337,7 @@ fn main() {
         (Workload::IntervalJoin, false) => time_join::run(&cli.args, true),
         (Workload::WindowJoin, false) => time_join::run(&cli.args, false),
         (Workload::Nexmark, false) => nexmark::run(&cli.args),
+        (Workload::NexmarkSql, false) => nexmark_sql::run(&cli.args),
         (Workload::WindowReplay, false) => window_replay::run(&cli.args),
         (Workload::JoinReplay, false) => join_replay::run(&cli.args),
         (Workload::AsyncEnrich, false) => enrich::run(&cli.args),

@@ -33,13 +33,15 @@ import org.apache.flink.table.api.TableResult;
  * wall_seconds also counts planning (from executeSql to the job's end); peak_rss_mib is the
  * JVM's VmHWM at the end (the MiniCluster runs inside this JVM).
  *
- *   java ... NexmarkSqlBench QUERIES_DIR QUERY EVENTS PARALLELISM TPS [NEXMARK_DIR]
+ *   java ... NexmarkSqlBench QUERIES_DIR QUERY EVENTS PARALLELISM TPS NEXMARK_DIR [KEY=VALUE ...]
+ *
+ * KEY=VALUE pairs are extra Flink configuration (e.g. table.exec.mini-batch.enabled=true).
  */
 public class NexmarkSqlBench {
 
     public static void main(String[] args) throws Exception {
-        if (args.length < 5) {
-            System.err.println("usage: NexmarkSqlBench QUERIES_DIR QUERY EVENTS PARALLELISM TPS [NEXMARK_DIR]");
+        if (args.length < 6) {
+            System.err.println("usage: NexmarkSqlBench QUERIES_DIR QUERY EVENTS PARALLELISM TPS NEXMARK_DIR [KEY=VALUE ...]");
             System.exit(2);
         }
         Path queries = Paths.get(args[0]);
@@ -47,7 +49,7 @@ public class NexmarkSqlBench {
         long events = Long.parseLong(args[2]);
         int parallelism = Integer.parseInt(args[3]);
         long tps = Long.parseLong(args[4]);
-        String nexmarkDir = args.length > 5 ? args[5] : System.getProperty("java.io.tmpdir");
+        String nexmarkDir = args[5];
 
         Map<String, String> vars = new LinkedHashMap<>();
         vars.put("TPS", Long.toString(tps));
@@ -71,6 +73,15 @@ public class NexmarkSqlBench {
         conf.setString("execution.runtime-mode", "streaming");
         conf.setString("parallelism.default", Integer.toString(parallelism));
         conf.setString("table.local-time-zone", "UTC");
+        StringBuilder extra = new StringBuilder();
+        for (int i = 6; i < args.length; i++) {
+            int eq = args[i].indexOf('=');
+            if (eq <= 0) {
+                throw new IllegalArgumentException("not KEY=VALUE: " + args[i]);
+            }
+            conf.setString(args[i].substring(0, eq), args[i].substring(eq + 1));
+            extra.append(" conf:").append(args[i]);
+        }
         TableEnvironment tEnv = TableEnvironment.create(
                 EnvironmentSettings.newInstance().inStreamingMode().withConfiguration(conf).build());
 
@@ -94,9 +105,9 @@ public class NexmarkSqlBench {
             double wall = (System.nanoTime() - t0) / 1e9;
             double seconds = res.getNetRuntime() / 1000.0;
             System.out.printf("flink %s p=%d events=%d seconds=%.3f events_per_second=%.0f"
-                            + " wall_seconds=%.3f peak_rss_mib=%d max_heap_mib=%d gc_ms=%d gc_count=%d tps=%d%n",
+                            + " wall_seconds=%.3f peak_rss_mib=%d max_heap_mib=%d gc_ms=%d gc_count=%d tps=%d%s%n",
                     query, parallelism, events, seconds, events / seconds, wall, peakRssMib(),
-                    Runtime.getRuntime().maxMemory() / (1024 * 1024), gcMillis() - gc0, gcCount() - gcn0, tps);
+                    Runtime.getRuntime().maxMemory() / (1024 * 1024), gcMillis() - gc0, gcCount() - gcn0, tps, extra);
             System.out.flush();
         }
         if (inserts != 1) {

@@ -2,6 +2,7 @@
 # Apache Flink 2.3's throughput on the Nexmark benchmark's published SQL queries, local MiniCluster.
 #
 #   run.sh NEXMARK [--query q0[,q1,...]] [--events N] [--parallelism P[,P2,...]] [--tps T]
+#          [--conf KEY=VALUE]... [--published-conf]
 #
 # NEXMARK is the Nexmark repository (https://github.com/nexmark/nexmark): a checkout or a bare
 # git mirror. Nothing of it is copied into eddy: each run extracts nexmark-flink's `nexmark`
@@ -12,6 +13,9 @@
 #   flink q0 p=1 events=10000000 seconds=X events_per_second=Y wall_seconds=W peak_rss_mib=R ...
 # Defaults: --query q0 --events 10000000 --parallelism 1 --tps 10000000 (the value of the
 # published benchmark; it sets the event-time spacing, 1e6/T us per event, not a throttle).
+# Flink runs with its defaults plus heap state, no checkpoints, UTC; --conf adds Flink options,
+# --published-conf the table options of nexmark-flink's conf/config.yaml (mini-batch 2s/50000,
+# split distinct aggregates).
 # Needs Java 17 and Flink 2.3's jars as cached by shared/flink-oracle/flink-oracle:
 # $FLINK_ORACLE_CACHE/flink-2.3.0/pyflink/lib (default ~/.cache/eddy-flink-oracle).
 # JVM options: $JAVA_OPTS (default -Xmx8g -XX:+UseG1GC). $NEXMARK_TIMEOUT (seconds): kill a
@@ -22,15 +26,18 @@ V="${FLINK_VERSION:-2.3.0}"
 CACHE="${FLINK_ORACLE_CACHE:-$HOME/.cache/eddy-flink-oracle}"
 LIB="$CACHE/flink-$V/pyflink/lib"
 [[ -f "$LIB/flink-dist-$V.jar" ]] || { echo "run.sh: $LIB/flink-dist-$V.jar missing; run shared/flink-oracle/flink-oracle once to fetch the jars" >&2; exit 1; }
-[[ $# -ge 1 && "$1" != -* ]] || { sed -n '2,18p' "$0"; exit 2; }
+[[ $# -ge 1 && "$1" != -* ]] || { sed -n '2,22p' "$0"; exit 2; }
 SRC="$1"; shift
-QUERIES=q0; EVENTS=10000000; PARS=1; TPS=10000000
+QUERIES=q0; EVENTS=10000000; PARS=1; TPS=10000000; CONFS=()
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --query|--queries) QUERIES="$2"; shift 2 ;;
     --events) EVENTS="$2"; shift 2 ;;
     --parallelism) PARS="$2"; shift 2 ;;
     --tps) TPS="$2"; shift 2 ;;
+    --conf) CONFS+=("$2"); shift 2 ;;
+    --published-conf) CONFS+=(table.exec.mini-batch.enabled=true table.exec.mini-batch.allow-latency=2s
+                              table.exec.mini-batch.size=50000 table.optimizer.distinct-agg.split.enabled=true); shift ;;
     *) echo "run.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -80,7 +87,7 @@ for P in "${PS[@]}"; do
       --add-opens=java.base/java.util=ALL-UNNAMED --add-opens=java.base/java.lang=ALL-UNNAMED \
       --add-opens=java.base/java.nio=ALL-UNNAMED --add-opens=java.base/sun.nio.ch=ALL-UNNAMED \
       -Dlog4j.configurationFile="$HERE/../log4j2.properties" -cp "$WORK/classes:$CP" \
-      NexmarkSqlBench "$WORK/$M/resources/queries" "$Q" "$EVENTS" "$P" "$TPS" "$OUT" || status=1
+      NexmarkSqlBench "$WORK/$M/resources/queries" "$Q" "$EVENTS" "$P" "$TPS" "$OUT" ${CONFS[@]+"${CONFS[@]}"} || status=1
     rm -rf "$OUT"
   done
 done
