@@ -18,6 +18,7 @@ const SCRIPTS: &[&str] = &[
     "cascade",
     "join",
     "interval_join",
+    "window_join",
     "union_views",
 ];
 

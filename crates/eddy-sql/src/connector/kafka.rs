@@ -72,12 +72,14 @@ fn starting_offsets(table: &CatalogTable) -> Result<StartingOffsets, SqlError> {
                 )
             })?)
         }
-        other => return Err(SqlError::table(
-            &table.name,
-            format!(
+        other => {
+            return Err(SqlError::table(
+                &table.name,
+                format!(
                 "'scan.startup.mode' must be earliest-offset, latest-offset, group-offsets or timestamp, not '{other}'"
             ),
-        )),
+            ))
+        }
     })
 }
 

@@ -63,7 +63,12 @@ pub fn join(
             let left = left.key_by(move |r: &Row| key_bytes(r, &lk));
             let right = right.key_by(move |r: &Row| key_bytes(r, &rk));
             let _ = (left_plan, right_plan);
-            left.connect(&right).co_process(RegularJoin { condition, ttl_ms, state: None })
+            // A window join's rows go when their window ended (the watermark passed it).
+            let window_ends = match strategy {
+                JoinStrategy::Window { left_end, right_end } => Some((*left_end, *right_end)),
+                _ => None,
+            };
+            left.connect(&right).co_process(RegularJoin { condition, ttl_ms, window_ends, state: None })
         }
     };
     Ok(stream.name(name).uid(uid))
@@ -74,6 +79,9 @@ pub fn join(
 struct RegularJoin {
     condition: Option<Arc<Expr>>,
     ttl_ms: u64,
+    /// For a window join: the window end column of each side; the key's rows are cleared
+    /// when the watermark passes the end.
+    window_ends: Option<(usize, usize)>,
     state: Option<(ListState<Row>, ListState<Row>)>,
 }
 
@@ -95,7 +103,22 @@ impl RichFunction for RegularJoin {
 }
 
 impl RegularJoin {
-    fn on_row(&mut self, row: Row, from_left: bool, out: &mut Collector<'_, Row>) -> FunctionResult {
+    fn on_row(
+        &mut self,
+        row: Row,
+        from_left: bool,
+        ctx: &mut KeyedContext<'_, Vec<u8>>,
+        out: &mut Collector<'_, Row>,
+    ) -> FunctionResult {
+        if let Some((left_end, right_end)) = self.window_ends {
+            let end = row.fields[if from_left { left_end } else { right_end }].as_millis().unwrap_or(i64::MIN);
+            let mut timers = ctx.timer_service();
+            if end - 1 <= timers.current_watermark() {
+                // Its window ended: late, dropped as Flink's window join drops it.
+                return Ok(());
+            }
+            timers.register_event_time_timer(end - 1)?;
+        }
         let (left, right) = self.state.as_ref().ok_or("the join is used before open (bug)")?;
         let (own, other) = if from_left { (left, right) } else { (right, left) };
         for other_row in other.get()? {
@@ -117,18 +140,31 @@ impl KeyedCoProcessFunction<Vec<u8>, Row, Row, Row> for RegularJoin {
     fn process_element1(
         &mut self,
         value: Row,
-        _ctx: &mut KeyedContext<'_, Vec<u8>>,
+        ctx: &mut KeyedContext<'_, Vec<u8>>,
         out: &mut Collector<'_, Row>,
     ) -> FunctionResult {
-        self.on_row(value, true, out)
+        self.on_row(value, true, ctx, out)
     }
 
     fn process_element2(
         &mut self,
         value: Row,
-        _ctx: &mut KeyedContext<'_, Vec<u8>>,
+        ctx: &mut KeyedContext<'_, Vec<u8>>,
         out: &mut Collector<'_, Row>,
     ) -> FunctionResult {
-        self.on_row(value, false, out)
+        self.on_row(value, false, ctx, out)
+    }
+
+    fn on_timer(
+        &mut self,
+        _timestamp: i64,
+        _ctx: &mut KeyedContext<'_, Vec<u8>>,
+        _out: &mut Collector<'_, Row>,
+    ) -> FunctionResult {
+        // A window join's window ended: its rows can meet no other.
+        let (left, right) = self.state.as_ref().ok_or("the join is used before open (bug)")?;
+        left.clear()?;
+        right.clear()?;
+        Ok(())
     }
 }

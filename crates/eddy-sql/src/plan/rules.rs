@@ -316,6 +316,17 @@ fn choose_join_strategies(plan: Plan) -> Plan {
                     .unwrap_or(JoinStrategy::Regular),
                 _ => JoinStrategy::Regular,
             };
+            // Both sides windowed and joined on both window columns: a window join.
+            let strategy = match (strategy, left.window, right.window) {
+                (JoinStrategy::Regular, Some(lw), Some(rw))
+                    if lw.time == rw.time
+                        && left_keys.iter().zip(&right_keys).any(|(l, r)| *l == lw.start && *r == rw.start)
+                        && left_keys.iter().zip(&right_keys).any(|(l, r)| *l == lw.end && *r == rw.end) =>
+                {
+                    JoinStrategy::Window { left_end: lw.end, right_end: rw.end }
+                }
+                (other, _, _) => other,
+            };
             if let JoinStrategy::Interval { left_time, .. } = strategy {
                 // The output keeps the left side's rowtime as its time attribute.
                 fields[left_time].ty = left.fields[left_time].ty.clone();
