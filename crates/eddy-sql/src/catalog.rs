@@ -30,6 +30,9 @@ pub struct CatalogTable {
     pub primary_key: Vec<String>,
     pub options: BTreeMap<String, String>,
     pub location: Location,
+    /// A table a program made of a DataStream (`TableEnvironment::from_data_stream`): its
+    /// index among the environment's streams. No connector.
+    pub data_stream: Option<usize>,
 }
 
 #[derive(Debug, Clone)]
@@ -294,6 +297,7 @@ impl Catalog {
             primary_key: ddl.primary_key.clone(),
             options: ddl.options.iter().cloned().collect(),
             location: ddl.location,
+            data_stream: None,
         })
     }
 }

@@ -42,6 +42,8 @@ pub struct TableEnvironment {
     /// The environment of `create(env)`: every statement builds into it.
     shared: Option<Env>,
     data_streams: Vec<DataStream<Row>>,
+    /// A job ran on the shared environment (its operators stay in it).
+    ran_shared: bool,
 }
 
 /// A parsed Flink duration: `10 s`, `10s`, `1 min`, `500 ms`, `1h`, `2 d`, or milliseconds.
@@ -65,7 +67,14 @@ impl TableEnvironment {
     /// A table environment whose statements each run as a job of an environment
     /// `make_env` makes.
     pub fn new(make_env: EnvFactory) -> Self {
-        Self { catalog: Catalog::default(), options: BTreeMap::new(), make_env, shared: None, data_streams: Vec::new() }
+        Self {
+            catalog: Catalog::default(),
+            options: BTreeMap::new(),
+            make_env,
+            shared: None,
+            data_streams: Vec::new(),
+            ran_shared: false,
+        }
     }
 
     /// A table environment on `env` (Flink's `StreamTableEnvironment.create(env)`): tables
@@ -219,7 +228,19 @@ impl TableEnvironment {
     }
 
     /// The environment the statement's job runs in, with the SET options applied.
-    fn job_env(&self) -> Result<Env, SqlError> {
+    fn job_env(&mut self) -> Result<Env, SqlError> {
+        if self.shared.is_some() {
+            // The shared environment keeps every operator built into it: a second job
+            // would run the first one's again (and write its rows twice).
+            if self.ran_shared {
+                return Err(SqlError::validation(
+                    None,
+                    "a TableEnvironment made with create(&env) runs one INSERT or query, as a job of that environment; \
+                     use TableEnvironment::new for a script of several",
+                ));
+            }
+            self.ran_shared = true;
+        }
         let env = (self.make_env)().map_err(|m| SqlError::validation(None, m))?;
         if let Some(p) = self.option("parallelism.default").and_then(|p| p.parse::<u32>().ok()) {
             env.set_parallelism(p);
@@ -372,8 +393,9 @@ impl TableEnvironment {
             watermark: None,
             partition_keys: Vec::new(),
             primary_key: Vec::new(),
-            options: [("connector".to_string(), format!("datastream:{index}"))].into_iter().collect(),
+            options: BTreeMap::new(),
             location: Location::default(),
+            data_stream: Some(index),
         });
         Ok(())
     }

@@ -118,8 +118,12 @@ pub fn sink(table: &CatalogTable, rows: DataStream<Row>) -> Result<DataStreamSin
         let format = Format::new(table.option("format").unwrap_or(""), &table.options, &data_fields)
             .map_err(|m| SqlError::table(&table.name, m))?;
         let commit = super::partitioned::commit_options(&table.options).map_err(|m| SqlError::table(&table.name, m))?;
+        let marks_done = commit.success_file.is_some();
         let files = super::partitioned::PartitionedFiles::new(path, format, keys, commit);
-        return Ok(rows.add_sink(eddy_api::sink::TwoPhaseCommitSink::new(files)));
+        let sink = rows.add_sink(eddy_api::sink::TwoPhaseCommitSink::new(files));
+        // One writer decides when a partition is complete (Flink has one committer): with
+        // several, one could mark a partition done while another still writes into it.
+        return Ok(if marks_done { sink.set_parallelism(1) } else { sink });
     }
     std::fs::create_dir_all(&path)
         .map_err(|e| SqlError::table(&table.name, format!("cannot create '{}': {e}", path.display())))?;

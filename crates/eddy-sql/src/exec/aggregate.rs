@@ -159,6 +159,13 @@ fn merge(a: Accumulator, b: Accumulator, call: &AggregateCall) -> Accumulator {
 fn result(acc: &Accumulator, call: &AggregateCall) -> Value {
     match acc {
         Accumulator::Count(n) => Value::Int(*n),
+        // An integer sum wraps at its type's width, as Flink's Java sums do.
+        Accumulator::Sum(Value::Int(s)) => Value::Int(match call.ty.kind {
+            TypeKind::TinyInt => *s as i8 as i64,
+            TypeKind::SmallInt => *s as i16 as i64,
+            TypeKind::Int => *s as i32 as i64,
+            _ => *s,
+        }),
         Accumulator::Sum(v) | Accumulator::Min(v) | Accumulator::Max(v) => v.clone(),
         Accumulator::Avg { sum, count } => {
             if *count == 0 {

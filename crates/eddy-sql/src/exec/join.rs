@@ -41,6 +41,10 @@ pub fn join(
 ) -> Result<DataStream<Row>, SqlError> {
     let condition = condition.map(Arc::new);
     let (lk, rk) = (Arc::new(left_keys.to_vec()), Arc::new(right_keys.to_vec()));
+    // A NULL key equals nothing (SQL's `=`): such rows can never join.
+    let (lnull, rnull) = (lk.clone(), rk.clone());
+    let left = left.filter(move |r: &Row| lnull.iter().all(|k| !r.fields[*k].is_null()));
+    let right = right.filter(move |r: &Row| rnull.iter().all(|k| !r.fields[*k].is_null()));
     let stream = match strategy {
         JoinStrategy::Interval { left_time, right_time, lower, upper } => {
             let (lt, rt) = (*left_time, *right_time);

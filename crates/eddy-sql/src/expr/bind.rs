@@ -938,9 +938,14 @@ fn interval_literal(interval: &ast::Interval, location: Option<Location>) -> Res
     if let Some(m) = months(&field) {
         let value = if interval.last_field.is_some() {
             let (y, mo) = body.split_once('-').ok_or_else(bad)?;
-            y.trim().parse::<i32>().map_err(|_| bad())? * 12 + mo.trim().parse::<i32>().map_err(|_| bad())?
+            y.trim()
+                .parse::<i32>()
+                .map_err(|_| bad())?
+                .checked_mul(12)
+                .and_then(|m| m.checked_add(mo.trim().parse::<i32>().ok()?))
+                .ok_or_else(bad)?
         } else {
-            body.parse::<i32>().map_err(|_| bad())? * m
+            body.parse::<i32>().map_err(|_| bad())?.checked_mul(m).ok_or_else(bad)?
         };
         let value = if negative { -value } else { value };
         return Ok(Expr::literal(Value::Months(value), DataType::not_null(TypeKind::IntervalYearMonth)));
@@ -953,11 +958,11 @@ fn interval_literal(interval: &ast::Interval, location: Option<Location>) -> Res
         for (i, part) in body.split([' ', ':']).enumerate() {
             let part_ms = if part.contains('.') {
                 let (u, s) = decimal::parse(part).ok_or_else(bad)?;
-                decimal::rescale(u * unit as i128, s, 0).ok_or_else(bad)? as i64
+                millis_of(u, s, unit).ok_or_else(bad)?
             } else {
-                part.parse::<i64>().map_err(|_| bad())? * unit
+                part.parse::<i64>().map_err(|_| bad())?.checked_mul(unit).ok_or_else(bad)?
             };
-            total += part_ms;
+            total = total.checked_add(part_ms).ok_or_else(bad)?;
             unit = match (i, unit) {
                 (_, u) if u == datetime::MILLIS_PER_DAY => 3_600_000,
                 (_, 3_600_000) => 60_000,
@@ -967,10 +972,16 @@ fn interval_literal(interval: &ast::Interval, location: Option<Location>) -> Res
         total
     } else {
         let (u, s) = decimal::parse(&body).ok_or_else(bad)?;
-        decimal::rescale(u * leading as i128, s, 0).ok_or_else(bad)? as i64
+        millis_of(u, s, leading).ok_or_else(bad)?
     };
     let millis = if negative { -millis } else { millis };
     Ok(Expr::literal(Value::Interval(millis), DataType::not_null(TypeKind::IntervalDayTime)))
+}
+
+/// `unscaled × 10^-scale` units of `unit_ms` milliseconds, if it fits.
+fn millis_of(unscaled: i128, scale: u8, unit_ms: i64) -> Option<i64> {
+    let ms = decimal::rescale(unscaled.checked_mul(unit_ms as i128)?, scale, 0)?;
+    i64::try_from(ms).ok()
 }
 
 fn time_unit(field: &ast::DateTimeField) -> Option<TimeUnit> {

@@ -191,17 +191,21 @@ impl Builtin {
                 let chars: Vec<char> = s(0).chars().collect();
                 let len = chars.len() as i64;
                 let start = int(1);
-                // Flink: a start of 0 is 1; a negative start counts from the end.
+                // Flink: a start of 0 is 1; a negative start counts from the end, and one
+                // beyond the start of the string gives ''; a negative length gives NULL.
+                if start < 0 && -start > len {
+                    return Ok(text(String::new()));
+                }
                 let from = if start > 0 {
                     start - 1
                 } else if start == 0 {
                     0
                 } else {
-                    (len + start).max(0)
+                    len + start
                 };
                 let count = if args.len() > 2 { int(2) } else { len };
                 if count < 0 {
-                    return Err(EvalError(format!("SUBSTRING: the length {count} is negative")));
+                    return Ok(Value::Null);
                 }
                 let from = from.min(len) as usize;
                 let to = (from as i64 + count).min(len).max(from as i64) as usize;
@@ -335,7 +339,9 @@ impl Builtin {
                 }
             }
             Abs => match &args[0] {
-                Value::Int(i) => Value::Int(i.abs()),
+                Value::Int(i) => {
+                    Value::Int(i.checked_abs().ok_or_else(|| EvalError(format!("ABS({i}) overflows BIGINT")))?)
+                }
                 Value::Float(f) => Value::Float(f.abs()),
                 Value::Decimal(u, sc) => Value::Decimal(u.abs(), *sc),
                 other => other.clone(),
@@ -367,6 +373,7 @@ impl Builtin {
                         let m = 10f64.powi(places as i32);
                         Value::Float((f * m).round() / m)
                     }
+                    (Value::Int(_), _) if places < -18 => Value::Int(0),
                     (Value::Int(i), _) if places < 0 => {
                         let m = 10i64.pow((-places) as u32);
                         Value::Int(((*i as f64 / m as f64).round() as i64) * m)
@@ -422,7 +429,10 @@ impl Builtin {
             },
             FromUnixtime => {
                 let p = datetime::compile_pattern("yyyy-MM-dd HH:mm:ss").expect("a valid pattern");
-                text(datetime::format_with(&p, int(0) * 1000, 0))
+                let ms = int(0)
+                    .checked_mul(1000)
+                    .ok_or_else(|| EvalError(format!("FROM_UNIXTIME({}) is out of range", int(0))))?;
+                text(datetime::format_with(&p, ms, 0))
             }
             Now => Value::Timestamp(wall_clock_millis(), 0),
             TimestampDiff(unit) => match (&args[0], &args[1]) {

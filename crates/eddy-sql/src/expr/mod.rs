@@ -428,15 +428,21 @@ fn arithmetic(op: ArithmeticOp, x: &Value, y: &Value, ty: &DataType) -> EvalResu
             _ => Ok(Null),
         },
         TypeKind::Date => match (x, y, op) {
-            (Date(d), Interval(ms), ArithmeticOp::Add) => Ok(Date(d + (ms / datetime::MILLIS_PER_DAY) as i32)),
-            (Date(d), Interval(ms), ArithmeticOp::Subtract) => Ok(Date(d - (ms / datetime::MILLIS_PER_DAY) as i32)),
+            (Date(d), Interval(ms), ArithmeticOp::Add) => Ok(Date(
+                d.checked_add(i32::try_from(ms / datetime::MILLIS_PER_DAY).map_err(|_| overflow())?)
+                    .ok_or_else(overflow)?,
+            )),
+            (Date(d), Interval(ms), ArithmeticOp::Subtract) => Ok(Date(
+                d.checked_sub(i32::try_from(ms / datetime::MILLIS_PER_DAY).map_err(|_| overflow())?)
+                    .ok_or_else(overflow)?,
+            )),
             _ => Ok(Null),
         },
         TypeKind::IntervalDayTime => match (x, y, op) {
-            (Interval(a), Interval(b), ArithmeticOp::Add) => Ok(Interval(a + b)),
-            (Interval(a), Interval(b), ArithmeticOp::Subtract) => Ok(Interval(a - b)),
+            (Interval(a), Interval(b), ArithmeticOp::Add) => Ok(Interval(a.checked_add(*b).ok_or_else(overflow)?)),
+            (Interval(a), Interval(b), ArithmeticOp::Subtract) => Ok(Interval(a.checked_sub(*b).ok_or_else(overflow)?)),
             (Interval(a), Int(b), ArithmeticOp::Multiply) | (Int(b), Interval(a), ArithmeticOp::Multiply) => {
-                Ok(Interval(a * b))
+                Ok(Interval(a.checked_mul(*b).ok_or_else(overflow)?))
             }
             (Interval(a), Int(b), ArithmeticOp::Divide) if *b != 0 => Ok(Interval(a / b)),
             _ => Ok(Null),

@@ -34,6 +34,13 @@ impl CsvOptions {
     }
 }
 
+impl CsvOptions {
+    /// A `#` line with `csv.allow-comments`: skipped.
+    pub fn is_comment(&self, line: &str) -> bool {
+        self.allow_comments && line.starts_with('#')
+    }
+}
+
 fn split(line: &str, options: &CsvOptions) -> Vec<String> {
     let mut out = Vec::new();
     let mut current = String::new();
@@ -58,9 +65,6 @@ fn split(line: &str, options: &CsvOptions) -> Vec<String> {
 }
 
 pub fn decode(line: &str, fields: &[Field], options: &CsvOptions) -> Result<Vec<Value>, String> {
-    if options.allow_comments && line.starts_with('#') {
-        return Err("a comment line".into());
-    }
     let parts = split(line, options);
     if parts.len() < fields.len() {
         return Err(format!(

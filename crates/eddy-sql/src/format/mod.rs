@@ -105,6 +105,7 @@ impl Format {
             Kind::Json { fail_on_missing_field, iso_timestamps, .. } => {
                 json::decode(line, &self.fields, *fail_on_missing_field, *iso_timestamps)
             }
+            Kind::Csv(options) if options.is_comment(line) => return Ok(None),
             Kind::Csv(options) => csv::decode(line, &self.fields, options),
         };
         match decoded {

@@ -280,6 +280,10 @@ pub fn from_ast(ty: &ast::DataType) -> Result<DataType, String> {
         A::Binary(n) => TypeKind::Binary(n.unwrap_or(1) as u32),
         A::Varbinary(_) | A::Bytes(_) | A::Bytea => TypeKind::Varbinary(MAX_LENGTH),
         A::Date => TypeKind::Date,
+        A::Time(p, _) if p.unwrap_or(0) > 9 => {
+            return Err(format!("TIME precision {} is out of range 0 to 9", p.unwrap_or(0)))
+        }
+        A::Timestamp(Some(p), _) if *p > 9 => return Err(format!("TIMESTAMP precision {p} is out of range 0 to 9")),
         A::Time(p, _) => TypeKind::Time(p.unwrap_or(0) as u8),
         A::Timestamp(p, tz) => {
             let precision = p.unwrap_or(6) as u8;

@@ -99,6 +99,12 @@ impl<'a> Builder<'a> {
             rows.push(row.iter().map(|e| binder.bind(e)).collect::<Result<_, _>>()?);
         }
         let width = rows.first().map(Vec::len).unwrap_or(0);
+        if let Some((i, row)) = rows.iter().enumerate().find(|(_, r)| r.len() != width) {
+            return Err(SqlError::validation(
+                span_location(values),
+                format!("VALUES row {} has {} values, the first row {width}", i + 1, row.len()),
+            ));
+        }
         let mut fields = Vec::new();
         for column in 0..width {
             let types: Vec<&DataType> = rows.iter().map(|r| &r[column].ty).collect();
@@ -328,8 +334,8 @@ impl<'a> Builder<'a> {
             Some(Relation::Table(table)) => {
                 let fields = table.fields.clone();
                 let scope = Scope::qualified(None, &fields);
-                let node = match table.option("connector").and_then(|c| c.strip_prefix("datastream:")) {
-                    Some(index) => Node::DataStream { index: index.parse().unwrap_or(usize::MAX) },
+                let node = match table.data_stream {
+                    Some(index) => Node::DataStream { index },
                     None => {
                         crate::connector::check_source(&table)?;
                         Node::Scan { table }
@@ -757,7 +763,7 @@ fn check_window(kind: &WindowKind, location: Option<Location>) -> Result<(), Sql
         WindowKind::Hop { slide, size, .. } if size % slide != 0 => {
             bad("a HOP window's size must be an integral multiple of its slide")
         }
-        WindowKind::Cumulate { step, size, .. } if *step <= 0 || size % step != 0 => {
+        WindowKind::Cumulate { step, size, .. } if *step <= 0 || *size <= 0 || size % step != 0 => {
             bad("a CUMULATE window's max size must be an integral multiple of its step")
         }
         WindowKind::Session { gap } if *gap <= 0 => bad("a SESSION window's gap must be positive"),

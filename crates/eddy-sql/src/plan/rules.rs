@@ -352,7 +352,15 @@ fn choose_join_strategies(plan: Plan) -> Plan {
 fn time_plus(e: &Expr) -> Option<(usize, i64)> {
     match &e.kind {
         ExprKind::Column(i) => Some((*i, 0)),
-        ExprKind::Cast(x) => time_plus(x),
+        // A cast that keeps milliseconds (to TIMESTAMP(3) or finer) keeps the bound.
+        ExprKind::Cast(x)
+            if matches!(
+                e.ty.kind,
+                TypeKind::Timestamp { precision: 3.., .. } | TypeKind::TimestampLtz { precision: 3.., .. }
+            ) =>
+        {
+            time_plus(x)
+        }
         ExprKind::Arithmetic(op, a, b) => {
             let (c, base) = time_plus(a)?;
             let ExprKind::Literal(Value::Interval(ms)) = b.kind else { return None };
