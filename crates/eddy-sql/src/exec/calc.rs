@@ -18,12 +18,21 @@ pub struct CalcFunction {
     filter: Option<Arc<Expr>>,
     /// `Some(columns)` when every projected expression is a column read.
     columns: Option<Arc<Vec<usize>>>,
+    /// For each projected expression: the column it moves out of the input row (a column
+    /// read by nothing else), or `None` to evaluate it.
+    moves: Arc<Vec<Option<usize>>>,
 }
 
 impl CalcFunction {
     pub fn new(projection: Vec<Expr>, filter: Option<Expr>) -> Self {
         let columns: Option<Vec<usize>> = projection.iter().map(Expr::as_column).collect();
-        Self { projection: Arc::new(projection), filter: filter.map(Arc::new), columns: columns.map(Arc::new) }
+        // How often each column is read by the projection.
+        let mut reads: std::collections::HashMap<usize, usize> = Default::default();
+        for e in &projection {
+            e.visit_columns(&mut |c| *reads.entry(c).or_default() += 1);
+        }
+        let moves = projection.iter().map(|e| e.as_column().filter(|c| reads[c] == 1)).collect();
+        Self { projection: Arc::new(projection), filter: filter.map(Arc::new), columns: columns.map(Arc::new), moves: Arc::new(moves) }
     }
 
     /// The output row of `row`, or `None` if the filter drops it.
@@ -48,9 +57,19 @@ impl CalcFunction {
                 out
             }
             None => {
+                // Computed values first (they read the input), then the columns moved out.
+                let mut input = row.fields;
                 let mut out = Vec::with_capacity(self.projection.len());
-                for e in self.projection.iter() {
-                    out.push(e.eval(&row.fields).map_err(|e| e.0)?);
+                for (e, moved) in self.projection.iter().zip(self.moves.iter()) {
+                    out.push(match moved {
+                        Some(_) => Value::Null,
+                        None => e.eval(&input).map_err(|e| e.0)?,
+                    });
+                }
+                for (slot, moved) in out.iter_mut().zip(self.moves.iter()) {
+                    if let Some(c) = moved {
+                        *slot = std::mem::replace(&mut input[*c], Value::Null);
+                    }
                 }
                 out
             }

@@ -124,6 +124,8 @@ impl fmt::Display for EvalError {
 
 pub type EvalResult = Result<Value, EvalError>;
 
+static NULL: Value = Value::Null;
+
 impl Expr {
     pub fn new(kind: ExprKind, ty: DataType) -> Self {
         Self { kind, ty }
@@ -241,13 +243,38 @@ impl Expr {
         }
     }
 
+    /// The value without copying it, when the expression reads it from the row or is a
+    /// literal (a column, a field of a ROW column): most operands of comparisons and
+    /// arithmetic are.
+    #[inline]
+    pub fn value_ref<'r>(&'r self, row: &'r [Value]) -> Option<&'r Value> {
+        match &self.kind {
+            ExprKind::Column(i) => row.get(*i),
+            ExprKind::Literal(v) => Some(v),
+            ExprKind::Field(e, i) => match e.value_ref(row)? {
+                Value::Row(fields) => fields.get(*i),
+                _ => Some(&NULL),
+            },
+            _ => None,
+        }
+    }
+
+    /// The value, borrowed where it can be (see [`Expr::value_ref`]).
+    #[inline]
+    pub fn eval_cow<'r>(&'r self, row: &'r [Value]) -> Result<std::borrow::Cow<'r, Value>, EvalError> {
+        match self.value_ref(row) {
+            Some(v) => Ok(std::borrow::Cow::Borrowed(v)),
+            None => self.eval(row).map(std::borrow::Cow::Owned),
+        }
+    }
+
     /// The value of the expression over `row`.
     pub fn eval(&self, row: &[Value]) -> EvalResult {
         use ExprKind::*;
         match &self.kind {
             Column(i) => Ok(row[*i].clone()),
             Literal(v) => Ok(v.clone()),
-            Field(e, i) => Ok(match e.eval(row)? {
+            Field(e, i) => Ok(match e.eval_cow(row)?.as_ref() {
                 Value::Row(fields) => fields[*i].clone(),
                 _ => Value::Null,
             }),
@@ -278,14 +305,14 @@ impl Expr {
                 Ok(if unknown { Value::Null } else { Value::Boolean(false) })
             }
             Compare(op, a, b) => {
-                let (a, b) = (a.eval(row)?, b.eval(row)?);
+                let (a, b) = (a.eval_cow(row)?, b.eval_cow(row)?);
                 if a.is_null() || b.is_null() {
                     return Ok(Value::Null);
                 }
                 Ok(Value::Boolean(op.holds(compare_values(&a, &b))))
             }
             Arithmetic(op, a, b) => {
-                let (x, y) = (a.eval(row)?, b.eval(row)?);
+                let (x, y) = (a.eval_cow(row)?, b.eval_cow(row)?);
                 if x.is_null() || y.is_null() {
                     return Ok(Value::Null);
                 }
@@ -300,11 +327,11 @@ impl Expr {
                 Value::Interval(ms) => Value::Interval(-ms),
                 _ => Value::Null,
             }),
-            IsNull(e) => Ok(Value::Boolean(e.eval(row)?.is_null())),
-            IsNotNull(e) => Ok(Value::Boolean(!e.eval(row)?.is_null())),
+            IsNull(e) => Ok(Value::Boolean(e.eval_cow(row)?.is_null())),
+            IsNotNull(e) => Ok(Value::Boolean(!e.eval_cow(row)?.is_null())),
             Case(whens, otherwise) => {
                 for (condition, value) in whens {
-                    if condition.eval(row)? == Value::Boolean(true) {
+                    if condition.eval_condition(row)? {
                         return value.eval(row);
                     }
                 }
@@ -312,13 +339,13 @@ impl Expr {
             }
             Cast(e) => cast::cast(e.eval(row)?, &e.ty, &self.ty),
             In(e, list) => {
-                let v = e.eval(row)?;
+                let v = e.eval_cow(row)?;
                 if v.is_null() {
                     return Ok(Value::Null);
                 }
                 let mut unknown = false;
                 for item in list {
-                    let x = item.eval(row)?;
+                    let x = item.eval_cow(row)?;
                     if x.is_null() {
                         unknown = true;
                     } else if compare_values(&v, &x) == Ordering::Equal {
@@ -346,7 +373,7 @@ impl Expr {
 
     /// Evaluates a condition: true only if the value is TRUE (NULL filters out).
     pub fn eval_condition(&self, row: &[Value]) -> Result<bool, EvalError> {
-        Ok(self.eval(row)? == Value::Boolean(true))
+        Ok(matches!(self.eval_cow(row)?.as_ref(), Value::Boolean(true)))
     }
 }
 
