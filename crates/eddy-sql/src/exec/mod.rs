@@ -31,11 +31,15 @@ pub struct Translator<'e> {
     /// Streams a program registered as tables.
     pub data_streams: &'e [DataStream<Row>],
     next: usize,
+    /// Streams translated so far by their subplan: a subplan that occurs twice (a
+    /// table two views of one query read) runs once and feeds both (Flink's source and
+    /// sub-plan reuse).
+    translated: std::collections::HashMap<String, DataStream<Row>>,
 }
 
 impl<'e> Translator<'e> {
     pub fn new(env: &'e Env, config: &'e ExecConfig, data_streams: &'e [DataStream<Row>]) -> Self {
-        Self { env, config, data_streams, next: 0 }
+        Self { env, config, data_streams, next: 0, translated: Default::default() }
     }
 
     /// The uid of the next operator of this statement.
@@ -45,6 +49,17 @@ impl<'e> Translator<'e> {
     }
 
     pub fn translate(&mut self, plan: &Plan) -> Result<DataStream<Row>, SqlError> {
+        // The whole subplan, every expression and value of it (not its short description).
+        let key = format!("{plan:?}");
+        if let Some(stream) = self.translated.get(&key) {
+            return Ok(stream.clone());
+        }
+        let stream = self.translate_once(plan)?;
+        self.translated.insert(key, stream.clone());
+        Ok(stream)
+    }
+
+    fn translate_once(&mut self, plan: &Plan) -> Result<DataStream<Row>, SqlError> {
         let name = explain::describe(plan);
         let stream = match &plan.node {
             Node::Scan { table } => {
