@@ -16,7 +16,7 @@ files are read from a checkout of nexmark/nexmark; nothing of them is kept in ed
 q14's `count_char` is a Java class of the benchmark's; Flink is given the same function
 as built-in SQL (CHAR_LENGTH(s) - CHAR_LENGTH(REPLACE(s, 'c', ''))), eddy runs the file
 as published with its Rust function registered under the class's name. q12 runs in
-processing time: compared in shape and counts (the rows' bidders and their total).
+processing time: compared in shape (which windows fire depends on the wall clock).
 """
 import argparse, os, re, subprocess, sys, time
 from pathlib import Path
@@ -59,14 +59,23 @@ def rows(lines):
 
 
 def shape(lines):
-    # q12: bidder, bid_count, starttime, endtime in processing time: the bidders and the
-    # total count, not the windows.
-    total, bidders = 0, set()
+    """q12 in processing time: which windows fire depends on the wall clock (neither engine
+    fires the windows still open at the end of a bounded input), so the rows are checked
+    for their shape: bidder, a count of at least 1, a window of 10 s aligned to 10 s.
+    Returns (rows, total count, malformed rows)."""
+    total, bad = 0, 0
     for line in lines:
         fields = line[3:-1].split(", ")
-        bidders.add(fields[0])
-        total += int(fields[1])
-    return (len(bidders), total)
+        try:
+            count = int(fields[1])
+            start, end = fields[2], fields[3]
+            aligned = start[17:19] in ("00", "10", "20", "30", "40", "50") or len(start) == 16
+            ok = len(fields) == 4 and count >= 1 and aligned and start != end
+        except (ValueError, IndexError):
+            ok, count = False, 0
+        bad += 0 if ok else 1
+        total += count
+    return (len(lines), total, bad)
 
 
 def main():
@@ -107,8 +116,8 @@ def main():
             expected = rows(flink_out.read_text().splitlines())
             actual = rows(run.stdout.splitlines())
             if q == "q12":
-                same = shape(expected) == shape(actual)
-                detail = f"shape flink={shape(expected)} eddy={shape(actual)}"
+                same = shape(expected)[2] == 0 and shape(actual)[2] == 0
+                detail = f"shape (rows, total, malformed) flink={shape(expected)} eddy={shape(actual)}"
             else:
                 same = expected == actual
                 detail = f"{len(actual)} rows"
