@@ -32,7 +32,12 @@ impl CalcFunction {
             e.visit_columns(&mut |c| *reads.entry(c).or_default() += 1);
         }
         let moves = projection.iter().map(|e| e.as_column().filter(|c| reads[c] == 1)).collect();
-        Self { projection: Arc::new(projection), filter: filter.map(Arc::new), columns: columns.map(Arc::new), moves: Arc::new(moves) }
+        Self {
+            projection: Arc::new(projection),
+            filter: filter.map(Arc::new),
+            columns: columns.map(Arc::new),
+            moves: Arc::new(moves),
+        }
     }
 
     /// The output row of `row`, or `None` if the filter drops it.
