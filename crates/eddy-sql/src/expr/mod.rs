@@ -564,26 +564,8 @@ pub mod explain {
                     }
                     write!(f, "])")
                 }
-                Call(func, args) => {
-                    write!(f, "{}(", func.name())?;
-                    for (i, a) in args.iter().enumerate() {
-                        if i > 0 {
-                            write!(f, ", ")?;
-                        }
-                        write!(f, "{}", sub(a))?;
-                    }
-                    write!(f, ")")
-                }
-                Udf(func, args) => {
-                    write!(f, "{}(", func.name())?;
-                    for (i, a) in args.iter().enumerate() {
-                        if i > 0 {
-                            write!(f, ", ")?;
-                        }
-                        write!(f, "{}", sub(a))?;
-                    }
-                    write!(f, ")")
-                }
+                Call(func, args) => list(f, &func.name(), args, self.names),
+                Udf(func, args) => list(f, func.name(), args, self.names),
             }
         }
     }

@@ -110,14 +110,8 @@ fn statement(parser: &mut Parser<'_>, location: Location) -> Result<StatementKin
         if parser.parse_keyword(Keyword::VIEW) {
             let if_not_exists = parser.parse_keywords(&[Keyword::IF, Keyword::NOT, Keyword::EXISTS]);
             let name = super::object_name(&parser.parse_object_name(false)?);
-            let columns = if parser.peek_token_ref().token == Token::LParen {
-                parser.expect_token(&Token::LParen)?;
-                let columns = parser.parse_comma_separated(|p| p.parse_identifier())?;
-                parser.expect_token(&Token::RParen)?;
-                columns.into_iter().map(|c| c.value).collect()
-            } else {
-                Vec::new()
-            };
+            let columns =
+                if parser.peek_token_ref().token == Token::LParen { identifier_list(parser)? } else { Vec::new() };
             parser.expect_keyword_is(Keyword::AS)?;
             let query = parser.parse_query()?;
             return Ok(StatementKind::CreateView { name, temporary, if_not_exists, columns, query });
@@ -171,10 +165,7 @@ fn statement(parser: &mut Parser<'_>, location: Location) -> Result<StatementKin
         let columns = if parser.peek_token_ref().token == Token::LParen
             && !matches!(&parser.peek_nth_token(1).token, Token::Word(w) if matches!(w.keyword, Keyword::SELECT | Keyword::WITH | Keyword::VALUES))
         {
-            parser.expect_token(&Token::LParen)?;
-            let columns = parser.parse_comma_separated(|p| p.parse_identifier())?;
-            parser.expect_token(&Token::RParen)?;
-            columns.into_iter().map(|c| c.value).collect()
+            identifier_list(parser)?
         } else {
             Vec::new()
         };
@@ -195,6 +186,14 @@ fn statement(parser: &mut Parser<'_>, location: Location) -> Result<StatementKin
         return Ok(StatementKind::Describe(super::object_name(&parser.parse_object_name(false)?)));
     }
     Ok(StatementKind::Query(parser.parse_query()?))
+}
+
+/// `(a, b, …)`: a view's or INSERT's columns, a primary key, partition keys.
+fn identifier_list(parser: &mut Parser<'_>) -> Result<Vec<String>, ParserError> {
+    parser.expect_token(&Token::LParen)?;
+    let names = parser.parse_comma_separated(|p| p.parse_identifier())?;
+    parser.expect_token(&Token::RParen)?;
+    Ok(names.into_iter().map(|i| i.value).collect())
 }
 
 fn create_table(parser: &mut Parser<'_>, temporary: bool, location: Location) -> Result<TableDdl, ParserError> {
@@ -224,10 +223,7 @@ fn create_table(parser: &mut Parser<'_>, temporary: bool, location: Location) ->
                 parser.parse_identifier()?;
             }
             parser.expect_keywords(&[Keyword::PRIMARY, Keyword::KEY])?;
-            parser.expect_token(&Token::LParen)?;
-            table.primary_key =
-                parser.parse_comma_separated(|p| p.parse_identifier())?.into_iter().map(|i| i.value).collect();
-            parser.expect_token(&Token::RParen)?;
+            table.primary_key = identifier_list(parser)?;
             parser.expect_keywords(&[Keyword::NOT, Keyword::ENFORCED])?;
         } else {
             table.columns.push(column(parser, &mut table.primary_key)?);
@@ -244,10 +240,7 @@ fn create_table(parser: &mut Parser<'_>, temporary: bool, location: Location) ->
         parser.parse_literal_string()?;
     }
     if parser.parse_keywords(&[Keyword::PARTITIONED, Keyword::BY]) {
-        parser.expect_token(&Token::LParen)?;
-        table.partition_keys =
-            parser.parse_comma_separated(|p| p.parse_identifier())?.into_iter().map(|i| i.value).collect();
-        parser.expect_token(&Token::RParen)?;
+        table.partition_keys = identifier_list(parser)?;
     }
     if parser.parse_keyword(Keyword::WITH) {
         parser.expect_token(&Token::LParen)?;
