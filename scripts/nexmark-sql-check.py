@@ -93,8 +93,12 @@ def main():
     events = work / f"events-{a.events}-{a.rate}.json"
     if not events.exists():
         examples = Path(a.eddy).parent / "examples" / "nexmark_events"
-        with open(events, "w") as out:
+        # Written aside and renamed once complete: a failed run leaves no empty file that
+        # a later run would take for the events.
+        partial = events.with_suffix(".partial")
+        with open(partial, "w") as out:
             subprocess.run([str(examples), str(a.events), str(a.rate)], check=True, stdout=out)
+        partial.rename(events)
     failed = []
     for q in a.queries.split(","):
         for p in [int(x) for x in a.parallelism.split(",")]:

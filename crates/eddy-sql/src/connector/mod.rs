@@ -15,6 +15,7 @@ mod print;
 use crate::catalog::CatalogTable;
 use crate::error::SqlError;
 use crate::format::Format;
+use crate::plan::reads::ReadColumns;
 use crate::row::Row;
 use eddy_api::{DataStream, DataStreamSink, Env};
 
@@ -112,13 +113,14 @@ pub fn check_source(table: &CatalogTable) -> Result<(), SqlError> {
 }
 
 /// The table's physical rows.
-pub fn source(table: &CatalogTable, env: &Env, uid: &str) -> Result<DataStream<Row>, SqlError> {
+/// The rows of `table`; what `read` leaves out may be NULL.
+pub fn source(table: &CatalogTable, env: &Env, uid: &str, read: &ReadColumns) -> Result<DataStream<Row>, SqlError> {
     check_source(table)?;
     let name = format!("TableSourceScan(table=[[default_catalog, default_database, {}]])", table.name);
     let stream = match connector_of(table)? {
         "filesystem" => filesystem::source(table, env, uid)?,
         "datagen" => datagen::source(table, env)?,
-        "nexmark" => nexmark::source(table, env)?,
+        "nexmark" => nexmark::source(table, env, read)?,
         #[cfg(feature = "kafka")]
         "kafka" => kafka::source(table, env)?,
         other => return Err(unknown_connector(table, other, "source")),

@@ -2,11 +2,13 @@
 //! the table shape of the benchmark's own connector (`event_type`, and the nested
 //! `person`, `auction` and `bid` rows of `ddl_gen.sql`). Event `i` is the same event in
 //! every run and at every parallelism; its time is the generator's (the reference's
-//! spacing by `first-event.rate`).
+//! spacing by `first-event.rate`). Only the fields the query reads are made (projection
+//! push-down, `plan::reads`); the rest are NULL.
 
 use super::check_options;
 use crate::catalog::CatalogTable;
 use crate::error::SqlError;
+use crate::plan::reads::ReadColumns;
 use crate::row::Row;
 use crate::types::{DataType, Field, TypeKind};
 use crate::value::Value;
@@ -116,63 +118,100 @@ fn text(s: &str) -> Value {
 
 /// An event as a row of the reference table.
 pub fn row_of(event: &Event) -> Row {
-    let ts = Value::timestamp_millis;
-    let (kind, person, auction, bid) = match event {
-        Event::Person(p) => (
-            0,
-            Value::Row(Arc::from(vec![
-                Value::Int(p.id as i64),
-                text(&p.name),
-                text(&p.email_address),
-                text(&p.credit_card),
-                text(&p.city),
-                text(&p.state),
-                ts(p.date_time),
-                text(&p.extra),
-            ])),
-            Value::Null,
-            Value::Null,
-        ),
-        Event::Auction(a) => (
-            1,
-            Value::Null,
-            Value::Row(Arc::from(vec![
-                Value::Int(a.id as i64),
-                text(&a.item_name),
-                text(&a.description),
-                Value::Int(a.initial_bid as i64),
-                Value::Int(a.reserve as i64),
-                ts(a.date_time),
-                ts(a.expires),
-                Value::Int(a.seller as i64),
-                Value::Int(a.category as i64),
-                text(&a.extra),
-            ])),
-            Value::Null,
-        ),
-        Event::Bid(b) => (
-            2,
-            Value::Null,
-            Value::Null,
-            Value::Row(Arc::from(vec![
-                Value::Int(b.auction as i64),
-                Value::Int(b.bidder as i64),
-                Value::Int(b.price as i64),
-                text(&b.channel),
-                text(&b.url),
-                ts(b.date_time),
-                text(&b.extra),
-            ])),
-        ),
-    };
-    Row::insert(vec![Value::Int(kind), person, auction, bid])
+    row_with(event, &Wanted::all(), SHAPE.len())
 }
 
-pub fn source(table: &CatalogTable, env: &Env) -> Result<DataStream<Row>, SqlError> {
+/// Which fields of `person`, `auction` and `bid` a query reads (`None`: the column is not
+/// read at all). What is not read stays NULL and costs nothing to make.
+#[derive(Clone, Debug)]
+struct Wanted([Option<Vec<bool>>; 3]);
+
+impl Wanted {
+    fn all() -> Self {
+        Wanted([1, 2, 3].map(|c| Some(vec![true; SHAPE[c].1.len()])))
+    }
+
+    fn of(read: &ReadColumns) -> Self {
+        Wanted(
+            [1, 2, 3].map(|c| read.reads(c).then(|| (0..SHAPE[c].1.len()).map(|f| read.reads_field(c, f)).collect())),
+        )
+    }
+}
+
+/// The nested row of a column that is read, each field made only if it is wanted (`make`
+/// is called with the field's index).
+#[inline(always)]
+fn nested<const N: usize>(wanted: &Option<Vec<bool>>, make: impl Fn(usize) -> Value) -> Value {
+    match wanted {
+        None => Value::Null,
+        Some(wanted) => {
+            Value::Row(Arc::from(std::array::from_fn::<Value, N, _>(|i| if wanted[i] { make(i) } else { Value::Null })))
+        }
+    }
+}
+
+/// An event as a row of the reference table, with only the wanted fields made, and room
+/// for `columns` values in all (the table's computed columns are added in place).
+fn row_with(event: &Event, wanted: &Wanted, columns: usize) -> Row {
+    let ts = Value::timestamp_millis;
+    let int = |v: u64| Value::Int(v as i64);
+    let row = match event {
+        Event::Person(p) => {
+            let person = nested::<8>(&wanted.0[0], |i| match i {
+                0 => int(p.id),
+                1 => text(&p.name),
+                2 => text(&p.email_address),
+                3 => text(&p.credit_card),
+                4 => text(&p.city),
+                5 => text(&p.state),
+                6 => ts(p.date_time),
+                _ => text(&p.extra),
+            });
+            [Value::Int(0), person, Value::Null, Value::Null]
+        }
+        Event::Auction(a) => {
+            let auction = nested::<10>(&wanted.0[1], |i| match i {
+                0 => int(a.id),
+                1 => text(&a.item_name),
+                2 => text(&a.description),
+                3 => int(a.initial_bid),
+                4 => int(a.reserve),
+                5 => ts(a.date_time),
+                6 => ts(a.expires),
+                7 => int(a.seller),
+                8 => int(a.category),
+                _ => text(&a.extra),
+            });
+            [Value::Int(1), Value::Null, auction, Value::Null]
+        }
+        Event::Bid(b) => {
+            let bid = nested::<7>(&wanted.0[2], |i| match i {
+                0 => int(b.auction),
+                1 => int(b.bidder),
+                2 => int(b.price),
+                3 => text(&b.channel),
+                4 => text(&b.url),
+                5 => ts(b.date_time),
+                _ => text(&b.extra),
+            });
+            [Value::Int(2), Value::Null, Value::Null, bid]
+        }
+    };
+    let mut fields = Vec::with_capacity(columns.max(row.len()));
+    fields.extend(row);
+    Row::insert(fields)
+}
+
+/// The table's rows; fields `read` leaves out are NULL.
+pub fn source(table: &CatalogTable, env: &Env, read: &ReadColumns) -> Result<DataStream<Row>, SqlError> {
     let (cfg, rate) = config(table)?;
     let count = cfg.max_events;
     let cfg = Arc::new(cfg);
-    Ok(env.add_parallel_source(DataGeneratorSource::new(count, rate, move |i| row_of(&eddy_nexmark::event(&cfg, i)))))
+    let wanted = Wanted::of(read);
+    let columns = table.columns.len();
+    Ok(env.add_parallel_source(DataGeneratorSource::new(count, rate, move |i| {
+        row_with(&eddy_nexmark::event(&cfg, i), &wanted, columns)
+    })))
 }
 
 /// The physical columns of the benchmark's `datagen` table (`ddl_gen.sql`).

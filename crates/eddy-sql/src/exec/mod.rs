@@ -10,6 +10,7 @@ mod window;
 
 use crate::connector;
 use crate::error::SqlError;
+use crate::plan::reads::{self, ReadColumns};
 use crate::plan::{explain, Node, Plan};
 use crate::row::Row;
 use eddy_api::{DataStream, Env};
@@ -35,11 +36,13 @@ pub struct Translator<'e> {
     /// table two views of one query read) runs once and feeds both (Flink's source and
     /// sub-plan reuse).
     translated: std::collections::HashMap<String, DataStream<Row>>,
+    /// What the plan reads of each table it scans (by name), found at the root.
+    reads: Option<std::collections::HashMap<String, ReadColumns>>,
 }
 
 impl<'e> Translator<'e> {
     pub fn new(env: &'e Env, config: &'e ExecConfig, data_streams: &'e [DataStream<Row>]) -> Self {
-        Self { env, config, data_streams, next: 0, translated: Default::default() }
+        Self { env, config, data_streams, next: 0, translated: Default::default(), reads: None }
     }
 
     /// The uid of the next operator of this statement.
@@ -48,7 +51,11 @@ impl<'e> Translator<'e> {
         format!("{}-{}-{kind}", self.config.uid_prefix, self.next)
     }
 
+    /// The operators of a plan (the root's, or a subplan's).
     pub fn translate(&mut self, plan: &Plan) -> Result<DataStream<Row>, SqlError> {
+        if self.reads.is_none() {
+            self.reads = Some(reads::read_columns(plan));
+        }
         // The whole subplan, every expression and value of it (not its short description).
         let key = format!("{plan:?}");
         if let Some(stream) = self.translated.get(&key) {
@@ -64,7 +71,9 @@ impl<'e> Translator<'e> {
         let stream = match &plan.node {
             Node::Scan { table } => {
                 let uid = self.uid("source");
-                let source = connector::source(table, self.env, &uid)?;
+                let all = ReadColumns::all(table.physical.len());
+                let read = self.reads.as_ref().and_then(|r| r.get(&table.name)).unwrap_or(&all);
+                let source = connector::source(table, self.env, &uid, read)?;
                 let uid = self.uid("computed");
                 calc::computed_columns_and_watermarks(source, table, &uid)
             }

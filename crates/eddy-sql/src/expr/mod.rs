@@ -147,26 +147,33 @@ impl Expr {
 
     /// Calls `f` on every column index the expression reads.
     pub fn visit_columns(&self, f: &mut dyn FnMut(usize)) {
+        match self.kind {
+            ExprKind::Column(i) => f(i),
+            _ => self.visit_children(&mut |e| e.visit_columns(f)),
+        }
+    }
+
+    /// Calls `f` on each operand of the expression (not deeper).
+    pub fn visit_children(&self, f: &mut dyn FnMut(&Expr)) {
         use ExprKind::*;
         match &self.kind {
-            Column(i) => f(*i),
-            Literal(_) => {}
-            Field(e, _) | Not(e) | Negate(e) | IsNull(e) | IsNotNull(e) | Cast(e) => e.visit_columns(f),
-            And(es) | Or(es) | Call(_, es) | Udf(_, es) => es.iter().for_each(|e| e.visit_columns(f)),
+            Column(_) | Literal(_) => {}
+            Field(e, _) | Not(e) | Negate(e) | IsNull(e) | IsNotNull(e) | Cast(e) => f(e),
+            And(es) | Or(es) | Call(_, es) | Udf(_, es) => es.iter().for_each(f),
             Compare(_, a, b) | Arithmetic(_, a, b) => {
-                a.visit_columns(f);
-                b.visit_columns(f);
+                f(a);
+                f(b);
             }
             Case(whens, otherwise) => {
                 for (c, v) in whens {
-                    c.visit_columns(f);
-                    v.visit_columns(f);
+                    f(c);
+                    f(v);
                 }
-                otherwise.visit_columns(f);
+                f(otherwise);
             }
             In(e, list) => {
-                e.visit_columns(f);
-                list.iter().for_each(|x| x.visit_columns(f));
+                f(e);
+                list.iter().for_each(f);
             }
         }
     }
@@ -219,28 +226,8 @@ impl Expr {
     }
 
     fn visit(&self, f: &mut dyn FnMut(&Expr)) {
-        use ExprKind::*;
         f(self);
-        match &self.kind {
-            Column(_) | Literal(_) => {}
-            Field(e, _) | Not(e) | Negate(e) | IsNull(e) | IsNotNull(e) | Cast(e) => e.visit(f),
-            And(es) | Or(es) | Call(_, es) | Udf(_, es) => es.iter().for_each(|e| e.visit(f)),
-            Compare(_, a, b) | Arithmetic(_, a, b) => {
-                a.visit(f);
-                b.visit(f);
-            }
-            Case(whens, otherwise) => {
-                for (c, v) in whens {
-                    c.visit(f);
-                    v.visit(f);
-                }
-                otherwise.visit(f);
-            }
-            In(e, list) => {
-                e.visit(f);
-                list.iter().for_each(|x| x.visit(f));
-            }
-        }
+        self.visit_children(&mut |e| e.visit(f));
     }
 
     /// The value without copying it, when the expression reads it from the row or is a
@@ -354,27 +341,56 @@ impl Expr {
                 }
                 Ok(if unknown { Value::Null } else { Value::Boolean(false) })
             }
-            Call(func, args) => {
-                let mut values = Vec::with_capacity(args.len());
-                for a in args {
-                    values.push(a.eval(row)?);
-                }
-                func.call(&values, &self.ty, args)
-            }
-            Udf(func, args) => {
-                let mut values = Vec::with_capacity(args.len());
-                for a in args {
-                    values.push(a.eval(row)?);
-                }
-                func.eval(&values).map_err(EvalError)
-            }
+            Call(func, args) => with_arguments(args, row, |values| func.call(values, &self.ty, args)),
+            Udf(func, args) => with_arguments(args, row, |values| func.eval(values).map_err(EvalError)),
         }
     }
 
     /// Evaluates a condition: true only if the value is TRUE (NULL filters out).
+    /// Comparisons, AND and OR answer without making a BOOLEAN value: a filter's work
+    /// per row.
     pub fn eval_condition(&self, row: &[Value]) -> Result<bool, EvalError> {
-        Ok(matches!(self.eval_cow(row)?.as_ref(), Value::Boolean(true)))
+        match &self.kind {
+            ExprKind::Compare(op, a, b) => {
+                let (a, b) = (a.eval_cow(row)?, b.eval_cow(row)?);
+                Ok(!a.is_null() && !b.is_null() && op.holds(compare_values(&a, &b)))
+            }
+            // TRUE only if every operand is TRUE (FALSE and NULL both filter out).
+            ExprKind::And(es) => {
+                for e in es {
+                    if !e.eval_condition(row)? {
+                        return Ok(false);
+                    }
+                }
+                Ok(true)
+            }
+            ExprKind::Or(es) => {
+                for e in es {
+                    if e.eval_condition(row)? {
+                        return Ok(true);
+                    }
+                }
+                Ok(false)
+            }
+            _ => Ok(matches!(self.eval_cow(row)?.as_ref(), Value::Boolean(true))),
+        }
     }
+}
+
+/// Calls `f` with the values of `args` over `row`: up to four on the stack (most calls
+/// take one to three), more in a vector.
+#[inline]
+fn with_arguments(args: &[Expr], row: &[Value], f: impl FnOnce(&[Value]) -> EvalResult) -> EvalResult {
+    const ON_STACK: usize = 4;
+    if args.len() <= ON_STACK {
+        let mut values: [Value; ON_STACK] = [Value::Null, Value::Null, Value::Null, Value::Null];
+        for (slot, a) in values.iter_mut().zip(args) {
+            *slot = a.eval(row)?;
+        }
+        return f(&values[..args.len()]);
+    }
+    let values = args.iter().map(|a| a.eval(row)).collect::<Result<Vec<_>, _>>()?;
+    f(&values)
 }
 
 /// The order of two non-NULL values of comparable types (numbers of any kind compare by

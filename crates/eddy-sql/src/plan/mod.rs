@@ -1,11 +1,13 @@
 //! Plans: what a query computes, as a tree of nodes that each know their output columns
 //! and their changelog mode. [`builder`] makes the tree from a query, [`rules`] push
-//! filters and projections down and pick join strategies, [`explain`] prints it, and
+//! filters and projections down and pick join strategies, [`reads`] finds what sources
+//! may leave out, [`explain`] prints it, and
 //! `crate::exec` turns it into eddy operators.
 
 pub mod aggregate;
 pub mod builder;
 pub mod explain;
+pub mod reads;
 pub mod rules;
 
 use crate::catalog::CatalogTable;
