@@ -398,6 +398,7 @@ fn with_arguments(args: &[Expr], row: &[Value], f: impl FnOnce(&[Value]) -> Eval
 pub fn compare_values(a: &Value, b: &Value) -> Ordering {
     use Value::*;
     match (a, b) {
+        (Int(x), Int(y)) => x.cmp(y),
         (Int(x), Decimal(u, s)) => decimal::compare(*x as i128, 0, *u, *s),
         (Decimal(u, s), Int(y)) => decimal::compare(*u, *s, *y as i128, 0),
         (Int(x), Float(y)) => (*x as f64).total_cmp(y),
