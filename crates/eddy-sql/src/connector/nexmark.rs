@@ -2,8 +2,8 @@
 //! the table shape of the benchmark's own connector (`event_type`, and the nested
 //! `person`, `auction` and `bid` rows of `ddl_gen.sql`). Event `i` is the same event in
 //! every run and at every parallelism; its time is the generator's (the reference's
-//! spacing by `first-event.rate`). Only the fields the query reads are made (projection
-//! push-down, `plan::reads`); the rest are NULL.
+//! spacing by `first-event.rate`). Only the fields the query, the computed columns and the
+//! watermark read are made (projection push-down, `plan::reads`); the rest are NULL.
 
 use super::check_options;
 use crate::catalog::CatalogTable;

@@ -259,14 +259,11 @@ mod tests {
 
     #[test]
     fn fields_of_a_row_column_move_out_or_are_copied_when_the_row_is_shared() {
-        // SELECT r.1, r.0, r.1 || x: r.0 is read once (moves), r.1 twice (copied).
-        let concat = Expr::new(
-            ExprKind::Call(crate::expr::Builtin::Concat, vec![field(0, 1), Expr::column(1, DataType::string())]),
-            DataType::string(),
-        );
-        let calc = CalcFunction::new(vec![field(0, 1), field(0, 0), concat], None);
+        // SELECT r.1, r.0, x: each field is read once (moves), x moves.
+        let calc = CalcFunction::new(vec![field(0, 1), field(0, 0), Expr::column(1, DataType::string())], None);
+        assert!(matches!(calc.outputs[..], [Output::MoveField(0, 1), Output::MoveField(0, 0), Output::Move(1)]));
         let input = || Row::insert(vec![nested(vec![Value::string("a"), Value::string("b")]), Value::string("x")]);
-        let expected = vec![Value::string("b"), Value::string("a"), Value::string("bx")];
+        let expected = vec![Value::string("b"), Value::string("a"), Value::string("x")];
         assert_eq!(calc.apply(input()).unwrap().unwrap().fields, expected);
         // The same row value held elsewhere too (a stream read twice) is left intact.
         let row = input();
@@ -275,7 +272,18 @@ mod tests {
         assert_eq!(shared, nested(vec![Value::string("a"), Value::string("b")]));
         // A NULL row gives NULL fields.
         let null = Row::insert(vec![Value::Null, Value::string("x")]);
-        assert_eq!(calc.apply(null).unwrap().unwrap().fields, vec![Value::Null, Value::Null, Value::Null]);
+        assert_eq!(calc.apply(null).unwrap().unwrap().fields, vec![Value::Null, Value::Null, Value::string("x")]);
+
+        // SELECT r.1, r.0, r.1 || x: r.1 is read twice and the column by an expression:
+        // every output is evaluated (nothing moves before the concatenation reads it).
+        let concat = Expr::new(
+            ExprKind::Call(crate::expr::Builtin::Concat, vec![field(0, 1), Expr::column(1, DataType::string())]),
+            DataType::string(),
+        );
+        let calc = CalcFunction::new(vec![field(0, 1), field(0, 0), concat], None);
+        assert!(calc.outputs.iter().all(|o| matches!(o, Output::Eval(_))));
+        let expected = vec![Value::string("b"), Value::string("a"), Value::string("bx")];
+        assert_eq!(calc.apply(input()).unwrap().unwrap().fields, expected);
     }
 
     #[test]
@@ -306,6 +314,34 @@ mod tests {
         // gets the projection.
         let wide = Row::insert(vec![Value::Int(2), Value::Int(3), Value::Int(9)]);
         assert_eq!(calc.apply(wide).unwrap().unwrap().fields, vec![Value::Int(2), Value::Int(3), Value::Int(5)]);
+    }
+
+    #[test]
+    fn a_filter_evaluates_what_follows_an_unknown_operand_of_and_as_flink_does() {
+        // WHERE x > 0 AND 10 / y > 1 with x NULL and y 0: UNKNOWN does not stop AND, the
+        // division fails the job (as in Flink); with x = -1 FALSE stops it.
+        let int = DataType::bigint();
+        let compare = |op, a: Expr, b: Expr| {
+            Expr::new(ExprKind::Compare(op, Box::new(a), Box::new(b)), DataType::new(TypeKind::Boolean))
+        };
+        let literal = |v| Expr::literal(Value::Int(v), int.clone());
+        let divide = Expr::new(
+            ExprKind::Arithmetic(ArithmeticOp::Divide, Box::new(literal(10)), Box::new(Expr::column(1, int.clone()))),
+            int.clone(),
+        );
+        let filter = Expr::new(
+            ExprKind::And(vec![
+                compare(CompareOp::Gt, Expr::column(0, int.clone()), literal(0)),
+                compare(CompareOp::Gt, divide, literal(1)),
+            ]),
+            DataType::new(TypeKind::Boolean),
+        );
+        let calc = CalcFunction::new(vec![Expr::column(0, int.clone())], Some(filter));
+        let error = calc.apply(Row::insert(vec![Value::Null, Value::Int(0)])).unwrap_err();
+        assert!(error.contains("division by zero"), "{error}");
+        assert_eq!(calc.apply(Row::insert(vec![Value::Int(-1), Value::Int(0)])).unwrap(), None);
+        assert_eq!(calc.apply(Row::insert(vec![Value::Null, Value::Int(5)])).unwrap(), None);
+        assert!(calc.apply(Row::insert(vec![Value::Int(1), Value::Int(5)])).unwrap().is_some());
     }
 
     #[test]

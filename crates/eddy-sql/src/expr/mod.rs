@@ -350,29 +350,41 @@ impl Expr {
     /// Comparisons, AND and OR answer without making a BOOLEAN value: a filter's work
     /// per row.
     pub fn eval_condition(&self, row: &[Value]) -> Result<bool, EvalError> {
+        Ok(self.truth(row)? == Some(true))
+    }
+
+    /// A condition's value in SQL's three-valued logic: `None` is UNKNOWN (NULL). AND
+    /// stops at the first FALSE and OR at the first TRUE, as Flink's do: an operand after
+    /// an UNKNOWN is still evaluated (and may fail the job).
+    fn truth(&self, row: &[Value]) -> Result<Option<bool>, EvalError> {
         match &self.kind {
             ExprKind::Compare(op, a, b) => {
                 let (a, b) = (a.eval_cow(row)?, b.eval_cow(row)?);
-                Ok(!a.is_null() && !b.is_null() && op.holds(compare_values(&a, &b)))
+                Ok((!a.is_null() && !b.is_null()).then(|| op.holds(compare_values(&a, &b))))
             }
-            // TRUE only if every operand is TRUE (FALSE and NULL both filter out).
             ExprKind::And(es) => {
+                let mut unknown = false;
                 for e in es {
-                    if !e.eval_condition(row)? {
-                        return Ok(false);
+                    match e.truth(row)? {
+                        Some(false) => return Ok(Some(false)),
+                        Some(true) => {}
+                        None => unknown = true,
                     }
                 }
-                Ok(true)
+                Ok((!unknown).then_some(true))
             }
             ExprKind::Or(es) => {
+                let mut unknown = false;
                 for e in es {
-                    if e.eval_condition(row)? {
-                        return Ok(true);
+                    match e.truth(row)? {
+                        Some(true) => return Ok(Some(true)),
+                        Some(false) => {}
+                        None => unknown = true,
                     }
                 }
-                Ok(false)
+                Ok((!unknown).then_some(false))
             }
-            _ => Ok(matches!(self.eval_cow(row)?.as_ref(), Value::Boolean(true))),
+            _ => Ok(self.eval_cow(row)?.as_bool()),
         }
     }
 }

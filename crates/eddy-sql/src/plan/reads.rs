@@ -4,8 +4,8 @@
 //! Nexmark queries read a few fields of one of three nested rows.
 //!
 //! Only a Calc directly above a scan is looked into; any other reader of a scan (a join,
-//! a window) reads every column. A table's computed columns are always evaluated (its
-//! watermark may need them), so what they read is read too.
+//! a window) reads every column. A table's computed columns and its watermark are always
+//! evaluated, so what they read is read too.
 
 use super::{Node, Plan};
 use crate::catalog::{CatalogTable, TableColumn};
@@ -93,13 +93,17 @@ fn collect(plan: &Plan, reader: Option<(&[Expr], Option<&Expr>)>, reads: &mut Ha
     }
 }
 
-/// What a table's computed columns read (they are always evaluated).
+/// What a table's computed columns and its watermark read (they are always evaluated).
 fn computed_reads(table: &CatalogTable) -> ReadColumns {
     let mut read = ReadColumns(vec![ColumnRead::Unread; table.physical.len()]);
     for column in &table.columns {
         if let TableColumn::Computed(e) = column {
             read.add_expression(e);
         }
+    }
+    // The watermark expression is over the whole row (computed columns included).
+    if let Some((_, watermark)) = &table.watermark {
+        add_scan_reads(&mut read, table, watermark);
     }
     read
 }
