@@ -269,28 +269,7 @@ impl Expr {
                 Value::Boolean(b) => Value::Boolean(!b),
                 _ => Value::Null,
             }),
-            And(es) => {
-                let mut unknown = false;
-                for e in es {
-                    match e.eval(row)? {
-                        Value::Boolean(false) => return Ok(Value::Boolean(false)),
-                        Value::Boolean(true) => {}
-                        _ => unknown = true,
-                    }
-                }
-                Ok(if unknown { Value::Null } else { Value::Boolean(true) })
-            }
-            Or(es) => {
-                let mut unknown = false;
-                for e in es {
-                    match e.eval(row)? {
-                        Value::Boolean(true) => return Ok(Value::Boolean(true)),
-                        Value::Boolean(false) => {}
-                        _ => unknown = true,
-                    }
-                }
-                Ok(if unknown { Value::Null } else { Value::Boolean(false) })
-            }
+            And(_) | Or(_) => Ok(self.truth(row)?.map_or(Value::Null, Value::Boolean)),
             Compare(op, a, b) => {
                 let (a, b) = (a.eval_cow(row)?, b.eval_cow(row)?);
                 if a.is_null() || b.is_null() {
@@ -362,31 +341,25 @@ impl Expr {
                 let (a, b) = (a.eval_cow(row)?, b.eval_cow(row)?);
                 Ok((!a.is_null() && !b.is_null()).then(|| op.holds(compare_values(&a, &b))))
             }
-            ExprKind::And(es) => {
-                let mut unknown = false;
-                for e in es {
-                    match e.truth(row)? {
-                        Some(false) => return Ok(Some(false)),
-                        Some(true) => {}
-                        None => unknown = true,
-                    }
-                }
-                Ok((!unknown).then_some(true))
-            }
-            ExprKind::Or(es) => {
-                let mut unknown = false;
-                for e in es {
-                    match e.truth(row)? {
-                        Some(true) => return Ok(Some(true)),
-                        Some(false) => {}
-                        None => unknown = true,
-                    }
-                }
-                Ok((!unknown).then_some(false))
-            }
+            ExprKind::And(es) => connective(es, row, false),
+            ExprKind::Or(es) => connective(es, row, true),
             _ => Ok(self.eval_cow(row)?.as_bool()),
         }
     }
+}
+
+/// AND (`decisive` FALSE) or OR (`decisive` TRUE) of `operands` in three-valued logic:
+/// the decisive value stops it; otherwise UNKNOWN if any operand was, else the other value.
+fn connective(operands: &[Expr], row: &[Value], decisive: bool) -> Result<Option<bool>, EvalError> {
+    let mut unknown = false;
+    for e in operands {
+        match e.truth(row)? {
+            Some(b) if b == decisive => return Ok(Some(decisive)),
+            Some(_) => {}
+            None => unknown = true,
+        }
+    }
+    Ok((!unknown).then_some(!decisive))
 }
 
 /// Calls `f` with the values of `args` over `row`: up to four on the stack (most calls
