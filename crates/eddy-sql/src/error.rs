@@ -30,13 +30,9 @@ pub enum SqlError {
     /// Names or types do not fit (Flink's "SQL validation failed").
     #[error("SQL validation failed{}: {message}", at(location))]
     Validation { location: Option<Location>, message: String },
-    /// A query whose result updates (retractions): part 2 of eddy's SQL.
-    #[error(
-        "SQL validation failed{}: the query needs {operator}, whose result updates rows it emitted before; \
-         eddy runs queries whose results only append (updating results are the next part of its SQL support)",
-        at(location)
-    )]
-    NeedsUpdates { location: Option<Location>, operator: String },
+    /// A node or sink that takes only inserts is given an updating input (Flink's words).
+    #[error("{consumer} doesn't support consuming {changes} changes which is produced by node {producer}")]
+    ConsumesUpdates { consumer: String, changes: &'static str, producer: String },
     /// A construct Flink has and eddy does not (yet).
     #[error("{}not supported: {what}", at_prefix(location))]
     Unsupported { location: Option<Location>, what: String },

@@ -10,7 +10,7 @@ use crate::exec::{ExecConfig, Translator};
 use crate::expr::ScalarFunction;
 use crate::parser::{self, Statement, StatementKind};
 use crate::plan::builder::Builder;
-use crate::plan::{explain, rules, ChangelogMode, Node, Plan};
+use crate::plan::{changelog, explain, rules, Node, Plan};
 use crate::row::Row;
 use crate::types::{DataType, Field};
 use eddy_api::{DataStream, Env};
@@ -268,9 +268,7 @@ impl TableEnvironment {
     pub fn plan_query(&self, query: &Query) -> Result<Plan, SqlError> {
         let mut builder = Builder::new(&self.catalog);
         let planned = builder.query(query)?;
-        let plan = rules::optimize(planned.plan);
-        check_plan(&plan)?;
-        Ok(plan)
+        changelog::derive(rules::optimize(planned.plan))
     }
 
     fn plan_insert(
@@ -339,7 +337,10 @@ impl TableEnvironment {
             .collect();
         let out_fields: Vec<Field> = fields.iter().map(|f| Field::new(f.name.clone(), f.ty.clone())).collect();
         let plan = Plan::new(Node::Calc { input: Box::new(plan), projection, filter: None }, out_fields);
-        Ok((target, rules::optimize(plan)))
+        let plan = changelog::derive(rules::optimize(plan))?;
+        let sink = format!("default_catalog.default_database.{}", target.name);
+        changelog::check_sink(&plan, &sink, connector::accepts_updates(&target)?)?;
+        Ok((target, plan))
     }
 
     fn build_insert(&self, env: &Env, target: &CatalogTable, plan: &Plan, uid_prefix: &str) -> Result<(), SqlError> {
@@ -401,8 +402,19 @@ impl TableEnvironment {
     }
 
     /// An append-only query's rows as a DataStream of the shared environment (Flink's
-    /// `toDataStream`); the fields say the columns' names and types.
+    /// `toDataStream`); the fields say the columns' names and types. An updating query is
+    /// refused, as Flink refuses it: `to_changelog_stream` takes those.
     pub fn to_data_stream(&mut self, query: &str) -> Result<(DataStream<Row>, Vec<Field>), SqlError> {
+        self.query_stream(query, false)
+    }
+
+    /// A query's changelog as a DataStream of the shared environment (Flink's
+    /// `toChangelogStream`): every row with its kind (`+I`, `-U`, `+U`, `-D`).
+    pub fn to_changelog_stream(&mut self, query: &str) -> Result<(DataStream<Row>, Vec<Field>), SqlError> {
+        self.query_stream(query, true)
+    }
+
+    fn query_stream(&mut self, query: &str, changelog: bool) -> Result<(DataStream<Row>, Vec<Field>), SqlError> {
         let env = self.shared.clone().ok_or_else(|| {
             SqlError::validation(
                 None,
@@ -414,25 +426,11 @@ impl TableEnvironment {
             return Err(SqlError::validation(None, "to_data_stream takes one query"));
         };
         let plan = self.plan_query(q)?;
-        if plan.changelog != ChangelogMode::InsertOnly {
-            return Err(SqlError::NeedsUpdates { location: None, operator: "toChangelogStream".into() });
-        }
+        changelog::check_sink(&plan, "*anonymous_datastream_sink$1*", changelog)?;
         let config = self.exec_config(uid_prefix(text))?;
         let stream = Translator::new(&env, &config, &self.data_streams).translate(&plan)?;
         Ok((stream, plan.fields))
     }
-}
-
-/// Replaces scans of DataStream tables by their streams, and checks every node is one
-/// part 1 runs.
-fn check_plan(plan: &Plan) -> Result<(), SqlError> {
-    if plan.changelog != ChangelogMode::InsertOnly {
-        return Err(SqlError::NeedsUpdates { location: None, operator: explain::describe(plan) });
-    }
-    for input in plan.inputs() {
-        check_plan(input)?;
-    }
-    Ok(())
 }
 
 fn schema_text(fields: &[Field]) -> String {

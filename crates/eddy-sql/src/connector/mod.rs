@@ -143,6 +143,12 @@ pub fn check_sink(table: &CatalogTable) -> Result<(), SqlError> {
     }
 }
 
+/// Whether the table's sink takes updating results (`-U`, `+U`, `-D` rows): print and
+/// blackhole do; the filesystem and an append-only Kafka topic take only inserts.
+pub fn accepts_updates(table: &CatalogTable) -> Result<bool, SqlError> {
+    Ok(matches!(connector_of(table)?, "print" | "blackhole"))
+}
+
 /// Writes `rows` into the table.
 pub fn sink(table: &CatalogTable, rows: DataStream<Row>, uid: &str) -> Result<DataStreamSink, SqlError> {
     check_sink(table)?;

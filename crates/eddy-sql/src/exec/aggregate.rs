@@ -48,8 +48,8 @@ fn fresh(call: &AggregateCall) -> Accumulator {
     }
 }
 
-/// `a + b` of two non-NULL numbers of the sum's type.
-fn add_values(a: &Value, b: &Value, ty: &DataType) -> Value {
+/// `a + b` of two numbers of the sum's type (NULL is no value).
+pub(super) fn add_values(a: &Value, b: &Value, ty: &DataType) -> Value {
     match (a, b, &ty.kind) {
         (Value::Null, x, _) | (x, Value::Null, _) => x.clone(),
         (Value::Int(x), Value::Int(y), _) => Value::Int(x.wrapping_add(*y)),
@@ -64,6 +64,22 @@ fn add_values(a: &Value, b: &Value, ty: &DataType) -> Value {
     }
 }
 
+/// `a - b` of two numbers of the sum's type (a retracted value taken off a sum).
+pub(super) fn subtract_values(a: &Value, b: &Value, ty: &DataType) -> Value {
+    let negated = match b {
+        Value::Null => return a.clone(),
+        Value::Int(y) => Value::Int(y.wrapping_neg()),
+        Value::Float(y) => Value::Float(-y),
+        Value::Decimal(u, s) => Value::Decimal(-u, *s),
+        _ => Value::Null,
+    };
+    match a {
+        // Nothing yet: the sum is the value's negation (a retraction before its row).
+        Value::Null => negated,
+        _ => add_values(a, &negated, ty),
+    }
+}
+
 fn as_decimal(v: &Value) -> (i128, u8) {
     match v {
         Value::Int(i) => (*i as i128, 0),
@@ -73,7 +89,7 @@ fn as_decimal(v: &Value) -> (i128, u8) {
 }
 
 /// The value as the sum's type (a DECIMAL(p, s) argument summed at DECIMAL(38, s)).
-fn to_sum_type(v: &Value, ty: &DataType) -> Value {
+pub(super) fn to_sum_type(v: &Value, ty: &DataType) -> Value {
     match (v, &ty.kind) {
         (Value::Int(i), TypeKind::Float | TypeKind::Double) => Value::Float(*i as f64),
         (Value::Decimal(u, s), TypeKind::Decimal { scale, .. }) => {
@@ -123,7 +139,7 @@ fn accumulate(acc: &mut Accumulator, call: &AggregateCall, value: &Value) {
 }
 
 /// AVG sums at the argument's own scale (a DECIMAL at DECIMAL(38, s)), then divides.
-fn avg_sum_type(call: &AggregateCall) -> DataType {
+pub(super) fn avg_sum_type(call: &AggregateCall) -> DataType {
     match call.argument_type.as_ref().map(|t| &t.kind) {
         Some(TypeKind::Decimal { scale, .. }) => DataType::decimal(38, *scale),
         Some(TypeKind::Float | TypeKind::Double) => DataType::double(),
@@ -159,29 +175,9 @@ fn merge(a: Accumulator, b: Accumulator, call: &AggregateCall) -> Accumulator {
 fn result(acc: &Accumulator, call: &AggregateCall) -> Value {
     match acc {
         Accumulator::Count(n) => Value::Int(*n),
-        // An integer sum wraps at its type's width, as Flink's Java sums do.
-        Accumulator::Sum(Value::Int(s)) => Value::Int(match call.ty.kind {
-            TypeKind::TinyInt => *s as i8 as i64,
-            TypeKind::SmallInt => *s as i16 as i64,
-            TypeKind::Int => *s as i32 as i64,
-            _ => *s,
-        }),
-        Accumulator::Sum(v) | Accumulator::Min(v) | Accumulator::Max(v) => v.clone(),
-        Accumulator::Avg { sum, count } => {
-            if *count == 0 {
-                return Value::Null;
-            }
-            match (sum, &call.ty.kind) {
-                (Value::Int(s), k) if k.is_integer() => Value::Int(s / count),
-                (Value::Float(s), _) => Value::Float(s / *count as f64),
-                (Value::Decimal(u, s), TypeKind::Decimal { scale, .. }) => {
-                    decimal::divide(*u, *s, *count as i128, 0, *scale)
-                        .map(|u| Value::Decimal(u, *scale))
-                        .unwrap_or(Value::Null)
-                }
-                _ => Value::Null,
-            }
-        }
+        Accumulator::Sum(v) => sum_result(v, call),
+        Accumulator::Min(v) | Accumulator::Max(v) => v.clone(),
+        Accumulator::Avg { sum, count } => avg_result(sum, *count, call),
         Accumulator::Distinct(values) => {
             let plain = AggregateCall { distinct: false, ..call.clone() };
             let mut inner = fresh(&plain);
@@ -190,6 +186,34 @@ fn result(acc: &Accumulator, call: &AggregateCall) -> Value {
             }
             result(&inner, &plain)
         }
+    }
+}
+
+/// A SUM's result: an integer sum wraps at its type's width, as Flink's Java sums do.
+pub(super) fn sum_result(sum: &Value, call: &AggregateCall) -> Value {
+    match sum {
+        Value::Int(s) => Value::Int(match call.ty.kind {
+            TypeKind::TinyInt => *s as i8 as i64,
+            TypeKind::SmallInt => *s as i16 as i64,
+            TypeKind::Int => *s as i32 as i64,
+            _ => *s,
+        }),
+        other => other.clone(),
+    }
+}
+
+/// An AVG's result: the sum divided by the count, in the result's type (NULL of none).
+pub(super) fn avg_result(sum: &Value, count: i64, call: &AggregateCall) -> Value {
+    if count == 0 {
+        return Value::Null;
+    }
+    match (sum, &call.ty.kind) {
+        (Value::Int(s), k) if k.is_integer() => Value::Int(s / count),
+        (Value::Float(s), _) => Value::Float(s / count as f64),
+        (Value::Decimal(u, s), TypeKind::Decimal { scale, .. }) => {
+            decimal::divide(*u, *s, count as i128, 0, *scale).map(|u| Value::Decimal(u, *scale)).unwrap_or(Value::Null)
+        }
+        _ => Value::Null,
     }
 }
 

@@ -5,6 +5,7 @@
 
 pub mod aggregate;
 mod calc;
+mod group_aggregate;
 mod join;
 mod window;
 
@@ -113,6 +114,13 @@ impl<'e> Translator<'e> {
                     &name,
                     &uid,
                 )?
+            }
+            Node::GroupAggregate { input, keys, aggregates } => {
+                let input_stream = self.translate(input)?;
+                let uid = self.uid("group-aggregate");
+                let retracts = !input.changelog.is_insert_only();
+                let ttl = self.config.state_ttl_ms;
+                group_aggregate::group_aggregate(input_stream, keys, aggregates, retracts, ttl, &name, &uid)
             }
             Node::Union { inputs } => {
                 let mut streams = Vec::new();

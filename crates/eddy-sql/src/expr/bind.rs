@@ -542,10 +542,7 @@ impl Binder<'_> {
             }
         }
         if function.over.is_some() {
-            return Err(SqlError::NeedsUpdates {
-                location,
-                operator: "an OVER aggregation or ranking (OverAggregate / Rank)".into(),
-            });
+            return Err(SqlError::unsupported(location, "an OVER aggregation or ranking (OverAggregate / Rank)"));
         }
         let (args, _, _) = self.args_of(function)?;
         if let Some(udf) = self.functions.function(&name) {

@@ -18,6 +18,25 @@ use sqlparser::ast::{
 };
 use std::collections::BTreeMap;
 
+/// `SELECT DISTINCT`: a grouping by every column, without aggregates (Flink's
+/// `GroupAggregate(groupBy=[all], select=[all])`).
+fn distinct_of(planned: Planned) -> Planned {
+    let fields: Vec<Field> =
+        planned.plan.fields.iter().map(|f| Field::new(f.name.clone(), f.ty.clone().without_time_attribute())).collect();
+    let keys = (0..fields.len()).collect();
+    let node = Node::GroupAggregate { input: Box::new(planned.plan), keys, aggregates: Vec::new() };
+    let columns =
+        planned.scope.columns.into_iter().map(|c| ScopeColumn { ty: c.ty.without_time_attribute(), ..c }).collect();
+    Planned { plan: Plan::new(node, fields), scope: Scope::new(columns) }
+}
+
+/// The grouping's input: its keys, aggregate arguments and FILTER conditions (and a
+/// window's time column) over the rows grouped.
+fn pre_projection(input: Plan, pre: Vec<Expr>) -> Plan {
+    let fields: Vec<Field> = pre.iter().enumerate().map(|(i, e)| Field::new(format!("$f{i}"), e.ty.clone())).collect();
+    Plan::new(Node::Calc { input: Box::new(input), projection: pre, filter: None }, fields)
+}
+
 /// A plan and the names its columns go by in the enclosing query.
 #[derive(Clone)]
 pub struct Planned {
@@ -58,7 +77,7 @@ impl<'a> Builder<'a> {
             }
         }
         if query.order_by.is_some() || query.limit_clause.is_some() || query.fetch.is_some() {
-            return Err(SqlError::NeedsUpdates { location, operator: "ORDER BY / LIMIT (Sort / Rank)".into() });
+            return Err(SqlError::unsupported(location, "ORDER BY / LIMIT (Sort / Rank)"));
         }
         let planned = self.set_expr(&query.body);
         self.ctes = saved;
@@ -72,19 +91,15 @@ impl<'a> Builder<'a> {
             SetExpr::SetOperation { left, op, set_quantifier, right } => {
                 let location = span_location(body);
                 if !matches!(op, ast::SetOperator::Union) {
-                    return Err(SqlError::NeedsUpdates {
-                        location,
-                        operator: format!("{op} (a join whose result updates)"),
-                    });
-                }
-                if !matches!(set_quantifier, ast::SetQuantifier::All) {
-                    return Err(SqlError::NeedsUpdates {
-                        location,
-                        operator: "UNION without ALL (GroupAggregate for DISTINCT)".into(),
-                    });
+                    return Err(SqlError::unsupported(location, format!("{op} (a join whose result updates)")));
                 }
                 let (l, r) = (self.set_expr(left)?, self.set_expr(right)?);
-                union(l, r, location)
+                let all = union(l, r, location)?;
+                Ok(match set_quantifier {
+                    ast::SetQuantifier::All => all,
+                    // UNION is UNION ALL then DISTINCT, as Flink plans it.
+                    _ => distinct_of(all),
+                })
             }
             SetExpr::Values(values) => self.values(values),
             other => Err(SqlError::unsupported(span_location(other), format!("the query '{other}'"))),
@@ -127,11 +142,13 @@ impl<'a> Builder<'a> {
 
     fn select(&mut self, select: &ast::Select) -> Result<Planned, SqlError> {
         let location = span_location(select);
-        if select.distinct.is_some() {
-            return Err(SqlError::NeedsUpdates { location, operator: "SELECT DISTINCT (GroupAggregate)".into() });
-        }
+        let distinct = match &select.distinct {
+            None | Some(ast::Distinct::All) => false,
+            Some(ast::Distinct::Distinct) => true,
+            Some(on @ ast::Distinct::On(_)) => return Err(SqlError::unsupported(location, format!("{on}"))),
+        };
         if select.qualify.is_some() {
-            return Err(SqlError::NeedsUpdates { location, operator: "QUALIFY (Rank)".into() });
+            return Err(SqlError::unsupported(location, "QUALIFY (Rank)"));
         }
         let mut planned = match select.from.as_slice() {
             [] => {
@@ -168,9 +185,11 @@ impl<'a> Builder<'a> {
             if select.having.is_some() {
                 return Err(SqlError::validation(location, "HAVING needs GROUP BY or an aggregate"));
             }
-            return self.project(planned, &select.projection, &[], None);
+            let projected = self.project(planned, &select.projection, &[], None)?;
+            return Ok(if distinct { distinct_of(projected) } else { projected });
         }
-        self.aggregate(planned, group_by, &aggregate_calls, select, location)
+        let aggregated = self.aggregate(planned, group_by, &aggregate_calls, select, location)?;
+        Ok(if distinct { distinct_of(aggregated) } else { aggregated })
     }
 
     /// The select list over `planned` (its replacements and window columns bind
@@ -250,22 +269,13 @@ impl<'a> Builder<'a> {
             let constraint = match &j.join_operator {
                 ast::JoinOperator::Join(c) | ast::JoinOperator::Inner(c) | ast::JoinOperator::CrossJoin(c) => c,
                 ast::JoinOperator::Left(_) | ast::JoinOperator::LeftOuter(_) => {
-                    return Err(SqlError::NeedsUpdates {
-                        location,
-                        operator: "a LEFT OUTER JOIN (Join with retractions)".into(),
-                    })
+                    return Err(SqlError::unsupported(location, "a LEFT OUTER JOIN (Join with retractions)"))
                 }
                 ast::JoinOperator::Right(_) | ast::JoinOperator::RightOuter(_) => {
-                    return Err(SqlError::NeedsUpdates {
-                        location,
-                        operator: "a RIGHT OUTER JOIN (Join with retractions)".into(),
-                    })
+                    return Err(SqlError::unsupported(location, "a RIGHT OUTER JOIN (Join with retractions)"))
                 }
                 ast::JoinOperator::FullOuter(_) => {
-                    return Err(SqlError::NeedsUpdates {
-                        location,
-                        operator: "a FULL OUTER JOIN (Join with retractions)".into(),
-                    })
+                    return Err(SqlError::unsupported(location, "a FULL OUTER JOIN (Join with retractions)"))
                 }
                 other => return Err(SqlError::unsupported(location, format!("the join {other:?}"))),
             };
@@ -296,10 +306,9 @@ impl<'a> Builder<'a> {
                 });
                 rename(planned, Some(&qualifier), alias.as_ref().map(|a| a.columns.as_slice()).unwrap_or(&[]), location)
             }
-            TableFactor::Table { version: Some(_), .. } => Err(SqlError::NeedsUpdates {
-                location,
-                operator: "FOR SYSTEM_TIME AS OF (a temporal or lookup join)".into(),
-            }),
+            TableFactor::Table { version: Some(_), .. } => {
+                Err(SqlError::unsupported(location, "FOR SYSTEM_TIME AS OF (a temporal or lookup join)"))
+            }
             TableFactor::Derived { subquery, alias, .. } => {
                 let planned = self.query(subquery)?;
                 match alias {
@@ -567,12 +576,6 @@ impl<'a> Builder<'a> {
                 }
             }
         }
-        let Some(window) = window else {
-            return Err(SqlError::NeedsUpdates {
-                location,
-                operator: "GroupAggregate (an aggregation without a window)".into(),
-            });
-        };
         let binder = self.binder(&input.scope);
         // The pre-projection: keys, aggregate arguments, FILTER conditions, time column.
         let mut pre: Vec<Expr> = Vec::new();
@@ -594,43 +597,46 @@ impl<'a> Builder<'a> {
         for call in calls {
             aggregates.push(self.aggregate_call(call, &binder, &mut pre)?);
         }
-        let time_column = pre.len();
-        pre.push(Expr::column(window.time_column, input.plan.fields[window.time_column].ty.clone()));
-        if let Some((_, end)) = attached {
-            pre.push(Expr::column(end, input.plan.fields[end].ty.clone()));
-        }
-        let pre_fields: Vec<Field> =
-            pre.iter().enumerate().map(|(i, e)| Field::new(format!("$f{i}"), e.ty.clone())).collect();
-        let pre_plan = Plan::new(Node::Calc { input: Box::new(input.plan), projection: pre, filter: None }, pre_fields);
-        let spec = WindowSpec { time_column, ..window };
-        // The output: keys, aggregates, window_start, window_end, window_time.
         let mut fields: Vec<Field> =
             key_scope.iter().map(|c| Field::new(c.name.clone(), c.ty.clone().without_time_attribute())).collect();
         for (i, a) in aggregates.iter().enumerate() {
             fields.push(Field::new(format!("$agg{i}"), a.ty.clone()));
         }
-        let window_start = fields.len();
-        fields.extend(window_fields(spec.time));
         let mut scope_columns: Vec<ScopeColumn> =
             key_scope.into_iter().map(|c| ScopeColumn { ty: c.ty.without_time_attribute(), ..c }).collect();
         for (i, a) in aggregates.iter().enumerate() {
             scope_columns.push(ScopeColumn { qualifier: None, name: format!("$agg{i}"), ty: a.ty.clone() });
         }
-        let window_qualifier = planned.scope.columns.last().and_then(|c| c.qualifier.clone());
-        for f in window_fields(spec.time) {
-            let qualifier = if legacy { Some("$window".to_string()) } else { window_qualifier.clone() };
-            scope_columns.push(ScopeColumn { qualifier, name: f.name, ty: f.ty });
-        }
-        let keys_out: Vec<usize> = key_columns.clone();
-        let plan = Plan::new(
-            Node::WindowAggregate {
-                input: Box::new(pre_plan),
-                window: spec,
-                keys: keys_out,
-                aggregates: aggregates.clone(),
-            },
-            fields.clone(),
-        );
+        let window_start = fields.len();
+        let plan = match window {
+            Some(window) => {
+                let time_column = pre.len();
+                pre.push(Expr::column(window.time_column, input.plan.fields[window.time_column].ty.clone()));
+                if let Some((_, end)) = attached {
+                    pre.push(Expr::column(end, input.plan.fields[end].ty.clone()));
+                }
+                let spec = WindowSpec { time_column, ..window };
+                // The output: keys, aggregates, window_start, window_end, window_time.
+                fields.extend(window_fields(spec.time));
+                let window_qualifier = planned.scope.columns.last().and_then(|c| c.qualifier.clone());
+                for f in window_fields(spec.time) {
+                    let qualifier = if legacy { Some("$window".to_string()) } else { window_qualifier.clone() };
+                    scope_columns.push(ScopeColumn { qualifier, name: f.name, ty: f.ty });
+                }
+                let pre_plan = pre_projection(input.plan, pre);
+                let node =
+                    Node::WindowAggregate { input: Box::new(pre_plan), window: spec, keys: key_columns, aggregates };
+                Plan::new(node, fields.clone())
+            }
+            None => {
+                // The output: keys, aggregates.
+                let pre_plan = pre_projection(input.plan, pre);
+                Plan::new(
+                    Node::GroupAggregate { input: Box::new(pre_plan), keys: key_columns, aggregates },
+                    fields.clone(),
+                )
+            }
+        };
         let mut replacements: Vec<(String, Expr)> = Vec::new();
         for (i, e) in keys.iter().enumerate() {
             replacements.push((e.to_string(), Expr::column(i, fields[i].ty.clone())));
@@ -683,7 +689,7 @@ impl<'a> Builder<'a> {
         let kind = aggregate::kind_of(&name, star || (name == "COUNT" && args.is_empty()))
             .ok_or_else(|| SqlError::unsupported(location, format!("the aggregate function {name}")))?;
         if call.over.is_some() {
-            return Err(SqlError::NeedsUpdates { location, operator: "an OVER aggregation (OverAggregate)".into() });
+            return Err(SqlError::unsupported(location, "an OVER aggregation (OverAggregate)"));
         }
         let (argument, argument_type) = match args.as_slice() {
             [] => (None, None),

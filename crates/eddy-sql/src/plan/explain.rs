@@ -77,6 +77,18 @@ pub fn describe(plan: &Plan) -> String {
             format!("{kind}(joinType=[InnerJoin], where=[{condition}])")
         }
         Node::Union { .. } => "Union(all=[true])".to_string(),
+        Node::GroupAggregate { input, keys, aggregates } => {
+            let names = input_names(input);
+            let keys: Vec<&str> = keys.iter().map(|k| names[*k].as_str()).collect();
+            let mut select = keys.join(", ");
+            if !aggregates.is_empty() {
+                if !select.is_empty() {
+                    select.push_str(", ");
+                }
+                select.push_str(&aggregate_list(aggregates, &names));
+            }
+            format!("GroupAggregate(groupBy=[{}], select=[{select}])", keys.join(", "))
+        }
     }
 }
 
@@ -86,7 +98,8 @@ fn aggregate_list(aggregates: &[AggregateCall], names: &[String]) -> String {
         .map(|a| {
             let argument = a.argument.map(|i| names[i].clone()).unwrap_or_else(|| "*".into());
             let distinct = if a.distinct { "DISTINCT " } else { "" };
-            format!("{:?}({distinct}{argument})", a.kind).to_uppercase().replace("COUNTSTAR", "COUNT")
+            let function = format!("{:?}", a.kind).to_uppercase().replace("COUNTSTAR", "COUNT");
+            format!("{function}({distinct}{argument})")
         })
         .collect::<Vec<_>>()
         .join(", ")

@@ -6,6 +6,7 @@
 
 pub mod aggregate;
 pub mod builder;
+pub mod changelog;
 pub mod explain;
 pub mod reads;
 pub mod rules;
@@ -17,25 +18,65 @@ use crate::value::Value;
 use aggregate::AggregateCall;
 use std::sync::Arc;
 
-/// What a node's output does to the table it describes (Flink's `ChangelogMode`): only
-/// inserts, or updates too. Part 1 of eddy's SQL plans insert-only nodes; the planner
-/// refuses, naming the operator, a query that needs another.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ChangelogMode {
-    /// `[I]`: every row is +I.
-    InsertOnly,
-    /// `[I,UB,UA,D]`: rows are retracted and updated.
-    Retract,
-    /// `[I,UA,D]`: updates by key.
-    Upsert,
+/// What a node's output does to the table it describes (Flink's `ChangelogMode`): which
+/// row kinds it emits. Insert-only outputs append; the others update rows emitted
+/// before, by retraction (`-U` then `+U`) and deletion (`-D`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct ChangelogMode {
+    /// Emits `+U` rows (and `-U` before each, where `update_before`).
+    pub updates: bool,
+    /// Emits `-U` before each `+U`: what a consumer that is not keyed by the same key
+    /// needs to retract the old row.
+    pub update_before: bool,
+    /// Emits `-D` rows.
+    pub deletes: bool,
 }
 
 impl ChangelogMode {
-    pub fn short(self) -> &'static str {
-        match self {
-            ChangelogMode::InsertOnly => "[I]",
-            ChangelogMode::Retract => "[I,UB,UA,D]",
-            ChangelogMode::Upsert => "[I,UA,D]",
+    /// `[I]`: every row is +I.
+    pub const INSERT_ONLY: ChangelogMode = ChangelogMode { updates: false, update_before: false, deletes: false };
+    /// `[I,UB,UA]`: rows are updated, never deleted (an aggregation of an insert-only input).
+    pub const UPDATES: ChangelogMode = ChangelogMode { updates: true, update_before: true, deletes: false };
+    /// `[I,UB,UA,D]`: rows are retracted, updated and deleted.
+    pub const RETRACT: ChangelogMode = ChangelogMode { updates: true, update_before: true, deletes: true };
+    /// `[I,UA,D]`: updates by key, without the row before.
+    pub const UPSERT: ChangelogMode = ChangelogMode { updates: true, update_before: false, deletes: true };
+
+    pub fn is_insert_only(self) -> bool {
+        !self.updates && !self.deletes
+    }
+
+    /// The kinds both emit.
+    pub fn union(self, other: ChangelogMode) -> ChangelogMode {
+        ChangelogMode {
+            updates: self.updates || other.updates,
+            update_before: self.update_before || other.update_before,
+            deletes: self.deletes || other.deletes,
+        }
+    }
+
+    /// `[I]`, `[I,UB,UA]`, `[I,UB,UA,D]`, `[I,UA,D]`, as Flink's EXPLAIN prints them.
+    pub fn short(self) -> String {
+        let mut kinds = vec!["I"];
+        if self.updates && self.update_before {
+            kinds.push("UB");
+        }
+        if self.updates {
+            kinds.push("UA");
+        }
+        if self.deletes {
+            kinds.push("D");
+        }
+        format!("[{}]", kinds.join(","))
+    }
+
+    /// What a consumer that takes only inserts is refused (Flink's words: "update", "update
+    /// and delete", "delete").
+    pub fn changes_text(self) -> &'static str {
+        match (self.updates, self.deletes) {
+            (true, true) => "update and delete",
+            (true, false) => "update",
+            _ => "delete",
         }
     }
 }
@@ -172,12 +213,45 @@ pub enum Node {
     Union {
         inputs: Vec<Plan>,
     },
+    /// Aggregation per key without a window (Flink's `GroupAggregate`): the output row is
+    /// the keys then the aggregates, updated as rows of the key arrive or are retracted.
+    /// Without aggregates it is `SELECT DISTINCT`.
+    GroupAggregate {
+        input: Box<Plan>,
+        keys: Vec<usize>,
+        aggregates: Vec<AggregateCall>,
+    },
+}
+
+impl Node {
+    /// The same node over inputs `f` made of its inputs (what a rule that only recurses
+    /// does with a node it does not rewrite).
+    pub fn map_inputs(self, mut f: impl FnMut(Plan) -> Plan) -> Node {
+        let mut boxed = |p: Box<Plan>| Box::new(f(*p));
+        match self {
+            Node::Scan { .. } | Node::Values { .. } | Node::DataStream { .. } => self,
+            Node::Calc { input, projection, filter } => Node::Calc { input: boxed(input), projection, filter },
+            Node::WindowTableFunction { input, window } => Node::WindowTableFunction { input: boxed(input), window },
+            Node::WindowAggregate { input, window, keys, aggregates } => {
+                Node::WindowAggregate { input: boxed(input), window, keys, aggregates }
+            }
+            Node::Join { left, right, left_keys, right_keys, condition, strategy } => {
+                let left = boxed(left);
+                let right = boxed(right);
+                Node::Join { left, right, left_keys, right_keys, condition, strategy }
+            }
+            Node::Union { inputs } => Node::Union { inputs: inputs.into_iter().map(f).collect() },
+            Node::GroupAggregate { input, keys, aggregates } => {
+                Node::GroupAggregate { input: boxed(input), keys, aggregates }
+            }
+        }
+    }
 }
 
 impl Plan {
     pub fn new(node: Node, fields: Vec<Field>) -> Self {
         let window = window_columns_of(&node);
-        Self { node, fields, changelog: ChangelogMode::InsertOnly, window }
+        Self { node, fields, changelog: ChangelogMode::INSERT_ONLY, window }
     }
 
     /// A node with a known changelog mode (the rules rebuild nodes with it).
@@ -194,9 +268,8 @@ impl Plan {
             Node::Scan { .. } | Node::Values { .. } | Node::DataStream { .. } => vec![],
             Node::Calc { input, .. }
             | Node::WindowTableFunction { input, .. }
-            | Node::WindowAggregate { input, .. } => {
-                vec![input]
-            }
+            | Node::WindowAggregate { input, .. }
+            | Node::GroupAggregate { input, .. } => vec![input],
             Node::Join { left, right, .. } => vec![left, right],
             Node::Union { inputs } => inputs.iter().collect(),
         }

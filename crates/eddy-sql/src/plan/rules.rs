@@ -168,21 +168,10 @@ fn push_filters(plan: Plan) -> Plan {
 
 fn push_children(plan: Plan) -> Plan {
     let Plan { node, fields, changelog, .. } = plan;
-    let node = match node {
-        Node::Calc { input, projection, filter } => {
-            Node::Calc { input: Box::new(push_filters(*input)), projection, filter }
-        }
-        Node::WindowTableFunction { input, window } => {
-            Node::WindowTableFunction { input: Box::new(push_filters(*input)), window }
-        }
-        Node::WindowAggregate { input, window, keys, aggregates } => {
-            Node::WindowAggregate { input: Box::new(push_filters(*input)), window, keys, aggregates }
-        }
-        Node::Union { inputs } => Node::Union { inputs: inputs.into_iter().map(push_filters).collect() },
-        Node::Join { .. } => return push_filters(Plan::with(node, fields, changelog)),
-        other => other,
-    };
-    Plan::with(node, fields, changelog)
+    match node {
+        Node::Join { .. } => push_filters(Plan::with(node, fields, changelog)),
+        other => Plan::with(other.map_inputs(push_filters), fields, changelog),
+    }
 }
 
 /// Takes the `left.x = right.y` conjuncts (of types whose values compare as their bytes)
@@ -281,22 +270,7 @@ fn merge_calcs(plan: Plan) -> Plan {
                 }
             }
         }
-        Node::WindowTableFunction { input, window } => {
-            Node::WindowTableFunction { input: Box::new(merge_calcs(*input)), window }
-        }
-        Node::WindowAggregate { input, window, keys, aggregates } => {
-            Node::WindowAggregate { input: Box::new(merge_calcs(*input)), window, keys, aggregates }
-        }
-        Node::Join { left, right, left_keys, right_keys, condition, strategy } => Node::Join {
-            left: Box::new(merge_calcs(*left)),
-            right: Box::new(merge_calcs(*right)),
-            left_keys,
-            right_keys,
-            condition,
-            strategy,
-        },
-        Node::Union { inputs } => Node::Union { inputs: inputs.into_iter().map(merge_calcs).collect() },
-        other => other,
+        other => other.map_inputs(merge_calcs),
     };
     Plan::with(node, fields, changelog)
 }
@@ -333,17 +307,7 @@ fn choose_join_strategies(plan: Plan) -> Plan {
             }
             Node::Join { left: Box::new(left), right: Box::new(right), left_keys, right_keys, condition, strategy }
         }
-        Node::Calc { input, projection, filter } => {
-            Node::Calc { input: Box::new(choose_join_strategies(*input)), projection, filter }
-        }
-        Node::WindowTableFunction { input, window } => {
-            Node::WindowTableFunction { input: Box::new(choose_join_strategies(*input)), window }
-        }
-        Node::WindowAggregate { input, window, keys, aggregates } => {
-            Node::WindowAggregate { input: Box::new(choose_join_strategies(*input)), window, keys, aggregates }
-        }
-        Node::Union { inputs } => Node::Union { inputs: inputs.into_iter().map(choose_join_strategies).collect() },
-        other => other,
+        other => other.map_inputs(choose_join_strategies),
     };
     Plan::with(node, fields, changelog)
 }

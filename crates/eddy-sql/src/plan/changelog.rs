@@ -1,0 +1,97 @@
+//! Which row kinds each node emits (Flink's changelog mode inference), derived bottom-up
+//! once every rule ran: sources insert; a Calc, a union and an inner regular join pass on
+//! what their inputs emit; an aggregation without a window updates its rows (and deletes
+//! them, where its input retracts). A node that takes only inserts (a window aggregation,
+//! an interval or window join) over an updating input is refused here in Flink's words,
+//! naming the node the changes come from; sinks are checked against the result by
+//! [`check_sink`].
+
+use super::explain::describe;
+use super::{ChangelogMode, JoinStrategy, Node, Plan};
+use crate::error::SqlError;
+
+/// The plan with every node's changelog mode, or the node that cannot take its input's.
+pub fn derive(plan: Plan) -> Result<Plan, SqlError> {
+    let Plan { node, fields, .. } = plan;
+    let mut error = None;
+    let node = node.map_inputs(|input| match derive(input) {
+        Ok(p) => p,
+        Err(e) => {
+            error.get_or_insert(e);
+            Plan::new(Node::Values { rows: Vec::new() }, Vec::new())
+        }
+    });
+    if let Some(e) = error {
+        return Err(e);
+    }
+    let mode = match &node {
+        Node::Scan { .. } | Node::Values { .. } | Node::DataStream { .. } => ChangelogMode::INSERT_ONLY,
+        Node::Calc { input, .. } => input.changelog,
+        Node::WindowTableFunction { input, .. } => {
+            inserts_only(input, "StreamPhysicalWindowTableFunction")?;
+            ChangelogMode::INSERT_ONLY
+        }
+        Node::WindowAggregate { input, .. } => {
+            inserts_only(input, "StreamPhysicalWindowAggregate")?;
+            ChangelogMode::INSERT_ONLY
+        }
+        Node::Join { left, right, strategy, .. } => match strategy {
+            JoinStrategy::Regular => left.changelog.union(right.changelog),
+            JoinStrategy::Interval { .. } => {
+                inserts_only(left, "StreamPhysicalIntervalJoin")?;
+                inserts_only(right, "StreamPhysicalIntervalJoin")?;
+                ChangelogMode::INSERT_ONLY
+            }
+            JoinStrategy::Window { .. } => {
+                inserts_only(left, "StreamPhysicalWindowJoin")?;
+                inserts_only(right, "StreamPhysicalWindowJoin")?;
+                ChangelogMode::INSERT_ONLY
+            }
+        },
+        Node::Union { inputs } => inputs.iter().fold(ChangelogMode::INSERT_ONLY, |m, i| m.union(i.changelog)),
+        Node::GroupAggregate { input, .. } => {
+            if input.changelog.is_insert_only() {
+                ChangelogMode::UPDATES
+            } else {
+                ChangelogMode::RETRACT
+            }
+        }
+    };
+    Ok(Plan::with(node, fields, mode))
+}
+
+/// Whether a node introduces changes of its own (rather than passing on its inputs').
+fn makes_changes(plan: &Plan) -> bool {
+    matches!(plan.node, Node::GroupAggregate { .. })
+}
+
+/// The node an updating plan's changes come from: the first below that makes them.
+pub fn origin(plan: &Plan) -> &Plan {
+    if makes_changes(plan) {
+        return plan;
+    }
+    match plan.inputs().into_iter().find(|i| !i.changelog.is_insert_only()) {
+        Some(input) => origin(input),
+        None => plan,
+    }
+}
+
+/// `consumer` takes only inserts: an updating `input` is refused, in Flink's words.
+fn inserts_only(input: &Plan, consumer: &str) -> Result<(), SqlError> {
+    if input.changelog.is_insert_only() {
+        return Ok(());
+    }
+    Err(SqlError::ConsumesUpdates {
+        consumer: consumer.to_string(),
+        changes: input.changelog.changes_text(),
+        producer: describe(origin(input)),
+    })
+}
+
+/// A sink that takes only inserts (`accepts_updates` false) refuses an updating result.
+pub fn check_sink(plan: &Plan, sink: &str, accepts_updates: bool) -> Result<(), SqlError> {
+    if accepts_updates {
+        return Ok(());
+    }
+    inserts_only(plan, &format!("Table sink '{sink}'"))
+}
