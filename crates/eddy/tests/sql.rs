@@ -24,6 +24,8 @@ const SCRIPTS: &[&str] = &[
     "group_aggregate",
     "group_retract",
     "distinct",
+    "top_n",
+    "deduplicate",
 ];
 
 fn dir() -> PathBuf {

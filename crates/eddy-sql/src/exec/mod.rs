@@ -7,6 +7,7 @@ pub mod aggregate;
 mod calc;
 mod group_aggregate;
 mod join;
+mod rank;
 mod window;
 
 use crate::connector;
@@ -121,6 +122,20 @@ impl<'e> Translator<'e> {
                 let retracts = !input.changelog.is_insert_only();
                 let ttl = self.config.state_ttl_ms;
                 group_aggregate::group_aggregate(input_stream, keys, aggregates, retracts, ttl, &name, &uid)
+            }
+            Node::Rank { input, partition_keys, order, rank_end, output_rank } => {
+                let input_stream = self.translate(input)?;
+                let uid = self.uid("rank");
+                let end =
+                    rank_end.ok_or_else(|| SqlError::unsupported(None, "ROW_NUMBER() OVER without a filter on it"))?;
+                let ttl = self.config.state_ttl_ms;
+                rank::top_n(input_stream, partition_keys, order, end, *output_rank, ttl, &name, &uid)
+            }
+            Node::Deduplicate { input, keys, keep_last, time_column, time } => {
+                let input_stream = self.translate(input)?;
+                let uid = self.uid("deduplicate");
+                let ttl = self.config.state_ttl_ms;
+                rank::deduplicate(input_stream, keys, *keep_last, (*time_column, *time), ttl, &name, &uid)
             }
             Node::Union { inputs } => {
                 let mut streams = Vec::new();

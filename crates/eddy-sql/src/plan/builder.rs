@@ -5,7 +5,7 @@
 //! naming Flink's operator.
 
 use super::aggregate::{self, AggregateCall};
-use super::{window_fields, JoinStrategy, Node, Plan, WindowKind, WindowSpec};
+use super::{window_fields, JoinStrategy, Node, Plan, SortKey, WindowKind, WindowSpec};
 use crate::catalog::{Catalog, Relation};
 use crate::error::{Location, SqlError};
 use crate::expr::bind::{location_of, Binder, Scope, ScopeColumn};
@@ -17,6 +17,9 @@ use sqlparser::ast::{
     self, FunctionArg, FunctionArgExpr, FunctionArguments, SelectItem, SetExpr, Spanned, TableFactor,
 };
 use std::collections::BTreeMap;
+
+/// The qualifier of a select list's `ROW_NUMBER() OVER` column: `*` leaves it out.
+const OVER_QUALIFIER: &str = "$over";
 
 /// `SELECT DISTINCT`: a grouping by every column, without aggregates (Flink's
 /// `GroupAggregate(groupBy=[all], select=[all])`).
@@ -185,11 +188,67 @@ impl<'a> Builder<'a> {
             if select.having.is_some() {
                 return Err(SqlError::validation(location, "HAVING needs GROUP BY or an aggregate"));
             }
-            let projected = self.project(planned, &select.projection, &[], None)?;
+            let (planned, replacements) = self.ranking(planned, &select.projection)?;
+            let projected = self.project(planned, &select.projection, &replacements, None, false)?;
             return Ok(if distinct { distinct_of(projected) } else { projected });
         }
         let aggregated = self.aggregate(planned, group_by, &aggregate_calls, select, location)?;
         Ok(if distinct { distinct_of(aggregated) } else { aggregated })
+    }
+
+    /// A `ROW_NUMBER() OVER (PARTITION BY … ORDER BY …)` of the select list: a Rank node
+    /// over `planned` whose last column is the row number, and the replacement that binds
+    /// the call to it. (The rules bound the rank by the query's filter on it.)
+    fn ranking(&self, planned: Planned, items: &[SelectItem]) -> Result<(Planned, Vec<(String, Expr)>), SqlError> {
+        let mut calls = Vec::new();
+        for item in items {
+            if let SelectItem::UnnamedExpr(e) | SelectItem::ExprWithAlias { expr: e, .. } = item {
+                collect_over_calls(e, &mut calls);
+            }
+        }
+        let Some(call) = calls.first() else { return Ok((planned, Vec::new())) };
+        let location = span_location(&call.name);
+        let name = crate::parser::object_name(&call.name).to_ascii_uppercase();
+        if name != "ROW_NUMBER" {
+            return Err(SqlError::unsupported(location, format!("{name}() OVER (an OverAggregate)")));
+        }
+        if calls.iter().any(|c| c.to_string() != call.to_string()) {
+            return Err(SqlError::unsupported(location, "two different OVER calls in one select list"));
+        }
+        let spec = match &call.over {
+            Some(ast::WindowType::WindowSpec(spec)) if spec.window_frame.is_none() => spec,
+            _ => return Err(SqlError::unsupported(location, format!("the window of '{call}'"))),
+        };
+        let binder = self.binder(&planned.scope);
+        let column = |e: &ast::Expr| -> Result<usize, SqlError> {
+            binder.bind(e)?.as_column().ok_or_else(|| {
+                SqlError::unsupported(location_of(e), format!("'{e}' in an OVER window (a column is supported)"))
+            })
+        };
+        let partition_keys: Vec<usize> = spec.partition_by.iter().map(&column).collect::<Result<_, _>>()?;
+        let mut order = Vec::new();
+        for o in &spec.order_by {
+            let ascending = !matches!(o.options.sort, Some(ast::OrderBySort::Desc));
+            order.push(SortKey {
+                column: column(&o.expr)?,
+                ascending,
+                nulls_first: o.options.nulls_first.unwrap_or(ascending),
+            });
+        }
+        if order.is_empty() {
+            return Err(SqlError::validation(location, "ROW_NUMBER() OVER needs an ORDER BY"));
+        }
+        let mut fields = planned.plan.fields.clone();
+        let rank_ty = DataType::not_null(crate::types::TypeKind::BigInt);
+        fields.push(Field::new("$rank", rank_ty.clone()));
+        let rank = fields.len() - 1;
+        let node =
+            Node::Rank { input: Box::new(planned.plan), partition_keys, order, rank_end: None, output_rank: true };
+        let mut scope = planned.scope;
+        let qualifier = Some(OVER_QUALIFIER.to_string());
+        scope.columns.push(ScopeColumn { qualifier, name: "$rank".into(), ty: rank_ty.clone() });
+        let replacement = (call.to_string(), Expr::column(rank, rank_ty));
+        Ok((Planned { plan: Plan::new(node, fields), scope }, vec![replacement]))
     }
 
     /// The select list over `planned` (its replacements and window columns bind
@@ -200,6 +259,7 @@ impl<'a> Builder<'a> {
         items: &[SelectItem],
         replacements: &[(String, Expr)],
         window_columns: Option<[usize; 3]>,
+        grouping: bool,
     ) -> Result<Planned, SqlError> {
         let binder = Binder { scope: &planned.scope, functions: self.catalog, replacements, window_columns };
         let mut projection = Vec::new();
@@ -221,13 +281,18 @@ impl<'a> Builder<'a> {
                     names.push(alias.value.clone());
                 }
                 SelectItem::Wildcard(_) => {
-                    if !replacements.is_empty() || window_columns.is_some() {
+                    if grouping {
                         return Err(SqlError::validation(
                             span_location(item),
                             "SELECT * is not allowed in a grouping query",
                         ));
                     }
+                    // Every column the FROM clause gives (not a row number computed for
+                    // the select list).
                     for (i, c) in planned.scope.columns.iter().enumerate() {
+                        if c.qualifier.as_deref() == Some(OVER_QUALIFIER) {
+                            continue;
+                        }
                         projection.push(Expr::column(i, c.ty.clone()));
                         names.push(c.name.clone());
                     }
@@ -657,7 +722,7 @@ impl<'a> Builder<'a> {
             let filter = binder.boolean(having)?;
             planned = filter_of(planned, filter);
         }
-        self.project(planned, &select.projection, &replacements, window_columns)
+        self.project(planned, &select.projection, &replacements, window_columns, true)
     }
 
     /// `COUNT(*)`, `SUM(DISTINCT x) FILTER (WHERE c)` …: its arguments appended to the
@@ -917,6 +982,21 @@ fn rename(
 }
 
 /// The aggregate calls in an expression (not looking into them).
+/// The `f(…) OVER (…)` calls of an expression.
+fn collect_over_calls<'e>(e: &'e ast::Expr, out: &mut Vec<&'e ast::Function>) {
+    match e {
+        ast::Expr::Function(f) if f.over.is_some() => out.push(f),
+        ast::Expr::BinaryOp { left, right, .. } => {
+            collect_over_calls(left, out);
+            collect_over_calls(right, out);
+        }
+        ast::Expr::UnaryOp { expr, .. } | ast::Expr::Nested(expr) | ast::Expr::Cast { expr, .. } => {
+            collect_over_calls(expr, out)
+        }
+        _ => {}
+    }
+}
+
 fn collect_aggregates<'e>(e: &'e ast::Expr, out: &mut Vec<&'e ast::Function>) {
     use ast::Expr as A;
     match e {

@@ -9,6 +9,7 @@
 use super::explain::describe;
 use super::{ChangelogMode, JoinStrategy, Node, Plan};
 use crate::error::SqlError;
+use crate::types::TimeAttribute;
 
 /// The plan with every node's changelog mode, or the node that cannot take its input's.
 pub fn derive(plan: Plan) -> Result<Plan, SqlError> {
@@ -49,6 +50,25 @@ pub fn derive(plan: Plan) -> Result<Plan, SqlError> {
             }
         },
         Node::Union { inputs } => inputs.iter().fold(ChangelogMode::INSERT_ONLY, |m, i| m.union(i.changelog)),
+        Node::Rank { input, rank_end, .. } => {
+            if rank_end.is_none() {
+                return Err(SqlError::unsupported(
+                    None,
+                    "ROW_NUMBER() OVER without a filter on it (a top-N needs WHERE rownum <= N)",
+                ));
+            }
+            from_inserts_only(input, "a ROW_NUMBER top-N")?;
+            ChangelogMode::RETRACT
+        }
+        Node::Deduplicate { input, keep_last, time, .. } => {
+            from_inserts_only(input, "a deduplication")?;
+            if !keep_last && *time == TimeAttribute::Proctime {
+                // The first row of a key by arrival is never replaced.
+                ChangelogMode::INSERT_ONLY
+            } else {
+                ChangelogMode::UPDATES
+            }
+        }
         Node::GroupAggregate { input, .. } => {
             if input.changelog.is_insert_only() {
                 ChangelogMode::UPDATES
@@ -62,7 +82,7 @@ pub fn derive(plan: Plan) -> Result<Plan, SqlError> {
 
 /// Whether a node introduces changes of its own (rather than passing on its inputs').
 fn makes_changes(plan: &Plan) -> bool {
-    matches!(plan.node, Node::GroupAggregate { .. })
+    matches!(plan.node, Node::GroupAggregate { .. } | Node::Rank { .. } | Node::Deduplicate { .. })
 }
 
 /// The node an updating plan's changes come from: the first below that makes them.
@@ -86,6 +106,17 @@ fn inserts_only(input: &Plan, consumer: &str) -> Result<(), SqlError> {
         changes: input.changelog.changes_text(),
         producer: describe(origin(input)),
     })
+}
+
+/// What eddy does not run yet over an updating input (Flink does).
+fn from_inserts_only(input: &Plan, what: &str) -> Result<(), SqlError> {
+    if input.changelog.is_insert_only() {
+        return Ok(());
+    }
+    Err(SqlError::unsupported(
+        None,
+        format!("{what} over an updating input (the changes of {})", describe(origin(input))),
+    ))
 }
 
 /// A sink that takes only inserts (`accepts_updates` false) refuses an updating result.

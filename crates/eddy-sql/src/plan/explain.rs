@@ -77,6 +77,28 @@ pub fn describe(plan: &Plan) -> String {
             format!("{kind}(joinType=[InnerJoin], where=[{condition}])")
         }
         Node::Union { .. } => "Union(all=[true])".to_string(),
+        Node::Rank { input, partition_keys, order, rank_end, .. } => {
+            let names = input_names(input);
+            let end = rank_end.map(|e| e.to_string()).unwrap_or_else(|| "unbounded".into());
+            format!(
+                "Rank(strategy=[AppendFastStrategy], rankType=[ROW_NUMBER], rankRange=[rankStart=1, rankEnd={end}], partitionBy=[{}], orderBy=[{}])",
+                column_list(partition_keys, &names),
+                order
+                    .iter()
+                    .map(|k| format!("{} {}", names[k.column], if k.ascending { "ASC" } else { "DESC" }))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        }
+        Node::Deduplicate { input, keys, keep_last, time, .. } => format!(
+            "Deduplicate(keep=[{}], key=[{}], order=[{}])",
+            if *keep_last { "LastRow" } else { "FirstRow" },
+            column_list(keys, &input_names(input)),
+            match time {
+                crate::types::TimeAttribute::Rowtime => "ROWTIME",
+                crate::types::TimeAttribute::Proctime => "PROCTIME",
+            }
+        ),
         Node::GroupAggregate { input, keys, aggregates } => {
             let names = input_names(input);
             let keys: Vec<&str> = keys.iter().map(|k| names[*k].as_str()).collect();
@@ -90,6 +112,10 @@ pub fn describe(plan: &Plan) -> String {
             format!("GroupAggregate(groupBy=[{}], select=[{select}])", keys.join(", "))
         }
     }
+}
+
+fn column_list(columns: &[usize], names: &[String]) -> String {
+    columns.iter().map(|c| names[*c].as_str()).collect::<Vec<_>>().join(", ")
 }
 
 fn aggregate_list(aggregates: &[AggregateCall], names: &[String]) -> String {

@@ -152,6 +152,15 @@ impl WindowSpec {
     }
 }
 
+/// One key of an ORDER BY: a column, its direction, and whether NULLs come first
+/// (Flink's default: NULL is the smallest value, first ascending and last descending).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SortKey {
+    pub column: usize,
+    pub ascending: bool,
+    pub nulls_first: bool,
+}
+
 /// How an inner join of two insert-only inputs runs.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum JoinStrategy {
@@ -213,6 +222,25 @@ pub enum Node {
     Union {
         inputs: Vec<Plan>,
     },
+    /// `ROW_NUMBER() OVER (PARTITION BY … ORDER BY …)` with a filter on it (Flink's
+    /// `Rank`): the rows ranked `1..=rank_end` of each partition, and their rank as a last
+    /// column where `output_rank`. `rank_end` is `None` until a filter bounds it.
+    Rank {
+        input: Box<Plan>,
+        partition_keys: Vec<usize>,
+        order: Vec<SortKey>,
+        rank_end: Option<u64>,
+        output_rank: bool,
+    },
+    /// The first or last row of each key by a time attribute (Flink's `Deduplicate`: a
+    /// rank of 1 ordered by time, without the rank column).
+    Deduplicate {
+        input: Box<Plan>,
+        keys: Vec<usize>,
+        keep_last: bool,
+        time_column: usize,
+        time: TimeAttribute,
+    },
     /// Aggregation per key without a window (Flink's `GroupAggregate`): the output row is
     /// the keys then the aggregates, updated as rows of the key arrive or are retracted.
     /// Without aggregates it is `SELECT DISTINCT`.
@@ -244,6 +272,12 @@ impl Node {
             Node::GroupAggregate { input, keys, aggregates } => {
                 Node::GroupAggregate { input: boxed(input), keys, aggregates }
             }
+            Node::Rank { input, partition_keys, order, rank_end, output_rank } => {
+                Node::Rank { input: boxed(input), partition_keys, order, rank_end, output_rank }
+            }
+            Node::Deduplicate { input, keys, keep_last, time_column, time } => {
+                Node::Deduplicate { input: boxed(input), keys, keep_last, time_column, time }
+            }
         }
     }
 }
@@ -269,7 +303,9 @@ impl Plan {
             Node::Calc { input, .. }
             | Node::WindowTableFunction { input, .. }
             | Node::WindowAggregate { input, .. }
-            | Node::GroupAggregate { input, .. } => vec![input],
+            | Node::GroupAggregate { input, .. }
+            | Node::Rank { input, .. }
+            | Node::Deduplicate { input, .. } => vec![input],
             Node::Join { left, right, .. } => vec![left, right],
             Node::Union { inputs } => inputs.iter().collect(),
         }

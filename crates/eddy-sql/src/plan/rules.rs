@@ -13,7 +13,88 @@ use crate::value::Value;
 pub fn optimize(plan: Plan) -> Plan {
     let plan = push_filters(plan);
     let plan = choose_join_strategies(plan);
-    merge_calcs(plan)
+    let plan = merge_calcs(plan);
+    bound_ranks(plan)
+}
+
+/// An integer constant (through casts of it).
+fn constant_int(e: &Expr) -> Option<i64> {
+    match &e.kind {
+        ExprKind::Literal(Value::Int(i)) => Some(*i),
+        ExprKind::Cast(inner) => constant_int(inner),
+        _ => None,
+    }
+}
+
+/// The last rank `conjunct` keeps of column `rank` (`rank <= n`, `rank < n`, `rank = 1`).
+fn rank_end_of(conjunct: &Expr, rank: usize) -> Option<u64> {
+    let ExprKind::Compare(op, a, b) = &conjunct.kind else { return None };
+    let (op, n) = match (a.as_column(), b.as_column()) {
+        (Some(c), _) if c == rank => (*op, constant_int(b)?),
+        (_, Some(c)) if c == rank => (
+            match op {
+                CompareOp::GtEq => CompareOp::LtEq,
+                CompareOp::Gt => CompareOp::Lt,
+                other => *other,
+            },
+            constant_int(a)?,
+        ),
+        _ => return None,
+    };
+    let end = match op {
+        CompareOp::LtEq => n,
+        CompareOp::Lt => n - 1,
+        CompareOp::Eq if n == 1 => 1,
+        _ => return None,
+    };
+    Some(end.max(0) as u64)
+}
+
+/// A filter on a Rank's row number becomes the Rank's bound (Flink's top-N); a rank
+/// nothing reads is not output, and a first row by a time attribute is a Deduplicate.
+fn bound_ranks(plan: Plan) -> Plan {
+    let Plan { node, fields, changelog, .. } = plan;
+    let node = node.map_inputs(bound_ranks);
+    let Node::Calc { input, projection, filter: Some(filter) } = node else {
+        return Plan::with(node, fields, changelog);
+    };
+    let Node::Rank { rank_end: None, .. } = &input.node else {
+        return Plan::with(Node::Calc { input, projection, filter: Some(filter) }, fields, changelog);
+    };
+    let rank = input.fields.len() - 1;
+    let mut all = Vec::new();
+    conjuncts(filter, &mut all);
+    let mut end = None;
+    let mut rest = Vec::new();
+    for c in all {
+        match rank_end_of(&c, rank) {
+            Some(e) => end = Some(end.map_or(e, |x: u64| x.min(e))),
+            None => rest.push(c),
+        }
+    }
+    let filter = and_of(rest);
+    let Node::Rank { input: below, partition_keys, order, output_rank, .. } = input.node else {
+        unreachable!("matched as a Rank above")
+    };
+    let reads_rank = projection.iter().chain(filter.iter()).any(|e| e.columns().contains(&rank));
+    let mut rank_fields = input.fields;
+    let output_rank = output_rank && (reads_rank || end.is_none());
+    if !output_rank {
+        rank_fields.pop();
+    }
+    let time = order.first().and_then(|k| below.fields[k.column].ty.time_attribute());
+    let rank_node = match (end, output_rank, order.as_slice(), time) {
+        (Some(1), false, [key], Some(time)) => Node::Deduplicate {
+            input: below,
+            keys: partition_keys,
+            keep_last: !key.ascending,
+            time_column: key.column,
+            time,
+        },
+        _ => Node::Rank { input: below, partition_keys, order, rank_end: end, output_rank },
+    };
+    let rank_plan = Plan::with(rank_node, rank_fields, input.changelog);
+    Plan::with(Node::Calc { input: Box::new(rank_plan), projection, filter }, fields, changelog)
 }
 
 fn conjuncts(e: Expr, out: &mut Vec<Expr>) {

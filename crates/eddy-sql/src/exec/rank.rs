@@ -1,0 +1,220 @@
+//! Top-N and deduplication over insert-only inputs, per partition key.
+//!
+//! A top-N (Flink's `AppendOnlyTopNFunction`) keeps the partition's best `rank_end` rows
+//! in order; a row of equal sort key ranks after those that came before it. A new row
+//! that enters the top inserts itself, and the row it pushes out is deleted; with the row
+//! number as a column, every rank whose occupant changed is updated (`-U` of the old
+//! occupant, `+U` of the new).
+//!
+//! A deduplication (Flink's `RowTimeDeduplicateFunction` and the processing-time ones)
+//! keeps one row per key: the last by time (a later or equal time replaces it, `-U`/`+U`)
+//! or the first (only an earlier time replaces it; by arrival, nothing does).
+
+use super::window::key_bytes;
+use crate::expr::compare_values;
+use crate::plan::SortKey;
+use crate::row::{Row, RowKind};
+use crate::types::TimeAttribute;
+use crate::value::Value;
+use eddy_api::{DataStream, FunctionResult, KeyedContext, KeyedProcessFunction, RichFunction, RuntimeContext};
+use eddy_runtime::Collector;
+use eddy_state::{StateTtlConfig, TtlUpdateType, ValueState, ValueStateDescriptor};
+use std::cmp::Ordering;
+use std::sync::Arc;
+
+/// How `a` sorts against `b` by `order`.
+pub fn compare_rows(a: &Row, b: &Row, order: &[SortKey]) -> Ordering {
+    for key in order {
+        let (x, y) = (&a.fields[key.column], &b.fields[key.column]);
+        let o = match (x.is_null(), y.is_null()) {
+            (true, true) => Ordering::Equal,
+            (true, false) if key.nulls_first => Ordering::Less,
+            (true, false) => Ordering::Greater,
+            (false, true) if key.nulls_first => Ordering::Greater,
+            (false, true) => Ordering::Less,
+            (false, false) if key.ascending => compare_values(x, y),
+            (false, false) => compare_values(x, y).reverse(),
+        };
+        if o != Ordering::Equal {
+            return o;
+        }
+    }
+    Ordering::Equal
+}
+
+fn descriptor<T>(name: &str, ttl_ms: u64) -> ValueStateDescriptor<T>
+where
+    T: eddy_state::StateValue,
+{
+    let d = ValueStateDescriptor::new(name);
+    if ttl_ms > 0 {
+        d.with_ttl(StateTtlConfig { ttl_ms, update_type: TtlUpdateType::OnCreateAndWrite })
+    } else {
+        d
+    }
+}
+
+fn with_rank(row: &Row, rank: usize, kind: RowKind) -> Row {
+    let mut fields = Vec::with_capacity(row.fields.len() + 1);
+    fields.extend_from_slice(&row.fields);
+    fields.push(Value::Int(rank as i64));
+    Row { kind, fields }
+}
+
+#[derive(Clone)]
+struct TopN {
+    order: Arc<Vec<SortKey>>,
+    rank_end: usize,
+    output_rank: bool,
+    ttl_ms: u64,
+    state: Option<ValueState<Vec<Row>>>,
+}
+
+impl RichFunction for TopN {
+    fn open(&mut self, ctx: &mut RuntimeContext<'_>) -> FunctionResult {
+        self.state = Some(ctx.get_state(&descriptor("top-rows", self.ttl_ms))?);
+        Ok(())
+    }
+}
+
+impl KeyedProcessFunction<Vec<u8>, Row, Row> for TopN {
+    fn process_element(
+        &mut self,
+        row: Row,
+        _ctx: &mut KeyedContext<'_, Vec<u8>>,
+        out: &mut Collector<'_, Row>,
+    ) -> FunctionResult {
+        if !row.kind.is_accumulate() {
+            return Err("a top-N of eddy takes insert-only input (bug: the planner let a retraction in)".into());
+        }
+        let state = self.state.as_ref().ok_or("the top-N is used before open (bug)")?;
+        let mut top = state.take()?.unwrap_or_default();
+        // After every row that sorts before it or equal to it.
+        let at = top.partition_point(|r| compare_rows(r, &row, &self.order) != Ordering::Greater);
+        if at >= self.rank_end {
+            if !top.is_empty() {
+                state.update(top)?;
+            }
+            return Ok(());
+        }
+        top.insert(at, Row { kind: RowKind::Insert, fields: row.fields });
+        let pushed_out = (top.len() > self.rank_end).then(|| top.pop()).flatten();
+        if self.output_rank {
+            // Ranks at..top.len() have new occupants: the one before was one further down
+            // (or the row pushed out, for the last rank; or none, if the top grew).
+            for k in at..top.len() {
+                let before = if k + 1 < top.len() { Some(&top[k + 1]) } else { pushed_out.as_ref() };
+                match before {
+                    Some(old) => {
+                        out.collect(with_rank(old, k + 1, RowKind::UpdateBefore));
+                        out.collect(with_rank(&top[k], k + 1, RowKind::UpdateAfter));
+                    }
+                    None => out.collect(with_rank(&top[k], k + 1, RowKind::Insert)),
+                }
+            }
+        } else {
+            out.collect(top[at].clone());
+            if let Some(old) = pushed_out {
+                out.collect(Row { kind: RowKind::Delete, fields: old.fields });
+            }
+        }
+        state.update(top)?;
+        Ok(())
+    }
+}
+
+/// The `Rank` node: rows keyed by the partition, the best `rank_end` of each kept.
+#[allow(clippy::too_many_arguments)]
+pub fn top_n(
+    input: DataStream<Row>,
+    partition_keys: &[usize],
+    order: &[SortKey],
+    rank_end: u64,
+    output_rank: bool,
+    ttl_ms: u64,
+    name: &str,
+    uid: &str,
+) -> DataStream<Row> {
+    let routing = Arc::new(partition_keys.to_vec());
+    let function = TopN {
+        order: Arc::new(order.to_vec()),
+        rank_end: rank_end.min(usize::MAX as u64) as usize,
+        output_rank,
+        ttl_ms,
+        state: None,
+    };
+    input.key_by(move |row: &Row| key_bytes(row, &routing)).process(function).name(name).uid(uid)
+}
+
+#[derive(Clone)]
+struct Deduplicate {
+    keep_last: bool,
+    /// The rowtime column, or `None` in processing time (arrival order).
+    rowtime: Option<usize>,
+    ttl_ms: u64,
+    state: Option<ValueState<Row>>,
+}
+
+impl RichFunction for Deduplicate {
+    fn open(&mut self, ctx: &mut RuntimeContext<'_>) -> FunctionResult {
+        self.state = Some(ctx.get_state(&descriptor("kept-row", self.ttl_ms))?);
+        Ok(())
+    }
+}
+
+impl Deduplicate {
+    /// Whether `row` replaces the kept row `kept` (Flink's `isDuplicate`).
+    fn replaces(&self, kept: &Row, row: &Row) -> bool {
+        let Some(t) = self.rowtime else { return self.keep_last };
+        let time = |r: &Row| r.fields[t].as_millis().unwrap_or(i64::MIN);
+        if self.keep_last {
+            time(kept) <= time(row)
+        } else {
+            time(row) < time(kept)
+        }
+    }
+}
+
+impl KeyedProcessFunction<Vec<u8>, Row, Row> for Deduplicate {
+    fn process_element(
+        &mut self,
+        row: Row,
+        _ctx: &mut KeyedContext<'_, Vec<u8>>,
+        out: &mut Collector<'_, Row>,
+    ) -> FunctionResult {
+        if !row.kind.is_accumulate() {
+            return Err("a deduplication of eddy takes insert-only input (bug: the planner let a retraction in)".into());
+        }
+        let state = self.state.as_ref().ok_or("the deduplication is used before open (bug)")?;
+        let row = Row { kind: RowKind::Insert, fields: row.fields };
+        match state.value()? {
+            None => {
+                out.collect(row.clone());
+                state.update(row)?;
+            }
+            Some(kept) if self.replaces(&kept, &row) => {
+                out.collect(Row { kind: RowKind::UpdateBefore, fields: kept.fields });
+                out.collect(Row { kind: RowKind::UpdateAfter, fields: row.fields.clone() });
+                state.update(row)?;
+            }
+            Some(_) => {}
+        }
+        Ok(())
+    }
+}
+
+/// The `Deduplicate` node: rows keyed by `keys`, one kept per key.
+pub fn deduplicate(
+    input: DataStream<Row>,
+    keys: &[usize],
+    keep_last: bool,
+    (time_column, time): (usize, TimeAttribute),
+    ttl_ms: u64,
+    name: &str,
+    uid: &str,
+) -> DataStream<Row> {
+    let routing = Arc::new(keys.to_vec());
+    let rowtime = (time == TimeAttribute::Rowtime).then_some(time_column);
+    let function = Deduplicate { keep_last, rowtime, ttl_ms, state: None };
+    input.key_by(move |row: &Row| key_bytes(row, &routing)).process(function).name(name).uid(uid)
+}
