@@ -295,11 +295,25 @@ impl Catalog {
             watermark,
             partition_keys: ddl.partition_keys.clone(),
             primary_key: ddl.primary_key.clone(),
-            options: ddl.options.iter().cloned().collect(),
+            options: with_current_keys(ddl.options.iter().cloned().collect()),
             location: ddl.location,
             data_stream: None,
         })
     }
+}
+
+/// The options of Flink's legacy descriptor keys (`connector.type`, `connector.path`,
+/// `format.type`, as the Nexmark benchmark's q13 declares its side input) under the
+/// current ones; the legacy filesystem source reads `csv` as the current format does.
+fn with_current_keys(mut options: BTreeMap<String, String>) -> BTreeMap<String, String> {
+    for (legacy, current) in [("connector.type", "connector"), ("connector.path", "path"), ("format.type", "format")] {
+        if !options.contains_key(current) {
+            if let Some(v) = options.remove(legacy) {
+                options.insert(current.to_string(), v);
+            }
+        }
+    }
+    options
 }
 
 /// `default_catalog.default_database.t` and `default_database.t` are `t`.

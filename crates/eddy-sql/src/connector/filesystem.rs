@@ -91,6 +91,39 @@ impl ProcessFunction<String, Row> for Decode {
     }
 }
 
+/// Every row of the table's file, or of the files of its directory (a lookup join's
+/// table, read whole when the join starts, as Flink's filesystem lookup source reads it).
+pub fn read_all(table: &CatalogTable) -> Result<Vec<Row>, SqlError> {
+    let path = path_of(table)?;
+    let format = format_of(table)?;
+    let io = |e: std::io::Error, p: &std::path::Path| SqlError::Io { path: p.display().to_string(), source: e };
+    let mut files = Vec::new();
+    if path.is_dir() {
+        for entry in std::fs::read_dir(&path).map_err(|e| io(e, &path))? {
+            let file = entry.map_err(|e| io(e, &path))?.path();
+            let hidden =
+                file.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with('.') || n.starts_with('_'));
+            if file.is_file() && !hidden {
+                files.push(file);
+            }
+        }
+        files.sort();
+    } else {
+        files.push(path);
+    }
+    let mut rows = Vec::new();
+    for file in files {
+        let text = std::fs::read_to_string(&file).map_err(|e| io(e, &file))?;
+        for (n, line) in text.lines().enumerate() {
+            let row = format
+                .decode(line)
+                .map_err(|e| SqlError::table(&table.name, format!("{}, line {}: {e}", file.display(), n + 1)))?;
+            rows.extend(row);
+        }
+    }
+    Ok(rows)
+}
+
 pub fn source(table: &CatalogTable, env: &Env, uid: &str) -> Result<DataStream<Row>, SqlError> {
     let path = path_of(table)?;
     if !path.exists() {

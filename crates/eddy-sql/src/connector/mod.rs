@@ -143,6 +143,27 @@ pub fn check_sink(table: &CatalogTable) -> Result<(), SqlError> {
     }
 }
 
+/// The table can be the table of a lookup join (its rows read whole when the join
+/// starts): the filesystem connector's.
+pub fn check_lookup(table: &CatalogTable) -> Result<(), SqlError> {
+    match connector_of(table)? {
+        "filesystem" => filesystem::check(table, false),
+        other => Err(SqlError::unsupported(
+            Some(table.location),
+            format!(
+                "a lookup join against the connector '{other}' of table '{}' (eddy's lookup source: filesystem)",
+                table.name
+            ),
+        )),
+    }
+}
+
+/// Every row of a lookup join's table.
+pub fn lookup_rows(table: &CatalogTable) -> Result<Vec<Row>, SqlError> {
+    check_lookup(table)?;
+    filesystem::read_all(table)
+}
+
 /// Whether the table's sink takes updating results (`-U`, `+U`, `-D` rows): print and
 /// blackhole do; the filesystem and an append-only Kafka topic take only inserts.
 pub fn accepts_updates(table: &CatalogTable) -> Result<bool, SqlError> {

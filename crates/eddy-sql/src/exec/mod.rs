@@ -7,6 +7,7 @@ pub mod aggregate;
 mod calc;
 mod group_aggregate;
 mod join;
+mod lookup;
 mod rank;
 mod window;
 
@@ -130,6 +131,12 @@ impl<'e> Translator<'e> {
                     rank_end.ok_or_else(|| SqlError::unsupported(None, "ROW_NUMBER() OVER without a filter on it"))?;
                 let ttl = self.config.state_ttl_ms;
                 rank::top_n(input_stream, partition_keys, order, end, *output_rank, ttl, &name, &uid)
+            }
+            Node::LookupJoin { input, table, key_expressions, keys, condition, left_outer } => {
+                let input_stream = self.translate(input)?;
+                let uid = self.uid("lookup-join");
+                let (table, condition) = (table.clone(), condition.clone());
+                lookup::lookup_join(input_stream, table, (key_expressions, keys), condition, *left_outer, &name, &uid)
             }
             Node::Deduplicate { input, keys, keep_last, time_column, time } => {
                 let input_stream = self.translate(input)?;

@@ -36,6 +36,11 @@ impl Dialect for FlinkDialect {
         Some('`')
     }
 
+    /// `JOIN t FOR SYSTEM_TIME AS OF l.time`: temporal and lookup joins.
+    fn supports_table_versioning(&self) -> bool {
+        true
+    }
+
     fn supports_filter_during_aggregation(&self) -> bool {
         true
     }

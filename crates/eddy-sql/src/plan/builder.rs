@@ -330,6 +330,10 @@ impl<'a> Builder<'a> {
         let mut planned = self.table_factor(&item.relation)?;
         for j in &item.joins {
             let location = span_location(&j.relation);
+            if let TableFactor::Table { version: Some(version), name, alias, .. } = &j.relation {
+                planned = self.lookup_join(planned, j, version, name, alias.as_ref())?;
+                continue;
+            }
             let right = self.table_factor(&j.relation)?;
             let constraint = match &j.join_operator {
                 ast::JoinOperator::Join(c) | ast::JoinOperator::Inner(c) | ast::JoinOperator::CrossJoin(c) => c,
@@ -358,6 +362,103 @@ impl<'a> Builder<'a> {
             };
         }
         Ok(planned)
+    }
+
+    /// `JOIN t FOR SYSTEM_TIME AS OF l.proctime [AS a] ON l.e = a.k …`: a lookup join of
+    /// `left` against the table `t`, whose equalities of a left expression and a column of
+    /// `t` are the lookup keys.
+    fn lookup_join(
+        &mut self,
+        left: Planned,
+        join: &ast::Join,
+        version: &ast::TableVersion,
+        name: &ast::ObjectName,
+        alias: Option<&ast::TableAlias>,
+    ) -> Result<Planned, SqlError> {
+        let location = span_location(&join.relation);
+        let ast::TableVersion::ForSystemTimeAsOf(time) = version else {
+            return Err(SqlError::unsupported(location, format!("the table version '{version}'")));
+        };
+        let (constraint, left_outer) = match &join.join_operator {
+            ast::JoinOperator::Join(c) | ast::JoinOperator::Inner(c) => (c, false),
+            ast::JoinOperator::Left(c) | ast::JoinOperator::LeftOuter(c) => (c, true),
+            other => {
+                return Err(SqlError::validation(
+                    location,
+                    format!("a temporal table join is an inner or left join, not {other:?}"),
+                ))
+            }
+        };
+        let time = self.binder(&left.scope).bind(time)?;
+        match time.ty.time_attribute() {
+            Some(crate::types::TimeAttribute::Proctime) if time.as_column().is_some() => {}
+            Some(crate::types::TimeAttribute::Rowtime) => {
+                return Err(SqlError::unsupported(
+                    location,
+                    "an event-time temporal join (FOR SYSTEM_TIME AS OF a rowtime)",
+                ))
+            }
+            _ => return Err(SqlError::validation(
+                location,
+                "Temporal table join currently only supports 'FOR SYSTEM_TIME AS OF' left table's time attribute field",
+            )),
+        }
+        let table_name = crate::parser::object_name(name);
+        let table = match self.catalog.relation(&table_name) {
+            Some(Relation::Table(t)) if t.data_stream.is_none() => t,
+            _ => {
+                return Err(SqlError::validation(
+                    location,
+                    format!("'{table_name}' is not a table whose source answers lookups"),
+                ))
+            }
+        };
+        crate::connector::check_lookup(&table)?;
+        let qualifier = alias.map(|a| a.name.value.clone()).unwrap_or_else(|| {
+            name.0.last().and_then(|p| p.as_ident()).map(|i| i.value.clone()).unwrap_or(table_name.clone())
+        });
+        let right_scope = crate::catalog::scope_of(&qualifier, &table.fields);
+        let width = left.plan.fields.len();
+        let mut scope = left.scope.clone();
+        scope.columns.extend(right_scope.columns);
+        let condition = match constraint {
+            ast::JoinConstraint::On(e) => self.binder(&scope).boolean(e)?,
+            _ => return Err(SqlError::validation(location, "a temporal table join needs ON with an equality")),
+        };
+        let mut all = Vec::new();
+        crate::plan::rules::conjuncts(condition, &mut all);
+        let (mut key_expressions, mut keys, mut rest) = (Vec::new(), Vec::new(), Vec::new());
+        for c in all {
+            if let ExprKind::Compare(crate::expr::CompareOp::Eq, a, b) = &c.kind {
+                let right_column = |e: &Expr| e.as_column().filter(|i| *i >= width).map(|i| i - width);
+                let left_only = |e: &Expr| !e.columns().is_empty() && e.columns().iter().all(|i| *i < width);
+                if let (true, Some(k)) = (left_only(a), right_column(b)) {
+                    key_expressions.push((**a).clone());
+                    keys.push(k);
+                    continue;
+                }
+                if let (Some(k), true) = (right_column(a), left_only(b)) {
+                    key_expressions.push((**b).clone());
+                    keys.push(k);
+                    continue;
+                }
+            }
+            rest.push(c);
+        }
+        if keys.is_empty() {
+            return Err(SqlError::validation(
+                location,
+                "Temporal table join requires an equality condition on fields of table ".to_string() + &table_name,
+            ));
+        }
+        let mut fields = left.plan.fields.clone();
+        fields.extend(table.fields.iter().map(|f| {
+            let ty = if left_outer { f.ty.clone().with_nullable(true) } else { f.ty.clone() };
+            Field::new(f.name.clone(), ty)
+        }));
+        let condition = crate::plan::rules::and_of(rest);
+        let node = Node::LookupJoin { input: Box::new(left.plan), table, key_expressions, keys, condition, left_outer };
+        Ok(Planned { plan: Plan::new(node, fields), scope })
     }
 
     fn table_factor(&mut self, factor: &TableFactor) -> Result<Planned, SqlError> {

@@ -27,7 +27,7 @@ pub fn derive(plan: Plan) -> Result<Plan, SqlError> {
     }
     let mode = match &node {
         Node::Scan { .. } | Node::Values { .. } | Node::DataStream { .. } => ChangelogMode::INSERT_ONLY,
-        Node::Calc { input, .. } => input.changelog,
+        Node::Calc { input, .. } | Node::LookupJoin { input, .. } => input.changelog,
         Node::WindowTableFunction { input, .. } => {
             inserts_only(input, "StreamPhysicalWindowTableFunction")?;
             ChangelogMode::INSERT_ONLY

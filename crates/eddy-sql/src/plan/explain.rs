@@ -90,6 +90,27 @@ pub fn describe(plan: &Plan) -> String {
                     .join(", ")
             )
         }
+        Node::LookupJoin { input, table, key_expressions, keys, condition, left_outer } => {
+            let names = input_names(input);
+            let lookup: Vec<String> = keys
+                .iter()
+                .zip(key_expressions)
+                .map(|(k, e)| format!("{}={}", table.fields[*k].name, ExprText { expr: e, names: &names }))
+                .collect();
+            let mut all = names.clone();
+            all.extend(table.fields.iter().map(|f| f.name.clone()));
+            let mut out = format!(
+                "LookupJoin(table=[default_catalog.default_database.{}], joinType=[{}], lookup=[{}]",
+                table.name,
+                if *left_outer { "LeftOuterJoin" } else { "InnerJoin" },
+                lookup.join(", ")
+            );
+            if let Some(c) = condition {
+                write!(out, ", where=[{}]", ExprText { expr: c, names: &all }).expect("writing to a String");
+            }
+            out.push(')');
+            out
+        }
         Node::Deduplicate { input, keys, keep_last, time, .. } => format!(
             "Deduplicate(keep=[{}], key=[{}], order=[{}])",
             if *keep_last { "LastRow" } else { "FirstRow" },

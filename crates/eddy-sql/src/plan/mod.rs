@@ -241,6 +241,19 @@ pub enum Node {
         time_column: usize,
         time: TimeAttribute,
     },
+    /// A processing-time join against a table whose source answers lookups (`JOIN t FOR
+    /// SYSTEM_TIME AS OF l.proctime ON …`, Flink's `LookupJoin`): each input row meets the
+    /// table's rows whose `keys` columns equal its `key_expressions`; the output row is
+    /// the input row then the table's.
+    LookupJoin {
+        input: Box<Plan>,
+        table: Arc<CatalogTable>,
+        key_expressions: Vec<Expr>,
+        keys: Vec<usize>,
+        /// The rest of the condition, over the joined row.
+        condition: Option<Expr>,
+        left_outer: bool,
+    },
     /// Aggregation per key without a window (Flink's `GroupAggregate`): the output row is
     /// the keys then the aggregates, updated as rows of the key arrive or are retracted.
     /// Without aggregates it is `SELECT DISTINCT`.
@@ -275,6 +288,9 @@ impl Node {
             Node::Rank { input, partition_keys, order, rank_end, output_rank } => {
                 Node::Rank { input: boxed(input), partition_keys, order, rank_end, output_rank }
             }
+            Node::LookupJoin { input, table, key_expressions, keys, condition, left_outer } => {
+                Node::LookupJoin { input: boxed(input), table, key_expressions, keys, condition, left_outer }
+            }
             Node::Deduplicate { input, keys, keep_last, time_column, time } => {
                 Node::Deduplicate { input: boxed(input), keys, keep_last, time_column, time }
             }
@@ -305,6 +321,7 @@ impl Plan {
             | Node::WindowAggregate { input, .. }
             | Node::GroupAggregate { input, .. }
             | Node::Rank { input, .. }
+            | Node::LookupJoin { input, .. }
             | Node::Deduplicate { input, .. } => vec![input],
             Node::Join { left, right, .. } => vec![left, right],
             Node::Union { inputs } => inputs.iter().collect(),

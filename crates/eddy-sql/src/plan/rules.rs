@@ -97,14 +97,14 @@ fn bound_ranks(plan: Plan) -> Plan {
     Plan::with(Node::Calc { input: Box::new(rank_plan), projection, filter }, fields, changelog)
 }
 
-fn conjuncts(e: Expr, out: &mut Vec<Expr>) {
+pub fn conjuncts(e: Expr, out: &mut Vec<Expr>) {
     match e.kind {
         ExprKind::And(items) => items.into_iter().for_each(|i| conjuncts(i, out)),
         kind => out.push(Expr::new(kind, e.ty)),
     }
 }
 
-fn and_of(mut items: Vec<Expr>) -> Option<Expr> {
+pub fn and_of(mut items: Vec<Expr>) -> Option<Expr> {
     match items.len() {
         0 => None,
         1 => items.pop(),
