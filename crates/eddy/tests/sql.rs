@@ -204,9 +204,9 @@ fn bad_scripts_get_errors_that_name_what_and_where() {
     );
     fails_with(
         &work,
-        "outer-join",
-        &format!("{t}\nSELECT * FROM clicks c LEFT JOIN users u ON c.`user` = u.name"),
-        &["not supported: a LEFT OUTER JOIN"],
+        "event-time-temporal-join",
+        &format!("{t}\nSELECT * FROM clicks c JOIN clicks FOR SYSTEM_TIME AS OF c.ts AS d ON c.url = d.url"),
+        &["not supported: an event-time temporal join"],
     );
     fails_with(
         &work,

@@ -5,6 +5,7 @@
 
 pub mod aggregate;
 mod calc;
+mod changelog_join;
 mod group_aggregate;
 mod join;
 mod lookup;
@@ -14,7 +15,7 @@ mod window;
 use crate::connector;
 use crate::error::SqlError;
 use crate::plan::reads::{self, ReadColumns};
-use crate::plan::{explain, Node, Plan};
+use crate::plan::{explain, JoinType, Node, Plan};
 use crate::row::Row;
 use eddy_api::{DataStream, Env};
 
@@ -102,20 +103,29 @@ impl<'e> Translator<'e> {
                 let uid = self.uid("window-aggregate");
                 window::aggregate(input_stream, input, window, keys, aggregates, &name, &uid)?
             }
-            Node::Join { left, right, left_keys, right_keys, condition, strategy } => {
+            Node::Join { join_type, left, right, left_keys, right_keys, condition, strategy } => {
                 let l = self.translate(left)?;
                 let r = self.translate(right)?;
                 let uid = self.uid("join");
-                join::join(
-                    self,
-                    (l, left),
-                    (r, right),
-                    (left_keys, right_keys),
-                    condition.clone(),
-                    strategy,
-                    &name,
-                    &uid,
-                )?
+                let updates = !left.changelog.is_insert_only() || !right.changelog.is_insert_only();
+                if *join_type != JoinType::Inner || updates {
+                    let widths = (left.fields.len(), right.fields.len());
+                    let ttl = self.config.state_ttl_ms;
+                    let keys = (left_keys.as_slice(), right_keys.as_slice());
+                    let c = condition.clone();
+                    changelog_join::changelog_join(*join_type, (l, r), widths, keys, c, ttl, &name, &uid)
+                } else {
+                    join::join(
+                        self,
+                        (l, left),
+                        (r, right),
+                        (left_keys, right_keys),
+                        condition.clone(),
+                        strategy,
+                        &name,
+                        &uid,
+                    )?
+                }
             }
             Node::GroupAggregate { input, keys, aggregates } => {
                 let input_stream = self.translate(input)?;

@@ -5,7 +5,7 @@
 //! naming Flink's operator.
 
 use super::aggregate::{self, AggregateCall};
-use super::{window_fields, JoinStrategy, Node, Plan, SortKey, WindowKind, WindowSpec};
+use super::{window_fields, JoinStrategy, JoinType, Node, Plan, SortKey, WindowKind, WindowSpec};
 use crate::catalog::{Catalog, Relation};
 use crate::error::{Location, SqlError};
 use crate::expr::bind::{location_of, Binder, Scope, ScopeColumn};
@@ -162,7 +162,7 @@ impl<'a> Builder<'a> {
                 let mut planned = self.table_with_joins(first)?;
                 for item in rest {
                     let right = self.table_with_joins(item)?;
-                    planned = join(planned, right, None);
+                    planned = join(planned, right, JoinType::Inner);
                 }
                 planned
             }
@@ -335,20 +335,19 @@ impl<'a> Builder<'a> {
                 continue;
             }
             let right = self.table_factor(&j.relation)?;
-            let constraint = match &j.join_operator {
-                ast::JoinOperator::Join(c) | ast::JoinOperator::Inner(c) | ast::JoinOperator::CrossJoin(c) => c,
-                ast::JoinOperator::Left(_) | ast::JoinOperator::LeftOuter(_) => {
-                    return Err(SqlError::unsupported(location, "a LEFT OUTER JOIN (Join with retractions)"))
+            let (constraint, join_type) = match &j.join_operator {
+                ast::JoinOperator::Join(c) | ast::JoinOperator::Inner(c) | ast::JoinOperator::CrossJoin(c) => {
+                    (c, JoinType::Inner)
                 }
-                ast::JoinOperator::Right(_) | ast::JoinOperator::RightOuter(_) => {
-                    return Err(SqlError::unsupported(location, "a RIGHT OUTER JOIN (Join with retractions)"))
-                }
-                ast::JoinOperator::FullOuter(_) => {
-                    return Err(SqlError::unsupported(location, "a FULL OUTER JOIN (Join with retractions)"))
-                }
+                ast::JoinOperator::Left(c) | ast::JoinOperator::LeftOuter(c) => (c, JoinType::Left),
+                ast::JoinOperator::Right(c) | ast::JoinOperator::RightOuter(c) => (c, JoinType::Right),
+                ast::JoinOperator::FullOuter(c) => (c, JoinType::Full),
                 other => return Err(SqlError::unsupported(location, format!("the join {other:?}"))),
             };
-            let joined = join(planned, right, None);
+            if join_type != JoinType::Inner && matches!(constraint, ast::JoinConstraint::None) {
+                return Err(SqlError::validation(location, "an outer join needs ON"));
+            }
+            let joined = join(planned, right, join_type);
             let condition = match constraint {
                 ast::JoinConstraint::On(e) => Some(self.binder(&joined.scope).boolean(e)?),
                 ast::JoinConstraint::None | ast::JoinConstraint::Natural => None,
@@ -988,28 +987,41 @@ fn filter_of(planned: Planned, filter: Expr) -> Planned {
 
 /// The inner join of two inputs (its condition added by the caller or pushed down from
 /// WHERE by the rules).
-fn join(left: Planned, right: Planned, condition: Option<Expr>) -> Planned {
-    let scope = left.scope.join(&right.scope);
+fn join(left: Planned, right: Planned, join_type: JoinType) -> Planned {
     // A regular join's output has no time attributes (Flink materializes them); the rules
-    // keep them where an interval or window join knows its time.
+    // keep them where an interval or window join knows its time. A side whose rows the
+    // join may pad is nullable.
+    let width = left.plan.fields.len();
+    let output_type = |i: usize, ty: &DataType| {
+        let padded = if i < width { join_type.keeps_right() } else { join_type.keeps_left() };
+        let ty = ty.clone().without_time_attribute();
+        if padded {
+            ty.with_nullable(true)
+        } else {
+            ty
+        }
+    };
     let fields: Vec<Field> = left
         .plan
         .fields
         .iter()
         .chain(&right.plan.fields)
-        .map(|f| Field::new(f.name.clone(), f.ty.clone().without_time_attribute()))
+        .enumerate()
+        .map(|(i, f)| Field::new(f.name.clone(), output_type(i, &f.ty)))
         .collect();
-    let scope =
-        Scope::new(scope.columns.into_iter().map(|c| ScopeColumn { ty: c.ty.without_time_attribute(), ..c }).collect());
+    let scope = left.scope.join(&right.scope);
+    let columns =
+        scope.columns.into_iter().enumerate().map(|(i, c)| ScopeColumn { ty: output_type(i, &c.ty), ..c }).collect();
     let node = Node::Join {
+        join_type,
         left: Box::new(left.plan),
         right: Box::new(right.plan),
         left_keys: Vec::new(),
         right_keys: Vec::new(),
-        condition,
+        condition: None,
         strategy: JoinStrategy::Regular,
     };
-    Planned { plan: Plan::new(node, fields), scope }
+    Planned { plan: Plan::new(node, fields), scope: Scope::new(columns) }
 }
 
 fn with_join_condition(mut joined: Planned, condition: Expr) -> Planned {

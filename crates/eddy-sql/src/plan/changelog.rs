@@ -7,7 +7,7 @@
 //! [`check_sink`].
 
 use super::explain::describe;
-use super::{ChangelogMode, JoinStrategy, Node, Plan};
+use super::{ChangelogMode, JoinStrategy, JoinType, Node, Plan};
 use crate::error::SqlError;
 use crate::types::TimeAttribute;
 
@@ -36,7 +36,9 @@ pub fn derive(plan: Plan) -> Result<Plan, SqlError> {
             inserts_only(input, "StreamPhysicalWindowAggregate")?;
             ChangelogMode::INSERT_ONLY
         }
-        Node::Join { left, right, strategy, .. } => match strategy {
+        Node::Join { join_type, left, right, strategy, .. } => match strategy {
+            // A padded row is retracted when its first match comes.
+            JoinStrategy::Regular if *join_type != JoinType::Inner => ChangelogMode::RETRACT,
             JoinStrategy::Regular => left.changelog.union(right.changelog),
             JoinStrategy::Interval { .. } => {
                 inserts_only(left, "StreamPhysicalIntervalJoin")?;
@@ -82,7 +84,11 @@ pub fn derive(plan: Plan) -> Result<Plan, SqlError> {
 
 /// Whether a node introduces changes of its own (rather than passing on its inputs').
 fn makes_changes(plan: &Plan) -> bool {
-    matches!(plan.node, Node::GroupAggregate { .. } | Node::Rank { .. } | Node::Deduplicate { .. })
+    match &plan.node {
+        Node::GroupAggregate { .. } | Node::Rank { .. } | Node::Deduplicate { .. } => true,
+        Node::Join { join_type, .. } => *join_type != JoinType::Inner,
+        _ => false,
+    }
 }
 
 /// The node an updating plan's changes come from: the first below that makes them.

@@ -52,7 +52,7 @@ pub fn describe(plan: &Plan) -> String {
                 aggregate_list(aggregates, &names)
             )
         }
-        Node::Join { left, right, left_keys, right_keys, condition, strategy } => {
+        Node::Join { join_type, left, right, left_keys, right_keys, condition, strategy } => {
             let mut names = input_names(left);
             names.extend(input_names(right));
             let width = left.fields.len();
@@ -74,7 +74,7 @@ pub fn describe(plan: &Plan) -> String {
                 JoinStrategy::Interval { .. } => "IntervalJoin",
                 JoinStrategy::Window { .. } => "WindowJoin",
             };
-            format!("{kind}(joinType=[InnerJoin], where=[{condition}])")
+            format!("{kind}(joinType=[{}], where=[{condition}])", join_type.name())
         }
         Node::Union { .. } => "Union(all=[true])".to_string(),
         Node::Rank { input, partition_keys, order, rank_end, .. } => {

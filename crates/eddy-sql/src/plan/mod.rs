@@ -161,6 +161,36 @@ pub struct SortKey {
     pub nulls_first: bool,
 }
 
+/// Which rows a join keeps: matches only, or also those of one side or both without a
+/// match (padded with NULLs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum JoinType {
+    Inner,
+    Left,
+    Right,
+    Full,
+}
+
+impl JoinType {
+    /// As Flink's plans name it.
+    pub fn name(self) -> &'static str {
+        match self {
+            JoinType::Inner => "InnerJoin",
+            JoinType::Left => "LeftOuterJoin",
+            JoinType::Right => "RightOuterJoin",
+            JoinType::Full => "FullOuterJoin",
+        }
+    }
+    /// Left rows without a match are kept (padded with NULLs on the right).
+    pub fn keeps_left(self) -> bool {
+        matches!(self, JoinType::Left | JoinType::Full)
+    }
+    /// Right rows without a match are kept.
+    pub fn keeps_right(self) -> bool {
+        matches!(self, JoinType::Right | JoinType::Full)
+    }
+}
+
 /// How an inner join of two insert-only inputs runs.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum JoinStrategy {
@@ -209,8 +239,9 @@ pub enum Node {
         keys: Vec<usize>,
         aggregates: Vec<AggregateCall>,
     },
-    /// An inner join: the output row is the left row then the right row.
+    /// A join: the output row is the left row then the right row.
     Join {
+        join_type: JoinType,
         left: Box<Plan>,
         right: Box<Plan>,
         left_keys: Vec<usize>,
@@ -276,10 +307,10 @@ impl Node {
             Node::WindowAggregate { input, window, keys, aggregates } => {
                 Node::WindowAggregate { input: boxed(input), window, keys, aggregates }
             }
-            Node::Join { left, right, left_keys, right_keys, condition, strategy } => {
+            Node::Join { join_type, left, right, left_keys, right_keys, condition, strategy } => {
                 let left = boxed(left);
                 let right = boxed(right);
-                Node::Join { left, right, left_keys, right_keys, condition, strategy }
+                Node::Join { join_type, left, right, left_keys, right_keys, condition, strategy }
             }
             Node::Union { inputs } => Node::Union { inputs: inputs.into_iter().map(f).collect() },
             Node::GroupAggregate { input, keys, aggregates } => {

@@ -4,7 +4,7 @@
 //! event times, else a regular join).
 
 use super::builder::{identity, is_identity};
-use super::{JoinStrategy, Node, Plan};
+use super::{JoinStrategy, JoinType, Node, Plan};
 use crate::expr::{ArithmeticOp, CompareOp, Expr, ExprKind};
 use crate::types::{DataType, TypeKind};
 use crate::value::Value;
@@ -145,7 +145,7 @@ fn push_filters(plan: Plan) -> Plan {
         Node::Calc { input, projection, filter: Some(filter) } if filter.is_deterministic() => {
             let input = *input;
             match input.node {
-                Node::Join { left, right, mut left_keys, mut right_keys, condition, strategy } => {
+                Node::Join { join_type, left, right, mut left_keys, mut right_keys, condition, strategy } => {
                     let width = left.fields.len();
                     let mut all = Vec::new();
                     conjuncts(filter, &mut all);
@@ -153,14 +153,20 @@ fn push_filters(plan: Plan) -> Plan {
                     if let Some(c) = condition {
                         conjuncts(c, &mut on);
                     }
+                    // Below an outer join only into the side whose rows it keeps, and
+                    // never into its condition (a WHERE drops padded rows, an ON keeps them).
+                    let mut above = Vec::new();
                     for c in all {
                         let columns = c.columns();
-                        if !columns.is_empty() && columns.iter().all(|i| *i < width) {
+                        if !columns.is_empty() && columns.iter().all(|i| *i < width) && !join_type.keeps_right() {
                             to_left.push(c);
-                        } else if !columns.is_empty() && columns.iter().all(|i| *i >= width) {
+                        } else if !columns.is_empty() && columns.iter().all(|i| *i >= width) && !join_type.keeps_left()
+                        {
                             to_right.push(c.map_columns(&|i| i - width));
-                        } else {
+                        } else if join_type == JoinType::Inner {
                             on.push(c);
+                        } else {
+                            above.push(c);
                         }
                     }
                     let left = push_filters(with_filter(*left, and_of(to_left)));
@@ -168,6 +174,7 @@ fn push_filters(plan: Plan) -> Plan {
                     let condition = extract_keys(on, width, &left, &right, &mut left_keys, &mut right_keys);
                     let join = Plan::with(
                         Node::Join {
+                            join_type,
                             left: Box::new(left),
                             right: Box::new(right),
                             left_keys,
@@ -178,7 +185,7 @@ fn push_filters(plan: Plan) -> Plan {
                         input.fields,
                         input.changelog,
                     );
-                    Node::Calc { input: Box::new(join), projection, filter: None }
+                    Node::Calc { input: Box::new(join), projection, filter: and_of(above) }
                 }
                 Node::Union { inputs } => {
                     let inputs =
@@ -217,7 +224,7 @@ fn push_filters(plan: Plan) -> Plan {
                 }
             }
         }
-        Node::Join { left, right, mut left_keys, mut right_keys, condition, strategy } => {
+        Node::Join { join_type, left, right, mut left_keys, mut right_keys, condition, strategy } => {
             let width = left.fields.len();
             let left = push_filters(*left);
             let right = push_filters(*right);
@@ -225,13 +232,15 @@ fn push_filters(plan: Plan) -> Plan {
             if let Some(c) = condition {
                 conjuncts(c, &mut on);
             }
-            // Conditions of one side move into that side.
+            // Conditions of one side move into that side, unless the join keeps that
+            // side's rows without a match (the condition decides only whether they match).
             let (mut to_left, mut to_right, mut rest) = (Vec::new(), Vec::new(), Vec::new());
             for c in on {
                 let columns = c.columns();
-                if c.is_deterministic() && !columns.is_empty() && columns.iter().all(|i| *i < width) {
+                let pushable = c.is_deterministic() && !columns.is_empty();
+                if pushable && columns.iter().all(|i| *i < width) && !join_type.keeps_left() {
                     to_left.push(c);
-                } else if c.is_deterministic() && !columns.is_empty() && columns.iter().all(|i| *i >= width) {
+                } else if pushable && columns.iter().all(|i| *i >= width) && !join_type.keeps_right() {
                     to_right.push(c.map_columns(&|i| i - width));
                 } else {
                     rest.push(c);
@@ -240,7 +249,8 @@ fn push_filters(plan: Plan) -> Plan {
             let left = push_filters(with_filter(left, and_of(to_left)));
             let right = push_filters(with_filter(right, and_of(to_right)));
             let condition = extract_keys(rest, width, &left, &right, &mut left_keys, &mut right_keys);
-            Node::Join { left: Box::new(left), right: Box::new(right), left_keys, right_keys, condition, strategy }
+            let (left, right) = (Box::new(left), Box::new(right));
+            Node::Join { join_type, left, right, left_keys, right_keys, condition, strategy }
         }
         other => return push_children(Plan::with(other, fields, changelog)),
     };
@@ -361,7 +371,15 @@ fn merge_calcs(plan: Plan) -> Plan {
 fn choose_join_strategies(plan: Plan) -> Plan {
     let Plan { node, mut fields, changelog, .. } = plan;
     let node = match node {
-        Node::Join { left, right, left_keys, right_keys, condition, strategy: JoinStrategy::Regular } => {
+        Node::Join {
+            join_type: JoinType::Inner,
+            left,
+            right,
+            left_keys,
+            right_keys,
+            condition,
+            strategy: JoinStrategy::Regular,
+        } => {
             let left = choose_join_strategies(*left);
             let right = choose_join_strategies(*right);
             let width = left.fields.len();
@@ -386,7 +404,8 @@ fn choose_join_strategies(plan: Plan) -> Plan {
                 // The output keeps the left side's rowtime as its time attribute.
                 fields[left_time].ty = left.fields[left_time].ty.clone();
             }
-            Node::Join { left: Box::new(left), right: Box::new(right), left_keys, right_keys, condition, strategy }
+            let (left, right) = (Box::new(left), Box::new(right));
+            Node::Join { join_type: JoinType::Inner, left, right, left_keys, right_keys, condition, strategy }
         }
         other => other.map_inputs(choose_join_strategies),
     };

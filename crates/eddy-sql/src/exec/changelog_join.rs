@@ -1,0 +1,221 @@
+//! Regular joins whose output updates (Flink's `StreamingJoinOperator` with retraction):
+//! outer joins, and joins of inputs that retract. Each side keeps, per join key, its
+//! distinct rows with how many times each is held and, for a side whose rows the join
+//! keeps without a match, how many rows of the other side each one matches.
+//!
+//! A row that arrives meets the other side's rows of its key: each match is emitted
+//! (`+I`, or `-D` when the row is a retraction). A row of a kept side without a match is
+//! emitted padded with NULLs (`+I`); when its first match arrives the padded row is
+//! deleted (`-D`), and when its last match is retracted it is emitted padded again.
+//! A NULL key matches nothing, so such rows are only ever padded.
+
+use super::window::key_bytes;
+use crate::expr::Expr;
+use crate::plan::JoinType;
+use crate::row::{Row, RowKind};
+use crate::value::Value;
+use eddy_api::{DataStream, FunctionResult, KeyedCoProcessFunction, KeyedContext, RichFunction, RuntimeContext};
+use eddy_runtime::Collector;
+use eddy_state::{StateTtlConfig, TtlUpdateType, ValueState, ValueStateDescriptor};
+use serde::{Deserialize, Serialize};
+use std::sync::Arc;
+
+/// A distinct row of one side.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+struct Held {
+    fields: Vec<Value>,
+    /// How many times the row is held (inserted less retracted).
+    count: i64,
+    /// How many rows of the other side it matches (kept only for a padded side).
+    matches: i64,
+}
+
+#[derive(Clone)]
+struct ChangelogJoin {
+    join_type: JoinType,
+    condition: Option<Arc<Expr>>,
+    /// The key columns of each side (a row with a NULL key matches nothing).
+    keys: Arc<(Vec<usize>, Vec<usize>)>,
+    widths: (usize, usize),
+    ttl_ms: u64,
+    state: Option<(ValueState<Vec<Held>>, ValueState<Vec<Held>>)>,
+}
+
+impl RichFunction for ChangelogJoin {
+    fn open(&mut self, ctx: &mut RuntimeContext<'_>) -> FunctionResult {
+        let descriptor = |name: &str| {
+            let d = ValueStateDescriptor::new(name);
+            if self.ttl_ms > 0 {
+                d.with_ttl(StateTtlConfig { ttl_ms: self.ttl_ms, update_type: TtlUpdateType::OnCreateAndWrite })
+            } else {
+                d
+            }
+        };
+        let left = ctx.get_state(&descriptor("left-held-rows"))?;
+        let right = ctx.get_state(&descriptor("right-held-rows"))?;
+        self.state = Some((left, right));
+        Ok(())
+    }
+}
+
+impl ChangelogJoin {
+    /// The joined row of a left and a right row (either padded with NULLs).
+    fn joined(&self, left: Option<&[Value]>, right: Option<&[Value]>, kind: RowKind) -> Row {
+        let mut fields = Vec::with_capacity(self.widths.0 + self.widths.1);
+        match left {
+            Some(l) => fields.extend_from_slice(l),
+            None => fields.extend(std::iter::repeat_n(Value::Null, self.widths.0)),
+        }
+        match right {
+            Some(r) => fields.extend_from_slice(r),
+            None => fields.extend(std::iter::repeat_n(Value::Null, self.widths.1)),
+        }
+        Row { kind, fields }
+    }
+
+    fn matches(&self, left: &[Value], right: &[Value]) -> Result<bool, String> {
+        let Some(c) = &self.condition else { return Ok(true) };
+        let mut fields = Vec::with_capacity(left.len() + right.len());
+        fields.extend_from_slice(left);
+        fields.extend_from_slice(right);
+        c.eval_condition(&fields).map_err(|e| e.0)
+    }
+
+    fn on_row(&mut self, row: Row, from_left: bool, out: &mut Collector<'_, Row>) -> FunctionResult {
+        let (left_state, right_state) = self.state.clone().ok_or("the join is used before open (bug)")?;
+        let (own_state, other_state) = if from_left { (left_state, right_state) } else { (right_state, left_state) };
+        let (own_kept, other_kept) = if from_left {
+            (self.join_type.keeps_left(), self.join_type.keeps_right())
+        } else {
+            (self.join_type.keeps_right(), self.join_type.keeps_left())
+        };
+        let own_keys = if from_left { &self.keys.0 } else { &self.keys.1 };
+        let null_key = own_keys.iter().any(|k| row.fields[*k].is_null());
+        let accumulate = row.kind.is_accumulate();
+        let sign = if accumulate { 1 } else { -1 };
+        let kind = if accumulate { RowKind::Insert } else { RowKind::Delete };
+        // Meet the other side's rows.
+        let mut other_rows = if null_key { Vec::new() } else { other_state.value()?.unwrap_or_default() };
+        let mut matched = 0;
+        let mut other_changed = false;
+        for held in other_rows.iter_mut() {
+            let (l, r) = ordered(from_left, &row.fields, &held.fields);
+            if !self.matches(l, r)? {
+                continue;
+            }
+            matched += held.count;
+            if other_kept {
+                // The other row's padded form goes with its first match and comes back
+                // with its last.
+                if accumulate && held.matches == 0 {
+                    let padded = if from_left {
+                        self.joined(None, Some(r), RowKind::Delete)
+                    } else {
+                        self.joined(Some(l), None, RowKind::Delete)
+                    };
+                    for _ in 0..held.count {
+                        out.collect(padded.clone());
+                    }
+                }
+                held.matches += sign;
+                other_changed = true;
+                if !accumulate && held.matches == 0 {
+                    let padded = if from_left {
+                        self.joined(None, Some(r), RowKind::Insert)
+                    } else {
+                        self.joined(Some(l), None, RowKind::Insert)
+                    };
+                    for _ in 0..held.count {
+                        out.collect(padded.clone());
+                    }
+                }
+            }
+            let joined = self.joined(Some(l), Some(r), kind);
+            for _ in 0..held.count {
+                out.collect(joined.clone());
+            }
+        }
+        if other_changed {
+            other_state.update(other_rows)?;
+        }
+        if own_kept && matched == 0 {
+            out.collect(if from_left {
+                self.joined(Some(&row.fields), None, kind)
+            } else {
+                self.joined(None, Some(&row.fields), kind)
+            });
+        }
+        // Hold (or release) the row itself.
+        let mut own_rows = own_state.take()?.unwrap_or_default();
+        match own_rows.iter().position(|h| h.fields == row.fields) {
+            Some(i) => {
+                own_rows[i].count += sign;
+                if own_rows[i].count <= 0 {
+                    own_rows.swap_remove(i);
+                }
+            }
+            None if accumulate => own_rows.push(Held { fields: row.fields, count: 1, matches: matched }),
+            // A retraction of a row never held (its state expired): nothing to release.
+            None => {}
+        }
+        if !own_rows.is_empty() {
+            own_state.update(own_rows)?;
+        }
+        Ok(())
+    }
+}
+
+/// (left, right) of a row of one side and one of the other.
+fn ordered<'a>(from_left: bool, own: &'a [Value], other: &'a [Value]) -> (&'a [Value], &'a [Value]) {
+    if from_left {
+        (own, other)
+    } else {
+        (other, own)
+    }
+}
+
+impl KeyedCoProcessFunction<Vec<u8>, Row, Row, Row> for ChangelogJoin {
+    fn process_element1(
+        &mut self,
+        row: Row,
+        _ctx: &mut KeyedContext<'_, Vec<u8>>,
+        out: &mut Collector<'_, Row>,
+    ) -> FunctionResult {
+        self.on_row(row, true, out)
+    }
+
+    fn process_element2(
+        &mut self,
+        row: Row,
+        _ctx: &mut KeyedContext<'_, Vec<u8>>,
+        out: &mut Collector<'_, Row>,
+    ) -> FunctionResult {
+        self.on_row(row, false, out)
+    }
+}
+
+/// A regular join whose output updates, keyed by the join keys.
+#[allow(clippy::too_many_arguments)]
+pub fn changelog_join(
+    join_type: JoinType,
+    (left, right): (DataStream<Row>, DataStream<Row>),
+    widths: (usize, usize),
+    (left_keys, right_keys): (&[usize], &[usize]),
+    condition: Option<Expr>,
+    ttl_ms: u64,
+    name: &str,
+    uid: &str,
+) -> DataStream<Row> {
+    let (lk, rk) = (Arc::new(left_keys.to_vec()), Arc::new(right_keys.to_vec()));
+    let left = left.key_by(move |r: &Row| key_bytes(r, &lk));
+    let right = right.key_by(move |r: &Row| key_bytes(r, &rk));
+    let function = ChangelogJoin {
+        join_type,
+        condition: condition.map(Arc::new),
+        keys: Arc::new((left_keys.to_vec(), right_keys.to_vec())),
+        widths,
+        ttl_ms,
+        state: None,
+    };
+    left.connect(&right).co_process(function).name(name).uid(uid)
+}
