@@ -46,7 +46,12 @@ pub fn run(args: &Args) -> anyhow::Result<Report> {
             .replace("${NEXMARK_TABLE}", "datagen")
             .replace("${NEXMARK_DIR}", &output.display().to_string())
             .replace("${SUBMIT_TIME}", "run")
+            .replace("${FLINK_HOME}", &output.display().to_string())
     };
+    // q13's side input, as the benchmark's side_input_gen.sh writes it: "i,i" for i < 10000.
+    std::fs::create_dir_all(output.join("data"))?;
+    let side: String = (0..10_000).map(|i| format!("{i},{i}\n")).collect();
+    std::fs::write(output.join("data/side_input.txt"), side)?;
     let script = [read(checkout, "ddl_gen")?, read(checkout, "ddl_views")?, read(checkout, query)?]
         .into_iter()
         .map(substitute)

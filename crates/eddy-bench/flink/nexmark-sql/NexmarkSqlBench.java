@@ -60,10 +60,22 @@ public class NexmarkSqlBench {
         vars.put("NEXMARK_TABLE", "datagen");
         vars.put("NEXMARK_DIR", nexmarkDir);
         vars.put("SUBMIT_TIME", Long.toString(System.currentTimeMillis()));
+        // q13's side input, as the benchmark's side_input_gen.sh writes it: "i,i" for i < 10000.
+        vars.put("FLINK_HOME", nexmarkDir);
+        StringBuilder side = new StringBuilder();
+        for (int i = 0; i < 10000; i++) {
+            side.append(i).append(',').append(i).append('\n');
+        }
+        Files.createDirectories(Path.of(nexmarkDir, "data"));
+        Files.write(Path.of(nexmarkDir, "data", "side_input.txt"), side.toString().getBytes(StandardCharsets.UTF_8));
 
         List<String> statements = new ArrayList<>();
         for (String file : new String[] {"ddl_gen.sql", "ddl_views.sql", query + ".sql"}) {
             String text = new String(Files.readAllBytes(queries.resolve(file)), StandardCharsets.UTF_8);
+            if (file.equals("q23.sql")) {
+                // Flink's parser refuses the published file's A.dateTime without backticks.
+                text = text.replace("A.dateTime", "A.`dateTime`");
+            }
             statements.addAll(splitStatements(substitute(text, vars, file)));
         }
 

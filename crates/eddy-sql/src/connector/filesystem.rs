@@ -82,10 +82,10 @@ impl ProcessFunction<String, Row> for Decode {
         _ctx: &mut Context<'_>,
         out: &mut Collector<'_, Row>,
     ) -> FunctionResult {
-        match self.format.decode(&line) {
-            Ok(Some(row)) => out.collect(row),
-            Ok(None) => {}
-            Err(e) => return Err(format!("table '{}': {e}", self.table).into()),
+        let mut rows = Vec::new();
+        self.format.decode(&line, &mut rows).map_err(|e| format!("table '{}': {e}", self.table))?;
+        for row in rows {
+            out.collect(row);
         }
         Ok(())
     }
@@ -115,10 +115,9 @@ pub fn read_all(table: &CatalogTable) -> Result<Vec<Row>, SqlError> {
     for file in files {
         let text = std::fs::read_to_string(&file).map_err(|e| io(e, &file))?;
         for (n, line) in text.lines().enumerate() {
-            let row = format
-                .decode(line)
+            format
+                .decode(line, &mut rows)
                 .map_err(|e| SqlError::table(&table.name, format!("{}, line {}: {e}", file.display(), n + 1)))?;
-            rows.extend(row);
         }
     }
     Ok(rows)

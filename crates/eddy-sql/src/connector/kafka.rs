@@ -12,6 +12,7 @@ use crate::format::Format;
 use crate::row::Row;
 use eddy_api::{DataStream, DataStreamSink, Env};
 use eddy_kafka::{DeliveryGuarantee, KafkaRecord, KafkaSink, KafkaSource, OffsetResetStrategy, StartingOffsets};
+use eddy_runtime::Collector;
 
 const OPTIONS: &[&str] = &[
     "topic",
@@ -101,10 +102,13 @@ pub fn source(table: &CatalogTable, env: &Env) -> Result<DataStream<Row>, SqlErr
     let format = format(table)?;
     let name = table.name.clone();
     let topics: Vec<&str> = required(table, "topic")?.split(';').map(str::trim).collect();
-    let schema = move |record: &KafkaRecord<'_>| -> Result<Option<Row>, String> {
+    // A record is the rows it changes (two for a CDC update); a tombstone changes none.
+    let schema = move |record: &KafkaRecord<'_>| -> Result<Option<Vec<Row>>, String> {
         let Some(value) = record.value() else { return Ok(None) };
         let line = std::str::from_utf8(value).map_err(|e| format!("table '{name}': a record is not UTF-8: {e}"))?;
-        format.decode(line).map_err(|e| format!("table '{name}': {e}"))
+        let mut rows = Vec::with_capacity(1);
+        format.decode(line, &mut rows).map_err(|e| format!("table '{name}': {e}"))?;
+        Ok((!rows.is_empty()).then_some(rows))
     };
     let mut source = KafkaSource::new(required(table, "properties.bootstrap.servers")?, &topics, schema)
         .with_starting_offsets(starting_offsets(table)?);
@@ -128,7 +132,11 @@ pub fn source(table: &CatalogTable, env: &Env) -> Result<DataStream<Row>, SqlErr
             ))
         }
     }
-    Ok(env.add_parallel_source(source))
+    Ok(env.add_parallel_source(source).flat_map(|rows: Vec<Row>, out: &mut Collector<'_, Row>| {
+        for row in rows {
+            out.collect(row);
+        }
+    }))
 }
 
 pub fn sink(table: &CatalogTable, rows: DataStream<Row>) -> Result<DataStreamSink, SqlError> {

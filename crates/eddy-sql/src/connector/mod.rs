@@ -165,9 +165,19 @@ pub fn lookup_rows(table: &CatalogTable) -> Result<Vec<Row>, SqlError> {
 }
 
 /// Whether the table's sink takes updating results (`-U`, `+U`, `-D` rows): print and
-/// blackhole do; the filesystem and an append-only Kafka topic take only inserts.
+/// blackhole do, and files or Kafka topics in a CDC format; in json or csv they take
+/// only inserts.
 pub fn accepts_updates(table: &CatalogTable) -> Result<bool, SqlError> {
-    Ok(matches!(connector_of(table)?, "print" | "blackhole"))
+    Ok(match connector_of(table)? {
+        "print" | "blackhole" => true,
+        "filesystem" | "kafka" => format_of(table)?.is_changelog(),
+        _ => false,
+    })
+}
+
+/// Whether the table's source emits updates (a CDC format): its scan is an updating input.
+pub fn emits_updates(table: &CatalogTable) -> bool {
+    matches!(connector_of(table), Ok("filesystem" | "kafka")) && format_of(table).is_ok_and(|f| f.is_changelog())
 }
 
 /// Writes `rows` into the table.

@@ -14,16 +14,20 @@ pub fn decode(line: &str, fields: &[Field], fail_on_missing: bool, iso: bool) ->
         return Err(format!("Failed to deserialize JSON '{line}': not an object"));
     };
     let _ = iso;
+    decode_object(object, fields, fail_on_missing).map_err(|e| format!("Failed to deserialize JSON '{line}': {e}"))
+}
+
+/// A row from a JSON object, its fields by their declared names.
+pub fn decode_object(
+    object: &serde_json::Map<String, Json>,
+    fields: &[Field],
+    fail_on_missing: bool,
+) -> Result<Vec<Value>, String> {
     let mut out = Vec::with_capacity(fields.len());
     for f in fields {
         match object.get(&f.name) {
-            Some(v) => out.push(
-                value_of(v, &f.ty)
-                    .map_err(|e| format!("Failed to deserialize JSON '{line}': field '{}': {e}", f.name))?,
-            ),
-            None if fail_on_missing => {
-                return Err(format!("Failed to deserialize JSON '{line}': could not find field '{}'", f.name))
-            }
+            Some(v) => out.push(value_of(v, &f.ty).map_err(|e| format!("field '{}': {e}", f.name))?),
+            None if fail_on_missing => return Err(format!("could not find field '{}'", f.name)),
             None => out.push(Value::Null),
         }
     }

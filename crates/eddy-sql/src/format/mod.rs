@@ -1,8 +1,12 @@
 //! Row formats of the `format` option: `json` and `csv`, read and written as Flink's
-//! formats do (field names as declared, timestamps as `yyyy-MM-dd HH:mm:ss.SSS`).
+//! formats do (field names as declared, timestamps as `yyyy-MM-dd HH:mm:ss.SSS`), and the
+//! changelog formats `debezium-json` and `canal-json`, whose messages carry row kinds.
 
+mod changelog_json;
 mod csv;
 mod json;
+
+use changelog_json::Cdc;
 
 use crate::row::Row;
 use crate::types::Field;
@@ -32,6 +36,21 @@ pub fn options(format: &str) -> &'static [&'static str] {
             "csv.null-literal",
             "csv.write-bigdecimal-in-scientific-notation",
         ],
+        "debezium-json" => &[
+            "debezium-json.ignore-parse-errors",
+            "debezium-json.schema-include",
+            "debezium-json.timestamp-format.standard",
+            "debezium-json.map-null-key.mode",
+            "debezium-json.map-null-key.literal",
+            "debezium-json.encode.decimal-as-plain-number",
+        ],
+        "canal-json" => &[
+            "canal-json.ignore-parse-errors",
+            "canal-json.timestamp-format.standard",
+            "canal-json.map-null-key.mode",
+            "canal-json.map-null-key.literal",
+            "canal-json.encode.decimal-as-plain-number",
+        ],
         _ => &[],
     }
 }
@@ -52,6 +71,7 @@ pub struct Format {
 enum Kind {
     Json { fail_on_missing_field: bool, iso_timestamps: bool, ignore_null_fields: bool },
     Csv(csv::CsvOptions),
+    Cdc(Cdc),
 }
 
 impl Format {
@@ -82,37 +102,53 @@ impl Format {
                 }
             }
             "csv" => Kind::Csv(csv::CsvOptions::new(options)?),
+            "debezium-json" => Kind::Cdc(Cdc::Debezium),
+            "canal-json" => Kind::Cdc(Cdc::Canal),
             other => {
                 return Err(format!(
-                    "Could not find any format factory for identifier '{other}' in the classpath. Available: csv, json"
+                    "Could not find any format factory for identifier '{other}' in the classpath. Available: canal-json, csv, debezium-json, json"
                 ))
             }
         };
-        let ignore = match name {
-            "json" => flag("json.ignore-parse-errors")?,
-            _ => flag("csv.ignore-parse-errors")?,
-        };
+        let ignore = flag(&format!("{name}.ignore-parse-errors"))?;
         Ok(Self { kind, fields: Arc::new(fields.to_vec()), ignore_parse_errors: ignore })
     }
 
-    /// A line as a row; `Ok(None)` for a line to skip (blank, or bad with
-    /// `*.ignore-parse-errors`).
-    pub fn decode(&self, line: &str) -> Result<Option<Row>, String> {
+    /// Whether the format's rows carry their kind (a CDC format): a table read in it
+    /// updates, and a sink writing it takes updates.
+    pub fn is_changelog(&self) -> bool {
+        matches!(self.kind, Kind::Cdc(_))
+    }
+
+    /// The rows of a line (none for a blank line, or a bad one with
+    /// `*.ignore-parse-errors`; two for a CDC update), appended to `out`.
+    pub fn decode(&self, line: &str, out: &mut Vec<Row>) -> Result<(), String> {
         if line.trim().is_empty() {
-            return Ok(None);
+            return Ok(());
         }
         let decoded = match &self.kind {
             Kind::Json { fail_on_missing_field, iso_timestamps, .. } => {
-                json::decode(line, &self.fields, *fail_on_missing_field, *iso_timestamps)
+                json::decode(line, &self.fields, *fail_on_missing_field, *iso_timestamps).map(Row::insert)
             }
-            Kind::Csv(options) if options.is_comment(line) => return Ok(None),
-            Kind::Csv(options) => csv::decode(line, &self.fields, options),
+            Kind::Csv(options) if options.is_comment(line) => return Ok(()),
+            Kind::Csv(options) => csv::decode(line, &self.fields, options).map(Row::insert),
+            Kind::Cdc(cdc) => {
+                let before = out.len();
+                return match changelog_json::decode(*cdc, line, &self.fields, out) {
+                    Err(_) if self.ignore_parse_errors => {
+                        out.truncate(before);
+                        Ok(())
+                    }
+                    other => other,
+                };
+            }
         };
         match decoded {
-            Ok(fields) => Ok(Some(Row::insert(fields))),
-            Err(_) if self.ignore_parse_errors => Ok(None),
-            Err(e) => Err(e),
+            Ok(row) => out.push(row),
+            Err(_) if self.ignore_parse_errors => {}
+            Err(e) => return Err(e),
         }
+        Ok(())
     }
 
     /// A row as a line (without its newline).
@@ -122,6 +158,7 @@ impl Format {
                 json::encode(&row.fields, &self.fields, *iso_timestamps, *ignore_null_fields)
             }
             Kind::Csv(options) => csv::encode(&row.fields, &self.fields, options),
+            Kind::Cdc(cdc) => changelog_json::encode(*cdc, row, &self.fields, false),
         }
     }
 }

@@ -26,6 +26,7 @@ pub fn derive(plan: Plan) -> Result<Plan, SqlError> {
         return Err(e);
     }
     let mode = match &node {
+        Node::Scan { table } if crate::connector::emits_updates(table) => ChangelogMode::RETRACT,
         Node::Scan { .. } | Node::Values { .. } | Node::DataStream { .. } => ChangelogMode::INSERT_ONLY,
         Node::Calc { input, .. } | Node::LookupJoin { input, .. } => input.changelog,
         Node::WindowTableFunction { input, .. } => {
@@ -85,6 +86,7 @@ pub fn derive(plan: Plan) -> Result<Plan, SqlError> {
 /// Whether a node introduces changes of its own (rather than passing on its inputs').
 fn makes_changes(plan: &Plan) -> bool {
     match &plan.node {
+        Node::Scan { table } => crate::connector::emits_updates(table),
         Node::GroupAggregate { .. } | Node::Rank { .. } | Node::Deduplicate { .. } => true,
         Node::Join { join_type, .. } => *join_type != JoinType::Inner,
         _ => false,
