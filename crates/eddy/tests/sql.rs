@@ -301,11 +301,9 @@ fn checkpoint_completed(chk: &Path) -> bool {
     })
 }
 
-/// A windowed count of Nexmark bids into an exactly-once filesystem sink, from eddy's
-/// deterministic generator at a limited rate (so that a kill lands mid-run).
-fn bids_per_second_script(out: &Path) -> String {
-    format!(
-        "SET 'execution.checkpointing.interval' = '200 ms';
+/// The Nexmark events of eddy's deterministic generator at a limited rate (so that a kill
+/// lands mid-run), with the benchmark's columns, and its bids.
+const NEXMARK_BIDS: &str = "SET 'execution.checkpointing.interval' = '200 ms';
 CREATE TABLE events (
   event_type INT,
   person ROW<id BIGINT, name STRING, emailAddress STRING, creditCard STRING, city STRING, state STRING, `dateTime` TIMESTAMP(3), extra STRING>,
@@ -314,7 +312,13 @@ CREATE TABLE events (
   `dateTime` AS CASE WHEN event_type = 0 THEN person.`dateTime` WHEN event_type = 1 THEN auction.`dateTime` ELSE bid.`dateTime` END,
   WATERMARK FOR `dateTime` AS `dateTime` - INTERVAL '4' SECOND
 ) WITH ('connector' = 'nexmark', 'events.num' = '12000', 'first-event.rate' = '3000', 'rate.limited' = 'true');
-CREATE VIEW bids AS SELECT bid.bidder AS bidder, bid.price AS price, `dateTime` FROM events WHERE event_type = 2;
+CREATE VIEW bids AS SELECT bid.auction AS auction, bid.bidder AS bidder, bid.price AS price, `dateTime` FROM events WHERE event_type = 2;
+";
+
+/// A windowed count of Nexmark bids into an exactly-once filesystem sink.
+fn bids_per_second_script(out: &Path) -> String {
+    format!(
+        "{NEXMARK_BIDS}
 CREATE TABLE per_second (bidder BIGINT, bids BIGINT, top BIGINT, second_start TIMESTAMP(3)) WITH (
   'connector' = 'filesystem', 'path' = '{}', 'format' = 'csv');
 INSERT INTO per_second
@@ -326,9 +330,10 @@ GROUP BY bidder, window_start, window_end;
     )
 }
 
-#[test]
-fn a_sql_job_killed_and_restored_at_another_parallelism_writes_every_row_once() {
-    let work = work_dir("sigkill");
+/// Runs `script(out)` at parallelism 2 to its end (the reference), then again killed
+/// with SIGKILL once a checkpoint completed and resumed from it at parallelism 3: the
+/// directories the two wrote into, (reference, resumed).
+fn killed_and_resumed(work: &Path, script: impl Fn(&Path) -> String) -> (PathBuf, PathBuf) {
     let eddy = |script: &Path, extra: &[&str]| {
         let mut c = Command::new(env!("CARGO_BIN_EXE_eddy"));
         c.args(["sql", "-f"]).arg(script).args(["--checkpoint-dir"]).arg(work.join("chk")).args(extra);
@@ -336,18 +341,17 @@ fn a_sql_job_killed_and_restored_at_another_parallelism_writes_every_row_once() 
         c
     };
     let reference_script = work.join("reference.sql");
-    std::fs::write(&reference_script, bids_per_second_script(&work.join("reference"))).unwrap();
+    std::fs::write(&reference_script, script(&work.join("reference"))).unwrap();
     let done = eddy(&reference_script, &["-p", "2"]).output().unwrap();
     assert!(done.status.success(), "{}", String::from_utf8_lossy(&done.stderr));
-    let reference = committed_lines(&work.join("reference"));
-    assert!(reference.len() > 500, "{} rows", reference.len());
+    let reference_lines = committed_lines(&work.join("reference")).len();
 
     // The same script and command line start and resume: killed once a checkpoint
     // completed, then resumed from it at parallelism 3.
     let _ = std::fs::remove_dir_all(work.join("chk"));
-    let script = work.join("resumed.sql");
-    std::fs::write(&script, bids_per_second_script(&work.join("resumed"))).unwrap();
-    let mut first = eddy(&script, &["-p", "2", "--restore", "latest"]).spawn().unwrap();
+    let resumed_script = work.join("resumed.sql");
+    std::fs::write(&resumed_script, script(&work.join("resumed"))).unwrap();
+    let mut first = eddy(&resumed_script, &["-p", "2", "--restore", "latest"]).spawn().unwrap();
     let started = std::time::Instant::now();
     while !checkpoint_completed(&work.join("chk")) {
         assert!(started.elapsed() < std::time::Duration::from_secs(30), "no checkpoint completed");
@@ -356,13 +360,65 @@ fn a_sql_job_killed_and_restored_at_another_parallelism_writes_every_row_once() 
     std::thread::sleep(std::time::Duration::from_millis(500));
     first.kill().unwrap();
     first.wait().unwrap();
-    let partial = committed_lines(&work.join("resumed"));
-    assert!(partial.len() < reference.len(), "killed mid-run: {} of {}", partial.len(), reference.len());
-    let resumed = eddy(&script, &["-p", "3", "--restore", "latest"]).output().unwrap();
+    let partial = committed_lines(&work.join("resumed")).len();
+    assert!(partial < reference_lines, "killed mid-run: {partial} of {reference_lines}");
+    let resumed = eddy(&resumed_script, &["-p", "3", "--restore", "latest"]).output().unwrap();
     let log = String::from_utf8_lossy(&resumed.stderr);
     assert!(resumed.status.success(), "{log}");
     assert!(log.contains("restor"), "the second run did not restore:\n{log}");
-    assert_eq!(committed_lines(&work.join("resumed")), reference, "exactly once across the kill");
+    (work.join("reference"), work.join("resumed"))
+}
+
+#[test]
+fn a_sql_job_killed_and_restored_at_another_parallelism_writes_every_row_once() {
+    let work = work_dir("sigkill");
+    let (reference, resumed) = killed_and_resumed(&work, bids_per_second_script);
+    let reference = committed_lines(&reference);
+    assert!(reference.len() > 500, "{} rows", reference.len());
+    assert_eq!(committed_lines(&resumed), reference, "exactly once across the kill");
+    let _ = std::fs::remove_dir_all(&work);
+}
+
+/// The table debezium-json messages leave: each create adds its `after`, each delete
+/// takes its `before` back (a row taken back more often than added fails the test).
+fn debezium_table(lines: &[String]) -> Vec<String> {
+    let mut table: std::collections::BTreeMap<String, i64> = Default::default();
+    for line in lines {
+        let message: serde_json::Value = serde_json::from_str(line).unwrap();
+        let (row, delta) = match message["op"].as_str() {
+            Some("c") => (&message["after"], 1),
+            Some("d") => (&message["before"], -1),
+            other => panic!("an op {other:?} in {line}"),
+        };
+        *table.entry(row.to_string()).or_default() += delta;
+    }
+    assert!(table.values().all(|n| *n >= 0), "a row taken back more often than added: {table:?}");
+    table.into_iter().flat_map(|(row, n)| std::iter::repeat_n(row, n as usize)).collect()
+}
+
+#[test]
+fn an_updating_sql_job_killed_and_restored_at_another_parallelism_leaves_the_same_table() {
+    let work = work_dir("sigkill-updates");
+    // Counts and top prices per bidder, and the best bid of each auction: -U/+U and -D
+    // rows into an exactly-once changelog of files.
+    let (reference, resumed) = killed_and_resumed(&work, |out| {
+        format!(
+            "{NEXMARK_BIDS}
+CREATE TABLE per_bidder (k STRING, id BIGINT, bids BIGINT, top BIGINT) WITH (
+  'connector' = 'filesystem', 'path' = '{}', 'format' = 'debezium-json');
+INSERT INTO per_bidder
+SELECT 'bidder', bidder, COUNT(*), MAX(price) FROM bids GROUP BY bidder
+UNION ALL
+SELECT 'auction', auction, bidder, price FROM (
+  SELECT *, ROW_NUMBER() OVER (PARTITION BY auction ORDER BY price DESC) AS rn FROM bids
+) WHERE rn = 1;
+",
+            out.display()
+        )
+    });
+    let reference = debezium_table(&committed_lines(&reference));
+    assert!(reference.len() > 300, "{} rows", reference.len());
+    assert_eq!(debezium_table(&committed_lines(&resumed)), reference, "the same table across the kill");
     let _ = std::fs::remove_dir_all(&work);
 }
 
