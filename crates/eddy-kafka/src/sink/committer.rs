@@ -88,7 +88,7 @@ fn transact<E: Borrow<Epoch>>(
         }
         let key = marker_key(&target.prefix, slot);
         let marker = Marker { lineage: target.lineage, epoch: last }.encode();
-        producer.send(&target.progress_topic, Some(key.as_bytes()), marker.as_bytes())
+        producer.send(&target.progress_topic, Some(key.as_bytes()), Some(marker.as_bytes()))
     })();
     if let Err(error) = sent {
         let _ = producer.producer.abort_transaction(FLUSH_TIMEOUT);

@@ -9,7 +9,8 @@ use std::sync::Arc;
 /// committed when the job finishes).
 pub(crate) const END_OF_INPUT: u64 = u64::MAX;
 
-/// One epoch's records: `[has key: u8][key length: u32 LE][key][value length: u32 LE][value]` each.
+/// One epoch's records: `[flags: u8][key length: u32 LE][key][value length: u32 LE][value]`
+/// each; flag 1 says the record has a key, flag 2 that it has no value (a tombstone).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct Epoch {
     pub(crate) epoch: u64,
@@ -19,9 +20,10 @@ pub(crate) struct Epoch {
 
 impl Epoch {
     #[inline]
-    pub(crate) fn push(&mut self, key: Option<&[u8]>, value: &[u8]) {
-        self.bytes.push(u8::from(key.is_some()));
+    pub(crate) fn push(&mut self, key: Option<&[u8]>, value: Option<&[u8]>) {
+        self.bytes.push(u8::from(key.is_some()) | (u8::from(value.is_none()) << 1));
         let key = key.unwrap_or_default();
+        let value = value.unwrap_or_default();
         self.bytes.extend_from_slice(&(key.len() as u32).to_le_bytes());
         self.bytes.extend_from_slice(key);
         self.bytes.extend_from_slice(&(value.len() as u32).to_le_bytes());
@@ -30,7 +32,7 @@ impl Epoch {
     }
 
     /// The records in order; `Err` names the byte where a restored buffer is broken.
-    pub(crate) fn records(&self) -> impl Iterator<Item = Result<(Option<&[u8]>, &[u8]), String>> {
+    pub(crate) fn records(&self) -> impl Iterator<Item = Result<(Option<&[u8]>, Option<&[u8]>), String>> {
         let mut at = 0usize;
         let bytes = &self.bytes;
         std::iter::from_fn(move || {
@@ -44,12 +46,13 @@ impl Epoch {
                 Some(slice)
             };
             let record = (|| {
-                let has_key = take(1)?[0] == 1;
+                let flags = take(1)?[0];
+                let (has_key, tombstone) = (flags & 1 == 1, flags & 2 == 2);
                 let key_len = u32::from_le_bytes(take(4)?.try_into().ok()?) as usize;
                 let key = take(key_len)?;
                 let value_len = u32::from_le_bytes(take(4)?.try_into().ok()?) as usize;
                 let value = take(value_len)?;
-                Some((has_key.then_some(key), value))
+                Some((has_key.then_some(key), (!tombstone).then_some(value)))
             })();
             Some(record.ok_or_else(|| {
                 at = bytes.len();
@@ -156,12 +159,21 @@ mod tests {
     #[test]
     fn records_come_back_in_order_and_a_cut_buffer_is_named() {
         let mut epoch = Epoch::default();
-        epoch.push(Some(b"k1"), b"v1");
-        epoch.push(None, b"");
-        epoch.push(Some(b""), b"v3");
+        epoch.push(Some(b"k1"), Some(b"v1"));
+        epoch.push(None, Some(b""));
+        epoch.push(Some(b""), Some(b"v3"));
+        epoch.push(Some(b"k4"), None);
         let back: Vec<_> = epoch.records().collect::<Result<_, _>>().unwrap();
-        assert_eq!(back, vec![(Some(&b"k1"[..]), &b"v1"[..]), (None, &b""[..]), (Some(&b""[..]), &b"v3"[..])]);
-        assert_eq!(epoch.records, 3);
+        assert_eq!(
+            back,
+            vec![
+                (Some(&b"k1"[..]), Some(&b"v1"[..])),
+                (None, Some(&b""[..])),
+                (Some(&b""[..]), Some(&b"v3"[..])),
+                (Some(&b"k4"[..]), None)
+            ]
+        );
+        assert_eq!(epoch.records, 4);
         for cut in 1..epoch.bytes.len() {
             let mut broken = epoch.clone();
             broken.bytes.truncate(cut);
@@ -170,7 +182,7 @@ mod tests {
                 assert!(message.contains("cut short"), "{message}");
             } else {
                 // A cut exactly between records leaves fewer, whole records.
-                assert!(results.iter().all(Result::is_ok) && results.len() < 3, "cut at {cut}");
+                assert!(results.iter().all(Result::is_ok) && results.len() < 4, "cut at {cut}");
             }
         }
     }

@@ -58,6 +58,12 @@ pub enum DeliveryGuarantee {
 /// call, reused across records) and says whether the record has a key.
 pub trait KafkaSerializationSchema<T>: Send + Sync + 'static {
     fn serialize(&self, value: &T, key: &mut Vec<u8>, payload: &mut Vec<u8>) -> bool;
+
+    /// Whether the record of `value` has no value at all (a tombstone: an upsert sink's
+    /// delete, which compaction turns into the key's removal) rather than `payload`.
+    fn tombstone(&self, _value: &T) -> bool {
+        false
+    }
 }
 
 impl<T, F> KafkaSerializationSchema<T> for F
@@ -496,14 +502,15 @@ impl<T: 'static> Sink<T> for KafkaSink<T> {
         run.payload.clear();
         let keyed = self.schema.serialize(&value, &mut run.key, &mut run.payload);
         let key = keyed.then_some(run.key.as_slice());
+        let payload = (!self.schema.tombstone(&value)).then_some(run.payload.as_slice());
         match &mut run.writer {
             Writer::WriteAhead(log) => {
-                log.epochs.current.push(key, &run.payload);
+                log.epochs.current.push(key, payload);
                 if log.over_threshold() {
                     log.hold_back(run.slot)?;
                 }
             }
-            Writer::Direct(producer) => producer.send(&self.topic, key, &run.payload)?,
+            Writer::Direct(producer) => producer.send(&self.topic, key, payload)?,
         }
         Ok(())
     }

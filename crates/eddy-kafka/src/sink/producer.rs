@@ -57,10 +57,19 @@ impl SinkProducer {
         Ok(Self { producer, brokers: brokers.to_string(), sent_since_poll: 0 })
     }
 
-    /// Queues one record; waits while librdkafka's queue is full.
+    /// Queues one record (without a value: a tombstone); waits while librdkafka's queue
+    /// is full.
     #[inline]
-    pub(crate) fn send(&mut self, topic: &str, key: Option<&[u8]>, value: &[u8]) -> Result<(), KafkaConnectorError> {
-        let mut record: BaseRecord<'_, [u8], [u8]> = BaseRecord::to(topic).payload(value);
+    pub(crate) fn send(
+        &mut self,
+        topic: &str,
+        key: Option<&[u8]>,
+        value: Option<&[u8]>,
+    ) -> Result<(), KafkaConnectorError> {
+        let mut record: BaseRecord<'_, [u8], [u8]> = BaseRecord::to(topic);
+        if let Some(value) = value {
+            record = record.payload(value);
+        }
         if let Some(key) = key {
             record = record.key(key);
         }

@@ -29,7 +29,7 @@ const OPTIONS: &[&str] = &[
     "properties.group.id",
 ];
 
-fn required<'t>(table: &'t CatalogTable, key: &str) -> Result<&'t str, SqlError> {
+pub(super) fn required<'t>(table: &'t CatalogTable, key: &str) -> Result<&'t str, SqlError> {
     table
         .option(key)
         .ok_or_else(|| SqlError::table(&table.name, format!("the kafka connector needs the option '{key}'")))
@@ -84,7 +84,7 @@ fn starting_offsets(table: &CatalogTable) -> Result<StartingOffsets, SqlError> {
     })
 }
 
-fn guarantee(table: &CatalogTable) -> Result<DeliveryGuarantee, SqlError> {
+pub(super) fn guarantee(table: &CatalogTable) -> Result<DeliveryGuarantee, SqlError> {
     Ok(match table.option("sink.delivery-guarantee").unwrap_or("at-least-once") {
         "exactly-once" => DeliveryGuarantee::ExactlyOnce,
         "at-least-once" => DeliveryGuarantee::AtLeastOnce,
@@ -145,6 +145,14 @@ pub fn sink(table: &CatalogTable, rows: DataStream<Row>) -> Result<DataStreamSin
         payload.extend_from_slice(format.encode(row).as_bytes());
         false
     };
+    Ok(rows.add_sink(configured_sink(table, schema)?))
+}
+
+/// A Kafka sink of the table's topic, delivery guarantee and `properties.*`.
+pub(super) fn configured_sink(
+    table: &CatalogTable,
+    schema: impl eddy_kafka::KafkaSerializationSchema<Row>,
+) -> Result<KafkaSink<Row>, SqlError> {
     let mut sink = KafkaSink::new(required(table, "properties.bootstrap.servers")?, required(table, "topic")?, schema)
         .with_delivery_guarantee(guarantee(table)?);
     if let Some(prefix) = table.option("sink.transactional-id-prefix") {
@@ -157,5 +165,5 @@ pub fn sink(table: &CatalogTable, rows: DataStream<Row>) -> Result<DataStreamSin
             }
         }
     }
-    Ok(rows.add_sink(sink))
+    Ok(sink)
 }

@@ -11,6 +11,8 @@ mod kafka;
 mod nexmark;
 mod partitioned;
 mod print;
+#[cfg(feature = "kafka")]
+mod upsert_kafka;
 
 use crate::catalog::CatalogTable;
 use crate::error::SqlError;
@@ -70,9 +72,23 @@ fn unknown_connector(table: &CatalogTable, connector: &str, role: &str) -> SqlEr
     SqlError::table(
         &table.name,
         format!(
-            "Could not find any factory for identifier '{connector}' that implements a dynamic table {role}. Available factory identifiers are:\n\nblackhole\ndatagen\nfilesystem\nkafka\nnexmark\nprint"
+            "Could not find any factory for identifier '{connector}' that implements a dynamic table {role}. Available factory identifiers are:\n\nblackhole\ndatagen\nfilesystem\nkafka\nnexmark\nprint\nupsert-kafka"
         ),
     )
+}
+
+/// The upsert-kafka connector's checks, or why this build has none.
+fn upsert_kafka_check(table: &CatalogTable, sink: bool) -> Result<(), SqlError> {
+    #[cfg(feature = "kafka")]
+    return upsert_kafka::check(table, sink);
+    #[cfg(not(feature = "kafka"))]
+    {
+        let _ = sink;
+        Err(SqlError::table(
+            &table.name,
+            "the 'upsert-kafka' connector is in eddy's `kafka` feature, which this build does not have",
+        ))
+    }
 }
 
 /// The kafka connector's checks, or why this build has none.
@@ -93,6 +109,7 @@ fn kafka_check(table: &CatalogTable, sink: bool) -> Result<(), SqlError> {
 fn format_of(table: &CatalogTable) -> Result<Format, SqlError> {
     let name = table
         .option("format")
+        .or(table.option("value.format"))
         .ok_or_else(|| SqlError::table(&table.name, "the connector needs the option 'format' ('csv' or 'json')"))?;
     Format::new(name, &table.options, &table.physical).map_err(|m| SqlError::table(&table.name, m))
 }
@@ -104,6 +121,7 @@ pub fn check_source(table: &CatalogTable) -> Result<(), SqlError> {
         "datagen" => datagen::check(table),
         "nexmark" => nexmark::check(table),
         "kafka" => kafka_check(table, false),
+        "upsert-kafka" => upsert_kafka_check(table, false),
         other @ ("print" | "blackhole") => Err(SqlError::table(
             &table.name,
             format!("Connector '{other}' can only be used as a sink. It cannot be used as a source."),
@@ -135,6 +153,7 @@ pub fn check_sink(table: &CatalogTable) -> Result<(), SqlError> {
         "print" => check_options(table, "print", &["print-identifier", "standard-error", "sink.parallelism"], None),
         "blackhole" => check_options(table, "blackhole", &[], None),
         "kafka" => kafka_check(table, true),
+        "upsert-kafka" => upsert_kafka_check(table, true),
         other @ ("datagen" | "nexmark") => Err(SqlError::table(
             &table.name,
             format!("Connector '{other}' can only be used as a source. It cannot be used as a sink."),
@@ -169,7 +188,7 @@ pub fn lookup_rows(table: &CatalogTable) -> Result<Vec<Row>, SqlError> {
 /// only inserts.
 pub fn accepts_updates(table: &CatalogTable) -> Result<bool, SqlError> {
     Ok(match connector_of(table)? {
-        "print" | "blackhole" => true,
+        "print" | "blackhole" | "upsert-kafka" => true,
         "filesystem" | "kafka" => format_of(table)?.is_changelog(),
         _ => false,
     })
@@ -204,6 +223,8 @@ pub fn sink(table: &CatalogTable, rows: DataStream<Row>, uid: &str) -> Result<Da
         "blackhole" => rows.add_sink(blackhole::BlackholeSink),
         #[cfg(feature = "kafka")]
         "kafka" => kafka::sink(table, rows)?,
+        #[cfg(feature = "kafka")]
+        "upsert-kafka" => upsert_kafka::sink(table, rows)?,
         other => return Err(unknown_connector(table, other, "sink")),
     };
     let sink = sink.name(&name).uid(uid);

@@ -20,6 +20,7 @@ use crate::row::Row;
 use eddy_api::{DataStream, Env};
 
 pub use calc::{CalcFunction, SqlWatermarks};
+pub use window::key_bytes;
 
 /// What the translation needs from the session: its options and the uids' prefix.
 #[derive(Debug, Clone, Default)]
