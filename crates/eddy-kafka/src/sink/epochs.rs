@@ -32,7 +32,7 @@ impl Epoch {
     }
 
     /// The records in order; `Err` names the byte where a restored buffer is broken.
-    pub(crate) fn records(&self) -> impl Iterator<Item = Result<(Option<&[u8]>, Option<&[u8]>), String>> {
+    pub(crate) fn records(&self) -> impl Iterator<Item = Result<BufferedRecord<'_>, String>> {
         let mut at = 0usize;
         let bytes = &self.bytes;
         std::iter::from_fn(move || {
@@ -61,6 +61,9 @@ impl Epoch {
         })
     }
 }
+
+/// A buffered record's key and value (either may be absent).
+pub(crate) type BufferedRecord<'a> = (Option<&'a [u8]>, Option<&'a [u8]>);
 
 /// The epochs of a running slot: the one being written, and those sealed by a checkpoint
 /// barrier but not yet known to be in Kafka, in order (shared with the committer thread).
@@ -130,9 +133,9 @@ mod tests {
     #[test]
     fn after_the_end_of_input_later_snapshots_seal_nothing_and_stand_for_the_end() {
         let mut pending = PendingEpochs::default();
-        pending.current.push(None, b"a");
+        pending.current.push(None, Some(b"a"));
         assert_eq!(pending.seal(Some(3)), 3);
-        pending.current.push(None, b"b");
+        pending.current.push(None, Some(b"b"));
         assert_eq!(pending.seal(None), END_OF_INPUT);
         // A finished task's state is taken again at checkpoints 4 and 5.
         assert_eq!(pending.seal(Some(4)), END_OF_INPUT);

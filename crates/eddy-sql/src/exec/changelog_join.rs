@@ -30,6 +30,8 @@ struct Held {
     matches: i64,
 }
 
+type HeldRows = ValueState<Vec<Held>>;
+
 #[derive(Clone)]
 struct ChangelogJoin {
     join_type: JoinType,
@@ -38,7 +40,8 @@ struct ChangelogJoin {
     keys: Arc<(Vec<usize>, Vec<usize>)>,
     widths: (usize, usize),
     ttl_ms: u64,
-    state: Option<(ValueState<Vec<Held>>, ValueState<Vec<Held>>)>,
+    /// The held rows of the left and the right side.
+    state: Option<(HeldRows, HeldRows)>,
 }
 
 impl RichFunction for ChangelogJoin {
