@@ -135,13 +135,14 @@ impl<'e> Translator<'e> {
                 let ttl = self.config.state_ttl_ms;
                 group_aggregate::group_aggregate(input_stream, keys, aggregates, retracts, ttl, &name, &uid)
             }
-            Node::Rank { input, partition_keys, order, rank_end, output_rank } => {
+            Node::Rank { input, partition_keys, order, rank_end, output_rank, window } => {
                 let input_stream = self.translate(input)?;
                 let uid = self.uid("rank");
                 let end =
                     rank_end.ok_or_else(|| SqlError::unsupported(None, "ROW_NUMBER() OVER without a filter on it"))?;
                 let ttl = self.config.state_ttl_ms;
-                rank::top_n(input_stream, partition_keys, order, end, *output_rank, ttl, &name, &uid)
+                let top = rank::TopN::new(order, end, *output_rank, ttl, *window);
+                rank::top_n(input_stream, partition_keys, top, &name, &uid)
             }
             Node::LookupJoin { input, table, key_expressions, keys, condition, left_outer } => {
                 let input_stream = self.translate(input)?;

@@ -6,13 +6,17 @@
 //! number as a column, every rank whose occupant changed is updated (`-U` of the old
 //! occupant, `+U` of the new).
 //!
+//! A window TopN (Flink's `WindowRank`) keeps the same top per partition and window, and
+//! emits it once, `+I` only, when the window ends (the watermark passes it); the window's
+//! state goes with it, and a row of a window that ended is dropped, as Flink drops it.
+//!
 //! A deduplication (Flink's `RowTimeDeduplicateFunction` and the processing-time ones)
 //! keeps one row per key: the last by time (a later or equal time replaces it, `-U`/`+U`)
 //! or the first (only an earlier time replaces it; by arrival, nothing does).
 
 use super::window::key_bytes;
 use crate::expr::compare_values;
-use crate::plan::SortKey;
+use crate::plan::{SortKey, WindowColumns};
 use crate::row::{Row, RowKind};
 use crate::types::TimeAttribute;
 use crate::value::Value;
@@ -62,12 +66,39 @@ fn with_rank(row: &Row, rank: usize, kind: RowKind) -> Row {
 }
 
 #[derive(Clone)]
-struct TopN {
+pub struct TopN {
     order: Arc<Vec<SortKey>>,
     rank_end: usize,
     output_rank: bool,
     ttl_ms: u64,
+    /// A window TopN: the window's columns (its end is when it is ranked).
+    window: Option<WindowColumns>,
     state: Option<ValueState<Vec<Row>>>,
+}
+
+impl TopN {
+    pub fn new(
+        order: &[SortKey],
+        rank_end: u64,
+        output_rank: bool,
+        ttl_ms: u64,
+        window: Option<WindowColumns>,
+    ) -> Self {
+        let rank_end = rank_end.min(usize::MAX as u64) as usize;
+        Self { order: Arc::new(order.to_vec()), rank_end, output_rank, ttl_ms, window, state: None }
+    }
+
+    /// Puts `row` into `top` after every row that sorts before it or equal to it: its
+    /// place and the row it pushed out of the top, or `None` if it is not in the top.
+    fn enter(&self, top: &mut Vec<Row>, row: Row) -> Option<(usize, Option<Row>)> {
+        let at = top.partition_point(|r| compare_rows(r, &row, &self.order) != Ordering::Greater);
+        if at >= self.rank_end {
+            return None;
+        }
+        top.insert(at, Row { kind: RowKind::Insert, fields: row.fields });
+        let pushed_out = (top.len() > self.rank_end).then(|| top.pop()).flatten();
+        Some((at, pushed_out))
+    }
 }
 
 impl RichFunction for TopN {
@@ -81,24 +112,34 @@ impl KeyedProcessFunction<Vec<u8>, Row, Row> for TopN {
     fn process_element(
         &mut self,
         row: Row,
-        _ctx: &mut KeyedContext<'_, Vec<u8>>,
+        ctx: &mut KeyedContext<'_, Vec<u8>>,
         out: &mut Collector<'_, Row>,
     ) -> FunctionResult {
         if !row.kind.is_accumulate() {
             return Err("a top-N of eddy takes insert-only input (bug: the planner let a retraction in)".into());
         }
         let state = self.state.as_ref().ok_or("the top-N is used before open (bug)")?;
+        if let Some(w) = self.window {
+            // Ranked when the window ends; a row of a window that ended is late.
+            let end = row.fields[w.end].as_millis().unwrap_or(i64::MIN);
+            let mut timers = ctx.timer_service();
+            match w.time {
+                TimeAttribute::Rowtime if end - 1 <= timers.current_watermark() => return Ok(()),
+                TimeAttribute::Rowtime => timers.register_event_time_timer(end - 1)?,
+                TimeAttribute::Proctime => timers.register_processing_time_timer(end - 1)?,
+            }
+            let mut top = state.take()?.unwrap_or_default();
+            self.enter(&mut top, row);
+            state.update(top)?;
+            return Ok(());
+        }
         let mut top = state.take()?.unwrap_or_default();
-        // After every row that sorts before it or equal to it.
-        let at = top.partition_point(|r| compare_rows(r, &row, &self.order) != Ordering::Greater);
-        if at >= self.rank_end {
+        let Some((at, pushed_out)) = self.enter(&mut top, row) else {
             if !top.is_empty() {
                 state.update(top)?;
             }
             return Ok(());
-        }
-        top.insert(at, Row { kind: RowKind::Insert, fields: row.fields });
-        let pushed_out = (top.len() > self.rank_end).then(|| top.pop()).flatten();
+        };
         if self.output_rank {
             // Ranks at..top.len() have new occupants: the one before was one further down
             // (or the row pushed out, for the last rank; or none, if the top grew).
@@ -121,28 +162,31 @@ impl KeyedProcessFunction<Vec<u8>, Row, Row> for TopN {
         state.update(top)?;
         Ok(())
     }
+
+    fn on_timer(
+        &mut self,
+        _timestamp: i64,
+        _ctx: &mut KeyedContext<'_, Vec<u8>>,
+        out: &mut Collector<'_, Row>,
+    ) -> FunctionResult {
+        // A window TopN's window ended: its top, once.
+        let state = self.state.as_ref().ok_or("the top-N is used before open (bug)")?;
+        for (k, row) in state.take()?.unwrap_or_default().into_iter().enumerate() {
+            out.collect(if self.output_rank { with_rank(&row, k + 1, RowKind::Insert) } else { row });
+        }
+        Ok(())
+    }
 }
 
 /// The `Rank` node: rows keyed by the partition, the best `rank_end` of each kept.
-#[allow(clippy::too_many_arguments)]
 pub fn top_n(
     input: DataStream<Row>,
     partition_keys: &[usize],
-    order: &[SortKey],
-    rank_end: u64,
-    output_rank: bool,
-    ttl_ms: u64,
+    function: TopN,
     name: &str,
     uid: &str,
 ) -> DataStream<Row> {
     let routing = Arc::new(partition_keys.to_vec());
-    let function = TopN {
-        order: Arc::new(order.to_vec()),
-        rank_end: rank_end.min(usize::MAX as u64) as usize,
-        output_rank,
-        ttl_ms,
-        state: None,
-    };
     input.key_by(move |row: &Row| key_bytes(row, &routing)).process(function).name(name).uid(uid)
 }
 

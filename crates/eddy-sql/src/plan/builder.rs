@@ -242,8 +242,14 @@ impl<'a> Builder<'a> {
         let rank_ty = DataType::not_null(crate::types::TypeKind::BigInt);
         fields.push(Field::new("$rank", rank_ty.clone()));
         let rank = fields.len() - 1;
-        let node =
-            Node::Rank { input: Box::new(planned.plan), partition_keys, order, rank_end: None, output_rank: true };
+        let node = Node::Rank {
+            input: Box::new(planned.plan),
+            partition_keys,
+            order,
+            rank_end: None,
+            output_rank: true,
+            window: None,
+        };
         let mut scope = planned.scope;
         let qualifier = Some(OVER_QUALIFIER.to_string());
         scope.columns.push(ScopeColumn { qualifier, name: "$rank".into(), ty: rank_ty.clone() });

@@ -53,6 +53,10 @@ pub fn derive(plan: Plan) -> Result<Plan, SqlError> {
             }
         },
         Node::Union { inputs } => inputs.iter().fold(ChangelogMode::INSERT_ONLY, |m, i| m.union(i.changelog)),
+        Node::Rank { input, window: Some(_), .. } => {
+            inserts_only(input, "StreamPhysicalWindowRank")?;
+            ChangelogMode::INSERT_ONLY
+        }
         Node::Rank { input, rank_end, .. } => {
             if rank_end.is_none() {
                 return Err(SqlError::unsupported(
@@ -87,7 +91,8 @@ pub fn derive(plan: Plan) -> Result<Plan, SqlError> {
 fn makes_changes(plan: &Plan) -> bool {
     match &plan.node {
         Node::Scan { table } => crate::connector::emits_updates(table),
-        Node::GroupAggregate { .. } | Node::Rank { .. } | Node::Deduplicate { .. } => true,
+        Node::Rank { window, .. } => window.is_none(),
+        Node::GroupAggregate { .. } | Node::Deduplicate { .. } => true,
         Node::Join { join_type, .. } => *join_type != JoinType::Inner,
         _ => false,
     }

@@ -77,11 +77,15 @@ pub fn describe(plan: &Plan) -> String {
             format!("{kind}(joinType=[{}], where=[{condition}])", join_type.name())
         }
         Node::Union { .. } => "Union(all=[true])".to_string(),
-        Node::Rank { input, partition_keys, order, rank_end, .. } => {
+        Node::Rank { input, partition_keys, order, rank_end, window, .. } => {
             let names = input_names(input);
             let end = rank_end.map(|e| e.to_string()).unwrap_or_else(|| "unbounded".into());
+            let kind = match window {
+                Some(w) => format!("WindowRank(window=[{}, {}], ", names[w.start], names[w.end]),
+                None => "Rank(strategy=[AppendFastStrategy], ".to_string(),
+            };
             format!(
-                "Rank(strategy=[AppendFastStrategy], rankType=[ROW_NUMBER], rankRange=[rankStart=1, rankEnd={end}], partitionBy=[{}], orderBy=[{}])",
+                "{kind}rankType=[ROW_NUMBER], rankRange=[rankStart=1, rankEnd={end}], partitionBy=[{}], orderBy=[{}])",
                 column_list(partition_keys, &names),
                 order
                     .iter()

@@ -262,6 +262,9 @@ pub enum Node {
         order: Vec<SortKey>,
         rank_end: Option<u64>,
         output_rank: bool,
+        /// A window TopN (Flink's `WindowRank`): the partition holds the input's window
+        /// (start and end), whose rows are ranked once, when the window ends.
+        window: Option<WindowColumns>,
     },
     /// The first or last row of each key by a time attribute (Flink's `Deduplicate`: a
     /// rank of 1 ordered by time, without the rank column).
@@ -316,8 +319,8 @@ impl Node {
             Node::GroupAggregate { input, keys, aggregates } => {
                 Node::GroupAggregate { input: boxed(input), keys, aggregates }
             }
-            Node::Rank { input, partition_keys, order, rank_end, output_rank } => {
-                Node::Rank { input: boxed(input), partition_keys, order, rank_end, output_rank }
+            Node::Rank { input, partition_keys, order, rank_end, output_rank, window } => {
+                Node::Rank { input: boxed(input), partition_keys, order, rank_end, output_rank, window }
             }
             Node::LookupJoin { input, table, key_expressions, keys, condition, left_outer } => {
                 Node::LookupJoin { input: boxed(input), table, key_expressions, keys, condition, left_outer }
@@ -377,6 +380,7 @@ fn window_columns_of(node: &Node) -> Option<WindowColumns> {
             let start = input.fields.len();
             Some(WindowColumns { start, end: start + 1, time: window.time })
         }
+        Node::Rank { input, window: Some(_), .. } => input.window,
         Node::Calc { input, projection, .. } => {
             let w = input.window?;
             let start = projection.iter().position(|e| e.as_column() == Some(w.start))?;

@@ -83,7 +83,10 @@ fn bound_ranks(plan: Plan) -> Plan {
         rank_fields.pop();
     }
     let time = order.first().and_then(|k| below.fields[k.column].ty.time_attribute());
+    // Partitioned by the input's window: ranked once per window, when it ends.
+    let window = below.window.filter(|w| partition_keys.contains(&w.start) && partition_keys.contains(&w.end));
     let rank_node = match (end, output_rank, order.as_slice(), time) {
+        _ if window.is_some() => Node::Rank { input: below, partition_keys, order, rank_end: end, output_rank, window },
         (Some(1), false, [key], Some(time)) => Node::Deduplicate {
             input: below,
             keys: partition_keys,
@@ -91,7 +94,7 @@ fn bound_ranks(plan: Plan) -> Plan {
             time_column: key.column,
             time,
         },
-        _ => Node::Rank { input: below, partition_keys, order, rank_end: end, output_rank },
+        _ => Node::Rank { input: below, partition_keys, order, rank_end: end, output_rank, window: None },
     };
     let rank_plan = Plan::with(rank_node, rank_fields, input.changelog);
     Plan::with(Node::Calc { input: Box::new(rank_plan), projection, filter }, fields, changelog)
