@@ -78,7 +78,7 @@ pub struct GroupState {
     calls: Vec<GroupAccumulator>,
 }
 
-fn fresh(call: &AggregateCall, retracts: bool, distinct: bool) -> GroupAccumulator {
+pub(super) fn fresh(call: &AggregateCall, retracts: bool, distinct: bool) -> GroupAccumulator {
     let min_max = matches!(call.kind, AggregateKind::Min | AggregateKind::Max);
     if distinct && call.distinct && !min_max {
         return GroupAccumulator::Distinct { counts: BTreeMap::new(), inner: Box::new(fresh(call, true, false)) };
@@ -93,7 +93,7 @@ fn fresh(call: &AggregateCall, retracts: bool, distinct: bool) -> GroupAccumulat
 }
 
 /// Adds (`sign` 1) or takes back (`sign` -1) one row's value.
-fn apply(acc: &mut GroupAccumulator, call: &AggregateCall, value: &Value, sign: i64) {
+pub(super) fn apply(acc: &mut GroupAccumulator, call: &AggregateCall, value: &Value, sign: i64) {
     if value.is_null() && call.kind != AggregateKind::CountStar {
         return;
     }
@@ -147,7 +147,7 @@ fn apply(acc: &mut GroupAccumulator, call: &AggregateCall, value: &Value, sign: 
     }
 }
 
-fn result(acc: &GroupAccumulator, call: &AggregateCall) -> Value {
+pub(super) fn result(acc: &GroupAccumulator, call: &AggregateCall) -> Value {
     match acc {
         GroupAccumulator::Count(n) => Value::Int(*n),
         GroupAccumulator::Sum { count: 0, .. } => Value::Null,

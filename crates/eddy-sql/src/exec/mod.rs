@@ -9,6 +9,7 @@ mod changelog_join;
 mod group_aggregate;
 mod join;
 mod lookup;
+mod over;
 mod rank;
 mod window;
 
@@ -143,6 +144,19 @@ impl<'e> Translator<'e> {
                 let ttl = self.config.state_ttl_ms;
                 let top = rank::TopN::new(order, end, *output_rank, ttl, *window);
                 rank::top_n(input_stream, partition_keys, top, &name, &uid)
+            }
+            Node::OverAggregate { input, partition_keys, time_column, time, frame, aggregates } => {
+                let input_stream = self.translate(input)?;
+                let uid = self.uid("over-aggregate");
+                over::over_aggregate(
+                    input_stream,
+                    partition_keys,
+                    (*time_column, *time),
+                    *frame,
+                    aggregates,
+                    &name,
+                    &uid,
+                )
             }
             Node::LookupJoin { input, table, key_expressions, keys, condition, left_outer } => {
                 let input_stream = self.translate(input)?;

@@ -5,7 +5,7 @@
 //! naming Flink's operator.
 
 use super::aggregate::{self, AggregateCall};
-use super::{window_fields, JoinStrategy, JoinType, Node, Plan, SortKey, WindowKind, WindowSpec};
+use super::{window_fields, JoinStrategy, JoinType, Node, OverFrame, Plan, SortKey, WindowKind, WindowSpec};
 use crate::catalog::{Catalog, Relation};
 use crate::error::{Location, SqlError};
 use crate::expr::bind::{location_of, Binder, Scope, ScopeColumn};
@@ -209,8 +209,11 @@ impl<'a> Builder<'a> {
         let Some(call) = calls.first() else { return Ok((planned, Vec::new())) };
         let location = span_location(&call.name);
         let name = crate::parser::object_name(&call.name).to_ascii_uppercase();
+        if aggregate::is_aggregate(&name) {
+            return self.over_aggregate(planned, &calls);
+        }
         if name != "ROW_NUMBER" {
-            return Err(SqlError::unsupported(location, format!("{name}() OVER (an OverAggregate)")));
+            return Err(SqlError::unsupported(location, format!("{name}() OVER")));
         }
         if calls.iter().any(|c| c.to_string() != call.to_string()) {
             return Err(SqlError::unsupported(location, "two different OVER calls in one select list"));
@@ -255,6 +258,125 @@ impl<'a> Builder<'a> {
         scope.columns.push(ScopeColumn { qualifier, name: "$rank".into(), ty: rank_ty.clone() });
         let replacement = (call.to_string(), Expr::column(rank, rank_ty));
         Ok((Planned { plan: Plan::new(node, fields), scope }, vec![replacement]))
+    }
+
+    /// Aggregate calls `f(…) OVER (PARTITION BY … ORDER BY time [frame])` of the select list,
+    /// all over one window: an OverAggregate over `planned` and its arguments, and the
+    /// replacements that bind each call to its column.
+    fn over_aggregate(
+        &self,
+        planned: Planned,
+        calls: &[&ast::Function],
+    ) -> Result<(Planned, Vec<(String, Expr)>), SqlError> {
+        let mut unique: Vec<&ast::Function> = Vec::new();
+        for c in calls {
+            if !unique.iter().any(|u| u.to_string() == c.to_string()) {
+                unique.push(c);
+            }
+        }
+        let calls = unique.as_slice();
+        let location = span_location(&calls[0].name);
+        let window_of = |c: &ast::Function| match &c.over {
+            Some(ast::WindowType::WindowSpec(spec)) => Ok(spec.clone()),
+            _ => Err(SqlError::unsupported(span_location(&c.name), format!("the window of '{c}'"))),
+        };
+        let spec = window_of(calls[0])?;
+        for c in calls {
+            if window_of(c)?.to_string() != spec.to_string() {
+                return Err(SqlError::unsupported(location, "OVER aggregates of different windows in one select list"));
+            }
+        }
+        let binder = self.binder(&planned.scope);
+        let column = |e: &ast::Expr| -> Result<usize, SqlError> {
+            binder.bind(e)?.as_column().ok_or_else(|| {
+                SqlError::unsupported(location_of(e), format!("'{e}' in an OVER window (a column is supported)"))
+            })
+        };
+        let partition_keys: Vec<usize> = spec.partition_by.iter().map(&column).collect::<Result<_, _>>()?;
+        let (time_column, time) = match spec.order_by.as_slice() {
+            [o] if !matches!(o.options.sort, Some(ast::OrderBySort::Desc)) => {
+                let c = column(&o.expr)?;
+                match planned.plan.fields[c].ty.time_attribute() {
+                    Some(t) => (c, t),
+                    None => {
+                        return Err(SqlError::validation(
+                            location,
+                            "OVER windows' ordering in stream mode must be defined on a time attribute.",
+                        ))
+                    }
+                }
+            }
+            _ => {
+                return Err(SqlError::validation(
+                    location,
+                    "OVER windows in stream mode are ordered by one time attribute, ascending",
+                ))
+            }
+        };
+        let frame = match &spec.window_frame {
+            // With ORDER BY and no frame: every row up to the current one's time.
+            None => OverFrame { rows: false, preceding: None },
+            Some(f) => {
+                if !matches!(f.end_bound, None | Some(ast::WindowFrameBound::CurrentRow)) {
+                    return Err(SqlError::unsupported(location, "an OVER window that ends after the current row"));
+                }
+                let rows = match f.units {
+                    ast::WindowFrameUnits::Rows => true,
+                    ast::WindowFrameUnits::Range => false,
+                    ast::WindowFrameUnits::Groups => return Err(SqlError::unsupported(location, "GROUPS frames")),
+                };
+                let preceding = match &f.start_bound {
+                    ast::WindowFrameBound::Preceding(None) => None,
+                    ast::WindowFrameBound::CurrentRow => Some(0),
+                    ast::WindowFrameBound::Preceding(Some(e)) if rows => {
+                        let bound = self.binder(&Scope::default()).bind(e)?;
+                        match bound.kind {
+                            ExprKind::Literal(Value::Int(n)) if n >= 0 => Some(n),
+                            _ => return Err(SqlError::validation(location, format!("'{e}' must be a row count"))),
+                        }
+                    }
+                    ast::WindowFrameBound::Preceding(Some(e)) => Some(self.duration(e)?),
+                    ast::WindowFrameBound::Following(_) => {
+                        return Err(SqlError::unsupported(location, "an OVER window that starts after the current row"))
+                    }
+                };
+                OverFrame { rows, preceding }
+            }
+        };
+        // The input and each call's arguments, then the aggregates.
+        let width = planned.plan.fields.len();
+        let mut pre: Vec<Expr> =
+            planned.plan.fields.iter().enumerate().map(|(i, f)| Expr::column(i, f.ty.clone())).collect();
+        let mut aggregates = Vec::new();
+        for c in calls {
+            let plain = ast::Function { over: None, ..(*c).clone() };
+            aggregates.push(self.aggregate_call(&plain, &binder, &mut pre)?);
+        }
+        let mut fields: Vec<Field> = planned.plan.fields.clone();
+        fields.extend((width..pre.len()).map(|i| Field::new(format!("$f{i}"), pre[i].ty.clone())));
+        let pre_plan =
+            Plan::new(Node::Calc { input: Box::new(planned.plan), projection: pre, filter: None }, fields.clone());
+        let mut scope = planned.scope;
+        for f in &fields[width..] {
+            scope.columns.push(ScopeColumn {
+                qualifier: Some(OVER_QUALIFIER.into()),
+                name: f.name.clone(),
+                ty: f.ty.clone(),
+            });
+        }
+        let mut replacements = Vec::new();
+        for (c, a) in calls.iter().zip(&aggregates) {
+            replacements.push((c.to_string(), Expr::column(fields.len(), a.ty.clone())));
+            scope.columns.push(ScopeColumn {
+                qualifier: Some(OVER_QUALIFIER.into()),
+                name: a.text.clone(),
+                ty: a.ty.clone(),
+            });
+            fields.push(Field::new(format!("w0$o{}", fields.len()), a.ty.clone()));
+        }
+        let node =
+            Node::OverAggregate { input: Box::new(pre_plan), partition_keys, time_column, time, frame, aggregates };
+        Ok((Planned { plan: Plan::new(node, fields), scope }, replacements))
     }
 
     /// The select list over `planned` (its replacements and window columns bind
@@ -1121,7 +1243,7 @@ fn collect_aggregates<'e>(e: &'e ast::Expr, out: &mut Vec<&'e ast::Function>) {
     match e {
         A::Function(f) => {
             let name = crate::parser::object_name(&f.name).to_ascii_uppercase();
-            if aggregate::is_aggregate(&name) {
+            if aggregate::is_aggregate(&name) && f.over.is_none() {
                 if !out.iter().any(|g| g.to_string() == f.to_string()) {
                     out.push(f);
                 }

@@ -94,6 +94,23 @@ pub fn describe(plan: &Plan) -> String {
                     .join(", ")
             )
         }
+        Node::OverAggregate { input, partition_keys, time_column, frame, aggregates, .. } => {
+            let names = input_names(input);
+            let bound = match frame.preceding {
+                None => "UNBOUNDED PRECEDING".to_string(),
+                Some(0) => "CURRENT ROW".to_string(),
+                Some(n) if frame.rows => format!("{n} PRECEDING"),
+                Some(ms) => format!("{ms} ms PRECEDING"),
+            };
+            format!(
+                "OverAggregate(partitionBy=[{}], orderBy=[{} ASC], window=[{} BETWEEN {bound} AND CURRENT ROW], select=[{}])",
+                column_list(partition_keys, &names),
+                names[*time_column],
+                // "RANG", as Flink's plans print a RANGE frame.
+                if frame.rows { "ROWS" } else { "RANG" },
+                aggregate_list(aggregates, &names)
+            )
+        }
         Node::LookupJoin { input, table, key_expressions, keys, condition, left_outer } => {
             let names = input_names(input);
             let lookup: Vec<String> = keys

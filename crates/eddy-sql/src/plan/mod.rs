@@ -152,6 +152,15 @@ impl WindowSpec {
     }
 }
 
+/// The rows an OVER aggregate of a row covers, up to the row itself: the `preceding`
+/// rows before it (`rows`) or those at most `preceding` ms older (RANGE; its peers of the
+/// same time included), all of them where `preceding` is `None` (UNBOUNDED).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OverFrame {
+    pub rows: bool,
+    pub preceding: Option<i64>,
+}
+
 /// One key of an ORDER BY: a column, its direction, and whether NULLs come first
 /// (Flink's default: NULL is the smallest value, first ascending and last descending).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -288,6 +297,16 @@ pub enum Node {
         condition: Option<Expr>,
         left_outer: bool,
     },
+    /// Aggregates over each row's frame of its partition, ordered by a time attribute
+    /// (Flink's `OverAggregate`): the output row is the input row then each aggregate.
+    OverAggregate {
+        input: Box<Plan>,
+        partition_keys: Vec<usize>,
+        time_column: usize,
+        time: TimeAttribute,
+        frame: OverFrame,
+        aggregates: Vec<AggregateCall>,
+    },
     /// Aggregation per key without a window (Flink's `GroupAggregate`): the output row is
     /// the keys then the aggregates, updated as rows of the key arrive or are retracted.
     /// Without aggregates it is `SELECT DISTINCT`.
@@ -321,6 +340,9 @@ impl Node {
             }
             Node::Rank { input, partition_keys, order, rank_end, output_rank, window } => {
                 Node::Rank { input: boxed(input), partition_keys, order, rank_end, output_rank, window }
+            }
+            Node::OverAggregate { input, partition_keys, time_column, time, frame, aggregates } => {
+                Node::OverAggregate { input: boxed(input), partition_keys, time_column, time, frame, aggregates }
             }
             Node::LookupJoin { input, table, key_expressions, keys, condition, left_outer } => {
                 Node::LookupJoin { input: boxed(input), table, key_expressions, keys, condition, left_outer }
@@ -356,6 +378,7 @@ impl Plan {
             | Node::GroupAggregate { input, .. }
             | Node::Rank { input, .. }
             | Node::LookupJoin { input, .. }
+            | Node::OverAggregate { input, .. }
             | Node::Deduplicate { input, .. } => vec![input],
             Node::Join { left, right, .. } => vec![left, right],
             Node::Union { inputs } => inputs.iter().collect(),
