@@ -1,8 +1,9 @@
 //! From a query's AST to a plan: FROM items (tables, views, subqueries, window table
-//! functions, joins), WHERE, grouping by windows (the TVF and the legacy `GROUP BY
-//! TUMBLE(…)` forms), HAVING, the select list and UNION ALL. What only part 2 runs (an
-//! unbounded GROUP BY, DISTINCT, outer joins, ORDER BY with LIMIT, OVER) is refused here,
-//! naming Flink's operator.
+//! functions, joins of every type, lookup joins), WHERE, grouping (by windows, the TVF and
+//! the legacy `GROUP BY TUMBLE(…)` forms, or without: a GroupAggregate), HAVING, DISTINCT,
+//! the select list with its `ROW_NUMBER() OVER` (a Rank, bounded by the rules) and OVER
+//! aggregates, UNION [ALL]. What eddy does not run yet (ORDER BY with LIMIT, an event-time
+//! temporal join, RANK) is refused here, naming it.
 
 use super::aggregate::{self, AggregateCall};
 use super::{window_fields, JoinStrategy, JoinType, Node, OverFrame, Plan, SortKey, WindowKind, WindowSpec};
