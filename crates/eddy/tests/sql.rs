@@ -204,9 +204,9 @@ fn bad_scripts_get_errors_that_name_what_and_where() {
     );
     fails_with(
         &work,
-        "event-time-temporal-join",
+        "temporal-join-without-primary-key",
         &format!("{t}\nSELECT * FROM clicks c JOIN clicks FOR SYSTEM_TIME AS OF c.ts AS d ON c.url = d.url"),
-        &["not supported: an event-time temporal join"],
+        &["Temporal Table Join requires primary key in versioned table"],
     );
     fails_with(
         &work,

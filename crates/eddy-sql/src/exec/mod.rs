@@ -11,6 +11,7 @@ mod join;
 mod lookup;
 mod over;
 mod rank;
+mod temporal;
 mod window;
 
 use crate::connector;
@@ -144,6 +145,14 @@ impl<'e> Translator<'e> {
                 let ttl = self.config.state_ttl_ms;
                 let top = rank::TopN::new(order, end, *output_rank, ttl, *window);
                 rank::top_n(input_stream, partition_keys, top, &name, &uid)
+            }
+            Node::TemporalJoin { left, right, key_expressions, keys, left_time, right_time, condition, left_outer } => {
+                let l = self.translate(left)?;
+                let r = self.translate(right)?;
+                let uid = self.uid("temporal-join");
+                let width = right.fields.len();
+                let (times, c) = ((*left_time, *right_time), condition.clone());
+                temporal::temporal_join((l, r), (key_expressions, keys), times, width, c, *left_outer, &name, &uid)
             }
             Node::OverAggregate { input, partition_keys, time_column, time, frame, aggregates } => {
                 let input_stream = self.translate(input)?;

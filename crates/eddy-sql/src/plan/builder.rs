@@ -2,8 +2,9 @@
 //! functions, joins of every type, lookup joins), WHERE, grouping (by windows, the TVF and
 //! the legacy `GROUP BY TUMBLE(…)` forms, or without: a GroupAggregate), HAVING, DISTINCT,
 //! the select list with its `ROW_NUMBER() OVER` (a Rank, bounded by the rules) and OVER
-//! aggregates, UNION [ALL]. What eddy does not run yet (ORDER BY with LIMIT, an event-time
-//! temporal join, RANK) is refused here, naming it.
+//! aggregates, UNION [ALL], temporal joins (`FOR SYSTEM_TIME AS OF`: a lookup join in
+//! processing time, a versioned table's in event time). What eddy does not run yet (ORDER
+//! BY with LIMIT, RANK) is refused here, naming it.
 
 use super::aggregate::{self, AggregateCall};
 use super::{window_fields, JoinStrategy, JoinType, Node, OverFrame, Plan, SortKey, WindowKind, WindowSpec};
@@ -518,13 +519,11 @@ impl<'a> Builder<'a> {
             }
         };
         let time = self.binder(&left.scope).bind(time)?;
+        let mut versioned = None;
         match time.ty.time_attribute() {
             Some(crate::types::TimeAttribute::Proctime) if time.as_column().is_some() => {}
-            Some(crate::types::TimeAttribute::Rowtime) => {
-                return Err(SqlError::unsupported(
-                    location,
-                    "an event-time temporal join (FOR SYSTEM_TIME AS OF a rowtime)",
-                ))
+            Some(crate::types::TimeAttribute::Rowtime) if time.as_column().is_some() => {
+                versioned = time.as_column();
             }
             _ => return Err(SqlError::validation(
                 location,
@@ -533,6 +532,21 @@ impl<'a> Builder<'a> {
         }
         let table_name = crate::parser::object_name(name);
         let table = match self.catalog.relation(&table_name) {
+            Some(Relation::Table(t)) if versioned.is_some() => {
+                if t.primary_key.is_empty() {
+                    return Err(SqlError::validation(
+                        location,
+                        "Temporal Table Join requires primary key in versioned table, but no primary key can be found.",
+                    ));
+                }
+                if t.fields.iter().all(|f| f.ty.time_attribute() != Some(crate::types::TimeAttribute::Rowtime)) {
+                    return Err(SqlError::validation(
+                        location,
+                        format!("Event-Time Temporal Table Join requires both primary key and row time attribute in versioned table, but no row time attribute can be found in '{table_name}'."),
+                    ));
+                }
+                t
+            }
             Some(Relation::Table(t)) if t.data_stream.is_none() => t,
             _ => {
                 return Err(SqlError::validation(
@@ -541,7 +555,9 @@ impl<'a> Builder<'a> {
                 ))
             }
         };
-        crate::connector::check_lookup(&table)?;
+        if versioned.is_none() {
+            crate::connector::check_lookup(&table)?;
+        }
         let qualifier = alias.map(|a| a.name.value.clone()).unwrap_or_else(|| {
             name.0.last().and_then(|p| p.as_ident()).map(|i| i.value.clone()).unwrap_or(table_name.clone())
         });
@@ -580,12 +596,38 @@ impl<'a> Builder<'a> {
             ));
         }
         let mut fields = left.plan.fields.clone();
+        let mut scope = scope;
         fields.extend(table.fields.iter().map(|f| {
             let ty = if left_outer { f.ty.clone().with_nullable(true) } else { f.ty.clone() };
             Field::new(f.name.clone(), ty)
         }));
         let condition = crate::plan::rules::and_of(rest);
-        let node = Node::LookupJoin { input: Box::new(left.plan), table, key_expressions, keys, condition, left_outer };
+        let node = match versioned {
+            Some(left_time) => {
+                let right = self.relation(&table_name, location)?.plan;
+                let right_time = right.rowtime().expect("checked: the versioned table has a rowtime");
+                // The output keeps the left side's time attribute only.
+                for f in fields.iter_mut().skip(width) {
+                    f.ty = f.ty.clone().without_time_attribute();
+                }
+                for c in scope.columns.iter_mut().skip(width) {
+                    c.ty = c.ty.clone().without_time_attribute();
+                }
+                Node::TemporalJoin {
+                    left: Box::new(left.plan),
+                    right: Box::new(right),
+                    key_expressions,
+                    keys,
+                    left_time,
+                    right_time,
+                    condition,
+                    left_outer,
+                }
+            }
+            None => {
+                Node::LookupJoin { input: Box::new(left.plan), table, key_expressions, keys, condition, left_outer }
+            }
+        };
         Ok(Planned { plan: Plan::new(node, fields), scope })
     }
 

@@ -53,6 +53,10 @@ pub fn derive(plan: Plan) -> Result<Plan, SqlError> {
             }
         },
         Node::Union { inputs } => inputs.iter().fold(ChangelogMode::INSERT_ONLY, |m, i| m.union(i.changelog)),
+        Node::TemporalJoin { left, .. } => {
+            inserts_only(left, "StreamPhysicalTemporalJoin")?;
+            ChangelogMode::INSERT_ONLY
+        }
         Node::OverAggregate { input, .. } => {
             inserts_only(input, "StreamPhysicalOverAggregate")?;
             ChangelogMode::INSERT_ONLY

@@ -94,6 +94,22 @@ pub fn describe(plan: &Plan) -> String {
                     .join(", ")
             )
         }
+        Node::TemporalJoin { left, right, key_expressions, keys, left_time, right_time, left_outer, .. } => {
+            let names = input_names(left);
+            let right_names = input_names(right);
+            let on: Vec<String> = keys
+                .iter()
+                .zip(key_expressions)
+                .map(|(k, e)| format!("=({}, {})", ExprText { expr: e, names: &names }, right_names[*k]))
+                .collect();
+            format!(
+                "TemporalJoin(joinType=[{}], where=[AND({}, __TEMPORAL_JOIN_CONDITION({}, {}))])",
+                if *left_outer { "LeftOuterJoin" } else { "InnerJoin" },
+                on.join(", "),
+                names[*left_time],
+                right_names[*right_time]
+            )
+        }
         Node::OverAggregate { input, partition_keys, time_column, frame, aggregates, .. } => {
             let names = input_names(input);
             let bound = match frame.preceding {

@@ -297,6 +297,20 @@ pub enum Node {
         condition: Option<Expr>,
         left_outer: bool,
     },
+    /// An event-time temporal join (`JOIN r FOR SYSTEM_TIME AS OF l.rowtime ON …`, Flink's
+    /// `TemporalJoin`) against a versioned table (a primary key and a watermark): each left
+    /// row meets the version of its key that was valid at its time, once the watermarks of
+    /// both sides passed it. The output row is the left row then the right.
+    TemporalJoin {
+        left: Box<Plan>,
+        right: Box<Plan>,
+        key_expressions: Vec<Expr>,
+        keys: Vec<usize>,
+        left_time: usize,
+        right_time: usize,
+        condition: Option<Expr>,
+        left_outer: bool,
+    },
     /// Aggregates over each row's frame of its partition, ordered by a time attribute
     /// (Flink's `OverAggregate`): the output row is the input row then each aggregate.
     OverAggregate {
@@ -341,6 +355,10 @@ impl Node {
             Node::Rank { input, partition_keys, order, rank_end, output_rank, window } => {
                 Node::Rank { input: boxed(input), partition_keys, order, rank_end, output_rank, window }
             }
+            Node::TemporalJoin { left, right, key_expressions, keys, left_time, right_time, condition, left_outer } => {
+                let (left, right) = (boxed(left), boxed(right));
+                Node::TemporalJoin { left, right, key_expressions, keys, left_time, right_time, condition, left_outer }
+            }
             Node::OverAggregate { input, partition_keys, time_column, time, frame, aggregates } => {
                 Node::OverAggregate { input: boxed(input), partition_keys, time_column, time, frame, aggregates }
             }
@@ -380,7 +398,7 @@ impl Plan {
             | Node::LookupJoin { input, .. }
             | Node::OverAggregate { input, .. }
             | Node::Deduplicate { input, .. } => vec![input],
-            Node::Join { left, right, .. } => vec![left, right],
+            Node::Join { left, right, .. } | Node::TemporalJoin { left, right, .. } => vec![left, right],
             Node::Union { inputs } => inputs.iter().collect(),
         }
     }
