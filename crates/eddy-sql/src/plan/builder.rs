@@ -596,7 +596,6 @@ impl<'a> Builder<'a> {
             ));
         }
         let mut fields = left.plan.fields.clone();
-        let mut scope = scope;
         fields.extend(table.fields.iter().map(|f| {
             let ty = if left_outer { f.ty.clone().with_nullable(true) } else { f.ty.clone() };
             Field::new(f.name.clone(), ty)
