@@ -165,6 +165,22 @@ pub fn check_sink(table: &CatalogTable) -> Result<(), SqlError> {
 /// The table can be the table of a lookup join (its rows read whole when the join
 /// starts): the filesystem connector's.
 pub fn check_lookup(table: &CatalogTable) -> Result<(), SqlError> {
+    // The rows are read as the file has them: physical columns, insert-only.
+    if table.fields.len() != table.physical.len() {
+        return Err(SqlError::unsupported(
+            Some(table.location),
+            format!("a lookup join against '{}', a table with computed columns", table.name),
+        ));
+    }
+    if emits_updates(table) {
+        return Err(SqlError::unsupported(
+            Some(table.location),
+            format!(
+                "a lookup join against '{}', a table of changes (an event-time temporal join takes those)",
+                table.name
+            ),
+        ));
+    }
     match connector_of(table)? {
         "filesystem" => filesystem::check(table, false),
         other => Err(SqlError::unsupported(

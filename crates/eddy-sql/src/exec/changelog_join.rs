@@ -107,35 +107,35 @@ impl ChangelogJoin {
                 continue;
             }
             matched += held.count;
+            // The other row's padded form goes with its first match (deleted before the
+            // joined row comes) and comes back with its last (after the joined row went),
+            // so that a sink keyed by it never sees the two out of order.
+            let padded_other = |kind| {
+                if from_left {
+                    self.joined(None, Some(r), kind)
+                } else {
+                    self.joined(Some(l), None, kind)
+                }
+            };
             if other_kept {
-                // The other row's padded form goes with its first match and comes back
-                // with its last.
                 if accumulate && held.matches == 0 {
-                    let padded = if from_left {
-                        self.joined(None, Some(r), RowKind::Delete)
-                    } else {
-                        self.joined(Some(l), None, RowKind::Delete)
-                    };
+                    let padded = padded_other(RowKind::Delete);
                     for _ in 0..held.count {
                         out.collect(padded.clone());
                     }
                 }
                 held.matches += sign;
                 other_changed = true;
-                if !accumulate && held.matches == 0 {
-                    let padded = if from_left {
-                        self.joined(None, Some(r), RowKind::Insert)
-                    } else {
-                        self.joined(Some(l), None, RowKind::Insert)
-                    };
-                    for _ in 0..held.count {
-                        out.collect(padded.clone());
-                    }
-                }
             }
             let joined = self.joined(Some(l), Some(r), kind);
             for _ in 0..held.count {
                 out.collect(joined.clone());
+            }
+            if other_kept && !accumulate && held.matches == 0 {
+                let padded = padded_other(RowKind::Insert);
+                for _ in 0..held.count {
+                    out.collect(padded.clone());
+                }
             }
         }
         if other_changed {

@@ -154,10 +154,12 @@ impl KeyedProcessFunction<Vec<u8>, Row, Row> for TopN {
                 }
             }
         } else {
-            out.collect(top[at].clone());
+            // The row pushed out goes before the new one comes (a sink keyed by the
+            // partition must not delete the newcomer).
             if let Some(old) = pushed_out {
                 out.collect(Row { kind: RowKind::Delete, fields: old.fields });
             }
+            out.collect(top[at].clone());
         }
         state.update(top)?;
         Ok(())

@@ -32,9 +32,12 @@ fn rank_end_of(conjunct: &Expr, rank: usize) -> Option<u64> {
     let (op, n) = match (a.as_column(), b.as_column()) {
         (Some(c), _) if c == rank => (*op, constant_int(b)?),
         (_, Some(c)) if c == rank => (
+            // `n <= rank` is `rank >= n`: the operands swap, so does the comparison.
             match op {
                 CompareOp::GtEq => CompareOp::LtEq,
                 CompareOp::Gt => CompareOp::Lt,
+                CompareOp::LtEq => CompareOp::GtEq,
+                CompareOp::Lt => CompareOp::Gt,
                 other => *other,
             },
             constant_int(a)?,
@@ -470,4 +473,28 @@ fn interval_bounds(condition: &Expr, left_time: usize, right_time: usize) -> Opt
         }
     }
     Some((lower?, upper?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn compare(op: CompareOp, a: Expr, b: Expr) -> Expr {
+        Expr::new(ExprKind::Compare(op, Box::new(a), Box::new(b)), DataType::new(TypeKind::Boolean))
+    }
+
+    #[test]
+    fn a_bound_on_the_row_number_reads_the_same_from_either_side() {
+        let rank = || Expr::column(3, DataType::bigint());
+        let n = |v: i64| Expr::literal(Value::Int(v), DataType::int());
+        assert_eq!(rank_end_of(&compare(CompareOp::LtEq, rank(), n(3)), 3), Some(3));
+        assert_eq!(rank_end_of(&compare(CompareOp::Lt, rank(), n(3)), 3), Some(2));
+        assert_eq!(rank_end_of(&compare(CompareOp::GtEq, n(3), rank()), 3), Some(3));
+        assert_eq!(rank_end_of(&compare(CompareOp::Gt, n(3), rank()), 3), Some(2));
+        assert_eq!(rank_end_of(&compare(CompareOp::Eq, n(1), rank()), 3), Some(1));
+        // `3 <= rn` and `1 < rn` bound the rank from below: not a top-N.
+        assert_eq!(rank_end_of(&compare(CompareOp::LtEq, n(3), rank()), 3), None);
+        assert_eq!(rank_end_of(&compare(CompareOp::Lt, n(1), rank()), 3), None);
+        assert_eq!(rank_end_of(&compare(CompareOp::GtEq, rank(), n(3)), 3), None);
+    }
 }
