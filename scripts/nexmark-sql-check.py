@@ -14,13 +14,23 @@ files are read from a checkout of nexmark/nexmark; nothing of them is kept in ed
   scripts/nexmark-sql-check.py NEXMARK_CHECKOUT [--events N] [--rate R]
       [--parallelism 1,4] [--queries q0,q1,...] [--eddy target/release/eddy] [--work DIR]
 
+With --kill, each query instead runs on eddy alone and into a file (its published sink
+table, given an exactly-once `filesystem` sink in `debezium-json`), its events from eddy's
+`nexmark` connector at a limited rate: once uninterrupted at parallelism 1, and once at
+parallelism 2 SIGKILLed right after its first completed checkpoint and resumed from it at
+parallelism 4. The two must leave the same table (the changelog files applied), row for
+row: together with the comparison with Flink above, the resumed job's result is Flink's.
+(q12 runs in processing time and is left out.)
+
+  scripts/nexmark-sql-check.py NEXMARK_CHECKOUT --kill [--events N] [--rate R] [--queries ...]
+
 q23 is given to Flink with backticks around `A.dateTime`, without which Flink's own parser
 refuses the published file. q14's `count_char` is a Java class of the benchmark's; Flink is given the same function
 as built-in SQL (CHAR_LENGTH(s) - CHAR_LENGTH(REPLACE(s, 'c', ''))), eddy runs the file
 as published with its Rust function registered under the class's name. q12 runs in
 processing time: compared in shape (which windows fire depends on the wall clock).
 """
-import argparse, os, re, subprocess, sys, time
+import argparse, json, os, re, shutil, signal, subprocess, sys, time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -65,6 +75,111 @@ def script(checkout, query, events, for_flink):
         text = re.sub(r"CREATE FUNCTION count_char[^;]*;", "", text)
         text = text.replace("count_char(extra, 'c')", "CAST(CHAR_LENGTH(extra) - CHAR_LENGTH(REPLACE(extra, 'c', '')) AS BIGINT)")
     return f"{ddl}\n{views}\n{text}\n"
+
+
+def kill_script(checkout, query, out, events, rate):
+    """The query as published into its own sink table, made an exactly-once changelog of
+    files, over a rate-limited `nexmark` source; checkpoints every 200 ms."""
+    ddl = read(checkout, "ddl_gen")
+    ddl = re.sub(r"WITH\s*\((.|\n)*\)\s*;\s*$",
+                 f"WITH (\n  'connector' = 'nexmark',\n  'events.num' = '{events}',\n"
+                 f"  'first-event.rate' = '{rate}',\n  'rate.limited' = 'true'\n);\n", ddl.rstrip() + "\n")
+    views = read(checkout, "ddl_views").replace("${NEXMARK_TABLE}", "datagen")
+    text = read(checkout, query)
+    sink = re.search(r"CREATE\s+TABLE\s+nexmark_q\w+\s*\(", text)
+    end = text.index(";", sink.end())
+    statement = text[sink.start():end]
+    columns = re.sub(r"\)\s*(PARTITIONED\s+BY\s*\([^)]*\)\s*)?WITH\s*\((.|\n)*$", ")", statement)
+    sink_ddl = f"{columns} WITH (\n  'connector' = 'filesystem',\n  'path' = '{out}',\n  'format' = 'debezium-json'\n)"
+    text = text[:sink.start()] + sink_ddl + text[end:]
+    side = Path(out).parent / "flink-home" / "data" / "side_input.txt"
+    if "${FLINK_HOME}" in text and not side.exists():
+        side.parent.mkdir(parents=True, exist_ok=True)
+        side.write_text("".join(f"{i},{i}\n" for i in range(10000)))
+    text = text.replace("${FLINK_HOME}", str(side.parent.parent))
+    return f"SET 'execution.checkpointing.interval' = '200 ms';\n{ddl}\n{views}\n{text}\n"
+
+
+def changelog_table(out):
+    """The table the committed debezium-json files of a file sink leave: each create adds
+    its `after`, each delete takes its `before` back (sorted JSON rows)."""
+    counts = {}
+    for part in sorted(Path(out).glob("**/part-*")):
+        for line in part.read_text().splitlines():
+            message = json.loads(line)
+            op = message["op"]
+            row = json.dumps(message["after" if op == "c" else "before"], sort_keys=True)
+            counts[row] = counts.get(row, 0) + (1 if op == "c" else -1)
+    rows = []
+    for row, n in counts.items():
+        rows.extend([row] * n if n >= 0 else [f"TAKEN BACK {-n} TIMES MORE THAN ADDED: {row}"])
+    return sorted(rows)
+
+
+def checkpoint_completed(chk):
+    return any(p.name.startswith("chk-") and (p / "_metadata").exists() for p in Path(chk).glob("*/chk-*"))
+
+
+def killed_and_resumed(a, q, work):
+    """(uninterrupted table, resumed table, how far the killed run got), or raises."""
+    base = work / f"kill-{q}"
+    shutil.rmtree(base, ignore_errors=True)
+    base.mkdir(parents=True)
+    runs = {}
+    for run in ("reference", "resumed"):
+        sql = base / f"{run}.sql"
+        sql.write_text(kill_script(a.checkout, q, base / run, a.events, a.rate))
+        runs[run] = sql
+    eddy = lambda sql, p, *extra: [a.eddy, "sql", "-f", str(sql), "-p", str(p), *extra]
+    done = subprocess.run(eddy(runs["reference"], 1), capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"the uninterrupted run failed: {done.stderr.strip()[-400:]}")
+    chk = base / "chk"
+    restore = ["--checkpoint-dir", str(chk), "--restore", "latest"]
+    first = subprocess.Popen(eddy(runs["resumed"], 2, *restore), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    started = time.time()
+    while not checkpoint_completed(chk):
+        if first.poll() is not None:
+            raise RuntimeError("the run to kill ended before its first checkpoint (more --events?)")
+        if time.time() - started > 120:
+            first.kill()
+            raise RuntimeError("no checkpoint completed in 120 s")
+        time.sleep(0.02)
+    if first.poll() is not None:
+        raise RuntimeError("the run to kill ended before the kill (more --events?)")
+    first.send_signal(signal.SIGKILL)
+    first.wait()
+    partial = len(changelog_table(base / "resumed"))
+    resumed = subprocess.run(eddy(runs["resumed"], 4, *restore), capture_output=True, text=True)
+    if resumed.returncode != 0:
+        raise RuntimeError(f"the resumed run failed: {resumed.stderr.strip()[-400:]}")
+    if "restor" not in resumed.stderr:
+        raise RuntimeError("the second run did not restore")
+    return changelog_table(base / "reference"), changelog_table(base / "resumed"), partial
+
+
+def kill_check(a, work):
+    failed = []
+    for q in a.queries.split(","):
+        if q == "q12":
+            continue
+        t0 = time.time()
+        try:
+            reference, resumed, partial = killed_and_resumed(a, q, work)
+        except RuntimeError as e:
+            print(f"{q}: {e}", flush=True)
+            failed.append(q)
+            continue
+        same = reference == resumed and len(reference) > 0
+        detail = f"{len(reference)} rows, {partial} before the kill"
+        if not same:
+            missing = len(set(reference) - set(resumed))
+            extra = len(set(resumed) - set(reference))
+            detail = f"uninterrupted {len(reference)} rows, resumed {len(resumed)}: {missing} missing, {extra} extra"
+            failed.append(q)
+        print(f"{q} killed at p=2, resumed at p=4: {'same table' if same else 'DIFFERENT'} ({detail}; {time.time() - t0:.1f} s)", flush=True)
+    print("all the same across the kill" if not failed else f"different or failed: {' '.join(failed)}")
+    sys.exit(1 if failed else 0)
 
 
 def rows(lines):
@@ -129,15 +244,20 @@ def shape(lines):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("checkout")
-    ap.add_argument("--events", type=int, default=100_000)
-    ap.add_argument("--rate", type=int, default=1_000)
+    ap.add_argument("--events", type=int, help="events (default 100000; with --kill 60000)")
+    ap.add_argument("--rate", type=int, help="events per second of event time (default 1000); with --kill also the source's limit (default 15000)")
     ap.add_argument("--parallelism", default="1,4")
     ap.add_argument("--queries", default=",".join(QUERIES))
     ap.add_argument("--eddy", default=str(HERE.parent / "target" / "release" / "eddy"))
     ap.add_argument("--work", default="/tmp/nexmark-sql-check")
+    ap.add_argument("--kill", action="store_true", help="SIGKILL and resume each query on eddy (see above)")
     a = ap.parse_args()
     work = Path(a.work)
     work.mkdir(parents=True, exist_ok=True)
+    if a.kill:
+        a.events, a.rate = a.events or 60_000, a.rate or 15_000
+        return kill_check(a, work)
+    a.events, a.rate = a.events or 100_000, a.rate or 1_000
     events = work / f"events-{a.events}-{a.rate}.json"
     if not events.exists():
         examples = Path(a.eddy).parent / "examples" / "nexmark_events"

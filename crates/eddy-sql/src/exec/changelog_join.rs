@@ -9,6 +9,7 @@
 //! deleted (`-D`), and when its last match is retracted it is emitted padded again.
 //! A NULL key matches nothing, so such rows are only ever padded.
 
+use super::value_descriptor;
 use super::window::key_bytes;
 use crate::expr::Expr;
 use crate::plan::JoinType;
@@ -16,7 +17,7 @@ use crate::row::{Row, RowKind};
 use crate::value::Value;
 use eddy_api::{DataStream, FunctionResult, KeyedCoProcessFunction, KeyedContext, RichFunction, RuntimeContext};
 use eddy_runtime::Collector;
-use eddy_state::{StateTtlConfig, TtlUpdateType, ValueState, ValueStateDescriptor};
+use eddy_state::ValueState;
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 
@@ -42,20 +43,15 @@ struct ChangelogJoin {
     ttl_ms: u64,
     /// The held rows of the left and the right side.
     state: Option<(HeldRows, HeldRows)>,
+    /// The rows one record's meeting emits, gathered while the state is borrowed (kept to
+    /// reuse its allocation).
+    emitted: Vec<Row>,
 }
 
 impl RichFunction for ChangelogJoin {
     fn open(&mut self, ctx: &mut RuntimeContext<'_>) -> FunctionResult {
-        let descriptor = |name: &str| {
-            let d = ValueStateDescriptor::new(name);
-            if self.ttl_ms > 0 {
-                d.with_ttl(StateTtlConfig { ttl_ms: self.ttl_ms, update_type: TtlUpdateType::OnCreateAndWrite })
-            } else {
-                d
-            }
-        };
-        let left = ctx.get_state(&descriptor("left-held-rows"))?;
-        let right = ctx.get_state(&descriptor("right-held-rows"))?;
+        let left = ctx.get_state(&value_descriptor("left-held-rows", self.ttl_ms))?;
+        let right = ctx.get_state(&value_descriptor("right-held-rows", self.ttl_ms))?;
         self.state = Some((left, right));
         Ok(())
     }
@@ -84,6 +80,36 @@ impl ChangelogJoin {
         c.eval_condition(&fields).map_err(|e| e.0)
     }
 
+    /// A row (of the side `from_left` says) meets one held row of the other side: if they
+    /// match, the joined rows go to `emitted` (one per time the other row is held), with
+    /// the other row's padded form deleted before its first match and back after its last
+    /// when the other side is kept (`other_kept`), so that a sink keyed by it never sees
+    /// the two out of order. Whether they matched.
+    fn meet(
+        &self,
+        row: &[Value],
+        from_left: bool,
+        held: &Held,
+        (sign, other_kept): (i64, bool),
+        emitted: &mut Vec<Row>,
+    ) -> Result<bool, String> {
+        let (l, r) = ordered(from_left, row, &held.fields);
+        if !self.matches(l, r)? {
+            return Ok(false);
+        }
+        let padded_other = |kind| if from_left { self.joined(None, Some(r), kind) } else { self.joined(Some(l), None, kind) };
+        let times = held.count.max(0) as usize;
+        if other_kept && sign > 0 && held.matches == 0 {
+            emitted.extend(std::iter::repeat_n(padded_other(RowKind::Delete), times));
+        }
+        let kind = if sign > 0 { RowKind::Insert } else { RowKind::Delete };
+        emitted.extend(std::iter::repeat_n(self.joined(Some(l), Some(r), kind), times));
+        if other_kept && sign < 0 && held.matches + sign == 0 {
+            emitted.extend(std::iter::repeat_n(padded_other(RowKind::Insert), times));
+        }
+        Ok(true)
+    }
+
     fn on_row(&mut self, row: Row, from_left: bool, out: &mut Collector<'_, Row>) -> FunctionResult {
         let (left_state, right_state) = self.state.clone().ok_or("the join is used before open (bug)")?;
         let (own_state, other_state) = if from_left { (left_state, right_state) } else { (right_state, left_state) };
@@ -97,50 +123,39 @@ impl ChangelogJoin {
         let accumulate = row.kind.is_accumulate();
         let sign = if accumulate { 1 } else { -1 };
         let kind = if accumulate { RowKind::Insert } else { RowKind::Delete };
-        // Meet the other side's rows.
-        let mut other_rows = if null_key { Vec::new() } else { other_state.value()?.unwrap_or_default() };
-        let mut matched = 0;
-        let mut other_changed = false;
-        for held in other_rows.iter_mut() {
-            let (l, r) = ordered(from_left, &row.fields, &held.fields);
-            if !self.matches(l, r)? {
-                continue;
-            }
-            matched += held.count;
-            // The other row's padded form goes with its first match (deleted before the
-            // joined row comes) and comes back with its last (after the joined row went),
-            // so that a sink keyed by it never sees the two out of order.
-            let padded_other = |kind| {
-                if from_left {
-                    self.joined(None, Some(r), kind)
-                } else {
-                    self.joined(Some(l), None, kind)
-                }
-            };
-            if other_kept {
-                if accumulate && held.matches == 0 {
-                    let padded = padded_other(RowKind::Delete);
-                    for _ in 0..held.count {
-                        out.collect(padded.clone());
+        // Meet the other side's rows in place (not a copy of them per record): the rows to
+        // emit are gathered first, as the state is borrowed while they are met.
+        let mut emitted = std::mem::take(&mut self.emitted);
+        let matched = if null_key {
+            0
+        } else if other_kept {
+            // Each match changes the other row's match count.
+            let met = other_state.update_existing(|rows| -> Result<i64, String> {
+                let mut matched = 0;
+                for held in rows.iter_mut() {
+                    if self.meet(&row.fields, from_left, held, (sign, true), &mut emitted)? {
+                        matched += held.count;
+                        held.matches += sign;
                     }
                 }
-                held.matches += sign;
-                other_changed = true;
-            }
-            let joined = self.joined(Some(l), Some(r), kind);
-            for _ in 0..held.count {
-                out.collect(joined.clone());
-            }
-            if other_kept && !accumulate && held.matches == 0 {
-                let padded = padded_other(RowKind::Insert);
-                for _ in 0..held.count {
-                    out.collect(padded.clone());
+                Ok(matched)
+            })?;
+            met.transpose()?.unwrap_or(0)
+        } else {
+            other_state.with_value(|rows| -> Result<i64, String> {
+                let mut matched = 0;
+                for held in rows.map(Vec::as_slice).unwrap_or_default() {
+                    if self.meet(&row.fields, from_left, held, (sign, false), &mut emitted)? {
+                        matched += held.count;
+                    }
                 }
-            }
+                Ok(matched)
+            })??
+        };
+        for joined in emitted.drain(..) {
+            out.collect(joined);
         }
-        if other_changed {
-            other_state.update(other_rows)?;
-        }
+        self.emitted = emitted;
         if own_kept && matched == 0 {
             out.collect(if from_left {
                 self.joined(Some(&row.fields), None, kind)
@@ -219,6 +234,7 @@ pub fn changelog_join(
         widths,
         ttl_ms,
         state: None,
+        emitted: Vec::new(),
     };
     left.connect(&right).co_process(function).name(name).uid(uid)
 }

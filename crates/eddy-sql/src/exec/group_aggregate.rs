@@ -10,14 +10,14 @@
 //! sees a value only when its count leaves or reaches 0.
 
 use super::aggregate::{add_values, avg_result, avg_sum_type, subtract_values, sum_result, to_sum_type};
-use super::window::key_bytes;
+use super::{keyed_process, value_descriptor};
 use crate::expr::compare_values;
 use crate::plan::aggregate::{AggregateCall, AggregateKind};
 use crate::row::{Row, RowKind};
 use crate::value::Value;
 use eddy_api::{DataStream, FunctionResult, KeyedContext, KeyedProcessFunction, RichFunction, RuntimeContext};
 use eddy_runtime::Collector;
-use eddy_state::{StateTtlConfig, TtlUpdateType, ValueState, ValueStateDescriptor};
+use eddy_state::ValueState;
 use serde::{Deserialize, Serialize};
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
@@ -187,12 +187,7 @@ impl GroupAggregateFunction {
 
 impl RichFunction for GroupAggregateFunction {
     fn open(&mut self, ctx: &mut RuntimeContext<'_>) -> FunctionResult {
-        let mut descriptor = ValueStateDescriptor::new("group-accumulators");
-        if self.ttl_ms > 0 {
-            descriptor = descriptor
-                .with_ttl(StateTtlConfig { ttl_ms: self.ttl_ms, update_type: TtlUpdateType::OnCreateAndWrite });
-        }
-        self.state = Some(ctx.get_state(&descriptor)?);
+        self.state = Some(ctx.get_state(&value_descriptor("group-accumulators", self.ttl_ms))?);
         Ok(())
     }
 }
@@ -263,8 +258,6 @@ pub fn group_aggregate(
     name: &str,
     uid: &str,
 ) -> DataStream<Row> {
-    let routing = Arc::new(keys.to_vec());
-    let keyed = input.key_by(move |row: &Row| key_bytes(row, &routing));
     let function = GroupAggregateFunction {
         keys: Arc::new(keys.to_vec()),
         calls: Arc::new(calls.to_vec()),
@@ -272,5 +265,5 @@ pub fn group_aggregate(
         ttl_ms,
         state: None,
     };
-    keyed.process(function).name(name).uid(uid)
+    keyed_process(input, keys, function, name, uid)
 }

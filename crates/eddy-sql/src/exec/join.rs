@@ -4,7 +4,7 @@
 //! ended.
 
 use super::window::key_bytes;
-use super::Translator;
+use super::{list_descriptor, Translator};
 use crate::error::SqlError;
 use crate::expr::Expr;
 use crate::plan::{JoinStrategy, Plan};
@@ -12,7 +12,7 @@ use crate::row::Row;
 use eddy_api::join::{join_function, JoinContext};
 use eddy_api::{DataStream, FunctionResult, KeyedCoProcessFunction, KeyedContext, RichFunction, RuntimeContext};
 use eddy_runtime::Collector;
-use eddy_state::{ListState, ListStateDescriptor, StateTtlConfig, TtlUpdateType};
+use eddy_state::ListState;
 use std::sync::Arc;
 
 /// The joined row, if the residual condition holds for it.
@@ -91,16 +91,8 @@ struct RegularJoin {
 
 impl RichFunction for RegularJoin {
     fn open(&mut self, ctx: &mut RuntimeContext<'_>) -> FunctionResult {
-        let descriptor = |name: &str| {
-            let d = ListStateDescriptor::new(name);
-            if self.ttl_ms > 0 {
-                d.with_ttl(StateTtlConfig { ttl_ms: self.ttl_ms, update_type: TtlUpdateType::OnCreateAndWrite })
-            } else {
-                d
-            }
-        };
-        let left = ctx.get_list_state(&descriptor("left-rows"))?;
-        let right = ctx.get_list_state(&descriptor("right-rows"))?;
+        let left = ctx.get_list_state(&list_descriptor("left-rows", self.ttl_ms))?;
+        let right = ctx.get_list_state(&list_descriptor("right-rows", self.ttl_ms))?;
         self.state = Some((left, right));
         Ok(())
     }

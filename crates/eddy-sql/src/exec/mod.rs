@@ -19,10 +19,46 @@ use crate::error::SqlError;
 use crate::plan::reads::{self, ReadColumns};
 use crate::plan::{explain, JoinType, Node, Plan};
 use crate::row::Row;
-use eddy_api::{DataStream, Env};
+use eddy_api::{DataStream, Env, KeyedProcessFunction};
+use eddy_state::{ListStateDescriptor, StateTtlConfig, TtlUpdateType, ValueStateDescriptor};
+use std::sync::Arc;
 
 pub use calc::{CalcFunction, SqlWatermarks};
 pub use window::key_bytes;
+
+/// `table.exec.state.ttl` as a state's time to live (0: none): every SQL operator's state
+/// expires as Flink's does, counted from the last write.
+fn state_ttl(ttl_ms: u64) -> Option<StateTtlConfig> {
+    (ttl_ms > 0).then_some(StateTtlConfig { ttl_ms, update_type: TtlUpdateType::OnCreateAndWrite })
+}
+
+/// A value state of a SQL operator, expiring after `table.exec.state.ttl`.
+fn value_descriptor<T>(name: &str, ttl_ms: u64) -> ValueStateDescriptor<T> {
+    let d = ValueStateDescriptor::new(name);
+    match state_ttl(ttl_ms) {
+        Some(ttl) => d.with_ttl(ttl),
+        None => d,
+    }
+}
+
+/// A list state of a SQL operator, expiring after `table.exec.state.ttl`.
+fn list_descriptor<T>(name: &str, ttl_ms: u64) -> ListStateDescriptor<T> {
+    let d = ListStateDescriptor::new(name);
+    match state_ttl(ttl_ms) {
+        Some(ttl) => d.with_ttl(ttl),
+        None => d,
+    }
+}
+
+/// Rows keyed by the values of `keys` (all to one subtask without keys), then a keyed
+/// function: the shape of every unwindowed keyed SQL operator.
+fn keyed_process<F>(input: DataStream<Row>, keys: &[usize], function: F, name: &str, uid: &str) -> DataStream<Row>
+where
+    F: KeyedProcessFunction<Vec<u8>, Row, Row>,
+{
+    let routing = Arc::new(keys.to_vec());
+    input.key_by(move |row: &Row| key_bytes(row, &routing)).process(function).name(name).uid(uid)
+}
 
 /// What the translation needs from the session: its options and the uids' prefix.
 #[derive(Debug, Clone, Default)]

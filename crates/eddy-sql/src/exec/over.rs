@@ -7,7 +7,7 @@
 //! interval older, and a row's peers of the same time too. The output appends.
 
 use super::group_aggregate::{apply, fresh, result, GroupAccumulator};
-use super::window::key_bytes;
+use super::keyed_process;
 use crate::plan::aggregate::AggregateCall;
 use crate::plan::OverFrame;
 use crate::row::Row;
@@ -180,7 +180,6 @@ pub fn over_aggregate(
     name: &str,
     uid: &str,
 ) -> DataStream<Row> {
-    let routing = Arc::new(partition_keys.to_vec());
     let function = OverAggregate { time_column, time, frame, calls: Arc::new(calls.to_vec()), state: None };
-    input.key_by(move |row: &Row| key_bytes(row, &routing)).process(function).name(name).uid(uid)
+    keyed_process(input, partition_keys, function, name, uid)
 }

@@ -8,13 +8,14 @@
 //!
 //! A window TopN (Flink's `WindowRank`) keeps the same top per partition and window, and
 //! emits it once, `+I` only, when the window ends (the watermark passes it); the window's
-//! state goes with it, and a row of a window that ended is dropped, as Flink drops it.
+//! state goes with it, and in event time a row of a window that ended is dropped, as Flink
+//! drops it (in processing time it is ranked with the window's other late rows).
 //!
 //! A deduplication (Flink's `RowTimeDeduplicateFunction` and the processing-time ones)
 //! keeps one row per key: the last by time (a later or equal time replaces it, `-U`/`+U`)
 //! or the first (only an earlier time replaces it; by arrival, nothing does).
 
-use super::window::key_bytes;
+use super::{keyed_process, value_descriptor};
 use crate::expr::compare_values;
 use crate::plan::{SortKey, WindowColumns};
 use crate::row::{Row, RowKind};
@@ -22,7 +23,7 @@ use crate::types::TimeAttribute;
 use crate::value::Value;
 use eddy_api::{DataStream, FunctionResult, KeyedContext, KeyedProcessFunction, RichFunction, RuntimeContext};
 use eddy_runtime::Collector;
-use eddy_state::{StateTtlConfig, TtlUpdateType, ValueState, ValueStateDescriptor};
+use eddy_state::ValueState;
 use std::cmp::Ordering;
 use std::sync::Arc;
 
@@ -44,18 +45,6 @@ pub fn compare_rows(a: &Row, b: &Row, order: &[SortKey]) -> Ordering {
         }
     }
     Ordering::Equal
-}
-
-fn descriptor<T>(name: &str, ttl_ms: u64) -> ValueStateDescriptor<T>
-where
-    T: eddy_state::StateValue,
-{
-    let d = ValueStateDescriptor::new(name);
-    if ttl_ms > 0 {
-        d.with_ttl(StateTtlConfig { ttl_ms, update_type: TtlUpdateType::OnCreateAndWrite })
-    } else {
-        d
-    }
 }
 
 fn with_rank(row: &Row, rank: usize, kind: RowKind) -> Row {
@@ -103,7 +92,7 @@ impl TopN {
 
 impl RichFunction for TopN {
     fn open(&mut self, ctx: &mut RuntimeContext<'_>) -> FunctionResult {
-        self.state = Some(ctx.get_state(&descriptor("top-rows", self.ttl_ms))?);
+        self.state = Some(ctx.get_state(&value_descriptor("top-rows", self.ttl_ms))?);
         Ok(())
     }
 }
@@ -126,6 +115,9 @@ impl KeyedProcessFunction<Vec<u8>, Row, Row> for TopN {
             match w.time {
                 TimeAttribute::Rowtime if end - 1 <= timers.current_watermark() => return Ok(()),
                 TimeAttribute::Rowtime => timers.register_event_time_timer(end - 1)?,
+                // In processing time nothing is late, as in Flink's window rank: a row
+                // after its window fired starts the window's state again, and its timer
+                // (in the past) ranks what came late at once.
                 TimeAttribute::Proctime => timers.register_processing_time_timer(end - 1)?,
             }
             let mut top = state.take()?.unwrap_or_default();
@@ -188,8 +180,7 @@ pub fn top_n(
     name: &str,
     uid: &str,
 ) -> DataStream<Row> {
-    let routing = Arc::new(partition_keys.to_vec());
-    input.key_by(move |row: &Row| key_bytes(row, &routing)).process(function).name(name).uid(uid)
+    keyed_process(input, partition_keys, function, name, uid)
 }
 
 #[derive(Clone)]
@@ -203,7 +194,7 @@ struct Deduplicate {
 
 impl RichFunction for Deduplicate {
     fn open(&mut self, ctx: &mut RuntimeContext<'_>) -> FunctionResult {
-        self.state = Some(ctx.get_state(&descriptor("kept-row", self.ttl_ms))?);
+        self.state = Some(ctx.get_state(&value_descriptor("kept-row", self.ttl_ms))?);
         Ok(())
     }
 }
@@ -233,17 +224,21 @@ impl KeyedProcessFunction<Vec<u8>, Row, Row> for Deduplicate {
         }
         let state = self.state.as_ref().ok_or("the deduplication is used before open (bug)")?;
         let row = Row { kind: RowKind::Insert, fields: row.fields };
-        match state.value()? {
+        // Decided on the kept row in place: most rows of a keep-first deduplication change
+        // nothing, and then nothing is copied or written.
+        match state.with_value(|kept| kept.map(|kept| self.replaces(kept, &row)))? {
             None => {
                 out.collect(row.clone());
                 state.update(row)?;
             }
-            Some(kept) if self.replaces(&kept, &row) => {
+            Some(true) => {
+                let new = row.fields.clone();
+                // The placeholder is never used: the key has a kept row.
+                let kept = state.update_with(|| Row::insert(Vec::new()), |kept| std::mem::replace(kept, row))?;
                 out.collect(Row { kind: RowKind::UpdateBefore, fields: kept.fields });
-                out.collect(Row { kind: RowKind::UpdateAfter, fields: row.fields.clone() });
-                state.update(row)?;
+                out.collect(Row { kind: RowKind::UpdateAfter, fields: new });
             }
-            Some(_) => {}
+            Some(false) => {}
         }
         Ok(())
     }
@@ -259,8 +254,7 @@ pub fn deduplicate(
     name: &str,
     uid: &str,
 ) -> DataStream<Row> {
-    let routing = Arc::new(keys.to_vec());
     let rowtime = (time == TimeAttribute::Rowtime).then_some(time_column);
     let function = Deduplicate { keep_last, rowtime, ttl_ms, state: None };
-    input.key_by(move |row: &Row| key_bytes(row, &routing)).process(function).name(name).uid(uid)
+    keyed_process(input, keys, function, name, uid)
 }

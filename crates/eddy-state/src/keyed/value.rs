@@ -35,6 +35,22 @@ impl<T: StateValue> ValueState<T> {
         })
     }
 
+    /// Reads the current key's value in place (not the default), without the clone
+    /// `value()` makes: for a large value read on every record. `read` must not use keyed
+    /// state (the backend is borrowed while it runs).
+    pub fn with_value<R>(&self, read: impl FnOnce(Option<&T>) -> R) -> Result<R, StateError> {
+        with_table::<T, _>(self.id, &self.name, |key, table| Ok(read(table.get(key)?)))
+    }
+
+    /// Changes the current key's value in place if it has one (`None` if not; nothing is
+    /// inserted). `change` must not use keyed state.
+    pub fn update_existing<R>(&self, change: impl FnOnce(&mut T) -> R) -> Result<Option<R>, StateError>
+    where
+        T: Default,
+    {
+        with_table::<T, _>(self.id, &self.name, |key, table| table.modify_existing(key, change))
+    }
+
     /// Sets the current key's value.
     pub fn update(&self, value: T) -> Result<(), StateError> {
         with_table::<T, _>(self.id, &self.name, |key, table| table.put(key, value))

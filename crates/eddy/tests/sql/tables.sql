@@ -21,3 +21,26 @@ CREATE TABLE users (
   'path' = '${DATA}/users.csv',
   'format' = 'csv'
 );
+
+-- Changes of a product table as CDC messages (debezium-json and canal-json).
+CREATE TABLE products_debezium (
+  id INT,
+  name STRING,
+  price DECIMAL(10, 2),
+  shelf STRING
+) WITH (
+  'connector' = 'filesystem',
+  'path' = '${DATA}/products.debezium.json',
+  'format' = 'debezium-json'
+);
+
+CREATE TABLE products_canal (
+  id INT,
+  name STRING,
+  price DECIMAL(10, 2),
+  shelf STRING
+) WITH (
+  'connector' = 'filesystem',
+  'path' = '${DATA}/products.canal.json',
+  'format' = 'canal-json'
+);
