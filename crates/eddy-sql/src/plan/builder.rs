@@ -4,7 +4,7 @@
 //! the select list with its `ROW_NUMBER() OVER` (a Rank, bounded by the rules) and OVER
 //! aggregates, UNION [ALL], temporal joins (`FOR SYSTEM_TIME AS OF`: a lookup join in
 //! processing time, a versioned table's in event time). What eddy does not run yet (ORDER
-//! BY with LIMIT, RANK) is refused here, naming it.
+//! BY without LIMIT, RANK) is refused here, naming it.
 
 use super::aggregate::{self, AggregateCall};
 use super::{window_fields, JoinStrategy, JoinType, Node, OverFrame, Plan, SortKey, WindowKind, WindowSpec};
@@ -81,12 +81,71 @@ impl<'a> Builder<'a> {
                 self.ctes.insert(cte.alias.name.value.clone(), planned);
             }
         }
-        if query.order_by.is_some() || query.limit_clause.is_some() || query.fetch.is_some() {
-            return Err(SqlError::unsupported(location, "ORDER BY / LIMIT (Sort / Rank)"));
-        }
-        let planned = self.set_expr(&query.body);
+        let planned = self.set_expr(&query.body).and_then(|p| self.order_and_limit(p, query));
         self.ctes = saved;
         planned
+    }
+
+    /// `ORDER BY … LIMIT n` of a query: the best `n` rows of the whole result, which change
+    /// as rows arrive (Flink's streaming SortLimit): a Rank without partition keys or row
+    /// number. A stream is not sorted without a limit, nor limited without an order.
+    fn order_and_limit(&self, planned: Planned, query: &ast::Query) -> Result<Planned, SqlError> {
+        let location = span_location(query);
+        if query.order_by.is_none() && query.limit_clause.is_none() && query.fetch.is_none() {
+            return Ok(planned);
+        }
+        if query.fetch.is_some() {
+            return Err(SqlError::unsupported(location, "FETCH FIRST (write LIMIT n)"));
+        }
+        let limit = match &query.limit_clause {
+            Some(ast::LimitClause::LimitOffset { limit: Some(limit), offset: None, limit_by }) if limit_by.is_empty() => {
+                limit
+            }
+            Some(ast::LimitClause::LimitOffset { limit: None, .. }) | None => {
+                return Err(SqlError::unsupported(
+                    location,
+                    "ORDER BY without LIMIT on a stream (Flink sorts a stream only by an ascending time attribute)",
+                ))
+            }
+            Some(other) => return Err(SqlError::unsupported(location, format!("'{other}' (LIMIT n is supported)"))),
+        };
+        let n = match limit {
+            ast::Expr::Value(v) => match &v.value {
+                ast::Value::Number(n, _) => n.parse::<u64>().ok(),
+                _ => None,
+            },
+            _ => None,
+        }
+        .ok_or_else(|| SqlError::validation(location_of(limit), format!("LIMIT takes a number of rows, not '{limit}'")))?;
+        let exprs = match query.order_by.as_ref().map(|o| &o.kind) {
+            Some(ast::OrderByKind::Expressions(exprs)) => exprs,
+            Some(ast::OrderByKind::All(_)) => return Err(SqlError::unsupported(location, "ORDER BY ALL")),
+            None => {
+                return Err(SqlError::unsupported(
+                    location,
+                    "LIMIT without ORDER BY on a stream (which rows come first is arrival order)",
+                ))
+            }
+        };
+        let binder = self.binder(&planned.scope);
+        let mut order = Vec::new();
+        for o in exprs {
+            let column = binder.bind(&o.expr)?.as_column().ok_or_else(|| {
+                SqlError::unsupported(location_of(&o.expr), format!("ORDER BY '{}' (a column of the result is supported)", o.expr))
+            })?;
+            let ascending = !matches!(o.options.sort, Some(ast::OrderBySort::Desc));
+            order.push(SortKey { column, ascending, nulls_first: o.options.nulls_first.unwrap_or(ascending) });
+        }
+        let fields = planned.plan.fields.clone();
+        let node = Node::Rank {
+            input: Box::new(planned.plan),
+            partition_keys: Vec::new(),
+            order,
+            rank_end: Some(n),
+            output_rank: false,
+            window: None,
+        };
+        Ok(Planned { plan: Plan::new(node, fields), scope: planned.scope })
     }
 
     fn set_expr(&mut self, body: &SetExpr) -> Result<Planned, SqlError> {
