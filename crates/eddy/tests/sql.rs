@@ -178,6 +178,18 @@ fn bad_scripts_get_errors_that_name_what_and_where() {
     );
     fails_with(
         &work,
+        "order-without-limit",
+        &format!("{t}\nSELECT url FROM clicks ORDER BY url"),
+        &["ORDER BY without LIMIT on a stream", &at(1)],
+    );
+    fails_with(
+        &work,
+        "limit-not-a-number",
+        &format!("{t}\nSELECT url FROM clicks ORDER BY url LIMIT 'x'"),
+        &["LIMIT takes a number of rows, not ''x''"],
+    );
+    fails_with(
+        &work,
         "unknown-option",
         "CREATE TABLE t (a INT) WITH ('connector' = 'filesystem', 'path' = '/tmp', 'format' = 'json', 'bogus' = '1');\nSELECT * FROM t",
         &["table 't'", "Unsupported options found for 'filesystem'", "Unsupported options:\n\nbogus", "Supported options:"],

@@ -97,7 +97,8 @@ impl ChangelogJoin {
         if !self.matches(l, r)? {
             return Ok(false);
         }
-        let padded_other = |kind| if from_left { self.joined(None, Some(r), kind) } else { self.joined(Some(l), None, kind) };
+        let padded_other =
+            |kind| if from_left { self.joined(None, Some(r), kind) } else { self.joined(Some(l), None, kind) };
         let times = held.count.max(0) as usize;
         if other_kept && sign > 0 && held.matches == 0 {
             emitted.extend(std::iter::repeat_n(padded_other(RowKind::Delete), times));

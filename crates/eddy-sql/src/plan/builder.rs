@@ -98,7 +98,9 @@ impl<'a> Builder<'a> {
             return Err(SqlError::unsupported(location, "FETCH FIRST (write LIMIT n)"));
         }
         let limit = match &query.limit_clause {
-            Some(ast::LimitClause::LimitOffset { limit: Some(limit), offset: None, limit_by }) if limit_by.is_empty() => {
+            Some(ast::LimitClause::LimitOffset { limit: Some(limit), offset: None, limit_by })
+                if limit_by.is_empty() =>
+            {
                 limit
             }
             Some(ast::LimitClause::LimitOffset { limit: None, .. }) | None => {
@@ -116,7 +118,9 @@ impl<'a> Builder<'a> {
             },
             _ => None,
         }
-        .ok_or_else(|| SqlError::validation(location_of(limit), format!("LIMIT takes a number of rows, not '{limit}'")))?;
+        .ok_or_else(|| {
+            SqlError::validation(location_of(limit), format!("LIMIT takes a number of rows, not '{limit}'"))
+        })?;
         let exprs = match query.order_by.as_ref().map(|o| &o.kind) {
             Some(ast::OrderByKind::Expressions(exprs)) => exprs,
             Some(ast::OrderByKind::All(_)) => return Err(SqlError::unsupported(location, "ORDER BY ALL")),
@@ -131,7 +135,10 @@ impl<'a> Builder<'a> {
         let mut order = Vec::new();
         for o in exprs {
             let column = binder.bind(&o.expr)?.as_column().ok_or_else(|| {
-                SqlError::unsupported(location_of(&o.expr), format!("ORDER BY '{}' (a column of the result is supported)", o.expr))
+                SqlError::unsupported(
+                    location_of(&o.expr),
+                    format!("ORDER BY '{}' (a column of the result is supported)", o.expr),
+                )
             })?;
             let ascending = !matches!(o.options.sort, Some(ast::OrderBySort::Desc));
             order.push(SortKey { column, ascending, nulls_first: o.options.nulls_first.unwrap_or(ascending) });
