@@ -111,6 +111,24 @@ impl ChangelogJoin {
         Ok(true)
     }
 
+    /// Whether a row matches any held row of the other side (all of them match without
+    /// a condition beyond the keys).
+    fn any_match(&self, row: &[Value], from_left: bool, other_state: &HeldRows) -> Result<bool, String> {
+        if self.condition.is_none() {
+            return Ok(true);
+        }
+        let any = other_state.with_value(|rows| -> Result<bool, String> {
+            for held in rows.map(Vec::as_slice).unwrap_or_default() {
+                let (l, r) = ordered(from_left, row, &held.fields);
+                if self.matches(l, r)? {
+                    return Ok(true);
+                }
+            }
+            Ok(false)
+        });
+        any.map_err(|e| e.to_string())?
+    }
+
     fn on_row(&mut self, row: Row, from_left: bool, out: &mut Collector<'_, Row>) -> FunctionResult {
         let (left_state, right_state) = self.state.clone().ok_or("the join is used before open (bug)")?;
         let (own_state, other_state) = if from_left { (left_state, right_state) } else { (right_state, left_state) };
@@ -129,8 +147,9 @@ impl ChangelogJoin {
         let mut emitted = std::mem::take(&mut self.emitted);
         let matched = if null_key {
             0
-        } else if other_kept {
-            // Each match changes the other row's match count.
+        } else if other_kept && self.any_match(&row.fields, from_left, &other_state)? {
+            // Each match changes the other row's match count (the rows are written only
+            // when one matched: a write renews their time to live).
             let met = other_state.update_existing(|rows| -> Result<i64, String> {
                 let mut matched = 0;
                 for held in rows.iter_mut() {
@@ -142,6 +161,8 @@ impl ChangelogJoin {
                 Ok(matched)
             })?;
             met.transpose()?.unwrap_or(0)
+        } else if other_kept {
+            0
         } else {
             other_state.with_value(|rows| -> Result<i64, String> {
                 let mut matched = 0;

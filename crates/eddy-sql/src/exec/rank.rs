@@ -11,6 +11,8 @@
 //! state goes with it, and in event time a row of a window that ended is dropped, as Flink
 //! drops it (in processing time it is ranked with the window's other late rows).
 //!
+//! `ORDER BY … LIMIT n` is a top-N without partition keys (Flink's SortLimit).
+//!
 //! A deduplication (Flink's `RowTimeDeduplicateFunction` and the processing-time ones)
 //! keeps one row per key: the last by time (a later or equal time replaces it, `-U`/`+U`)
 //! or the first (only an earlier time replaces it; by arrival, nothing does).
@@ -232,11 +234,15 @@ impl KeyedProcessFunction<Vec<u8>, Row, Row> for Deduplicate {
                 state.update(row)?;
             }
             Some(true) => {
-                let new = row.fields.clone();
-                // The placeholder is never used: the key has a kept row.
-                let kept = state.update_with(|| Row::insert(Vec::new()), |kept| std::mem::replace(kept, row))?;
-                out.collect(Row { kind: RowKind::UpdateBefore, fields: kept.fields });
-                out.collect(Row { kind: RowKind::UpdateAfter, fields: new });
+                // Taken, not cloned (gone if its time to live ended since it was read).
+                match state.take()? {
+                    Some(kept) => {
+                        out.collect(Row { kind: RowKind::UpdateBefore, fields: kept.fields });
+                        out.collect(Row { kind: RowKind::UpdateAfter, fields: row.fields.clone() });
+                    }
+                    None => out.collect(row.clone()),
+                }
+                state.update(row)?;
             }
             Some(false) => {}
         }

@@ -72,8 +72,15 @@ impl<'a> Builder<'a> {
     }
 
     pub fn query(&mut self, query: &ast::Query) -> Result<Planned, SqlError> {
-        let location = span_location(query);
         let saved = self.ctes.clone();
+        let planned = self.query_with_ctes(query);
+        // The query's WITH names end with it, also when it failed.
+        self.ctes = saved;
+        planned
+    }
+
+    fn query_with_ctes(&mut self, query: &ast::Query) -> Result<Planned, SqlError> {
+        let location = span_location(query);
         if let Some(with) = &query.with {
             for cte in &with.cte_tables {
                 let planned = self.query(&cte.query)?;
@@ -81,9 +88,8 @@ impl<'a> Builder<'a> {
                 self.ctes.insert(cte.alias.name.value.clone(), planned);
             }
         }
-        let planned = self.set_expr(&query.body).and_then(|p| self.order_and_limit(p, query));
-        self.ctes = saved;
-        planned
+        let planned = self.set_expr(&query.body)?;
+        self.order_and_limit(planned, query)
     }
 
     /// `ORDER BY … LIMIT n` of a query: the best `n` rows of the whole result, which change
