@@ -11,6 +11,7 @@ mod join;
 mod lookup;
 mod over;
 mod rank;
+mod retract_rank;
 mod temporal;
 mod window;
 
@@ -179,8 +180,13 @@ impl<'e> Translator<'e> {
                 let end =
                     rank_end.ok_or_else(|| SqlError::unsupported(None, "ROW_NUMBER() OVER without a filter on it"))?;
                 let ttl = self.config.state_ttl_ms;
-                let top = rank::TopN::new(order, end, *output_rank, ttl, *window);
-                rank::top_n(input_stream, partition_keys, top, &name, &uid)
+                if input.changelog.is_insert_only() || window.is_some() {
+                    let top = rank::TopN::new(order, end, *output_rank, ttl, *window);
+                    keyed_process(input_stream, partition_keys, top, &name, &uid)
+                } else {
+                    let top = retract_rank::RetractableTopN::new(order, end, *output_rank, ttl);
+                    keyed_process(input_stream, partition_keys, top, &name, &uid)
+                }
             }
             Node::TemporalJoin { left, right, key_expressions, keys, left_time, right_time, condition, left_outer } => {
                 let l = self.translate(left)?;

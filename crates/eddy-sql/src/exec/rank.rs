@@ -1,4 +1,5 @@
-//! Top-N and deduplication over insert-only inputs, per partition key.
+//! Top-N and deduplication over insert-only inputs, per partition key (a top-N over an
+//! input that retracts is `retract_rank.rs`).
 //!
 //! A top-N (Flink's `AppendOnlyTopNFunction`) keeps the partition's best `rank_end` rows
 //! in order; a row of equal sort key ranks after those that came before it. A new row
@@ -49,7 +50,7 @@ pub fn compare_rows(a: &Row, b: &Row, order: &[SortKey]) -> Ordering {
     Ordering::Equal
 }
 
-fn with_rank(row: &Row, rank: usize, kind: RowKind) -> Row {
+pub(super) fn with_rank(row: &Row, rank: usize, kind: RowKind) -> Row {
     let mut fields = Vec::with_capacity(row.fields.len() + 1);
     fields.extend_from_slice(&row.fields);
     fields.push(Value::Int(rank as i64));
@@ -172,17 +173,6 @@ impl KeyedProcessFunction<Vec<u8>, Row, Row> for TopN {
         }
         Ok(())
     }
-}
-
-/// The `Rank` node: rows keyed by the partition, the best `rank_end` of each kept.
-pub fn top_n(
-    input: DataStream<Row>,
-    partition_keys: &[usize],
-    function: TopN,
-    name: &str,
-    uid: &str,
-) -> DataStream<Row> {
-    keyed_process(input, partition_keys, function, name, uid)
 }
 
 #[derive(Clone)]

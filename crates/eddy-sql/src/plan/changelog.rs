@@ -72,7 +72,10 @@ pub fn derive(plan: Plan) -> Result<Plan, SqlError> {
                     "ROW_NUMBER() OVER without a filter on it (a top-N needs WHERE rownum <= N)",
                 ));
             }
-            from_inserts_only(input, "a ROW_NUMBER top-N")?;
+            // Over updates, a row taken back must be named: `-U` before each `+U`.
+            if input.changelog.updates && !input.changelog.update_before {
+                from_inserts_only(input, "a ROW_NUMBER top-N")?;
+            }
             ChangelogMode::RETRACT
         }
         Node::Deduplicate { input, keep_last, time, .. } => {

@@ -82,7 +82,8 @@ pub fn describe(plan: &Plan) -> String {
             let end = rank_end.map(|e| e.to_string()).unwrap_or_else(|| "unbounded".into());
             let kind = match window {
                 Some(w) => format!("WindowRank(window=[{}, {}], ", names[w.start], names[w.end]),
-                None => "Rank(strategy=[AppendFastStrategy], ".to_string(),
+                None if input.changelog.is_insert_only() => "Rank(strategy=[AppendFastStrategy], ".to_string(),
+                None => "Rank(strategy=[RetractStrategy], ".to_string(),
             };
             format!(
                 "{kind}rankType=[ROW_NUMBER], rankRange=[rankStart=1, rankEnd={end}], partitionBy=[{}], orderBy=[{}])",
