@@ -184,6 +184,14 @@ fn bad_scripts_get_errors_that_name_what_and_where() {
     );
     fails_with(
         &work,
+        "rank",
+        &format!(
+            "{t}\nSELECT * FROM (SELECT url, RANK() OVER (PARTITION BY url ORDER BY qty) AS r FROM clicks) WHERE r = 1"
+        ),
+        &["RANK() on streaming table", &at(1)],
+    );
+    fails_with(
+        &work,
         "limit-not-a-number",
         &format!("{t}\nSELECT url FROM clicks ORDER BY url LIMIT 'x'"),
         &["LIMIT takes a number of rows, not ''x''"],

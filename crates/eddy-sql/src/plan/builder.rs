@@ -286,6 +286,10 @@ impl<'a> Builder<'a> {
         if aggregate::is_aggregate(&name) {
             return self.over_aggregate(planned, &calls);
         }
+        if name == "RANK" || name == "DENSE_RANK" {
+            // As Flink words it: its streaming top-N ranks by ROW_NUMBER only.
+            return Err(SqlError::unsupported(location, format!("{name}() on streaming table (ROW_NUMBER() is)")));
+        }
         if name != "ROW_NUMBER" {
             return Err(SqlError::unsupported(location, format!("{name}() OVER")));
         }
