@@ -1,7 +1,8 @@
 //! The SQL `kafka` connector against Apache Kafka the test starts (features `sql`,
 //! `kafka` and `testing`): a bounded Kafka table with the DDL's watermark, windowed, into
 //! an exactly-once Kafka table, read back committed; the same query over the same rows in
-//! a file gives the same records.
+//! a file gives the same records; CDC changes through a topic into upsert-kafka, read back
+//! by Kafka's own consumer and as an upsert-kafka table.
 #![cfg(all(feature = "sql", feature = "kafka", feature = "testing"))]
 
 use eddy::connector::kafka::admin::create_topic;
@@ -17,11 +18,33 @@ fn dir() -> std::path::PathBuf {
 const COLUMNS: &str = "`user` STRING, url STRING, amount DECIMAL(10, 2), qty INT, ts TIMESTAMP(3), WATERMARK FOR ts AS ts - INTERVAL '2' SECOND";
 const QUERY: &str = "SELECT `user`, window_start, COUNT(*), SUM(qty) FROM TABLE(TUMBLE(TABLE input, DESCRIPTOR(ts), INTERVAL '10' SECOND)) GROUP BY `user`, window_start, window_end";
 
-fn run(work: &Path, name: &str, script: &str) {
+/// Runs a script at parallelism 2: what it printed.
+fn run(work: &Path, name: &str, script: &str) -> String {
     let path = work.join(format!("{name}.sql"));
     std::fs::write(&path, script).unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_eddy")).args(["sql", "-p", "2", "-f"]).arg(&path).output().unwrap();
     assert!(out.status.success(), "{name}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// The table a printed changelog leaves (`+I[a, 1]` adds "a, 1", `-U`/`-D` take it back),
+/// sorted; a row taken back that was not there fails the test.
+fn printed_table(stdout: &str) -> Vec<String> {
+    let mut table: Vec<String> = Vec::new();
+    // At parallelism 2 each line starts with its subtask ("1> +I[…]").
+    let lines = stdout.lines().map(|l| l.split_once("> ").map_or(l, |(_, rest)| rest));
+    for line in lines.filter(|l| l.len() > 4 && l.as_bytes()[2] == b'[' && l.ends_with(']')) {
+        let row = line[3..line.len() - 1].to_string();
+        if line.starts_with('+') {
+            table.push(row);
+        } else {
+            let at =
+                table.iter().position(|r| *r == row).unwrap_or_else(|| panic!("{line} takes back a row not there"));
+            table.swap_remove(at);
+        }
+    }
+    table.sort();
+    table
 }
 
 #[test]
@@ -127,5 +150,26 @@ INSERT INTO shelves SELECT shelf, SUM(price), COUNT(*) FROM products GROUP BY sh
         all.iter().any(|(_, k, v)| k == br#"{"shelf":"a"}"# && v.is_empty()),
         "the tombstone has shelf a's key and no value"
     );
+
+    // Read back as an upsert-kafka table: each key's last row, shelf a deleted by its
+    // tombstone; and a GROUP BY over it takes back what the updates replace.
+    let read_back = format!(
+        "CREATE TABLE shelves (shelf STRING, total DECIMAL(38, 2), n BIGINT, PRIMARY KEY (shelf) NOT ENFORCED) WITH (
+  'connector' = 'upsert-kafka', 'topic' = 'cdc-shelves', 'properties.bootstrap.servers' = '{b}',
+  'key.format' = 'json', 'value.format' = 'csv', 'scan.bounded.mode' = 'latest-offset',
+  'properties.isolation.level' = 'read_committed');
+SELECT shelf, total, n FROM shelves;
+SELECT 'all', SUM(total), SUM(n) FROM shelves;
+"
+    );
+    let printed = run(&work, "read-back", &read_back);
+    let table = printed_table(&printed);
+    let (all_rows, shelves): (Vec<String>, Vec<String>) = table.into_iter().partition(|r| r.starts_with("all, "));
+    assert_eq!(shelves, expected, "the upsert-kafka table is Flink's final table; printed:\n{printed}");
+    let totals = expected.iter().fold((0.0, 0), |(t, n), row| {
+        let f: Vec<&str> = row.split(", ").collect();
+        (t + f[1].parse::<f64>().unwrap(), n + f[2].parse::<i64>().unwrap())
+    });
+    assert_eq!(all_rows, vec![format!("all, {:.2}, {}", totals.0, totals.1)], "the sums over the table's last rows");
     let _ = std::fs::remove_dir_all(&work);
 }

@@ -110,8 +110,20 @@ pub fn source(table: &CatalogTable, env: &Env) -> Result<DataStream<Row>, SqlErr
         format.decode(line, &mut rows).map_err(|e| format!("table '{name}': {e}"))?;
         Ok((!rows.is_empty()).then_some(rows))
     };
-    let mut source = KafkaSource::new(required(table, "properties.bootstrap.servers")?, &topics, schema)
-        .with_starting_offsets(starting_offsets(table)?);
+    configured_source(table, env, &topics, schema, starting_offsets(table)?)
+}
+
+/// A Kafka source of `topics` with the table's `properties.*` and `scan.bounded.mode`,
+/// each record the rows `schema` makes of it.
+pub(super) fn configured_source(
+    table: &CatalogTable,
+    env: &Env,
+    topics: &[&str],
+    schema: impl eddy_kafka::KafkaDeserializationSchema<Vec<Row>>,
+    starting: StartingOffsets,
+) -> Result<DataStream<Row>, SqlError> {
+    let mut source = KafkaSource::new(required(table, "properties.bootstrap.servers")?, topics, schema)
+        .with_starting_offsets(starting);
     if let Some(group) = table.option("properties.group.id") {
         source = source.with_group_id(group);
     }

@@ -141,6 +141,9 @@ pub fn source(table: &CatalogTable, env: &Env, uid: &str, read: &ReadColumns) ->
         "nexmark" => nexmark::source(table, env, read)?,
         #[cfg(feature = "kafka")]
         "kafka" => kafka::source(table, env)?,
+        // Named inside: the scan, then the ChangelogNormalize after it.
+        #[cfg(feature = "kafka")]
+        "upsert-kafka" => return upsert_kafka::source(table, env, &name, uid),
         other => return Err(unknown_connector(table, other, "source")),
     };
     Ok(stream.name(&name).uid(uid))
@@ -210,9 +213,14 @@ pub fn accepts_updates(table: &CatalogTable) -> Result<bool, SqlError> {
     })
 }
 
-/// Whether the table's source emits updates (a CDC format): its scan is an updating input.
+/// Whether the table's source emits updates (a CDC format, or upsert-kafka normalized): its
+/// scan is an updating input.
 pub fn emits_updates(table: &CatalogTable) -> bool {
-    matches!(connector_of(table), Ok("filesystem" | "kafka")) && format_of(table).is_ok_and(|f| f.is_changelog())
+    match connector_of(table) {
+        Ok("upsert-kafka") => true,
+        Ok("filesystem" | "kafka") => format_of(table).is_ok_and(|f| f.is_changelog()),
+        _ => false,
+    }
 }
 
 /// Writes `rows` into the table.

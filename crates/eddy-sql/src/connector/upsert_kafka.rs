@@ -1,20 +1,34 @@
-//! The `upsert-kafka` sink (feature `kafka`): an updating result as a compacted topic's
-//! records, keyed by the table's PRIMARY KEY. `+I` and `+U` write the row under its key
+//! The `upsert-kafka` connector (feature `kafka`): a compacted topic's records as a table
+//! keyed by its PRIMARY KEY, and an updating result written as such records.
+//!
+//! The source reads the topic from its earliest offset (as Flink's does; bounded by
+//! `'scan.bounded.mode' = 'latest-offset'`): a record is the latest row of its key, a
+//! record without a value (a tombstone) deletes the key. Flink's ChangelogNormalize after
+//! it, keyed by the primary key, keeps each key's last row and turns the upserts into a
+//! changelog downstream operators can take back rows of: `+I` for a new key, `-U`/`+U` for
+//! a changed row (nothing for a record that repeats the row), `-D` of the whole last row
+//! for a tombstone (nothing for a key it does not have).
+//!
+//! The sink writes `+I` and `+U` write the row under its key
 //! (`key.format` of the key columns, `value.format` of the row, or of the columns outside
 //! the key with `'value.fields-include' = 'EXCEPT_KEY'`), `-D` writes the key without a
 //! value (a tombstone), and `-U` writes nothing: the `+U` after it replaces the row. The
 //! rows go to the sink by their key, so that each key's changes keep their order.
 
 use super::check_options;
-use super::kafka::{configured_sink, guarantee, required};
+use super::kafka::{configured_sink, configured_source, guarantee, required};
 use crate::catalog::CatalogTable;
 use crate::error::SqlError;
 use crate::format::Format;
 use crate::row::{Row, RowKind};
 use crate::types::Field;
-use eddy_api::{DataStream, DataStreamSink};
-use eddy_kafka::KafkaSerializationSchema;
+use crate::value::Value;
+use eddy_api::{
+    DataStream, DataStreamSink, Env, FunctionResult, KeyedContext, KeyedProcessFunction, RichFunction, RuntimeContext,
+};
+use eddy_kafka::{KafkaRecord, KafkaSerializationSchema, StartingOffsets};
 use eddy_runtime::Collector;
+use eddy_state::{ValueState, ValueStateDescriptor};
 
 const OPTIONS: &[&str] = &[
     "topic",
@@ -28,6 +42,8 @@ const OPTIONS: &[&str] = &[
     "sink.buffer-flush.max-rows",
     "sink.buffer-flush.interval",
     "properties.bootstrap.servers",
+    "properties.group.id",
+    "scan.bounded.mode",
 ];
 
 /// The key columns (by the PRIMARY KEY) and the value columns.
@@ -87,12 +103,6 @@ fn formats(table: &CatalogTable) -> Result<(Vec<usize>, Vec<usize>, Format, Form
 }
 
 pub fn check(table: &CatalogTable, sink: bool) -> Result<(), SqlError> {
-    if !sink {
-        return Err(SqlError::unsupported(
-            Some(table.location),
-            format!("reading the upsert-kafka table '{}' (eddy writes upsert-kafka tables)", table.name),
-        ));
-    }
     let mut known: Vec<&str> = OPTIONS.to_vec();
     known.extend(table.options.keys().filter(|k| k.starts_with("properties.")).map(String::as_str));
     for prefix in ["key", "value"] {
@@ -109,9 +119,105 @@ pub fn check(table: &CatalogTable, sink: bool) -> Result<(), SqlError> {
     check_options(table, "upsert-kafka", &known, None)?;
     required(table, "topic")?;
     required(table, "properties.bootstrap.servers")?;
-    guarantee(table)?;
+    if sink {
+        guarantee(table)?;
+    }
     formats(table)?;
     Ok(())
+}
+
+/// The table's rows: each key's changes, normalized into a changelog (see above). The
+/// scan is named `scan_name` and keeps its offsets under `uid`.
+pub fn source(table: &CatalogTable, env: &Env, scan_name: &str, uid: &str) -> Result<DataStream<Row>, SqlError> {
+    check(table, false)?;
+    let (key, value, key_format, value_format) = formats(table)?;
+    let topics: Vec<&str> = required(table, "topic")?.split(';').map(str::trim).collect();
+    let (name, width) = (table.name.clone(), table.physical.len());
+    let (key_columns, value_columns) = (key.clone(), value);
+    let schema = move |record: &KafkaRecord<'_>| -> Result<Option<Vec<Row>>, String> {
+        let at = || format!("table '{name}', partition {} offset {}", record.partition(), record.offset());
+        let decode = |bytes: &[u8], format: &Format, what: &str| -> Result<Row, String> {
+            let text =
+                std::str::from_utf8(bytes).map_err(|e| format!("{}: the record's {what} is not UTF-8: {e}", at()))?;
+            let mut rows = Vec::with_capacity(1);
+            format.decode(text, &mut rows).map_err(|e| format!("{}: the record's {what}: {e}", at()))?;
+            rows.pop().ok_or_else(|| format!("{}: the record's {what} is empty", at()))
+        };
+        let key_bytes = record.key().ok_or_else(|| format!("{}: a record without a key", at()))?;
+        let key_row = decode(key_bytes, &key_format, "key")?;
+        let mut fields = vec![Value::Null; width];
+        let kind = match record.value() {
+            Some(bytes) => {
+                let value_row = decode(bytes, &value_format, "value")?;
+                for (column, field) in value_columns.iter().zip(value_row.fields) {
+                    fields[*column] = field;
+                }
+                RowKind::UpdateAfter
+            }
+            None => RowKind::Delete,
+        };
+        // The key's columns from the key where the value does not hold them.
+        for (column, field) in key_columns.iter().zip(key_row.fields) {
+            if record.value().is_none() || !value_columns.contains(column) {
+                fields[*column] = field;
+            }
+        }
+        Ok(Some(vec![Row { kind, fields }]))
+    };
+    let upserts = configured_source(table, env, &topics, schema, StartingOffsets::Earliest)?.name(scan_name).uid(uid);
+    let keys: Vec<&str> = key.iter().map(|i| table.physical[*i].name.as_str()).collect();
+    let normalize = format!("ChangelogNormalize(key=[{}])", keys.join(", "));
+    let routing = key;
+    Ok(upserts
+        .key_by(move |row: &Row| crate::exec::key_bytes(row, &routing))
+        .process(ChangelogNormalize { last: None })
+        .name(&normalize)
+        .uid(&format!("{uid}-normalize")))
+}
+
+/// Each key's upserts as a changelog (Flink's ChangelogNormalize): see the overview.
+#[derive(Clone)]
+struct ChangelogNormalize {
+    last: Option<ValueState<Row>>,
+}
+
+impl RichFunction for ChangelogNormalize {
+    fn open(&mut self, ctx: &mut RuntimeContext<'_>) -> FunctionResult {
+        self.last = Some(ctx.get_state(&ValueStateDescriptor::new("last-row"))?);
+        Ok(())
+    }
+}
+
+impl KeyedProcessFunction<Vec<u8>, Row, Row> for ChangelogNormalize {
+    fn process_element(
+        &mut self,
+        row: Row,
+        _ctx: &mut KeyedContext<'_, Vec<u8>>,
+        out: &mut Collector<'_, Row>,
+    ) -> FunctionResult {
+        let last = self.last.as_ref().ok_or("the changelog normalization is used before open (bug)")?;
+        if row.kind == RowKind::Delete {
+            if let Some(gone) = last.take()? {
+                out.collect(Row { kind: RowKind::Delete, fields: gone.fields });
+            }
+            return Ok(());
+        }
+        let new = Row { kind: RowKind::Insert, fields: row.fields };
+        match last.with_value(|old| old.map(|old| old.fields == new.fields))? {
+            None => {
+                out.collect(new.clone());
+                last.update(new)?;
+            }
+            Some(true) => {}
+            Some(false) => {
+                let old = last.take()?.ok_or("the key's last row went while it was read (bug)")?;
+                out.collect(Row { kind: RowKind::UpdateBefore, fields: old.fields });
+                out.collect(Row { kind: RowKind::UpdateAfter, fields: new.fields.clone() });
+                last.update(new)?;
+            }
+        }
+        Ok(())
+    }
 }
 
 /// A row's key and value as a Kafka record's.
