@@ -9,6 +9,7 @@ mod changelog_join;
 mod group_aggregate;
 mod join;
 mod lookup;
+mod outer_interval_join;
 mod over;
 mod rank;
 mod retract_rank;
@@ -18,7 +19,7 @@ mod window;
 use crate::connector;
 use crate::error::SqlError;
 use crate::plan::reads::{self, ReadColumns};
-use crate::plan::{explain, JoinType, Node, Plan};
+use crate::plan::{explain, JoinStrategy, JoinType, Node, Plan};
 use crate::row::Row;
 use eddy_api::{DataStream, Env, KeyedProcessFunction};
 use eddy_state::{ListStateDescriptor, StateTtlConfig, TtlUpdateType, ValueStateDescriptor};
@@ -148,7 +149,25 @@ impl<'e> Translator<'e> {
                 let r = self.translate(right)?;
                 let uid = self.uid("join");
                 let updates = !left.changelog.is_insert_only() || !right.changelog.is_insert_only();
-                if *join_type != JoinType::Inner || updates {
+                if let (JoinStrategy::Interval { left_time, right_time, lower, upper }, false) =
+                    (strategy, *join_type == JoinType::Inner)
+                {
+                    let widths = (left.fields.len(), right.fields.len());
+                    let keys = (left_keys.as_slice(), right_keys.as_slice());
+                    let (times, bounds) = ((*left_time, *right_time), (*lower, *upper));
+                    let c = condition.clone();
+                    outer_interval_join::outer_interval_join(
+                        *join_type,
+                        (l, r),
+                        widths,
+                        keys,
+                        times,
+                        bounds,
+                        c,
+                        &name,
+                        &uid,
+                    )
+                } else if *join_type != JoinType::Inner || updates {
                     let widths = (left.fields.len(), right.fields.len());
                     let ttl = self.config.state_ttl_ms;
                     let keys = (left_keys.as_slice(), right_keys.as_slice());

@@ -373,19 +373,12 @@ fn merge_calcs(plan: Plan) -> Plan {
 }
 
 /// Picks an interval join where the condition bounds one side's event time by the
-/// other's (`l.t BETWEEN r.t - a AND r.t + b`), both inputs carrying their rowtime.
+/// other's (`l.t BETWEEN r.t - a AND r.t + b`), both inputs carrying their rowtime (also
+/// for outer joins, whose output then only appends).
 fn choose_join_strategies(plan: Plan) -> Plan {
     let Plan { node, mut fields, changelog, .. } = plan;
     let node = match node {
-        Node::Join {
-            join_type: JoinType::Inner,
-            left,
-            right,
-            left_keys,
-            right_keys,
-            condition,
-            strategy: JoinStrategy::Regular,
-        } => {
+        Node::Join { join_type, left, right, left_keys, right_keys, condition, strategy: JoinStrategy::Regular } => {
             let left = choose_join_strategies(*left);
             let right = choose_join_strategies(*right);
             let width = left.fields.len();
@@ -398,7 +391,8 @@ fn choose_join_strategies(plan: Plan) -> Plan {
             // Both sides windowed and joined on both window columns: a window join.
             let strategy = match (strategy, left.window, right.window) {
                 (JoinStrategy::Regular, Some(lw), Some(rw))
-                    if lw.time == rw.time
+                    if join_type == JoinType::Inner
+                        && lw.time == rw.time
                         && left_keys.iter().zip(&right_keys).any(|(l, r)| *l == lw.start && *r == rw.start)
                         && left_keys.iter().zip(&right_keys).any(|(l, r)| *l == lw.end && *r == rw.end) =>
                 {
@@ -406,12 +400,12 @@ fn choose_join_strategies(plan: Plan) -> Plan {
                 }
                 (other, _, _) => other,
             };
-            if let JoinStrategy::Interval { left_time, .. } = strategy {
+            if let (JoinStrategy::Interval { left_time, .. }, JoinType::Inner) = (&strategy, join_type) {
                 // The output keeps the left side's rowtime as its time attribute.
-                fields[left_time].ty = left.fields[left_time].ty.clone();
+                fields[*left_time].ty = left.fields[*left_time].ty.clone();
             }
             let (left, right) = (Box::new(left), Box::new(right));
-            Node::Join { join_type: JoinType::Inner, left, right, left_keys, right_keys, condition, strategy }
+            Node::Join { join_type, left, right, left_keys, right_keys, condition, strategy }
         }
         other => other.map_inputs(choose_join_strategies),
     };
