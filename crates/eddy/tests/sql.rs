@@ -184,6 +184,12 @@ fn bad_scripts_get_errors_that_name_what_and_where() {
     );
     fails_with(
         &work,
+        "unknown-window",
+        &format!("{t}\nSELECT SUM(qty) OVER v FROM clicks WINDOW w AS (ORDER BY ts)"),
+        &["Window 'v' not found", &at(1)],
+    );
+    fails_with(
+        &work,
         "rank",
         &format!(
             "{t}\nSELECT * FROM (SELECT url, RANK() OVER (PARTITION BY url ORDER BY qty) AS r FROM clicks) WHERE r = 1"

@@ -58,6 +58,31 @@ pub struct Builder<'a> {
     expanding: Vec<String>,
 }
 
+/// The window of an `OVER` call: written in it, or named in the query's `WINDOW w AS (…)`
+/// clause (also through another name).
+fn window_spec<'a>(
+    call: &'a ast::Function,
+    named: &'a [ast::NamedWindowDefinition],
+) -> Result<&'a ast::WindowSpec, SqlError> {
+    let location = span_location(&call.name);
+    let mut name = match &call.over {
+        Some(ast::WindowType::WindowSpec(spec)) => return Ok(spec),
+        Some(ast::WindowType::NamedWindow(name)) => name,
+        None => return Err(SqlError::unsupported(location, format!("the window of '{call}'"))),
+    };
+    // A name may stand for another name; as many steps as there are names (no cycles).
+    for _ in 0..=named.len() {
+        let Some(ast::NamedWindowDefinition(_, expr)) = named.iter().find(|d| d.0.value == name.value) else {
+            return Err(SqlError::validation(location, format!("Window '{}' not found", name.value)));
+        };
+        match expr {
+            ast::NamedWindowExpr::WindowSpec(spec) => return Ok(spec),
+            ast::NamedWindowExpr::NamedWindow(other) => name = other,
+        }
+    }
+    Err(SqlError::validation(location, format!("the named window '{}' refers to itself", name.value)))
+}
+
 fn span_location(node: &impl Spanned) -> Option<Location> {
     Location::of_span(node.span())
 }
@@ -262,7 +287,7 @@ impl<'a> Builder<'a> {
             if select.having.is_some() {
                 return Err(SqlError::validation(location, "HAVING needs GROUP BY or an aggregate"));
             }
-            let (planned, replacements) = self.ranking(planned, &select.projection)?;
+            let (planned, replacements) = self.ranking(planned, &select.projection, &select.named_window)?;
             let projected = self.project(planned, &select.projection, &replacements, None, false)?;
             return Ok(if distinct { distinct_of(projected) } else { projected });
         }
@@ -273,7 +298,12 @@ impl<'a> Builder<'a> {
     /// A `ROW_NUMBER() OVER (PARTITION BY … ORDER BY …)` of the select list: a Rank node
     /// over `planned` whose last column is the row number, and the replacement that binds
     /// the call to it. (The rules bound the rank by the query's filter on it.)
-    fn ranking(&self, planned: Planned, items: &[SelectItem]) -> Result<(Planned, Vec<(String, Expr)>), SqlError> {
+    fn ranking(
+        &self,
+        planned: Planned,
+        items: &[SelectItem],
+        named: &[ast::NamedWindowDefinition],
+    ) -> Result<(Planned, Vec<(String, Expr)>), SqlError> {
         let mut calls = Vec::new();
         for item in items {
             if let SelectItem::UnnamedExpr(e) | SelectItem::ExprWithAlias { expr: e, .. } = item {
@@ -284,7 +314,7 @@ impl<'a> Builder<'a> {
         let location = span_location(&call.name);
         let name = crate::parser::object_name(&call.name).to_ascii_uppercase();
         if aggregate::is_aggregate(&name) {
-            return self.over_aggregate(planned, &calls);
+            return self.over_aggregate(planned, &calls, named);
         }
         if name == "RANK" || name == "DENSE_RANK" {
             // As Flink words it: its streaming top-N ranks by ROW_NUMBER only.
@@ -296,8 +326,8 @@ impl<'a> Builder<'a> {
         if calls.iter().any(|c| c.to_string() != call.to_string()) {
             return Err(SqlError::unsupported(location, "two different OVER calls in one select list"));
         }
-        let spec = match &call.over {
-            Some(ast::WindowType::WindowSpec(spec)) if spec.window_frame.is_none() => spec,
+        let spec = match window_spec(call, named)? {
+            spec if spec.window_frame.is_none() => spec,
             _ => return Err(SqlError::unsupported(location, format!("the window of '{call}'"))),
         };
         let binder = self.binder(&planned.scope);
@@ -345,6 +375,7 @@ impl<'a> Builder<'a> {
         &self,
         planned: Planned,
         calls: &[&ast::Function],
+        named: &[ast::NamedWindowDefinition],
     ) -> Result<(Planned, Vec<(String, Expr)>), SqlError> {
         let mut unique: Vec<&ast::Function> = Vec::new();
         for c in calls {
@@ -354,10 +385,7 @@ impl<'a> Builder<'a> {
         }
         let calls = unique.as_slice();
         let location = span_location(&calls[0].name);
-        let window_of = |c: &ast::Function| match &c.over {
-            Some(ast::WindowType::WindowSpec(spec)) => Ok(spec.clone()),
-            _ => Err(SqlError::unsupported(span_location(&c.name), format!("the window of '{c}'"))),
-        };
+        let window_of = |c: &ast::Function| window_spec(c, named).cloned();
         let spec = window_of(calls[0])?;
         for c in calls {
             if window_of(c)?.to_string() != spec.to_string() {
