@@ -31,6 +31,9 @@ struct Held {
     matched: bool,
 }
 
+/// The held rows of one side, per key.
+type HeldRows = ValueState<Vec<Held>>;
+
 #[derive(Clone)]
 struct OuterIntervalJoin {
     join_type: JoinType,
@@ -42,7 +45,7 @@ struct OuterIntervalJoin {
     times: (usize, usize),
     /// `lower <= l.t - r.t <= upper`, in ms.
     bounds: (i64, i64),
-    state: Option<(ValueState<Vec<Held>>, ValueState<Vec<Held>>)>,
+    state: Option<(HeldRows, HeldRows)>,
 }
 
 impl RichFunction for OuterIntervalJoin {
