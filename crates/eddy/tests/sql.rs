@@ -190,6 +190,12 @@ fn bad_scripts_get_errors_that_name_what_and_where() {
     );
     fails_with(
         &work,
+        "refined-window",
+        &format!("{t}\nSELECT SUM(qty) OVER (w ORDER BY ts) FROM clicks WINDOW w AS (PARTITION BY url)"),
+        &["a window that refines the named window 'w'", &at(1)],
+    );
+    fails_with(
+        &work,
         "rank",
         &format!(
             "{t}\nSELECT * FROM (SELECT url, RANK() OVER (PARTITION BY url ORDER BY qty) AS r FROM clicks) WHERE r = 1"

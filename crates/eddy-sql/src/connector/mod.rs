@@ -141,9 +141,8 @@ pub fn source(table: &CatalogTable, env: &Env, uid: &str, read: &ReadColumns) ->
         "nexmark" => nexmark::source(table, env, read)?,
         #[cfg(feature = "kafka")]
         "kafka" => kafka::source(table, env)?,
-        // Named inside: the scan, then the ChangelogNormalize after it.
         #[cfg(feature = "kafka")]
-        "upsert-kafka" => return upsert_kafka::source(table, env, &name, uid),
+        "upsert-kafka" => upsert_kafka::source(table, env)?,
         other => return Err(unknown_connector(table, other, "source")),
     };
     Ok(stream.name(&name).uid(uid))
@@ -221,6 +220,12 @@ pub fn emits_updates(table: &CatalogTable) -> bool {
         Ok("filesystem" | "kafka") => format_of(table).is_ok_and(|f| f.is_changelog()),
         _ => false,
     }
+}
+
+/// Whether the table's source gives upserts (each record a key's latest row), which the
+/// plan normalizes into a changelog by the primary key.
+pub fn emits_upserts(table: &CatalogTable) -> bool {
+    matches!(connector_of(table), Ok("upsert-kafka"))
 }
 
 /// Writes `rows` into the table.

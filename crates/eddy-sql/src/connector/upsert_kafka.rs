@@ -3,11 +3,9 @@
 //!
 //! The source reads the topic from its earliest offset (as Flink's does; bounded by
 //! `'scan.bounded.mode' = 'latest-offset'`): a record is the latest row of its key, a
-//! record without a value (a tombstone) deletes the key. Flink's ChangelogNormalize after
-//! it, keyed by the primary key, keeps each key's last row and turns the upserts into a
-//! changelog downstream operators can take back rows of: `+I` for a new key, `-U`/`+U` for
-//! a changed row (nothing for a record that repeats the row), `-D` of the whole last row
-//! for a tombstone (nothing for a key it does not have).
+//! record without a value (a tombstone) deletes the key. The plan's ChangelogNormalize
+//! after the scan (`exec/changelog_normalize.rs`) makes a changelog of them. The key and
+//! value formats take their options with the prefix (`'value.json.ignore-parse-errors'`).
 //!
 //! The sink writes `+I` and `+U` write the row under its key
 //! (`key.format` of the key columns, `value.format` of the row, or of the columns outside
@@ -23,12 +21,9 @@ use crate::format::Format;
 use crate::row::{Row, RowKind};
 use crate::types::Field;
 use crate::value::Value;
-use eddy_api::{
-    DataStream, DataStreamSink, Env, FunctionResult, KeyedContext, KeyedProcessFunction, RichFunction, RuntimeContext,
-};
+use eddy_api::{DataStream, DataStreamSink, Env};
 use eddy_kafka::{KafkaRecord, KafkaSerializationSchema, StartingOffsets};
 use eddy_runtime::Collector;
-use eddy_state::{ValueState, ValueStateDescriptor};
 
 const OPTIONS: &[&str] = &[
     "topic",
@@ -60,6 +55,12 @@ fn columns(table: &CatalogTable) -> Result<(Vec<usize>, Vec<usize>), SqlError> {
         .map(|k| table.physical.iter().position(|f| &f.name == k).expect("checked: a physical column"))
         .collect();
     let value = match table.option("value.fields-include").unwrap_or("ALL") {
+        "ALL" if table.option("key.fields-prefix").is_some_and(|p| !p.is_empty()) => {
+            return Err(SqlError::table(
+                &table.name,
+                "The option 'key.fields-prefix' can only be declared if the 'value.fields-include' option is set to 'EXCEPT_KEY'.",
+            ))
+        }
         "ALL" => (0..table.physical.len()).collect(),
         "EXCEPT_KEY" => (0..table.physical.len()).filter(|i| !key.contains(i)).collect(),
         other => {
@@ -76,7 +77,14 @@ fn format(table: &CatalogTable, option: &str, fields: &[Field]) -> Result<Format
     let name = table.option(option).ok_or_else(|| {
         SqlError::table(&table.name, format!("the upsert-kafka connector needs the option '{option}'"))
     })?;
-    let format = Format::new(name, &table.options, fields).map_err(|m| SqlError::table(&table.name, m))?;
+    // `key.json.…` / `value.csv.…` as the format reads its options (`json.…`, `csv.…`).
+    let prefix = option.trim_end_matches("format");
+    let options: std::collections::BTreeMap<String, String> = table
+        .options
+        .iter()
+        .filter_map(|(k, v)| k.strip_prefix(prefix).map(|rest| (rest.to_string(), v.clone())))
+        .collect();
+    let format = Format::new(name, &options, fields).map_err(|m| SqlError::table(&table.name, m))?;
     if format.is_changelog() {
         return Err(SqlError::table(
             &table.name,
@@ -126,9 +134,9 @@ pub fn check(table: &CatalogTable, sink: bool) -> Result<(), SqlError> {
     Ok(())
 }
 
-/// The table's rows: each key's changes, normalized into a changelog (see above). The
-/// scan is named `scan_name` and keeps its offsets under `uid`.
-pub fn source(table: &CatalogTable, env: &Env, scan_name: &str, uid: &str) -> Result<DataStream<Row>, SqlError> {
+/// The topic's records as upserts: `+U` of a key's latest row, `-D` with the key's columns
+/// for a tombstone (the plan's ChangelogNormalize after the scan makes a changelog of them).
+pub fn source(table: &CatalogTable, env: &Env) -> Result<DataStream<Row>, SqlError> {
     check(table, false)?;
     let (key, value, key_format, value_format) = formats(table)?;
     let topics: Vec<&str> = required(table, "topic")?.split(';').map(str::trim).collect();
@@ -136,19 +144,20 @@ pub fn source(table: &CatalogTable, env: &Env, scan_name: &str, uid: &str) -> Re
     let (key_columns, value_columns) = (key.clone(), value);
     let schema = move |record: &KafkaRecord<'_>| -> Result<Option<Vec<Row>>, String> {
         let at = || format!("table '{name}', partition {} offset {}", record.partition(), record.offset());
-        let decode = |bytes: &[u8], format: &Format, what: &str| -> Result<Row, String> {
+        // No row: a line the format skips (`ignore-parse-errors`); the record is skipped.
+        let decode = |bytes: &[u8], format: &Format, what: &str| -> Result<Option<Row>, String> {
             let text =
                 std::str::from_utf8(bytes).map_err(|e| format!("{}: the record's {what} is not UTF-8: {e}", at()))?;
             let mut rows = Vec::with_capacity(1);
             format.decode(text, &mut rows).map_err(|e| format!("{}: the record's {what}: {e}", at()))?;
-            rows.pop().ok_or_else(|| format!("{}: the record's {what} is empty", at()))
+            Ok(rows.pop())
         };
         let key_bytes = record.key().ok_or_else(|| format!("{}: a record without a key", at()))?;
-        let key_row = decode(key_bytes, &key_format, "key")?;
+        let Some(key_row) = decode(key_bytes, &key_format, "key")? else { return Ok(None) };
         let mut fields = vec![Value::Null; width];
         let kind = match record.value() {
             Some(bytes) => {
-                let value_row = decode(bytes, &value_format, "value")?;
+                let Some(value_row) = decode(bytes, &value_format, "value")? else { return Ok(None) };
                 for (column, field) in value_columns.iter().zip(value_row.fields) {
                     fields[*column] = field;
                 }
@@ -164,60 +173,7 @@ pub fn source(table: &CatalogTable, env: &Env, scan_name: &str, uid: &str) -> Re
         }
         Ok(Some(vec![Row { kind, fields }]))
     };
-    let upserts = configured_source(table, env, &topics, schema, StartingOffsets::Earliest)?.name(scan_name).uid(uid);
-    let keys: Vec<&str> = key.iter().map(|i| table.physical[*i].name.as_str()).collect();
-    let normalize = format!("ChangelogNormalize(key=[{}])", keys.join(", "));
-    let routing = key;
-    Ok(upserts
-        .key_by(move |row: &Row| crate::exec::key_bytes(row, &routing))
-        .process(ChangelogNormalize { last: None })
-        .name(&normalize)
-        .uid(&format!("{uid}-normalize")))
-}
-
-/// Each key's upserts as a changelog (Flink's ChangelogNormalize): see the overview.
-#[derive(Clone)]
-struct ChangelogNormalize {
-    last: Option<ValueState<Row>>,
-}
-
-impl RichFunction for ChangelogNormalize {
-    fn open(&mut self, ctx: &mut RuntimeContext<'_>) -> FunctionResult {
-        self.last = Some(ctx.get_state(&ValueStateDescriptor::new("last-row"))?);
-        Ok(())
-    }
-}
-
-impl KeyedProcessFunction<Vec<u8>, Row, Row> for ChangelogNormalize {
-    fn process_element(
-        &mut self,
-        row: Row,
-        _ctx: &mut KeyedContext<'_, Vec<u8>>,
-        out: &mut Collector<'_, Row>,
-    ) -> FunctionResult {
-        let last = self.last.as_ref().ok_or("the changelog normalization is used before open (bug)")?;
-        if row.kind == RowKind::Delete {
-            if let Some(gone) = last.take()? {
-                out.collect(Row { kind: RowKind::Delete, fields: gone.fields });
-            }
-            return Ok(());
-        }
-        let new = Row { kind: RowKind::Insert, fields: row.fields };
-        match last.with_value(|old| old.map(|old| old.fields == new.fields))? {
-            None => {
-                out.collect(new.clone());
-                last.update(new)?;
-            }
-            Some(true) => {}
-            Some(false) => {
-                let old = last.take()?.ok_or("the key's last row went while it was read (bug)")?;
-                out.collect(Row { kind: RowKind::UpdateBefore, fields: old.fields });
-                out.collect(Row { kind: RowKind::UpdateAfter, fields: new.fields.clone() });
-                last.update(new)?;
-            }
-        }
-        Ok(())
-    }
+    configured_source(table, env, &topics, schema, StartingOffsets::Earliest)
 }
 
 /// A row's key and value as a Kafka record's.

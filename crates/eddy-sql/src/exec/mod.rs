@@ -6,6 +6,7 @@
 pub mod aggregate;
 mod calc;
 mod changelog_join;
+mod changelog_normalize;
 mod group_aggregate;
 mod join;
 mod lookup;
@@ -120,7 +121,18 @@ impl<'e> Translator<'e> {
                 let read = self.reads.as_ref().and_then(|r| r.get(&table.name)).unwrap_or(&all);
                 let source = connector::source(table, self.env, &uid, read)?;
                 let uid = self.uid("computed");
-                calc::computed_columns_and_watermarks(source, table, &uid)
+                let stream = calc::computed_columns_and_watermarks(source, table, &uid);
+                if !connector::emits_upserts(table) {
+                    stream
+                } else {
+                    // Watermarks come from the scan's subtasks, before the keyed normalization.
+                    let keys: Vec<usize> = (table.primary_key.iter())
+                        .filter_map(|k| plan.fields.iter().position(|f| &f.name == k))
+                        .collect();
+                    let name = format!("ChangelogNormalize(key=[{}])", table.primary_key.join(", "));
+                    let (uid, ttl) = (self.uid("changelog-normalize"), self.config.state_ttl_ms);
+                    changelog_normalize::changelog_normalize(stream, &keys, ttl, &name, &uid)
+                }
             }
             Node::Values { rows } => {
                 let rows: Vec<Row> = rows.iter().map(|r| Row::insert(r.clone())).collect();

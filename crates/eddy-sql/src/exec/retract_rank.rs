@@ -121,6 +121,10 @@ impl KeyedProcessFunction<Vec<u8>, Row, Row> for RetractableTopN {
         _ctx: &mut KeyedContext<'_, Vec<u8>>,
         out: &mut Collector<'_, Row>,
     ) -> FunctionResult {
+        if self.rank_end == 0 {
+            // LIMIT 0: nothing is ever in the top.
+            return Ok(());
+        }
         let state = self.state.as_ref().ok_or("the top-N is used before open (bug)")?;
         let mut rows = state.take()?.unwrap_or_default();
         if row.kind.is_accumulate() {

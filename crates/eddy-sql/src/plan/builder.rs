@@ -65,8 +65,16 @@ fn window_spec<'a>(
     named: &'a [ast::NamedWindowDefinition],
 ) -> Result<&'a ast::WindowSpec, SqlError> {
     let location = span_location(&call.name);
+    // A window that refines a named one (`OVER (w ORDER BY …)`) is not merged with it.
+    let whole = |spec: &'a ast::WindowSpec| match &spec.window_name {
+        Some(base) => Err(SqlError::unsupported(
+            location,
+            format!("a window that refines the named window '{}' (write the whole window)", base.value),
+        )),
+        None => Ok(spec),
+    };
     let mut name = match &call.over {
-        Some(ast::WindowType::WindowSpec(spec)) => return Ok(spec),
+        Some(ast::WindowType::WindowSpec(spec)) => return whole(spec),
         Some(ast::WindowType::NamedWindow(name)) => name,
         None => return Err(SqlError::unsupported(location, format!("the window of '{call}'"))),
     };
@@ -76,7 +84,7 @@ fn window_spec<'a>(
             return Err(SqlError::validation(location, format!("Window '{}' not found", name.value)));
         };
         match expr {
-            ast::NamedWindowExpr::WindowSpec(spec) => return Ok(spec),
+            ast::NamedWindowExpr::WindowSpec(spec) => return whole(spec),
             ast::NamedWindowExpr::NamedWindow(other) => name = other,
         }
     }

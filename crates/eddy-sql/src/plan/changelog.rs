@@ -104,7 +104,7 @@ fn makes_changes(plan: &Plan) -> bool {
         Node::Scan { table } => crate::connector::emits_updates(table),
         Node::Rank { window, .. } => window.is_none(),
         Node::GroupAggregate { .. } | Node::Deduplicate { .. } => true,
-        Node::Join { join_type, .. } => *join_type != JoinType::Inner,
+        Node::Join { join_type, strategy: JoinStrategy::Regular, .. } => *join_type != JoinType::Inner,
         _ => false,
     }
 }
