@@ -9,17 +9,18 @@ use crate::error::SqlError;
 use crate::expr::Expr;
 use crate::plan::{JoinStrategy, Plan};
 use crate::row::Row;
+use crate::value::Value;
 use eddy_api::join::{join_function, JoinContext};
 use eddy_api::{DataStream, FunctionResult, KeyedCoProcessFunction, KeyedContext, RichFunction, RuntimeContext};
 use eddy_runtime::Collector;
 use eddy_state::ListState;
 use std::sync::Arc;
 
-/// The joined row, if the residual condition holds for it.
-fn joined(left: &Row, right: &Row, condition: &Option<Arc<Expr>>) -> Result<Option<Row>, String> {
-    let mut fields = Vec::with_capacity(left.fields.len() + right.fields.len());
-    fields.extend(left.fields.iter().cloned());
-    fields.extend(right.fields.iter().cloned());
+/// The joined row of a left and a right row's fields, if the condition holds for it.
+pub(super) fn joined(left: &[Value], right: &[Value], condition: &Option<Arc<Expr>>) -> Result<Option<Row>, String> {
+    let mut fields = Vec::with_capacity(left.len() + right.len());
+    fields.extend_from_slice(left);
+    fields.extend_from_slice(right);
     if let Some(c) = condition {
         if !c.eval_condition(&fields).map_err(|e| e.0)? {
             return Ok(None);
@@ -56,7 +57,7 @@ pub fn join(
             left.interval_join(&right).between(-*upper, -*lower).process(join_function(
                 move |l: &Row, r: &Row, _ctx: &mut JoinContext<'_, '_, Vec<u8>>, out: &mut Collector<'_, Row>| {
                     // The condition's bounds hold already; its other conjuncts are checked.
-                    if let Ok(Some(row)) = joined(l, r, &condition) {
+                    if let Ok(Some(row)) = joined(&l.fields, &r.fields, &condition) {
                         out.collect(row);
                     }
                 },
@@ -119,9 +120,9 @@ impl RegularJoin {
         let (own, other) = if from_left { (left, right) } else { (right, left) };
         for other_row in other.get()? {
             let pair = if from_left {
-                joined(&row, &other_row, &self.condition)?
+                joined(&row.fields, &other_row.fields, &self.condition)?
             } else {
-                joined(&other_row, &row, &self.condition)?
+                joined(&other_row.fields, &row.fields, &self.condition)?
             };
             if let Some(r) = pair {
                 out.collect(r);

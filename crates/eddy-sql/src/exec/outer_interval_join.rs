@@ -10,6 +10,7 @@
 //! arrives after that time meets what is held and is not kept. A NULL key or time matches
 //! nothing: such a row of a kept side is emitted padded at once.
 
+use super::join::joined;
 use super::value_descriptor;
 use super::window::key_bytes;
 use crate::expr::Expr;
@@ -79,17 +80,6 @@ impl OuterIntervalJoin {
         Row::insert(out)
     }
 
-    /// The joined row of a left and a right row, if the condition holds for it.
-    fn joined(&self, l: &[Value], r: &[Value]) -> Result<Option<Row>, String> {
-        let mut fields = Vec::with_capacity(l.len() + r.len());
-        fields.extend_from_slice(l);
-        fields.extend_from_slice(r);
-        match &self.condition {
-            Some(c) if !c.eval_condition(&fields).map_err(|e| e.0)? => Ok(None),
-            _ => Ok(Some(Row::insert(fields))),
-        }
-    }
-
     fn on_row(
         &mut self,
         row: Row,
@@ -116,7 +106,7 @@ impl OuterIntervalJoin {
         let mut others = other_state.take()?.unwrap_or_default();
         for held in others.iter_mut() {
             let (l, r) = if left { (&row.fields, &held.fields) } else { (&held.fields, &row.fields) };
-            if let Some(joined) = self.joined(l, r)? {
+            if let Some(joined) = joined(l, r, &self.condition)? {
                 out.collect(joined);
                 held.matched = true;
                 matched = true;
