@@ -128,6 +128,27 @@ impl<T, K: Key> KeyScope<T, K> {
         with_backend("<current key>", |backend| backend.set_current_key(bytes, hash).map(|_| ()))
     }
 
+    /// Encodes `record`'s key and hashes it, without making it the current key (see
+    /// [`KeyScope::enter_encoded`]): for state kept outside the keyed backend.
+    #[inline]
+    pub(crate) fn encode(&mut self, record: &T) -> KeyHash {
+        self.scratch.clear();
+        self.key_fn.encode(record, &mut self.scratch);
+        stable_hash(&self.scratch)
+    }
+
+    /// The key [`KeyScope::encode`] encoded last, with its `hash`, made the current key.
+    pub(crate) fn enter_encoded(&self, hash: KeyHash) -> Result<(), StateError> {
+        let bytes = &self.scratch;
+        with_backend("<current key>", |backend| backend.set_current_key(bytes, hash).map(|_| ()))
+    }
+
+    /// The encoded key, after [`KeyScope::encode`] or [`KeyScope::enter`].
+    #[inline]
+    pub(crate) fn encoded(&self) -> &[u8] {
+        &self.scratch
+    }
+
     /// `next` is the record after the one processed now: its key's state starts coming
     /// into the cache while this record is processed (see [`eddy_runtime::Output::prepare`]).
     #[inline]

@@ -368,8 +368,9 @@ where
         Ok(())
     }
 
-    fn attach(&mut self, info: &OperatorInfo) {
+    fn attach(&mut self, info: &OperatorInfo, _timers: Option<&InternalTimers>) -> FunctionResult {
         self.cancelled = Some(info.shared.cancel_flag());
+        Ok(())
     }
 
     fn on_processing_time(&mut self, now_ms: i64, main: &mut dyn Output<O>) -> FunctionResult<Option<i64>> {

@@ -66,8 +66,32 @@ pub(crate) trait OneInputLogic<I, O>: 'static {
     fn on_processing_time(&mut self, _now_ms: i64, _main: &mut dyn Output<O>) -> FunctionResult<Option<i64>> {
         Ok(None)
     }
-    /// Called once when the operator opens, with what it knows about itself.
-    fn attach(&mut self, _info: &OperatorInfo) {}
+    /// Called once when the operator opens, with what it knows about itself and, keyed,
+    /// its timers (restored ones among them).
+    fn attach(&mut self, _info: &OperatorInfo, _timers: Option<&InternalTimers>) -> FunctionResult {
+        Ok(())
+    }
+    /// Event time reached `watermark`, and the timers it passed fired: what the logic keeps
+    /// outside the timer queues fires now (windows that fire from [`crate::window`]'s
+    /// ordered windows).
+    fn on_event_time(
+        &mut self,
+        _watermark: i64,
+        _main: &mut dyn Output<O>,
+        _side: &mut SideOutputs,
+        _timers: Option<&InternalTimers>,
+    ) -> FunctionResult {
+        Ok(())
+    }
+    /// Before the operator's state is snapshotted: what the logic keeps outside keyed state
+    /// goes in, as keyed state and timers.
+    fn before_snapshot(&mut self, _timers: Option<&InternalTimers>) -> FunctionResult {
+        Ok(())
+    }
+    /// After the snapshot: takes out again what [`OneInputLogic::before_snapshot`] put in.
+    fn after_snapshot(&mut self, _timers: Option<&InternalTimers>) -> FunctionResult {
+        Ok(())
+    }
     /// Whether the chain's source must wait (watermark alignment); `None`: not this
     /// operator's say.
     fn source_pause(&self) -> Option<bool> {
@@ -131,7 +155,8 @@ impl<I, O, L: OneInputLogic<I, O>> Output<I> for OneInputOperator<I, O, L> {
 impl<I, O, L: OneInputLogic<I, O>> Lifecycle for OneInputOperator<I, O, L> {
     fn open(&mut self) -> Result<(), TaskError> {
         self.core.open_with(&mut *self.main, self.logic.function())?;
-        self.logic.attach(&self.core.info);
+        let attached = self.logic.attach(&self.core.info, self.core.timers.as_ref());
+        attached.map_err(|e| self.core.error(e))?;
         let now_ms = self.core.info.shared.processing_time();
         self.logic_processing_time(now_ms)
     }
@@ -157,7 +182,17 @@ impl<I, O, L: OneInputLogic<I, O>> Lifecycle for OneInputOperator<I, O, L> {
         barrier: &CheckpointBarrier,
         snapshots: &mut Vec<OperatorSnapshot>,
     ) -> Result<(), TaskError> {
-        self.core.snapshot_with(&mut *self.main, barrier, snapshots, self.logic.function())
+        let shared = self.core.info.shared.clone();
+        let previous = shared.enter(self.core.info.index);
+        let held = self.logic.before_snapshot(self.core.timers.as_ref());
+        shared.leave(previous);
+        held.map_err(|e| self.core.error(e))?;
+        let snapshot = self.core.snapshot_with(&mut *self.main, barrier, snapshots, self.logic.function());
+        let previous = shared.enter(self.core.info.index);
+        let back = self.logic.after_snapshot(self.core.timers.as_ref());
+        shared.leave(previous);
+        snapshot?;
+        back.map_err(|e| self.core.error(e))
     }
 
     fn notify_checkpoint(&mut self, event: CheckpointEvent) -> Result<(), TaskError> {
@@ -178,6 +213,12 @@ impl<I, O, L: OneInputLogic<I, O>> Lifecycle for OneInputOperator<I, O, L> {
         self.core.advance_watermark(watermark, &mut |timer, domain, timers, side, _state| {
             logic.on_timer(timer, domain, &mut **main, side, timers)
         })?;
+        let previous = self.core.info.shared.enter(self.core.info.index);
+        let core = &mut self.core;
+        let fired = self.logic.on_event_time(watermark.0, &mut *self.main, &mut core.side, core.timers.as_ref());
+        self.core.info.shared.leave(previous);
+        fired.map_err(|e| self.core.error(e))?;
+        self.core.info.shared.check()?;
         self.core.watermark_with(&mut *self.main, watermark)
     }
 

@@ -7,7 +7,7 @@
 
 use eddy_runtime::task::TaskShared;
 use eddy_state::keyed::{
-    declare_timers, next_timer_time, pop_due_timer, with_timers, StateId, Timer, EVENT_TIME_TIMERS,
+    declare_timers, last_timer_time, next_timer_time, pop_due_timer, with_timers, StateId, Timer, EVENT_TIME_TIMERS,
     PROCESSING_TIME_TIMERS,
 };
 use eddy_state::StateError;
@@ -84,6 +84,11 @@ impl InternalTimers {
             self.shared.request_processing_time(time);
         }
         Ok(())
+    }
+
+    /// The latest time of a timer in `domain` (restored ones, at open).
+    pub(crate) fn last_time(&self, domain: TimeDomain) -> Result<Option<i64>, StateError> {
+        last_timer_time(self.id(domain), domain.queue())
     }
 
     pub(crate) fn watermark(&self) -> Watermark {

@@ -112,11 +112,12 @@ impl<T: 'static> OneInputLogic<T, T> for TimestampsAndWatermarks<T> {
         Ok(Some(now_ms + next as i64))
     }
 
-    fn attach(&mut self, info: &OperatorInfo) {
+    fn attach(&mut self, info: &OperatorInfo, _timers: Option<&InternalTimers>) -> FunctionResult {
         if let Some(alignment) = &self.strategy.alignment {
             let member = AlignmentMember::join(alignment, info.seed.0, format!("{}-{}", info.uid, info.subtask));
             self.alignment = Some((member, false));
         }
+        Ok(())
     }
 
     fn source_pause(&self) -> Option<bool> {

@@ -23,8 +23,6 @@ pub struct WindowedStream<T, K, A: WindowAssigner, Tr> {
     keyed: KeyedStream<T, K>,
     spec: WindowSpec<T, A, Tr>,
     evictor: Option<Arc<dyn Evictor<T, A::W>>>,
-    /// The assigner's own trigger (no `trigger` call): sliding windows may share panes.
-    default_trigger: bool,
 }
 
 impl<T: Data + Sync, K: Key> KeyedStream<T, K> {
@@ -42,8 +40,9 @@ impl<T: Data + Sync, K: Key> KeyedStream<T, K> {
             allowed_lateness: 0,
             late_tag: None,
             timestamps: self.stream.timestamps.clone(),
+            default_trigger: true,
         };
-        WindowedStream { keyed: self.clone(), spec, evictor: None, default_trigger: true }
+        WindowedStream { keyed: self.clone(), spec, evictor: None }
     }
 
     /// Windows of `size` records per key, each fired once full (Flink's `countWindow`).
@@ -67,8 +66,9 @@ impl<T: Data + Sync, K: Key, A: WindowAssigner, Tr: Trigger<T, A::W>> WindowedSt
             allowed_lateness: self.spec.allowed_lateness,
             late_tag: self.spec.late_tag,
             timestamps: self.spec.timestamps,
+            default_trigger: false,
         };
-        WindowedStream { keyed: self.keyed, spec, evictor: self.evictor, default_trigger: false }
+        WindowedStream { keyed: self.keyed, spec, evictor: self.evictor }
     }
 
     /// Thins a firing window's elements (windows then keep every element).
@@ -126,7 +126,7 @@ impl<T: Data + Sync, K: Key, A: WindowAssigner, Tr: Trigger<T, A::W>> WindowedSt
         if self.evictor.is_some() {
             return self.process(AggregateThen { aggregate: Arc::new(aggregate), function, _types: PhantomData });
         }
-        if let (Some(shape), true) = (self.spec.assigner.sliding_shape(), self.default_trigger) {
+        if let (Some(shape), true) = (self.spec.assigner.sliding_shape(), self.spec.default_trigger) {
             let logic = PaneLogic::new(
                 self.keyed.scope(),
                 self.spec.assigner.clone(),

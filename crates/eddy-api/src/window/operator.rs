@@ -21,6 +21,7 @@ use super::assigner::WindowAssigner;
 use super::evictor::Evictor;
 use super::function::{ProcessWindowFunction, WindowContext};
 use super::merging::{MergingState, MergingWindowSet};
+use super::ordered::OrderedWindows;
 use super::trigger::{Trigger, TriggerContext};
 use super::Window;
 use crate::function::{FunctionResult, OutputTag, RichFunction, SideOutputs};
@@ -30,9 +31,9 @@ use crate::operator::timers::{InternalTimers, TimeDomain};
 use crate::time::TimestampFn;
 use eddy_runtime::task::{OperatorInfo, TaskCounters};
 use eddy_runtime::{Collector, Output};
-use eddy_state::keyed::{with_backend, Timer};
+use eddy_state::keyed::{with_backend, Timer, HEAP_BACKEND};
 use eddy_state::{AggregateFunction, ListState, ListStateDescriptor, StateError, ValueState, ValueStateDescriptor};
-use eddy_types::Key;
+use eddy_types::{decode_whole_key, Key, KeyHash};
 use std::marker::PhantomData;
 use std::sync::Arc;
 
@@ -81,6 +82,23 @@ pub(crate) trait WindowContents<T, W>: Clone + Send + Sync + 'static {
     }
     /// Merges contents taken from another window into this one's.
     fn merge(&mut self, raw: Self::Raw) -> FunctionResult;
+    /// What [`OrderedWindows`] holds per key and window for these contents.
+    type Held: 'static;
+    /// Whether these contents can be held outside keyed state, in [`OrderedWindows`]
+    /// (not with an evictor: it works on the state as it fires).
+    fn can_hold(&self) -> bool;
+    /// Adds `value` to what is held, in place; `None`: a key new in the window, whose
+    /// contents are returned.
+    fn hold(&self, held: Option<&mut Self::Held>, value: T, timestamp: i64) -> Option<Self::Held>;
+    /// Calls `f` with contents held.
+    fn emit_held(
+        &self,
+        held: Self::Held,
+        f: &mut dyn FnMut(&mut dyn Iterator<Item = Self::Out>) -> FunctionResult,
+    ) -> FunctionResult;
+    /// Writes contents held as the state of the current key in the current namespace, as
+    /// [`WindowContents::add`] would have left it.
+    fn store_held(&mut self, held: &Self::Held) -> FunctionResult;
 }
 
 /// Incremental contents: one accumulator of an [`AggregateFunction`].
@@ -179,6 +197,37 @@ where
         };
         Ok(state.update(merged)?)
     }
+
+    type Held = F::Acc;
+
+    fn can_hold(&self) -> bool {
+        true
+    }
+
+    #[inline]
+    fn hold(&self, held: Option<&mut F::Acc>, value: T, _timestamp: i64) -> Option<F::Acc> {
+        let function = &self.function;
+        match held {
+            Some(acc) => {
+                let previous = std::mem::replace(acc, function.create_accumulator());
+                *acc = function.add(value, previous);
+                None
+            }
+            None => Some(function.add(value, function.create_accumulator())),
+        }
+    }
+
+    fn emit_held(
+        &self,
+        held: F::Acc,
+        f: &mut dyn FnMut(&mut dyn Iterator<Item = F::Out>) -> FunctionResult,
+    ) -> FunctionResult {
+        f(&mut std::iter::once(self.function.get_result(&held)))
+    }
+
+    fn store_held(&mut self, held: &F::Acc) -> FunctionResult {
+        Ok(self.state()?.update(held.clone())?)
+    }
 }
 
 /// All elements with their timestamps, thinned by an optional evictor when the window
@@ -251,6 +300,35 @@ impl<T: eddy_state::StateValue, W: Window> WindowContents<T, W> for ListContents
     fn merge(&mut self, raw: Vec<(i64, T)>) -> FunctionResult {
         Ok(self.state()?.add_all(raw)?)
     }
+
+    type Held = Vec<(i64, T)>;
+
+    fn can_hold(&self) -> bool {
+        self.evictor.is_none()
+    }
+
+    #[inline]
+    fn hold(&self, held: Option<&mut Vec<(i64, T)>>, value: T, timestamp: i64) -> Option<Vec<(i64, T)>> {
+        match held {
+            Some(elements) => {
+                elements.push((timestamp, value));
+                None
+            }
+            None => Some(vec![(timestamp, value)]),
+        }
+    }
+
+    fn emit_held(
+        &self,
+        held: Vec<(i64, T)>,
+        f: &mut dyn FnMut(&mut dyn Iterator<Item = T>) -> FunctionResult,
+    ) -> FunctionResult {
+        f(&mut held.into_iter().map(|(_, value)| value))
+    }
+
+    fn store_held(&mut self, held: &Vec<(i64, T)>) -> FunctionResult {
+        Ok(self.state()?.add_all(held.clone())?)
+    }
 }
 
 /// How a windowed stream is set up (the `WindowedStream` builder's settings).
@@ -260,6 +338,9 @@ pub(crate) struct WindowSpec<T, A, Tr> {
     pub(crate) allowed_lateness: i64,
     pub(crate) late_tag: Option<OutputTag<T>>,
     pub(crate) timestamps: Option<TimestampFn<T>>,
+    /// The assigner's own trigger (no `trigger` call): sliding windows may share panes,
+    /// and windows may fire from [`OrderedWindows`].
+    pub(crate) default_trigger: bool,
 }
 
 impl<T, A: Clone, Tr: Clone> Clone for WindowSpec<T, A, Tr> {
@@ -270,12 +351,13 @@ impl<T, A: Clone, Tr: Clone> Clone for WindowSpec<T, A, Tr> {
             allowed_lateness: self.allowed_lateness,
             late_tag: self.late_tag.clone(),
             timestamps: self.timestamps.clone(),
+            default_trigger: self.default_trigger,
         }
     }
 }
 
 /// The logic of the window operator.
-pub(crate) struct WindowLogic<T, K, O, A: WindowAssigner, Tr, C, F> {
+pub(crate) struct WindowLogic<T, K, O, A: WindowAssigner, Tr, C: WindowContents<T, A::W>, F> {
     pub(crate) key: KeyScope<T, K>,
     pub(crate) spec: WindowSpec<T, A, Tr>,
     pub(crate) contents: C,
@@ -287,10 +369,18 @@ pub(crate) struct WindowLogic<T, K, O, A: WindowAssigner, Tr, C, F> {
     /// Where late records dropped for want of a side output are counted (Flink's
     /// `numLateRecordsDropped`): the subtask's counters, once the operator opened.
     late_dropped: Option<Arc<TaskCounters>>,
+    /// Windows that fire at their end without a timer per key (see [`OrderedWindows`]);
+    /// `None`: every window's contents are keyed state, fired by timers.
+    ordered: Option<OrderedWindows<A::W, C::Held>>,
+    /// Windows that fire at this time or before go through keyed state and timers even
+    /// so: restored windows, which came back as keyed state with their timers.
+    restored_until: i64,
     _types: PhantomData<fn() -> O>,
 }
 
-impl<T, K, O, A: WindowAssigner, Tr: Clone, C: Clone, F: Clone> Clone for WindowLogic<T, K, O, A, Tr, C, F> {
+impl<T, K, O, A: WindowAssigner, Tr: Clone, C: WindowContents<T, A::W>, F: Clone> Clone
+    for WindowLogic<T, K, O, A, Tr, C, F>
+{
     fn clone(&self) -> Self {
         Self {
             key: self.key.clone(),
@@ -301,12 +391,14 @@ impl<T, K, O, A: WindowAssigner, Tr: Clone, C: Clone, F: Clone> Clone for Window
             windows: Vec::new(),
             namespace: Vec::new(),
             late_dropped: None,
+            ordered: None,
+            restored_until: i64::MIN,
             _types: PhantomData,
         }
     }
 }
 
-impl<T, K, O, A: WindowAssigner, Tr, C, F> WindowLogic<T, K, O, A, Tr, C, F> {
+impl<T, K, O, A: WindowAssigner, Tr, C: WindowContents<T, A::W>, F> WindowLogic<T, K, O, A, Tr, C, F> {
     pub(crate) fn new(key: KeyScope<T, K>, spec: WindowSpec<T, A, Tr>, contents: C, function: F) -> Self {
         Self {
             key,
@@ -317,12 +409,15 @@ impl<T, K, O, A: WindowAssigner, Tr, C, F> WindowLogic<T, K, O, A, Tr, C, F> {
             windows: Vec::new(),
             namespace: Vec::new(),
             late_dropped: None,
+            ordered: None,
+            restored_until: i64::MIN,
             _types: PhantomData,
         }
     }
 }
 
 pub(crate) const NO_TIMERS: &str = "the window operator runs without its timer service (bug)";
+const NO_ORDERED: &str = "the window operator has no ordered windows (bug)";
 
 /// Timestamps this far from zero (about 146,000 years) leave room for window arithmetic
 /// without overflow.
@@ -463,6 +558,7 @@ where
         side: &mut SideOutputs,
         timers: &InternalTimers,
     ) -> FunctionResult<bool> {
+        self.key.enter(record)?;
         let watermark = timers.watermark().0;
         let mut skipped = true;
         for window in windows {
@@ -470,18 +566,143 @@ where
                 continue;
             }
             skipped = false;
-            enter_namespace(&mut self.namespace, Some(window))?;
-            self.contents.add(record.clone(), timestamp)?;
-            let result = self.spec.trigger.on_element(record, timestamp, window, &mut TriggerContext { timers })?;
-            if result.is_fire() {
-                self.emit(window, window, main, side, timers)?;
-            }
-            if result.is_purge() {
-                self.contents.clear()?;
-            }
-            self.register_cleanup_timer(window, timers)?;
+            self.add_to_window(record, timestamp, window, main, side, timers)?;
         }
         Ok(skipped)
+    }
+
+    /// Adds `record` to the contents of `window` (not late) in keyed state, asks the
+    /// trigger, and sets the cleanup timer. The record's key is current.
+    fn add_to_window(
+        &mut self,
+        record: &T,
+        timestamp: i64,
+        window: &A::W,
+        main: &mut dyn Output<O>,
+        side: &mut SideOutputs,
+        timers: &InternalTimers,
+    ) -> FunctionResult {
+        enter_namespace(&mut self.namespace, Some(window))?;
+        self.contents.add(record.clone(), timestamp)?;
+        let result = self.spec.trigger.on_element(record, timestamp, window, &mut TriggerContext { timers })?;
+        if result.is_fire() {
+            self.emit(window, window, main, side, timers)?;
+        }
+        if result.is_purge() {
+            self.contents.clear()?;
+        }
+        self.register_cleanup_timer(window, timers)
+    }
+
+    /// Non-merging windows of the default trigger, without allowed lateness: the record
+    /// goes to the [`OrderedWindows`] (restored windows still go through keyed state).
+    /// True if every window was late.
+    fn process_ordered(
+        &mut self,
+        record: &T,
+        timestamp: i64,
+        windows: &[A::W],
+        main: &mut dyn Output<O>,
+        side: &mut SideOutputs,
+        timers: &InternalTimers,
+    ) -> FunctionResult<bool> {
+        let hash = self.key.encode(record);
+        let watermark = timers.watermark().0;
+        let mut skipped = true;
+        let mut entered = false;
+        for window in windows {
+            if self.is_window_late(window, watermark) {
+                continue;
+            }
+            skipped = false;
+            // Without allowed lateness the window fires and goes at the same time, the end
+            // the default trigger fires it at.
+            let fires_at = window.max_timestamp();
+            if fires_at <= self.restored_until {
+                if !entered {
+                    self.key.enter_encoded(hash)?;
+                    entered = true;
+                }
+                self.add_to_window(record, timestamp, window, main, side, timers)?;
+                continue;
+            }
+            let (ordered, contents) = (self.ordered.as_mut().ok_or(NO_ORDERED)?, &self.contents);
+            ordered.update(window, fires_at, self.key.encoded(), hash.0, |held| {
+                contents.hold(held, record.clone(), timestamp)
+            });
+        }
+        Ok(skipped)
+    }
+
+    /// Fires the ordered windows whose end the watermark passed, in order, each key's
+    /// contents to the window function, and drops them.
+    fn fire_ordered(
+        &mut self,
+        watermark: i64,
+        main: &mut dyn Output<O>,
+        side: &mut SideOutputs,
+        timers: &InternalTimers,
+    ) -> FunctionResult {
+        let Some(ordered) = self.ordered.as_mut() else { return Ok(()) };
+        if ordered.next_firing().is_none_or(|time| time > watermark) {
+            return Ok(());
+        }
+        let uses_keyed_state = self.function.uses_keyed_state();
+        while let Some((window, mut keys)) = self.ordered.as_mut().and_then(|o| o.pop_due(watermark)) {
+            for slot in keys.drain() {
+                let bytes = slot.key.as_slice();
+                let key: K = decode_whole_key(bytes)
+                    .ok_or_else(|| format!("a window's key does not decode: {bytes:?} (internal error)"))?;
+                if uses_keyed_state {
+                    // Its own keyed state is the key's, as when a timer fires it.
+                    with_backend("<current key>", |backend| {
+                        backend.set_current_key(bytes, KeyHash(slot.hash)).map(|_| ())
+                    })?;
+                }
+                let function = &mut self.function;
+                let side = &mut *side;
+                let main = &mut *main;
+                self.contents.emit_held(slot.held, &mut |elements| {
+                    let mut ctx = WindowContext { window: &window, timers, side: &mut *side };
+                    function.process(&key, &mut ctx, elements, &mut Collector::new(&mut *main))
+                })?;
+            }
+            if let Some(ordered) = self.ordered.as_mut() {
+                ordered.recycle(keys);
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes the ordered windows into keyed state and timers (`store`), as the timer
+    /// path keeps them, for a snapshot; or takes them out again (`!store`).
+    fn ordered_into_keyed_state(&mut self, timers: Option<&InternalTimers>, store: bool) -> FunctionResult {
+        let Some(ordered) = self.ordered.as_ref() else { return Ok(()) };
+        if ordered.is_empty() {
+            return Ok(());
+        }
+        let timers = timers.ok_or(NO_TIMERS)?;
+        let mut namespace = std::mem::take(&mut self.namespace);
+        for (window, fires_at, keys) in ordered.iter() {
+            namespace.clear();
+            window.encode(&mut namespace);
+            for slot in keys.iter() {
+                with_backend("<window snapshot>", |backend| {
+                    backend.set_current_key(slot.key.as_slice(), KeyHash(slot.hash))?;
+                    backend.set_current_namespace(&namespace);
+                    Ok(())
+                })?;
+                if store {
+                    self.contents.store_held(&slot.held)?;
+                    timers.register(TimeDomain::EventTime, fires_at)?;
+                } else {
+                    self.contents.clear()?;
+                    timers.delete(TimeDomain::EventTime, fires_at)?;
+                }
+            }
+        }
+        self.namespace = namespace;
+        Ok(())
     }
 
     /// Session windows; true if the record's window was late.
@@ -582,8 +803,44 @@ where
         &mut self.function
     }
 
-    fn attach(&mut self, info: &OperatorInfo) {
+    fn attach(&mut self, info: &OperatorInfo, timers: Option<&InternalTimers>) -> FunctionResult {
         self.late_dropped = Some(info.shared.counters());
+        let assigner = &self.spec.assigner;
+        // Fired by the default trigger at the end, gone at the same time: nothing a timer
+        // per key and window would add. On the heap only (see `ordered.rs`).
+        let ordered = self.spec.default_trigger
+            && assigner.is_event_time()
+            && !assigner.is_merging()
+            && self.spec.allowed_lateness == 0
+            && self.contents.can_hold()
+            && info.state_backend.name() == HEAP_BACKEND;
+        if ordered {
+            let timers = timers.ok_or(NO_TIMERS)?;
+            self.restored_until = timers.last_time(TimeDomain::EventTime)?.unwrap_or(i64::MIN);
+            self.ordered = Some(OrderedWindows::new());
+        }
+        Ok(())
+    }
+
+    fn on_event_time(
+        &mut self,
+        watermark: i64,
+        main: &mut dyn Output<O>,
+        side: &mut SideOutputs,
+        timers: Option<&InternalTimers>,
+    ) -> FunctionResult {
+        if self.ordered.is_none() {
+            return Ok(());
+        }
+        self.fire_ordered(watermark, main, side, timers.ok_or(NO_TIMERS)?)
+    }
+
+    fn before_snapshot(&mut self, timers: Option<&InternalTimers>) -> FunctionResult {
+        self.ordered_into_keyed_state(timers, true)
+    }
+
+    fn after_snapshot(&mut self, timers: Option<&InternalTimers>) -> FunctionResult {
+        self.ordered_into_keyed_state(timers, false)
     }
 
     fn process(
@@ -594,7 +851,6 @@ where
         timers: Option<&InternalTimers>,
     ) -> FunctionResult {
         let timers = timers.ok_or(NO_TIMERS)?;
-        self.key.enter(&record)?;
         // The record's own timestamp if the stream has them (triggers and evictors see it,
         // as in Flink, even in processing-time or global windows); processing-time
         // assigners place the record by the processing time.
@@ -606,8 +862,12 @@ where
         let mut windows = std::mem::take(&mut self.windows);
         windows.clear();
         self.spec.assigner.assign_windows(placed_at, &mut windows);
-        let skipped = if self.spec.assigner.is_merging() {
-            self.process_merging(&record, timestamp, &windows, main, side, timers)
+        let skipped = if self.ordered.is_some() {
+            self.process_ordered(&record, timestamp, &windows, main, side, timers)
+        } else if self.spec.assigner.is_merging() {
+            self.key.enter(&record).map_err(Into::into).and_then(|()| {
+                self.process_merging(&record, timestamp, &windows, main, side, timers)
+            })
         } else {
             self.process_windows(&record, timestamp, &windows, main, side, timers)
         };

@@ -59,7 +59,7 @@ pub use reducing::ReducingState;
 pub use shared_work::{SharedWork, Work};
 pub use table_backend::TableKeyedStateBackend;
 pub use timers::{
-    declare_timers, next_timer_time, pop_due_timer, with_timers, Timer, TimerQueue, EVENT_TIME_TIMERS,
+    declare_timers, last_timer_time, next_timer_time, pop_due_timer, with_timers, Timer, TimerQueue, EVENT_TIME_TIMERS,
     PROCESSING_TIME_TIMERS,
 };
 pub use value::ValueState;

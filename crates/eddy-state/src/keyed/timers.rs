@@ -250,6 +250,11 @@ impl TimerQueue {
         self.buckets.first_key_value().map(|(time, _)| *time)
     }
 
+    /// The latest live timer's time.
+    pub fn last_time(&self) -> Option<i64> {
+        self.buckets.last_key_value().map(|(time, _)| *time)
+    }
+
     /// Takes the earliest live timer if its time is `limit` or earlier.
     pub fn pop_due(&mut self, limit: i64) -> Option<Timer> {
         self.last = (0, 0);
@@ -466,6 +471,11 @@ pub fn pop_due_timer(id: super::StateId, name: &str, limit: i64) -> Result<Optio
 /// The earliest time in queue `id`, whatever the current key.
 pub fn next_timer_time(id: super::StateId, name: &str) -> Result<Option<i64>, StateError> {
     super::with_backend(name, |backend| Ok(table_of(backend, id, name)?.next_time()))
+}
+
+/// The latest time in queue `id`, whatever the current key.
+pub fn last_timer_time(id: super::StateId, name: &str) -> Result<Option<i64>, StateError> {
+    super::with_backend(name, |backend| Ok(table_of(backend, id, name)?.last_time()))
 }
 
 fn table_of<'a>(
