@@ -2,6 +2,7 @@ import org.apache.flink.api.common.JobExecutionResult;
 import org.apache.flink.api.common.accumulators.LongCounter;
 import org.apache.flink.api.common.eventtime.SerializableTimestampAssigner;
 import org.apache.flink.api.common.eventtime.WatermarkStrategy;
+import org.apache.flink.api.common.functions.AggregateFunction;
 import org.apache.flink.api.common.functions.JoinFunction;
 import org.apache.flink.api.common.functions.MapFunction;
 import org.apache.flink.api.common.functions.OpenContext;
@@ -18,7 +19,9 @@ import org.apache.flink.streaming.api.datastream.KeyedStream;
 import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
 import org.apache.flink.streaming.api.functions.co.ProcessJoinFunction;
 import org.apache.flink.streaming.api.functions.sink.legacy.RichSinkFunction;
+import org.apache.flink.streaming.api.functions.windowing.ProcessWindowFunction;
 import org.apache.flink.streaming.api.windowing.assigners.TumblingEventTimeWindows;
+import org.apache.flink.streaming.api.windowing.windows.TimeWindow;
 import org.apache.flink.util.Collector;
 
 import java.lang.management.GarbageCollectorMXBean;
@@ -33,7 +36,7 @@ import java.util.Map;
  * eddy benchmark workloads W6 (interval-join) and W7 (window-join) on Apache Flink 2.3 (DataStream API,
  * local MiniCluster, heap state backend, no checkpointing).
  *
- *   FlinkJoinBench interval-join|window-join|reference-interval|reference-window
+ *   FlinkJoinBench interval-join|window-join|window|reference-interval|reference-window
  *       [--events N] [--keys K] [--parallelism P] [--interval-ms J] [--window-ms W]
  *
  * The reference-* modes compute the expected emitted count and checksum without Flink (plain loops),
@@ -85,8 +88,26 @@ public class FlinkJoinBench {
         }
     }
 
-    /** Sums splitmix64((a << 32) ^ b) (wrapping) and counts pairs; combined over subtasks by accumulators. */
+    /** W3: a count per key and window. */
+    static final class Count implements AggregateFunction<Tuple2<Long, Long>, Long, Long> {
+        @Override public Long createAccumulator() { return 0L; }
+        @Override public Long add(Tuple2<Long, Long> e, Long acc) { return acc + 1; }
+        @Override public Long getResult(Long acc) { return acc; }
+        @Override public Long merge(Long a, Long b) { return a + b; }
+    }
+
+    /** W3: (key, window start, count). */
+    static final class CountEmit extends ProcessWindowFunction<Long, Tuple3<Long, Long, Long>, Long, TimeWindow> {
+        @Override public void process(Long key, Context ctx, Iterable<Long> counts, Collector<Tuple3<Long, Long, Long>> out) {
+            for (Long c : counts) out.collect(Tuple3.of(key, ctx.window().getStart(), c));
+        }
+    }
+
+    /** Sums splitmix64((a << 32) ^ b) (wrapping) and counts pairs (W3: splitmix64(key ^ start) * count per
+     * window); combined over subtasks by accumulators. */
     static final class ChecksumSink extends RichSinkFunction<Tuple3<Long, Long, Long>> {
+        final boolean windowCounts;
+        ChecksumSink(boolean windowCounts) { this.windowCounts = windowCounts; }
         private transient LongCounter checksum, emitted;
         @Override public void open(OpenContext ctx) {
             checksum = new LongCounter();
@@ -95,7 +116,7 @@ public class FlinkJoinBench {
             getRuntimeContext().addAccumulator("emitted", emitted);
         }
         @Override public void invoke(Tuple3<Long, Long, Long> t, Context ctx) {
-            checksum.add(pairHash(t.f1, t.f2));
+            checksum.add(windowCounts ? splitmix64(t.f0 ^ t.f1) * t.f2 : pairHash(t.f1, t.f2));
             emitted.add(1L);
         }
     }
@@ -135,7 +156,7 @@ public class FlinkJoinBench {
         env.setParallelism(p);
 
         DataStream<Tuple2<Long, Long>> left = stream(env, 1, events, keys, sp);
-        DataStream<Tuple2<Long, Long>> right = stream(env, 2, events, keys, sp);
+        DataStream<Tuple2<Long, Long>> right = workload.equals("window") ? null : stream(env, 2, events, keys, sp);
         TypeInformation<Tuple3<Long, Long, Long>> out = Types.TUPLE(Types.LONG, Types.LONG, Types.LONG);
         DataStream<Tuple3<Long, Long, Long>> joined;
         switch (workload) {
@@ -151,9 +172,13 @@ public class FlinkJoinBench {
                     .window(TumblingEventTimeWindows.of(Duration.ofMillis(w)))
                     .apply(new WindowEmit(), out);
                 break;
+            case "window":
+                joined = left.keyBy(new ByKey()).window(TumblingEventTimeWindows.of(Duration.ofMillis(w)))
+                    .aggregate(new Count(), new CountEmit(), Types.LONG, Types.LONG, out).name("window-count");
+                break;
             default: usage(); return;
         }
-        joined.addSink(new ChecksumSink()).name("checksum-sink");
+        joined.addSink(new ChecksumSink(workload.equals("window"))).name("checksum-sink");
 
         System.out.println("workload=" + workload + " events_per_stream=" + events + " keys=" + keys
             + " parallelism=" + p + (sp != p ? " source_parallelism=" + sp : "") + (workload.equals("interval-join") ? " interval_ms=" + j : " window_ms=" + w)
@@ -174,8 +199,9 @@ public class FlinkJoinBench {
         System.out.println("gc_count=" + (gcCount() - gcn0) + " gc_ms=" + (gcMillis() - gc0));
         System.out.printf("execute_wall_seconds=%.3f%n", wall);
         System.out.println("emitted=" + emitted);
+        long total = workload.equals("window") ? events : 2 * events;
         System.out.printf("events=%d seconds=%.3f eps=%.0f checksum=%s%n",
-            2 * events, seconds, 2 * events / seconds, Long.toUnsignedString(checksum));
+            total, seconds, total / seconds, Long.toUnsignedString(checksum));
         System.exit(0);
     }
 
@@ -218,7 +244,7 @@ public class FlinkJoinBench {
     }
 
     static void usage() {
-        System.err.println("usage: FlinkJoinBench interval-join|window-join|reference-interval|reference-window"
+        System.err.println("usage: FlinkJoinBench interval-join|window-join|window|reference-interval|reference-window"
             + " [--events N] [--keys K] [--parallelism P] [--interval-ms J] [--window-ms W] [--source-parallelism S (diagnostic)]");
         System.exit(2);
     }

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Apache Flink 2.3 runs of eddy's join workloads W6 (interval-join) and W7 (window-join), local MiniCluster.
+# Apache Flink 2.3 runs of eddy's workloads W3 (window), W6 (interval-join) and W7 (window-join), local MiniCluster.
 #
-#   run.sh interval-join|window-join [--events N] [--keys K] [--parallelism P] [--interval-ms J] [--window-ms W]
+#   run.sh window|interval-join|window-join [--events N] [--keys K] [--parallelism P] [--interval-ms J] [--window-ms W]
 #   run.sh reference-interval|reference-window [...]   expected emitted/checksum computed without Flink
 #
 # Needs Java 17 and Flink 2.3's jars as cached by shared/flink-oracle/flink-oracle (run it once

@@ -6,8 +6,9 @@
 //! cargo run --release -p eddy-bench -- api-count --events 1000000 --keys 10000 --bare
 //! ```
 
-// Only eddy-state holds `unsafe` (one audited prefetch); nothing else may.
-#![forbid(unsafe_code)]
+// Only eddy-state holds `unsafe` (one audited prefetch), and this binary one call that sets
+// its allocator's purge delay (`tune_allocator`); nothing else may.
+#![deny(unsafe_code)]
 
 mod api_count;
 mod bare;
@@ -35,6 +36,25 @@ use clap::{Parser, ValueEnum};
 /// events/s; snmalloc measured the same as mimalloc 2).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+/// mimalloc's `purge_delay` option (its `mi_option_purge_delay`, not exported as a constant).
+const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
+
+/// How long mimalloc keeps memory a thread freed before it gives it back to the system,
+/// in ms (`-1`: never; mimalloc's default is 10). Given back, the pages fault in again when
+/// the thread allocates soon after: a checkpoint's copies of key groups, the next batches
+/// of records. See docs/benchmarks.md "The allocator's purge delay" for what it was
+/// measured to cost and save. `MIMALLOC_PURGE_DELAY` in the environment wins.
+const PURGE_DELAY_MS: std::ffi::c_long = -1;
+
+/// Sets [`PURGE_DELAY_MS`] before any thread starts (`mi_option_set` is not thread-safe).
+#[allow(unsafe_code)]
+fn tune_allocator() {
+    if std::env::var_os("MIMALLOC_PURGE_DELAY").is_none() {
+        // SAFETY: called first in main, before this process starts a thread.
+        unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, PURGE_DELAY_MS) }
+    }
+}
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
 enum Workload {
@@ -301,6 +321,7 @@ impl Report {
 }
 
 fn main() {
+    tune_allocator();
     // `eddy-bench jobmanager …` / `eddy-bench taskmanager …`: a cluster role.
     eddy::cluster::serve_role();
     let mut cli = Cli::parse();

@@ -71,12 +71,13 @@ pub(crate) trait OneInputLogic<I, O>: 'static {
     fn attach(&mut self, _info: &OperatorInfo, _timers: Option<&InternalTimers>) -> FunctionResult {
         Ok(())
     }
-    /// Event time reached `watermark`, and the timers it passed fired: what the logic keeps
-    /// outside the timer queues fires now (windows that fire from [`crate::window`]'s
-    /// ordered windows).
-    fn on_event_time(
+    /// Time in `domain` reached `time` (the watermark, or processing time), and the timers
+    /// it passed fired: what the logic keeps outside the timer queues fires now (windows
+    /// that fire from the window operator's ordered windows).
+    fn on_time(
         &mut self,
-        _watermark: i64,
+        _domain: TimeDomain,
+        _time: i64,
         _main: &mut dyn Output<O>,
         _side: &mut SideOutputs,
         _timers: Option<&InternalTimers>,
@@ -213,12 +214,7 @@ impl<I, O, L: OneInputLogic<I, O>> Lifecycle for OneInputOperator<I, O, L> {
         self.core.advance_watermark(watermark, &mut |timer, domain, timers, side, _state| {
             logic.on_timer(timer, domain, &mut **main, side, timers)
         })?;
-        let previous = self.core.info.shared.enter(self.core.info.index);
-        let core = &mut self.core;
-        let fired = self.logic.on_event_time(watermark.0, &mut *self.main, &mut core.side, core.timers.as_ref());
-        self.core.info.shared.leave(previous);
-        fired.map_err(|e| self.core.error(e))?;
-        self.core.info.shared.check()?;
+        self.logic_time(TimeDomain::EventTime, watermark.0)?;
         self.core.watermark_with(&mut *self.main, watermark)
     }
 
@@ -234,12 +230,23 @@ impl<I, O, L: OneInputLogic<I, O>> Lifecycle for OneInputOperator<I, O, L> {
         self.core.advance_processing_time(now_ms, &mut |timer, domain, timers, side, _state| {
             logic.on_timer(timer, domain, &mut **main, side, timers)
         })?;
+        self.logic_time(TimeDomain::ProcessingTime, now_ms)?;
         self.logic_processing_time(now_ms)?;
         self.core.processing_time_with(&mut *self.main, now_ms)
     }
 }
 
 impl<I, O, L: OneInputLogic<I, O>> OneInputOperator<I, O, L> {
+    /// What the logic fires itself when time moves on (see [`OneInputLogic::on_time`]).
+    fn logic_time(&mut self, domain: TimeDomain, time: i64) -> Result<(), TaskError> {
+        let previous = self.core.info.shared.enter(self.core.info.index);
+        let core = &mut self.core;
+        let fired = self.logic.on_time(domain, time, &mut *self.main, &mut core.side, core.timers.as_ref());
+        self.core.info.shared.leave(previous);
+        fired.map_err(|e| self.core.error(e))?;
+        self.core.info.shared.check()
+    }
+
     /// The logic's own processing-time work, and its next request.
     fn logic_processing_time(&mut self, now_ms: i64) -> Result<(), TaskError> {
         let shared = self.core.info.shared.clone();

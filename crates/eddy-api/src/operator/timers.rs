@@ -86,6 +86,12 @@ impl InternalTimers {
         Ok(())
     }
 
+    /// Asks the task to call back when processing time reaches `time` (for what fires
+    /// outside the timer queues).
+    pub(crate) fn request_processing_time(&self, time: i64) {
+        self.shared.request_processing_time(time);
+    }
+
     /// The latest time of a timer in `domain` (restored ones, at open).
     pub(crate) fn last_time(&self, domain: TimeDomain) -> Result<Option<i64>, StateError> {
         last_timer_time(self.id(domain), domain.queue())

@@ -14,14 +14,14 @@
 //!   that a record costs one state update, not one per window.
 //! - `operator.rs`: the window operator, line for line Flink's `WindowOperator`: what is
 //!   late, when state is cleaned up, allowed lateness and late records to a side output.
-//! - `ordered.rs`: the open windows of the default event-time trigger, in the order they
-//!   fire, without a timer per key and window (on the heap backend).
+//! - `ordered.rs`: the open windows of the event-time or processing-time trigger, in the
+//!   order they fire, without a timer per key and window (on the heap backend).
 //!
 //! Window contents live in the keyed state backend (heap or RocksDB) under the key's bytes
 //! followed by the window's, so they are checkpointed, restored and rescaled by key group
 //! like any keyed state; the timers that fire windows are the operator's keyed timers.
-//! Windows of the default event-time trigger without allowed lateness are the exception on
-//! the heap: they wait in `ordered.rs`'s structure between checkpoints, and go into keyed
+//! Non-merging windows fired by the time trigger of their domain (event time without
+//! allowed lateness, or processing time) are the exception on the heap: they wait in `ordered.rs`'s structure between checkpoints, and go into keyed
 //! state and timers only for the moment a snapshot is taken.
 
 mod assigner;

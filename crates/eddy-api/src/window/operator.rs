@@ -22,7 +22,7 @@ use super::evictor::Evictor;
 use super::function::{ProcessWindowFunction, WindowContext};
 use super::merging::{MergingState, MergingWindowSet};
 use super::ordered::OrderedWindows;
-use super::trigger::{Trigger, TriggerContext};
+use super::trigger::{EventTimeTrigger, ProcessingTimeTrigger, Trigger, TriggerContext};
 use super::Window;
 use crate::function::{FunctionResult, OutputTag, RichFunction, SideOutputs};
 use crate::key::KeyScope;
@@ -338,8 +338,7 @@ pub(crate) struct WindowSpec<T, A, Tr> {
     pub(crate) allowed_lateness: i64,
     pub(crate) late_tag: Option<OutputTag<T>>,
     pub(crate) timestamps: Option<TimestampFn<T>>,
-    /// The assigner's own trigger (no `trigger` call): sliding windows may share panes,
-    /// and windows may fire from [`OrderedWindows`].
+    /// The assigner's own trigger (no `trigger` call): sliding windows may share panes.
     pub(crate) default_trigger: bool,
 }
 
@@ -594,8 +593,9 @@ where
         self.register_cleanup_timer(window, timers)
     }
 
-    /// Non-merging windows of the default trigger, without allowed lateness: the record
-    /// goes to the [`OrderedWindows`] (restored windows still go through keyed state).
+    /// Non-merging windows of the time trigger of their domain, without allowed lateness:
+    /// the record goes to the [`OrderedWindows`] (restored windows still go through keyed
+    /// state).
     /// True if every window was late.
     fn process_ordered(
         &mut self,
@@ -615,8 +615,8 @@ where
                 continue;
             }
             skipped = false;
-            // Without allowed lateness the window fires and goes at the same time, the end
-            // the default trigger fires it at.
+            // Without allowed lateness (or in processing time) the window fires and goes at
+            // the same time, the end the default trigger fires it at.
             let fires_at = window.max_timestamp();
             if fires_at <= self.restored_until {
                 if !entered {
@@ -627,15 +627,19 @@ where
                 continue;
             }
             let (ordered, contents) = (self.ordered.as_mut().ok_or(NO_ORDERED)?, &self.contents);
-            ordered.update(window, fires_at, self.key.encoded(), hash.0, |held| {
+            let opened = ordered.update(window, fires_at, self.key.encoded(), hash.0, |held| {
                 contents.hold(held, record.clone(), timestamp)
             });
+            if opened && !self.spec.assigner.is_event_time() {
+                timers.request_processing_time(fires_at);
+            }
         }
         Ok(skipped)
     }
 
-    /// Fires the ordered windows whose end the watermark passed, in order, each key's
-    /// contents to the window function, and drops them.
+    /// Fires the ordered windows whose end time passed (`watermark`: the watermark, or
+    /// processing time), in order, each key's contents to the window function, and drops
+    /// them.
     fn fire_ordered(
         &mut self,
         watermark: i64,
@@ -682,6 +686,7 @@ where
             return Ok(());
         }
         let timers = timers.ok_or(NO_TIMERS)?;
+        let domain = self.cleanup_domain();
         let mut namespace = std::mem::take(&mut self.namespace);
         for (window, fires_at, keys) in ordered.iter() {
             namespace.clear();
@@ -694,10 +699,10 @@ where
                 })?;
                 if store {
                     self.contents.store_held(&slot.held)?;
-                    timers.register(TimeDomain::EventTime, fires_at)?;
+                    timers.register(domain, fires_at)?;
                 } else {
                     self.contents.clear()?;
-                    timers.delete(TimeDomain::EventTime, fires_at)?;
+                    timers.delete(domain, fires_at)?;
                 }
             }
         }
@@ -806,33 +811,47 @@ where
     fn attach(&mut self, info: &OperatorInfo, timers: Option<&InternalTimers>) -> FunctionResult {
         self.late_dropped = Some(info.shared.counters());
         let assigner = &self.spec.assigner;
-        // Fired by the default trigger at the end, gone at the same time: nothing a timer
-        // per key and window would add. On the heap only (see `ordered.rs`).
-        let ordered = self.spec.default_trigger
-            && assigner.is_event_time()
+        // Fired by the time trigger of the assigner's domain at the end, gone at the same
+        // time: nothing a timer per key and window would add. On the heap only (see
+        // `ordered.rs`).
+        let trigger = std::any::TypeId::of::<Tr>();
+        let time_trigger = if assigner.is_event_time() {
+            trigger == std::any::TypeId::of::<EventTimeTrigger>() && self.spec.allowed_lateness == 0
+        } else {
+            trigger == std::any::TypeId::of::<ProcessingTimeTrigger>()
+        };
+        let ordered = time_trigger
             && !assigner.is_merging()
-            && self.spec.allowed_lateness == 0
             && self.contents.can_hold()
             && info.state_backend.name() == HEAP_BACKEND;
         if ordered {
             let timers = timers.ok_or(NO_TIMERS)?;
-            self.restored_until = timers.last_time(TimeDomain::EventTime)?.unwrap_or(i64::MIN);
+            self.restored_until = timers.last_time(self.cleanup_domain())?.unwrap_or(i64::MIN);
             self.ordered = Some(OrderedWindows::new());
         }
         Ok(())
     }
 
-    fn on_event_time(
+    fn on_time(
         &mut self,
-        watermark: i64,
+        domain: TimeDomain,
+        time: i64,
         main: &mut dyn Output<O>,
         side: &mut SideOutputs,
         timers: Option<&InternalTimers>,
     ) -> FunctionResult {
-        if self.ordered.is_none() {
+        if self.ordered.is_none() || domain != self.cleanup_domain() {
             return Ok(());
         }
-        self.fire_ordered(watermark, main, side, timers.ok_or(NO_TIMERS)?)
+        let timers = timers.ok_or(NO_TIMERS)?;
+        self.fire_ordered(time, main, side, timers)?;
+        if domain == TimeDomain::ProcessingTime {
+            // Asked for again after every call (see `TaskShared::take_due_processing_time`).
+            if let Some(next) = self.ordered.as_ref().and_then(|o| o.next_firing()) {
+                timers.request_processing_time(next);
+            }
+        }
+        Ok(())
     }
 
     fn before_snapshot(&mut self, timers: Option<&InternalTimers>) -> FunctionResult {

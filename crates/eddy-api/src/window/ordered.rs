@@ -1,14 +1,15 @@
-//! [`OrderedWindows`]: the open windows of a window operator whose trigger is its
-//! assigner's default (fire when the watermark passes the window's end, then clean up),
+//! [`OrderedWindows`]: the open windows of a window operator whose trigger is the time
+//! trigger of its assigner's domain (fire when the watermark, or processing time, passes
+//! the window's end, then clean up, with no allowed lateness),
 //! kept in the order they fire, each with its keys' contents: no timer per key and
 //! window, and a window fires by walking its own table.
 //!
 //! Why: with a timer per (key, window), every record that opens a window writes a timer
 //! beside the contents, and firing reads both back long after, when neither is in the
-//! cache (W3: about a third of the window thread's time). Here a record finds its window
+//! cache. Here a record finds its window
 //! (almost always the one used last) and its key in that window's small table, which
 //! stays in a few hot cache lines while the window fills; a window that fires is read in
-//! one pass and its table goes to the next window.
+//! one pass and its table goes to the next window (W3 at p=1: 1.4 to 5-7 M events/s).
 //!
 //! What the operator keeps here is not in the keyed backend: before a snapshot it writes
 //! it there, as keyed state and timers exactly as the timer path would have (so that
@@ -90,7 +91,8 @@ impl<W: PartialEq + Clone, H> OrderedWindows<W, H> {
 
     /// Updates the contents of the key `key` (encoded, with its stable `hash`) in `window`,
     /// which fires at `fires_at`: `update` gets what is held for it so far, to change in
-    /// place, or `None` for a key new in the window, and then returns what to hold.
+    /// place, or `None` for a key new in the window, and then returns what to hold. True if
+    /// the window was not open before.
     #[inline]
     pub(crate) fn update(
         &mut self,
@@ -99,8 +101,8 @@ impl<W: PartialEq + Clone, H> OrderedWindows<W, H> {
         key: &[u8],
         hash: u64,
         update: impl FnOnce(Option<&mut H>) -> Option<H>,
-    ) {
-        let index = self.window_index(window, fires_at);
+    ) -> bool {
+        let (index, opened) = self.window_index(window, fires_at);
         let keys = &mut self.open[index].keys;
         match keys.find_entry(hash, |slot| slot.hash == hash && slot.key.as_slice() == key) {
             Ok(mut entry) => {
@@ -112,14 +114,15 @@ impl<W: PartialEq + Clone, H> OrderedWindows<W, H> {
                 }
             }
         }
+        opened
     }
 
-    /// The index of `window` in `open`, added if it is not open yet.
+    /// The index of `window` in `open`, added if it is not open yet (then true).
     #[inline]
-    fn window_index(&mut self, window: &W, fires_at: i64) -> usize {
+    fn window_index(&mut self, window: &W, fires_at: i64) -> (usize, bool) {
         if let Some(open) = self.open.get(self.last) {
             if open.fires_at == fires_at && open.window == *window {
-                return self.last;
+                return (self.last, false);
             }
         }
         let mut index = self.open.partition_point(|open| open.fires_at < fires_at);
@@ -129,14 +132,14 @@ impl<W: PartialEq + Clone, H> OrderedWindows<W, H> {
             }
             if open.window == *window {
                 self.last = index;
-                return index;
+                return (index, false);
             }
             index += 1;
         }
         let keys = self.spare.pop().unwrap_or_default();
         self.open.insert(index, OpenWindow { fires_at, window: window.clone(), keys });
         self.last = index;
-        index
+        (index, true)
     }
 
     /// The time the earliest open window fires at.
