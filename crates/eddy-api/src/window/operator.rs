@@ -21,7 +21,7 @@ use super::assigner::WindowAssigner;
 use super::evictor::Evictor;
 use super::function::{ProcessWindowFunction, WindowContext};
 use super::merging::{MergingState, MergingWindowSet};
-use super::ordered::OrderedWindows;
+use super::ordered::{key_hash, OrderedWindows};
 use super::trigger::{EventTimeTrigger, ProcessingTimeTrigger, Trigger, TriggerContext};
 use super::Window;
 use crate::function::{FunctionResult, OutputTag, RichFunction, SideOutputs};
@@ -653,14 +653,14 @@ where
         }
         let uses_keyed_state = self.function.uses_keyed_state();
         while let Some((window, mut keys)) = self.ordered.as_mut().and_then(|o| o.pop_due(watermark)) {
-            for slot in keys.drain() {
+            for slot in keys.slots.drain(..) {
                 let bytes = slot.key.as_slice();
                 let key: K = decode_whole_key(bytes)
                     .ok_or_else(|| format!("a window's key does not decode: {bytes:?} (internal error)"))?;
                 if uses_keyed_state {
                     // Its own keyed state is the key's, as when a timer fires it.
                     with_backend("<current key>", |backend| {
-                        backend.set_current_key(bytes, KeyHash(slot.hash)).map(|_| ())
+                        backend.set_current_key(bytes, KeyHash(key_hash(bytes))).map(|_| ())
                     })?;
                 }
                 let function = &mut self.function;
@@ -691,9 +691,10 @@ where
         for (window, fires_at, keys) in ordered.iter() {
             namespace.clear();
             window.encode(&mut namespace);
-            for slot in keys.iter() {
+            for slot in keys {
+                let bytes = slot.key.as_slice();
                 with_backend("<window snapshot>", |backend| {
-                    backend.set_current_key(slot.key.as_slice(), KeyHash(slot.hash))?;
+                    backend.set_current_key(bytes, KeyHash(key_hash(bytes)))?;
                     backend.set_current_namespace(&namespace);
                     Ok(())
                 })?;
@@ -884,9 +885,10 @@ where
         let skipped = if self.ordered.is_some() {
             self.process_ordered(&record, timestamp, &windows, main, side, timers)
         } else if self.spec.assigner.is_merging() {
-            self.key.enter(&record).map_err(Into::into).and_then(|()| {
-                self.process_merging(&record, timestamp, &windows, main, side, timers)
-            })
+            self.key
+                .enter(&record)
+                .map_err(Into::into)
+                .and_then(|()| self.process_merging(&record, timestamp, &windows, main, side, timers))
         } else {
             self.process_windows(&record, timestamp, &windows, main, side, timers)
         };
