@@ -20,8 +20,8 @@
 //! Window contents live in the keyed state backend (heap or RocksDB) under the key's bytes
 //! followed by the window's, so they are checkpointed, restored and rescaled by key group
 //! like any keyed state; the timers that fire windows are the operator's keyed timers.
-//! Non-merging windows fired by the time trigger of their domain (event time without
-//! allowed lateness, or processing time) are the exception on the heap: they wait in `ordered.rs`'s structure between checkpoints, and go into keyed
+//! Non-merging windows without an evictor fired by the time trigger of their domain (event
+//! time without allowed lateness, or processing time) are the exception on the heap: they wait in `ordered.rs`'s structure between checkpoints, and go into keyed
 //! state and timers only for the moment a snapshot is taken.
 
 mod assigner;

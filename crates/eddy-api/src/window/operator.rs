@@ -16,6 +16,12 @@
 //! Contents are keyed state in the window's namespace: a [`ValueState`] of the
 //! accumulator for incremental windows (`reduce`, `aggregate`), a [`ListState`] of the
 //! elements and their timestamps for `process` and evicting windows.
+//!
+//! Except, on the heap backend, for windows that do not merge, have no evictor and are
+//! fired by the time trigger of their domain (`EventTimeTrigger` without allowed lateness,
+//! `ProcessingTimeTrigger`): their trigger and cleanup are one and the same moment, the
+//! window's end, so they wait without timers in [`OrderedWindows`] and fire from there. A
+//! snapshot sees them as keyed state and timers, written in just for it.
 
 use super::assigner::WindowAssigner;
 use super::evictor::Evictor;
@@ -33,7 +39,7 @@ use eddy_runtime::task::{OperatorInfo, TaskCounters};
 use eddy_runtime::{Collector, Output};
 use eddy_state::keyed::{with_backend, Timer, HEAP_BACKEND};
 use eddy_state::{AggregateFunction, ListState, ListStateDescriptor, StateError, ValueState, ValueStateDescriptor};
-use eddy_types::{decode_whole_key, Key, KeyHash};
+use eddy_types::{assign_to_key_group, decode_whole_key, Key, KeyGroupRange, KeyHash, MaxParallelism};
 use std::marker::PhantomData;
 use std::sync::Arc;
 
@@ -374,6 +380,9 @@ pub(crate) struct WindowLogic<T, K, O, A: WindowAssigner, Tr, C: WindowContents<
     /// Windows that fire at this time or before go through keyed state and timers even
     /// so: restored windows, which came back as keyed state with their timers.
     restored_until: i64,
+    /// The subtask's key groups (of its max parallelism): a record of another key group is
+    /// a routing bug, refused at once as keyed state refuses it.
+    key_groups: Option<(KeyGroupRange, MaxParallelism)>,
     _types: PhantomData<fn() -> O>,
 }
 
@@ -392,6 +401,7 @@ impl<T, K, O, A: WindowAssigner, Tr: Clone, C: WindowContents<T, A::W>, F: Clone
             late_dropped: None,
             ordered: None,
             restored_until: i64::MIN,
+            key_groups: None,
             _types: PhantomData,
         }
     }
@@ -410,6 +420,7 @@ impl<T, K, O, A: WindowAssigner, Tr, C: WindowContents<T, A::W>, F> WindowLogic<
             late_dropped: None,
             ordered: None,
             restored_until: i64::MIN,
+            key_groups: None,
             _types: PhantomData,
         }
     }
@@ -607,6 +618,16 @@ where
         timers: &InternalTimers,
     ) -> FunctionResult<bool> {
         let hash = self.key.encode(record);
+        if let Some((range, max_parallelism)) = self.key_groups {
+            let key_group = assign_to_key_group(hash, max_parallelism);
+            if !range.contains(key_group) {
+                return Err(format!(
+                    "a record of key group {} reached the window subtask of key groups {range:?} (a routing bug)",
+                    key_group.0
+                )
+                .into());
+            }
+        }
         let watermark = timers.watermark().0;
         let mut skipped = true;
         let mut entered = false;
@@ -828,6 +849,7 @@ where
         if ordered {
             let timers = timers.ok_or(NO_TIMERS)?;
             self.restored_until = timers.last_time(self.cleanup_domain())?.unwrap_or(i64::MIN);
+            self.key_groups = Some((info.key_group_range, info.max_parallelism));
             self.ordered = Some(OrderedWindows::new());
         }
         Ok(())
