@@ -62,39 +62,32 @@ impl<T, K: Key> KeySelector<T> for HashingSelector<T, K> {
     }
 }
 
-/// Whether two encoded keys are equal, eight bytes at a time and inline: keys are short,
-/// and a call to `memcmp` for each record costs more than the comparison.
-#[inline]
-fn same_bytes(a: &[u8], b: &[u8]) -> bool {
-    if a.len() != b.len() {
-        return false;
-    }
-    let (mut a_words, mut b_words) = (a.chunks_exact(8), b.chunks_exact(8));
-    let words_equal = a_words.by_ref().zip(b_words.by_ref()).all(|(x, y)| {
-        u64::from_ne_bytes(x.try_into().expect("8 bytes")) == u64::from_ne_bytes(y.try_into().expect("8 bytes"))
-    });
-    words_equal && a_words.remainder().iter().zip(b_words.remainder()).all(|(x, y)| x == y)
-}
-
 /// Makes a record's key the current key of this subtask's keyed backend.
+///
+/// A batch is taken in passes ([`KeyScope::each_keyed`]), [`KEYS_PER_PASS`] records at a
+/// time: first their keys are encoded and hashed, and the state of each is prefetched, so
+/// that the memory reads overlap one another; then each record's key is made current in
+/// turn (with the hash already computed) and its function runs.
 pub(crate) struct KeyScope<T, K> {
     key_fn: KeyFn<T, K>,
     scratch: Vec<u8>,
-    /// The keys of the last two records [`KeyScope::prefetch`] was given, with their
-    /// hashes (each always the hash of its bytes): `pending` is the record processed
-    /// now, since the driver hands over the next record before collecting the current
-    /// one; `ahead` is the one after it. A key comes with its hash, not hashed twice.
-    pending: Vec<u8>,
-    pending_hash: KeyHash,
-    ahead: Vec<u8>,
-    ahead_hash: KeyHash,
+    /// The encoded keys of the batch taken now, one after another; `ends[i]` is where
+    /// record `i`'s ends, `hashes[i]` its hash.
+    keys: Vec<u8>,
+    ends: Vec<usize>,
+    hashes: Vec<KeyHash>,
     /// Records to let pass before prefetching again, after the backend said it does not
     /// pay (the state fits in the cache).
-    prefetch_pause: u32,
+    prefetch_pause: usize,
 }
 
+/// The records whose keys are encoded, hashed and prefetched in one pass: enough for the
+/// memory reads to overlap, few enough that what is fetched is still in the L1 cache
+/// when its record comes.
+const KEYS_PER_PASS: usize = 64;
+
 /// How many records go by without prefetching after the backend said it does not pay.
-const PREFETCH_PAUSE: u32 = 4096;
+const PREFETCH_PAUSE: usize = 4096;
 
 impl<T, K> Clone for KeyScope<T, K> {
     fn clone(&self) -> Self {
@@ -107,10 +100,9 @@ impl<T, K> KeyScope<T, K> {
         Self {
             key_fn,
             scratch: Vec::with_capacity(64),
-            pending: Vec::with_capacity(64),
-            pending_hash: stable_hash(&[]),
-            ahead: Vec::with_capacity(64),
-            ahead_hash: stable_hash(&[]),
+            keys: Vec::new(),
+            ends: Vec::new(),
+            hashes: Vec::new(),
             prefetch_pause: 0,
         }
     }
@@ -122,10 +114,83 @@ impl<T, K: Key> KeyScope<T, K> {
     pub(crate) fn enter(&mut self, record: &T) -> Result<(), StateError> {
         self.scratch.clear();
         self.key_fn.encode(record, &mut self.scratch);
-        let hash =
-            if same_bytes(&self.scratch, &self.pending) { self.pending_hash } else { stable_hash(&self.scratch) };
-        let bytes = &self.scratch;
+        let (bytes, hash) = (&self.scratch, stable_hash(&self.scratch));
         with_backend("<current key>", |backend| backend.set_current_key(bytes, hash).map(|_| ()))
+    }
+
+    /// Runs `each` on the records of a batch in order, each with its key current, until
+    /// the batch is empty or `stop(records run so far)` says to stop (the rest stays in
+    /// `records`), or `each` fails. The keys are encoded, hashed and prefetched a pass of
+    /// records ahead of their functions.
+    #[inline]
+    pub(crate) fn each_keyed<E: From<StateError>>(
+        &mut self,
+        records: &mut std::vec::Drain<'_, T>,
+        stop: &mut dyn FnMut(usize) -> bool,
+        mut each: impl FnMut(&Self, T) -> Result<(), E>,
+    ) -> Result<(), E> {
+        let mut done = 0;
+        while !records.as_slice().is_empty() {
+            let keys = records.len().min(KEYS_PER_PASS);
+            self.encode_batch(&records.as_slice()[..keys]);
+            self.prefetch_batch();
+            for index in 0..keys {
+                let Some(record) = records.next() else { break };
+                self.enter_encoded_at(index)?;
+                each(self, record)?;
+                done += 1;
+                if stop(done) {
+                    return Ok(());
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The first pass over `records`: every record's key encoded and hashed.
+    fn encode_batch(&mut self, records: &[T]) {
+        self.keys.clear();
+        self.ends.clear();
+        self.hashes.clear();
+        for record in records {
+            let start = self.keys.len();
+            self.key_fn.encode(record, &mut self.keys);
+            self.hashes.push(stable_hash(&self.keys[start..]));
+            self.ends.push(self.keys.len());
+        }
+    }
+
+    /// The second pass: the state of every key encoded starts coming into the cache,
+    /// all in one access to the backend, so that the reads overlap rather than each
+    /// waiting for the one before. A hint: without a backend there is nothing to warm.
+    fn prefetch_batch(&mut self) {
+        let Some((&first, rest)) = self.hashes.split_first() else { return };
+        if self.prefetch_pause > 0 {
+            self.prefetch_pause = self.prefetch_pause.saturating_sub(self.hashes.len());
+            return;
+        }
+        let pays = with_backend("<next keys>", |backend| {
+            // When the state fits in the cache the first says so: the rest would not pay.
+            let pays = backend.prefetch_key(first);
+            if pays {
+                rest.iter().for_each(|&hash| {
+                    backend.prefetch_key(hash);
+                });
+            }
+            Ok(pays)
+        });
+        if !pays.unwrap_or(false) {
+            self.prefetch_pause = PREFETCH_PAUSE;
+        }
+    }
+
+    /// Makes the key of the batch's record `index` current (after [`KeyScope::encode_batch`]).
+    #[inline]
+    fn enter_encoded_at(&mut self, index: usize) -> Result<(), StateError> {
+        let start = index.checked_sub(1).map_or(0, |before| self.ends[before]);
+        self.scratch.clear();
+        self.scratch.extend_from_slice(&self.keys[start..self.ends[index]]);
+        self.enter_encoded(self.hashes[index])
     }
 
     /// Encodes `record`'s key and hashes it, without making it the current key (see
@@ -147,27 +212,6 @@ impl<T, K: Key> KeyScope<T, K> {
     #[inline]
     pub(crate) fn encoded(&self) -> &[u8] {
         &self.scratch
-    }
-
-    /// `next` is the record after the one processed now: its key's state starts coming
-    /// into the cache while this record is processed (see [`eddy_runtime::Output::prepare`]).
-    #[inline]
-    pub(crate) fn prefetch(&mut self, next: &T) {
-        if self.prefetch_pause > 0 {
-            self.prefetch_pause -= 1;
-            return;
-        }
-        std::mem::swap(&mut self.pending, &mut self.ahead);
-        self.pending_hash = self.ahead_hash;
-        self.ahead.clear();
-        self.key_fn.encode(next, &mut self.ahead);
-        self.ahead_hash = stable_hash(&self.ahead);
-        let hash = self.ahead_hash;
-        // A hint: without a backend (or inside another access) there is nothing to warm.
-        let pays = with_backend("<next key>", |backend| Ok(backend.prefetch_key(hash)));
-        if !pays.unwrap_or(false) {
-            self.prefetch_pause = PREFETCH_PAUSE;
-        }
     }
 
     /// Takes `encoded` as the current key's bytes (the backend's current key is set
@@ -197,19 +241,70 @@ impl<K: Key> CurrentKey<'_, K> {
 
 #[cfg(test)]
 mod tests {
-    use super::same_bytes;
+    use super::{KeyFn, KeyScope, OwnedKey, KEYS_PER_PASS};
+    use eddy_state::keyed::{install_backend, take_backend, TableKeyedStateBackend};
+    use eddy_state::{StateError, ValueState, ValueStateDescriptor};
+    use eddy_types::{KeyGroupRange, MaxParallelism};
+    use std::marker::PhantomData;
+    use std::sync::Arc;
 
+    /// A batch taken in passes, stopped in the middle of a pass and taken up again, runs
+    /// every record once, in order, with its own key current: each key's count is exact.
     #[test]
-    fn same_bytes_compares_every_byte_of_keys_of_any_length() {
-        for len in 0..40usize {
-            let a: Vec<u8> = (0..len as u8).collect();
-            assert!(same_bytes(&a, &a.clone()), "length {len}");
-            for i in 0..len {
-                let mut b = a.clone();
-                b[i] ^= 1;
-                assert!(!same_bytes(&a, &b), "length {len}, byte {i}");
-            }
-            assert!(!same_bytes(&a, &a[..len.saturating_sub(1)]) || len == 0);
+    fn a_batch_stopped_within_a_pass_goes_on_with_each_record_under_its_own_key() {
+        let max = MaxParallelism::default();
+        install_backend(Box::new(TableKeyedStateBackend::new(KeyGroupRange::all(max), max))).unwrap();
+        let count = ValueState::<u64>::declare(&ValueStateDescriptor::new("count")).unwrap();
+        let key_fn: KeyFn<(u64, u64), u64> = Arc::new(OwnedKey(|r: &(u64, u64)| r.0, PhantomData));
+        let mut scope = KeyScope::new(key_fn);
+        // Record i has key i % 7 and is the (i / 7 + 1)-th of its key.
+        let mut batch: Vec<(u64, u64)> = (0..1000u64).map(|i| (i % 7, i / 7 + 1)).collect();
+        let stop_at = KEYS_PER_PASS + 6;
+        let mut seen = Vec::new();
+        let mut records = batch.drain(..);
+        while records.len() > 0 {
+            let mut stop = |done: usize| done == stop_at;
+            scope
+                .each_keyed(&mut records, &mut stop, |key, record| {
+                    assert_eq!(*key.current().get(), record.0, "the record's own key is current");
+                    let n = count.update_with(
+                        || 0,
+                        |n| {
+                            *n += 1;
+                            *n
+                        },
+                    )?;
+                    assert_eq!(n, record.1, "key {}", record.0);
+                    seen.push(record);
+                    Ok::<(), StateError>(())
+                })
+                .unwrap();
         }
+        drop(records);
+        let expected: Vec<(u64, u64)> = (0..1000u64).map(|i| (i % 7, i / 7 + 1)).collect();
+        assert_eq!(seen, expected, "every record once, in order");
+        take_backend();
+    }
+
+    /// A function failing within a pass ends the batch there: the failed record is taken,
+    /// the records after it stay, in order (the driver puts them back; the task fails).
+    #[test]
+    fn a_failure_within_a_pass_leaves_the_records_after_it_in_order() {
+        let max = MaxParallelism::default();
+        install_backend(Box::new(TableKeyedStateBackend::new(KeyGroupRange::all(max), max))).unwrap();
+        let key_fn: KeyFn<u64, u64> = Arc::new(OwnedKey(|r: &u64| *r, PhantomData));
+        let mut scope = KeyScope::new(key_fn);
+        let mut batch: Vec<u64> = (0..200).collect();
+        let mut records = batch.drain(..);
+        let mut never = |_: usize| false;
+        let failed = scope.each_keyed(&mut records, &mut never, |_, record| {
+            if record == 70 {
+                return Err(StateError::from(eddy_state::StateErrorKind::NotKeyed { state: "test".into() }));
+            }
+            Ok(())
+        });
+        assert!(failed.is_err());
+        assert_eq!(records.collect::<Vec<_>>(), (71..200).collect::<Vec<u64>>());
+        take_backend();
     }
 }

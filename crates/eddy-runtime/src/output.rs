@@ -91,12 +91,52 @@ impl<L: Lifecycle + ?Sized> Lifecycle for Box<L> {
 /// batch. The lifecycle calls return errors directly.
 pub trait Output<T>: Lifecycle {
     fn collect(&mut self, record: T);
-    /// `next` is the record collected after the one collected now: an operator may start
-    /// fetching what it will need for it, so that the fetch overlaps this record's work (a
-    /// keyed operator prefetches the next key's state). A hint only: nothing else changes.
+    /// Collects the records of a batch in order, from the front of `records`, until it is
+    /// empty or `stop(collected so far)` says to stop; what is left stays in `records`, and
+    /// the driver puts it back into the input (a failure may end the batch early too: the
+    /// task then fails at the driver's next check). An operator may take the batch in
+    /// passes: a keyed operator encodes, hashes and prefetches the keys of a few dozen
+    /// records, then runs its function on each of them.
     #[inline]
-    fn prepare(&mut self, next: &T) {
-        let _ = next;
+    fn collect_batch(&mut self, records: &mut std::vec::Drain<'_, T>, stop: &mut dyn FnMut(usize) -> bool) {
+        each_record(records, stop, |record| self.collect(record))
+    }
+}
+
+/// Hands the records of a batch to `each` one at a time, in order, until the batch is
+/// empty, or `stop(handed so far)` says to stop, or `each` fails: the batch operations of
+/// operators that gain nothing from seeing the batch whole. What is left stays in `records`.
+#[inline]
+pub fn try_each_record<T, E>(
+    records: &mut std::vec::Drain<'_, T>,
+    stop: &mut dyn FnMut(usize) -> bool,
+    mut each: impl FnMut(T) -> Result<(), E>,
+) -> Result<(), E> {
+    let mut handed = 0;
+    for record in records.by_ref() {
+        each(record)?;
+        handed += 1;
+        if stop(handed) {
+            break;
+        }
+    }
+    Ok(())
+}
+
+/// [`try_each_record`] with an `each` that cannot fail.
+#[inline]
+pub fn each_record<T>(
+    records: &mut std::vec::Drain<'_, T>,
+    stop: &mut dyn FnMut(usize) -> bool,
+    mut each: impl FnMut(T),
+) {
+    let handed: Result<(), std::convert::Infallible> = try_each_record(records, stop, |record| {
+        each(record);
+        Ok(())
+    });
+    match handed {
+        Ok(()) => {}
+        Err(never) => match never {},
     }
 }
 
@@ -106,8 +146,8 @@ impl<T> Output<T> for Box<dyn Output<T>> {
         (**self).collect(record)
     }
     #[inline]
-    fn prepare(&mut self, next: &T) {
-        (**self).prepare(next)
+    fn collect_batch(&mut self, records: &mut std::vec::Drain<'_, T>, stop: &mut dyn FnMut(usize) -> bool) {
+        (**self).collect_batch(records, stop)
     }
 }
 

@@ -7,11 +7,13 @@ use super::two_input::TwoInputLogic;
 use crate::function::*;
 use crate::key::KeyScope;
 use crate::time::TimestampFn;
+use eddy_runtime::output::try_each_record;
 use eddy_runtime::{Collector, Output};
 use eddy_state::keyed::Timer;
 use eddy_state::OperatorStateStore;
 use eddy_types::Key;
 use std::marker::PhantomData;
+use std::vec::Drain;
 
 /// The lifecycle of a plain closure: nothing to do.
 #[derive(Clone, Copy, Default)]
@@ -92,12 +94,6 @@ impl<I: 'static, O, K: Key, F: RichMapFunction<I, O>> OneInputLogic<I, O> for Ri
         &mut self.function
     }
     #[inline]
-    fn prepare(&mut self, next: &I) {
-        if let Some(key) = &mut self.key {
-            key.prefetch(next);
-        }
-    }
-    #[inline]
     fn process(
         &mut self,
         record: I,
@@ -110,6 +106,22 @@ impl<I: 'static, O, K: Key, F: RichMapFunction<I, O>> OneInputLogic<I, O> for Ri
         }
         main.collect(self.function.map(record)?);
         Ok(())
+    }
+    #[inline]
+    fn process_batch(
+        &mut self,
+        records: &mut Drain<'_, I>,
+        stop: &mut dyn FnMut(usize) -> bool,
+        main: &mut dyn Output<O>,
+        _side: &mut SideOutputs,
+        _timers: Option<&InternalTimers>,
+    ) -> FunctionResult {
+        let function = &mut self.function;
+        let map = |record| {
+            main.collect(function.map(record)?);
+            Ok(())
+        };
+        each_maybe_keyed(self.key.as_mut(), records, stop, map)
     }
 }
 
@@ -124,12 +136,6 @@ impl<I: 'static, O, K: Key, F: RichFlatMapFunction<I, O>> OneInputLogic<I, O> fo
         &mut self.function
     }
     #[inline]
-    fn prepare(&mut self, next: &I) {
-        if let Some(key) = &mut self.key {
-            key.prefetch(next);
-        }
-    }
-    #[inline]
     fn process(
         &mut self,
         record: I,
@@ -141,6 +147,19 @@ impl<I: 'static, O, K: Key, F: RichFlatMapFunction<I, O>> OneInputLogic<I, O> fo
             key.enter(&record)?;
         }
         self.function.flat_map(record, &mut Collector::new(main))
+    }
+    #[inline]
+    fn process_batch(
+        &mut self,
+        records: &mut Drain<'_, I>,
+        stop: &mut dyn FnMut(usize) -> bool,
+        main: &mut dyn Output<O>,
+        _side: &mut SideOutputs,
+        _timers: Option<&InternalTimers>,
+    ) -> FunctionResult {
+        let function = &mut self.function;
+        let flat_map = |record| function.flat_map(record, &mut Collector::new(&mut *main));
+        each_maybe_keyed(self.key.as_mut(), records, stop, flat_map)
     }
 }
 
@@ -181,10 +200,6 @@ impl<I: 'static, O, K: Key, F: KeyedProcessFunction<K, I, O>> OneInputLogic<I, O
         &mut self.function
     }
     #[inline]
-    fn prepare(&mut self, next: &I) {
-        self.key.prefetch(next);
-    }
-    #[inline]
     fn process(
         &mut self,
         record: I,
@@ -193,9 +208,21 @@ impl<I: 'static, O, K: Key, F: KeyedProcessFunction<K, I, O>> OneInputLogic<I, O
         timers: Option<&InternalTimers>,
     ) -> FunctionResult {
         self.key.enter(&record)?;
-        let timestamp = self.timestamps.as_ref().map(|f| f(&record));
-        let mut ctx = KeyedContext::new(self.key.current(), side, timers, timestamp, None)?;
-        self.function.process_element(record, &mut ctx, &mut Collector::new(main))
+        process_keyed(&mut self.function, &self.key, &self.timestamps, record, main, side, timers)
+    }
+    #[inline]
+    fn process_batch(
+        &mut self,
+        records: &mut Drain<'_, I>,
+        stop: &mut dyn FnMut(usize) -> bool,
+        main: &mut dyn Output<O>,
+        side: &mut SideOutputs,
+        timers: Option<&InternalTimers>,
+    ) -> FunctionResult {
+        let (function, timestamps) = (&mut self.function, &self.timestamps);
+        self.key.each_keyed(records, stop, |key, record| {
+            process_keyed(function, key, timestamps, record, &mut *main, &mut *side, timers)
+        })
     }
     fn on_timer(
         &mut self,
@@ -209,6 +236,49 @@ impl<I: 'static, O, K: Key, F: KeyedProcessFunction<K, I, O>> OneInputLogic<I, O
         let mut ctx = KeyedContext::new(self.key.current(), side, Some(timers), Some(timer.time()), Some(domain))?;
         self.function.on_timer(timer.time(), &mut ctx, &mut Collector::new(main))
     }
+}
+
+/// The records of a batch through `each`, with their keys current on a keyed stream
+/// (`key`), in passes ([`KeyScope::each_keyed`]), else one by one.
+#[inline]
+fn each_maybe_keyed<T, K: Key>(
+    key: Option<&mut KeyScope<T, K>>,
+    records: &mut Drain<'_, T>,
+    stop: &mut dyn FnMut(usize) -> bool,
+    mut each: impl FnMut(T) -> FunctionResult,
+) -> FunctionResult {
+    match key {
+        Some(key) => key.each_keyed(records, stop, |_, record| each(record)),
+        None => try_each_record(records, stop, each),
+    }
+}
+
+/// A keyed process function on `record`, whose key is current.
+#[inline]
+fn process_keyed<I, O, K: Key, F: KeyedProcessFunction<K, I, O>>(
+    function: &mut F,
+    key: &KeyScope<I, K>,
+    timestamps: &Option<TimestampFn<I>>,
+    record: I,
+    main: &mut dyn Output<O>,
+    side: &mut SideOutputs,
+    timers: Option<&InternalTimers>,
+) -> FunctionResult {
+    let mut ctx = record_context(key, timestamps, &record, side, timers)?;
+    function.process_element(record, &mut ctx, &mut Collector::new(main))
+}
+
+/// The context of a keyed function called for `record`, whose key is current.
+#[inline]
+fn record_context<'a, T, K: Key>(
+    key: &'a KeyScope<T, K>,
+    timestamps: &Option<TimestampFn<T>>,
+    record: &T,
+    side: &'a mut SideOutputs,
+    timers: Option<&'a InternalTimers>,
+) -> Result<KeyedContext<'a, K>, FunctionError> {
+    let timestamp = timestamps.as_ref().map(|f| f(record));
+    KeyedContext::new(key.current(), side, timers, timestamp, None)
 }
 
 #[derive(Clone)]
@@ -247,16 +317,32 @@ impl<A: 'static, B: 'static, O, K: Key, F: CoFlatMapFunction<A, B, O>> TwoInputL
         &mut self.function
     }
     #[inline]
-    fn prepare1(&mut self, next: &A) {
-        if let Some((key, _)) = &mut self.keys {
-            key.prefetch(next);
-        }
+    fn process_batch1(
+        &mut self,
+        records: &mut Drain<'_, A>,
+        stop: &mut dyn FnMut(usize) -> bool,
+        main: &mut dyn Output<O>,
+        _side: &mut SideOutputs,
+        _state: &mut OperatorStateStore,
+        _timers: Option<&InternalTimers>,
+    ) -> FunctionResult {
+        let function = &mut self.function;
+        let flat_map = |record| function.flat_map1(record, &mut Collector::new(&mut *main));
+        each_maybe_keyed(self.keys.as_mut().map(|(key, _)| key), records, stop, flat_map)
     }
     #[inline]
-    fn prepare2(&mut self, next: &B) {
-        if let Some((_, key)) = &mut self.keys {
-            key.prefetch(next);
-        }
+    fn process_batch2(
+        &mut self,
+        records: &mut Drain<'_, B>,
+        stop: &mut dyn FnMut(usize) -> bool,
+        main: &mut dyn Output<O>,
+        _side: &mut SideOutputs,
+        _state: &mut OperatorStateStore,
+        _timers: Option<&InternalTimers>,
+    ) -> FunctionResult {
+        let function = &mut self.function;
+        let flat_map = |record| function.flat_map2(record, &mut Collector::new(&mut *main));
+        each_maybe_keyed(self.keys.as_mut().map(|(_, key)| key), records, stop, flat_map)
     }
     #[inline]
     fn process1(
@@ -308,12 +394,36 @@ impl<A: 'static, B: 'static, O, K: Key, F: KeyedCoProcessFunction<K, A, B, O>> T
         &mut self.function
     }
     #[inline]
-    fn prepare1(&mut self, next: &A) {
-        self.keys.0.prefetch(next);
+    fn process_batch1(
+        &mut self,
+        records: &mut Drain<'_, A>,
+        stop: &mut dyn FnMut(usize) -> bool,
+        main: &mut dyn Output<O>,
+        side: &mut SideOutputs,
+        _state: &mut OperatorStateStore,
+        timers: Option<&InternalTimers>,
+    ) -> FunctionResult {
+        let (function, timestamps) = (&mut self.function, &self.timestamps.0);
+        self.keys.0.each_keyed(records, stop, |key, record| {
+            let mut ctx = record_context(key, timestamps, &record, &mut *side, timers)?;
+            function.process_element1(record, &mut ctx, &mut Collector::new(&mut *main))
+        })
     }
     #[inline]
-    fn prepare2(&mut self, next: &B) {
-        self.keys.1.prefetch(next);
+    fn process_batch2(
+        &mut self,
+        records: &mut Drain<'_, B>,
+        stop: &mut dyn FnMut(usize) -> bool,
+        main: &mut dyn Output<O>,
+        side: &mut SideOutputs,
+        _state: &mut OperatorStateStore,
+        timers: Option<&InternalTimers>,
+    ) -> FunctionResult {
+        let (function, timestamps) = (&mut self.function, &self.timestamps.1);
+        self.keys.1.each_keyed(records, stop, |key, record| {
+            let mut ctx = record_context(key, timestamps, &record, &mut *side, timers)?;
+            function.process_element2(record, &mut ctx, &mut Collector::new(&mut *main))
+        })
     }
     #[inline]
     fn process1(
@@ -325,8 +435,7 @@ impl<A: 'static, B: 'static, O, K: Key, F: KeyedCoProcessFunction<K, A, B, O>> T
         timers: Option<&InternalTimers>,
     ) -> FunctionResult {
         self.keys.0.enter(&record)?;
-        let timestamp = self.timestamps.0.as_ref().map(|f| f(&record));
-        let mut ctx = KeyedContext::new(self.keys.0.current(), side, timers, timestamp, None)?;
+        let mut ctx = record_context(&self.keys.0, &self.timestamps.0, &record, side, timers)?;
         self.function.process_element1(record, &mut ctx, &mut Collector::new(main))
     }
     #[inline]
@@ -339,8 +448,7 @@ impl<A: 'static, B: 'static, O, K: Key, F: KeyedCoProcessFunction<K, A, B, O>> T
         timers: Option<&InternalTimers>,
     ) -> FunctionResult {
         self.keys.1.enter(&record)?;
-        let timestamp = self.timestamps.1.as_ref().map(|f| f(&record));
-        let mut ctx = KeyedContext::new(self.keys.1.current(), side, timers, timestamp, None)?;
+        let mut ctx = record_context(&self.keys.1, &self.timestamps.1, &record, side, timers)?;
         self.function.process_element2(record, &mut ctx, &mut Collector::new(main))
     }
     fn on_timer(
@@ -416,8 +524,21 @@ impl<I: 'static, B, O, K: Key, F: KeyedBroadcastProcessFunction<K, I, B, O>> Two
         &mut self.function
     }
     #[inline]
-    fn prepare1(&mut self, next: &I) {
-        self.key.prefetch(next);
+    fn process_batch1(
+        &mut self,
+        records: &mut Drain<'_, I>,
+        stop: &mut dyn FnMut(usize) -> bool,
+        main: &mut dyn Output<O>,
+        side: &mut SideOutputs,
+        state: &mut OperatorStateStore,
+        timers: Option<&InternalTimers>,
+    ) -> FunctionResult {
+        let (function, timestamps) = (&mut self.function, &self.timestamps);
+        self.key.each_keyed(records, stop, |key, record| {
+            let keyed = record_context(key, timestamps, &record, &mut *side, timers)?;
+            let mut ctx = KeyedReadOnlyContext { keyed, operator_state: &mut *state };
+            function.process_element(record, &mut ctx, &mut Collector::new(&mut *main))
+        })
     }
     #[inline]
     fn process1(
@@ -429,8 +550,7 @@ impl<I: 'static, B, O, K: Key, F: KeyedBroadcastProcessFunction<K, I, B, O>> Two
         timers: Option<&InternalTimers>,
     ) -> FunctionResult {
         self.key.enter(&record)?;
-        let timestamp = self.timestamps.as_ref().map(|f| f(&record));
-        let keyed = KeyedContext::new(self.key.current(), side, timers, timestamp, None)?;
+        let keyed = record_context(&self.key, &self.timestamps, &record, side, timers)?;
         let mut ctx = KeyedReadOnlyContext { keyed, operator_state: state };
         self.function.process_element(record, &mut ctx, &mut Collector::new(main))
     }

@@ -6,21 +6,17 @@ use crate::function::{FunctionResult, RichFunction, SideOutputs};
 use eddy_checkpoint::OperatorSnapshot;
 use eddy_runtime::channel::{CheckpointBarrier, CheckpointEvent};
 use eddy_runtime::graph::{ErasedOutput, OneInputFactory};
-use eddy_runtime::output::Discard;
+use eddy_runtime::output::{try_each_record, Discard};
 use eddy_runtime::task::OperatorInfo;
 use eddy_runtime::{Lifecycle, Output, TaskError, TypedOutput};
 use eddy_state::keyed::Timer;
 use std::marker::PhantomData;
 use std::sync::Arc;
+use std::vec::Drain;
 
 /// What one record does in a one-input operator.
 pub(crate) trait OneInputLogic<I, O>: 'static {
     fn function(&mut self) -> &mut dyn RichFunction;
-    /// The record after the one processed next (see [`Output::prepare`]).
-    #[inline]
-    fn prepare(&mut self, next: &I) {
-        let _ = next;
-    }
     /// `timers`: a keyed operator's timer service (`None` when not keyed).
     fn process(
         &mut self,
@@ -29,12 +25,28 @@ pub(crate) trait OneInputLogic<I, O>: 'static {
         side: &mut SideOutputs,
         timers: Option<&InternalTimers>,
     ) -> FunctionResult;
+    /// The records of a batch, from the front of `records` until it is empty or
+    /// `stop(processed so far)` says to stop (see [`Output::collect_batch`]); a failure
+    /// ends the batch. Keyed logic takes the batch in passes ([`KeyScope::each_keyed`]).
+    ///
+    /// [`KeyScope::each_keyed`]: crate::key::KeyScope::each_keyed
+    #[inline]
+    fn process_batch(
+        &mut self,
+        records: &mut Drain<'_, I>,
+        stop: &mut dyn FnMut(usize) -> bool,
+        main: &mut dyn Output<O>,
+        side: &mut SideOutputs,
+        timers: Option<&InternalTimers>,
+    ) -> FunctionResult {
+        try_each_record(records, stop, |record| self.process(record, main, side, timers))
+    }
     /// All input has ended (a sink flushes here; async I/O emits what is in flight).
     fn end_input(&mut self, _main: &mut dyn Output<O>) -> FunctionResult {
         Ok(())
     }
     /// Whether the task must call [`OneInputLogic::on_processing_time`] again soon after
-    /// this record (async I/O while requests are in flight).
+    /// this record or batch (async I/O while requests are in flight).
     #[inline]
     fn wants_wakeup(&self) -> bool {
         false
@@ -148,8 +160,19 @@ impl<I, O, L: OneInputLogic<I, O>> Output<I> for OneInputOperator<I, O, L> {
     }
 
     #[inline]
-    fn prepare(&mut self, next: &I) {
-        self.logic.prepare(next);
+    fn collect_batch(&mut self, records: &mut Drain<'_, I>, stop: &mut dyn FnMut(usize) -> bool) {
+        let shared = &self.core.info.shared;
+        let previous = shared.enter(self.core.info.index);
+        let core = &mut self.core;
+        let timers = core.timers.as_ref();
+        if let Err(error) = self.logic.process_batch(records, stop, &mut *self.main, &mut core.side, timers) {
+            self.core.fail(error);
+        }
+        if self.logic.wants_wakeup() {
+            let shared = &self.core.info.shared;
+            shared.request_processing_time(shared.processing_time() + 1);
+        }
+        self.core.info.shared.leave(previous);
     }
 }
 

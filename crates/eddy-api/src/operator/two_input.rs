@@ -6,27 +6,18 @@ use crate::function::{FunctionResult, RichFunction, SideOutputs};
 use eddy_checkpoint::OperatorSnapshot;
 use eddy_runtime::channel::{CheckpointBarrier, CheckpointEvent};
 use eddy_runtime::graph::{receivers_of, Erased, ErasedOutput, TwoInputDriverFactory, TwoInputFactory};
-use eddy_runtime::output::Discard;
+use eddy_runtime::output::{try_each_record, Discard};
 use eddy_runtime::task::{OperatorInfo, TwoInputDriver, TwoInputOperator};
 use eddy_runtime::{Lifecycle, Output, TaskError, TypedOutput};
 use eddy_state::keyed::Timer;
 use eddy_state::OperatorStateStore;
 use std::marker::PhantomData;
 use std::sync::Arc;
+use std::vec::Drain;
 
 /// What a record of either input does.
 pub(crate) trait TwoInputLogic<A, B, O>: 'static {
     fn function(&mut self) -> &mut dyn RichFunction;
-    /// The record of input 1 after the one processed next (see [`Output::prepare`]).
-    #[inline]
-    fn prepare1(&mut self, next: &A) {
-        let _ = next;
-    }
-    /// The record of input 2 after the one processed next.
-    #[inline]
-    fn prepare2(&mut self, next: &B) {
-        let _ = next;
-    }
     fn process1(
         &mut self,
         record: A,
@@ -43,6 +34,32 @@ pub(crate) trait TwoInputLogic<A, B, O>: 'static {
         state: &mut OperatorStateStore,
         timers: Option<&InternalTimers>,
     ) -> FunctionResult;
+    /// A batch of input 1, as [`OneInputLogic::process_batch`](super::one_input::OneInputLogic::process_batch).
+    #[inline]
+    fn process_batch1(
+        &mut self,
+        records: &mut Drain<'_, A>,
+        stop: &mut dyn FnMut(usize) -> bool,
+        main: &mut dyn Output<O>,
+        side: &mut SideOutputs,
+        state: &mut OperatorStateStore,
+        timers: Option<&InternalTimers>,
+    ) -> FunctionResult {
+        try_each_record(records, stop, |record| self.process1(record, main, side, state, timers))
+    }
+    /// A batch of input 2, as [`TwoInputLogic::process_batch1`].
+    #[inline]
+    fn process_batch2(
+        &mut self,
+        records: &mut Drain<'_, B>,
+        stop: &mut dyn FnMut(usize) -> bool,
+        main: &mut dyn Output<O>,
+        side: &mut SideOutputs,
+        state: &mut OperatorStateStore,
+        timers: Option<&InternalTimers>,
+    ) -> FunctionResult {
+        try_each_record(records, stop, |record| self.process2(record, main, side, state, timers))
+    }
     /// A timer of a keyed operator fired; its key and namespace are current.
     fn on_timer(
         &mut self,
@@ -127,13 +144,27 @@ impl<A, B, O, L: TwoInputLogic<A, B, O>> TwoInputOperator<A, B> for TwoInputOp<A
     }
 
     #[inline]
-    fn prepare1(&mut self, next: &A) {
-        self.logic.prepare1(next);
+    fn process_batch1(&mut self, records: &mut Drain<'_, A>, stop: &mut dyn FnMut(usize) -> bool) {
+        let previous = self.core.info.shared.enter(self.core.info.index);
+        let core = &mut self.core;
+        let timers = core.timers.as_ref();
+        let (main, side, state) = (&mut *self.main, &mut core.side, &mut core.operator_state);
+        if let Err(error) = self.logic.process_batch1(records, stop, main, side, state, timers) {
+            core.fail(error);
+        }
+        self.core.info.shared.leave(previous);
     }
 
     #[inline]
-    fn prepare2(&mut self, next: &B) {
-        self.logic.prepare2(next);
+    fn process_batch2(&mut self, records: &mut Drain<'_, B>, stop: &mut dyn FnMut(usize) -> bool) {
+        let previous = self.core.info.shared.enter(self.core.info.index);
+        let core = &mut self.core;
+        let timers = core.timers.as_ref();
+        let (main, side, state) = (&mut *self.main, &mut core.side, &mut core.operator_state);
+        if let Err(error) = self.logic.process_batch2(records, stop, main, side, state, timers) {
+            core.fail(error);
+        }
+        self.core.info.shared.leave(previous);
     }
 }
 

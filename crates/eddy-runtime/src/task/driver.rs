@@ -25,7 +25,7 @@ use super::unaligned::{decode_replay, replay, ReplayQueue, Replayed, UnalignedIn
 use super::watermarks::{ValveOutput, WatermarkValve};
 use crate::channel::{BatchReceiver, CheckpointBarrier, CheckpointEvent, StreamMessage};
 use crate::error::TaskError;
-use crate::output::{Lifecycle, Output};
+use crate::output::{each_record, Lifecycle, Output};
 use crossbeam_channel::{Select, TryRecvError};
 use eddy_types::Watermark;
 use serde::de::DeserializeOwned;
@@ -230,20 +230,14 @@ impl<T: 'static> OneInputDriver<T> {
             StreamMessage::Records(mut batch) => {
                 match self.unaligned.as_ref().filter(|u| u.listening()) {
                     None => {
-                        let mut records = batch.drain(..).peekable();
-                        let mut processed = 0;
-                        while let Some(record) = records.next() {
-                            if let Some(next) = records.peek() {
-                                self.head.prepare(next);
-                            }
-                            self.head.collect(record);
-                            processed += 1;
-                            if control_waits(processed, &self.mailbox) {
-                                self.gate.put_back(channel, records.by_ref().collect());
-                                break;
-                            }
-                        }
-                        self.counters.add_in(processed);
+                        let mut records = batch.drain(..);
+                        let before = records.len();
+                        let mailbox = &self.mailbox;
+                        self.head.collect_batch(&mut records, &mut |processed| control_waits(processed, mailbox));
+                        self.counters.add_in(before - records.len());
+                        // What a stop (or a failure: the task fails at the check below)
+                        // left over goes back to the front of its channel.
+                        self.gate.put_back(channel, records.by_ref().collect());
                     }
                     Some(_) => {
                         // An announced barrier is taken between two records, not after a
@@ -440,17 +434,21 @@ impl<T: 'static> TaskDriver for OneInputDriver<T> {
 pub trait TwoInputOperator<A, B>: Lifecycle {
     fn process1(&mut self, record: A);
     fn process2(&mut self, record: B);
-    /// As [`Output::prepare`], for the next record of input 1.
+    /// As [`Output::collect_batch`], for a batch of input 1.
     #[inline]
-    fn prepare1(&mut self, next: &A) {
-        let _ = next;
+    fn process_batch1(&mut self, records: &mut std::vec::Drain<'_, A>, stop: &mut dyn FnMut(usize) -> bool) {
+        each_record(records, stop, |record| self.process1(record))
     }
-    /// As [`Output::prepare`], for the next record of input 2.
+    /// As [`Output::collect_batch`], for a batch of input 2.
     #[inline]
-    fn prepare2(&mut self, next: &B) {
-        let _ = next;
+    fn process_batch2(&mut self, records: &mut std::vec::Drain<'_, B>, stop: &mut dyn FnMut(usize) -> bool) {
+        each_record(records, stop, |record| self.process2(record))
     }
 }
+
+/// A two-input head's batch operation for one input's records of type `X`.
+type BatchFn<A, B, X> =
+    for<'a, 'b> fn(&mut Box<dyn TwoInputOperator<A, B>>, &mut std::vec::Drain<'a, X>, &mut dyn FnMut(usize) -> bool);
 
 /// Why a task that reads its second input to the end first declines checkpoints.
 const READS_SECOND_FIRST: &str = "it reads its second input to the end before its first";
@@ -555,25 +553,33 @@ impl<A: 'static, B: 'static> TwoInputDriver<A, B> {
         &mut self,
         (channel, local): (usize, usize),
         message: StreamMessage<X>,
-        process: impl Fn(&mut Box<dyn TwoInputOperator<A, B>>, X, Option<&X>),
+        process: fn(&mut Box<dyn TwoInputOperator<A, B>>, X),
+        process_batch: BatchFn<A, B, X>,
         gate: fn(&mut Self) -> &mut InputGate<X>,
     ) -> Result<StepResult, TaskError> {
         let alignment = match message {
             StreamMessage::Records(mut batch) => {
-                let mut records = batch.drain(..).peekable();
-                let mut processed = 0;
-                let watch = self.unaligned.as_ref().is_some_and(|u| u.listening());
-                while let Some(record) = records.next() {
-                    process(&mut self.head, record, records.peek());
-                    processed += 1;
-                    // As in OneInputDriver: announcements and read-ahead between records,
-                    // and a look at the mailbox now and then.
-                    if (watch && self.checkpointing().between_records()?) || control_waits(processed, &self.mailbox) {
-                        gate(self).put_back(local, records.by_ref().collect());
-                        break;
+                let mut records = batch.drain(..);
+                let before = records.len();
+                if self.unaligned.as_ref().is_some_and(|u| u.listening()) {
+                    // As in OneInputDriver: announcements and read-ahead between records.
+                    let mut processed = 0;
+                    for record in records.by_ref() {
+                        process(&mut self.head, record);
+                        processed += 1;
+                        if self.checkpointing().between_records()? || control_waits(processed, &self.mailbox) {
+                            break;
+                        }
                     }
+                } else {
+                    let mailbox = &self.mailbox;
+                    process_batch(&mut self.head, &mut records, &mut |processed| control_waits(processed, mailbox));
                 }
-                drop(records);
+                // What a stop (or a failure: the task fails at the check below) left over
+                // goes back to the front of its channel.
+                let processed = before - records.len();
+                let rest = records.collect();
+                gate(self).put_back(local, rest);
                 gate(self).recycle(local, batch);
                 self.counters.add_in(processed);
                 Alignment::Pending
@@ -674,24 +680,24 @@ impl<A: 'static, B: 'static> TaskDriver for TwoInputDriver<A, B> {
         for second in order {
             if second {
                 if let Some((channel, message)) = self.second.poll(&|c| aligner.is_blocked(offset + c))? {
-                    let process = |head: &mut Box<dyn TwoInputOperator<A, B>>, r, next: Option<&B>| {
-                        if let Some(next) = next {
-                            head.prepare2(next);
-                        }
-                        head.process2(r)
-                    };
-                    return self.handle((offset + channel, channel), message, process, |driver| &mut driver.second);
+                    return self.handle(
+                        (offset + channel, channel),
+                        message,
+                        |head, record| head.process2(record),
+                        |head, records, stop| head.process_batch2(records, stop),
+                        |driver| &mut driver.second,
+                    );
                 }
             } else if !self.hold_first() {
                 let aligner = &self.aligner;
                 if let Some((channel, message)) = self.first.poll(&|c| aligner.is_blocked(c))? {
-                    let process = |head: &mut Box<dyn TwoInputOperator<A, B>>, r, next: Option<&A>| {
-                        if let Some(next) = next {
-                            head.prepare1(next);
-                        }
-                        head.process1(r)
-                    };
-                    return self.handle((channel, channel), message, process, |driver| &mut driver.first);
+                    return self.handle(
+                        (channel, channel),
+                        message,
+                        |head, record| head.process1(record),
+                        |head, records, stop| head.process_batch1(records, stop),
+                        |driver| &mut driver.first,
+                    );
                 }
             }
         }

@@ -377,11 +377,11 @@ pub trait KeyedStateBackend: Send {
     fn set_current_namespace_hashed(&mut self, namespace: &[u8], hash: u64);
     /// After this, state access fails until a key is set again.
     fn clear_current_key(&mut self);
-    /// The key after the current one, by the hash [`KeyedStateBackend::set_current_key`]
-    /// will get: the tables the last record used start fetching its entries into the cache, so
-    /// that the fetch overlaps the current record's work. A hint only. Returns whether
-    /// it is worth it: false while what records use fits in the CPU's cache anyway, and
-    /// the caller may then stop asking for a while.
+    /// A key used soon (one of the batch taken now), by the hash
+    /// [`KeyedStateBackend::set_current_key`] will get: the tables the last record used
+    /// start fetching its entries into the cache, so that the fetches of a batch's keys
+    /// overlap. A hint only. Returns whether it is worth it: false while what records use
+    /// fits in the CPU's cache anyway, and the caller may then stop asking for a while.
     fn prefetch_key(&self, hash: KeyHash) -> bool {
         let _ = hash;
         false
