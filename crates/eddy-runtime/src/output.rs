@@ -95,8 +95,8 @@ pub trait Output<T>: Lifecycle {
     /// empty or `stop(collected so far)` says to stop; what is left stays in `records`, and
     /// the driver puts it back into the input (a failure may end the batch early too: the
     /// task then fails at the driver's next check). An operator may take the batch in
-    /// passes: a keyed operator encodes, hashes and prefetches the keys of a few dozen
-    /// records, then runs its function on each of them.
+    /// passes: a keyed operator encodes, hashes and prefetches the keys of some records,
+    /// then runs its function on each of them.
     #[inline]
     fn collect_batch(&mut self, records: &mut std::vec::Drain<'_, T>, stop: &mut dyn FnMut(usize) -> bool) {
         each_record(records, stop, |record| self.collect(record))
