@@ -143,13 +143,19 @@ impl<I: 'static, O: 'static, L: OneInputLogic<I, O>> OneInputOperator<I, O, L> {
     }
 }
 
-impl<I, O, L: OneInputLogic<I, O>> Output<I> for OneInputOperator<I, O, L> {
+impl<I, O, L: OneInputLogic<I, O>> OneInputOperator<I, O, L> {
+    /// Runs `work` on the logic as this operator (its metrics and failure slot): a
+    /// failure goes into the task's failure slot; a logic that waits for something asks
+    /// to be woken soon.
     #[inline]
-    fn collect(&mut self, record: I) {
+    fn run(
+        &mut self,
+        work: impl FnOnce(&mut L, &mut dyn Output<O>, &mut SideOutputs, Option<&InternalTimers>) -> FunctionResult,
+    ) {
         let shared = &self.core.info.shared;
         let previous = shared.enter(self.core.info.index);
         let core = &mut self.core;
-        if let Err(error) = self.logic.process(record, &mut *self.main, &mut core.side, core.timers.as_ref()) {
+        if let Err(error) = work(&mut self.logic, &mut *self.main, &mut core.side, core.timers.as_ref()) {
             self.core.fail(error);
         }
         if self.logic.wants_wakeup() {
@@ -158,21 +164,17 @@ impl<I, O, L: OneInputLogic<I, O>> Output<I> for OneInputOperator<I, O, L> {
         }
         self.core.info.shared.leave(previous);
     }
+}
+
+impl<I, O, L: OneInputLogic<I, O>> Output<I> for OneInputOperator<I, O, L> {
+    #[inline]
+    fn collect(&mut self, record: I) {
+        self.run(|logic, main, side, timers| logic.process(record, main, side, timers));
+    }
 
     #[inline]
     fn collect_batch(&mut self, records: &mut Drain<'_, I>, stop: &mut dyn FnMut(usize) -> bool) {
-        let shared = &self.core.info.shared;
-        let previous = shared.enter(self.core.info.index);
-        let core = &mut self.core;
-        let timers = core.timers.as_ref();
-        if let Err(error) = self.logic.process_batch(records, stop, &mut *self.main, &mut core.side, timers) {
-            self.core.fail(error);
-        }
-        if self.logic.wants_wakeup() {
-            let shared = &self.core.info.shared;
-            shared.request_processing_time(shared.processing_time() + 1);
-        }
-        self.core.info.shared.leave(previous);
+        self.run(|logic, main, side, timers| logic.process_batch(records, stop, main, side, timers));
     }
 }
 

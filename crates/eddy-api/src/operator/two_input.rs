@@ -116,55 +116,49 @@ impl<A: crate::Data, B: crate::Data, O: 'static, L: TwoInputLogic<A, B, O>> TwoI
     }
 }
 
-impl<A, B, O, L: TwoInputLogic<A, B, O>> TwoInputOperator<A, B> for TwoInputOp<A, B, O, L> {
+impl<A, B, O, L: TwoInputLogic<A, B, O>> TwoInputOp<A, B, O, L> {
+    /// Runs `work` on the logic as this operator (its metrics and failure slot): a
+    /// failure goes into the task's failure slot.
     #[inline]
-    fn process1(&mut self, record: A) {
+    fn run(
+        &mut self,
+        work: impl FnOnce(
+            &mut L,
+            &mut dyn Output<O>,
+            &mut SideOutputs,
+            &mut OperatorStateStore,
+            Option<&InternalTimers>,
+        ) -> FunctionResult,
+    ) {
         let previous = self.core.info.shared.enter(self.core.info.index);
         let core = &mut self.core;
         let timers = core.timers.as_ref();
-        if let Err(error) =
-            self.logic.process1(record, &mut *self.main, &mut core.side, &mut core.operator_state, timers)
-        {
+        if let Err(error) = work(&mut self.logic, &mut *self.main, &mut core.side, &mut core.operator_state, timers) {
             core.fail(error);
         }
         self.core.info.shared.leave(previous);
+    }
+}
+
+impl<A, B, O, L: TwoInputLogic<A, B, O>> TwoInputOperator<A, B> for TwoInputOp<A, B, O, L> {
+    #[inline]
+    fn process1(&mut self, record: A) {
+        self.run(|logic, main, side, state, timers| logic.process1(record, main, side, state, timers));
     }
 
     #[inline]
     fn process2(&mut self, record: B) {
-        let previous = self.core.info.shared.enter(self.core.info.index);
-        let core = &mut self.core;
-        let timers = core.timers.as_ref();
-        if let Err(error) =
-            self.logic.process2(record, &mut *self.main, &mut core.side, &mut core.operator_state, timers)
-        {
-            core.fail(error);
-        }
-        self.core.info.shared.leave(previous);
+        self.run(|logic, main, side, state, timers| logic.process2(record, main, side, state, timers));
     }
 
     #[inline]
     fn process_batch1(&mut self, records: &mut Drain<'_, A>, stop: &mut dyn FnMut(usize) -> bool) {
-        let previous = self.core.info.shared.enter(self.core.info.index);
-        let core = &mut self.core;
-        let timers = core.timers.as_ref();
-        let (main, side, state) = (&mut *self.main, &mut core.side, &mut core.operator_state);
-        if let Err(error) = self.logic.process_batch1(records, stop, main, side, state, timers) {
-            core.fail(error);
-        }
-        self.core.info.shared.leave(previous);
+        self.run(|logic, main, side, state, timers| logic.process_batch1(records, stop, main, side, state, timers));
     }
 
     #[inline]
     fn process_batch2(&mut self, records: &mut Drain<'_, B>, stop: &mut dyn FnMut(usize) -> bool) {
-        let previous = self.core.info.shared.enter(self.core.info.index);
-        let core = &mut self.core;
-        let timers = core.timers.as_ref();
-        let (main, side, state) = (&mut *self.main, &mut core.side, &mut core.operator_state);
-        if let Err(error) = self.logic.process_batch2(records, stop, main, side, state, timers) {
-            core.fail(error);
-        }
-        self.core.info.shared.leave(previous);
+        self.run(|logic, main, side, state, timers| logic.process_batch2(records, stop, main, side, state, timers));
     }
 }
 
