@@ -123,18 +123,25 @@ impl<T, K: Key> KeyScope<T, K> {
     /// Runs `each` on the records of a batch in order, each with its key current, until
     /// the batch is empty or `stop(records run so far)` says to stop (the rest stays in
     /// `records`), or `each` fails. The keys are encoded, hashed and prefetched a pass of
-    /// records ahead of their functions.
+    /// records ahead of their functions. `hashes` are the keys' hashes from the front of
+    /// `records` if the writer of the edge sent them (they are not computed again), else
+    /// empty.
     #[inline]
     pub(crate) fn each_keyed<E: From<StateError>>(
         &mut self,
         records: &mut std::vec::Drain<'_, T>,
+        hashes: &[KeyHash],
         stop: &mut dyn FnMut(usize) -> bool,
         mut each: impl FnMut(&Self, T) -> Result<(), E>,
     ) -> Result<(), E> {
+        // The writer's hashes are those of all records, or of none (then computed here).
+        let mut hashes = Some(hashes).filter(|h| h.len() == records.len()).unwrap_or(&[]);
         let mut done = 0;
         while !records.as_slice().is_empty() {
             let keys = records.len().min(KEYS_PER_PASS);
-            self.encode_batch(&records.as_slice()[..keys]);
+            let known;
+            (known, hashes) = hashes.split_at(hashes.len().min(keys));
+            self.encode_batch(&records.as_slice()[..keys], known);
             self.prefetch_batch();
             for index in 0..keys {
                 let Some(record) = records.next() else { break };
@@ -149,16 +156,28 @@ impl<T, K: Key> KeyScope<T, K> {
         Ok(())
     }
 
-    /// The first pass over `records`: every record's key encoded and hashed.
-    fn encode_batch(&mut self, records: &[T]) {
+    /// The first pass over `records`: every record's key encoded, and hashed unless its
+    /// hash is `known` (the writer's: then all are).
+    fn encode_batch(&mut self, records: &[T], known: &[KeyHash]) {
         self.keys.clear();
         self.ends.clear();
         self.hashes.clear();
+        let hashed = known.len() == records.len();
         for record in records {
             let start = self.keys.len();
             self.key_fn.encode(record, &mut self.keys);
-            self.hashes.push(stable_hash(&self.keys[start..]));
+            if !hashed {
+                self.hashes.push(stable_hash(&self.keys[start..]));
+            }
             self.ends.push(self.keys.len());
+        }
+        if hashed {
+            self.hashes.extend_from_slice(known);
+            // The writer hashed the bytes of the same key function: a mismatch is a bug.
+            debug_assert!(
+                (0..records.len()).all(|i| known[i] == stable_hash(key_at(&self.keys, &self.ends, i))),
+                "the writer's key hashes are the stable hashes of the keys"
+            );
         }
     }
 
@@ -189,9 +208,8 @@ impl<T, K: Key> KeyScope<T, K> {
     /// Makes the key of the batch's record `index` current (after [`KeyScope::encode_batch`]).
     #[inline]
     fn enter_encoded_at(&mut self, index: usize) -> Result<(), StateError> {
-        let start = index.checked_sub(1).map_or(0, |before| self.ends[before]);
         self.scratch.clear();
-        self.scratch.extend_from_slice(&self.keys[start..self.ends[index]]);
+        self.scratch.extend_from_slice(key_at(&self.keys, &self.ends, index));
         self.enter_encoded(self.hashes[index])
     }
 
@@ -227,6 +245,14 @@ impl<T, K: Key> KeyScope<T, K> {
     pub(crate) fn current(&self) -> CurrentKey<'_, K> {
         CurrentKey { bytes: &self.scratch, key: OnceCell::new() }
     }
+}
+
+/// The encoded key of record `index` of a pass: `keys` holds them one after another,
+/// `ends[i]` is where record `i`'s ends.
+#[inline]
+fn key_at<'a>(keys: &'a [u8], ends: &[usize], index: usize) -> &'a [u8] {
+    let start = index.checked_sub(1).map_or(0, |before| ends[before]);
+    &keys[start..ends[index]]
 }
 
 /// The current key as a function sees it: decoded from its bytes only when asked for.
@@ -267,7 +293,7 @@ mod tests {
         while records.len() > 0 {
             let mut stop = |done: usize| done == stop_at;
             scope
-                .each_keyed(&mut records, &mut stop, |key, record| {
+                .each_keyed(&mut records, &[], &mut stop, |key, record| {
                     assert_eq!(*key.current().get(), record.0, "the record's own key is current");
                     let n = count.update_with(
                         || 0,
@@ -288,6 +314,44 @@ mod tests {
         take_backend();
     }
 
+    /// With the writer's hashes, a batch runs as without them: every record once, in order,
+    /// under its own key (the hashes are taken as the keys', not computed again).
+    #[test]
+    fn a_batch_with_the_writers_hashes_runs_each_record_under_its_own_key() {
+        let max = MaxParallelism::default();
+        install_backend(Box::new(TableKeyedStateBackend::new(KeyGroupRange::all(max), max))).unwrap();
+        let count = ValueState::<u64>::declare(&ValueStateDescriptor::new("count")).unwrap();
+        let key_fn: KeyFn<(u64, u64), u64> = Arc::new(OwnedKey(|r: &(u64, u64)| r.0, PhantomData));
+        let mut scope = KeyScope::new(key_fn);
+        let mut batch: Vec<(u64, u64)> = (0..300u64).map(|i| (i % 11, i / 11 + 1)).collect();
+        let hashes: Vec<_> = batch.iter().map(|r| scope.encode(r)).collect();
+        let mut seen = Vec::new();
+        let mut records = batch.drain(..);
+        let mut never = |_: usize| false;
+        scope
+            .each_keyed(&mut records, &hashes, &mut never, |key, record| {
+                assert_eq!(*key.current().get(), record.0, "the record's own key is current");
+                assert_eq!(
+                    count.update_with(
+                        || 0,
+                        |n| {
+                            *n += 1;
+                            *n
+                        }
+                    )?,
+                    record.1,
+                    "key {}",
+                    record.0
+                );
+                seen.push(record);
+                Ok::<(), StateError>(())
+            })
+            .unwrap();
+        drop(records);
+        assert_eq!(seen, (0..300u64).map(|i| (i % 11, i / 11 + 1)).collect::<Vec<_>>());
+        take_backend();
+    }
+
     /// A function failing within a pass ends the batch there: the failed record is taken,
     /// the records after it stay, in order (the driver puts them back; the task fails).
     #[test]
@@ -299,7 +363,7 @@ mod tests {
         let mut batch: Vec<u64> = (0..200).collect();
         let mut records = batch.drain(..);
         let mut never = |_: usize| false;
-        let failed = scope.each_keyed(&mut records, &mut never, |_, record| {
+        let failed = scope.each_keyed(&mut records, &[], &mut never, |_, record| {
             if record == 70 {
                 return Err(StateError::from(eddy_state::StateErrorKind::NotKeyed { state: "test".into() }));
             }

@@ -3,6 +3,7 @@
 
 use crossbeam_channel::Select;
 use crossbeam_channel::{bounded, Receiver, SendError, SendTimeoutError, Sender, TryRecvError, TrySendError};
+use eddy_types::KeyHash;
 use std::sync::atomic::{fence, AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -24,6 +25,11 @@ pub const DEFAULT_BUFFER_TIMEOUT_MS: u64 = 100;
 #[derive(Debug)]
 pub enum StreamMessage<T> {
     Records(Vec<T>),
+    /// Records with their keys' hashes (`hashes[i]` is `records[i]`'s), as the writer of a
+    /// key-partitioned edge computed them to pick each record's subtask: the keyed
+    /// operator that takes them does not hash the keys again. Only between subtasks of one
+    /// process; everything but the task's driver takes them as plain records.
+    HashedRecords(Vec<T>, Vec<KeyHash>),
     /// Checkpoint barrier n: every record before it belongs to checkpoint n.
     Barrier(CheckpointBarrier),
     /// Event time reached this point on this channel.
@@ -32,6 +38,24 @@ pub enum StreamMessage<T> {
     WatermarkStatus(eddy_types::WatermarkStatus),
     /// The producer has no more records.
     EndOfInput,
+}
+
+impl<T> StreamMessage<T> {
+    /// This message with any records' hashes dropped: for every reader of a channel but
+    /// the task's driver (the network, the in-flight copies of unaligned checkpoints).
+    #[inline]
+    pub fn without_hashes(self) -> Self {
+        match self {
+            StreamMessage::HashedRecords(records, _) => StreamMessage::Records(records),
+            message => message,
+        }
+    }
+
+    /// Whether this message holds records (with their hashes or without).
+    #[inline]
+    pub fn is_records(&self) -> bool {
+        matches!(self, StreamMessage::Records(_) | StreamMessage::HashedRecords(..))
+    }
 }
 
 /// The marker sources emit in band when checkpoint `id` is triggered.

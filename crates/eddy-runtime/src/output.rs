@@ -4,6 +4,7 @@
 
 use crate::channel::{CheckpointBarrier, CheckpointEvent};
 use eddy_checkpoint::OperatorSnapshot;
+use eddy_types::KeyHash;
 use eddy_types::{Watermark, WatermarkStatus};
 
 /// The lifecycle of an operator, and through it of everything downstream in its chain:
@@ -96,9 +97,18 @@ pub trait Output<T>: Lifecycle {
     /// the driver puts it back into the input (a failure may end the batch early too: the
     /// task then fails at the driver's next check). An operator may take the batch in
     /// passes: a keyed operator encodes, hashes and prefetches the keys of some records,
-    /// then runs its function on each of them.
+    /// then runs its function on each of them. `hashes` are the hashes of the records'
+    /// keys, in order from the front of `records`, as the writer of a key-partitioned edge
+    /// computed them (see [`crate::channel::StreamMessage::HashedRecords`]); empty when
+    /// not known.
     #[inline]
-    fn collect_batch(&mut self, records: &mut std::vec::Drain<'_, T>, stop: &mut dyn FnMut(usize) -> bool) {
+    fn collect_batch(
+        &mut self,
+        records: &mut std::vec::Drain<'_, T>,
+        hashes: &[KeyHash],
+        stop: &mut dyn FnMut(usize) -> bool,
+    ) {
+        let _ = hashes;
         each_record(records, stop, |record| self.collect(record))
     }
 }
@@ -146,8 +156,13 @@ impl<T> Output<T> for Box<dyn Output<T>> {
         (**self).collect(record)
     }
     #[inline]
-    fn collect_batch(&mut self, records: &mut std::vec::Drain<'_, T>, stop: &mut dyn FnMut(usize) -> bool) {
-        (**self).collect_batch(records, stop)
+    fn collect_batch(
+        &mut self,
+        records: &mut std::vec::Drain<'_, T>,
+        hashes: &[KeyHash],
+        stop: &mut dyn FnMut(usize) -> bool,
+    ) {
+        (**self).collect_batch(records, hashes, stop)
     }
 }
 

@@ -43,25 +43,27 @@ pub enum Partitioner<T> {
 }
 
 impl<T> Partitioner<T> {
-    /// Index into the writer's targets, for every partitioner but broadcast.
+    /// Index into the writer's targets, for every partitioner but broadcast, and on a
+    /// key-partitioned edge the hash of the record's key that picked it.
     #[inline]
-    fn target(&mut self, record: &T, targets: usize) -> usize {
+    fn target(&mut self, record: &T, targets: usize) -> (usize, Option<KeyHash>) {
         match self {
-            Partitioner::Forward | Partitioner::Broadcast => 0,
+            Partitioner::Forward | Partitioner::Broadcast => (0, None),
             Partitioner::Rebalance { next } => {
                 let target = *next;
                 *next = if target + 1 == targets { 0 } else { target + 1 };
-                target
+                (target, None)
             }
             Partitioner::Shuffle { state } => {
                 *state ^= *state << 13;
                 *state ^= *state >> 7;
                 *state ^= *state << 17;
-                (*state % targets as u64) as usize
+                ((*state % targets as u64) as usize, None)
             }
             Partitioner::KeyGroups { selector, max_parallelism } => {
-                let key_group = assign_to_key_group(selector.key_hash(record), *max_parallelism);
-                operator_index_for_key_group(*max_parallelism, targets as u32, key_group) as usize
+                let hash = selector.key_hash(record);
+                let key_group = assign_to_key_group(hash, *max_parallelism);
+                (operator_index_for_key_group(*max_parallelism, targets as u32, key_group) as usize, Some(hash))
             }
         }
     }
@@ -72,6 +74,9 @@ pub struct RecordWriter<T> {
     /// This producer's channel into each target subtask.
     targets: Vec<BatchSender<T>>,
     buffers: Vec<Vec<T>>,
+    /// On a key-partitioned edge, the hashes of the buffered records' keys, per target
+    /// (sent with them: see [`StreamMessage::HashedRecords`]); else empty.
+    hashes: Vec<Vec<KeyHash>>,
     partitioner: Partitioner<T>,
     shared: Rc<TaskShared>,
     /// End of input was sent: nothing more goes downstream, not even barriers.
@@ -125,11 +130,16 @@ impl<T: Clone> RecordWriter<T> {
             sizer.copy_sizes(&mut batch_records);
         }
         let buffers = batch_records.iter().map(|&records| Vec::with_capacity(records)).collect();
+        let hashes = match partitioner {
+            Partitioner::KeyGroups { .. } => batch_records.iter().map(|&records| Vec::with_capacity(records)).collect(),
+            _ => Vec::new(),
+        };
         let step_limit = sizer.as_ref().map(|_| shared.add_source_step_limit());
         let writer = Self {
             batch_records,
             targets,
             buffers,
+            hashes,
             partitioner,
             counters: shared.counters(),
             shared,
@@ -199,7 +209,15 @@ impl<T: Clone> RecordWriter<T> {
         let batch = std::mem::replace(&mut self.buffers[target], fresh);
         let records = batch.len();
         self.counters.add_out(records);
-        self.send(target, StreamMessage::Records(batch));
+        let message = match self.hashes.get_mut(target) {
+            Some(hashes) => {
+                debug_assert_eq!(hashes.len(), batch.len(), "a hash per record");
+                let fresh = Vec::with_capacity(self.batch_records[target]);
+                StreamMessage::HashedRecords(batch, std::mem::replace(hashes, fresh))
+            }
+            None => StreamMessage::Records(batch),
+        };
+        self.send(target, message);
         if let Some(sizer) = &mut self.sizer {
             if sizer.sent(target, records, std::time::Instant::now()) {
                 self.resize_batches();
@@ -257,7 +275,10 @@ impl<T: Clone> Output<T> for RecordWriter<T> {
             }
             self.push(last, record);
         } else {
-            let target = self.partitioner.target(&record, self.targets.len());
+            let (target, hash) = self.partitioner.target(&record, self.targets.len());
+            if let Some(hash) = hash {
+                self.hashes[target].push(hash);
+            }
             self.push(target, record);
         }
     }

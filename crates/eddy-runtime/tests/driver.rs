@@ -645,3 +645,98 @@ fn an_aligned_task_declines_a_barrier_that_overtook_records_but_not_one_that_ove
         );
     }
 }
+
+/// Hashes a record's value as its key (a `key_by(|v| *v)`).
+struct ValueKey;
+
+impl eddy_runtime::writer::KeySelector<u32> for ValueKey {
+    fn key_hash(&mut self, record: &u32) -> eddy_types::KeyHash {
+        eddy_types::stable_hash(&record.to_le_bytes())
+    }
+}
+
+/// Each record a head took, and the hash of its key if it came with one.
+type SeenWithHash = Vec<(u32, Option<u64>)>;
+
+/// A head that keeps the key hashes each batch came with.
+#[derive(Clone, Default)]
+struct HashProbe(Rc<RefCell<SeenWithHash>>);
+
+impl Output<u32> for HashProbe {
+    fn collect(&mut self, record: u32) {
+        self.0.borrow_mut().push((record, None));
+    }
+    fn collect_batch(
+        &mut self,
+        records: &mut std::vec::Drain<'_, u32>,
+        hashes: &[eddy_types::KeyHash],
+        _stop: &mut dyn FnMut(usize) -> bool,
+    ) {
+        let mut seen = self.0.borrow_mut();
+        for (i, record) in records.enumerate() {
+            seen.push((record, hashes.get(i).map(|h| h.0)));
+        }
+    }
+}
+
+impl Lifecycle for HashProbe {
+    fn open(&mut self) -> Result<(), TaskError> {
+        Ok(())
+    }
+    fn flush(&mut self) -> Result<(), TaskError> {
+        Ok(())
+    }
+    fn end_input(&mut self) -> Result<(), TaskError> {
+        Ok(())
+    }
+    fn close(&mut self) {}
+    fn snapshot(&mut self, _: &CheckpointBarrier, _: &mut Vec<OperatorSnapshot>) -> Result<(), TaskError> {
+        Ok(())
+    }
+    fn notify_checkpoint(&mut self, _: CheckpointEvent) -> Result<(), TaskError> {
+        Ok(())
+    }
+    fn on_watermark(&mut self, _: eddy_types::Watermark) -> Result<(), TaskError> {
+        Ok(())
+    }
+    fn on_watermark_status(&mut self, _: eddy_types::WatermarkStatus) -> Result<(), TaskError> {
+        Ok(())
+    }
+    fn on_processing_time(&mut self, _: i64) -> Result<(), TaskError> {
+        Ok(())
+    }
+}
+
+/// The writer of a key-partitioned edge sends each record to the subtask of its key group
+/// with the hash it computed for that, and the consumer's head gets the hashes with the
+/// batch: exactly the stable hashes of the keys, in the records' order.
+#[test]
+fn a_key_partitioned_writer_sends_its_key_hashes_with_each_batch_to_the_head() {
+    use eddy_runtime::writer::{Partitioner, RecordWriter};
+    use eddy_types::{assign_to_key_group, operator_index_for_key_group, MaxParallelism};
+    let max = MaxParallelism::default();
+    let (tx, rx) = channels(2, 64);
+    let shared = TaskShared::new(Arc::new(AtomicBool::new(false)));
+    let partitioner = Partitioner::KeyGroups { selector: Box::new(ValueKey), max_parallelism: max };
+    let mut writer = RecordWriter::new(tx, &[], partitioner, shared.clone());
+    (0..3000u32).for_each(|value| writer.collect(value));
+    writer.end_input().unwrap();
+    let mut total = 0;
+    for (target, rx) in rx.into_iter().enumerate() {
+        let (_mailbox_tx, mailbox_rx) = mailbox();
+        let probe = HashProbe::default();
+        let mut driver = OneInputDriver::new(vec![rx], Box::new(probe.clone()), mailbox_rx, shared.clone());
+        driver.open().unwrap();
+        while driver.step().unwrap() != StepResult::Finished {}
+        let seen = probe.0.borrow();
+        assert!(!seen.is_empty(), "target {target} got records");
+        total += seen.len();
+        for &(value, hash) in seen.iter() {
+            let expected = eddy_types::stable_hash(&value.to_le_bytes());
+            assert_eq!(hash, Some(expected.0), "record {value}'s hash came with it");
+            let key_group = assign_to_key_group(expected, max);
+            assert_eq!(operator_index_for_key_group(max, 2, key_group) as usize, target, "record {value}'s subtask");
+        }
+    }
+    assert_eq!(total, 3000, "every record once");
+}

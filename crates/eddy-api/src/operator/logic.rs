@@ -12,6 +12,7 @@ use eddy_runtime::{Collector, Output};
 use eddy_state::keyed::Timer;
 use eddy_state::OperatorStateStore;
 use eddy_types::Key;
+use eddy_types::KeyHash;
 use std::marker::PhantomData;
 use std::vec::Drain;
 
@@ -111,6 +112,7 @@ impl<I: 'static, O, K: Key, F: RichMapFunction<I, O>> OneInputLogic<I, O> for Ri
     fn process_batch(
         &mut self,
         records: &mut Drain<'_, I>,
+        hashes: &[KeyHash],
         stop: &mut dyn FnMut(usize) -> bool,
         main: &mut dyn Output<O>,
         _side: &mut SideOutputs,
@@ -121,7 +123,7 @@ impl<I: 'static, O, K: Key, F: RichMapFunction<I, O>> OneInputLogic<I, O> for Ri
             main.collect(function.map(record)?);
             Ok(())
         };
-        each_maybe_keyed(self.key.as_mut(), records, stop, map)
+        each_maybe_keyed(self.key.as_mut(), records, hashes, stop, map)
     }
 }
 
@@ -152,6 +154,7 @@ impl<I: 'static, O, K: Key, F: RichFlatMapFunction<I, O>> OneInputLogic<I, O> fo
     fn process_batch(
         &mut self,
         records: &mut Drain<'_, I>,
+        hashes: &[KeyHash],
         stop: &mut dyn FnMut(usize) -> bool,
         main: &mut dyn Output<O>,
         _side: &mut SideOutputs,
@@ -159,7 +162,7 @@ impl<I: 'static, O, K: Key, F: RichFlatMapFunction<I, O>> OneInputLogic<I, O> fo
     ) -> FunctionResult {
         let function = &mut self.function;
         let flat_map = |record| function.flat_map(record, &mut Collector::new(&mut *main));
-        each_maybe_keyed(self.key.as_mut(), records, stop, flat_map)
+        each_maybe_keyed(self.key.as_mut(), records, hashes, stop, flat_map)
     }
 }
 
@@ -214,13 +217,14 @@ impl<I: 'static, O, K: Key, F: KeyedProcessFunction<K, I, O>> OneInputLogic<I, O
     fn process_batch(
         &mut self,
         records: &mut Drain<'_, I>,
+        hashes: &[KeyHash],
         stop: &mut dyn FnMut(usize) -> bool,
         main: &mut dyn Output<O>,
         side: &mut SideOutputs,
         timers: Option<&InternalTimers>,
     ) -> FunctionResult {
         let (function, timestamps) = (&mut self.function, &self.timestamps);
-        self.key.each_keyed(records, stop, |key, record| {
+        self.key.each_keyed(records, hashes, stop, |key, record| {
             process_keyed(function, key, timestamps, record, &mut *main, &mut *side, timers)
         })
     }
@@ -244,11 +248,12 @@ impl<I: 'static, O, K: Key, F: KeyedProcessFunction<K, I, O>> OneInputLogic<I, O
 fn each_maybe_keyed<T, K: Key>(
     key: Option<&mut KeyScope<T, K>>,
     records: &mut Drain<'_, T>,
+    hashes: &[KeyHash],
     stop: &mut dyn FnMut(usize) -> bool,
     mut each: impl FnMut(T) -> FunctionResult,
 ) -> FunctionResult {
     match key {
-        Some(key) => key.each_keyed(records, stop, |_, record| each(record)),
+        Some(key) => key.each_keyed(records, hashes, stop, |_, record| each(record)),
         None => try_each_record(records, stop, each),
     }
 }
@@ -320,6 +325,7 @@ impl<A: 'static, B: 'static, O, K: Key, F: CoFlatMapFunction<A, B, O>> TwoInputL
     fn process_batch1(
         &mut self,
         records: &mut Drain<'_, A>,
+        hashes: &[KeyHash],
         stop: &mut dyn FnMut(usize) -> bool,
         main: &mut dyn Output<O>,
         _side: &mut SideOutputs,
@@ -328,12 +334,13 @@ impl<A: 'static, B: 'static, O, K: Key, F: CoFlatMapFunction<A, B, O>> TwoInputL
     ) -> FunctionResult {
         let function = &mut self.function;
         let flat_map = |record| function.flat_map1(record, &mut Collector::new(&mut *main));
-        each_maybe_keyed(self.keys.as_mut().map(|(key, _)| key), records, stop, flat_map)
+        each_maybe_keyed(self.keys.as_mut().map(|(key, _)| key), records, hashes, stop, flat_map)
     }
     #[inline]
     fn process_batch2(
         &mut self,
         records: &mut Drain<'_, B>,
+        hashes: &[KeyHash],
         stop: &mut dyn FnMut(usize) -> bool,
         main: &mut dyn Output<O>,
         _side: &mut SideOutputs,
@@ -342,7 +349,7 @@ impl<A: 'static, B: 'static, O, K: Key, F: CoFlatMapFunction<A, B, O>> TwoInputL
     ) -> FunctionResult {
         let function = &mut self.function;
         let flat_map = |record| function.flat_map2(record, &mut Collector::new(&mut *main));
-        each_maybe_keyed(self.keys.as_mut().map(|(_, key)| key), records, stop, flat_map)
+        each_maybe_keyed(self.keys.as_mut().map(|(_, key)| key), records, hashes, stop, flat_map)
     }
     #[inline]
     fn process1(
@@ -397,6 +404,7 @@ impl<A: 'static, B: 'static, O, K: Key, F: KeyedCoProcessFunction<K, A, B, O>> T
     fn process_batch1(
         &mut self,
         records: &mut Drain<'_, A>,
+        hashes: &[KeyHash],
         stop: &mut dyn FnMut(usize) -> bool,
         main: &mut dyn Output<O>,
         side: &mut SideOutputs,
@@ -404,7 +412,7 @@ impl<A: 'static, B: 'static, O, K: Key, F: KeyedCoProcessFunction<K, A, B, O>> T
         timers: Option<&InternalTimers>,
     ) -> FunctionResult {
         let (function, timestamps) = (&mut self.function, &self.timestamps.0);
-        self.keys.0.each_keyed(records, stop, |key, record| {
+        self.keys.0.each_keyed(records, hashes, stop, |key, record| {
             let mut ctx = record_context(key, timestamps, &record, &mut *side, timers)?;
             function.process_element1(record, &mut ctx, &mut Collector::new(&mut *main))
         })
@@ -413,6 +421,7 @@ impl<A: 'static, B: 'static, O, K: Key, F: KeyedCoProcessFunction<K, A, B, O>> T
     fn process_batch2(
         &mut self,
         records: &mut Drain<'_, B>,
+        hashes: &[KeyHash],
         stop: &mut dyn FnMut(usize) -> bool,
         main: &mut dyn Output<O>,
         side: &mut SideOutputs,
@@ -420,7 +429,7 @@ impl<A: 'static, B: 'static, O, K: Key, F: KeyedCoProcessFunction<K, A, B, O>> T
         timers: Option<&InternalTimers>,
     ) -> FunctionResult {
         let (function, timestamps) = (&mut self.function, &self.timestamps.1);
-        self.keys.1.each_keyed(records, stop, |key, record| {
+        self.keys.1.each_keyed(records, hashes, stop, |key, record| {
             let mut ctx = record_context(key, timestamps, &record, &mut *side, timers)?;
             function.process_element2(record, &mut ctx, &mut Collector::new(&mut *main))
         })
@@ -527,6 +536,7 @@ impl<I: 'static, B, O, K: Key, F: KeyedBroadcastProcessFunction<K, I, B, O>> Two
     fn process_batch1(
         &mut self,
         records: &mut Drain<'_, I>,
+        hashes: &[KeyHash],
         stop: &mut dyn FnMut(usize) -> bool,
         main: &mut dyn Output<O>,
         side: &mut SideOutputs,
@@ -534,7 +544,7 @@ impl<I: 'static, B, O, K: Key, F: KeyedBroadcastProcessFunction<K, I, B, O>> Two
         timers: Option<&InternalTimers>,
     ) -> FunctionResult {
         let (function, timestamps) = (&mut self.function, &self.timestamps);
-        self.key.each_keyed(records, stop, |key, record| {
+        self.key.each_keyed(records, hashes, stop, |key, record| {
             let keyed = record_context(key, timestamps, &record, &mut *side, timers)?;
             let mut ctx = KeyedReadOnlyContext { keyed, operator_state: &mut *state };
             function.process_element(record, &mut ctx, &mut Collector::new(&mut *main))

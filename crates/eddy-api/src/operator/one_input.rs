@@ -10,6 +10,7 @@ use eddy_runtime::output::{try_each_record, Discard};
 use eddy_runtime::task::OperatorInfo;
 use eddy_runtime::{Lifecycle, Output, TaskError, TypedOutput};
 use eddy_state::keyed::Timer;
+use eddy_types::KeyHash;
 use std::marker::PhantomData;
 use std::sync::Arc;
 use std::vec::Drain;
@@ -34,11 +35,13 @@ pub(crate) trait OneInputLogic<I, O>: 'static {
     fn process_batch(
         &mut self,
         records: &mut Drain<'_, I>,
+        hashes: &[KeyHash],
         stop: &mut dyn FnMut(usize) -> bool,
         main: &mut dyn Output<O>,
         side: &mut SideOutputs,
         timers: Option<&InternalTimers>,
     ) -> FunctionResult {
+        let _ = hashes;
         try_each_record(records, stop, |record| self.process(record, main, side, timers))
     }
     /// All input has ended (a sink flushes here; async I/O emits what is in flight).
@@ -173,8 +176,8 @@ impl<I, O, L: OneInputLogic<I, O>> Output<I> for OneInputOperator<I, O, L> {
     }
 
     #[inline]
-    fn collect_batch(&mut self, records: &mut Drain<'_, I>, stop: &mut dyn FnMut(usize) -> bool) {
-        self.run(|logic, main, side, timers| logic.process_batch(records, stop, main, side, timers));
+    fn collect_batch(&mut self, records: &mut Drain<'_, I>, hashes: &[KeyHash], stop: &mut dyn FnMut(usize) -> bool) {
+        self.run(|logic, main, side, timers| logic.process_batch(records, hashes, stop, main, side, timers));
     }
 }
 

@@ -11,6 +11,7 @@ use eddy_runtime::task::{OperatorInfo, TwoInputDriver, TwoInputOperator};
 use eddy_runtime::{Lifecycle, Output, TaskError, TypedOutput};
 use eddy_state::keyed::Timer;
 use eddy_state::OperatorStateStore;
+use eddy_types::KeyHash;
 use std::marker::PhantomData;
 use std::sync::Arc;
 use std::vec::Drain;
@@ -36,28 +37,34 @@ pub(crate) trait TwoInputLogic<A, B, O>: 'static {
     ) -> FunctionResult;
     /// A batch of input 1, as [`OneInputLogic::process_batch`](super::one_input::OneInputLogic::process_batch).
     #[inline]
+    #[allow(clippy::too_many_arguments)] // a record's arguments, the batch's and its key hashes
     fn process_batch1(
         &mut self,
         records: &mut Drain<'_, A>,
+        hashes: &[KeyHash],
         stop: &mut dyn FnMut(usize) -> bool,
         main: &mut dyn Output<O>,
         side: &mut SideOutputs,
         state: &mut OperatorStateStore,
         timers: Option<&InternalTimers>,
     ) -> FunctionResult {
+        let _ = hashes;
         try_each_record(records, stop, |record| self.process1(record, main, side, state, timers))
     }
     /// A batch of input 2, as [`TwoInputLogic::process_batch1`].
     #[inline]
+    #[allow(clippy::too_many_arguments)] // a record's arguments, the batch's and its key hashes
     fn process_batch2(
         &mut self,
         records: &mut Drain<'_, B>,
+        hashes: &[KeyHash],
         stop: &mut dyn FnMut(usize) -> bool,
         main: &mut dyn Output<O>,
         side: &mut SideOutputs,
         state: &mut OperatorStateStore,
         timers: Option<&InternalTimers>,
     ) -> FunctionResult {
+        let _ = hashes;
         try_each_record(records, stop, |record| self.process2(record, main, side, state, timers))
     }
     /// A timer of a keyed operator fired; its key and namespace are current.
@@ -152,13 +159,17 @@ impl<A, B, O, L: TwoInputLogic<A, B, O>> TwoInputOperator<A, B> for TwoInputOp<A
     }
 
     #[inline]
-    fn process_batch1(&mut self, records: &mut Drain<'_, A>, stop: &mut dyn FnMut(usize) -> bool) {
-        self.run(|logic, main, side, state, timers| logic.process_batch1(records, stop, main, side, state, timers));
+    fn process_batch1(&mut self, records: &mut Drain<'_, A>, hashes: &[KeyHash], stop: &mut dyn FnMut(usize) -> bool) {
+        self.run(|logic, main, side, state, timers| {
+            logic.process_batch1(records, hashes, stop, main, side, state, timers)
+        });
     }
 
     #[inline]
-    fn process_batch2(&mut self, records: &mut Drain<'_, B>, stop: &mut dyn FnMut(usize) -> bool) {
-        self.run(|logic, main, side, state, timers| logic.process_batch2(records, stop, main, side, state, timers));
+    fn process_batch2(&mut self, records: &mut Drain<'_, B>, hashes: &[KeyHash], stop: &mut dyn FnMut(usize) -> bool) {
+        self.run(|logic, main, side, state, timers| {
+            logic.process_batch2(records, hashes, stop, main, side, state, timers)
+        });
     }
 }
 

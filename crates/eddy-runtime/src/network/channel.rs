@@ -177,7 +177,7 @@ fn encode_event<T>(message: &StreamMessage<T>, out: &mut Vec<u8>) -> (u8, u32) {
             (kind::WATERMARK_STATUS, matches!(status, WatermarkStatus::Idle) as u32)
         }
         StreamMessage::EndOfInput => (kind::END_OF_INPUT, 0),
-        StreamMessage::Records(_) => unreachable!("records are not an event"),
+        StreamMessage::Records(_) | StreamMessage::HashedRecords(..) => unreachable!("records are not an event"),
     }
 }
 
@@ -242,7 +242,7 @@ impl<T: Serialize + Send> TypedOutbound<T> {
         }
         if let Some(Overtake::Awaiting(barrier)) = self.overtake {
             loop {
-                match self.queue.try_recv() {
+                match self.receive() {
                     Ok(StreamMessage::Barrier(b)) if b == barrier => {
                         self.overtake = Some(Overtake::Copying { barrier, next: 0, end: self.stash.len() });
                         break;
@@ -319,7 +319,7 @@ impl<T: Serialize + Send> TypedOutbound<T> {
         let message = match self.stash.pop_front() {
             Some(message) => message,
             None if !credit => return Ok(None),
-            None => match self.queue.try_recv() {
+            None => match self.receive() {
                 Ok(message) => message,
                 Err(TryRecvError::Empty) => return Ok(None),
                 Err(TryRecvError::Disconnected) => return Err(ChannelEnd::ProducerGone),
@@ -330,6 +330,15 @@ impl<T: Serialize + Send> TypedOutbound<T> {
             return Ok(None);
         }
         Ok(Some(message))
+    }
+}
+
+impl<T> TypedOutbound<T> {
+    /// The next message of the producer's queue, its records without their keys' hashes
+    /// (the consumer in the other process computes them again).
+    #[inline]
+    fn receive(&self) -> Result<StreamMessage<T>, TryRecvError> {
+        self.queue.try_recv().map(StreamMessage::without_hashes)
     }
 }
 
@@ -382,7 +391,7 @@ impl<T: Serialize + Send> OutboundChannel for TypedOutbound<T> {
             // From the stash while it holds anything, else from the queue.
             let next = match self.stash.pop_front() {
                 Some(message) => Some(message),
-                None => self.queue.try_recv().ok(),
+                None => self.receive().ok(),
             };
             match next {
                 // Each encoded batch's buffer goes back to the writer (see `BatchSender`).

@@ -27,6 +27,7 @@ use crate::channel::{BatchReceiver, CheckpointBarrier, CheckpointEvent, StreamMe
 use crate::error::TaskError;
 use crate::output::{each_record, Lifecycle, Output};
 use crossbeam_channel::{Select, TryRecvError};
+use eddy_types::KeyHash;
 use eddy_types::Watermark;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -225,45 +226,55 @@ impl<T: 'static> OneInputDriver<T> {
         }
     }
 
+    /// A batch of `channel`'s records, with their keys' `hashes` if the writer sent them.
+    fn handle_records(
+        &mut self,
+        channel: usize,
+        mut batch: Vec<T>,
+        hashes: &[KeyHash],
+    ) -> Result<StepResult, TaskError> {
+        match self.unaligned.as_ref().filter(|u| u.listening()) {
+            None => {
+                let mut records = batch.drain(..);
+                let before = records.len();
+                let mailbox = &self.mailbox;
+                self.head.collect_batch(&mut records, hashes, &mut |processed| control_waits(processed, mailbox));
+                self.counters.add_in(before - records.len());
+                // What a stop (or a failure: the task fails at the check below) left over
+                // goes back to the front of its channel (without hashes: they are
+                // computed again).
+                self.gate.put_back(channel, records.by_ref().collect());
+            }
+            Some(_) => {
+                // An announced barrier is taken between two records, not after a whole
+                // batch of a slow operator: the rest waits in the gate. While a checkpoint
+                // records, the channels are read ahead between records too, so that it
+                // completes as soon as the barriers are queued.
+                let mut records = batch.drain(..);
+                let mut processed = 0;
+                while let Some(record) = records.next() {
+                    self.head.collect(record);
+                    processed += 1;
+                    if self.checkpointing().between_records()? || control_waits(processed, &self.mailbox) {
+                        self.gate.put_back(channel, records.by_ref().collect());
+                        break;
+                    }
+                }
+                self.counters.add_in(processed);
+            }
+        }
+        self.gate.recycle(channel, batch);
+        self.shared.check()?;
+        if self.flush.due(&self.shared) {
+            self.head.flush()?;
+        }
+        Ok(StepResult::Continue)
+    }
+
     fn handle(&mut self, channel: usize, message: StreamMessage<T>) -> Result<StepResult, TaskError> {
         match message {
-            StreamMessage::Records(mut batch) => {
-                match self.unaligned.as_ref().filter(|u| u.listening()) {
-                    None => {
-                        let mut records = batch.drain(..);
-                        let before = records.len();
-                        let mailbox = &self.mailbox;
-                        self.head.collect_batch(&mut records, &mut |processed| control_waits(processed, mailbox));
-                        self.counters.add_in(before - records.len());
-                        // What a stop (or a failure: the task fails at the check below)
-                        // left over goes back to the front of its channel.
-                        self.gate.put_back(channel, records.by_ref().collect());
-                    }
-                    Some(_) => {
-                        // An announced barrier is taken between two records, not after a
-                        // whole batch of a slow operator: the rest waits in the gate. While
-                        // a checkpoint records, the channels are read ahead between records
-                        // too, so that it completes as soon as the barriers are queued.
-                        let mut records = batch.drain(..);
-                        let mut processed = 0;
-                        while let Some(record) = records.next() {
-                            self.head.collect(record);
-                            processed += 1;
-                            if self.checkpointing().between_records()? || control_waits(processed, &self.mailbox) {
-                                self.gate.put_back(channel, records.by_ref().collect());
-                                break;
-                            }
-                        }
-                        self.counters.add_in(processed);
-                    }
-                }
-                self.gate.recycle(channel, batch);
-                self.shared.check()?;
-                if self.flush.due(&self.shared) {
-                    self.head.flush()?;
-                }
-                Ok(StepResult::Continue)
-            }
+            StreamMessage::Records(batch) => self.handle_records(channel, batch, &[]),
+            StreamMessage::HashedRecords(batch, hashes) => self.handle_records(channel, batch, &hashes),
             StreamMessage::Barrier(barrier) => {
                 self.checkpointing().on_barrier(channel, barrier)?;
                 Ok(StepResult::Continue)
@@ -436,19 +447,35 @@ pub trait TwoInputOperator<A, B>: Lifecycle {
     fn process2(&mut self, record: B);
     /// As [`Output::collect_batch`], for a batch of input 1.
     #[inline]
-    fn process_batch1(&mut self, records: &mut std::vec::Drain<'_, A>, stop: &mut dyn FnMut(usize) -> bool) {
+    fn process_batch1(
+        &mut self,
+        records: &mut std::vec::Drain<'_, A>,
+        hashes: &[KeyHash],
+        stop: &mut dyn FnMut(usize) -> bool,
+    ) {
+        let _ = hashes;
         each_record(records, stop, |record| self.process1(record))
     }
     /// As [`Output::collect_batch`], for a batch of input 2.
     #[inline]
-    fn process_batch2(&mut self, records: &mut std::vec::Drain<'_, B>, stop: &mut dyn FnMut(usize) -> bool) {
+    fn process_batch2(
+        &mut self,
+        records: &mut std::vec::Drain<'_, B>,
+        hashes: &[KeyHash],
+        stop: &mut dyn FnMut(usize) -> bool,
+    ) {
+        let _ = hashes;
         each_record(records, stop, |record| self.process2(record))
     }
 }
 
 /// A two-input head's batch operation for one input's records of type `X`.
-type BatchFn<A, B, X> =
-    for<'a, 'b> fn(&mut Box<dyn TwoInputOperator<A, B>>, &mut std::vec::Drain<'a, X>, &mut dyn FnMut(usize) -> bool);
+type BatchFn<A, B, X> = for<'a, 'b> fn(
+    &mut Box<dyn TwoInputOperator<A, B>>,
+    &mut std::vec::Drain<'a, X>,
+    &[KeyHash],
+    &mut dyn FnMut(usize) -> bool,
+);
 
 /// Why a task that reads its second input to the end first declines checkpoints.
 const READS_SECOND_FIRST: &str = "it reads its second input to the end before its first";
@@ -547,6 +574,43 @@ impl<A: 'static, B: 'static> TwoInputDriver<A, B> {
         self.second_first && !self.second.ended()
     }
 
+    /// A batch of records of the input gate `gate` picks, its channel `local`, with their
+    /// keys' `hashes` if the writer sent them.
+    fn handle_records<X>(
+        &mut self,
+        local: usize,
+        mut batch: Vec<X>,
+        hashes: &[KeyHash],
+        process: fn(&mut Box<dyn TwoInputOperator<A, B>>, X),
+        process_batch: BatchFn<A, B, X>,
+        gate: fn(&mut Self) -> &mut InputGate<X>,
+    ) -> Result<Alignment, TaskError> {
+        let mut records = batch.drain(..);
+        let before = records.len();
+        if self.unaligned.as_ref().is_some_and(|u| u.listening()) {
+            // As in OneInputDriver: announcements and read-ahead between records.
+            let mut processed = 0;
+            for record in records.by_ref() {
+                process(&mut self.head, record);
+                processed += 1;
+                if self.checkpointing().between_records()? || control_waits(processed, &self.mailbox) {
+                    break;
+                }
+            }
+        } else {
+            let mailbox = &self.mailbox;
+            process_batch(&mut self.head, &mut records, hashes, &mut |processed| control_waits(processed, mailbox));
+        }
+        // What a stop (or a failure: the task fails at the check below) left over goes
+        // back to the front of its channel (without hashes: they are computed again).
+        let processed = before - records.len();
+        let rest = records.collect();
+        gate(self).put_back(local, rest);
+        gate(self).recycle(local, batch);
+        self.counters.add_in(processed);
+        Ok(Alignment::Pending)
+    }
+
     /// Handles one message of channel `channel` of the aligner (input 2's come after
     /// input 1's), channel `local` of the input gate `gate` picks.
     fn handle<X>(
@@ -558,31 +622,9 @@ impl<A: 'static, B: 'static> TwoInputDriver<A, B> {
         gate: fn(&mut Self) -> &mut InputGate<X>,
     ) -> Result<StepResult, TaskError> {
         let alignment = match message {
-            StreamMessage::Records(mut batch) => {
-                let mut records = batch.drain(..);
-                let before = records.len();
-                if self.unaligned.as_ref().is_some_and(|u| u.listening()) {
-                    // As in OneInputDriver: announcements and read-ahead between records.
-                    let mut processed = 0;
-                    for record in records.by_ref() {
-                        process(&mut self.head, record);
-                        processed += 1;
-                        if self.checkpointing().between_records()? || control_waits(processed, &self.mailbox) {
-                            break;
-                        }
-                    }
-                } else {
-                    let mailbox = &self.mailbox;
-                    process_batch(&mut self.head, &mut records, &mut |processed| control_waits(processed, mailbox));
-                }
-                // What a stop (or a failure: the task fails at the check below) left over
-                // goes back to the front of its channel.
-                let processed = before - records.len();
-                let rest = records.collect();
-                gate(self).put_back(local, rest);
-                gate(self).recycle(local, batch);
-                self.counters.add_in(processed);
-                Alignment::Pending
+            StreamMessage::Records(batch) => self.handle_records(local, batch, &[], process, process_batch, gate)?,
+            StreamMessage::HashedRecords(batch, hashes) => {
+                self.handle_records(local, batch, &hashes, process, process_batch, gate)?
             }
             StreamMessage::Barrier(barrier) if self.hold_first() => {
                 // Aligning needs input 1's barrier, and input 1 is not read until input 2
@@ -684,7 +726,7 @@ impl<A: 'static, B: 'static> TaskDriver for TwoInputDriver<A, B> {
                         (offset + channel, channel),
                         message,
                         |head, record| head.process2(record),
-                        |head, records, stop| head.process_batch2(records, stop),
+                        |head, records, hashes, stop| head.process_batch2(records, hashes, stop),
                         |driver| &mut driver.second,
                     );
                 }
@@ -695,7 +737,7 @@ impl<A: 'static, B: 'static> TaskDriver for TwoInputDriver<A, B> {
                         (channel, channel),
                         message,
                         |head, record| head.process1(record),
-                        |head, records, stop| head.process_batch1(records, stop),
+                        |head, records, hashes, stop| head.process_batch1(records, hashes, stop),
                         |driver| &mut driver.first,
                     );
                 }

@@ -143,7 +143,9 @@ fn copy_message<T>(
     copy: fn(&T) -> T,
 ) {
     match message {
-        StreamMessage::Records(batch) => recorded.extend(batch.iter().map(copy)),
+        StreamMessage::Records(batch) | StreamMessage::HashedRecords(batch, _) => {
+            recorded.extend(batch.iter().map(copy))
+        }
         StreamMessage::Watermark(watermark) => {
             watermarks.push(InFlightWatermark { after: recorded.len() as u32, watermark: watermark.0 })
         }
@@ -263,7 +265,7 @@ impl<T> InputGate<T> {
         let message = self.pending[channel].pop_front()?;
         self.pending_messages -= 1;
         self.backlogs[channel].fetch_sub(1, Ordering::Relaxed);
-        if matches!(message, StreamMessage::Records(_)) {
+        if message.is_records() {
             self.pending_records[channel] -= 1;
             if self.owed[channel] > self.pending_records[channel] {
                 self.owed[channel] -= 1;
@@ -274,7 +276,7 @@ impl<T> InputGate<T> {
     }
 
     fn hold(&mut self, channel: usize, message: StreamMessage<T>, front: bool) {
-        if matches!(message, StreamMessage::Records(_)) {
+        if message.is_records() {
             self.pending_records[channel] += 1;
             // Read ahead (at the back): its credit is owed until it is handed out.
             self.owed[channel] += usize::from(!front);
