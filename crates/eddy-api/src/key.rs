@@ -7,7 +7,7 @@
 
 use eddy_runtime::writer::KeySelector;
 use eddy_state::keyed::with_backend;
-use eddy_state::StateError;
+use eddy_state::{StateError, StateErrorKind};
 use eddy_types::{decode_whole_key, stable_hash, Key, KeyHash};
 use std::cell::OnceCell;
 use std::marker::PhantomData;
@@ -123,9 +123,9 @@ impl<T, K: Key> KeyScope<T, K> {
     /// Runs `each` on the records of a batch in order, each with its key current, until
     /// the batch is empty or `stop(records run so far)` says to stop (the rest stays in
     /// `records`), or `each` fails. The keys are encoded, hashed and prefetched a pass of
-    /// records ahead of their functions. `hashes` are the keys' hashes from the front of
-    /// `records` if the writer of the edge sent them (they are not computed again), else
-    /// empty.
+    /// records ahead of their functions. `hashes` are the hashes of all the keys in
+    /// `records`, in order, if the writer of the edge sent them (they are not computed
+    /// again), else empty (as are hashes that do not cover the whole batch).
     #[inline]
     pub(crate) fn each_keyed<E: From<StateError>>(
         &mut self,
@@ -141,7 +141,7 @@ impl<T, K: Key> KeyScope<T, K> {
             let keys = records.len().min(KEYS_PER_PASS);
             let known;
             (known, hashes) = hashes.split_at(hashes.len().min(keys));
-            self.encode_batch(&records.as_slice()[..keys], known);
+            self.encode_batch(&records.as_slice()[..keys], known)?;
             self.prefetch_batch();
             for index in 0..keys {
                 let Some(record) = records.next() else { break };
@@ -158,7 +158,7 @@ impl<T, K: Key> KeyScope<T, K> {
 
     /// The first pass over `records`: every record's key encoded, and hashed unless its
     /// hash is `known` (the writer's: then all are).
-    fn encode_batch(&mut self, records: &[T], known: &[KeyHash]) {
+    fn encode_batch(&mut self, records: &[T], known: &[KeyHash]) -> Result<(), StateError> {
         self.keys.clear();
         self.ends.clear();
         self.hashes.clear();
@@ -173,12 +173,21 @@ impl<T, K: Key> KeyScope<T, K> {
         }
         if hashed {
             self.hashes.extend_from_slice(known);
-            // The writer hashed the bytes of the same key function: a mismatch is a bug.
-            debug_assert!(
-                (0..records.len()).all(|i| known[i] == stable_hash(key_at(&self.keys, &self.ends, i))),
-                "the writer's key hashes are the stable hashes of the keys"
-            );
+            // The writer hashed what the same key function returned for these records. One
+            // that returns another key for the same record would put state under a hash
+            // that is not its key's, where it is lost: the first record of every pass is
+            // checked (every record in debug builds), so that such a function fails the
+            // job instead (before the hashes were carried, it did so only when the key
+            // fell in another subtask's key groups).
+            let checked = if cfg!(debug_assertions) { records.len() } else { records.len().min(1) };
+            for (i, &routed) in known.iter().enumerate().take(checked) {
+                let read = stable_hash(key_at(&self.keys, &self.ends, i));
+                if read != routed {
+                    return Err(StateError::from(StateErrorKind::KeyChanged { routed: routed.0, read: read.0 }));
+                }
+            }
         }
+        Ok(())
     }
 
     /// The second pass: the state of every key encoded starts coming into the cache,
@@ -349,6 +358,30 @@ mod tests {
             .unwrap();
         drop(records);
         assert_eq!(seen, (0..300u64).map(|i| (i % 11, i / 11 + 1)).collect::<Vec<_>>());
+        take_backend();
+    }
+
+    /// A key selector that returns another key for the same record (here a counter) fails
+    /// the batch with an error naming it, rather than putting state under the hash of a key
+    /// it no longer returns.
+    #[test]
+    fn a_key_that_changed_since_the_writer_hashed_it_fails_the_batch() {
+        use std::sync::atomic::{AtomicU64, Ordering};
+        let max = MaxParallelism::default();
+        install_backend(Box::new(TableKeyedStateBackend::new(KeyGroupRange::all(max), max))).unwrap();
+        let calls = AtomicU64::new(0);
+        let key_fn: KeyFn<u64, u64> =
+            Arc::new(OwnedKey(move |r: &u64| *r + calls.fetch_add(1, Ordering::Relaxed), PhantomData));
+        let mut scope = KeyScope::new(key_fn);
+        let mut batch: Vec<u64> = (0..40).collect();
+        let hashes: Vec<_> = batch.iter().map(|r| scope.encode(r)).collect();
+        let mut records = batch.drain(..);
+        let mut never = |_: usize| false;
+        let failed = scope.each_keyed(&mut records, &hashes, &mut never, |_, _| Ok::<(), StateError>(()));
+        let message = failed.unwrap_err().to_string();
+        assert!(message.contains("a record's key changed between the key_by"), "{message}");
+        assert_eq!(records.len(), 40, "no record ran");
+        drop(records);
         take_backend();
     }
 

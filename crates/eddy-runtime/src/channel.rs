@@ -27,8 +27,9 @@ pub enum StreamMessage<T> {
     Records(Vec<T>),
     /// Records with their keys' hashes (`hashes[i]` is `records[i]`'s), as the writer of a
     /// key-partitioned edge computed them to pick each record's subtask: the keyed
-    /// operator that takes them does not hash the keys again. Only between subtasks of one
-    /// process; everything but the task's driver takes them as plain records.
+    /// operator that takes them does not hash the keys again. They never leave the process
+    /// (the network's outbound channel drops them), and everything but the task's driver
+    /// takes these as plain records.
     HashedRecords(Vec<T>, Vec<KeyHash>),
     /// Checkpoint barrier n: every record before it belongs to checkpoint n.
     Barrier(CheckpointBarrier),
@@ -41,8 +42,8 @@ pub enum StreamMessage<T> {
 }
 
 impl<T> StreamMessage<T> {
-    /// This message with any records' hashes dropped: for every reader of a channel but
-    /// the task's driver (the network, the in-flight copies of unaligned checkpoints).
+    /// This message with any records' hashes dropped: what the network's outbound channel
+    /// sends (the consumer in the other process hashes the keys again).
     #[inline]
     pub fn without_hashes(self) -> Self {
         match self {

@@ -97,10 +97,9 @@ pub trait Output<T>: Lifecycle {
     /// the driver puts it back into the input (a failure may end the batch early too: the
     /// task then fails at the driver's next check). An operator may take the batch in
     /// passes: a keyed operator encodes, hashes and prefetches the keys of some records,
-    /// then runs its function on each of them. `hashes` are the hashes of the records'
-    /// keys, in order from the front of `records`, as the writer of a key-partitioned edge
-    /// computed them (see [`crate::channel::StreamMessage::HashedRecords`]); empty when
-    /// not known.
+    /// then runs its function on each of them. `hashes` are the hashes of all the
+    /// records' keys, in order, as the writer of a key-partitioned edge computed them (see
+    /// [`crate::channel::StreamMessage::HashedRecords`]); empty when not known.
     #[inline]
     fn collect_batch(
         &mut self,

@@ -79,6 +79,12 @@ pub enum StateErrorKind {
         (internal error, please report)"
     )]
     KeyGroupOutOfRange { key_group: u32, range: String },
+    #[error(
+        "a record's key changed between the key_by that routed it (key hash {routed:#018x}) and the keyed \
+        operator (key hash {read:#018x}): a key selector must return the same key for the same record every \
+        time (no clock, random number or counter in it)"
+    )]
+    KeyChanged { routed: u64, read: u64 },
     #[error("a keyed state backend is already installed on this thread (internal error, please report)")]
     BackendAlreadyInstalled,
     #[error("cannot serialize state '{state}': {message}")]
