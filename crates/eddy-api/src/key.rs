@@ -156,13 +156,14 @@ impl<T, K: Key> KeyScope<T, K> {
         Ok(())
     }
 
-    /// The first pass over `records`: every record's key encoded, and hashed unless its
-    /// hash is `known` (the writer's: then all are).
+    /// The first pass over `records`: every record's key encoded, and hashed unless the
+    /// writer's hashes are `known` (those of all of them, or empty).
     fn encode_batch(&mut self, records: &[T], known: &[KeyHash]) -> Result<(), StateError> {
         self.keys.clear();
         self.ends.clear();
         self.hashes.clear();
-        let hashed = known.len() == records.len();
+        let hashed = !known.is_empty();
+        debug_assert!(!hashed || known.len() == records.len(), "a hash for each record of the pass");
         for record in records {
             let start = self.keys.len();
             self.key_fn.encode(record, &mut self.keys);
@@ -285,12 +286,17 @@ mod tests {
     use std::marker::PhantomData;
     use std::sync::Arc;
 
+    /// Installs a heap backend of all key groups on this thread (the tests take it back).
+    fn install_heap_backend() {
+        let max = MaxParallelism::default();
+        install_backend(Box::new(TableKeyedStateBackend::new(KeyGroupRange::all(max), max))).unwrap();
+    }
+
     /// A batch taken in passes, stopped in the middle of a pass and taken up again, runs
     /// every record once, in order, with its own key current: each key's count is exact.
     #[test]
     fn a_batch_stopped_within_a_pass_goes_on_with_each_record_under_its_own_key() {
-        let max = MaxParallelism::default();
-        install_backend(Box::new(TableKeyedStateBackend::new(KeyGroupRange::all(max), max))).unwrap();
+        install_heap_backend();
         let count = ValueState::<u64>::declare(&ValueStateDescriptor::new("count")).unwrap();
         let key_fn: KeyFn<(u64, u64), u64> = Arc::new(OwnedKey(|r: &(u64, u64)| r.0, PhantomData));
         let mut scope = KeyScope::new(key_fn);
@@ -327,8 +333,7 @@ mod tests {
     /// under its own key (the hashes are taken as the keys', not computed again).
     #[test]
     fn a_batch_with_the_writers_hashes_runs_each_record_under_its_own_key() {
-        let max = MaxParallelism::default();
-        install_backend(Box::new(TableKeyedStateBackend::new(KeyGroupRange::all(max), max))).unwrap();
+        install_heap_backend();
         let count = ValueState::<u64>::declare(&ValueStateDescriptor::new("count")).unwrap();
         let key_fn: KeyFn<(u64, u64), u64> = Arc::new(OwnedKey(|r: &(u64, u64)| r.0, PhantomData));
         let mut scope = KeyScope::new(key_fn);
@@ -367,8 +372,7 @@ mod tests {
     #[test]
     fn a_key_that_changed_since_the_writer_hashed_it_fails_the_batch() {
         use std::sync::atomic::{AtomicU64, Ordering};
-        let max = MaxParallelism::default();
-        install_backend(Box::new(TableKeyedStateBackend::new(KeyGroupRange::all(max), max))).unwrap();
+        install_heap_backend();
         let calls = AtomicU64::new(0);
         let key_fn: KeyFn<u64, u64> =
             Arc::new(OwnedKey(move |r: &u64| *r + calls.fetch_add(1, Ordering::Relaxed), PhantomData));
@@ -389,8 +393,7 @@ mod tests {
     /// the records after it stay, in order (the driver puts them back; the task fails).
     #[test]
     fn a_failure_within_a_pass_leaves_the_records_after_it_in_order() {
-        let max = MaxParallelism::default();
-        install_backend(Box::new(TableKeyedStateBackend::new(KeyGroupRange::all(max), max))).unwrap();
+        install_heap_backend();
         let key_fn: KeyFn<u64, u64> = Arc::new(OwnedKey(|r: &u64| *r, PhantomData));
         let mut scope = KeyScope::new(key_fn);
         let mut batch: Vec<u64> = (0..200).collect();

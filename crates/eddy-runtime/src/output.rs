@@ -97,17 +97,16 @@ pub trait Output<T>: Lifecycle {
     /// the driver puts it back into the input (a failure may end the batch early too: the
     /// task then fails at the driver's next check). An operator may take the batch in
     /// passes: a keyed operator encodes, hashes and prefetches the keys of some records,
-    /// then runs its function on each of them. `hashes` are the hashes of all the
+    /// then runs its function on each of them. `_hashes` are the hashes of all the
     /// records' keys, in order, as the writer of a key-partitioned edge computed them (see
     /// [`crate::channel::StreamMessage::HashedRecords`]); empty when not known.
     #[inline]
     fn collect_batch(
         &mut self,
         records: &mut std::vec::Drain<'_, T>,
-        hashes: &[KeyHash],
+        _hashes: &[KeyHash],
         stop: &mut dyn FnMut(usize) -> bool,
     ) {
-        let _ = hashes;
         each_record(records, stop, |record| self.collect(record))
     }
 }

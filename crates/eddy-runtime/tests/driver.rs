@@ -23,6 +23,25 @@ impl Output<u32> for Probe {
     fn collect(&mut self, record: u32) {
         self.0.borrow_mut().push(format!("record {record}"));
     }
+    /// As the default, plus the hash of each record's key if the batch came with them.
+    fn collect_batch(
+        &mut self,
+        records: &mut std::vec::Drain<'_, u32>,
+        hashes: &[eddy_types::KeyHash],
+        stop: &mut dyn FnMut(usize) -> bool,
+    ) {
+        let mut handed = 0;
+        for record in records.by_ref() {
+            match hashes.get(handed) {
+                Some(hash) => self.0.borrow_mut().push(format!("record {record} hash {}", hash.0)),
+                None => self.collect(record),
+            }
+            handed += 1;
+            if stop(handed) {
+                break;
+            }
+        }
+    }
 }
 
 impl Lifecycle for Probe {
@@ -655,58 +674,6 @@ impl eddy_runtime::writer::KeySelector<u32> for ValueKey {
     }
 }
 
-/// Each record a head took, and the hash of its key if it came with one.
-type SeenWithHash = Vec<(u32, Option<u64>)>;
-
-/// A head that keeps the key hashes each batch came with.
-#[derive(Clone, Default)]
-struct HashProbe(Rc<RefCell<SeenWithHash>>);
-
-impl Output<u32> for HashProbe {
-    fn collect(&mut self, record: u32) {
-        self.0.borrow_mut().push((record, None));
-    }
-    fn collect_batch(
-        &mut self,
-        records: &mut std::vec::Drain<'_, u32>,
-        hashes: &[eddy_types::KeyHash],
-        _stop: &mut dyn FnMut(usize) -> bool,
-    ) {
-        let mut seen = self.0.borrow_mut();
-        for (i, record) in records.enumerate() {
-            seen.push((record, hashes.get(i).map(|h| h.0)));
-        }
-    }
-}
-
-impl Lifecycle for HashProbe {
-    fn open(&mut self) -> Result<(), TaskError> {
-        Ok(())
-    }
-    fn flush(&mut self) -> Result<(), TaskError> {
-        Ok(())
-    }
-    fn end_input(&mut self) -> Result<(), TaskError> {
-        Ok(())
-    }
-    fn close(&mut self) {}
-    fn snapshot(&mut self, _: &CheckpointBarrier, _: &mut Vec<OperatorSnapshot>) -> Result<(), TaskError> {
-        Ok(())
-    }
-    fn notify_checkpoint(&mut self, _: CheckpointEvent) -> Result<(), TaskError> {
-        Ok(())
-    }
-    fn on_watermark(&mut self, _: eddy_types::Watermark) -> Result<(), TaskError> {
-        Ok(())
-    }
-    fn on_watermark_status(&mut self, _: eddy_types::WatermarkStatus) -> Result<(), TaskError> {
-        Ok(())
-    }
-    fn on_processing_time(&mut self, _: i64) -> Result<(), TaskError> {
-        Ok(())
-    }
-}
-
 /// The writer of a key-partitioned edge sends each record to the subtask of its key group
 /// with the hash it computed for that, and the consumer's head gets the hashes with the
 /// batch: exactly the stable hashes of the keys, in the records' order.
@@ -724,11 +691,21 @@ fn a_key_partitioned_writer_sends_its_key_hashes_with_each_batch_to_the_head() {
     let mut total = 0;
     for (target, rx) in rx.into_iter().enumerate() {
         let (_mailbox_tx, mailbox_rx) = mailbox();
-        let probe = HashProbe::default();
+        let probe = Probe::default();
         let mut driver = OneInputDriver::new(vec![rx], Box::new(probe.clone()), mailbox_rx, shared.clone());
         driver.open().unwrap();
         while driver.step().unwrap() != StepResult::Finished {}
-        let seen = probe.0.borrow();
+        let lines = probe.0.borrow();
+        // "record VALUE hash HASH", or "record VALUE" without a hash.
+        let seen: Vec<(u32, Option<u64>)> = lines
+            .iter()
+            .filter_map(|line| line.strip_prefix("record "))
+            .map(|rest| {
+                let mut words = rest.split(" hash ");
+                let value = words.next().unwrap().parse().unwrap();
+                (value, words.next().map(|hash| hash.parse().unwrap()))
+            })
+            .collect();
         assert!(!seen.is_empty(), "target {target} got records");
         total += seen.len();
         for &(value, hash) in seen.iter() {

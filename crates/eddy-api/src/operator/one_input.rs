@@ -35,13 +35,12 @@ pub(crate) trait OneInputLogic<I, O>: 'static {
     fn process_batch(
         &mut self,
         records: &mut Drain<'_, I>,
-        hashes: &[KeyHash],
+        _hashes: &[KeyHash],
         stop: &mut dyn FnMut(usize) -> bool,
         main: &mut dyn Output<O>,
         side: &mut SideOutputs,
         timers: Option<&InternalTimers>,
     ) -> FunctionResult {
-        let _ = hashes;
         try_each_record(records, stop, |record| self.process(record, main, side, timers))
     }
     /// All input has ended (a sink flushes here; async I/O emits what is in flight).

@@ -41,14 +41,13 @@ pub(crate) trait TwoInputLogic<A, B, O>: 'static {
     fn process_batch1(
         &mut self,
         records: &mut Drain<'_, A>,
-        hashes: &[KeyHash],
+        _hashes: &[KeyHash],
         stop: &mut dyn FnMut(usize) -> bool,
         main: &mut dyn Output<O>,
         side: &mut SideOutputs,
         state: &mut OperatorStateStore,
         timers: Option<&InternalTimers>,
     ) -> FunctionResult {
-        let _ = hashes;
         try_each_record(records, stop, |record| self.process1(record, main, side, state, timers))
     }
     /// A batch of input 2, as [`TwoInputLogic::process_batch1`].
@@ -57,14 +56,13 @@ pub(crate) trait TwoInputLogic<A, B, O>: 'static {
     fn process_batch2(
         &mut self,
         records: &mut Drain<'_, B>,
-        hashes: &[KeyHash],
+        _hashes: &[KeyHash],
         stop: &mut dyn FnMut(usize) -> bool,
         main: &mut dyn Output<O>,
         side: &mut SideOutputs,
         state: &mut OperatorStateStore,
         timers: Option<&InternalTimers>,
     ) -> FunctionResult {
-        let _ = hashes;
         try_each_record(records, stop, |record| self.process2(record, main, side, state, timers))
     }
     /// A timer of a keyed operator fired; its key and namespace are current.

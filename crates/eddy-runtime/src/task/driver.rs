@@ -450,10 +450,9 @@ pub trait TwoInputOperator<A, B>: Lifecycle {
     fn process_batch1(
         &mut self,
         records: &mut std::vec::Drain<'_, A>,
-        hashes: &[KeyHash],
+        _hashes: &[KeyHash],
         stop: &mut dyn FnMut(usize) -> bool,
     ) {
-        let _ = hashes;
         each_record(records, stop, |record| self.process1(record))
     }
     /// As [`Output::collect_batch`], for a batch of input 2.
@@ -461,10 +460,9 @@ pub trait TwoInputOperator<A, B>: Lifecycle {
     fn process_batch2(
         &mut self,
         records: &mut std::vec::Drain<'_, B>,
-        hashes: &[KeyHash],
+        _hashes: &[KeyHash],
         stop: &mut dyn FnMut(usize) -> bool,
     ) {
-        let _ = hashes;
         each_record(records, stop, |record| self.process2(record))
     }
 }
