@@ -11,17 +11,39 @@ use eddy_kafka::source::utf8_values;
 use eddy_kafka::testing::{produce, read_committed, read_committed_with_java, KafkaCluster};
 use eddy_kafka::{DeliveryGuarantee, KafkaSink, KafkaSource, StartingOffsets};
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 const WAIT: Duration = Duration::from_secs(60);
 
-fn scratch(name: &str) -> PathBuf {
+/// A test's directory of checkpoints and savepoints: removed when the test passes, kept
+/// (and named) when it fails, for a look at what the job left.
+struct Scratch(PathBuf);
+
+impl std::ops::Deref for Scratch {
+    type Target = Path;
+
+    fn deref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!("kept {} for a look", self.0.display());
+        } else {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+}
+
+fn scratch(name: &str) -> Scratch {
     let _ = tracing_subscriber::fmt().with_max_level(tracing::Level::INFO).with_test_writer().try_init();
     let dir = std::env::temp_dir().join(format!("eddy-kafka-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    dir
+    Scratch(dir)
 }
 
 /// Records `first..first+count` as `(partition, key, value)`, value = the number.
@@ -780,5 +802,4 @@ fn a_partition_no_reader_held_at_a_format_2_savepoint_starts_at_its_earliest_off
         .unwrap();
     run(Some(&savepoint), None);
     assert_exactly(&output_counts(&b, "fmt2-out"), 0..3000);
-    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -144,8 +144,14 @@ fn reference() -> (Vec<String>, BTreeMap<String, u64>) {
     (lines, counts)
 }
 
+/// This process's directory `name` under the system's temporary directory.
+fn scratch_path(name: &str) -> PathBuf {
+    std::env::temp_dir().join(format!("eddy-fault-{name}-{}", std::process::id()))
+}
+
+/// [`scratch_path`], emptied of what an earlier test of the same name left.
 fn temp_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("eddy-fault-{name}-{}", std::process::id()));
+    let dir = scratch_path(name);
     let _ = std::fs::remove_dir_all(&dir);
     dir
 }
@@ -249,6 +255,8 @@ fn run_beside(
         .uid("sink");
     beside(&env);
     let result = env.execute("w1 with failures").expect("the job survives its failures");
+    // RocksDB's working directory is the job's own (the checkpoints hold its state).
+    let _ = std::fs::remove_dir_all(scratch_path(&format!("{name}-rocksdb")));
     (result, output, checkpoints)
 }
 
@@ -302,8 +310,10 @@ fn canonical(keyed: eddy::state::KeyedStateSnapshot) -> eddy::state::KeyedStateS
     {
         let range = keyed.key_group_range.unwrap();
         let max = eddy::types::MaxParallelism::default();
-        let backend = RocksDbStateBackend::new(temp_dir("canonical"));
         let seed = eddy::types::RunSeed::draw();
+        // One directory per call: tests on RocksDB read their checkpoints back at once.
+        let dir = temp_dir(&format!("canonical-{}", seed.hex()));
+        let backend = RocksDbStateBackend::new(dir.clone());
         let instance = eddy::state::BackendInstance {
             name: "verify",
             subtask: 0,
@@ -312,8 +322,9 @@ fn canonical(keyed: eddy::state::KeyedStateSnapshot) -> eddy::state::KeyedStateS
             seed,
             ttl_clock: None,
         };
-        let mut restored = backend.create(&instance, Some(keyed)).unwrap();
-        restored.snapshot().unwrap()
+        let snapshot = backend.create(&instance, Some(keyed)).unwrap().snapshot().unwrap();
+        let _ = std::fs::remove_dir_all(dir);
+        snapshot
     }
     #[cfg(not(feature = "rocksdb"))]
     panic!("native snapshot without the rocksdb feature")

@@ -195,4 +195,5 @@ fn data_generator_source_keeps_its_rate_and_rescales_exactly() {
     let mut expected: Vec<String> = (0..3_000).map(|i| format!("record {i}")).collect();
     expected.sort();
     assert_eq!(committed(&out), expected);
+    let _ = std::fs::remove_dir_all(&dir);
 }
