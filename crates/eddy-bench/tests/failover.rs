@@ -20,7 +20,7 @@ fn w1_args(dir: &Path, reference_events: &str) -> Vec<String> {
 
 /// The state `list` shows for job `id`.
 fn job_state(cluster: &Cluster, id: &str) -> String {
-    let (_, list) = cluster.control(&["list"]);
+    let (code, list) = cluster.control(&["list"]);
     list.lines()
         .find(|l| l.split_whitespace().next() == Some(id))
         .and_then(|l| {
@@ -28,8 +28,9 @@ fn job_state(cluster: &Cluster, id: &str) -> String {
                 .into_iter()
                 .find(|s| l.contains(s))
         })
-        .unwrap_or("?")
-        .to_string()
+        .map(str::to_string)
+        // What `list` said instead, for the failure's message.
+        .unwrap_or_else(|| format!("? (`list` exited with {code}: {list})"))
 }
 
 /// Every log of the cluster and the job, for a failure's message.
