@@ -295,3 +295,52 @@ fn a_failed_segment_leaves_nothing_behind_for_the_next() {
     assert_eq!(next.native[0].files.len(), 1, "a base after the failure");
     assert_eq!(read_back(&next, all), full);
 }
+
+/// A chain's directories (its segments', its checkpoints' links) are marked as their
+/// process's: what a process killed with SIGKILL left behind is removed by the next one,
+/// and nothing of a live process (another one's, or this one's) ever is.
+#[test]
+fn directories_a_killed_process_left_are_removed_and_live_ones_stay() {
+    use eddy_state::keyed::{remove_orphans, LocalFiles};
+    use std::io::BufRead;
+    const CHILD: &str = "EDDY_TEST_ORPHAN_DIR";
+    if let Ok(dir) = std::env::var(CHILD) {
+        // The child: owns a directory, says so, and waits to be killed.
+        let owned = LocalFiles::new(dir.into());
+        owned.create_owned().unwrap();
+        println!("owned");
+        std::thread::sleep(std::time::Duration::from_secs(120));
+        return;
+    }
+    let parent = std::env::temp_dir().join(format!("eddy-test-orphans-{}", std::process::id()));
+    std::fs::create_dir_all(&parent).unwrap();
+    let (killed, live, unmarked) = (
+        parent.join("eddy-heap-chain-killed"),
+        parent.join("eddy-heap-chain-live"),
+        parent.join("eddy-heap-chain-old"),
+    );
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["directories_a_killed_process_left", "--nocapture", "--test-threads", "1"])
+        .env(CHILD, &killed)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    assert!(lines.any(|l| l.unwrap().contains("owned")), "the child owns its directory");
+    let ours = LocalFiles::new(live.clone());
+    ours.create_owned().unwrap();
+    ours.create_owned().unwrap();
+    std::fs::create_dir_all(&unmarked).unwrap();
+
+    assert_eq!(remove_orphans(&parent, "eddy-heap-chain-"), 0, "the child is alive, and so are we");
+    assert!(killed.is_dir() && live.is_dir());
+    child.kill().unwrap(); // SIGKILL: no destructor runs
+    child.wait().unwrap();
+    assert!(killed.is_dir(), "a killed process removes nothing itself");
+    assert_eq!(remove_orphans(&parent, "eddy-heap-chain-"), 1);
+    assert!(!killed.exists(), "what the killed process owned is gone");
+    assert!(live.is_dir() && unmarked.is_dir(), "ours stays, and a directory without an owner is left alone");
+    drop(ours);
+    assert!(!live.exists());
+    std::fs::remove_dir_all(&parent).unwrap();
+}

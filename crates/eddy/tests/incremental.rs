@@ -20,7 +20,8 @@ const PHASES: u64 = 6;
 const PHASE_KEYS: u64 = 20;
 
 /// Phase 0 emits every key once, phase p ≥ 1 emits keys `(p-1)*20 .. p*20`. A phase
-/// starts only after a checkpoint completed, so checkpoints fall between small changes.
+/// starts (and the source finishes) only after a checkpoint completed, so checkpoints fall
+/// between small changes.
 /// Each snapshot logs (checkpoint id, phase, offset in phase): what the checkpoint holds.
 #[derive(Clone)]
 struct Phases {
@@ -62,12 +63,16 @@ impl RichFunction for Phases {
 
 impl SourceFunction<u64> for Phases {
     fn emit_batch(&mut self, max_records: usize, out: &mut Collector<'_, u64>) -> FunctionResult<SourceStep> {
-        if self.phase > PHASES {
-            return Ok(SourceStep::Finished);
-        }
+        // It finishes only once a checkpoint after its last phase completed: a checkpoint
+        // taken after the source finished may hold records still in flight to `count`
+        // (as an unaligned one does), and the jobs below, restoring it without this
+        // source, would have nowhere to replay them (an error, and restarts).
         if self.waiting {
             std::thread::sleep(std::time::Duration::from_millis(1));
             return Ok(SourceStep::Idle);
+        }
+        if self.phase > PHASES {
+            return Ok(SourceStep::Finished);
         }
         let end = phase_len(self.phase).min(self.offset + max_records as u64);
         for i in self.offset..end {
@@ -126,11 +131,18 @@ fn shared_dir(dir: &Path) -> PathBuf {
     jobs.first().unwrap_or(&dir.to_path_buf()).join("shared")
 }
 
-/// The shared files (relative to the storage root) the checkpoint in `dir` references.
-fn referenced_shared_files(dir: &Path) -> BTreeSet<String> {
+/// The RocksDB files (relative to the storage root) the checkpoint in `dir` references,
+/// shared or its own.
+fn referenced_files(dir: &Path, shared_only: bool) -> BTreeSet<String> {
     let checkpoint = load_checkpoint_dir(dir).unwrap();
     let natives = checkpoint.operators.iter().filter_map(|o| o.keyed.as_ref()).flat_map(|k| &k.native);
-    natives.flat_map(|n| &n.files).filter(|f| f.shared_name.is_some()).map(|f| f.location.clone()).collect()
+    let files = natives.flat_map(|n| &n.files);
+    files.filter(|f| !shared_only || f.shared_name.is_some()).map(|f| f.location.clone()).collect()
+}
+
+/// The shared files (relative to the storage root) the checkpoint in `dir` references.
+fn referenced_shared_files(dir: &Path) -> BTreeSet<String> {
+    referenced_files(dir, true)
 }
 
 fn files_in(dir: &Path) -> BTreeSet<String> {
@@ -230,8 +242,11 @@ fn incremental_checkpoints_upload_little_keep_what_retained_ones_need_and_restor
 
     // A corrupt file only the newest checkpoint has: restoring the latest falls back to
     // the one before, and says which file was wrong.
-    let older: BTreeSet<String> = retained[..2].iter().flat_map(|d| referenced_shared_files(d)).collect();
-    let only_newest: Vec<String> = referenced_shared_files(&retained[2]).difference(&older).cloned().collect();
+    // (The newest may be the final checkpoint, after the source finished, with no shared
+    // file of its own: then it is one of its own RocksDB files, say its MANIFEST.)
+    let older: BTreeSet<String> = retained[..2].iter().flat_map(|d| referenced_files(d, false)).collect();
+    let mut only_newest: Vec<String> = referenced_files(&retained[2], false).difference(&older).cloned().collect();
+    only_newest.sort_by_key(|f| (!f.starts_with("shared/"), !f.contains("MANIFEST")));
     assert!(!only_newest.is_empty(), "the newest checkpoint has files of its own");
     let victim = common::job_dir(&checkpoints).join(&only_newest[0]);
     let original = std::fs::read(&victim).unwrap();

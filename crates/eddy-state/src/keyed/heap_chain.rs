@@ -27,7 +27,7 @@
 //! removals as keys, each byte string length first. Removals apply before upserts.
 
 use super::backend::{KeyedStateEntries, KeyedStateSnapshot};
-use super::native::{LocalFiles, NativeFile, NativeFiles, NativeSnapshot, Unstored};
+use super::native::{remove_orphans, LocalFiles, NativeFile, NativeFiles, NativeSnapshot, Unstored};
 use super::raw::{read_varint, write_varint};
 use super::shared_work::{SharedWork, Work};
 use crate::error::{StateError, StateErrorKind};
@@ -41,6 +41,8 @@ use std::sync::{Arc, Mutex};
 /// The backend name native heap snapshots carry.
 pub const HEAP_BACKEND: &str = "heap";
 const MAGIC: &[u8; 8] = b"EDDYHSEG";
+/// How the local directories of chains (and of their checkpoints' links) begin.
+const CHAIN_DIR_PREFIX: &str = "eddy-heap-chain-";
 
 /// Frames one state's changes for a segment, key group by key group, into buffers that
 /// the chain keeps from one segment to the next (a segment is tens of MB: fresh buffers
@@ -146,10 +148,15 @@ pub struct HeapChain {
 }
 
 impl HeapChain {
-    /// A chain in a new directory under `parent`.
+    /// A chain in a new directory under `parent`. The first chain of a process removes
+    /// what killed processes left in `parent` (their chains' directories).
     pub fn new(parent: &Path, instance: &str) -> Result<Self, StateError> {
+        static SWEPT: std::sync::Once = std::sync::Once::new();
+        SWEPT.call_once(|| {
+            remove_orphans(parent, CHAIN_DIR_PREFIX);
+        });
         // Created by the first segment: a job without checkpoints leaves nothing behind.
-        let dir = parent.join(format!("eddy-heap-chain-{instance}-{}", eddy_types::RunSeed::draw().hex()));
+        let dir = parent.join(format!("{CHAIN_DIR_PREFIX}{instance}-{}", eddy_types::RunSeed::draw().hex()));
         Ok(Self {
             dir: LocalFiles::new(dir),
             instance: instance.to_string(),
@@ -213,7 +220,7 @@ impl HeapChain {
         // Written and linked in one piece of work: a base removes the segments before it
         // only once the one before it has linked them for its own checkpoint.
         let pending = SharedWork::new(Box::new(move || {
-            let result = write_segment(dir.path(), &name, base, states, previous.as_ref(), &writer, &bytes)
+            let result = write_segment(&dir, &name, base, states, previous.as_ref(), &writer, &bytes)
                 .and_then(|()| link_chain(&link_dir, dir.path(), &instance, &chain));
             if result.is_err() {
                 broken.store(true, Ordering::Relaxed);
@@ -246,7 +253,7 @@ fn io_error(what: &str, path: &Path, e: std::io::Error) -> StateError {
 
 /// Builds and writes one segment, after the segment before it (whose failure fails it).
 fn write_segment(
-    dir: &Path,
+    dir: &LocalFiles,
     name: &str,
     base: bool,
     states: Vec<ChangedState>,
@@ -264,9 +271,9 @@ fn write_segment(
     }
     // Only now: the segment before, waited for above, takes the writer too.
     let mut writer = writer.lock().unwrap_or_else(|p| p.into_inner());
-    let path = dir.join(name);
+    let path = dir.path().join(name);
     let failed = |e: std::io::Error| io_error("cannot write the heap checkpoint segment", &path, e);
-    std::fs::create_dir_all(dir).map_err(failed)?;
+    dir.create_owned().map_err(failed)?;
     let file = std::fs::File::create(&path).map_err(failed)?;
     let mut file = std::io::BufWriter::with_capacity(1 << 20, file);
     let mut head = MAGIC.to_vec();
@@ -294,8 +301,8 @@ fn write_segment(
 
 /// Hard links to the chain's segments in `link_dir`: the checkpoint's files, each shared.
 fn link_chain(link_dir: &Path, dir: &Path, instance: &str, chain: &[String]) -> Result<NativeFiles, StateError> {
-    std::fs::create_dir_all(link_dir).map_err(|e| io_error("cannot create", link_dir, e))?;
     let local = LocalFiles::new(link_dir.to_path_buf());
+    local.create_owned().map_err(|e| io_error("cannot create", link_dir, e))?;
     let mut files = Vec::with_capacity(chain.len());
     for name in chain {
         let (source, target) = (dir.join(name), link_dir.join(name));

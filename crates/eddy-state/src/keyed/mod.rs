@@ -53,7 +53,9 @@ pub use heap_table::HeapTable;
 pub use list::ListState;
 pub use map::MapState;
 pub use map_entries::MapEntriesTable;
-pub use native::{LocalFiles, NativeFile, NativeFiles, NativeSnapshot, NativeTable, ReadCanonicalFn, Unstored};
+pub use native::{
+    remove_orphans, LocalFiles, NativeFile, NativeFiles, NativeSnapshot, NativeTable, ReadCanonicalFn, Unstored,
+};
 pub use raw::{concat_encoded_lists, HeldWrite, RawLayout, RawStore, RawTable};
 pub use reducing::ReducingState;
 pub use shared_work::{SharedWork, Work};

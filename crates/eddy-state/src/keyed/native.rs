@@ -12,8 +12,9 @@
 use crate::error::{StateError, StateErrorKind};
 use eddy_types::KeyGroupRange;
 use serde::{Deserialize, Serialize};
+use std::fs::File;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 /// One subtask's keyed state as the backend's own files.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -134,23 +135,76 @@ impl NativeSnapshot {
 #[derive(Clone)]
 pub struct LocalFiles(Arc<RemoveOnDrop>);
 
-struct RemoveOnDrop(PathBuf);
+struct RemoveOnDrop {
+    dir: PathBuf,
+    /// The owner file, locked while the directory is in use (see [`LocalFiles::create_owned`]).
+    owner: OnceLock<File>,
+}
 
 impl Drop for RemoveOnDrop {
     fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
+        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
+
+/// The file a live owner holds locked in its directory.
+const OWNER_FILE: &str = ".owner";
 
 impl LocalFiles {
     /// Takes ownership of `dir`: it is removed when the last clone goes.
     pub fn new(dir: PathBuf) -> Self {
-        Self(Arc::new(RemoveOnDrop(dir)))
+        Self(Arc::new(RemoveOnDrop { dir, owner: OnceLock::new() }))
     }
 
     pub fn path(&self) -> &Path {
-        &self.0 .0
+        &self.0.dir
     }
+
+    /// Creates the directory, marked as this process's while the last clone lives: a file
+    /// in it stays locked until then, and the kernel releases the lock when the process
+    /// ends, even killed with SIGKILL, so that [`remove_orphans`] knows what nobody owns
+    /// any more. Nothing when it was created so before.
+    ///
+    /// The directory is made under a hidden name and renamed once locked: a directory
+    /// under its own name always has its lock taken, and another process's sweep never
+    /// sees it unlocked while it is being created.
+    pub fn create_owned(&self) -> std::io::Result<()> {
+        if self.0.owner.get().is_some() {
+            return Ok(());
+        }
+        let dir = &self.0.dir;
+        let name = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let making = dir.with_file_name(format!(".{name}.creating"));
+        std::fs::create_dir_all(&making)?;
+        let owner = File::options().create(true).truncate(false).write(true).open(making.join(OWNER_FILE))?;
+        owner.try_lock().map_err(std::io::Error::from)?;
+        std::fs::rename(&making, dir)?;
+        let _ = self.0.owner.set(owner);
+        Ok(())
+    }
+}
+
+/// Removes the directories in `parent` whose names start with `prefix` and whose owner
+/// process has ended (their owner file is not locked; see [`LocalFiles::create_owned`]):
+/// what a killed process left. Directories without an owner file are left alone. Returns
+/// how many were removed.
+pub fn remove_orphans(parent: &Path, prefix: &str) -> usize {
+    let Ok(entries) = std::fs::read_dir(parent) else { return 0 };
+    let mut removed = 0;
+    for entry in entries.flatten() {
+        if !entry.file_name().to_string_lossy().starts_with(prefix) {
+            continue;
+        }
+        let dir = entry.path();
+        let Ok(owner) = File::options().write(true).open(dir.join(OWNER_FILE)) else { continue };
+        // Locked by us only now: its owner is gone (a live owner holds it, as does a
+        // directory of this process in use, the lock being one per opened file).
+        if owner.try_lock().is_ok() && std::fs::remove_dir_all(&dir).is_ok() {
+            tracing::info!(directory = %dir.display(), "removed a local state directory its process left behind when it was killed");
+            removed += 1;
+        }
+    }
+    removed
 }
 
 impl std::fmt::Debug for LocalFiles {

@@ -97,7 +97,9 @@ impl AttemptCoordinator<'_> {
             });
         }
         match kind {
-            SnapshotKind::Checkpoint => discard_checkpoint(self.storage.as_ref(), &mut self.retained.borrow_mut(), id),
+            SnapshotKind::Checkpoint => {
+                discard_incomplete_checkpoint(self.storage.as_ref(), &mut self.retained.borrow_mut(), id)
+            }
             SnapshotKind::Savepoint => {
                 if let Some(savepoints) = self.savepoint_storage_of(id) {
                     if let Err(e) = savepoints.discard(id, kind) {
@@ -127,12 +129,7 @@ impl AttemptCoordinator<'_> {
             let retained = self.retained.borrow();
             let unused =
                 ack.shared_files.iter().filter(|f| f.uploaded_now && retained.reference_count(&f.location) == 0);
-            for file in unused {
-                if let Err(e) = self.storage.delete_file(&file.location) {
-                    tracing::warn!(file = %file.location, error = %eddy_types::chain(&e), "cannot delete a shared file no checkpoint \
-                        references");
-                }
-            }
+            delete_unreferenced(self.storage.as_ref(), unused.map(|f| f.location.clone()).collect());
         }
     }
 
@@ -262,7 +259,7 @@ impl AttemptCoordinator<'_> {
         if let Some(message) = self.too_large_to_restore_remotely(&checkpoint) {
             // Every later checkpoint would be as large, and a restart could not restore it:
             // the job fails now, saying so, rather than at its first restart.
-            discard_checkpoint(storage.as_ref(), &mut self.retained.borrow_mut(), checkpoint.id);
+            discard_incomplete_checkpoint(storage.as_ref(), &mut self.retained.borrow_mut(), checkpoint.id);
             tracing::error!(checkpoint = %checkpoint.id, %message, "checkpoint cannot be restored on this cluster");
             self.fail(JobError::Checkpoint { job: self.graph.job_name.clone(), message, source: None });
             return false;
@@ -315,6 +312,7 @@ impl AttemptCoordinator<'_> {
                 true
             }
             Err(e) => {
+                // Its metadata may have been written before the failure: treated as complete.
                 discard_checkpoint(storage.as_ref(), &mut self.retained.borrow_mut(), checkpoint.id);
                 self.operators.discard(checkpoint.id);
                 tracing::warn!(checkpoint = %checkpoint.id, error = %eddy_types::chain(&e), "checkpoint could not be stored");
@@ -403,7 +401,7 @@ impl AttemptCoordinator<'_> {
     }
 }
 
-/// Deletes one of the job's checkpoints and the shared files only it referenced.
+/// Deletes one of the job's completed checkpoints and the shared files only it referenced.
 pub(crate) fn discard_checkpoint(
     storage: &dyn CheckpointStorage,
     retained: &mut RetainedCheckpoints,
@@ -416,7 +414,31 @@ pub(crate) fn discard_checkpoint(
             files stay");
         return;
     }
-    for unused in retained.release(id) {
+    delete_unreferenced(storage, retained.release(id));
+}
+
+/// Deletes what was written for a checkpoint that never completed (pending when it was
+/// aborted, subsumed or the attempt ended, or not stored), and the shared files only it
+/// referenced.
+fn discard_incomplete_checkpoint(
+    storage: &dyn CheckpointStorage,
+    retained: &mut RetainedCheckpoints,
+    id: CheckpointId,
+) {
+    // Without metadata nothing of it can look complete, so its shared files go even when
+    // its directory could not: a task still writing its part (its snapshot of a later
+    // checkpoint was written first) can add a file while the directory is removed. That
+    // task's acknowledgement comes late and removes the rest (`discard_late`).
+    if let Err(e) = storage.discard(id, SnapshotKind::Checkpoint) {
+        tracing::info!(checkpoint = %id, error = %eddy_types::chain(&e), "cannot delete all of an incomplete checkpoint yet (a \
+            task may still be writing its part); the rest goes with that task's late acknowledgement");
+    }
+    delete_unreferenced(storage, retained.release(id));
+}
+
+/// Deletes shared files that no checkpoint references any more.
+fn delete_unreferenced(storage: &dyn CheckpointStorage, unused: Vec<String>) {
+    for unused in unused {
         if let Err(e) = storage.delete_file(&unused) {
             tracing::warn!(file = %unused, error = %eddy_types::chain(&e), "cannot delete a shared file no checkpoint references");
         }
