@@ -479,6 +479,37 @@ pub fn run_ttl(factory: ClockedBackendFactory<'_>) {
     assert_eq!(read.get().unwrap(), Vec::<u64>::new(), "expires after restore too");
     take_backend();
     ttl_per_element(factory);
+    ttl_folds_no_expired_value(factory);
+}
+
+/// A reducing or aggregating state's `add` after the value expired starts from nothing,
+/// and `take` of an expired value gives nothing (as Flink's TTL states): whether the value
+/// is in the heap or, past a small cache, in the store below.
+fn ttl_folds_no_expired_value(factory: ClockedBackendFactory<'_>) {
+    let clock = eddy_types::ManualClock::new(1_000);
+    install_backend(factory(std::sync::Arc::new(clock.clone()))).unwrap();
+    let ttl = StateTtlConfig::new(100);
+    let sum =
+        ReducingState::declare(&ReducingStateDescriptor::new("sum", |a: u64, b: u64| a + b).with_ttl(ttl)).unwrap();
+    let avg = AggregatingState::declare(&AggregatingStateDescriptor::new("avg", Average).with_ttl(ttl)).unwrap();
+    let value = ValueState::declare(&ValueStateDescriptor::<u64>::new("taken").with_ttl(ttl)).unwrap();
+    for k in 0..50u64 {
+        set_key(&k);
+        sum.add(k).unwrap();
+        avg.add(10).unwrap();
+        value.update(k).unwrap();
+    }
+    clock.advance_ms(101);
+    for k in 0..50u64 {
+        set_key(&k);
+        sum.add(1).unwrap();
+        avg.add(20).unwrap();
+        assert_eq!(sum.get().unwrap(), Some(1), "key {k}: the expired sum is not added to");
+        assert_eq!(avg.get().unwrap(), Some(20.0), "key {k}: the expired accumulator is not added to");
+        assert_eq!(value.take().unwrap(), None, "key {k}: an expired value is not taken");
+        assert_eq!(value.value().unwrap(), None);
+    }
+    take_backend();
 }
 
 /// List elements and map entries expire one by one, as in Flink: a later write does not

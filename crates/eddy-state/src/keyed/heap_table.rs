@@ -570,8 +570,12 @@ impl<S: StateValue> HeapTable<S> {
         Ok(result)
     }
 
-    /// Removes the current key's value and returns it.
+    /// Removes the current key's value and returns it, unless it had expired (then it is
+    /// removed all the same: a reducing or aggregating state's `add` must not fold an
+    /// expired value in, as Flink's TTL states do not).
     pub fn remove(&mut self, key: &CurrentKey) -> Result<Option<S>, StateError> {
+        let now = self.ttl.map(|_| self.clock.now_ms());
+        let live = |expires_ms: u64| now.is_none_or(|now| expires_ms > now);
         // A key that is not there leaves a shared key group unshared (no copy).
         let mut never_written = false;
         let cached = match self.locate(key) {
@@ -586,24 +590,28 @@ impl<S: StateValue> HeapTable<S> {
                         if let Some(removed) = self.removed.as_mut().filter(|_| !never_written) {
                             removed.push((key.key_group, entry.key));
                         }
-                        Some(entry.value)
+                        Some((entry.expires_ms, entry.value))
                     }
                     None => None,
                 }
             }
             None => None,
         };
-        let Some(raw) = self.raw.as_mut() else { return Ok(cached) };
+        let unexpired = |(expires_ms, value): (u64, S)| live(expires_ms).then_some(value);
+        let Some(raw) = self.raw.as_mut() else { return Ok(cached.and_then(unexpired)) };
         if never_written {
-            return Ok(cached);
+            return Ok(cached.and_then(unexpired));
         }
         let ttl = self.ttl.is_some();
         let stored = match cached {
-            Some(value) => Some(value),
-            None => raw
-                .get(key.key_group, &key.bytes)?
-                .map(|bytes| decode(&self.name, split_stored(&bytes, ttl).1))
-                .transpose()?,
+            Some(found) => unexpired(found),
+            None => match raw.get(key.key_group, &key.bytes)? {
+                Some(bytes) => match split_stored(&bytes, ttl) {
+                    (expires_ms, value) if live(expires_ms) => Some(decode(&self.name, value)?),
+                    _ => None,
+                },
+                None => None,
+            },
         };
         raw.delete(key.key_group, &key.bytes)?;
         Ok(stored)
