@@ -942,3 +942,61 @@ fn a_failure_after_a_savepoint_writes_no_record_twice() {
     std::fs::remove_dir_all(&savepoints).unwrap();
     std::fs::remove_dir_all(&out).unwrap();
 }
+
+/// A checkpoint that holds records in flight from an operator (here the source, by its
+/// uid) restores into a job without that operator only as an error: the records have
+/// nowhere to go. Every restart would restore the same records, so the job fails at once,
+/// naming the uid, rather than restart forever (it did).
+#[test]
+fn in_flight_records_from_an_operator_the_job_lacks_fail_the_restore_at_once() {
+    let dir = temp_dir("in-flight-orphans");
+    let env = Env::new();
+    env.set_parallelism(2);
+    let config = CheckpointConfig { interval_ms: 30, retained: 1_000, retain_on_cancel: true, ..Default::default() };
+    env.set_checkpoint_config(config);
+    env.enable_unaligned_checkpoints();
+    env.set_checkpoint_dir(&dir);
+    // A slow consumer behind the source: unaligned barriers overtake the records queued
+    // in front of it, which the checkpoints store.
+    env.from_sequence(0, 29_999)
+        .uid("numbers")
+        .set_parallelism(1)
+        .key_by(|v: &u64| v % 10)
+        .process(Count::default())
+        .uid("count")
+        .map(|counted| {
+            std::thread::sleep(std::time::Duration::from_micros(50));
+            counted
+        })
+        .add_sink(CollectSink::new());
+    env.execute("first").unwrap();
+    let holds_in_flight = |checkpoint: &Path| {
+        let loaded = eddy::checkpoint::storage::load_checkpoint_dir(checkpoint).unwrap();
+        let lists = loaded.operators.iter().flat_map(|o| &o.operator.lists);
+        lists.into_iter().any(|l| l.name == "eddy.in-flight" && !l.elements.is_empty())
+    };
+    let checkpoint =
+        checkpoint_dirs(&dir).into_iter().find(|c| holds_in_flight(c)).expect("a checkpoint with records in flight");
+    let (done_tx, done_rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let env = Env::new();
+        env.enable_checkpointing(20);
+        env.restore_from(&checkpoint);
+        env.set_allow_non_restored_state(true);
+        env.from_sequence(0, 99)
+            .uid("other numbers")
+            .key_by(|v: &u64| v % 10)
+            .process(Count::default())
+            .uid("count")
+            .add_sink(CollectSink::new());
+        let _ = done_tx.send(env.execute("without the source").map(|r| r.restarts));
+    });
+    let outcome = done_rx.recv_timeout(std::time::Duration::from_secs(30)).expect("the job ends, not a restart loop");
+    let message = outcome.unwrap_err().to_string();
+    assert!(
+        message.contains("in-flight records from operator uid 'numbers'")
+            && message.contains("which this job no longer has"),
+        "{message}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -513,8 +513,10 @@ impl ChainBuilder<'_> {
     /// [`in_flight`]'s overview).
     fn replay(&self, node: &StreamNode, info: &mut OperatorInfo, layouts: &[InputLayout]) -> Vec<ReplayChannel> {
         let Some(restored) = info.restored.as_mut() else { return Vec::new() };
+        // Every restart would restore the same in-flight data (undecodable, or meant for an
+        // edge the job does not have): the job fails at once rather than restart forever.
         let fail = |message: String| {
-            self.shared.fail_with(TaskError::StateBackend { operator: node.name.clone(), message });
+            self.shared.fail_with(TaskError::StateUnreadable { operator: node.name.clone(), message });
             Vec::new()
         };
         let channels = match in_flight::take_from(restored) {

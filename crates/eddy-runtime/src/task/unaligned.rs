@@ -211,7 +211,8 @@ pub(super) fn decode_replay<T: 'static>(
     offset: usize,
     operator: &str,
 ) -> Result<Vec<ReplayQueue<T>>, TaskError> {
-    let fail = |message: String| TaskError::StateBackend { operator: operator.to_string(), message };
+    // Every restart would read the same bytes: the job fails at once (see `TaskError`).
+    let fail = |message: String| TaskError::StateUnreadable { operator: operator.to_string(), message };
     let mut queues = Vec::with_capacity(channels.len());
     for channel in channels {
         let records = match channel.records.is_empty() {
