@@ -2,13 +2,18 @@
 //! restored.
 
 use crate::native::{clipped_store, read_key_groups, restore_store, BACKEND};
-use crate::store::{RocksDbRawStore, SlotMemory};
-use eddy_state::keyed::{BackendInstance, KeyedBackendFactory, KeyedStateBackend, KeyedStateSnapshot};
+use crate::store::{error, RocksDbRawStore, SlotMemory};
+use eddy_state::keyed::{
+    remove_orphans, BackendInstance, KeyedBackendFactory, KeyedStateBackend, KeyedStateSnapshot, LocalFiles,
+};
 use eddy_state::{StateError, StateErrorKind, TableKeyedStateBackend};
 use eddy_types::{KeyGroupRange, MaxParallelism, RunSeed};
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
+
+/// How the working directories of instances begin (what a sweep for orphans looks at).
+const INSTANCE_DIR_PREFIX: &str = "eddy-rocksdb-";
 
 /// Chooses RocksDB as the keyed state backend of a job: `env.set_state_backend(...)`
 /// (Flink's `EmbeddedRocksDBStateBackend`).
@@ -81,7 +86,7 @@ impl RocksDbStateBackend {
     /// seed of a killed one (whose directory stayed) or of one running beside it apart.
     fn instance_dir(&self, instance: &BackendInstance<'_>) -> PathBuf {
         let safe: String = instance.name.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '_' }).collect();
-        self.working_dir.join(format!("{safe}-{}-{}", instance.seed.hex(), RunSeed::draw().hex()))
+        self.working_dir.join(format!("{INSTANCE_DIR_PREFIX}{safe}-{}-{}", instance.seed.hex(), RunSeed::draw().hex()))
     }
 
     /// The memory of slot `subtask`, created with the first instance in it.
@@ -107,7 +112,12 @@ impl KeyedBackendFactory for RocksDbStateBackend {
         restored: Option<KeyedStateSnapshot>,
     ) -> Result<Box<dyn KeyedStateBackend>, StateError> {
         let (range, memory) = (instance.range, self.slot_memory(instance.subtask)?);
+        // What processes killed with SIGKILL left here goes first (their working
+        // directories are no longer marked as a live process's).
+        remove_orphans(&self.working_dir, INSTANCE_DIR_PREFIX);
         let dir = self.instance_dir(instance);
+        let owner = LocalFiles::new(dir.clone());
+        owner.create_owned().map_err(|e| error(&format!("cannot create working directory '{}'", dir.display()), e))?;
         let mut canonical = KeyedStateSnapshot { key_group_range: Some(range), ..KeyedStateSnapshot::default() };
         let store = match restored {
             None => RocksDbRawStore::open_in_slot(&dir, &memory)?,
@@ -146,7 +156,10 @@ impl KeyedBackendFactory for RocksDbStateBackend {
                 }
             }
         };
-        let store = store.with_native_snapshots(range, self.incremental).with_instance_id(instance.seed.hex());
+        let store = store
+            .with_native_snapshots(range, self.incremental)
+            .with_instance_id(instance.seed.hex())
+            .with_owner(owner);
         let mut backend = TableKeyedStateBackend::new(range, instance.max_parallelism)
             .with_raw_store(Box::new(store), self.cache_entries);
         if !canonical.states.is_empty() || !canonical.state_types.is_empty() {

@@ -6,7 +6,7 @@
 //! as in Flink.
 
 use crate::write_gate::{Held, OpenOnDrop, WriteGate};
-use eddy_state::keyed::{HeldWrite, NativeSnapshot, NativeTable, RawLayout, RawStore, RawTable, Unstored};
+use eddy_state::keyed::{HeldWrite, LocalFiles, NativeSnapshot, NativeTable, RawLayout, RawStore, RawTable, Unstored};
 use eddy_state::{StateError, StateErrorKind};
 use eddy_types::CheckpointId;
 use eddy_types::KeyGroupRange;
@@ -49,6 +49,9 @@ pub struct RocksDbRawStore {
     /// The gate closed by [`RawStore::prepare_snapshot`], until the snapshot's thread
     /// takes it over.
     pub(crate) preparing: Option<OpenOnDrop>,
+    /// Marks the working directory as this process's while the instance lives (see
+    /// [`LocalFiles::create_owned`]); dropped after the directory is removed.
+    owner: Option<LocalFiles>,
 }
 
 /// The memory budget of one slot, shared by the RocksDB instances of the operators that
@@ -111,6 +114,13 @@ impl RocksDbRawStore {
         Self::open_existing(dir, memory, Vec::new())
     }
 
+    /// The working directory is `owner`'s, marked as this process's until the instance
+    /// is dropped.
+    pub(crate) fn with_owner(mut self, owner: LocalFiles) -> Self {
+        self.owner = Some(owner);
+        self
+    }
+
     /// Opens the instance whose files are in `dir`, holding `tables`.
     pub(crate) fn open_existing(dir: &Path, memory: &SlotMemory, tables: Vec<NativeTable>) -> Result<Self, StateError> {
         let db = Db::open(&options(memory), dir).map_err(|e| error(&format!("cannot open '{}'", dir.display()), e))?;
@@ -141,6 +151,7 @@ impl RocksDbRawStore {
             restored_shared: HashMap::new(),
             gate: WriteGate::default(),
             preparing: None,
+            owner: None,
         }
     }
 

@@ -174,3 +174,48 @@ fn values_that_live_between_write_backs_never_touch_rocksdb_and_removals_stick()
     drop(take_backend());
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A process killed with SIGKILL cannot remove its instances' working directories: the
+/// next instance created in the same working directory removes them, and a live
+/// process's (another one's, or its own) stay.
+#[test]
+fn working_directories_a_killed_process_left_are_removed_by_the_next_instance() {
+    use eddy_types::{KeyGroupRange, MaxParallelism};
+    use std::io::BufRead;
+    const CHILD: &str = "EDDY_TEST_ROCKSDB_ORPHANS";
+    let max = MaxParallelism::default();
+    if let Ok(dir) = std::env::var(CHILD) {
+        // The child: one instance, then it waits to be killed.
+        let _instance = RocksDbStateBackend::new(&dir).create_backend("killed", KeyGroupRange::all(max), max).unwrap();
+        println!("created");
+        std::thread::sleep(std::time::Duration::from_secs(120));
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("eddy-rocksdb-orphans-{}", std::process::id()));
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["working_directories_a_killed_process_left", "--nocapture", "--test-threads", "1"])
+        .env(CHILD, &dir)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    assert!(lines.any(|l| l.unwrap().contains("created")), "the child made its instance");
+    let entries = || {
+        let mut names: Vec<String> =
+            std::fs::read_dir(&dir).unwrap().flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect();
+        names.sort();
+        names
+    };
+    let backend = RocksDbStateBackend::new(&dir);
+    let first = backend.create_backend("ours", KeyGroupRange::all(max), max).unwrap();
+    assert_eq!(entries().len(), 2, "the child's instance, alive, stays beside ours: {:?}", entries());
+    child.kill().unwrap(); // SIGKILL: no destructor runs
+    child.wait().unwrap();
+    assert_eq!(entries().len(), 2, "a killed process removes nothing itself");
+    let second = backend.create_backend("ours again", KeyGroupRange::all(max), max).unwrap();
+    let names = entries();
+    assert!(names.len() == 2 && names.iter().all(|n| n.contains("ours")), "the killed one's went: {names:?}");
+    drop((first, second));
+    assert!(entries().is_empty(), "{:?}", entries());
+    let _ = std::fs::remove_dir_all(&dir);
+}
