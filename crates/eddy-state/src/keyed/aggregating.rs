@@ -26,8 +26,7 @@ where
 
     fn add(&self, id: StateId, name: &str, value: F::In) -> Result<(), StateError> {
         with_table::<F::Acc, _>(id, name, |key, table| {
-            let acc = table.remove(key)?.unwrap_or_else(|| self.0.create_accumulator());
-            table.put(key, self.0.add(value, acc))
+            table.replace_with(key, |stored| self.0.add(value, stored.unwrap_or_else(|| self.0.create_accumulator())))
         })
     }
 

@@ -570,6 +570,29 @@ impl<S: StateValue> HeapTable<S> {
         Ok(result)
     }
 
+    /// Sets the current key's value to `f` of its unexpired value (`None` when it has none):
+    /// a reducing or aggregating state's `add`. Over a raw store (RocksDB) it changes the
+    /// value in place, in one lookup (the old value is cloned for `f`), rather than remove
+    /// it, which deletes it from the store, and put it back; on the heap a remove and a put
+    /// move the value without a clone.
+    pub fn replace_with(&mut self, key: &CurrentKey, f: impl FnOnce(Option<S>) -> S) -> Result<(), StateError> {
+        if self.raw.is_none() {
+            let old = self.remove(key)?;
+            return self.put(key, f(old));
+        }
+        let f = std::cell::Cell::new(Some(f));
+        let inserted = std::cell::Cell::new(false);
+        let init = || {
+            inserted.set(true);
+            f.take().expect("called once")(None)
+        };
+        self.modify(key, init, |value| {
+            if !inserted.get() {
+                *value = f.take().expect("called once")(Some(value.clone()));
+            }
+        })
+    }
+
     /// Removes the current key's value and returns it, unless it had expired (then it is
     /// removed all the same: a reducing or aggregating state's `add` must not fold an
     /// expired value in, as Flink's TTL states do not).

@@ -32,11 +32,10 @@ impl<T: StateValue> ReducingState<T> {
 
     pub fn add(&self, value: T) -> Result<(), StateError> {
         with_table::<T, _>(self.id, &self.name, |key, table| {
-            let reduced = match table.remove(key)? {
+            table.replace_with(key, |stored| match stored {
                 Some(stored) => (self.reduce)(stored, value),
                 None => value,
-            };
-            table.put(key, reduced)
+            })
         })
     }
 
