@@ -181,7 +181,6 @@ fn values_that_live_between_write_backs_never_touch_rocksdb_and_removals_stick()
 #[test]
 fn working_directories_a_killed_process_left_are_removed_by_the_next_instance() {
     use eddy_types::{KeyGroupRange, MaxParallelism};
-    use std::io::BufRead;
     const CHILD: &str = "EDDY_TEST_ROCKSDB_ORPHANS";
     let max = MaxParallelism::default();
     if let Ok(dir) = std::env::var(CHILD) {
@@ -192,14 +191,8 @@ fn working_directories_a_killed_process_left_are_removed_by_the_next_instance() 
         return;
     }
     let dir = std::env::temp_dir().join(format!("eddy-rocksdb-orphans-{}", std::process::id()));
-    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
-        .args(["working_directories_a_killed_process_left", "--nocapture", "--test-threads", "1"])
-        .env(CHILD, &dir)
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
-    assert!(lines.any(|l| l.unwrap().contains("created")), "the child made its instance");
+    let test = "working_directories_a_killed_process_left_are_removed_by_the_next_instance";
+    let mut child = eddy_state::conformance::spawn_child_test(test, CHILD, &dir, "created");
     let entries = || {
         let mut names: Vec<String> =
             std::fs::read_dir(&dir).unwrap().flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect();

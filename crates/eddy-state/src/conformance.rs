@@ -9,6 +9,23 @@ use eddy_types::{key_group_range_for_subtask, stable_hash, Key, KeyGroupRange, M
 /// Builds a fresh backend for a key-group range.
 pub type BackendFactory<'a> = &'a dyn Fn(KeyGroupRange, MaxParallelism) -> Box<dyn KeyedStateBackend>;
 
+/// For a test of what a process killed with SIGKILL leaves: runs the test `test` of this
+/// test binary again, as a child process with the environment variable `var` set to
+/// `value` (the test's child branch), and returns the child once it printed a line with
+/// `ready` in it.
+pub fn spawn_child_test(test: &str, var: &str, value: &std::path::Path, ready: &str) -> std::process::Child {
+    use std::io::BufRead;
+    let mut child = std::process::Command::new(std::env::current_exe().expect("the test binary"))
+        .args([test, "--exact", "--nocapture", "--test-threads", "1"])
+        .env(var, value)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("the test binary runs again");
+    let mut lines = std::io::BufReader::new(child.stdout.take().expect("piped")).lines();
+    assert!(lines.any(|l| l.is_ok_and(|l| l.contains(ready))), "the child test printed {ready:?}");
+    child
+}
+
 /// Makes `key` the current key of this thread's backend.
 pub fn set_key<K: Key>(key: &K) {
     let mut bytes = Vec::new();

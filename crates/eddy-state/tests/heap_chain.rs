@@ -302,7 +302,6 @@ fn a_failed_segment_leaves_nothing_behind_for_the_next() {
 #[test]
 fn directories_a_killed_process_left_are_removed_and_live_ones_stay() {
     use eddy_state::keyed::{remove_orphans, LocalFiles};
-    use std::io::BufRead;
     const CHILD: &str = "EDDY_TEST_ORPHAN_DIR";
     if let Ok(dir) = std::env::var(CHILD) {
         // The child: owns a directory, says so, and waits to be killed.
@@ -319,14 +318,8 @@ fn directories_a_killed_process_left_are_removed_and_live_ones_stay() {
         parent.join("eddy-heap-chain-live"),
         parent.join("eddy-heap-chain-old"),
     );
-    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
-        .args(["directories_a_killed_process_left", "--nocapture", "--test-threads", "1"])
-        .env(CHILD, &killed)
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
-    assert!(lines.any(|l| l.unwrap().contains("owned")), "the child owns its directory");
+    let test = "directories_a_killed_process_left_are_removed_and_live_ones_stay";
+    let mut child = eddy_state::conformance::spawn_child_test(test, CHILD, &killed, "owned");
     let ours = LocalFiles::new(live.clone());
     ours.create_owned().unwrap();
     ours.create_owned().unwrap();
