@@ -16,7 +16,7 @@ use crate::store::{error, write_changes, Db, RocksDbRawStore, SlotMemory};
 use crate::write_gate::Held;
 use eddy_state::keyed::{
     canonical_key_group, KeyedStateEntries, KeyedStateSnapshot, LocalFiles, NativeFile, NativeFiles, NativeSnapshot,
-    SharedWork, Unstored,
+    SharedWork, Unstored, OWNER_FILE,
 };
 use eddy_state::{StateError, StateErrorKind};
 use eddy_types::CheckpointId;
@@ -99,11 +99,19 @@ fn make_checkpoint(
         .create_checkpoint(target)
         .map_err(|e| error(&format!("cannot create checkpoint '{}'", target.display()), e))?;
     let local = LocalFiles::new(target.to_path_buf());
+    // Its hard links would keep every file of the state on disk if the process were
+    // killed before the upload: a later instance's sweep removes it then.
+    local
+        .mark_owned()
+        .map_err(|e| error(&format!("cannot mark checkpoint '{}' as this process's", target.display()), e))?;
     let listing = |e: std::io::Error| error(&format!("cannot list checkpoint '{}'", target.display()), e);
     let mut files = Vec::new();
     for entry in std::fs::read_dir(target).map_err(listing)? {
         let entry = entry.map_err(listing)?;
         let name = entry.file_name().to_string_lossy().into_owned();
+        if name == OWNER_FILE {
+            continue;
+        }
         let bytes = entry.metadata().map_err(listing)?.len();
         let shared_name = name.ends_with(".sst").then(|| match restored_shared.get(&name) {
             Some(restored) => restored.clone(),

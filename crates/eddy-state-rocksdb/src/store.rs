@@ -50,7 +50,7 @@ pub struct RocksDbRawStore {
     /// takes it over.
     pub(crate) preparing: Option<OpenOnDrop>,
     /// Marks the working directory as this process's while the instance lives (see
-    /// [`LocalFiles::create_owned`]); dropped after the directory is removed.
+    /// [`LocalFiles::mark_owned`]); dropped after the directory is removed.
     owner: Option<LocalFiles>,
 }
 

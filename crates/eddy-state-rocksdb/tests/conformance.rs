@@ -184,8 +184,20 @@ fn working_directories_a_killed_process_left_are_removed_by_the_next_instance() 
     const CHILD: &str = "EDDY_TEST_ROCKSDB_ORPHANS";
     let max = MaxParallelism::default();
     if let Ok(dir) = std::env::var(CHILD) {
-        // The child: one instance, then it waits to be killed.
-        let _instance = RocksDbStateBackend::new(&dir).create_backend("killed", KeyGroupRange::all(max), max).unwrap();
+        // The child: one instance and a checkpoint of it not uploaded yet (its files
+        // hard-linked in a directory beside the instance's), then it waits to be killed.
+        use eddy_state::keyed::{install_backend, take_backend, ValueState};
+        let backend = RocksDbStateBackend::new(&dir).with_incremental_checkpoints(true);
+        let instance = backend.create_backend("killed", KeyGroupRange::all(max), max).unwrap();
+        install_backend(instance).unwrap();
+        let count = ValueState::declare(&eddy_state::ValueStateDescriptor::<u64>::new("count")).unwrap();
+        for key in 0..100u64 {
+            eddy_state::conformance::set_key(&key);
+            count.update(key).unwrap();
+        }
+        let mut instance = take_backend().unwrap();
+        let mut snapshot = instance.snapshot_for_checkpoint(eddy_types::CheckpointId(1), false).unwrap();
+        snapshot.complete_deferred().unwrap();
         println!("created");
         std::thread::sleep(std::time::Duration::from_secs(120));
         return;
@@ -201,10 +213,10 @@ fn working_directories_a_killed_process_left_are_removed_by_the_next_instance() 
     };
     let backend = RocksDbStateBackend::new(&dir);
     let first = backend.create_backend("ours", KeyGroupRange::all(max), max).unwrap();
-    assert_eq!(entries().len(), 2, "the child's instance, alive, stays beside ours: {:?}", entries());
+    assert_eq!(entries().len(), 3, "the child's instance and checkpoint, alive, stay beside ours: {:?}", entries());
     child.kill().unwrap(); // SIGKILL: no destructor runs
     child.wait().unwrap();
-    assert_eq!(entries().len(), 2, "a killed process removes nothing itself");
+    assert_eq!(entries().len(), 3, "a killed process removes nothing itself");
     let second = backend.create_backend("ours again", KeyGroupRange::all(max), max).unwrap();
     let names = entries();
     assert!(names.len() == 2 && names.iter().all(|n| n.contains("ours")), "the killed one's went: {names:?}");

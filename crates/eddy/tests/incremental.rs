@@ -27,7 +27,11 @@ const PHASE_KEYS: u64 = 20;
 struct Phases {
     phase: u64,
     offset: u64,
-    waiting: bool,
+    /// Waits for the completion of a checkpoint with this id or a later one: one taken
+    /// after the phase it emitted last (0: not waiting).
+    waiting_for: u64,
+    /// The id of the last checkpoint it took its snapshot for.
+    last_snapshot: u64,
     log: Arc<Mutex<Vec<(u64, u64, u64)>>>,
 }
 
@@ -52,11 +56,15 @@ impl RichFunction for Phases {
         // The end-of-input snapshot counts after every checkpoint.
         let id = ctx.checkpoint_id().map_or(u64::MAX, |c| c.0);
         self.log.lock().unwrap().push((id, self.phase, self.offset));
+        self.last_snapshot = self.last_snapshot.max(id);
         Ok(())
     }
 
-    fn notify_checkpoint_complete(&mut self, _id: CheckpointId) -> FunctionResult {
-        self.waiting = false;
+    fn notify_checkpoint_complete(&mut self, id: CheckpointId) -> FunctionResult {
+        // An earlier checkpoint completing (taken before the phase) does not count.
+        if id.0 >= self.waiting_for {
+            self.waiting_for = 0;
+        }
         Ok(())
     }
 }
@@ -64,10 +72,10 @@ impl RichFunction for Phases {
 impl SourceFunction<u64> for Phases {
     fn emit_batch(&mut self, max_records: usize, out: &mut Collector<'_, u64>) -> FunctionResult<SourceStep> {
         // It finishes only once a checkpoint after its last phase completed: a checkpoint
-        // taken after the source finished may hold records still in flight to `count`
-        // (as an unaligned one does), and the jobs below, restoring it without this
-        // source, would have nowhere to replay them (an error, and restarts).
-        if self.waiting {
+        // taken after the source finished holds the records still in flight to `count`
+        // then (aligned or not), and the jobs below, restoring it without this source,
+        // would have nowhere to replay them (the restore fails).
+        if self.waiting_for > 0 {
             std::thread::sleep(std::time::Duration::from_millis(1));
             return Ok(SourceStep::Idle);
         }
@@ -82,7 +90,7 @@ impl SourceFunction<u64> for Phases {
         if end == phase_len(self.phase) {
             self.phase += 1;
             self.offset = 0;
-            self.waiting = true;
+            self.waiting_for = self.last_snapshot + 1;
         }
         Ok(SourceStep::More)
     }
@@ -104,7 +112,7 @@ fn rocksdb(dir: &Path) -> RocksDbStateBackend {
     RocksDbStateBackend::new(dir.join("working")).with_incremental_checkpoints(true)
 }
 
-/// The completed checkpoints in `dir` or in the job directories under it.
+/// The completed checkpoints in `dir` or in the job directories under it, oldest first.
 fn checkpoint_dirs(dir: &Path) -> Vec<PathBuf> {
     let children = |d: &Path| std::fs::read_dir(d).map(|d| d.flatten().map(|e| e.path()).collect()).unwrap_or(vec![]);
     let mut dirs: Vec<PathBuf> = children(dir)
@@ -116,7 +124,8 @@ fn checkpoint_dirs(dir: &Path) -> Vec<PathBuf> {
         })
         .filter(|p| p.join("_metadata").exists())
         .collect();
-    dirs.sort();
+    // By number, oldest first (as names, chk-10 would come before chk-9).
+    dirs.sort_by_key(|p| p.file_name().unwrap().to_string_lossy()["chk-".len()..].parse::<u64>().unwrap());
     dirs
 }
 
@@ -190,7 +199,7 @@ fn incremental_checkpoints_upload_little_keep_what_retained_ones_need_and_restor
         ..CheckpointConfig::default()
     });
     env.set_checkpoint_dir(&checkpoints);
-    let source = Phases { phase: 0, offset: 0, waiting: false, log: log.clone() };
+    let source = Phases { phase: 0, offset: 0, waiting_for: 0, last_snapshot: 0, log: log.clone() };
     env.add_source(source)
         .uid("phases")
         .set_parallelism(1)

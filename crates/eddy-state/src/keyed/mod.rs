@@ -55,6 +55,7 @@ pub use map::MapState;
 pub use map_entries::MapEntriesTable;
 pub use native::{
     remove_orphans, LocalFiles, NativeFile, NativeFiles, NativeSnapshot, NativeTable, ReadCanonicalFn, Unstored,
+    OWNER_FILE,
 };
 pub use raw::{concat_encoded_lists, HeldWrite, RawLayout, RawStore, RawTable};
 pub use reducing::ReducingState;

@@ -14,7 +14,7 @@ use eddy_types::KeyGroupRange;
 use serde::{Deserialize, Serialize};
 use std::fs::File;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 /// One subtask's keyed state as the backend's own files.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -137,18 +137,28 @@ pub struct LocalFiles(Arc<RemoveOnDrop>);
 
 struct RemoveOnDrop {
     dir: PathBuf,
-    /// The owner file, locked while the directory is in use (see [`LocalFiles::create_owned`]).
+    /// The owner file, locked while the directory is in use (see [`LocalFiles::mark_owned`]).
     owner: OnceLock<File>,
 }
 
 impl Drop for RemoveOnDrop {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.dir);
+        if self.owner.get().is_some() {
+            owned_here().remove(&self.dir);
+        }
     }
 }
 
 /// The file a live owner holds locked in its directory.
-const OWNER_FILE: &str = ".owner";
+pub const OWNER_FILE: &str = ".owner";
+
+/// The directories this process marked as its own and still uses: never swept, whatever
+/// their lock says (on NFS a lock is a POSIX lock, which the same process takes again).
+fn owned_here() -> std::sync::MutexGuard<'static, std::collections::HashSet<PathBuf>> {
+    static OWNED: OnceLock<Mutex<std::collections::HashSet<PathBuf>>> = OnceLock::new();
+    OWNED.get_or_init(Mutex::default).lock().unwrap_or_else(|p| p.into_inner())
+}
 
 impl LocalFiles {
     /// Takes ownership of `dir`: it is removed when the last clone goes.
@@ -160,34 +170,46 @@ impl LocalFiles {
         &self.0.dir
     }
 
-    /// Creates the directory, marked as this process's while the last clone lives: a file
-    /// in it stays locked until then, and the kernel releases the lock when the process
-    /// ends, even killed with SIGKILL, so that [`remove_orphans`] knows what nobody owns
-    /// any more. Nothing when it was created so before.
-    ///
-    /// The directory is made under a hidden name and renamed once locked: a directory
-    /// under its own name always has its lock taken, and another process's sweep never
-    /// sees it unlocked while it is being created.
+    /// Creates the directory (if missing) and marks it as this process's: see
+    /// [`LocalFiles::mark_owned`].
     pub fn create_owned(&self) -> std::io::Result<()> {
+        std::fs::create_dir_all(&self.0.dir)?;
+        self.mark_owned()
+    }
+
+    /// Marks the (existing) directory as this process's while the last clone lives: a file
+    /// in it, [`OWNER_FILE`], stays locked until then, and the kernel releases the lock when
+    /// the process ends, even killed with SIGKILL, so that [`remove_orphans`] knows what
+    /// nobody owns any more. Nothing when marked before.
+    ///
+    /// The file is locked under another name and renamed: a directory with an owner file
+    /// always has its lock taken, so another process's sweep never sees it unlocked while
+    /// it is being marked (one without is never swept). Where the file system cannot lock,
+    /// the directory stays unmarked, said in the log: it works, and is not swept.
+    pub fn mark_owned(&self) -> std::io::Result<()> {
         if self.0.owner.get().is_some() {
             return Ok(());
         }
         let dir = &self.0.dir;
-        let name = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-        let making = dir.with_file_name(format!(".{name}.creating"));
-        std::fs::create_dir_all(&making)?;
-        let owner = File::options().create(true).truncate(false).write(true).open(making.join(OWNER_FILE))?;
-        owner.try_lock().map_err(std::io::Error::from)?;
-        std::fs::rename(&making, dir)?;
+        let locking = dir.join(".owner.locking");
+        let owner = File::options().create(true).truncate(false).write(true).open(&locking)?;
+        if let Err(e) = owner.try_lock() {
+            let _ = std::fs::remove_file(&locking);
+            tracing::warn!(directory = %dir.display(), error = %e, "cannot lock a file in a local state directory; if the \
+                process is killed, the directory stays");
+            return Ok(());
+        }
+        std::fs::rename(&locking, dir.join(OWNER_FILE))?;
+        owned_here().insert(dir.clone());
         let _ = self.0.owner.set(owner);
         Ok(())
     }
 }
 
 /// Removes the directories in `parent` whose names start with `prefix` and whose owner
-/// process has ended (their owner file is not locked; see [`LocalFiles::create_owned`]):
-/// what a killed process left. Directories without an owner file are left alone. Returns
-/// how many were removed.
+/// process has ended (their owner file is not locked, and this process does not use them;
+/// see [`LocalFiles::mark_owned`]): what a killed process left. Directories without an
+/// owner file are left alone. Returns how many were removed.
 pub fn remove_orphans(parent: &Path, prefix: &str) -> usize {
     let Ok(entries) = std::fs::read_dir(parent) else { return 0 };
     let mut removed = 0;
@@ -196,11 +218,14 @@ pub fn remove_orphans(parent: &Path, prefix: &str) -> usize {
             continue;
         }
         let dir = entry.path();
+        if owned_here().contains(&dir) {
+            continue;
+        }
         let Ok(owner) = File::options().write(true).open(dir.join(OWNER_FILE)) else { continue };
-        // Locked by us only now: its owner is gone (a live owner holds it, as does a
-        // directory of this process in use, the lock being one per opened file).
+        // Locked by us only now: its owner is gone (a live owner holds it).
         if owner.try_lock().is_ok() && std::fs::remove_dir_all(&dir).is_ok() {
-            tracing::info!(directory = %dir.display(), "removed a local state directory its process left behind when it was killed");
+            tracing::info!(directory = %dir.display(), "removed a local state directory its process left behind when it \
+                was killed");
             removed += 1;
         }
     }

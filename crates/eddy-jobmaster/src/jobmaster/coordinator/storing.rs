@@ -428,7 +428,9 @@ fn discard_incomplete_checkpoint(
     // Without metadata nothing of it can look complete, so its shared files go even when
     // its directory could not: a task still writing its part (its snapshot of a later
     // checkpoint was written first) can add a file while the directory is removed. That
-    // task's acknowledgement comes late and removes the rest (`discard_late`).
+    // task's acknowledgement comes late and removes the rest (`discard_late`), also when
+    // it is drained as the attempt ends (`clean_up`); one that never arrives (its process
+    // died) leaves the directory behind, without metadata: never taken for a checkpoint.
     if let Err(e) = storage.discard(id, SnapshotKind::Checkpoint) {
         tracing::info!(checkpoint = %id, error = %eddy_types::chain(&e), "cannot delete all of an incomplete checkpoint yet (a \
             task may still be writing its part); the rest goes with that task's late acknowledgement");
