@@ -117,7 +117,9 @@ impl KeyedBackendFactory for RocksDbStateBackend {
         remove_orphans(&self.working_dir, INSTANCE_DIR_PREFIX);
         let dir = self.instance_dir(instance);
         let owner = LocalFiles::new(dir.clone());
-        owner.create_owned().map_err(|e| error(&format!("cannot create working directory '{}'", dir.display()), e))?;
+        owner.create_owned().map_err(|e| {
+            error(&format!("cannot create working directory '{}' and mark it as this process's", dir.display()), e)
+        })?;
         let mut canonical = KeyedStateSnapshot { key_group_range: Some(range), ..KeyedStateSnapshot::default() };
         let store = match restored {
             None => RocksDbRawStore::open_in_slot(&dir, &memory)?,

@@ -12,7 +12,7 @@
 //! the fetched copy); after a rescale the new range may span several old instances, so
 //! their files are opened read-only and the key groups of the new range read out of them.
 
-use crate::store::{error, write_changes, Db, RocksDbRawStore, SlotMemory};
+use crate::store::{create_working_dir, error, write_changes, Db, RocksDbRawStore, SlotMemory};
 use crate::write_gate::Held;
 use eddy_state::keyed::{
     canonical_key_group, KeyedStateEntries, KeyedStateSnapshot, LocalFiles, NativeFile, NativeFiles, NativeSnapshot,
@@ -132,8 +132,7 @@ pub(crate) fn restore_store(
     native: &NativeSnapshot,
 ) -> Result<RocksDbRawStore, StateError> {
     let from = native.local_dir()?;
-    std::fs::create_dir_all(dir)
-        .map_err(|e| error(&format!("cannot create working directory '{}'", dir.display()), e))?;
+    create_working_dir(dir)?;
     for file in &native.files {
         let name = file.checked_name()?;
         let (source, target) = (from.join(name), dir.join(name));

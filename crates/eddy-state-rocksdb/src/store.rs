@@ -100,6 +100,11 @@ fn options(memory: &SlotMemory) -> Options {
     options
 }
 
+/// Creates an instance's working directory, if missing.
+pub(crate) fn create_working_dir(dir: &Path) -> Result<(), StateError> {
+    std::fs::create_dir_all(dir).map_err(|e| error(&format!("cannot create working directory '{}'", dir.display()), e))
+}
+
 impl RocksDbRawStore {
     /// Opens a fresh instance in `dir` (created; removed again on drop) within a memory
     /// budget of its own, `memory_bytes` (half block cache, half write buffers).
@@ -109,8 +114,7 @@ impl RocksDbRawStore {
 
     /// Opens a fresh instance in `dir` within a slot's shared memory.
     pub fn open_in_slot(dir: &Path, memory: &SlotMemory) -> Result<Self, StateError> {
-        std::fs::create_dir_all(dir)
-            .map_err(|e| error(&format!("cannot create working directory '{}'", dir.display()), e))?;
+        create_working_dir(dir)?;
         Self::open_existing(dir, memory, Vec::new())
     }
 

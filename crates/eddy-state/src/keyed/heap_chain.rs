@@ -148,13 +148,13 @@ pub struct HeapChain {
 }
 
 impl HeapChain {
-    /// A chain in a new directory under `parent`. The first chain of a process removes
-    /// what killed processes left in `parent` (their chains' directories).
+    /// A chain in a new directory under `parent`. Every new chain first removes what
+    /// killed processes left in `parent` (their chains' directories).
     pub fn new(parent: &Path, instance: &str) -> Result<Self, StateError> {
-        static SWEPT: std::sync::Once = std::sync::Once::new();
-        SWEPT.call_once(|| {
-            remove_orphans(parent, CHAIN_DIR_PREFIX);
-        });
+        // What processes killed with SIGKILL left goes first, at every new chain as with
+        // RocksDB's instances: a chain is made when a task is deployed, so a process that
+        // survived also clears what a killed neighbour left when its tasks come back.
+        remove_orphans(parent, CHAIN_DIR_PREFIX);
         // Created by the first segment: a job without checkpoints leaves nothing behind.
         let dir = parent.join(format!("{CHAIN_DIR_PREFIX}{instance}-{}", eddy_types::RunSeed::draw().hex()));
         Ok(Self {

@@ -137,14 +137,15 @@ pub struct LocalFiles(Arc<RemoveOnDrop>);
 
 struct RemoveOnDrop {
     dir: PathBuf,
-    /// The owner file, locked while the directory is in use (see [`LocalFiles::mark_owned`]).
-    owner: OnceLock<File>,
+    /// The owner file, locked while the directory is in use (see [`LocalFiles::mark_owned`]);
+    /// `None` once its file system refused the lock, so that it is tried (and said) once.
+    owner: OnceLock<Option<File>>,
 }
 
 impl Drop for RemoveOnDrop {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.dir);
-        if self.owner.get().is_some() {
+        if let Some(Some(_)) = self.owner.get() {
             owned_here().remove(&self.dir);
         }
     }
@@ -197,11 +198,12 @@ impl LocalFiles {
             let _ = std::fs::remove_file(&locking);
             tracing::warn!(directory = %dir.display(), error = %e, "cannot lock a file in a local state directory; if the \
                 process is killed, the directory stays");
+            let _ = self.0.owner.set(None);
             return Ok(());
         }
         std::fs::rename(&locking, dir.join(OWNER_FILE))?;
         owned_here().insert(dir.clone());
-        let _ = self.0.owner.set(owner);
+        let _ = self.0.owner.set(Some(owner));
         Ok(())
     }
 }
