@@ -13,6 +13,7 @@
 use super::backend::TableSpec;
 use super::backend::{CurrentKey, DeferredKeyGroups, KeyedTable, NamespaceForm, StoredKey};
 use super::canonical::{append_stored, canonical_key_group, serialize_group, split_stored, stored_spans};
+use super::cow::{Group, Spares};
 use super::heap_chain::{ChangesWriter, DeferredChanges};
 use super::heap_group::{ControlHint, Entry, KeyGroupTable, Loc};
 use super::raw::{HeldWrite, RawLayout, RawTable};
@@ -22,127 +23,7 @@ use crate::StateValue;
 use eddy_types::{Clock, WallClock};
 use std::any::Any;
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
-
-/// One key group's entries: the table's own, or shared with a snapshot being written
-/// (copy on write, as Flink's `CopyOnWriteStateMap`: a snapshot takes every group in O(1),
-/// and the first change after it takes the group back, copying it only if the snapshot
-/// still reads it). So the task thread never copies a whole state at a barrier.
-enum Group<S> {
-    Owned(KeyGroupTable<S>),
-    Shared(Arc<KeyGroupTable<S>>),
-}
-
-impl<S: StateValue> Group<S> {
-    #[inline]
-    fn get(&self) -> &KeyGroupTable<S> {
-        match self {
-            Group::Owned(table) => table,
-            Group::Shared(table) => table,
-        }
-    }
-
-    /// The group for a change: owned again first if a snapshot shared it. A copy keeps
-    /// every entry in its bucket, so bucket indexes stay valid.
-    #[inline]
-    fn get_mut(&mut self, spares: &Spares<S>) -> &mut KeyGroupTable<S> {
-        if let Group::Shared(_) = self {
-            self.unshare(spares);
-        }
-        match self {
-            Group::Owned(table) => table,
-            Group::Shared(_) => unreachable!("unshared above"),
-        }
-    }
-
-    #[cold]
-    fn unshare(&mut self, spares: &Spares<S>) {
-        if let Group::Shared(shared) = std::mem::replace(self, Group::Owned(KeyGroupTable::default())) {
-            *self = Group::Owned(Arc::try_unwrap(shared).unwrap_or_else(|shared| spares.copy_of(&shared)));
-        }
-    }
-
-    /// The group for a snapshot, shared from now on.
-    fn share(&mut self) -> Arc<KeyGroupTable<S>> {
-        if let Group::Owned(table) = self {
-            *self = Group::Shared(Arc::new(std::mem::take(table)));
-        }
-        match self {
-            Group::Shared(table) => Arc::clone(table),
-            Group::Owned(_) => unreachable!("shared above"),
-        }
-    }
-}
-
-/// The memory of key groups that a snapshot let go after the task thread had copied
-/// them: the next copies are made into it. Fresh memory for every copy cost the task
-/// thread a page fault per 4 KB (W4 on the heap with 1 s checkpoints copies its whole
-/// state each second: `clear_page_erms` was 9-17 % of its samples), and freeing it off the
-/// task thread handed it back to the system only to be asked for again.
-///
-/// One pool for all key groups, not a spare per group: a table let go early in a
-/// snapshot takes a copy made later in the same one, so a state that is copied holds
-/// about one copy of itself beside it, as before (a spare per group kept a third copy
-/// idle until the next checkpoint: W4's peak RSS +80-100 MB). hashbrown's `clone_from`
-/// reuses a spare's memory when its size is the source's, and frees it otherwise (so with
-/// skewed key groups a hot group's old table does not linger: the next copy of another
-/// size frees it). Taking a spare of the same size first measured slower on W4, whose
-/// groups sit on both sides of a table size. At most one table per key group is kept,
-/// with its entries: their memory is freed by the copy into it, on the task thread, where
-/// it goes straight to the copy's own allocations (emptied on the snapshot's thread, it
-/// was freed across threads and W4's copies took fresh pages again).
-struct Spares<S> {
-    tables: Arc<Mutex<Vec<KeyGroupTable<S>>>>,
-    max: usize,
-}
-
-impl<S> Clone for Spares<S> {
-    fn clone(&self) -> Self {
-        Self { tables: Arc::clone(&self.tables), max: self.max }
-    }
-}
-
-impl<S: StateValue> Spares<S> {
-    fn new(group_count: usize) -> Self {
-        Self { tables: Arc::default(), max: group_count }
-    }
-
-    fn tables(&self) -> std::sync::MutexGuard<'_, Vec<KeyGroupTable<S>>> {
-        // A panic while holding it left at worst a spare missing.
-        self.tables.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-
-    /// A copy of `shared`, in a spare's memory if there is one.
-    fn copy_of(&self, shared: &KeyGroupTable<S>) -> KeyGroupTable<S> {
-        let spare = self.tables().pop();
-        match spare {
-            Some(mut table) => {
-                table.clone_from(shared);
-                table
-            }
-            None => shared.clone(),
-        }
-    }
-
-    /// A snapshot is done with `shared`: kept as a spare if the task thread copied it
-    /// meanwhile (then nobody else holds it), otherwise let go (the task thread takes it
-    /// back without a copy).
-    fn give_back(&self, shared: Arc<KeyGroupTable<S>>) {
-        if let Ok(table) = Arc::try_unwrap(shared) {
-            let mut tables = self.tables();
-            if tables.len() < self.max {
-                tables.push(table);
-            }
-        }
-    }
-
-    /// How many spares there are, and the entries they hold.
-    #[cfg(test)]
-    fn held(&self) -> (usize, usize) {
-        let tables = self.tables();
-        (tables.len(), tables.iter().map(|table| table.iter().count()).sum())
-    }
-}
+use std::sync::Arc;
 
 /// The values of one state, per key group and key: all of them (heap backend), or a
 /// bounded write-back cache of the hot ones in front of a [`RawTable`] (RocksDB). Changed
@@ -151,9 +32,9 @@ impl<S: StateValue> Spares<S> {
 /// durable, so nothing is lost.
 pub struct HeapTable<S> {
     name: String,
-    groups: Vec<Group<S>>,
+    groups: Vec<Group<KeyGroupTable<S>>>,
     /// Memory for the copies of groups that a snapshot shares.
-    spares: Spares<S>,
+    spares: Spares<KeyGroupTable<S>>,
     /// First key group of the range (turns a local group index into a key group).
     first_key_group: u32,
     raw: Option<Box<dyn RawTable>>,
@@ -947,12 +828,16 @@ mod tests {
                     expected.insert(stored(k), k as u64 + round * 1000);
                 }
             }
-            let held_while_shared = table.spares.held();
+            let held = |spares: &Spares<KeyGroupTable<u64>>| {
+                let tables = spares.held();
+                (tables.len(), tables.iter().map(|table| table.iter().count()).sum::<usize>())
+            };
+            let held_while_shared = held(&table.spares);
             let entries_taken = taken.len();
             assert_eq!(snapshot(), taken, "round {round}: the snapshot holds the values at the barrier");
             assert_eq!(held_while_shared, (0, 0), "round {round}: the copies took every spare there was");
             // The groups as the barrier left them, one per group, to be copied over next.
-            assert_eq!(table.spares.held(), (GROUPS, entries_taken), "round {round}: one spare per copied group");
+            assert_eq!(held(&table.spares), (GROUPS, entries_taken), "round {round}: one spare per copied group");
             for &k in &keys {
                 let want = expected.get(&stored(k)).copied();
                 assert_eq!(table.get(&key(k)).unwrap().copied(), want, "round {round}, key {k}");

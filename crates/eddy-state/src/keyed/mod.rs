@@ -26,6 +26,7 @@
 mod aggregating;
 mod backend;
 mod canonical;
+mod cow;
 mod factory;
 mod heap_chain;
 mod heap_group;
