@@ -56,6 +56,140 @@ pub fn run_all(factory: BackendFactory<'_>) {
     cache_smaller_than_state(factory);
     maps_survive_snapshots(factory);
     declared_types_survive_snapshots(factory);
+    states_of_one_function(factory);
+}
+
+/// One step of [`states_of_one_function`]: the next of a fixed pseudo-random sequence.
+fn next_step(seed: &mut u64) -> u64 {
+    *seed = seed.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    let mut z = *seed;
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// What [`states_of_one_function`] expects of one key (in one namespace, or none).
+#[derive(Default, Clone, PartialEq, Debug)]
+struct FunctionValues {
+    a: Option<u64>,
+    b: Option<String>,
+    sum: Option<u64>,
+    list: Vec<u32>,
+}
+
+/// The states of one function, read and written in every order through the same key,
+/// some in a window's namespace: every read gives what a model says, and every value
+/// survives a snapshot. The snapshots, the one taken at a barrier while the values went on
+/// changing and the last, are the same bytes as those of a backend that had a key set
+/// before the states were declared: a backend may keep the states a function declared
+/// before its first key together (one entry per key for all of them), and what it writes
+/// must not show it.
+fn states_of_one_function(factory: BackendFactory<'_>) {
+    use std::collections::HashMap;
+    type Model = HashMap<(u64, Option<u64>), FunctionValues>;
+    let max = MaxParallelism::default();
+    let run = |key_first: bool| -> (KeyedStateSnapshot, KeyedStateSnapshot, Model) {
+        install_backend(factory(KeyGroupRange::all(max), max)).unwrap();
+        if key_first {
+            set_key(&u64::MAX);
+        }
+        let a = ValueState::declare(&ValueStateDescriptor::<u64>::new("a")).unwrap();
+        let b = ValueState::declare(&ValueStateDescriptor::<String>::new("b")).unwrap();
+        let sum = ReducingState::declare(&ReducingStateDescriptor::<u64>::new("sum", |x, y| x + y)).unwrap();
+        let list = ListState::declare(&ListStateDescriptor::<u32>::new("list")).unwrap();
+        let (mut model, mut seed, mut barrier) = (Model::new(), 7u64, None);
+        for step in 0..30_000 {
+            let r = next_step(&mut seed);
+            let key = r % 400;
+            set_key(&key);
+            let window = ((r >> 20) % 5 == 0).then_some((r >> 24) % 3);
+            if let Some(window) = window {
+                with_backend("test", |b| {
+                    b.set_current_namespace(&window.to_be_bytes());
+                    Ok(())
+                })
+                .unwrap();
+            }
+            let m = model.entry((key, window)).or_default();
+            let at = format!("step {step}, key {key}, window {window:?}");
+            match (r >> 32) % 10 {
+                0 | 9 => {
+                    a.update(r).unwrap();
+                    m.a = Some(r);
+                }
+                1 => assert_eq!(a.value().unwrap(), m.a, "{at}"),
+                2 => assert_eq!(a.take().unwrap(), m.a.take(), "{at}"),
+                3 => {
+                    b.update(r.to_string()).unwrap();
+                    m.b = Some(r.to_string());
+                }
+                4 => {
+                    assert_eq!(b.value().unwrap(), m.b.take(), "{at}");
+                    b.clear().unwrap();
+                }
+                5 => {
+                    sum.add(r % 100).unwrap();
+                    m.sum = Some(m.sum.unwrap_or(0) + r % 100);
+                }
+                6 => assert_eq!(sum.get().unwrap(), m.sum, "{at}"),
+                7 => {
+                    list.add(r as u32).unwrap();
+                    m.list.push(r as u32);
+                }
+                _ => {
+                    assert_eq!(list.get().unwrap(), m.list, "{at}");
+                    list.clear().unwrap();
+                    m.list.clear();
+                }
+            }
+            if step == 15_000 {
+                let id = eddy_types::CheckpointId(1);
+                barrier = Some(with_backend("test", |b| b.snapshot_for_checkpoint(id, false)).unwrap());
+            }
+        }
+        let mut barrier = barrier.expect("taken at step 15 000");
+        barrier.complete_deferred().unwrap();
+        let last = take_backend().unwrap().snapshot().unwrap();
+        model.retain(|_, values| *values != FunctionValues::default());
+        (barrier, last, model)
+    };
+    let (barrier, last, model) = run(false);
+    let (separate_barrier, separate_last, _) = run(true);
+    // The key set before the states were declared has no values: the same snapshots.
+    let by_name = |snapshot: &KeyedStateSnapshot| {
+        let mut states = snapshot.states.clone();
+        states.sort_by(|x, y| x.name.cmp(&y.name));
+        states
+    };
+    assert_eq!(by_name(&barrier), by_name(&separate_barrier), "the snapshots at the barrier");
+    assert_eq!(by_name(&last), by_name(&separate_last), "the last snapshots");
+    // Every value, restored.
+    let mut fresh = factory(KeyGroupRange::all(max), max);
+    fresh.set_restored(last);
+    install_backend(fresh).unwrap();
+    let a = ValueState::declare(&ValueStateDescriptor::<u64>::new("a")).unwrap();
+    let b = ValueState::declare(&ValueStateDescriptor::<String>::new("b")).unwrap();
+    let sum = ReducingState::declare(&ReducingStateDescriptor::<u64>::new("sum", |x, y| x + y)).unwrap();
+    let list = ListState::declare(&ListStateDescriptor::<u32>::new("list")).unwrap();
+    assert!(model.len() > 500, "{} keys and windows with values", model.len());
+    for ((key, window), values) in &model {
+        set_key(key);
+        if let Some(window) = window {
+            with_backend("test", |b| {
+                b.set_current_namespace(&window.to_be_bytes());
+                Ok(())
+            })
+            .unwrap();
+        }
+        let read = FunctionValues {
+            a: a.value().unwrap(),
+            b: b.value().unwrap(),
+            sum: sum.get().unwrap(),
+            list: list.get().unwrap(),
+        };
+        assert_eq!(&read, values, "key {key}, window {window:?}, restored");
+    }
+    take_backend();
 }
 
 /// A state's declared type travels through snapshots, also through a restore that does
