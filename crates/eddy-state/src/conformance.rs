@@ -102,7 +102,7 @@ fn states_of_one_function(factory: BackendFactory<'_>) {
             let r = next_step(&mut seed);
             let key = r % 400;
             set_key(&key);
-            let window = ((r >> 20) % 5 == 0).then_some((r >> 24) % 3);
+            let window = (r >> 20).is_multiple_of(5).then_some((r >> 24) % 3);
             if let Some(window) = window {
                 with_backend("test", |b| {
                     b.set_current_namespace(&window.to_be_bytes());
