@@ -48,9 +48,11 @@ impl KeyedCoProcessFunction<Vec<u8>, Row, Row, Row> for TemporalJoin {
         _out: &mut Collector<'_, Row>,
     ) -> FunctionResult {
         let (waiting, _) = self.state.as_ref().ok_or("the temporal join is used before open (bug)")?;
-        let Some(t) = row.fields[self.left_time].as_millis() else { return Ok(()) };
+        let mut fields = row.fields;
+        fields.pop(); // the key, computed before the exchange (see `temporal_join`)
+        let Some(t) = fields[self.left_time].as_millis() else { return Ok(()) };
         ctx.timer_service().register_event_time_timer(t)?;
-        waiting.update_with(Waiting::new, |w| w.entry(t).or_default().push(row.fields))?;
+        waiting.update_with(Waiting::new, |w| w.entry(t).or_default().push(fields))?;
         Ok(())
     }
 
@@ -133,18 +135,32 @@ pub fn temporal_join(
     uid: &str,
 ) -> DataStream<Row> {
     let expressions = Arc::new(key_expressions.to_vec());
-    // A NULL key (or one that fails to evaluate) meets no version: such rows share a key
-    // no right row has.
-    let left = left.key_by(move |r: &Row| {
-        let mut key = Vec::new();
-        for e in expressions.iter() {
-            match e.eval(&r.fields) {
-                Ok(v) if !v.is_null() => v.encode_key(&mut key),
-                _ => return b"\xffNULL".to_vec(),
+    // The left key is computed once, before the exchange, and travels as a last column
+    // that the join drops (as Flink's planner computes it in a Calc before the join): the
+    // key selector runs where a row is routed and again where it is processed, and an
+    // expression with a function whose result changes between calls (the clock, a
+    // function of the program's) would give the two different keys. A NULL key (or one
+    // that fails to evaluate) meets no version: such rows share a key no right row has.
+    let left = left
+        .map(move |mut r: Row| {
+            let mut key = Vec::new();
+            for e in expressions.iter() {
+                match e.eval(&r.fields) {
+                    Ok(v) if !v.is_null() => v.encode_key(&mut key),
+                    _ => {
+                        key = b"\xffNULL".to_vec();
+                        break;
+                    }
+                }
             }
-        }
-        key
-    });
+            r.fields.push(Value::Bytes(key.into()));
+            r
+        })
+        .name(&format!("{name}: key"))
+        .key_by(|r: &Row| match r.fields.last() {
+            Some(Value::Bytes(key)) => key.to_vec(),
+            _ => b"\xffNULL".to_vec(),
+        });
     let keys = Arc::new(keys.to_vec());
     let right = right.key_by(move |r: &Row| key_bytes(r, &keys));
     let function = TemporalJoin {
