@@ -88,7 +88,7 @@ fn states_of_one_function(factory: BackendFactory<'_>) {
     use std::collections::HashMap;
     type Model = HashMap<(u64, Option<u64>), FunctionValues>;
     let max = MaxParallelism::default();
-    let run = |key_first: bool| -> (KeyedStateSnapshot, KeyedStateSnapshot, Model) {
+    let run = |key_first: bool| -> (KeyedStateSnapshot, KeyedStateSnapshot, Model, Model) {
         install_backend(factory(KeyGroupRange::all(max), max)).unwrap();
         if key_first {
             set_key(&u64::MAX);
@@ -97,7 +97,7 @@ fn states_of_one_function(factory: BackendFactory<'_>) {
         let b = ValueState::declare(&ValueStateDescriptor::<String>::new("b")).unwrap();
         let sum = ReducingState::declare(&ReducingStateDescriptor::<u64>::new("sum", |x, y| x + y)).unwrap();
         let list = ListState::declare(&ListStateDescriptor::<u32>::new("list")).unwrap();
-        let (mut model, mut seed, mut barrier) = (Model::new(), 7u64, None);
+        let (mut model, mut seed, mut barrier, mut at_barrier) = (Model::new(), 7u64, None, Model::new());
         for step in 0..30_000 {
             let r = next_step(&mut seed);
             let key = r % 400;
@@ -145,16 +145,16 @@ fn states_of_one_function(factory: BackendFactory<'_>) {
             if step == 15_000 {
                 let id = eddy_types::CheckpointId(1);
                 barrier = Some(with_backend("test", |b| b.snapshot_for_checkpoint(id, false)).unwrap());
+                at_barrier = model.clone();
             }
         }
         let mut barrier = barrier.expect("taken at step 15 000");
         barrier.complete_deferred().unwrap();
         let last = take_backend().unwrap().snapshot().unwrap();
-        model.retain(|_, values| *values != FunctionValues::default());
-        (barrier, last, model)
+        (barrier, last, at_barrier, model)
     };
-    let (barrier, last, model) = run(false);
-    let (separate_barrier, separate_last, _) = run(true);
+    let (barrier, last, at_barrier, model) = run(false);
+    let (separate_barrier, separate_last, _, _) = run(true);
     // The key set before the states were declared has no values: the same snapshots.
     let by_name = |snapshot: &KeyedStateSnapshot| {
         let mut states = snapshot.states.clone();
@@ -163,33 +163,41 @@ fn states_of_one_function(factory: BackendFactory<'_>) {
     };
     assert_eq!(by_name(&barrier), by_name(&separate_barrier), "the snapshots at the barrier");
     assert_eq!(by_name(&last), by_name(&separate_last), "the last snapshots");
-    // Every value, restored.
-    let mut fresh = factory(KeyGroupRange::all(max), max);
-    fresh.set_restored(last);
-    install_backend(fresh).unwrap();
-    let a = ValueState::declare(&ValueStateDescriptor::<u64>::new("a")).unwrap();
-    let b = ValueState::declare(&ValueStateDescriptor::<String>::new("b")).unwrap();
-    let sum = ReducingState::declare(&ReducingStateDescriptor::<u64>::new("sum", |x, y| x + y)).unwrap();
-    let list = ListState::declare(&ListStateDescriptor::<u32>::new("list")).unwrap();
-    assert!(model.len() > 500, "{} keys and windows with values", model.len());
-    for ((key, window), values) in &model {
-        set_key(key);
-        if let Some(window) = window {
-            with_backend("test", |b| {
-                b.set_current_namespace(&window.to_be_bytes());
-                Ok(())
-            })
-            .unwrap();
+    // Every value, restored: the barrier's as they were at the barrier, and the last.
+    let restores = |snapshot: KeyedStateSnapshot, mut model: Model, what: &str| {
+        model.retain(|_, values| *values != FunctionValues::default());
+        let mut fresh = factory(KeyGroupRange::all(max), max);
+        fresh.set_restored(snapshot);
+        install_backend(fresh).unwrap();
+        let a = ValueState::declare(&ValueStateDescriptor::<u64>::new("a")).unwrap();
+        let b = ValueState::declare(&ValueStateDescriptor::<String>::new("b")).unwrap();
+        let sum = ReducingState::declare(&ReducingStateDescriptor::<u64>::new("sum", |x, y| x + y)).unwrap();
+        let list = ListState::declare(&ListStateDescriptor::<u32>::new("list")).unwrap();
+        assert!(model.len() > 500, "{what}: {} keys and windows with values", model.len());
+        for key in 0..400u64 {
+            for window in [None, Some(0u64), Some(1), Some(2)] {
+                set_key(&key);
+                if let Some(window) = window {
+                    with_backend("test", |b| {
+                        b.set_current_namespace(&window.to_be_bytes());
+                        Ok(())
+                    })
+                    .unwrap();
+                }
+                let read = FunctionValues {
+                    a: a.value().unwrap(),
+                    b: b.value().unwrap(),
+                    sum: sum.get().unwrap(),
+                    list: list.get().unwrap(),
+                };
+                let expected = model.get(&(key, window)).cloned().unwrap_or_default();
+                assert_eq!(read, expected, "{what}: key {key}, window {window:?}, restored");
+            }
         }
-        let read = FunctionValues {
-            a: a.value().unwrap(),
-            b: b.value().unwrap(),
-            sum: sum.get().unwrap(),
-            list: list.get().unwrap(),
-        };
-        assert_eq!(&read, values, "key {key}, window {window:?}, restored");
-    }
-    take_backend();
+        take_backend();
+    };
+    restores(barrier, at_barrier, "the barrier's snapshot");
+    restores(last, model, "the last snapshot");
 }
 
 /// A state's declared type travels through snapshots, also through a restore that does

@@ -141,6 +141,8 @@ pub fn temporal_join(
     // expression with a function whose result changes between calls (the clock, a
     // function of the program's) would give the two different keys. A NULL key (or one
     // that fails to evaluate) meets no version: such rows share a key no right row has.
+    // (The map's records carry no timestamp, which the join does not read: a left row's
+    // time is its `left_time` column.)
     let left = left
         .map(move |mut r: Row| {
             let mut key = Vec::new();

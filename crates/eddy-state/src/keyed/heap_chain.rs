@@ -273,7 +273,7 @@ fn write_segment(
     let mut writer = writer.lock().unwrap_or_else(|p| p.into_inner());
     let path = dir.path().join(name);
     let failed = |e: std::io::Error| io_error("cannot write the heap checkpoint segment", &path, e);
-    dir.create_owned().map_err(failed)?;
+    dir.create_owned().map_err(|e| io_error("cannot create the heap chain's directory", dir.path(), e))?;
     let file = std::fs::File::create(&path).map_err(failed)?;
     let mut file = std::io::BufWriter::with_capacity(1 << 20, file);
     let mut head = MAGIC.to_vec();

@@ -138,7 +138,8 @@ pub struct LocalFiles(Arc<RemoveOnDrop>);
 struct RemoveOnDrop {
     dir: PathBuf,
     /// The owner file, locked while the directory is in use (see [`LocalFiles::mark_owned`]);
-    /// `None` once its file system refused the lock, so that it is tried (and said) once.
+    /// `None` once the lock could not be taken (a file system that cannot lock), so that it
+    /// is tried once per directory.
     owner: OnceLock<Option<File>>,
 }
 
@@ -196,13 +197,25 @@ impl LocalFiles {
         let owner = File::options().create(true).truncate(false).write(true).open(&locking)?;
         if let Err(e) = owner.try_lock() {
             let _ = std::fs::remove_file(&locking);
-            tracing::warn!(directory = %dir.display(), error = %e, "cannot lock a file in a local state directory; if the \
-                process is killed, the directory stays");
+            // Said once per process: a checkpoint makes new directories each time.
+            static SAID: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+            if !SAID.swap(true, std::sync::atomic::Ordering::Relaxed) {
+                tracing::warn!(directory = %dir.display(), error = %e, "cannot lock a file in a local state directory; \
+                    if the process is killed, its local state directories stay");
+            }
             let _ = self.0.owner.set(None);
             return Ok(());
         }
-        std::fs::rename(&locking, dir.join(OWNER_FILE))?;
-        owned_here().insert(dir.clone());
+        // Named this process's before its owner file shows: a sweep of this process (which
+        // holds the same set while it looks) never takes a lock of its own on it, which on
+        // NFS, where a lock is the process's, would succeed, and its closing would drop ours.
+        let mut owned = owned_here();
+        owned.insert(dir.clone());
+        if let Err(e) = std::fs::rename(&locking, dir.join(OWNER_FILE)) {
+            owned.remove(dir);
+            return Err(e);
+        }
+        drop(owned);
         let _ = self.0.owner.set(Some(owner));
         Ok(())
     }
@@ -220,7 +233,10 @@ pub fn remove_orphans(parent: &Path, prefix: &str) -> usize {
             continue;
         }
         let dir = entry.path();
-        if owned_here().contains(&dir) {
+        // Held while the directory is looked at, so that none of this process's is marked
+        // meanwhile (see `mark_owned`).
+        let owned = owned_here();
+        if owned.contains(&dir) {
             continue;
         }
         let Ok(owner) = File::options().write(true).open(dir.join(OWNER_FILE)) else { continue };
